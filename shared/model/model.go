@@ -1,0 +1,256 @@
+// Package model holds flexslurm's durable domain records: the cluster, its
+// node pools, its nodes (one record per Slurm node name, with a generation
+// that increments each time a new VM is requested for the node) and the Slurm
+// jobs flexslurm provisions for. These are the documents stored in Firestore
+// and the snapshot every decision reads.
+//
+// The package imports only the standard library; it does no I/O.
+package model
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// NodeKind tells a static node (kept up to min_node_count whether or not a
+// job waits) from a dynamic node (provisioned for pending jobs, up to
+// max_node_count). Source: the seed, "Comportamiento del escalamiento de nodos".
+type NodeKind string
+
+// Node kinds.
+const (
+	NodeStatic  NodeKind = "static"
+	NodeDynamic NodeKind = "dynamic"
+)
+
+// Phase is where the current generation of a node stands.
+type Phase string
+
+// Node phases. A generation moves Requested → Running → (Deleting →) Released,
+// or straight to Released when Compute Engine ends its VM; a new generation
+// starts again at Requested.
+const (
+	// PhaseRequested: capacity was asked for (a Flex-Start resize request
+	// names this generation's VM); the VM is not running yet. Capacity may
+	// queue for hours.
+	PhaseRequested Phase = "requested"
+	// PhaseRunning: the VM of this generation exists and runs.
+	PhaseRunning Phase = "running"
+	// PhaseDeleting: flexslurm asked Compute Engine to delete this
+	// generation's VM (health replacement, release of an idle dynamic node,
+	// surplus static node) and waits for it to be gone.
+	PhaseDeleting Phase = "deleting"
+	// PhaseReleased: no VM for this node and none wanted. The slot is free.
+	PhaseReleased Phase = "released"
+)
+
+// Phases lists every phase, in lifecycle order.
+var Phases = []Phase{PhaseRequested, PhaseRunning, PhaseDeleting, PhaseReleased}
+
+// HasVM reports whether a VM of the current generation may exist or is
+// wanted (any phase but Released).
+func (p Phase) HasVM() bool { return p != PhaseReleased && p != "" }
+
+// Serving reports whether the current generation is wanted: requested or
+// running. A node that is Deleting or Released needs a new generation to
+// serve again.
+func (p Phase) Serving() bool { return p == PhaseRequested || p == PhaseRunning }
+
+// EndReason says why a generation ended.
+type EndReason string
+
+// Reasons a generation ended.
+const (
+	EndExpired  EndReason = "expired"  // Compute Engine ended the VM at its max run duration
+	EndHealth   EndReason = "health"   // replaced after a failed health check
+	EndReleased EndReason = "released" // a dynamic node was released (idle, no job) or a static node became surplus
+	EndLost     EndReason = "lost"     // the VM vanished without an expiry (deleted out of band)
+)
+
+// Node is one Slurm node of a Flex-Start node pool. Its Name never changes;
+// each VM that backs it is a new Generation with its own VM name, so a
+// redelivered event for an old generation can never touch the new VM.
+type Node struct {
+	Name       string   `firestore:"name" json:"name"`             // Slurm node name, "<cluster>-<pool>-<index>"
+	Pool       string   `firestore:"pool" json:"pool"`             // node pool id
+	Index      int      `firestore:"index" json:"index"`           // 0-based; indexes below min_node_count are static
+	Kind       NodeKind `firestore:"kind" json:"kind"`             // static or dynamic
+	Generation int64    `firestore:"generation" json:"generation"` // ≥ 1 once a VM was ever requested
+	Phase      Phase    `firestore:"phase" json:"phase"`
+	VMName     string   `firestore:"vm_name" json:"vm_name,omitempty"` // "<node>-g<generation>"
+	VMID       string   `firestore:"vm_id" json:"vm_id,omitempty"`     // numeric Compute instance id, as a string
+	// ResizeRequest names the resize request that provisions this generation.
+	ResizeRequest string `firestore:"resize_request" json:"resize_request,omitempty"`
+	// JobID is the Slurm job a dynamic node was provisioned for ("" for static nodes).
+	JobID string `firestore:"job_id" json:"job_id,omitempty"`
+	// RequestedAt is when this generation's capacity was requested.
+	RequestedAt time.Time `firestore:"requested_at" json:"requested_at,omitzero"`
+	// RunningAt is when the VM was first seen running.
+	RunningAt time.Time `firestore:"running_at" json:"running_at,omitzero"`
+	// TerminationTime is when Compute Engine will end the VM (the VM's
+	// scheduling.terminationTimestamp, or creation + run duration).
+	TerminationTime time.Time `firestore:"termination_time" json:"termination_time,omitzero"`
+	// LastEnd says why the previous generation ended ("" before any ended).
+	LastEnd EndReason `firestore:"last_end" json:"last_end,omitempty"`
+	// Reason is the last decision's reason, for operators.
+	Reason    string    `firestore:"reason" json:"reason,omitempty"`
+	UpdatedAt time.Time `firestore:"updated_at" json:"updated_at,omitzero"`
+}
+
+// JobState is flexslurm's view of a Slurm job.
+type JobState string
+
+// Job states.
+const (
+	JobPending   JobState = "pending"   // PENDING in Slurm (including requeued)
+	JobRunning   JobState = "running"   // started (PrologSlurmctld ran)
+	JobFinished  JobState = "finished"  // ended (EpilogSlurmctld ran)
+	JobCancelled JobState = "cancelled" // cancelled while pending
+)
+
+// Active reports whether the job still needs nodes.
+func (s JobState) Active() bool { return s == JobPending || s == JobRunning }
+
+// Job is a Slurm job that flexslurm provisions dynamic nodes for.
+type Job struct {
+	ID        string   `firestore:"id" json:"id"`               // Slurm job id
+	Partition string   `firestore:"partition" json:"partition"` // Slurm partition
+	Pool      string   `firestore:"pool" json:"pool"`           // node pool chosen for it
+	State     JobState `firestore:"state" json:"state"`
+	// NodesWanted is the node count the job asked for.
+	NodesWanted int `firestore:"nodes_wanted" json:"nodes_wanted"`
+	// Nodes are the Slurm nodes allocated to the job (from ResumeProgram) or
+	// chosen by flexslurm when Slurm named none.
+	Nodes []string `firestore:"nodes" json:"nodes"`
+	// Generation counts provisioning attempts for this job; each new resize
+	// request for it takes a new generation so its name and request id differ.
+	Generation int64 `firestore:"generation" json:"generation"`
+	// ResizeRequest is the current resize request serving the job.
+	ResizeRequest string    `firestore:"resize_request" json:"resize_request,omitempty"`
+	Requeues      int       `firestore:"requeues" json:"requeues"`
+	SubmittedAt   time.Time `firestore:"submitted_at" json:"submitted_at,omitzero"`
+	UpdatedAt     time.Time `firestore:"updated_at" json:"updated_at,omitzero"`
+	Reason        string    `firestore:"reason" json:"reason,omitempty"`
+}
+
+// Pool is the stored state of one Flex-Start node pool.
+type Pool struct {
+	ID   string `firestore:"id" json:"id"`
+	Zone string `firestore:"zone" json:"zone"`
+	// MIG and Template name the pool's Compute resources.
+	MIG      string `firestore:"mig" json:"mig"`
+	Template string `firestore:"template" json:"template"`
+	// MinNodes and MaxNodes are scaling_spec.min_node_count / max_node_count.
+	MinNodes int `firestore:"min_nodes" json:"min_nodes"`
+	MaxNodes int `firestore:"max_nodes" json:"max_nodes"`
+	// MaxRunDuration is the configured flex_start_max_duration (30 s–7 d);
+	// RunDuration is what Compute is asked for (600 s–7 d, Compute API).
+	MaxRunDuration time.Duration `firestore:"max_run_duration" json:"max_run_duration"`
+	RunDuration    time.Duration `firestore:"run_duration" json:"run_duration"`
+	// Ready is true once the template and MIG are known to exist.
+	Ready     bool      `firestore:"ready" json:"ready"`
+	UpdatedAt time.Time `firestore:"updated_at" json:"updated_at,omitzero"`
+}
+
+// Cluster is the stored cluster record: the effective spec as applied.
+type Cluster struct {
+	ID string `firestore:"id" json:"id"`
+	// Spec is the effective cluster spec JSON (shared/spec's EffectiveJSON).
+	Spec []byte `firestore:"spec" json:"spec"`
+	// SpecVersion increments with every applied spec that differs.
+	SpecVersion int64     `firestore:"spec_version" json:"spec_version"`
+	SpecSHA256  string    `firestore:"spec_sha256" json:"spec_sha256"`
+	Project     string    `firestore:"project" json:"project"`
+	UpdatedAt   time.Time `firestore:"updated_at" json:"updated_at,omitzero"`
+}
+
+// State is a snapshot of one cluster (or of some of its pools) that a
+// decision reads and edits. Maps are keyed by pool id, node name and job id.
+type State struct {
+	Cluster *Cluster // nil when the cluster was never applied
+	Pools   map[string]*Pool
+	Nodes   map[string]*Node
+	Jobs    map[string]*Job
+}
+
+// NewState returns an empty state.
+func NewState() *State {
+	return &State{Pools: map[string]*Pool{}, Nodes: map[string]*Node{}, Jobs: map[string]*Job{}}
+}
+
+// Clone returns a deep copy.
+func (s *State) Clone() *State {
+	c := NewState()
+	if s.Cluster != nil {
+		cl := *s.Cluster
+		cl.Spec = append([]byte(nil), s.Cluster.Spec...)
+		c.Cluster = &cl
+	}
+	for k, v := range s.Pools {
+		p := *v
+		c.Pools[k] = &p
+	}
+	for k, v := range s.Nodes {
+		n := *v
+		c.Nodes[k] = &n
+	}
+	for k, v := range s.Jobs {
+		j := *v
+		j.Nodes = append([]string(nil), v.Nodes...)
+		c.Jobs[k] = &j
+	}
+	return c
+}
+
+// PoolNodes returns the nodes of a pool ordered by index.
+func (s *State) PoolNodes(pool string) []*Node {
+	var out []*Node
+	for _, n := range s.Nodes {
+		if n.Pool == pool {
+			out = append(out, n)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Index < out[j].Index })
+	return out
+}
+
+// NodeByVM finds the node whose current generation's VM has that name.
+func (s *State) NodeByVM(vm string) (*Node, bool) {
+	for _, n := range s.Nodes {
+		if n.VMName == vm {
+			return n, true
+		}
+	}
+	return nil, false
+}
+
+// SortedJobs returns the jobs in a stable order (by id, numerically when both are numbers).
+func (s *State) SortedJobs() []*Job {
+	out := make([]*Job, 0, len(s.Jobs))
+	for _, j := range s.Jobs {
+		out = append(out, j)
+	}
+	sort.Slice(out, func(a, b int) bool { return lessJobID(out[a].ID, out[b].ID) })
+	return out
+}
+
+func lessJobID(a, b string) bool {
+	if len(a) != len(b) {
+		return len(a) < len(b)
+	}
+	return a < b
+}
+
+// NodeName is the Slurm node name of index i in a pool: "<cluster>-<pool>-<i>"
+// (slurm-gcp's "<cluster>-<nodeset>-<index>" convention).
+func NodeName(cluster, pool string, i int) string {
+	return fmt.Sprintf("%s-%s-%d", cluster, pool, i)
+}
+
+// VMName is the Compute instance name of a node's generation:
+// "<node>-g<generation>". A new generation never reuses the name of a VM
+// that may still be being deleted.
+func VMName(node string, generation int64) string {
+	return fmt.Sprintf("%s-g%d", node, generation)
+}
