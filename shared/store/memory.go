@@ -1,0 +1,191 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/flexslurm/flexslurm/shared/model"
+)
+
+// Memory is an in-memory Store. Updates are serialised by one mutex, so they
+// never conflict; otherwise it behaves as the Firestore adapter (the
+// conformance suite checks both). It is safe for concurrent use.
+type Memory struct {
+	mu       sync.Mutex
+	clusters map[string]*model.State
+	events   map[string]map[string]time.Time // cluster → event id → applied at
+	now      func() time.Time
+
+	// Counters, for tests and benchmarks: transactions committed and records written.
+	Transactions, Writes int
+}
+
+var _ Store = (*Memory)(nil)
+
+// NewMemory returns an empty store. now stamps event markers; nil means time.Now.
+func NewMemory(now func() time.Time) *Memory {
+	if now == nil {
+		now = time.Now
+	}
+	return &Memory{clusters: map[string]*model.State{}, events: map[string]map[string]time.Time{}, now: now}
+}
+
+func (m *Memory) cluster(id string) *model.State {
+	st, ok := m.clusters[id]
+	if !ok {
+		st = model.NewState()
+		m.clusters[id] = st
+	}
+	return st
+}
+
+// scoped copies the part of full that scope selects.
+func scoped(full *model.State, scope Scope) *model.State {
+	out := model.NewState()
+	if full.Cluster != nil {
+		c := *full.Cluster
+		c.Spec = append([]byte(nil), full.Cluster.Spec...)
+		out.Cluster = &c
+	}
+	inPool := map[string]bool{}
+	for _, p := range scope.Pools {
+		inPool[p] = true
+	}
+	want := func(pool string) bool { return scope.AllPools || inPool[pool] }
+	clone := full.Clone()
+	for id, p := range clone.Pools {
+		if want(id) {
+			out.Pools[id] = p
+		}
+	}
+	for name, n := range clone.Nodes {
+		if want(n.Pool) {
+			out.Nodes[name] = n
+		}
+	}
+	for id, j := range clone.Jobs {
+		if want(j.Pool) && j.State.Active() {
+			out.Jobs[id] = j
+		}
+	}
+	for _, id := range scope.Jobs {
+		if j, ok := clone.Jobs[id]; ok {
+			out.Jobs[id] = j
+		}
+	}
+	return out
+}
+
+// Update implements Store.
+func (m *Memory) Update(ctx context.Context, scope Scope, fn func(st *model.State) error) error {
+	if scope.Cluster == "" {
+		return fmt.Errorf("store update: scope has no cluster")
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if scope.EventID != "" {
+		if _, seen := m.events[scope.Cluster][scope.EventID]; seen {
+			return ErrDuplicateEvent
+		}
+	}
+	full := m.cluster(scope.Cluster)
+	before := scoped(full, scope)
+	st := before.Clone()
+	if err := fn(st); err != nil {
+		return err
+	}
+	// Clone: the stored records must not share slices (Spec, Job.Nodes)
+	// with st, which the caller may keep and edit after Update returns.
+	m.Writes += applyDiff(full, before, st.Clone())
+	if scope.EventID != "" {
+		if m.events[scope.Cluster] == nil {
+			m.events[scope.Cluster] = map[string]time.Time{}
+		}
+		m.events[scope.Cluster][scope.EventID] = m.now()
+		m.Writes++
+	}
+	m.Transactions++
+	return nil
+}
+
+// applyDiff writes into full what changed from before to after and returns
+// the number of records written or deleted.
+func applyDiff(full, before, after *model.State) int {
+	n := 0
+	if after.Cluster != nil && !reflect.DeepEqual(before.Cluster, after.Cluster) {
+		c := *after.Cluster
+		full.Cluster = &c
+		n++
+	}
+	n += diffMap(full.Pools, before.Pools, after.Pools)
+	n += diffMap(full.Nodes, before.Nodes, after.Nodes)
+	n += diffMap(full.Jobs, before.Jobs, after.Jobs)
+	return n
+}
+
+func diffMap[T any](full, before, after map[string]*T) int {
+	n := 0
+	for k, v := range after {
+		if old, ok := before[k]; !ok || !reflect.DeepEqual(old, v) {
+			c := *v
+			full[k] = &c
+			n++
+		}
+	}
+	for k := range before {
+		if _, ok := after[k]; !ok {
+			delete(full, k)
+			n++
+		}
+	}
+	return n
+}
+
+// Read implements Store.
+func (m *Memory) Read(ctx context.Context, scope Scope) (*model.State, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	full, ok := m.clusters[scope.Cluster]
+	if !ok {
+		return model.NewState(), nil
+	}
+	return scoped(full, scope), nil
+}
+
+// Clusters implements Store.
+func (m *Memory) Clusters(ctx context.Context) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var ids []string
+	for id, st := range m.clusters {
+		if st.Cluster != nil {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	return ids, nil
+}
+
+// ForgetEvents implements Store.
+func (m *Memory) ForgetEvents(ctx context.Context, cluster string, before time.Time) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for id, at := range m.events[cluster] {
+		if at.Before(before) {
+			delete(m.events[cluster], id)
+			n++
+		}
+	}
+	return n, nil
+}

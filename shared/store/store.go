@@ -1,0 +1,66 @@
+// Package store is flexslurm's durable state: the port every function uses to
+// read and change cluster, pool, node and job records, and the processed-event
+// ledger that makes each event apply at most once. Firestore (firestore.go)
+// is the production adapter; Memory is an in-memory implementation held to
+// the same contract by the conformance suite in shared/store/storetest.
+//
+// Every read-modify-write goes through Update, which runs as one transaction.
+//
+// This package imports shared/model and, for the adapter, the Firestore
+// client; nothing else from flexslurm.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/flexslurm/flexslurm/shared/model"
+)
+
+// ErrDuplicateEvent is returned by Update when Scope.EventID was already
+// applied: fn was not called and nothing was written. Callers treat the event
+// as done (and may re-drive in-flight intents idempotently).
+var ErrDuplicateEvent = errors.New("event already applied")
+
+// ErrConflict is returned when a transaction could not commit because of
+// concurrent writers after the adapter's retries. It is transient.
+var ErrConflict = errors.New("concurrent update conflict")
+
+// Scope selects what Update and Read load.
+type Scope struct {
+	// Cluster is the cluster id. Required.
+	Cluster string
+	// AllPools loads every pool of the cluster with its nodes and active jobs.
+	AllPools bool
+	// Pools lists the pools whose records, nodes and active (pending or
+	// running) jobs are loaded when AllPools is false.
+	Pools []string
+	// Jobs lists job ids loaded in addition, whatever their state or pool
+	// (a job seen for the first time has no pool yet).
+	Jobs []string
+	// EventID, when set, makes Update apply at most once per id: a second
+	// Update with the same id returns ErrDuplicateEvent without calling fn.
+	EventID string
+	// EventKind is stored with the event marker, for operators.
+	EventKind string
+}
+
+// Store is the state port.
+type Store interface {
+	// Update loads the scoped state in a transaction, calls fn with it, and
+	// atomically writes every record fn added or changed and deletes every
+	// record fn removed from the maps, together with the event marker when
+	// Scope.EventID is set. fn may be called more than once (transaction
+	// retries) and must not have side effects beyond editing st. An error
+	// from fn aborts the transaction and is returned unchanged.
+	Update(ctx context.Context, scope Scope, fn func(st *model.State) error) error
+	// Read loads the scoped state without a transaction.
+	Read(ctx context.Context, scope Scope) (*model.State, error)
+	// Clusters lists the ids of every stored cluster.
+	Clusters(ctx context.Context) ([]string, error)
+	// ForgetEvents deletes processed-event markers older than the cutoff and
+	// returns how many it deleted (the ledger only has to outlive redelivery:
+	// Pub/Sub's retry window is 24 h for gen2 functions, gcp.md §4.2).
+	ForgetEvents(ctx context.Context, cluster string, before time.Time) (int, error)
+}
