@@ -1,0 +1,173 @@
+package computesim
+
+import (
+	"fmt"
+	"strconv"
+
+	"cloud.google.com/go/compute/apiv1/computepb"
+	"google.golang.org/protobuf/proto"
+)
+
+// maxResizeRequestVMs is the number of VMs one resize request may ask for
+// (1000; release-note summary in gcp.md §1.3).
+const maxResizeRequestVMs = 1000
+
+func rrKey(m *migRec, name string) string {
+	return migKey(m.project, m.zone, m.name) + "/resizeRequests/" + name
+}
+
+// rrInsertLocked creates a resize request in CREATING. The MIG's target size
+// grows by its VM count at once (gcp.md §1.3). Validation follows the API:
+// exactly one of resizeBy > 0 or instances; requestedRunDuration 600–604800 s;
+// and the MIG must have repairs off (defaultActionOnFailure DO_NOTHING), as
+// the documentation requires for resize requests.
+func (s *Sim) rrInsertLocked(req *request) (proto.Message, *apiError) {
+	m, aerr := s.migLocked(req)
+	if aerr != nil {
+		return nil, aerr
+	}
+	rr := &computepb.InstanceGroupManagerResizeRequest{}
+	if aerr := decodeBody(req, rr); aerr != nil {
+		return nil, aerr
+	}
+	if aerr := checkName("resource.name", rr.GetName()); aerr != nil {
+		return nil, aerr
+	}
+	key := rrKey(m, rr.GetName())
+	if m.rrs[rr.GetName()] != nil {
+		return nil, errAlreadyExists(key)
+	}
+	hasBy, hasInstances := rr.ResizeBy != nil && rr.GetResizeBy() != 0, len(rr.GetInstances()) > 0
+	switch {
+	case hasBy && hasInstances:
+		return nil, errInvalid("Invalid value for field 'resource': fields 'resizeBy' and 'instances' are mutually exclusive.")
+	case !hasBy && !hasInstances:
+		return nil, errInvalid("Invalid value for field 'resource': exactly one of 'resizeBy' (greater than 0) or 'instances' must be specified.")
+	case hasBy && rr.GetResizeBy() < 0:
+		return nil, errInvalidField("resource.resizeBy", strconv.Itoa(int(rr.GetResizeBy())), "Must be greater than 0.")
+	}
+	count := int(rr.GetResizeBy())
+	var names []string
+	if hasInstances {
+		seen := map[string]bool{}
+		for i, pic := range rr.GetInstances() {
+			f := fmt.Sprintf("resource.instances[%d].name", i)
+			if aerr := checkName(f, pic.GetName()); aerr != nil {
+				return nil, aerr
+			}
+			if seen[pic.GetName()] {
+				return nil, errInvalidField(f, pic.GetName(), "Duplicate instance name.")
+			}
+			seen[pic.GetName()] = true
+			names = append(names, pic.GetName())
+		}
+		count = len(names)
+	}
+	if count > maxResizeRequestVMs {
+		return nil, errInvalid("A resize request may create at most %d instances; %d requested.", maxResizeRequestVMs, count)
+	}
+	if aerr := checkRunDuration("resource.requestedRunDuration", rr.RequestedRunDuration); aerr != nil {
+		return nil, aerr
+	}
+	if a := m.pb.GetInstanceLifecyclePolicy().GetDefaultActionOnFailure(); a != doNothing {
+		return nil, errInvalid("Resize requests require managed instance group '%s' to have instanceLifecyclePolicy.defaultActionOnFailure set to DO_NOTHING (repairs off); it is %s.", m.name, a)
+	}
+	id := s.newIDLocked()
+	migLink := m.pb.GetSelfLink()
+	rr.Kind = strp("compute#instanceGroupManagerResizeRequest")
+	rr.Id = u64p(id)
+	rr.CreationTimestamp = strp(formatTime(req.now))
+	rr.Zone = strp(zoneLink(req.project, req.zone))
+	rr.Region = nil
+	rr.SelfLink = strp(migLink + "/resizeRequests/" + rr.GetName())
+	rr.SelfLinkWithId = strp(migLink + "/resizeRequests/" + strconv.FormatUint(id, 10))
+	rr.State = strp(stateCreating)
+	rr.Status = &computepb.InstanceGroupManagerResizeRequestStatus{}
+	m.rrs[rr.GetName()] = &rrRec{
+		seq:         s.nextSeqLocked(),
+		project:     req.project,
+		zone:        req.zone,
+		mig:         m.name,
+		pb:          rr,
+		count:       count,
+		names:       names,
+		runDuration: durationOf(rr.RequestedRunDuration),
+		created:     req.now,
+		acceptAt:    req.now.Add(s.opts.AcceptDelay),
+	}
+	m.pb.TargetSize = i32p(m.pb.GetTargetSize() + int32(count))
+	return s.newOpLocked(req.project, req.zone, opTypeOf(req.method), rr.GetSelfLink(), id, s.callerPrincipal(req.project), req.now), nil
+}
+
+func (s *Sim) rrLocked(req *request) (*migRec, *rrRec, *apiError) {
+	m, aerr := s.migLocked(req)
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	rr := m.rrs[req.rr]
+	if rr == nil {
+		return nil, nil, errNotFound(rrKey(m, req.rr))
+	}
+	return m, rr, nil
+}
+
+func (s *Sim) rrGetLocked(req *request) (proto.Message, *apiError) {
+	_, rr, aerr := s.rrLocked(req)
+	if aerr != nil {
+		return nil, aerr
+	}
+	return rr.pb, nil
+}
+
+func (s *Sim) rrListLocked(req *request) (proto.Message, *apiError) {
+	m, aerr := s.migLocked(req)
+	if aerr != nil {
+		return nil, aerr
+	}
+	var all []*computepb.InstanceGroupManagerResizeRequest
+	for _, rr := range sortedRRs(m) {
+		all = append(all, rr.pb)
+	}
+	items, next, aerr := paginate(all, req.query, true)
+	if aerr != nil {
+		return nil, aerr
+	}
+	base := migKey(m.project, m.zone, m.name) + "/resizeRequests"
+	out := &computepb.InstanceGroupManagerResizeRequestsListResponse{
+		Kind: strp("compute#instanceGroupManagerResizeRequestList"), Id: strp(base), SelfLink: strp(link(base)), Items: items,
+	}
+	if next != "" {
+		out.NextPageToken = strp(next)
+	}
+	return out, nil
+}
+
+// rrCancelLocked cancels an ACCEPTED request ("only possible for requests
+// that are accepted in the queue"); any other state is a 400. The MIG's
+// target size shrinks by the request's count.
+func (s *Sim) rrCancelLocked(req *request) (proto.Message, *apiError) {
+	m, rr, aerr := s.rrLocked(req)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if st := rr.pb.GetState(); st != stateAccepted {
+		return nil, errInvalid("The resize request '%s' is in state %s; only ACCEPTED resize requests can be cancelled.", rrKey(m, req.rr), st)
+	}
+	rr.pb.State = strp(stateCancelled)
+	m.pb.TargetSize = i32p(m.pb.GetTargetSize() - int32(rr.count))
+	return s.newOpLocked(req.project, req.zone, opTypeOf(req.method), rr.pb.GetSelfLink(), rr.pb.GetId(), s.callerPrincipal(req.project), req.now), nil
+}
+
+// rrDeleteLocked deletes an inactive (SUCCEEDED, FAILED or CANCELLED)
+// request; its VMs stay.
+func (s *Sim) rrDeleteLocked(req *request) (proto.Message, *apiError) {
+	m, rr, aerr := s.rrLocked(req)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if st := rr.pb.GetState(); st == stateCreating || st == stateAccepted {
+		return nil, errInvalid("The resize request '%s' is in state %s; only inactive (SUCCEEDED, FAILED or CANCELLED) resize requests can be deleted. Cancel it first.", rrKey(m, req.rr), st)
+	}
+	delete(m.rrs, req.rr)
+	return s.newOpLocked(req.project, req.zone, opTypeOf(req.method), rr.pb.GetSelfLink(), rr.pb.GetId(), s.callerPrincipal(req.project), req.now), nil
+}

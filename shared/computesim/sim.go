@@ -1,0 +1,601 @@
+package computesim
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/compute/apiv1/computepb"
+	"github.com/flexslurm/flexslurm/shared/clock"
+)
+
+// Sim is the simulator state and its http.Handler. It is safe for concurrent
+// use; all state is guarded by one mutex, and hooks and the audit sink run
+// outside it.
+type Sim struct {
+	opts Options
+	clk  clock.Clock
+
+	mu        sync.Mutex
+	rng       *rand.Rand
+	seq       uint64          // creation order of every record, for deterministic tie-breaks
+	usedIDs   map[uint64]bool // resource and operation IDs handed out
+	usedNames map[string]bool // generated names (instance suffixes, insert IDs)
+	ipSeq     int
+	watermark time.Time // latest instant the state has been brought to
+
+	templates map[string]*templateRec // key: projects/P/global/instanceTemplates/N
+	migs      map[string]*migRec      // key: projects/P/zones/Z/instanceGroupManagers/N
+	instances map[string]*instanceRec // key: projects/P/zones/Z/instances/N
+	ops       map[string]*computepb.Operation
+	reqIDs    map[string]requestRec // key: project|zone|requestId (zone "" for global)
+
+	calls      []Call
+	audit      []AuditEntry
+	injections []*Injection
+	effects    []func()
+}
+
+type templateRec struct {
+	seq     uint64
+	project string
+	pb      *computepb.InstanceTemplate
+}
+
+type migRec struct {
+	seq                 uint64
+	project, zone, name string
+	pb                  *computepb.InstanceGroupManager
+	templateKey         string
+	rrs                 map[string]*rrRec
+}
+
+type rrRec struct {
+	seq                 uint64
+	project, zone, mig  string
+	pb                  *computepb.InstanceGroupManagerResizeRequest
+	count               int
+	names               []string // requested names; nil for resizeBy
+	runDuration         time.Duration
+	created, acceptAt   time.Time
+	capacityAt          time.Time // set when ACCEPTED
+	provisionedInstance []string
+}
+
+type deleteCause int
+
+const (
+	causeExpiry deleteCause = iota + 1
+	causeAPI                // instances.delete
+	causeMIG                // MIG deleteInstances, resize down, MIG delete
+)
+
+type instanceRec struct {
+	seq                 uint64
+	project, zone, name string
+	pb                  *computepb.Instance
+	mig, rr             string
+	created             time.Time
+	termination         time.Time // zero: no run-duration limit
+
+	deleteAt        time.Time // non-zero while being deleted (STOPPING)
+	deleteCause     deleteCause
+	deletePrincipal string
+	deleteOpID      string
+	callerIP        string // of the instances.delete call, for its audit entry
+	userAgent       string
+	repairAt        time.Time // non-zero while REPAIRING
+	host            int
+}
+
+type requestRec struct {
+	opKey        string
+	at           time.Time
+	method, path string
+}
+
+// requestIDWindow is how long Compute Engine remembers a requestId (the API
+// reference: a retried request with the same ID within 60 minutes is ignored).
+const requestIDWindow = 60 * time.Minute
+
+// New returns a simulator reading time from clk.
+func New(opts Options, clk clock.Clock) *Sim {
+	opts = opts.withDefaults()
+	return &Sim{
+		opts:      opts,
+		clk:       clk,
+		rng:       rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15)),
+		usedIDs:   map[uint64]bool{},
+		usedNames: map[string]bool{},
+		templates: map[string]*templateRec{},
+		migs:      map[string]*migRec{},
+		instances: map[string]*instanceRec{},
+		ops:       map[string]*computepb.Operation{},
+		reqIDs:    map[string]requestRec{},
+	}
+}
+
+// Instance is a VM as seen through the introspection API and the hooks.
+type Instance struct {
+	Project, Zone, Name string
+	ID                  uint64
+	Status              string // computepb Instance_Status name: RUNNING, STOPPING, REPAIRING
+	MIG                 string // owning MIG name, "" for none
+	ResizeRequest       string // resize request that created it, "" for none
+	MachineType         string // bare machine type name
+	ProvisioningModel   string // scheduling.provisioningModel
+	Labels              map[string]string
+	NetworkIP           string
+	PhysicalHost        string // resourceStatus.physicalHost; changes after a repair
+	Created             time.Time
+	TerminationTime     time.Time // zero if the VM has no run-duration limit
+}
+
+// ResizeRequest is a MIG resize request as seen through the introspection API.
+type ResizeRequest struct {
+	Project, Zone, MIG, Name string
+	State                    string   // CREATING, ACCEPTED, SUCCEEDED, FAILED, CANCELLED
+	ResizeBy                 int      // number of VMs requested
+	Instances                []string // requested names, nil for resizeBy requests
+	Provisioned              []string // names of the VMs it created
+	RunDuration              time.Duration
+	Created                  time.Time
+	CapacityAt               time.Time // when capacity arrives (zero until ACCEPTED)
+	ErrorCode, ErrorMessage  string
+}
+
+// MIG is a managed instance group as seen through the introspection API.
+type MIG struct {
+	Project, Zone, Name string
+	Template            string // instance template name
+	BaseInstanceName    string
+	TargetSize          int
+	ActionOnFailure     string // instanceLifecyclePolicy.defaultActionOnFailure
+	Instances           []string
+}
+
+// Call is one recorded mutating request.
+type Call struct {
+	Method    string
+	Path      string
+	Query     string // raw query string
+	RequestID string
+	Time      time.Time // clock time when it was served
+	Status    int       // HTTP status of the response
+	// OpError is the first error code of the returned operation when it ended
+	// DONE with errors (injected failures), "" otherwise.
+	OpError string
+}
+
+// AuditEntry is one audit LogEntry as handed to Options.AuditSink.
+type AuditEntry struct {
+	Data  []byte            // LogEntry JSON
+	Attrs map[string]string // Pub/Sub attributes
+}
+
+// Tick applies every transition due at or before now, in (due time, creation
+// order) order, each with its due time as timestamp, then runs hooks and the
+// audit sink for what happened.
+func (s *Sim) Tick(now time.Time) {
+	s.mu.Lock()
+	s.advanceLocked(now)
+	eff := s.takeEffectsLocked()
+	s.mu.Unlock()
+	runEffects(eff)
+}
+
+// NextDue returns the instant of the next pending transition, if any. A
+// driver with a clock.Manual sets the clock there and calls Tick.
+func (s *Sim) NextDue() (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d, ok := s.nextDueLocked()
+	if !ok {
+		return time.Time{}, false
+	}
+	if d.at.Before(s.watermark) {
+		return s.watermark, true
+	}
+	return d.at, true
+}
+
+// now returns the clock time, never earlier than the instant the state has
+// already been brought to. Callers hold mu.
+func (s *Sim) nowLocked() time.Time {
+	now := s.clk.Now()
+	if now.Before(s.watermark) {
+		return s.watermark
+	}
+	return now
+}
+
+type dueItem struct {
+	at    time.Time
+	seq   uint64
+	apply func(at time.Time)
+}
+
+func (s *Sim) nextDueLocked() (dueItem, bool) {
+	var best dueItem
+	found := false
+	consider := func(d dueItem) {
+		if !found || d.at.Before(best.at) || (d.at.Equal(best.at) && d.seq < best.seq) {
+			best, found = d, true
+		}
+	}
+	for _, in := range s.instances {
+		if d, ok := s.instanceDueLocked(in); ok {
+			consider(d)
+		}
+	}
+	for _, m := range s.migs {
+		for _, rr := range m.rrs {
+			if d, ok := s.rrDueLocked(m, rr); ok {
+				consider(d)
+			}
+		}
+	}
+	return best, found
+}
+
+// maxStepsPerTick guards against a transition that fails to change state.
+const maxStepsPerTick = 1_000_000
+
+func (s *Sim) advanceLocked(now time.Time) {
+	for n := 0; ; n++ {
+		if n == maxStepsPerTick {
+			s.opts.Logger.Error("computesim: too many transitions in one tick; stopping", "now", now)
+			break
+		}
+		d, ok := s.nextDueLocked()
+		if !ok || d.at.After(now) {
+			break
+		}
+		at := d.at
+		if at.Before(s.watermark) {
+			at = s.watermark
+		}
+		s.watermark = at
+		d.apply(at)
+	}
+	if now.After(s.watermark) {
+		s.watermark = now
+	}
+}
+
+func (s *Sim) instanceDueLocked(in *instanceRec) (dueItem, bool) {
+	switch {
+	case !in.deleteAt.IsZero():
+		return dueItem{in.deleteAt, in.seq, func(at time.Time) { s.finishDeleteLocked(in, at) }}, true
+	case !in.repairAt.IsZero():
+		if !in.termination.IsZero() && !in.termination.After(in.repairAt) {
+			return dueItem{in.termination, in.seq, func(at time.Time) { s.expireLocked(in, at) }}, true
+		}
+		return dueItem{in.repairAt, in.seq, func(at time.Time) { s.finishRepairLocked(in, at) }}, true
+	case !in.termination.IsZero():
+		return dueItem{in.termination, in.seq, func(at time.Time) { s.expireLocked(in, at) }}, true
+	}
+	return dueItem{}, false
+}
+
+func (s *Sim) rrDueLocked(m *migRec, rr *rrRec) (dueItem, bool) {
+	switch rr.pb.GetState() {
+	case stateCreating:
+		return dueItem{rr.acceptAt, rr.seq, func(at time.Time) { s.acceptLocked(m, rr, at) }}, true
+	case stateAccepted:
+		for _, n := range rr.names {
+			if _, taken := s.instances[instanceKey(rr.project, rr.zone, n)]; taken {
+				return dueItem{}, false // waits until the name is free
+			}
+		}
+		return dueItem{rr.capacityAt, rr.seq, func(at time.Time) { s.provisionLocked(m, rr, at) }}, true
+	}
+	return dueItem{}, false
+}
+
+// effects run outside the lock, in order.
+func (s *Sim) emitLocked(f func()) { s.effects = append(s.effects, f) }
+
+func (s *Sim) takeEffectsLocked() []func() {
+	eff := s.effects
+	s.effects = nil
+	return eff
+}
+
+func runEffects(eff []func()) {
+	for _, f := range eff {
+		f()
+	}
+}
+
+func (s *Sim) hookLocked(h func(Instance), in *instanceRec) {
+	if h == nil {
+		return
+	}
+	snap := s.snapshotLocked(in)
+	s.emitLocked(func() { h(snap) })
+}
+
+// --- deterministic identifiers ---
+
+func (s *Sim) nextSeqLocked() uint64 {
+	s.seq++
+	return s.seq
+}
+
+// newIDLocked returns a unique 19-digit numeric ID, like Compute's.
+func (s *Sim) newIDLocked() uint64 {
+	for {
+		id := 1_000_000_000_000_000_000 + s.rng.Uint64N(8_000_000_000_000_000_000)
+		if !s.usedIDs[id] {
+			s.usedIDs[id] = true
+			return id
+		}
+	}
+}
+
+const lowerAlnum = "abcdefghijklmnopqrstuvwxyz0123456789"
+
+func (s *Sim) randStringLocked(alphabet string, n int) string {
+	var b strings.Builder
+	for range n {
+		b.WriteByte(alphabet[s.rng.IntN(len(alphabet))])
+	}
+	return b.String()
+}
+
+func (s *Sim) hexLocked(n int) string { return s.randStringLocked("0123456789abcdef", n) }
+
+// uniqueLocked draws from gen until it returns a value not handed out before.
+func (s *Sim) uniqueLocked(gen func() string) string {
+	for {
+		v := gen()
+		if !s.usedNames[v] {
+			s.usedNames[v] = true
+			return v
+		}
+	}
+}
+
+// --- keys and links ---
+
+const linkBase = "https://www.googleapis.com/compute/v1/"
+
+func link(rel string) string { return linkBase + rel }
+
+func templateKey(project, name string) string {
+	return "projects/" + project + "/global/instanceTemplates/" + name
+}
+
+func migKey(project, zone, name string) string {
+	return "projects/" + project + "/zones/" + zone + "/instanceGroupManagers/" + name
+}
+
+func instanceKey(project, zone, name string) string {
+	return "projects/" + project + "/zones/" + zone + "/instances/" + name
+}
+
+func zoneLink(project, zone string) string { return link("projects/" + project + "/zones/" + zone) }
+
+// lastSegment returns what follows the last "/" of a URL or path.
+func lastSegment(s string) string { return s[strings.LastIndexByte(s, '/')+1:] }
+
+// formatTime renders a timestamp the way Compute does (RFC 3339 with
+// milliseconds and a numeric offset). Compute uses the US Pacific offset; the
+// simulator uses UTC, which any RFC 3339 parser handles the same way.
+func formatTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000-07:00") }
+
+func (s *Sim) callerPrincipal(project string) string {
+	if s.opts.CallerPrincipal != "" {
+		return s.opts.CallerPrincipal
+	}
+	return "flexslurm@" + project + ".iam.gserviceaccount.com"
+}
+
+func (s *Sim) cloudServicesPrincipal() string {
+	return s.opts.ProjectNumber + "@cloudservices.gserviceaccount.com"
+}
+
+// --- introspection ---
+
+func (s *Sim) snapshotLocked(in *instanceRec) Instance {
+	out := Instance{
+		Project:           in.project,
+		Zone:              in.zone,
+		Name:              in.name,
+		ID:                in.pb.GetId(),
+		Status:            in.pb.GetStatus(),
+		MIG:               in.mig,
+		ResizeRequest:     in.rr,
+		MachineType:       lastSegment(in.pb.GetMachineType()),
+		ProvisioningModel: in.pb.GetScheduling().GetProvisioningModel(),
+		Labels:            maps.Clone(in.pb.GetLabels()),
+		PhysicalHost:      in.pb.GetResourceStatus().GetPhysicalHost(),
+		Created:           in.created,
+		TerminationTime:   in.termination,
+	}
+	if nics := in.pb.GetNetworkInterfaces(); len(nics) > 0 {
+		out.NetworkIP = nics[0].GetNetworkIP()
+	}
+	return out
+}
+
+// Instances returns every VM that exists (including VMs being deleted),
+// ordered by creation.
+func (s *Sim) Instances() []Instance {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	recs := slices.Collect(maps.Values(s.instances))
+	slices.SortFunc(recs, func(a, b *instanceRec) int { return cmpSeq(a.seq, b.seq) })
+	out := make([]Instance, 0, len(recs))
+	for _, in := range recs {
+		out = append(out, s.snapshotLocked(in))
+	}
+	return out
+}
+
+// ResizeRequests returns every resize request of every MIG, ordered by
+// creation.
+func (s *Sim) ResizeRequests() []ResizeRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var recs []*rrRec
+	for _, m := range s.migs {
+		for _, rr := range m.rrs {
+			recs = append(recs, rr)
+		}
+	}
+	slices.SortFunc(recs, func(a, b *rrRec) int { return cmpSeq(a.seq, b.seq) })
+	out := make([]ResizeRequest, 0, len(recs))
+	for _, rr := range recs {
+		r := ResizeRequest{
+			Project:     rr.project,
+			Zone:        rr.zone,
+			MIG:         rr.mig,
+			Name:        rr.pb.GetName(),
+			State:       rr.pb.GetState(),
+			ResizeBy:    rr.count,
+			Instances:   slices.Clone(rr.names),
+			Provisioned: slices.Clone(rr.provisionedInstance),
+			RunDuration: rr.runDuration,
+			Created:     rr.created,
+			CapacityAt:  rr.capacityAt,
+		}
+		if errs := rr.pb.GetStatus().GetError().GetErrors(); len(errs) > 0 {
+			r.ErrorCode, r.ErrorMessage = errs[0].GetCode(), errs[0].GetMessage()
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// MIGs returns every MIG, ordered by creation.
+func (s *Sim) MIGs() []MIG {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	recs := slices.Collect(maps.Values(s.migs))
+	slices.SortFunc(recs, func(a, b *migRec) int { return cmpSeq(a.seq, b.seq) })
+	out := make([]MIG, 0, len(recs))
+	for _, m := range recs {
+		g := MIG{
+			Project:          m.project,
+			Zone:             m.zone,
+			Name:             m.name,
+			Template:         lastSegment(m.templateKey),
+			BaseInstanceName: m.pb.GetBaseInstanceName(),
+			TargetSize:       int(m.pb.GetTargetSize()),
+			ActionOnFailure:  m.pb.GetInstanceLifecyclePolicy().GetDefaultActionOnFailure(),
+		}
+		for _, in := range s.migMembersLocked(m) {
+			g.Instances = append(g.Instances, in.name)
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+// Calls returns every mutating request served so far (POST, DELETE and PATCH
+// except listManagedInstances and operations wait), in order.
+func (s *Sim) Calls() []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.calls)
+}
+
+// AuditEntries returns every audit entry written so far, in order, whether or
+// not a sink accepted it.
+func (s *Sim) AuditEntries() []AuditEntry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.audit)
+}
+
+// ExpireNow ends the run of VM name in zone now, as if its termination time
+// had come: it is deleted (after Options.DeleteDelay) and the expiry audit
+// entries are written. It returns an error if no such VM exists or it is
+// already being deleted.
+func (s *Sim) ExpireNow(zone, name string) error {
+	s.mu.Lock()
+	now := s.nowLocked()
+	s.advanceLocked(now)
+	in := s.findInstanceLocked(zone, name)
+	var err error
+	switch {
+	case in == nil:
+		err = fmt.Errorf("computesim: no instance %s in zone %s", name, zone)
+	case !in.deleteAt.IsZero():
+		err = fmt.Errorf("computesim: instance %s in zone %s is already being deleted", name, zone)
+	default:
+		in.termination = now
+		s.setTerminationLocked(in)
+		s.advanceLocked(now)
+	}
+	eff := s.takeEffectsLocked()
+	s.mu.Unlock()
+	runEffects(eff)
+	return err
+}
+
+// FailResizeRequest ends an active (CREATING or ACCEPTED) resize request as
+// FAILED with status.error{code, message}, shrinking the MIG's target size, as
+// Compute does when provisioning fails for good.
+func (s *Sim) FailResizeRequest(zone, mig, name, code, message string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.advanceLocked(s.nowLocked())
+	for _, m := range s.migs {
+		if m.zone != zone || m.name != mig {
+			continue
+		}
+		rr := m.rrs[name]
+		if rr == nil {
+			break
+		}
+		if st := rr.pb.GetState(); st != stateCreating && st != stateAccepted {
+			return fmt.Errorf("computesim: resize request %s is %s, not active", name, st)
+		}
+		rr.pb.State = strp(stateFailed)
+		rr.pb.Status = &computepb.InstanceGroupManagerResizeRequestStatus{Error: &computepb.Error{
+			Errors: []*computepb.Errors{{Code: strp(code), Message: strp(message)}},
+		}}
+		m.pb.TargetSize = i32p(m.pb.GetTargetSize() - int32(rr.count))
+		return nil
+	}
+	return fmt.Errorf("computesim: no resize request %s in MIG %s in zone %s", name, mig, zone)
+}
+
+func (s *Sim) findInstanceLocked(zone, name string) *instanceRec {
+	var found *instanceRec
+	for _, in := range s.instances {
+		if in.zone == zone && in.name == name && (found == nil || in.seq < found.seq) {
+			found = in
+		}
+	}
+	return found
+}
+
+func cmpSeq(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func strp(s string) *string { return &s }
+func i32p(v int32) *int32   { return &v }
+func u64p(v uint64) *uint64 { return &v }
+func boolp(v bool) *bool    { return &v }
+func i64p(v int64) *int64   { return &v }
+func durationOf(d *computepb.Duration) time.Duration {
+	if d == nil {
+		return 0
+	}
+	return time.Duration(d.GetSeconds())*time.Second + time.Duration(d.GetNanos())
+}

@@ -1,0 +1,836 @@
+// Package gce is flexslurm's Compute Engine adapter: instance templates,
+// zonal managed instance groups (MIGs), MIG resize requests and instances,
+// through the cloud.google.com/go/compute/apiv1 REST clients only.
+//
+// It owns the translation between flexslurm's plain Go values and the
+// Compute API: building Flex-Start templates (gcp.md §1.4), waiting for every
+// operation and treating an operation that ended DONE with errors as an
+// error (gcp.md §0.3), idempotent creation (409 → nil) and deletion (404 →
+// nil), and classifying errors by code into a small set of classes (Classify)
+// so that decision code never sees Compute codes.
+//
+// Every mutation takes a requestID, which should be a UUID derived
+// deterministically from the triggering event: Compute ignores a repeated
+// request ID for 60 minutes and returns the original operation, which makes
+// at-least-once delivery safe. An empty requestID sends none.
+//
+// This package imports nothing from flexslurm.
+package gce
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	compute "cloud.google.com/go/compute/apiv1"
+	"cloud.google.com/go/compute/apiv1/computepb"
+	"google.golang.org/api/iterator"
+	"google.golang.org/api/option"
+	"google.golang.org/protobuf/proto"
+)
+
+// Run-duration limits of the Compute API for scheduling.maxRunDuration and a
+// resize request's requestedRunDuration: 600–604800 s (10 min to 7 days;
+// gcp.md §0.7).
+const (
+	MinRunDuration = 600 * time.Second
+	MaxRunDuration = 604800 * time.Second
+)
+
+// Provisioning models (computepb Scheduling_ProvisioningModel names).
+const (
+	ProvisioningFlexStart = "FLEX_START"
+	ProvisioningStandard  = "STANDARD"
+	ProvisioningSpot      = "SPOT"
+)
+
+// Resize request states (computepb InstanceGroupManagerResizeRequest_State
+// names).
+const (
+	StateCreating  = "CREATING"
+	StateAccepted  = "ACCEPTED"
+	StateSucceeded = "SUCCEEDED"
+	StateFailed    = "FAILED"
+	StateCancelled = "CANCELLED"
+)
+
+// Client calls Compute Engine for one project. It is safe for concurrent use.
+type Client struct {
+	project   string
+	templates *compute.InstanceTemplatesClient
+	migs      *compute.InstanceGroupManagersClient
+	rrs       *compute.InstanceGroupManagerResizeRequestsClient
+	instances *compute.InstancesClient
+}
+
+// New creates the REST clients once. Pass option.WithEndpoint(url) and
+// option.WithoutAuthentication() for the simulator, or
+// option.WithUniverseDomain(domain) outside googleapis.com (S3NS: s3nsapis.fr).
+func New(ctx context.Context, project string, opts ...option.ClientOption) (*Client, error) {
+	if project == "" {
+		return nil, fmt.Errorf("creating compute client: empty project: %w", ErrInvalidSpec)
+	}
+	c := &Client{project: project}
+	var err error
+	if c.templates, err = compute.NewInstanceTemplatesRESTClient(ctx, opts...); err != nil {
+		return nil, fmt.Errorf("creating instance templates client: %w", err)
+	}
+	if c.migs, err = compute.NewInstanceGroupManagersRESTClient(ctx, opts...); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("creating instance group managers client: %w", err)
+	}
+	if c.rrs, err = compute.NewInstanceGroupManagerResizeRequestsRESTClient(ctx, opts...); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("creating resize requests client: %w", err)
+	}
+	if c.instances, err = compute.NewInstancesRESTClient(ctx, opts...); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("creating instances client: %w", err)
+	}
+	return c, nil
+}
+
+// Close closes the underlying clients.
+func (c *Client) Close() error {
+	var errs []error
+	if c.templates != nil {
+		errs = append(errs, c.templates.Close())
+	}
+	if c.migs != nil {
+		errs = append(errs, c.migs.Close())
+	}
+	if c.rrs != nil {
+		errs = append(errs, c.rrs.Close())
+	}
+	if c.instances != nil {
+		errs = append(errs, c.instances.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// wait returns a function that takes a mutation's results, waits for its
+// operation and turns an operation that ended DONE with errors into an
+// *OperationError: op.Wait alone reports such an operation only when it also
+// carries a non-2xx httpErrorStatusCode (gcp.md §0.3). Use it as
+// wait(ctx)(client.Insert(ctx, req)).
+func wait(ctx context.Context) func(*compute.Operation, error) error {
+	return func(op *compute.Operation, err error) error { return waitOp(ctx, op, err) }
+}
+
+func waitOp(ctx context.Context, op *compute.Operation, err error) error {
+	if err != nil {
+		return err
+	}
+	werr := op.Wait(ctx)
+	if p := op.Proto(); p.GetStatus() == computepb.Operation_DONE {
+		if errs := p.GetError().GetErrors(); len(errs) > 0 {
+			oe := &OperationError{
+				Op:         op.Name(),
+				Code:       errs[0].GetCode(),
+				Message:    errs[0].GetMessage(),
+				HTTPStatus: int(p.GetHttpErrorStatusCode()),
+			}
+			for _, e := range errs {
+				oe.Codes = append(oe.Codes, e.GetCode())
+				for _, d := range e.GetErrorDetails() {
+					if r := d.GetErrorInfo().GetReason(); r != "" {
+						oe.Codes = append(oe.Codes, r)
+					}
+				}
+			}
+			return oe
+		}
+	}
+	return werr
+}
+
+func optRequestID(id string) *string {
+	if id == "" {
+		return nil
+	}
+	return proto.String(id)
+}
+
+var rfc1035 = regexp.MustCompile(`^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+func checkName(kind, name string) error {
+	if !rfc1035.MatchString(name) {
+		return fmt.Errorf("%s name %q: want 1–63 characters [a-z]([-a-z0-9]*[a-z0-9])? (RFC 1035): %w", kind, name, ErrInvalidSpec)
+	}
+	return nil
+}
+
+func checkRunDuration(what string, d time.Duration) error {
+	if d < MinRunDuration || d > MaxRunDuration {
+		return fmt.Errorf("%s %v: want 600 s–604800 s (Compute API): %w", what, d, ErrInvalidSpec)
+	}
+	return nil
+}
+
+func durationpb(d time.Duration) *computepb.Duration {
+	out := &computepb.Duration{Seconds: proto.Int64(int64(d / time.Second))}
+	if n := int32(d % time.Second); n != 0 {
+		out.Nanos = proto.Int32(n)
+	}
+	return out
+}
+
+// parseTime reads a Compute RFC 3339 timestamp; "" or garbage gives zero.
+func parseTime(s string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+func lastSegment(s string) string { return s[strings.LastIndexByte(s, '/')+1:] }
+
+// ---------------------------------------------------------------------------
+// Instance templates
+
+// TemplateSpec describes a global instance template.
+type TemplateSpec struct {
+	// Name is the template name (RFC 1035, 1–63 characters).
+	Name string
+	// MachineType is the machine type name, e.g. "a3-ultragpu-8g" (templates
+	// take the bare name, not a URL).
+	MachineType string
+	// AcceleratorType is the Compute accelerator type name, e.g.
+	// "nvidia-h200-141gb"; "" for none. The caller maps other vocabularies.
+	AcceleratorType string
+	// AcceleratorCount is the number of accelerators; 0 without
+	// AcceleratorType.
+	AcceleratorCount int32
+	// ProvisioningModel is "FLEX_START", "STANDARD" or "SPOT" (computepb
+	// Scheduling_* names); "" means STANDARD.
+	ProvisioningModel string
+	// MaxRunDuration is the VM run time, FLEX_START only: 600 s–604800 s
+	// (Compute API); an error before any call otherwise. Zero for other
+	// models.
+	MaxRunDuration time.Duration
+	// BootDiskType is the disk type name, e.g. "hyperdisk-balanced",
+	// "pd-ssd"; "" for the API default.
+	BootDiskType string
+	// BootDiskSizeGB is the boot disk size in GB; 0 for the image size.
+	BootDiskSizeGB int64
+	// SourceImage is the boot image, e.g.
+	// "projects/debian-cloud/global/images/family/debian-12". The real API
+	// requires one; "" omits it (the simulator accepts that).
+	SourceImage string
+	// Network and Subnetwork are full resource paths
+	// ("projects/P/global/networks/N", "projects/P/regions/R/subnetworks/S");
+	// at least one is required.
+	Network, Subnetwork string
+	// PublicIP gives the VM an ephemeral external IPv4 address.
+	PublicIP bool
+	// ServiceAccount is the email of the VMs' service account, with the
+	// cloud-platform scope; "" for none.
+	ServiceAccount string
+	// Labels are copied onto every VM.
+	Labels map[string]string
+	// Metadata is instance metadata (startup-script, ...).
+	Metadata map[string]string
+	// Description is the template description.
+	Description string
+}
+
+// templateResource validates t and builds the API resource. FLEX_START
+// templates get scheduling{provisioningModel FLEX_START,
+// instanceTerminationAction DELETE, maxRunDuration, onHostMaintenance
+// TERMINATE, automaticRestart false} and reservationAffinity NO_RESERVATION
+// (gcp.md §1.4).
+func (t TemplateSpec) templateResource() (*computepb.InstanceTemplate, error) {
+	if err := checkName("instance template", t.Name); err != nil {
+		return nil, err
+	}
+	switch {
+	case t.MachineType == "" || strings.Contains(t.MachineType, "/"):
+		return nil, fmt.Errorf("instance template %s: machine type %q: want a machine type name: %w", t.Name, t.MachineType, ErrInvalidSpec)
+	case t.AcceleratorType == "" && t.AcceleratorCount != 0, t.AcceleratorType != "" && t.AcceleratorCount <= 0:
+		return nil, fmt.Errorf("instance template %s: accelerator %q × %d: want a type with a positive count, or neither: %w",
+			t.Name, t.AcceleratorType, t.AcceleratorCount, ErrInvalidSpec)
+	case t.Network == "" && t.Subnetwork == "":
+		return nil, fmt.Errorf("instance template %s: no network or subnetwork: %w", t.Name, ErrInvalidSpec)
+	case t.BootDiskSizeGB < 0:
+		return nil, fmt.Errorf("instance template %s: boot disk size %d GB: %w", t.Name, t.BootDiskSizeGB, ErrInvalidSpec)
+	}
+	model := t.ProvisioningModel
+	if model == "" {
+		model = ProvisioningStandard
+	}
+	hasGPU := t.AcceleratorType != ""
+	sched := &computepb.Scheduling{ProvisioningModel: proto.String(model)}
+	var affinity *computepb.ReservationAffinity
+	switch model {
+	case ProvisioningFlexStart:
+		if err := checkRunDuration("instance template "+t.Name+": max run duration", t.MaxRunDuration); err != nil {
+			return nil, err
+		}
+		sched.InstanceTerminationAction = proto.String(computepb.Scheduling_DELETE.String())
+		sched.MaxRunDuration = durationpb(t.MaxRunDuration)
+		sched.OnHostMaintenance = proto.String(computepb.Scheduling_TERMINATE.String())
+		sched.AutomaticRestart = proto.Bool(false)
+		affinity = &computepb.ReservationAffinity{ConsumeReservationType: proto.String(computepb.ReservationAffinity_NO_RESERVATION.String())}
+	case ProvisioningSpot:
+		sched.InstanceTerminationAction = proto.String(computepb.Scheduling_DELETE.String())
+		sched.OnHostMaintenance = proto.String(computepb.Scheduling_TERMINATE.String())
+		sched.AutomaticRestart = proto.Bool(false)
+	case ProvisioningStandard:
+		if hasGPU {
+			// GPU VMs cannot live-migrate.
+			sched.OnHostMaintenance = proto.String(computepb.Scheduling_TERMINATE.String())
+		}
+	default:
+		return nil, fmt.Errorf("instance template %s: provisioning model %q: want FLEX_START, STANDARD or SPOT: %w", t.Name, model, ErrInvalidSpec)
+	}
+	if model != ProvisioningFlexStart && t.MaxRunDuration != 0 {
+		return nil, fmt.Errorf("instance template %s: max run duration is only set for FLEX_START, not %s: %w", t.Name, model, ErrInvalidSpec)
+	}
+	disk := &computepb.AttachedDisk{
+		Boot:             proto.Bool(true),
+		AutoDelete:       proto.Bool(true),
+		Type:             proto.String(computepb.AttachedDisk_PERSISTENT.String()),
+		InitializeParams: &computepb.AttachedDiskInitializeParams{},
+	}
+	if t.BootDiskType != "" {
+		disk.InitializeParams.DiskType = proto.String(t.BootDiskType)
+	}
+	if t.BootDiskSizeGB > 0 {
+		disk.InitializeParams.DiskSizeGb = proto.Int64(t.BootDiskSizeGB)
+	}
+	if t.SourceImage != "" {
+		disk.InitializeParams.SourceImage = proto.String(t.SourceImage)
+	}
+	nic := &computepb.NetworkInterface{}
+	if t.Network != "" {
+		nic.Network = proto.String(t.Network)
+	}
+	if t.Subnetwork != "" {
+		nic.Subnetwork = proto.String(t.Subnetwork)
+	}
+	if t.PublicIP {
+		nic.AccessConfigs = []*computepb.AccessConfig{{
+			Name: proto.String("External NAT"),
+			Type: proto.String(computepb.AccessConfig_ONE_TO_ONE_NAT.String()),
+		}}
+	}
+	props := &computepb.InstanceProperties{
+		MachineType:         proto.String(t.MachineType),
+		Disks:               []*computepb.AttachedDisk{disk},
+		NetworkInterfaces:   []*computepb.NetworkInterface{nic},
+		Scheduling:          sched,
+		ReservationAffinity: affinity,
+	}
+	if t.Description != "" {
+		props.Description = proto.String(t.Description)
+	}
+	if len(t.Labels) > 0 {
+		props.Labels = maps.Clone(t.Labels)
+	}
+	if len(t.Metadata) > 0 {
+		md := &computepb.Metadata{}
+		for _, k := range slices.Sorted(maps.Keys(t.Metadata)) {
+			md.Items = append(md.Items, &computepb.Items{Key: proto.String(k), Value: proto.String(t.Metadata[k])})
+		}
+		props.Metadata = md
+	}
+	if hasGPU {
+		props.GuestAccelerators = []*computepb.AcceleratorConfig{{
+			AcceleratorType:  proto.String(t.AcceleratorType),
+			AcceleratorCount: proto.Int32(t.AcceleratorCount),
+		}}
+	}
+	if t.ServiceAccount != "" {
+		props.ServiceAccounts = []*computepb.ServiceAccount{{
+			Email:  proto.String(t.ServiceAccount),
+			Scopes: []string{"https://www.googleapis.com/auth/cloud-platform"},
+		}}
+	}
+	tpl := &computepb.InstanceTemplate{Name: proto.String(t.Name), Properties: props}
+	if t.Description != "" {
+		tpl.Description = proto.String(t.Description)
+	}
+	return tpl, nil
+}
+
+// EnsureInstanceTemplate creates the global instance template described by t.
+// A template of that name that already exists (409) counts as success;
+// templates are immutable, so a changed spec needs a new name. An invalid
+// spec (e.g. a FLEX_START MaxRunDuration outside 600–604800 s) is rejected
+// with ErrInvalidSpec before any call.
+func (c *Client) EnsureInstanceTemplate(ctx context.Context, t TemplateSpec, requestID string) error {
+	tpl, err := t.templateResource()
+	if err != nil {
+		return fmt.Errorf("creating instance template %s: %w", t.Name, err)
+	}
+	err = wait(ctx)(c.templates.Insert(ctx, &computepb.InsertInstanceTemplateRequest{
+		Project:                  c.project,
+		InstanceTemplateResource: tpl,
+		RequestId:                optRequestID(requestID),
+	}))
+	if err != nil && !IsAlreadyExists(err) {
+		return fmt.Errorf("creating instance template %s: %w", t.Name, mark(err))
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------------------
+// Managed instance groups
+
+// MIGSpec describes a zonal managed instance group.
+type MIGSpec struct {
+	// Zone is the zone name, e.g. "us-central1-a".
+	Zone string
+	// Name is the MIG name (RFC 1035).
+	Name string
+	// Template is the instance template name, or a template path or URL.
+	Template string
+	// BaseInstanceName prefixes generated VM names (1–58 characters); ""
+	// uses Name (truncated to 58 characters).
+	BaseInstanceName string
+	// Description is the MIG description.
+	Description string
+}
+
+// MIG is a zonal managed instance group.
+type MIG struct {
+	Zone, Name string
+	// Template is the instance template name.
+	Template    string
+	Description string
+	// TargetSize is the number of VMs the MIG wants, counting queued resize
+	// requests.
+	TargetSize int32
+	// Created is the creation time (UTC).
+	Created time.Time
+}
+
+func (c *Client) templatePath(ref string) string {
+	if strings.Contains(ref, "/") {
+		return ref
+	}
+	return "projects/" + c.project + "/global/instanceTemplates/" + ref
+}
+
+// EnsureMIG creates a zonal MIG with target size 0, repairs off
+// (instanceLifecyclePolicy.defaultActionOnFailure DO_NOTHING) and no
+// autoscaler, as resize requests require (gcp.md §1.4). A MIG of that name
+// that already exists (409) counts as success.
+func (c *Client) EnsureMIG(ctx context.Context, m MIGSpec, requestID string) error {
+	if err := checkName("managed instance group", m.Name); err != nil {
+		return fmt.Errorf("creating managed instance group %s: %w", m.Name, err)
+	}
+	if m.Zone == "" || m.Template == "" {
+		return fmt.Errorf("creating managed instance group %s: zone %q, template %q: %w", m.Name, m.Zone, m.Template, ErrInvalidSpec)
+	}
+	base := m.BaseInstanceName
+	if base == "" {
+		base = strings.TrimRight(m.Name[:min(len(m.Name), 58)], "-")
+	}
+	res := &computepb.InstanceGroupManager{
+		Name:             proto.String(m.Name),
+		BaseInstanceName: proto.String(base),
+		InstanceTemplate: proto.String(c.templatePath(m.Template)),
+		TargetSize:       proto.Int32(0),
+		InstanceLifecyclePolicy: &computepb.InstanceGroupManagerInstanceLifecyclePolicy{
+			DefaultActionOnFailure: proto.String(computepb.InstanceGroupManagerInstanceLifecyclePolicy_DO_NOTHING.String()),
+		},
+	}
+	if m.Description != "" {
+		res.Description = proto.String(m.Description)
+	}
+	err := wait(ctx)(c.migs.Insert(ctx, &computepb.InsertInstanceGroupManagerRequest{
+		Project:                      c.project,
+		Zone:                         m.Zone,
+		InstanceGroupManagerResource: res,
+		RequestId:                    optRequestID(requestID),
+	}))
+	if err != nil && !IsAlreadyExists(err) {
+		return fmt.Errorf("creating managed instance group %s: %w", m.Name, mark(err))
+	}
+	return nil
+}
+
+// DeleteMIG deletes a zonal MIG and, with it, its VMs and resize requests. A
+// MIG that does not exist (404) counts as success.
+func (c *Client) DeleteMIG(ctx context.Context, zone, name, requestID string) error {
+	err := wait(ctx)(c.migs.Delete(ctx, &computepb.DeleteInstanceGroupManagerRequest{
+		Project:              c.project,
+		Zone:                 zone,
+		InstanceGroupManager: name,
+		RequestId:            optRequestID(requestID),
+	}))
+	if err != nil && !IsNotFound(err) {
+		return fmt.Errorf("deleting managed instance group %s: %w", name, mark(err))
+	}
+	return nil
+}
+
+// ListMIGs returns the zone's MIGs whose names start with namePrefix ("" for
+// all), ordered by name, following every page.
+func (c *Client) ListMIGs(ctx context.Context, zone, namePrefix string) ([]MIG, error) {
+	req := &computepb.ListInstanceGroupManagersRequest{Project: c.project, Zone: zone}
+	if namePrefix != "" {
+		req.Filter = proto.String(`name eq "` + regexp.QuoteMeta(namePrefix) + `.*"`)
+	}
+	var out []MIG
+	it := c.migs.List(ctx, req)
+	for {
+		m, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing managed instance groups in %s: %w", zone, mark(err))
+		}
+		if !strings.HasPrefix(m.GetName(), namePrefix) {
+			continue
+		}
+		tpl := m.GetInstanceTemplate()
+		if tpl == "" && len(m.GetVersions()) > 0 {
+			tpl = m.GetVersions()[0].GetInstanceTemplate()
+		}
+		out = append(out, MIG{
+			Zone:        zone,
+			Name:        m.GetName(),
+			Template:    lastSegment(tpl),
+			Description: m.GetDescription(),
+			TargetSize:  m.GetTargetSize(),
+			Created:     parseTime(m.GetCreationTimestamp()),
+		})
+	}
+	return out, nil
+}
+
+// DeleteInstances deletes the named VMs of a MIG (deleteInstances with
+// skipInstancesOnValidationError, so names that are not members or are
+// already being deleted are skipped). The MIG's target size shrinks. No
+// names: no call.
+func (c *Client) DeleteInstances(ctx context.Context, zone, mig string, names []string, requestID string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	refs := make([]string, 0, len(names))
+	for _, n := range names {
+		if err := checkName("instance", n); err != nil {
+			return fmt.Errorf("deleting instances of %s: %w", mig, err)
+		}
+		refs = append(refs, "zones/"+zone+"/instances/"+n)
+	}
+	err := wait(ctx)(c.migs.DeleteInstances(ctx, &computepb.DeleteInstancesInstanceGroupManagerRequest{
+		Project:              c.project,
+		Zone:                 zone,
+		InstanceGroupManager: mig,
+		InstanceGroupManagersDeleteInstancesRequestResource: &computepb.InstanceGroupManagersDeleteInstancesRequest{
+			Instances:                      refs,
+			SkipInstancesOnValidationError: proto.Bool(true),
+		},
+		RequestId: optRequestID(requestID),
+	}))
+	if err != nil {
+		return fmt.Errorf("deleting instances %s of %s: %w", strings.Join(names, ","), mig, mark(err))
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------------------
+// Resize requests
+
+// ResizeRequestSpec describes a resize request that creates named VMs.
+type ResizeRequestSpec struct {
+	// Name is the request name (RFC 1035), unique within the MIG.
+	Name string
+	// Instances are the names of the VMs to create (at least one).
+	Instances []string
+	// RunDuration is the requested run duration, 600 s–604800 s (Compute
+	// API); 0 leaves it to the template's maxRunDuration. The VMs are deleted
+	// when it ends.
+	RunDuration time.Duration
+	// Description is the request description.
+	Description string
+}
+
+// ResizeRequest is a MIG resize request.
+type ResizeRequest struct {
+	Zone, MIG, Name string
+	// State is CREATING, ACCEPTED, SUCCEEDED, FAILED or CANCELLED.
+	State string
+	// Instances are the requested VM names.
+	Instances []string
+	// Created is the creation time (UTC).
+	Created time.Time
+	// ErrorCode and ErrorMessage are the first of status.error (why it
+	// FAILED) or, failing that, of status.lastAttempt.error (the latest
+	// transient provisioning error while ACCEPTED).
+	ErrorCode, ErrorMessage string
+}
+
+// CreateResizeRequest asks MIG mig for the VMs named in rr (per-instance
+// configs); capacity may queue (ACCEPTED) before the VMs are created. A
+// request of that name that already exists (409) counts as success.
+func (c *Client) CreateResizeRequest(ctx context.Context, zone, mig string, rr ResizeRequestSpec, requestID string) error {
+	if err := checkName("resize request", rr.Name); err != nil {
+		return fmt.Errorf("creating resize request %s: %w", rr.Name, err)
+	}
+	if len(rr.Instances) == 0 {
+		return fmt.Errorf("creating resize request %s: no instances: %w", rr.Name, ErrInvalidSpec)
+	}
+	res := &computepb.InstanceGroupManagerResizeRequest{Name: proto.String(rr.Name)}
+	for _, n := range rr.Instances {
+		if err := checkName("instance", n); err != nil {
+			return fmt.Errorf("creating resize request %s: %w", rr.Name, err)
+		}
+		res.Instances = append(res.Instances, &computepb.PerInstanceConfig{Name: proto.String(n)})
+	}
+	if rr.RunDuration != 0 {
+		if err := checkRunDuration("run duration", rr.RunDuration); err != nil {
+			return fmt.Errorf("creating resize request %s: %w", rr.Name, err)
+		}
+		res.RequestedRunDuration = durationpb(rr.RunDuration)
+	}
+	if rr.Description != "" {
+		res.Description = proto.String(rr.Description)
+	}
+	err := wait(ctx)(c.rrs.Insert(ctx, &computepb.InsertInstanceGroupManagerResizeRequestRequest{
+		Project:              c.project,
+		Zone:                 zone,
+		InstanceGroupManager: mig,
+		InstanceGroupManagerResizeRequestResource: res,
+		RequestId: optRequestID(requestID),
+	}))
+	if err != nil && !IsAlreadyExists(err) {
+		return fmt.Errorf("creating resize request %s: %w", rr.Name, mark(err))
+	}
+	return nil
+}
+
+func toResizeRequest(zone, mig string, r *computepb.InstanceGroupManagerResizeRequest) ResizeRequest {
+	out := ResizeRequest{
+		Zone:    zone,
+		MIG:     mig,
+		Name:    r.GetName(),
+		State:   r.GetState(),
+		Created: parseTime(r.GetCreationTimestamp()),
+	}
+	for _, pic := range r.GetInstances() {
+		out.Instances = append(out.Instances, pic.GetName())
+	}
+	errs := r.GetStatus().GetError().GetErrors()
+	if len(errs) == 0 {
+		errs = r.GetStatus().GetLastAttempt().GetError().GetErrors()
+	}
+	if len(errs) > 0 {
+		out.ErrorCode, out.ErrorMessage = errs[0].GetCode(), errs[0].GetMessage()
+	}
+	return out
+}
+
+// GetResizeRequest returns one resize request; a missing one (or MIG) is an
+// error matching ErrNotFound.
+func (c *Client) GetResizeRequest(ctx context.Context, zone, mig, name string) (ResizeRequest, error) {
+	r, err := c.rrs.Get(ctx, &computepb.GetInstanceGroupManagerResizeRequestRequest{
+		Project:              c.project,
+		Zone:                 zone,
+		InstanceGroupManager: mig,
+		ResizeRequest:        name,
+	})
+	if err != nil {
+		return ResizeRequest{}, fmt.Errorf("getting resize request %s of %s: %w", name, mig, mark(err))
+	}
+	return toResizeRequest(zone, mig, r), nil
+}
+
+// ListResizeRequests returns every resize request of a MIG, ordered by name,
+// following every page.
+func (c *Client) ListResizeRequests(ctx context.Context, zone, mig string) ([]ResizeRequest, error) {
+	it := c.rrs.List(ctx, &computepb.ListInstanceGroupManagerResizeRequestsRequest{
+		Project:              c.project,
+		Zone:                 zone,
+		InstanceGroupManager: mig,
+	})
+	var out []ResizeRequest
+	for {
+		r, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing resize requests of %s: %w", mig, mark(err))
+		}
+		out = append(out, toResizeRequest(zone, mig, r))
+	}
+}
+
+// CancelResizeRequest cancels a queued (ACCEPTED) resize request; the MIG's
+// target size shrinks. If the request is no longer queued (SUCCEEDED,
+// FAILED, CANCELLED) or is gone, the error matches ErrNotCancellable (and,
+// if gone, ErrNotFound): there is nothing to cancel and the caller can ignore
+// it. A request still CREATING cannot be cancelled yet: that error is
+// ClassTransient.
+func (c *Client) CancelResizeRequest(ctx context.Context, zone, mig, name, requestID string) error {
+	err := wait(ctx)(c.rrs.Cancel(ctx, &computepb.CancelInstanceGroupManagerResizeRequestRequest{
+		Project:              c.project,
+		Zone:                 zone,
+		InstanceGroupManager: mig,
+		ResizeRequest:        name,
+		RequestId:            optRequestID(requestID),
+	}))
+	if err == nil {
+		return nil
+	}
+	switch Classify(err) {
+	case ClassNotFound:
+		return fmt.Errorf("cancelling resize request %s of %s: %w: %w", name, mig, ErrNotCancellable, mark(err))
+	case ClassPermanent:
+		// The API answers 400 for a request in the wrong state; its state,
+		// not the message, tells which.
+		rr, gerr := c.GetResizeRequest(ctx, zone, mig, name)
+		switch {
+		case IsNotFound(gerr):
+			return fmt.Errorf("cancelling resize request %s of %s: gone: %w: %w", name, mig, ErrNotCancellable, gerr)
+		case gerr != nil:
+		case rr.State == StateCreating:
+			return fmt.Errorf("cancelling resize request %s of %s: state CREATING: %w: %w", name, mig, errRetryLater, err)
+		case rr.State != StateAccepted:
+			return fmt.Errorf("cancelling resize request %s of %s: state %s: %w: %w", name, mig, rr.State, ErrNotCancellable, err)
+		}
+	}
+	return fmt.Errorf("cancelling resize request %s of %s: %w", name, mig, mark(err))
+}
+
+// DeleteResizeRequest deletes an inactive (SUCCEEDED, FAILED, CANCELLED)
+// resize request; its VMs stay. A request that does not exist (404) counts
+// as success. An ACCEPTED request must be cancelled first.
+func (c *Client) DeleteResizeRequest(ctx context.Context, zone, mig, name, requestID string) error {
+	err := wait(ctx)(c.rrs.Delete(ctx, &computepb.DeleteInstanceGroupManagerResizeRequestRequest{
+		Project:              c.project,
+		Zone:                 zone,
+		InstanceGroupManager: mig,
+		ResizeRequest:        name,
+		RequestId:            optRequestID(requestID),
+	}))
+	if err != nil && !IsNotFound(err) {
+		return fmt.Errorf("deleting resize request %s of %s: %w", name, mig, mark(err))
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------------------
+// Instances
+
+// Instance is a VM.
+type Instance struct {
+	Zone, Name string
+	// ID is the numeric instance ID; names are reused, IDs are not.
+	ID uint64
+	// Status is the Compute status: PROVISIONING, STAGING, RUNNING, STOPPING,
+	// REPAIRING, TERMINATED, ...
+	Status string
+	Labels map[string]string
+	// Created is the creation time (UTC).
+	Created time.Time
+	// TerminationTime is when Compute will end the VM
+	// (resourceStatus.scheduling.terminationTimestamp); zero if none.
+	TerminationTime time.Time
+	// MIG is the owning MIG's name, from the created-by metadata; "" if none.
+	MIG string
+}
+
+func toInstance(zone string, p *computepb.Instance) Instance {
+	out := Instance{
+		Zone:            zone,
+		Name:            p.GetName(),
+		ID:              p.GetId(),
+		Status:          p.GetStatus(),
+		Labels:          p.GetLabels(),
+		Created:         parseTime(p.GetCreationTimestamp()),
+		TerminationTime: parseTime(p.GetResourceStatus().GetScheduling().GetTerminationTimestamp()),
+	}
+	if z := p.GetZone(); z != "" {
+		out.Zone = lastSegment(z)
+	}
+	for _, it := range p.GetMetadata().GetItems() {
+		// created-by: projects/NUMBER/zones/Z/instanceGroupManagers/NAME
+		if it.GetKey() == "created-by" && strings.Contains(it.GetValue(), "/instanceGroupManagers/") {
+			out.MIG = lastSegment(it.GetValue())
+		}
+	}
+	return out
+}
+
+// labelFilter builds the Compute list filter `labels.K = "V" …` (a
+// conjunction), with keys in sorted order.
+func labelFilter(labels map[string]string) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		parts = append(parts, fmt.Sprintf("labels.%s = %q", k, labels[k]))
+	}
+	return strings.Join(parts, " ")
+}
+
+// ListInstances returns the zone's VMs carrying every label in labels (all
+// VMs if labels is empty), filtered server-side, ordered by name, following
+// every page.
+func (c *Client) ListInstances(ctx context.Context, zone string, labels map[string]string) ([]Instance, error) {
+	req := &computepb.ListInstancesRequest{Project: c.project, Zone: zone}
+	if len(labels) > 0 {
+		req.Filter = proto.String(labelFilter(labels))
+	}
+	it := c.instances.List(ctx, req)
+	var out []Instance
+	for {
+		p, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing instances in %s: %w", zone, mark(err))
+		}
+		out = append(out, toInstance(zone, p))
+	}
+}
+
+// GetInstance returns one VM; a missing one is an error matching
+// ErrNotFound.
+func (c *Client) GetInstance(ctx context.Context, zone, name string) (Instance, error) {
+	p, err := c.instances.Get(ctx, &computepb.GetInstanceRequest{Project: c.project, Zone: zone, Instance: name})
+	if err != nil {
+		return Instance{}, fmt.Errorf("getting instance %s: %w", name, mark(err))
+	}
+	return toInstance(zone, p), nil
+}
+
+// ReportHostAsFaulty reports the VM's host as faulty with disruption schedule
+// IMMEDIATE (gcp.md §1.6): Compute takes the host out of service and restarts
+// the VM elsewhere (it goes REPAIRING, then RUNNING). behavior is CHIP_ERROR,
+// PERFORMANCE, SILENT_DATA_CORRUPTION or UNRECOVERABLE_GPU_ERROR.
+func (c *Client) ReportHostAsFaulty(ctx context.Context, zone, name, behavior, description, requestID string) error {
+	if _, ok := computepb.InstancesReportHostAsFaultyRequestFaultReason_Behavior_value[behavior]; !ok ||
+		strings.HasSuffix(behavior, "UNSPECIFIED") || strings.HasPrefix(behavior, "UNDEFINED") {
+		return fmt.Errorf("reporting host of %s as faulty: behavior %q: %w", name, behavior, ErrInvalidSpec)
+	}
+	reason := &computepb.InstancesReportHostAsFaultyRequestFaultReason{Behavior: proto.String(behavior)}
+	if description != "" {
+		reason.Description = proto.String(description)
+	}
+	err := wait(ctx)(c.instances.ReportHostAsFaulty(ctx, &computepb.ReportHostAsFaultyInstanceRequest{
+		Project:  c.project,
+		Zone:     zone,
+		Instance: name,
+		InstancesReportHostAsFaultyRequestResource: &computepb.InstancesReportHostAsFaultyRequest{
+			DisruptionSchedule: proto.String(computepb.InstancesReportHostAsFaultyRequest_IMMEDIATE.String()),
+			FaultReasons:       []*computepb.InstancesReportHostAsFaultyRequestFaultReason{reason},
+		},
+		RequestId: optRequestID(requestID),
+	}))
+	if err != nil {
+		return fmt.Errorf("reporting host of %s as faulty: %w", name, mark(err))
+	}
+	return nil
+}

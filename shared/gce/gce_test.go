@@ -1,0 +1,700 @@
+package gce_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	compute "cloud.google.com/go/compute/apiv1"
+	"cloud.google.com/go/compute/apiv1/computepb"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+	"google.golang.org/api/option"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/flexslurm/flexslurm/shared/clock"
+	"github.com/flexslurm/flexslurm/shared/computesim"
+	"github.com/flexslurm/flexslurm/shared/gce"
+)
+
+const (
+	project = "proj"
+	zone    = "us-central1-a"
+)
+
+// rid derives a request ID from a name, as callers derive them from event IDs.
+func rid(name string) string { return uuid.NewSHA1(uuid.NameSpaceURL, []byte(name)).String() }
+
+var t0 = time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
+
+type harness struct {
+	t     *testing.T
+	ctx   context.Context
+	clk   *clock.Manual
+	sim   *computesim.Sim
+	url   string
+	c     *gce.Client
+	gets  atomic.Int64 // GET …/instances list calls
+	mu    sync.Mutex
+	audit []map[string]any
+}
+
+func newHarness(t *testing.T, opts computesim.Options) *harness {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	h := &harness{t: t, ctx: ctx, clk: clock.NewManual(t0)}
+	opts.Project = project
+	opts.AuditSink = func(_ context.Context, entry []byte, attrs map[string]string) error {
+		var m map[string]any
+		if err := json.Unmarshal(entry, &m); err != nil {
+			return err
+		}
+		if attrs[computesim.AuditTimestampAttr] != m["timestamp"] {
+			t.Errorf("attribute %s = %q, entry timestamp %v", computesim.AuditTimestampAttr, attrs[computesim.AuditTimestampAttr], m["timestamp"])
+		}
+		h.mu.Lock()
+		h.audit = append(h.audit, m)
+		h.mu.Unlock()
+		return nil
+	}
+	h.sim = computesim.New(opts, h.clk)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/instances") {
+			h.gets.Add(1)
+		}
+		h.sim.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	h.url = srv.URL
+	c, err := gce.New(ctx, project, option.WithEndpoint(srv.URL), option.WithoutAuthentication())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	h.c = c
+	return h
+}
+
+func (h *harness) auditEntries() []map[string]any {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]map[string]any(nil), h.audit...)
+}
+
+func flexSpec(name string) gce.TemplateSpec {
+	return gce.TemplateSpec{
+		Name:              name,
+		MachineType:       "a3-ultragpu-8g",
+		AcceleratorType:   "nvidia-h200-141gb",
+		AcceleratorCount:  8,
+		ProvisioningModel: gce.ProvisioningFlexStart,
+		MaxRunDuration:    2 * time.Hour,
+		BootDiskType:      "hyperdisk-balanced",
+		BootDiskSizeGB:    200,
+		SourceImage:       "projects/debian-cloud/global/images/family/debian-12",
+		Network:           "projects/proj/global/networks/default",
+		Subnetwork:        "projects/proj/regions/us-central1/subnetworks/default",
+		PublicIP:          true,
+		ServiceAccount:    "node@proj.iam.gserviceaccount.com",
+		Labels:            map[string]string{"flexslurm-cluster": "c1", "flexslurm-pool": "h200"},
+		Metadata:          map[string]string{"startup-script": "#!/bin/sh\necho hi", "enable-oslogin": "TRUE"},
+		Description:       "h200 pool",
+	}
+}
+
+// pool creates template and MIG "c1-h200".
+func (h *harness) pool() {
+	h.t.Helper()
+	if err := h.c.EnsureInstanceTemplate(h.ctx, flexSpec("c1-h200-v1"), rid("ensure template c1-h200-v1")); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := h.c.EnsureMIG(h.ctx, gce.MIGSpec{Zone: zone, Name: "c1-h200", Template: "c1-h200-v1", BaseInstanceName: "c1-h200"}, rid("ensure MIG c1-h200")); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) tick(d time.Duration) { h.sim.Tick(h.clk.Advance(d)) }
+
+func (h *harness) rest() *compute.InstanceTemplatesClient {
+	h.t.Helper()
+	c, err := compute.NewInstanceTemplatesRESTClient(h.ctx, option.WithEndpoint(h.url), option.WithoutAuthentication())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestTemplateMaxRunDurationRejected(t *testing.T) {
+	h := newHarness(t, computesim.Options{})
+	for _, tc := range []struct {
+		name string
+		edit func(*gce.TemplateSpec)
+	}{
+		{"599 s", func(s *gce.TemplateSpec) { s.MaxRunDuration = 599 * time.Second }},
+		{"604801 s", func(s *gce.TemplateSpec) { s.MaxRunDuration = 604801 * time.Second }},
+		{"zero", func(s *gce.TemplateSpec) { s.MaxRunDuration = 0 }},
+		{"standard with duration", func(s *gce.TemplateSpec) { s.ProvisioningModel = gce.ProvisioningStandard }},
+		{"unknown model", func(s *gce.TemplateSpec) { s.ProvisioningModel = "PREEMPTIBLE" }},
+		{"bad name", func(s *gce.TemplateSpec) { s.Name = "C1" }},
+		{"no network", func(s *gce.TemplateSpec) { s.Network, s.Subnetwork = "", "" }},
+		{"machine type URL", func(s *gce.TemplateSpec) { s.MachineType = "zones/z/machineTypes/a3-ultragpu-8g" }},
+		{"count without type", func(s *gce.TemplateSpec) { s.AcceleratorType = "" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := flexSpec("tpl")
+			tc.edit(&spec)
+			err := h.c.EnsureInstanceTemplate(h.ctx, spec, "")
+			if !errors.Is(err, gce.ErrInvalidSpec) || gce.Classify(err) != gce.ClassPermanent {
+				t.Errorf("err = %v (class %v), want ErrInvalidSpec", err, gce.Classify(err))
+			}
+		})
+	}
+	if n := len(h.sim.Calls()); n != 0 {
+		t.Errorf("%d API calls for invalid specs, want 0", n)
+	}
+	// The API rejects it too.
+	tpl := &computepb.InstanceTemplate{Name: proto.String("tpl"), Properties: &computepb.InstanceProperties{
+		MachineType: proto.String("a3-ultragpu-8g"),
+		Scheduling: &computepb.Scheduling{
+			ProvisioningModel: proto.String("FLEX_START"), InstanceTerminationAction: proto.String("DELETE"),
+			OnHostMaintenance: proto.String("TERMINATE"), MaxRunDuration: &computepb.Duration{Seconds: proto.Int64(599)},
+		},
+	}}
+	_, err := h.rest().Insert(h.ctx, &computepb.InsertInstanceTemplateRequest{Project: project, InstanceTemplateResource: tpl})
+	if err == nil || gce.Classify(err) != gce.ClassPermanent {
+		t.Errorf("API accepted maxRunDuration 599 s: %v", err)
+	}
+}
+
+func TestEnsureInstanceTemplate(t *testing.T) {
+	h := newHarness(t, computesim.Options{})
+	spec := flexSpec("c1-h200-v1")
+	if err := h.c.EnsureInstanceTemplate(h.ctx, spec, rid("template event 1")); err != nil {
+		t.Fatal(err)
+	}
+	// Created before: a duplicate (409) is success, even with a new request ID.
+	if err := h.c.EnsureInstanceTemplate(h.ctx, spec, rid("template event 2")); err != nil {
+		t.Fatalf("second ensure: %v", err)
+	}
+	calls := h.sim.Calls()
+	if len(calls) != 2 || calls[1].Status != 409 || calls[0].RequestID != rid("template event 1") {
+		t.Errorf("calls = %+v", calls)
+	}
+	got, err := h.rest().Get(h.ctx, &computepb.GetInstanceTemplateRequest{Project: project, InstanceTemplate: "c1-h200-v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := got.GetProperties()
+	want := &computepb.InstanceProperties{
+		Description: proto.String("h200 pool"),
+		MachineType: proto.String("a3-ultragpu-8g"),
+		Labels:      spec.Labels,
+		Metadata: &computepb.Metadata{Items: []*computepb.Items{
+			{Key: proto.String("enable-oslogin"), Value: proto.String("TRUE")},
+			{Key: proto.String("startup-script"), Value: proto.String("#!/bin/sh\necho hi")},
+		}},
+		Disks: []*computepb.AttachedDisk{{
+			Boot: proto.Bool(true), AutoDelete: proto.Bool(true), Type: proto.String("PERSISTENT"),
+			InitializeParams: &computepb.AttachedDiskInitializeParams{
+				DiskType: proto.String("hyperdisk-balanced"), DiskSizeGb: proto.Int64(200),
+				SourceImage: proto.String("projects/debian-cloud/global/images/family/debian-12"),
+			},
+		}},
+		NetworkInterfaces: []*computepb.NetworkInterface{{
+			Network:       proto.String(spec.Network),
+			Subnetwork:    proto.String(spec.Subnetwork),
+			AccessConfigs: []*computepb.AccessConfig{{Name: proto.String("External NAT"), Type: proto.String("ONE_TO_ONE_NAT")}},
+		}},
+		GuestAccelerators: []*computepb.AcceleratorConfig{{AcceleratorType: proto.String("nvidia-h200-141gb"), AcceleratorCount: proto.Int32(8)}},
+		ServiceAccounts: []*computepb.ServiceAccount{{
+			Email: proto.String("node@proj.iam.gserviceaccount.com"), Scopes: []string{"https://www.googleapis.com/auth/cloud-platform"},
+		}},
+		ReservationAffinity: &computepb.ReservationAffinity{ConsumeReservationType: proto.String("NO_RESERVATION")},
+		Scheduling: &computepb.Scheduling{
+			ProvisioningModel:         proto.String("FLEX_START"),
+			InstanceTerminationAction: proto.String("DELETE"),
+			MaxRunDuration:            &computepb.Duration{Seconds: proto.Int64(7200)},
+			OnHostMaintenance:         proto.String("TERMINATE"),
+			AutomaticRestart:          proto.Bool(false),
+		},
+	}
+	if !proto.Equal(want, p) {
+		t.Errorf("template properties:\n got %v\nwant %v", p, want)
+	}
+}
+
+func TestMIGs(t *testing.T) {
+	h := newHarness(t, computesim.Options{})
+	h.pool()
+	if err := h.c.EnsureMIG(h.ctx, gce.MIGSpec{Zone: zone, Name: "c1-h200", Template: "c1-h200-v1"}, ""); err != nil {
+		t.Fatalf("ensure existing MIG: %v", err)
+	}
+	if err := h.c.EnsureInstanceTemplate(h.ctx, flexSpec("c2-b200-v1"), ""); err != nil {
+		t.Fatal(err)
+	}
+	long := "c2-" + strings.Repeat("b", 60)
+	if err := h.c.EnsureMIG(h.ctx, gce.MIGSpec{Zone: zone, Name: long, Template: "projects/proj/global/instanceTemplates/c2-b200-v1", Description: "b200"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	err := h.c.EnsureMIG(h.ctx, gce.MIGSpec{Zone: zone, Name: "c1-x", Template: "missing"}, "")
+	if !gce.IsNotFound(err) || !errors.Is(err, gce.ErrNotFound) {
+		t.Errorf("MIG with a missing template: %v", err)
+	}
+	sims := h.sim.MIGs()
+	if len(sims) != 2 || sims[0].ActionOnFailure != "DO_NOTHING" || sims[0].TargetSize != 0 || sims[1].BaseInstanceName != long[:58] {
+		t.Errorf("simulated MIGs = %+v", sims)
+	}
+	all, err := h.c.ListMIGs(h.ctx, zone, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 2 {
+		t.Fatalf("ListMIGs = %+v", all)
+	}
+	c1, err := h.c.ListMIGs(h.ctx, zone, "c1-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []gce.MIG{{Zone: zone, Name: "c1-h200", Template: "c1-h200-v1", TargetSize: 0, Created: t0}}
+	if diff := cmp.Diff(want, c1); diff != "" {
+		t.Errorf("ListMIGs(c1-) (-want +got):\n%s", diff)
+	}
+	if err := h.c.DeleteMIG(h.ctx, zone, "c1-h200", rid("delete MIG 1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.DeleteMIG(h.ctx, zone, "c1-h200", rid("delete MIG 2")); err != nil {
+		t.Errorf("deleting a missing MIG: %v", err)
+	}
+	if c1, _ := h.c.ListMIGs(h.ctx, zone, "c1-"); len(c1) != 0 {
+		t.Errorf("after delete: %+v", c1)
+	}
+}
+
+// TestResizeRequestLifecycle: ACCEPTED, SUCCEEDED after the capacity delay,
+// RUNNING VMs with their termination time, deleted at expiry with the audit
+// entries of each style.
+func TestResizeRequestLifecycle(t *testing.T) {
+	for _, style := range []string{computesim.ExpiryLogDeferredDelete, computesim.ExpiryLogMIGDelete} {
+		t.Run(style, func(t *testing.T) {
+			h := newHarness(t, computesim.Options{
+				ExpiryLogStyle: style,
+				CapacityDelay:  func(string, string) time.Duration { return 20 * time.Minute },
+			})
+			h.pool()
+			spec := gce.ResizeRequestSpec{Name: "rr-1", Instances: []string{"c1-h200-0"}, RunDuration: time.Hour, Description: "job 42"}
+			if err := h.c.CreateResizeRequest(h.ctx, zone, "c1-h200", spec, rid("scale up rr-1")); err != nil {
+				t.Fatal(err)
+			}
+			h.tick(0)
+			rr, err := h.c.GetResizeRequest(h.ctx, zone, "c1-h200", "rr-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := gce.ResizeRequest{Zone: zone, MIG: "c1-h200", Name: "rr-1", State: gce.StateAccepted, Instances: []string{"c1-h200-0"}, Created: t0}
+			if diff := cmp.Diff(want, rr); diff != "" {
+				t.Errorf("accepted (-want +got):\n%s", diff)
+			}
+			if _, err := h.c.GetInstance(h.ctx, zone, "c1-h200-0"); !gce.IsNotFound(err) {
+				t.Errorf("VM before capacity: %v", err)
+			}
+			h.tick(20 * time.Minute)
+			rrs, err := h.c.ListResizeRequests(h.ctx, zone, "c1-h200")
+			if err != nil || len(rrs) != 1 || rrs[0].State != gce.StateSucceeded {
+				t.Fatalf("after capacity: %+v %v", rrs, err)
+			}
+			created := t0.Add(20 * time.Minute)
+			vms, err := h.c.ListInstances(h.ctx, zone, map[string]string{"flexslurm-pool": "h200"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(vms) != 1 {
+				t.Fatalf("VMs = %+v", vms)
+			}
+			vm := vms[0]
+			wantVM := gce.Instance{
+				Zone: zone, Name: "c1-h200-0", ID: vm.ID, Status: "RUNNING",
+				Labels:  map[string]string{"flexslurm-cluster": "c1", "flexslurm-pool": "h200"},
+				Created: created, TerminationTime: created.Add(time.Hour), MIG: "c1-h200",
+			}
+			if diff := cmp.Diff(wantVM, vm); diff != "" || vm.ID == 0 {
+				t.Errorf("VM (-want +got):\n%s", diff)
+			}
+			got, err := h.c.GetInstance(h.ctx, zone, "c1-h200-0")
+			if diff := cmp.Diff(vm, got); err != nil || diff != "" {
+				t.Errorf("GetInstance: %v (-list +get):\n%s", err, diff)
+			}
+			if migs, _ := h.c.ListMIGs(h.ctx, zone, "c1-h200"); len(migs) != 1 || migs[0].TargetSize != 1 {
+				t.Errorf("MIG = %+v", migs)
+			}
+
+			// Expiry.
+			h.clk.Set(created.Add(time.Hour))
+			h.sim.Tick(h.clk.Now())
+			_, err = h.c.GetInstance(h.ctx, zone, "c1-h200-0")
+			if !errors.Is(err, gce.ErrNotFound) || !gce.IsNotFound(err) {
+				t.Errorf("GetInstance after expiry: %v", err)
+			}
+			if migs, _ := h.c.ListMIGs(h.ctx, zone, "c1-h200"); len(migs) != 1 || migs[0].TargetSize != 0 {
+				t.Errorf("MIG after expiry = %+v", migs)
+			}
+			entries := h.auditEntries()
+			type summary struct {
+				Method, LogName, Principal, Resource, InstanceID string
+				First, Last                                      bool
+			}
+			var got2 []summary
+			for _, e := range entries {
+				pp := e["protoPayload"].(map[string]any)
+				op := e["operation"].(map[string]any)
+				first, _ := op["first"].(bool)
+				last, _ := op["last"].(bool)
+				got2 = append(got2, summary{
+					Method: pp["methodName"].(string), LogName: e["logName"].(string),
+					Principal:  pp["authenticationInfo"].(map[string]any)["principalEmail"].(string),
+					Resource:   pp["resourceName"].(string),
+					InstanceID: e["resource"].(map[string]any)["labels"].(map[string]any)["instance_id"].(string),
+					First:      first, Last: last,
+				})
+			}
+			id := fmt.Sprint(vm.ID)
+			res := "projects/proj/zones/us-central1-a/instances/c1-h200-0"
+			var wantAudit []summary
+			if style == computesim.ExpiryLogDeferredDelete {
+				wantAudit = []summary{{"compute.instances.deferredDelete", "projects/proj/logs/cloudaudit.googleapis.com%2Fsystem_event", "system@google.com", res, id, true, true}}
+			} else {
+				activity := "projects/proj/logs/cloudaudit.googleapis.com%2Factivity"
+				wantAudit = []summary{
+					{"v1.compute.instances.delete", activity, "123456789012@cloudservices.gserviceaccount.com", res, id, true, false},
+					{"v1.compute.instances.delete", activity, "123456789012@cloudservices.gserviceaccount.com", res, id, false, true},
+				}
+			}
+			if diff := cmp.Diff(wantAudit, got2); diff != "" {
+				t.Errorf("audit entries (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestRepeatedRequestIDActsOnce(t *testing.T) {
+	h := newHarness(t, computesim.Options{CapacityDelay: func(string, string) time.Duration { return time.Hour }})
+	h.pool()
+	spec := gce.ResizeRequestSpec{Name: "rr-1", Instances: []string{"c1-h200-0", "c1-h200-1"}, RunDuration: time.Hour}
+	for range 3 {
+		if err := h.c.CreateResizeRequest(h.ctx, zone, "c1-h200", spec, rid("scale up rr-1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The same name under another request ID: 409, which is success.
+	if err := h.c.CreateResizeRequest(h.ctx, zone, "c1-h200", spec, rid("scale up rr-1 again")); err != nil {
+		t.Fatal(err)
+	}
+	if migs, _ := h.c.ListMIGs(h.ctx, zone, "c1-h200"); len(migs) != 1 || migs[0].TargetSize != 2 {
+		t.Errorf("MIG = %+v, want target size 2", migs)
+	}
+	if n := len(h.sim.ResizeRequests()); n != 1 {
+		t.Errorf("%d resize requests", n)
+	}
+	var statuses []int
+	for _, c := range h.sim.Calls() {
+		if strings.HasSuffix(c.Path, "/resizeRequests") {
+			statuses = append(statuses, c.Status)
+		}
+	}
+	if diff := cmp.Diff([]int{200, 200, 200, 409}, statuses); diff != "" {
+		t.Errorf("insert statuses (-want +got):\n%s", diff)
+	}
+}
+
+func TestCancelAndDeleteResizeRequest(t *testing.T) {
+	h := newHarness(t, computesim.Options{
+		AcceptDelay:   time.Minute,
+		CapacityDelay: func(string, string) time.Duration { return time.Hour },
+	})
+	h.pool()
+	spec := gce.ResizeRequestSpec{Name: "rr-1", Instances: []string{"c1-h200-0"}, RunDuration: time.Hour}
+	if err := h.c.CreateResizeRequest(h.ctx, zone, "c1-h200", spec, ""); err != nil {
+		t.Fatal(err)
+	}
+	// Still CREATING: not cancellable yet, retry later.
+	err := h.c.CancelResizeRequest(h.ctx, zone, "c1-h200", "rr-1", "")
+	if err == nil || errors.Is(err, gce.ErrNotCancellable) || gce.Classify(err) != gce.ClassTransient {
+		t.Errorf("cancel while CREATING: %v (class %v)", err, gce.Classify(err))
+	}
+	h.tick(time.Minute)
+	// ACCEPTED: cannot be deleted, can be cancelled.
+	if err := h.c.DeleteResizeRequest(h.ctx, zone, "c1-h200", "rr-1", ""); err == nil {
+		t.Error("deleted an ACCEPTED request")
+	}
+	if err := h.c.CancelResizeRequest(h.ctx, zone, "c1-h200", "rr-1", rid("cancel rr-1")); err != nil {
+		t.Fatal(err)
+	}
+	rr, err := h.c.GetResizeRequest(h.ctx, zone, "c1-h200", "rr-1")
+	if err != nil || rr.State != gce.StateCancelled {
+		t.Fatalf("after cancel: %+v %v", rr, err)
+	}
+	if migs, _ := h.c.ListMIGs(h.ctx, zone, "c1-h200"); migs[0].TargetSize != 0 {
+		t.Errorf("target size after cancel = %d", migs[0].TargetSize)
+	}
+	err = h.c.CancelResizeRequest(h.ctx, zone, "c1-h200", "rr-1", rid("cancel rr-1 again"))
+	if !errors.Is(err, gce.ErrNotCancellable) || gce.Classify(err).Retryable() {
+		t.Errorf("cancel of a CANCELLED request: %v", err)
+	}
+	if err := h.c.DeleteResizeRequest(h.ctx, zone, "c1-h200", "rr-1", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.DeleteResizeRequest(h.ctx, zone, "c1-h200", "rr-1", ""); err != nil {
+		t.Errorf("deleting a missing request: %v", err)
+	}
+	_, err = h.c.GetResizeRequest(h.ctx, zone, "c1-h200", "rr-1")
+	if !errors.Is(err, gce.ErrNotFound) {
+		t.Errorf("get after delete: %v", err)
+	}
+	err = h.c.CancelResizeRequest(h.ctx, zone, "c1-h200", "rr-1", "")
+	if !errors.Is(err, gce.ErrNotCancellable) || !gce.IsNotFound(err) {
+		t.Errorf("cancel of a missing request: %v", err)
+	}
+
+	// A SUCCEEDED request is not cancellable either.
+	if err := h.c.CreateResizeRequest(h.ctx, zone, "c1-h200", gce.ResizeRequestSpec{Name: "rr-2", Instances: []string{"c1-h200-0"}}, ""); err != nil {
+		t.Fatal(err)
+	}
+	h.tick(time.Minute)
+	h.tick(time.Hour)
+	if err := h.c.CancelResizeRequest(h.ctx, zone, "c1-h200", "rr-2", ""); !errors.Is(err, gce.ErrNotCancellable) {
+		t.Errorf("cancel of a SUCCEEDED request: %v", err)
+	}
+	// With no RunDuration the template's maxRunDuration (2 h) applies.
+	vm, err := h.c.GetInstance(h.ctx, zone, "c1-h200-0")
+	if err != nil || !vm.TerminationTime.Equal(vm.Created.Add(2*time.Hour)) {
+		t.Errorf("VM = %+v %v", vm, err)
+	}
+	// A FAILED request reports its error.
+	if err := h.c.CreateResizeRequest(h.ctx, zone, "c1-h200", gce.ResizeRequestSpec{Name: "rr-3", Instances: []string{"c1-h200-9"}}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.sim.FailResizeRequest(zone, "c1-h200", "rr-3", "ZONE_RESOURCE_POOL_EXHAUSTED", "no capacity"); err != nil {
+		t.Fatal(err)
+	}
+	rr, err = h.c.GetResizeRequest(h.ctx, zone, "c1-h200", "rr-3")
+	if err != nil || rr.State != gce.StateFailed || rr.ErrorCode != "ZONE_RESOURCE_POOL_EXHAUSTED" || rr.ErrorMessage != "no capacity" {
+		t.Errorf("failed request = %+v %v", rr, err)
+	}
+}
+
+func TestCreateResizeRequestValidation(t *testing.T) {
+	h := newHarness(t, computesim.Options{})
+	for _, spec := range []gce.ResizeRequestSpec{
+		{Name: "rr", Instances: []string{"vm-0"}, RunDuration: 599 * time.Second},
+		{Name: "rr", Instances: []string{"vm-0"}, RunDuration: 8 * 24 * time.Hour},
+		{Name: "rr"},
+		{Name: "RR", Instances: []string{"vm-0"}},
+		{Name: "rr", Instances: []string{"VM_0"}},
+	} {
+		if err := h.c.CreateResizeRequest(h.ctx, zone, "c1-h200", spec, ""); !errors.Is(err, gce.ErrInvalidSpec) {
+			t.Errorf("%+v: %v", spec, err)
+		}
+	}
+	if n := len(h.sim.Calls()); n != 0 {
+		t.Errorf("%d calls", n)
+	}
+	// A MIG that does not exist.
+	err := h.c.CreateResizeRequest(h.ctx, zone, "nope", gce.ResizeRequestSpec{Name: "rr", Instances: []string{"vm-0"}}, "")
+	if !gce.IsNotFound(err) {
+		t.Errorf("missing MIG: %v", err)
+	}
+}
+
+func TestDeleteInstances(t *testing.T) {
+	h := newHarness(t, computesim.Options{})
+	h.pool()
+	names := []string{"c1-h200-0", "c1-h200-1", "c1-h200-2"}
+	if err := h.c.CreateResizeRequest(h.ctx, zone, "c1-h200", gce.ResizeRequestSpec{Name: "rr", Instances: names, RunDuration: time.Hour}, ""); err != nil {
+		t.Fatal(err)
+	}
+	h.tick(0)
+	h.tick(0)
+	before := len(h.sim.Calls())
+	if err := h.c.DeleteInstances(h.ctx, zone, "c1-h200", nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.sim.Calls()) != before {
+		t.Error("an empty DeleteInstances made a call")
+	}
+	// A name that is not a member is skipped.
+	if err := h.c.DeleteInstances(h.ctx, zone, "c1-h200", []string{"c1-h200-0", "c1-h200-2", "ghost"}, rid("delete instances")); err != nil {
+		t.Fatal(err)
+	}
+	h.tick(0)
+	vms, err := h.c.ListInstances(h.ctx, zone, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vms) != 1 || vms[0].Name != "c1-h200-1" {
+		t.Errorf("left = %+v", vms)
+	}
+	if migs, _ := h.c.ListMIGs(h.ctx, zone, "c1-h200"); migs[0].TargetSize != 1 {
+		t.Errorf("target size = %d", migs[0].TargetSize)
+	}
+	calls := h.sim.Calls()
+	last := calls[len(calls)-1]
+	if !strings.HasSuffix(last.Path, "/instanceGroupManagers/c1-h200/deleteInstances") || last.RequestID != rid("delete instances") {
+		t.Errorf("last call = %+v", last)
+	}
+	if err := h.c.DeleteInstances(h.ctx, zone, "nope", []string{"x"}, ""); !gce.IsNotFound(err) {
+		t.Errorf("missing MIG: %v", err)
+	}
+}
+
+func TestInjectedErrorsClassify(t *testing.T) {
+	h := newHarness(t, computesim.Options{})
+	h.pool()
+	spec := gce.ResizeRequestSpec{Name: "rr", Instances: []string{"c1-h200-0"}, RunDuration: time.Hour}
+	rrPath := `/instanceGroupManagers/c1-h200/resizeRequests$`
+
+	h.sim.InjectError(computesim.Match{Method: "POST", Path: rrPath}, 503, "", "ZONE_RESOURCE_POOL_EXHAUSTED", 1)
+	err := h.c.CreateResizeRequest(h.ctx, zone, "c1-h200", spec, rid("scale up rr"))
+	var oe *gce.OperationError
+	if !errors.As(err, &oe) || oe.Code != "ZONE_RESOURCE_POOL_EXHAUSTED" || oe.HTTPStatus != 503 || oe.Op == "" {
+		t.Fatalf("err = %v", err)
+	}
+	if c := gce.Classify(err); c != gce.ClassCapacity || !c.Retryable() {
+		t.Errorf("class = %v", c)
+	}
+	// The request ID now names the failed operation: retrying with it
+	// returns the same failure, as Compute does.
+	if err := h.c.CreateResizeRequest(h.ctx, zone, "c1-h200", spec, rid("scale up rr")); gce.Classify(err) != gce.ClassCapacity {
+		t.Errorf("retry with the same request ID: %v", err)
+	}
+	// An operation that ends DONE with errors but no HTTP status: op.Wait
+	// alone would report success.
+	h.sim.InjectError(computesim.Match{Method: "POST", Path: rrPath}, 200, "", "QUOTA_EXCEEDED", 1)
+	err = h.c.CreateResizeRequest(h.ctx, zone, "c1-h200", spec, "")
+	if gce.Classify(err) != gce.ClassQuota || gce.Classify(err).Retryable() {
+		t.Errorf("quota: %v (%v)", err, gce.Classify(err))
+	}
+	h.sim.InjectError(computesim.Match{Method: "POST", Path: rrPath}, 429, "rateLimitExceeded", "", 1)
+	if err := h.c.CreateResizeRequest(h.ctx, zone, "c1-h200", spec, ""); gce.Classify(err) != gce.ClassRateLimit {
+		t.Errorf("rate limit: %v", err)
+	}
+	h.sim.InjectError(computesim.Match{Method: "POST", Path: rrPath}, 503, "backendError", "", 1)
+	if err := h.c.CreateResizeRequest(h.ctx, zone, "c1-h200", spec, ""); gce.Classify(err) != gce.ClassTransient {
+		t.Errorf("backend error: %v", err)
+	}
+	h.sim.InjectError(computesim.Match{Method: "GET", Path: `/instances$`}, 403, "forbidden", "", 1)
+	if _, err := h.c.ListInstances(h.ctx, zone, nil); gce.Classify(err) != gce.ClassPermanent {
+		t.Errorf("forbidden: %v", err)
+	}
+	if rrs := h.sim.ResizeRequests(); len(rrs) != 0 {
+		t.Errorf("failed calls created %+v", rrs)
+	}
+	if err := h.c.CreateResizeRequest(h.ctx, zone, "c1-h200", spec, ""); err != nil {
+		t.Errorf("after the injections: %v", err)
+	}
+}
+
+func TestListInstancesFilterAndPaging(t *testing.T) {
+	h := newHarness(t, computesim.Options{})
+	h.pool()
+	other := flexSpec("c1-b200-v1")
+	other.Labels = map[string]string{"flexslurm-cluster": "c1", "flexslurm-pool": "b200"}
+	if err := h.c.EnsureInstanceTemplate(h.ctx, other, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.EnsureMIG(h.ctx, gce.MIGSpec{Zone: zone, Name: "c1-b200", Template: "c1-b200-v1"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	// More VMs than one page (500) holds.
+	var h200 []string
+	for i := range 510 {
+		h200 = append(h200, fmt.Sprintf("c1-h200-%03d", i))
+	}
+	if err := h.c.CreateResizeRequest(h.ctx, zone, "c1-h200", gce.ResizeRequestSpec{Name: "rr", Instances: h200}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.CreateResizeRequest(h.ctx, zone, "c1-b200", gce.ResizeRequestSpec{Name: "rr", Instances: []string{"c1-b200-0", "c1-b200-1"}}, ""); err != nil {
+		t.Fatal(err)
+	}
+	h.tick(0)
+	h.tick(0)
+	h.gets.Store(0)
+	vms, err := h.c.ListInstances(h.ctx, zone, map[string]string{"flexslurm-pool": "h200", "flexslurm-cluster": "c1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, v := range vms {
+		names = append(names, v.Name)
+	}
+	if diff := cmp.Diff(h200, names); diff != "" {
+		t.Errorf("h200 VMs (-want +got):\n%s", diff)
+	}
+	if n := h.gets.Load(); n != 2 {
+		t.Errorf("%d list pages fetched, want 2", n)
+	}
+	b200, err := h.c.ListInstances(h.ctx, zone, map[string]string{"flexslurm-pool": "b200"})
+	if err != nil || len(b200) != 2 || b200[0].MIG != "c1-b200" {
+		t.Errorf("b200 VMs = %+v %v", b200, err)
+	}
+	none, err := h.c.ListInstances(h.ctx, zone, map[string]string{"flexslurm-pool": "a100"})
+	if err != nil || len(none) != 0 {
+		t.Errorf("a100 VMs = %+v %v", none, err)
+	}
+	all, err := h.c.ListInstances(h.ctx, zone, nil)
+	if err != nil || len(all) != 512 {
+		t.Errorf("all VMs = %d %v", len(all), err)
+	}
+}
+
+func TestReportHostAsFaulty(t *testing.T) {
+	h := newHarness(t, computesim.Options{RepairDelay: 3 * time.Minute})
+	h.pool()
+	if err := h.c.CreateResizeRequest(h.ctx, zone, "c1-h200", gce.ResizeRequestSpec{Name: "rr", Instances: []string{"c1-h200-0"}}, ""); err != nil {
+		t.Fatal(err)
+	}
+	h.tick(0)
+	h.tick(0)
+	before := h.sim.Instances()[0]
+	if err := h.c.ReportHostAsFaulty(h.ctx, zone, "c1-h200-0", "BROKEN", "", ""); !errors.Is(err, gce.ErrInvalidSpec) {
+		t.Errorf("unknown behavior: %v", err)
+	}
+	if err := h.c.ReportHostAsFaulty(h.ctx, zone, "c1-h200-0", "UNRECOVERABLE_GPU_ERROR", "Xid 79", rid("repair c1-h200-0")); err != nil {
+		t.Fatal(err)
+	}
+	vm, err := h.c.GetInstance(h.ctx, zone, "c1-h200-0")
+	if err != nil || vm.Status != "REPAIRING" {
+		t.Fatalf("after report: %+v %v", vm, err)
+	}
+	h.tick(3 * time.Minute)
+	vm, err = h.c.GetInstance(h.ctx, zone, "c1-h200-0")
+	if err != nil || vm.Status != "RUNNING" || vm.ID != before.ID {
+		t.Fatalf("after repair: %+v %v", vm, err)
+	}
+	if after := h.sim.Instances()[0]; after.PhysicalHost == before.PhysicalHost {
+		t.Error("the VM is back on the same host")
+	}
+	if err := h.c.ReportHostAsFaulty(h.ctx, zone, "ghost", "PERFORMANCE", "", ""); !gce.IsNotFound(err) {
+		t.Errorf("missing VM: %v", err)
+	}
+}
+
+func TestNew(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := gce.New(ctx, "", option.WithoutAuthentication()); !errors.Is(err, gce.ErrInvalidSpec) {
+		t.Errorf("empty project: %v", err)
+	}
+}
