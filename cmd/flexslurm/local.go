@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/flexslurm/flexslurm/shared/clock"
+	"github.com/flexslurm/flexslurm/shared/computesim"
+	"github.com/flexslurm/flexslurm/shared/emulator"
+	"github.com/flexslurm/flexslurm/shared/local"
+)
+
+func cmdLocal(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("local", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := local.Options{Out: stdout}
+	fs.StringVar(&o.SpecPath, "spec", "examples/cluster_config.json", "cluster spec to apply")
+	fs.BoolVar(&o.Demo, "demo", false, "drive the seed's lifecycle, print the timeline and check every outcome (exit 1 if any differs)")
+	fs.Float64Var(&o.Speedup, "speedup", 10080, "simulated clock speed-up over wall time (10080: a week per minute)")
+	fs.DurationVar(&o.CapacityDelay, "capacity-delay", 30*time.Minute, "simulated wait for Flex-Start capacity per resize request")
+	fs.DurationVar(&o.TickEvery, "tick", time.Second, "wall-clock period of the reconcile tick")
+	fs.StringVar(&o.Project, "project", "flexslurm-local", "emulated Google Cloud project")
+	fs.StringVar(&o.RunDir, "run-dir", ".run/local", "directory for the logs of the emulators, simulator and functions")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: flexslurm local [--demo] [flags]\n\nRuns the whole system on this machine: the Firestore and Pub/Sub emulators, the\nCompute Engine simulator and the four functions served by functions-framework,\nwired by Pub/Sub push subscriptions. Ctrl-C stops everything.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := local.Run(ctx, o); err != nil {
+		if errors.Is(err, emulator.ErrFirestoreNotFound) || errors.Is(err, emulator.ErrPubSubNotFound) || errors.Is(err, emulator.ErrJavaNotFound) {
+			fmt.Fprintf(stderr, "flexslurm local: a prerequisite is missing:\n%s\n", joinLines(err.Error()))
+			return 3
+		}
+		fmt.Fprintf(stderr, "flexslurm local: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func cmdComputeSim(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("compute-sim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:8787", "address to listen on")
+	speedup := fs.Float64("speedup", 1, "simulated clock speed-up over wall time")
+	project := fs.String("project", "", "only serve this project (default: any)")
+	capacity := fs.Duration("capacity-delay", 0, "simulated wait for capacity per resize request")
+	style := fs.String("expiry-log", computesim.ExpiryLogDeferredDelete, "how an expiry is logged: deferredDelete or migDelete")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: flexslurm compute-sim [flags]\n\nServes the Compute Engine REST paths flexslurm uses (instance templates, zonal\nMIGs, resize requests, instances, operations) with the real wire format. Point\nclients at it with option.WithEndpoint(\"http://ADDR\") and\noption.WithoutAuthentication().")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	clk := clock.NewScaled(time.Now().UTC(), *speedup)
+	cd := *capacity
+	opts := computesim.Options{Project: *project, ExpiryLogStyle: *style,
+		CapacityDelay: func(string, string) time.Duration { return cd }}
+	fmt.Fprintf(stdout, "Compute simulator on http://%s (clock ×%g)\n", *addr, *speedup)
+	if err := computesim.ListenAndServe(ctx, *addr, opts, clk); err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintf(stderr, "flexslurm compute-sim: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func cmdEmulators(args []string, stdout, stderr io.Writer) int {
+	return emulator.Main(args, stdout, stderr)
+}

@@ -1,0 +1,30 @@
+// Package flexslurm registers flexslurm's Cloud Functions entry points with
+// functions-framework-go. The repository root is deployed once per function
+// with --entry-point ScaleUp, Expiry, Repair or Reconcile (the Go buildpack
+// builds the root package, which must import the framework itself).
+// Decisions live in shared/; each function package is a thin handler.
+package flexslurm
+
+import (
+	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
+
+	"github.com/flexslurm/flexslurm/functions/expiry"
+	"github.com/flexslurm/flexslurm/functions/reconcile"
+	"github.com/flexslurm/flexslurm/functions/repair"
+	"github.com/flexslurm/flexslurm/functions/scaleup"
+)
+
+// Entry point names, as given to --entry-point and in deploy/.
+const (
+	EntryScaleUp   = "ScaleUp"
+	EntryExpiry    = "Expiry"
+	EntryRepair    = "Repair"
+	EntryReconcile = "Reconcile"
+)
+
+func init() {
+	functions.CloudEvent(EntryScaleUp, scaleup.Entry)
+	functions.CloudEvent(EntryExpiry, expiry.Entry)
+	functions.CloudEvent(EntryRepair, repair.Entry)
+	functions.CloudEvent(EntryReconcile, reconcile.Entry)
+}

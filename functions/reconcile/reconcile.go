@@ -1,0 +1,85 @@
+// Package reconcile is the Reconcile function, run by Cloud Scheduler
+// through the reconcile-tick topic: for each cluster it lists what Compute
+// shows (VMs by this cluster's labels, resize requests per MIG) and converges
+// the stored state with it (shared/plan.Reconcile). It repairs whatever the
+// events missed.
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+
+	"github.com/flexslurm/flexslurm/shared/apply"
+	"github.com/flexslurm/flexslurm/shared/event"
+	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/flexslurm/flexslurm/shared/plan"
+	"github.com/flexslurm/flexslurm/shared/store"
+	"github.com/flexslurm/flexslurm/shared/wire"
+)
+
+// Flow names this function in logs and metrics.
+const Flow = "flex.reconcile"
+
+// Handler handles reconcile ticks.
+type Handler struct{ r *apply.Runner }
+
+// New returns a handler over a runner.
+func New(r *apply.Runner) *Handler { return &Handler{r: r} }
+
+// Entry is the deployed entry point (registered as "Reconcile").
+func Entry(ctx context.Context, e cloudevents.Event) error {
+	r, err := wire.Runner(ctx)
+	if err != nil {
+		return err
+	}
+	return New(r).Handle(ctx, e)
+}
+
+// Handle processes one tick.
+func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
+	msg, log, err := h.r.Envelope(ctx, Flow, e)
+	if err != nil {
+		return nil
+	}
+	tick, err := event.DecodeTick(msg.Data)
+	if err != nil {
+		return apply.Outcome(log, err)
+	}
+	clusters := []string{tick.Cluster}
+	if tick.Cluster == "" {
+		if clusters, err = h.r.Deps().Store.Clusters(ctx); err != nil {
+			return apply.Outcome(log, fmt.Errorf("listing clusters: %w", err))
+		}
+	}
+	// One cluster's failure does not stop the others.
+	var errs []error
+	for _, c := range clusters {
+		if err := h.Cluster(ctx, msg.ID, c); err != nil {
+			errs = append(errs, fmt.Errorf("cluster %s: %w", c, err))
+		}
+	}
+	return apply.Outcome(log, errors.Join(errs...))
+}
+
+// Cluster reconciles one cluster: observe, then decide and act.
+func (h *Handler) Cluster(ctx context.Context, tickID, cluster string) error {
+	scope := store.Scope{Cluster: cluster, AllPools: true}
+	// 1. Observe Compute for the pools the cluster has now.
+	st, err := h.r.Deps().Store.Read(ctx, scope)
+	if err != nil {
+		return fmt.Errorf("reading state: %w", err)
+	}
+	obs := h.r.Observe(ctx, cluster, st)
+	// 2. Decide against the state as it is in the transaction, and act.
+	_, err = h.r.Process(ctx, apply.Input{
+		Flow: Flow, EventID: tickID + "/" + cluster, Scope: scope,
+		Decide: func(st *model.State, now time.Time) ([]plan.Action, error) {
+			return plan.Reconcile(st, obs, now, h.r.Deps().Policy), nil
+		},
+	})
+	return err
+}

@@ -1,0 +1,139 @@
+// Package scaleup is the ScaleUp function: it keeps static pools at
+// min_node_count when a cluster spec is applied (cluster-spec topic) and
+// provisions Flex-Start capacity for pending Slurm jobs (job-pending topic),
+// never beyond max_node_count. Decisions live in shared/plan; this package
+// only decodes, scopes and hands over to shared/apply.
+package scaleup
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+
+	"github.com/flexslurm/flexslurm/shared/apply"
+	"github.com/flexslurm/flexslurm/shared/event"
+	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/flexslurm/flexslurm/shared/naming"
+	"github.com/flexslurm/flexslurm/shared/plan"
+	"github.com/flexslurm/flexslurm/shared/spec"
+	"github.com/flexslurm/flexslurm/shared/store"
+	"github.com/flexslurm/flexslurm/shared/wire"
+)
+
+// Flow names this function in logs and metrics.
+const Flow = "flex.scaleup"
+
+// Handler handles ScaleUp events.
+type Handler struct{ r *apply.Runner }
+
+// New returns a handler over a runner.
+func New(r *apply.Runner) *Handler { return &Handler{r: r} }
+
+// Entry is the deployed entry point (registered as "ScaleUp").
+func Entry(ctx context.Context, e cloudevents.Event) error {
+	r, err := wire.Runner(ctx)
+	if err != nil {
+		return err
+	}
+	return New(r).Handle(ctx, e)
+}
+
+// Handle processes one job.* or cluster.applied event.
+func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
+	// 1. Decode the Pub/Sub envelope and the payload header.
+	msg, log, err := h.r.Envelope(ctx, Flow, e)
+	if err != nil {
+		return nil
+	}
+	hdr, err := event.PeekHeader(msg.Data)
+	if err != nil {
+		return apply.Outcome(log, err)
+	}
+	log = log.With("cluster", hdr.Cluster, "type", hdr.Type)
+	// 2. Decide and act.
+	switch hdr.Type {
+	case event.TypeClusterApply:
+		err = h.cluster(ctx, msg)
+	case event.TypeJobPending, event.TypeJobStarted, event.TypeJobFinished, event.TypeJobCancelled:
+		err = h.job(ctx, msg)
+	default:
+		err = fmt.Errorf("%w: type %q is not handled by ScaleUp", event.ErrMalformed, hdr.Type)
+	}
+	return apply.Outcome(log, err)
+}
+
+func (h *Handler) cluster(ctx context.Context, msg *event.Message) error {
+	ev, err := event.DecodeCluster(msg.Data)
+	if err != nil {
+		return err
+	}
+	c, err := spec.Parse(ev.Spec)
+	if err != nil {
+		return fmt.Errorf("%w: cluster.applied carries an invalid spec: %v", event.ErrMalformed, err)
+	}
+	if c.ID != ev.Cluster {
+		return fmt.Errorf("%w: cluster.applied for %q carries the spec of %q", event.ErrMalformed, ev.Cluster, c.ID)
+	}
+	effective, err := c.EffectiveJSON()
+	if err != nil {
+		return err
+	}
+	_, err = h.r.Process(ctx, apply.Input{
+		Flow: Flow, EventID: msg.ID,
+		Scope: store.Scope{Cluster: c.ID, AllPools: true},
+		Decide: func(st *model.State, now time.Time) ([]plan.Action, error) {
+			return plan.ClusterApplied(st, c, effective, now), nil
+		},
+	})
+	return err
+}
+
+func (h *Handler) job(ctx context.Context, msg *event.Message) error {
+	ev, err := event.DecodeJob(msg.Data)
+	if err != nil {
+		return err
+	}
+	// The pools a job can touch: those of its nodes, else of its partition.
+	head, err := h.r.Deps().Store.Read(ctx, store.Scope{Cluster: ev.Cluster})
+	if err != nil {
+		return fmt.Errorf("reading cluster %s: %w", ev.Cluster, err)
+	}
+	c, err := h.r.Spec(head)
+	if err != nil {
+		return err
+	}
+	scope := store.Scope{Cluster: c.ID, Jobs: []string{ev.JobID}}
+	for _, n := range ev.Nodes {
+		if _, p, _, ok := naming.ParseNodeName(n); ok {
+			scope.Pools = appendOnce(scope.Pools, p)
+		}
+	}
+	for _, p := range c.Slurm.Partitions {
+		if p.ID == ev.Partition {
+			for _, id := range p.NodePoolIDs {
+				scope.Pools = appendOnce(scope.Pools, id)
+			}
+		}
+	}
+	if len(scope.Pools) == 0 {
+		scope.AllPools = true // job.started/finished may omit partition and nodes
+	}
+	_, err = h.r.Process(ctx, apply.Input{
+		Flow: Flow, EventID: msg.ID, Scope: scope,
+		Decide: func(st *model.State, now time.Time) ([]plan.Action, error) {
+			return plan.Job(st, c, ev, now)
+		},
+	})
+	return err
+}
+
+func appendOnce(xs []string, x string) []string {
+	for _, v := range xs {
+		if v == x {
+			return xs
+		}
+	}
+	return append(xs, x)
+}

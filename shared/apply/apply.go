@@ -1,0 +1,441 @@
+// Package apply runs flexslurm's decisions: for one event it opens the
+// Firestore transaction (store.Update) in which the pure decision (shared/plan)
+// reads the snapshot and its record changes are written together with the
+// processed-event marker, and after the commit it carries out the external
+// actions — Compute Engine calls with deterministic names and request ids,
+// and Slurm commands published for the agent.
+//
+// Ordering is what makes a crash safe: intents are committed first, then
+// acted on. A crash after the commit leaves a node Requested (or Deleting)
+// whose action may not have happened; the redelivered event finds its marker
+// and re-drives exactly those in-flight intents, and the reconciler does the
+// same after a grace period. Since every name and request id derives from
+// (cluster, pool, node or job, generation), repeating an action repeats
+// nothing.
+//
+// The package declares the ports it consumes (Compute, Publisher) and uses
+// shared/store, shared/plan, shared/spec, shared/gce value types, shared/event.
+package apply
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/flexslurm/flexslurm/shared/clock"
+	"github.com/flexslurm/flexslurm/shared/event"
+	"github.com/flexslurm/flexslurm/shared/gce"
+	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/flexslurm/flexslurm/shared/naming"
+	"github.com/flexslurm/flexslurm/shared/plan"
+	"github.com/flexslurm/flexslurm/shared/spec"
+	"github.com/flexslurm/flexslurm/shared/store"
+)
+
+// Compute is the part of Compute Engine flexslurm acts on (shared/gce.Client).
+// Every mutation is idempotent for a given name and request id: creating
+// what exists returns nil, deleting what is gone returns nil.
+type Compute interface {
+	EnsureInstanceTemplate(ctx context.Context, t gce.TemplateSpec, requestID string) error
+	EnsureMIG(ctx context.Context, m gce.MIGSpec, requestID string) error
+	CreateResizeRequest(ctx context.Context, zone, mig string, rr gce.ResizeRequestSpec, requestID string) error
+	CancelResizeRequest(ctx context.Context, zone, mig, name, requestID string) error
+	DeleteInstances(ctx context.Context, zone, mig string, names []string, requestID string) error
+	ListInstances(ctx context.Context, zone string, labels map[string]string) ([]gce.Instance, error)
+	ListResizeRequests(ctx context.Context, zone, mig string) ([]gce.ResizeRequest, error)
+}
+
+// Publisher publishes one message and waits for the server's ack.
+type Publisher interface {
+	Publish(ctx context.Context, topic string, data []byte, attrs map[string]string) (string, error)
+}
+
+// Deps are the runner's dependencies.
+type Deps struct {
+	Store     store.Store
+	Compute   Compute
+	Publisher Publisher
+	Clock     clock.Clock
+	Log       *slog.Logger
+	Policy    plan.Policy
+	// SlurmTopic is the topic Slurm commands are published to (the agent's).
+	SlurmTopic string
+	// Project is the Google Cloud project of the Compute resources.
+	Project string
+}
+
+// Runner processes events. It is safe for concurrent use.
+type Runner struct {
+	d Deps
+
+	mu    sync.Mutex
+	specs map[string]*spec.Cluster // by spec sha256
+}
+
+// New returns a runner.
+func New(d Deps) *Runner {
+	if d.Clock == nil {
+		d.Clock = clock.Real{}
+	}
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	return &Runner{d: d, specs: map[string]*spec.Cluster{}}
+}
+
+// Deps returns the runner's dependencies.
+func (r *Runner) Deps() Deps { return r.d }
+
+// Decision is one event's decision, run inside the transaction.
+type Decision func(st *model.State, now time.Time) ([]plan.Action, error)
+
+// Input is one event to process.
+type Input struct {
+	Flow    string // "flex.scaleup", "flex.expiry", "flex.repair", "flex.reconcile"
+	EventID string
+	Scope   store.Scope
+	Decide  Decision
+}
+
+// Result reports what an event did.
+type Result struct {
+	Duplicate bool          // the event was applied before; in-flight intents were re-driven
+	Rejected  error         // the decision rejected the event (logged, acknowledged)
+	Actions   []plan.Action // every action decided (record and external)
+	Failed    []ActionError // external actions that failed
+}
+
+// ActionError is an external action that failed.
+type ActionError struct {
+	Action plan.Action
+	Class  gce.Class
+	Err    error
+}
+
+// ErrTransient wraps a failure worth retrying the event for.
+var ErrTransient = errors.New("transient failure")
+
+// Process runs one event: decide and record in one transaction, then act.
+// It returns nil when the event is done (including duplicates and rejected
+// events) and an error wrapping ErrTransient when it should be redelivered.
+func (r *Runner) Process(ctx context.Context, in Input) (Result, error) {
+	var res Result
+	now := r.d.Clock.Now()
+	in.Scope.EventID = in.EventID
+	in.Scope.EventKind = in.Flow
+	var after *model.State
+	err := r.d.Store.Update(ctx, in.Scope, func(st *model.State) error {
+		acts, err := in.Decide(st, now)
+		if err != nil {
+			return err
+		}
+		plan.Apply(st, acts)
+		res.Actions = acts
+		after = st.Clone()
+		return nil
+	})
+	log := r.d.Log.With("flow", in.Flow, "event_id", in.EventID, "cluster", in.Scope.Cluster)
+	switch {
+	case errors.Is(err, store.ErrDuplicateEvent):
+		res.Duplicate = true
+		st, rerr := r.d.Store.Read(ctx, in.Scope)
+		if rerr != nil {
+			return res, fmt.Errorf("%w: reading state to re-drive event %s: %v", ErrTransient, in.EventID, rerr)
+		}
+		redo := Redrive(st)
+		log.Info("event already applied: re-driving in-flight intents", "actions", len(redo))
+		res.Actions = redo
+		after = st
+	case errors.Is(err, plan.ErrRejected):
+		res.Rejected = err
+		log.Warn("event rejected", "reason", err.Error())
+		return res, nil
+	case err != nil:
+		return res, fmt.Errorf("%w: recording decision for event %s: %v", ErrTransient, in.EventID, err)
+	}
+	for _, a := range res.Actions {
+		if plan.IsRecord(a) {
+			logAction(log, a, "recorded")
+		}
+	}
+	res.Failed = r.Execute(ctx, in.Scope.Cluster, after, plan.External(res.Actions), log)
+	for _, f := range res.Failed {
+		if f.Class.Retryable() {
+			return res, fmt.Errorf("%w: %d of the event's actions failed, first: %v", ErrTransient, len(res.Failed), f.Err)
+		}
+	}
+	return res, nil
+}
+
+// Redrive returns the external actions that in-flight intents of st need
+// again: resize requests of Requested nodes and deletions of Deleting nodes.
+// They are idempotent by name and request id.
+func Redrive(st *model.State) []plan.Action {
+	var out []plan.Action
+	seen := map[string]bool{}
+	for _, p := range sortedPools(st) {
+		var deleting []string
+		for _, n := range st.PoolNodes(p.ID) {
+			switch n.Phase {
+			case model.PhaseRequested:
+				if n.ResizeRequest == "" || seen[n.ResizeRequest] {
+					continue
+				}
+				seen[n.ResizeRequest] = true
+				var vms []string
+				for _, o := range st.PoolNodes(p.ID) {
+					if o.ResizeRequest == n.ResizeRequest && o.Phase == model.PhaseRequested {
+						vms = append(vms, o.VMName)
+					}
+				}
+				out = append(out, plan.CreateResizeRequest{Pool: p.ID, Name: n.ResizeRequest, VMs: vms,
+					RunDuration: p.RunDuration, JobID: n.JobID,
+					RequestID: naming.RequestID("create-resize-request", p.MIG+"/"+n.ResizeRequest),
+					Reason:    "re-driving an in-flight resize request"})
+			case model.PhaseDeleting:
+				deleting = append(deleting, n.VMName)
+			}
+		}
+		for _, vm := range deleting {
+			out = append(out, plan.DeleteVMs{Pool: p.ID, VMs: []string{vm},
+				RequestID: naming.RequestID("delete-instances", p.MIG+"/"+vm), Reason: "re-driving an in-flight deletion"})
+		}
+	}
+	return out
+}
+
+func sortedPools(st *model.State) []*model.Pool {
+	ids := make([]string, 0, len(st.Pools))
+	for id := range st.Pools {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	out := make([]*model.Pool, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, st.Pools[id])
+	}
+	return out
+}
+
+// Execute carries out external actions in order. A failing action does not
+// stop the others; the failures are returned with their error class.
+func (r *Runner) Execute(ctx context.Context, cluster string, st *model.State, actions []plan.Action, log *slog.Logger) []ActionError {
+	var failed []ActionError
+	for _, a := range actions {
+		err := r.execute(ctx, cluster, st, a)
+		if err != nil {
+			cls := gce.Classify(err)
+			failed = append(failed, ActionError{Action: a, Class: cls, Err: err})
+			logAction(log, a, "failed", "error", err.Error(), "error_class", cls.String())
+			continue
+		}
+		logAction(log, a, "done")
+	}
+	return failed
+}
+
+func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a plan.Action) error {
+	poolOf := func(id string) (*model.Pool, error) {
+		if st == nil {
+			return nil, fmt.Errorf("no state for pool %s", id)
+		}
+		p, ok := st.Pools[id]
+		if !ok {
+			return nil, fmt.Errorf("pool %s has no record", id)
+		}
+		return p, nil
+	}
+	switch a := a.(type) {
+	case plan.EnsurePool:
+		p, err := poolOf(a.Pool)
+		if err != nil {
+			return err
+		}
+		return r.ensurePool(ctx, cluster, st, p)
+	case plan.CreateResizeRequest:
+		p, err := poolOf(a.Pool)
+		if err != nil {
+			return err
+		}
+		return r.d.Compute.CreateResizeRequest(ctx, p.Zone, p.MIG, gce.ResizeRequestSpec{
+			Name: a.Name, Instances: a.VMs, RunDuration: a.RunDuration,
+			Description: truncate("flexslurm: "+a.Reason, 2048),
+		}, a.RequestID)
+	case plan.CancelResizeRequest:
+		p, err := poolOf(a.Pool)
+		if err != nil {
+			return err
+		}
+		err = r.d.Compute.CancelResizeRequest(ctx, p.Zone, p.MIG, a.Name, a.RequestID)
+		if gce.IsNotFound(err) {
+			return nil
+		}
+		return err
+	case plan.DeleteVMs:
+		p, err := poolOf(a.Pool)
+		if err != nil {
+			return err
+		}
+		for _, vm := range a.VMs {
+			if _, c, pool, _, ok := naming.ParseVMName(vm); !ok || c != cluster || pool != a.Pool {
+				return fmt.Errorf("refusing to delete %s: not a VM of pool %s of cluster %s", vm, a.Pool, cluster)
+			}
+		}
+		return r.d.Compute.DeleteInstances(ctx, p.Zone, p.MIG, a.VMs, a.RequestID)
+	case plan.SlurmCommand:
+		if r.d.Publisher == nil || r.d.SlurmTopic == "" {
+			return nil
+		}
+		msg := event.SlurmCommand{
+			Header: event.Header{Version: event.SchemaVersion, Type: event.TypeSlurmCommand, Cluster: cluster},
+			ID:     a.ID, Command: a.Command, Nodes: a.Nodes, JobID: a.JobID, Reason: a.Reason,
+		}
+		data, err := json.Marshal(msg)
+		if err != nil {
+			return err
+		}
+		_, err = r.d.Publisher.Publish(ctx, r.d.SlurmTopic, data, map[string]string{"cluster": cluster, "command": a.Command})
+		return err
+	case plan.Alert:
+		return nil
+	}
+	return fmt.Errorf("unknown action %T", a)
+}
+
+// ensurePool creates the pool's instance template and MIG if missing, then
+// records the pool as ready.
+func (r *Runner) ensurePool(ctx context.Context, cluster string, st *model.State, p *model.Pool) error {
+	c, err := r.Spec(st)
+	if err != nil {
+		return err
+	}
+	sp, ok := c.Pool(p.ID)
+	if !ok {
+		return fmt.Errorf("pool %s is not in the cluster spec", p.ID)
+	}
+	t := TemplateSpec(c, *sp, p.Template)
+	if err := r.d.Compute.EnsureInstanceTemplate(ctx, t, naming.RequestID("insert-template", t.Name)); err != nil {
+		return fmt.Errorf("ensuring instance template %s: %w", t.Name, err)
+	}
+	m := gce.MIGSpec{Zone: p.Zone, Name: p.MIG, Template: p.Template, BaseInstanceName: cluster + "-" + p.ID,
+		Description: fmt.Sprintf("flexslurm node pool %s of cluster %s", p.ID, cluster)}
+	if err := r.d.Compute.EnsureMIG(ctx, m, naming.RequestID("insert-mig", p.Zone+"/"+p.MIG)); err != nil {
+		return fmt.Errorf("ensuring MIG %s: %w", p.MIG, err)
+	}
+	return r.d.Store.Update(ctx, store.Scope{Cluster: cluster, Pools: []string{p.ID}}, func(st *model.State) error {
+		if cur, ok := st.Pools[p.ID]; ok && cur.Template == p.Template && !cur.Ready {
+			cur.Ready = true
+			cur.UpdatedAt = r.d.Clock.Now()
+		}
+		return nil
+	})
+}
+
+// TemplateSpec builds the instance template of a pool: FLEX_START pools get
+// the pool's Compute run duration (600–604800 s) and the Flex-Start
+// scheduling that shared/gce sets; the VMs carry this cluster's labels.
+// Accelerator-optimized machine types (a2, a3, a4, g2) come with their GPUs,
+// so guest accelerators are only set for other machine types.
+func TemplateSpec(c *spec.Cluster, p spec.NodePool, name string) gce.TemplateSpec {
+	t := gce.TemplateSpec{
+		Name:              name,
+		MachineType:       p.MachineSpec.MachineType,
+		ProvisioningModel: "STANDARD",
+		BootDiskType:      p.BootDisk.Type,
+		BootDiskSizeGB:    int64(p.BootDisk.SizeGB),
+		Network:           c.Network.Network,
+		Subnetwork:        c.Network.Subnetwork,
+		PublicIP:          p.EnablePublicIPs,
+		Labels:            naming.Labels(c.ID, p.ID),
+		Metadata:          map[string]string{"flexslurm-cluster": c.ID, "flexslurm-pool": p.ID},
+		Description:       fmt.Sprintf("flexslurm node pool %s of cluster %s", p.ID, c.ID),
+	}
+	switch p.ProvisioningModel {
+	case spec.ProvisioningFlexStart:
+		t.ProvisioningModel = "FLEX_START"
+		t.MaxRunDuration = p.ComputeRunDuration()
+	case spec.ProvisioningSpot:
+		t.ProvisioningModel = "SPOT"
+	}
+	if p.MachineSpec.AcceleratorType != "" && p.MachineSpec.AcceleratorCount > 0 && !bundledGPUs(p.MachineSpec.MachineType) {
+		t.AcceleratorType = strings.ToLower(strings.ReplaceAll(p.MachineSpec.AcceleratorType, "_", "-"))
+		t.AcceleratorCount = int32(p.MachineSpec.AcceleratorCount)
+	}
+	return t
+}
+
+func bundledGPUs(machineType string) bool {
+	for _, prefix := range []string{"a2-", "a3-", "a4-", "a4x-", "g2-", "g4-"} {
+		if strings.HasPrefix(machineType, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// Spec parses (and caches) the cluster spec stored in st.
+func (r *Runner) Spec(st *model.State) (*spec.Cluster, error) {
+	if st == nil || st.Cluster == nil {
+		return nil, fmt.Errorf("%w: the cluster spec was never applied", plan.ErrRejected)
+	}
+	r.mu.Lock()
+	c, ok := r.specs[st.Cluster.SpecSHA256]
+	r.mu.Unlock()
+	if ok {
+		return c, nil
+	}
+	c, err := spec.Parse(st.Cluster.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("stored spec of cluster %s does not parse: %w", st.Cluster.ID, err)
+	}
+	r.mu.Lock()
+	r.specs[st.Cluster.SpecSHA256] = c
+	r.mu.Unlock()
+	return c, nil
+}
+
+func logAction(log *slog.Logger, a plan.Action, status string, extra ...any) {
+	args := []any{"action", fmt.Sprintf("%T", a)[len("plan."):], "status", status, "reason", a.Why()}
+	switch a := a.(type) {
+	case plan.PutNode:
+		args = append(args, "node", a.Node.Name, "pool", a.Node.Pool, "generation", a.Node.Generation, "phase", string(a.Node.Phase))
+	case plan.PutJob:
+		args = append(args, "job", a.Job.ID, "pool", a.Job.Pool, "state", string(a.Job.State))
+	case plan.PutPool:
+		args = append(args, "pool", a.Pool.ID)
+	case plan.CreateResizeRequest:
+		args = append(args, "pool", a.Pool, "resize_request", a.Name, "vms", strings.Join(a.VMs, ","), "job", a.JobID)
+	case plan.CancelResizeRequest:
+		args = append(args, "pool", a.Pool, "resize_request", a.Name)
+	case plan.DeleteVMs:
+		args = append(args, "pool", a.Pool, "vms", strings.Join(a.VMs, ","))
+	case plan.SlurmCommand:
+		args = append(args, "slurm_command", a.Command, "nodes", strings.Join(a.Nodes, ","), "job", a.JobID)
+	case plan.EnsurePool:
+		args = append(args, "pool", a.Pool)
+	case plan.Alert:
+		args = append(args, "pool", a.Pool, "node", a.Node)
+	}
+	args = append(args, extra...)
+	lvl := slog.LevelInfo
+	if status == "failed" {
+		lvl = slog.LevelError
+	}
+	if _, ok := a.(plan.Alert); ok {
+		lvl = slog.LevelWarn
+	}
+	log.Log(context.Background(), lvl, a.String(), args...)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

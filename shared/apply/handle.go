@@ -1,0 +1,51 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+
+	"github.com/flexslurm/flexslurm/shared/event"
+	"github.com/flexslurm/flexslurm/shared/logx"
+	"github.com/flexslurm/flexslurm/shared/plan"
+)
+
+// Envelope decodes a Pub/Sub CloudEvent and returns the message and a
+// logger carrying the event's id, flow and trace. A malformed envelope is
+// logged; the caller returns nil so it is acknowledged.
+func (r *Runner) Envelope(ctx context.Context, flow string, e cloudevents.Event) (*event.Message, *slog.Logger, error) {
+	log := r.d.Log.With("flow", flow, "event_id", e.ID())
+	if tp, ok := e.Extensions()["traceparent"].(string); ok {
+		if a := logx.Trace(r.d.Project, tp); a.Key != "" {
+			log = log.With(a)
+		}
+	}
+	msg, err := event.FromCloudEvent(e)
+	if err != nil {
+		log.Error("malformed event acknowledged without action", "error", err.Error())
+		return nil, log, err
+	}
+	return msg, log.With("message_id", msg.ID), nil
+}
+
+// Outcome turns a processing error into a function's return value:
+// malformed and rejected events are logged and acknowledged (nil, so Pub/Sub
+// does not redeliver what can never succeed); transient failures are
+// returned so that the event is redelivered.
+func Outcome(log *slog.Logger, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, event.ErrMalformed):
+		log.Error("malformed event acknowledged without action", "error", err.Error())
+		return nil
+	case errors.Is(err, plan.ErrRejected):
+		log.Warn("event rejected", "reason", err.Error())
+		return nil
+	default:
+		log.Error("event failed: will be redelivered", "error", err.Error())
+		return err
+	}
+}

@@ -1,0 +1,43 @@
+package apply
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/flexslurm/flexslurm/shared/gce"
+	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/flexslurm/flexslurm/shared/naming"
+	"github.com/flexslurm/flexslurm/shared/plan"
+)
+
+// Observe lists, for every pool of st, the VMs labelled as this cluster's
+// and pool's and the resize requests of the pool's MIG: two Compute list
+// calls per pool, whatever the number of nodes. A pool whose listing fails
+// is left out (Listed false), so the reconciler decides nothing for it.
+func (r *Runner) Observe(ctx context.Context, cluster string, st *model.State) plan.Observed {
+	obs := plan.Observed{Pools: map[string]plan.ObservedPool{}}
+	for _, p := range sortedPools(st) {
+		log := r.d.Log.With("flow", "flex.reconcile", "cluster", cluster, "pool", p.ID)
+		vms, err := r.d.Compute.ListInstances(ctx, p.Zone, naming.Labels(cluster, p.ID))
+		if err != nil {
+			log.Error("listing VMs failed: pool skipped this pass", "error", err.Error(), "error_class", gce.Classify(err).String())
+			continue
+		}
+		rrs, err := r.d.Compute.ListResizeRequests(ctx, p.Zone, p.MIG)
+		if err != nil && !gce.IsNotFound(err) {
+			log.Error("listing resize requests failed: pool skipped this pass", "error", err.Error(), "error_class", gce.Classify(err).String())
+			continue
+		}
+		op := plan.ObservedPool{Listed: true}
+		for _, vm := range vms {
+			op.VMs = append(op.VMs, plan.VM{Name: vm.Name, ID: strconv.FormatUint(vm.ID, 10), Status: vm.Status,
+				Created: vm.Created, TerminationTime: vm.TerminationTime})
+		}
+		for _, rr := range rrs {
+			op.ResizeRequests = append(op.ResizeRequests, plan.ObservedResizeRequest{Name: rr.Name, State: rr.State,
+				VMs: rr.Instances, Created: rr.Created})
+		}
+		obs.Pools[p.ID] = op
+	}
+	return obs
+}

@@ -1,0 +1,115 @@
+// Package config is flexslurm's typed runtime configuration, read once from
+// the environment of a function (set by the deployment, deploy/) or of the
+// local system. Validate reports every problem at once.
+//
+// This package imports shared/clock only.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+
+	"github.com/flexslurm/flexslurm/shared/clock"
+)
+
+// Environment variable names.
+const (
+	EnvProject           = "GOOGLE_CLOUD_PROJECT"
+	EnvUniverseDomain    = "GOOGLE_CLOUD_UNIVERSE_DOMAIN"
+	EnvFirestoreDatabase = "FLEXSLURM_FIRESTORE_DATABASE"
+	EnvComputeEndpoint   = "FLEXSLURM_COMPUTE_ENDPOINT"
+	EnvSlurmTopic        = "FLEXSLURM_SLURM_TOPIC"
+	EnvClock             = "FLEXSLURM_CLOCK"
+	EnvLogLevel          = "FLEXSLURM_LOG_LEVEL"
+)
+
+// Topic ids (Pub/Sub), the same in deploy/ and the local system.
+const (
+	TopicJobs          = "job-pending"     // job lifecycle reports from the Slurm hooks → ScaleUp
+	TopicClusterSpec   = "cluster-spec"    // cluster.applied from `flexslurm apply` → ScaleUp
+	TopicExpiry        = "instance-expiry" // Compute audit logs from the log sink → Expiry
+	TopicHealthFailure = "health-failure"  // failed health checks from the node hooks → Repair
+	TopicReconcile     = "reconcile-tick"  // Cloud Scheduler → Reconcile
+	TopicSlurmCommands = "slurm-commands"  // commands for the Slurm agent, from every function
+)
+
+// Config is the runtime configuration.
+type Config struct {
+	// Project is the Google Cloud project (Compute, Firestore, Pub/Sub). Required.
+	Project string
+	// UniverseDomain is the Google Cloud universe, e.g. "s3nsapis.fr" for
+	// S3NS; "" is googleapis.com.
+	UniverseDomain string
+	// FirestoreDatabase is the Firestore database id; "" is "(default)".
+	FirestoreDatabase string
+	// ComputeEndpoint points the Compute clients at another endpoint (the
+	// local Compute simulator) and turns authentication off. "" in production.
+	ComputeEndpoint string
+	// SlurmTopic receives Slurm commands. Default "slurm-commands".
+	SlurmTopic string
+	// Clock is the scaled clock of the local system (clock.Scaled.String
+	// form); nil means the wall clock.
+	Clock *clock.Scaled
+	// LogLevel is the minimum log level. Default INFO.
+	LogLevel slog.Level
+}
+
+// FromEnv reads the configuration; getenv is os.Getenv in production.
+func FromEnv(getenv func(string) string) (Config, error) {
+	c := Config{
+		Project:           strings.TrimSpace(getenv(EnvProject)),
+		UniverseDomain:    strings.TrimSpace(getenv(EnvUniverseDomain)),
+		FirestoreDatabase: strings.TrimSpace(getenv(EnvFirestoreDatabase)),
+		ComputeEndpoint:   strings.TrimSpace(getenv(EnvComputeEndpoint)),
+		SlurmTopic:        strings.TrimSpace(getenv(EnvSlurmTopic)),
+	}
+	if c.SlurmTopic == "" {
+		c.SlurmTopic = TopicSlurmCommands
+	}
+	var errs []error
+	if v := getenv(EnvClock); v != "" {
+		s, err := clock.ParseScaled(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", EnvClock, err))
+		}
+		c.Clock = s
+	}
+	if v := getenv(EnvLogLevel); v != "" {
+		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: want DEBUG, INFO, WARN or ERROR", EnvLogLevel, v))
+		}
+	}
+	if err := c.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return c, errors.Join(errs...)
+}
+
+// Validate reports every problem of the configuration.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Project == "" {
+		errs = append(errs, fmt.Errorf("%s is not set: the Google Cloud project is required", EnvProject))
+	}
+	if c.ComputeEndpoint != "" {
+		u, err := url.Parse(c.ComputeEndpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("%s=%q is not an http(s) URL", EnvComputeEndpoint, c.ComputeEndpoint))
+		}
+	}
+	if c.UniverseDomain != "" && (strings.Contains(c.UniverseDomain, "/") || !strings.Contains(c.UniverseDomain, ".")) {
+		errs = append(errs, fmt.Errorf("%s=%q is not a domain (e.g. s3nsapis.fr)", EnvUniverseDomain, c.UniverseDomain))
+	}
+	return errors.Join(errs...)
+}
+
+// Clk returns the configured clock.
+func (c Config) Clk() clock.Clock {
+	if c.Clock != nil {
+		return c.Clock
+	}
+	return clock.Real{}
+}

@@ -1,0 +1,381 @@
+// Package event defines flexslurm's event payloads (the JSON carried in
+// Pub/Sub messages, schema version 1, documented in docs/events.md), decodes
+// the CloudEvents that Eventarc / functions-framework hand to a function
+// (google.cloud.pubsub.topic.v1.messagePublished), and decodes the Compute
+// Engine audit-log LogEntry that a Logging sink publishes.
+//
+// Decoders never panic, bound their input (MaxPayloadBytes) and return an
+// error wrapping ErrMalformed for input that will never decode, so handlers
+// can acknowledge it instead of retrying forever.
+//
+// This package imports no other flexslurm package.
+package event
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+)
+
+// SchemaVersion is the version of every payload defined here.
+const SchemaVersion = 1
+
+// MaxPayloadBytes bounds a decoded message payload (Pub/Sub allows 10 MB; no
+// flexslurm payload comes near 1 MiB, so more is malformed).
+const MaxPayloadBytes = 1 << 20
+
+// ErrMalformed marks input that can never be decoded or is invalid. A
+// handler logs and acknowledges it (returns nil): retrying cannot help.
+var ErrMalformed = errors.New("malformed event")
+
+func malformed(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
+}
+
+// Payload types, in the "type" field of every payload.
+const (
+	TypeJobPending    = "job.pending"     // Slurm put the job in PENDING and asked for nodes (ResumeProgram), or it was requeued
+	TypeJobStarted    = "job.started"     // the job started (PrologSlurmctld)
+	TypeJobFinished   = "job.finished"    // the job ended (EpilogSlurmctld)
+	TypeJobCancelled  = "job.cancelled"   // the job was cancelled while pending
+	TypeClusterApply  = "cluster.applied" // a validated cluster spec was applied (created or resized)
+	TypeHealthFailure = "health.failure"  // a node's health check failed
+	TypeReconcileTick = "reconcile.tick"  // Cloud Scheduler's periodic tick
+	TypeSlurmCommand  = "slurm.command"   // a command for the Slurm agent
+)
+
+// Header is common to every payload.
+type Header struct {
+	Version int    `json:"version"` // SchemaVersion
+	Type    string `json:"type"`    // one of the Type* constants
+	Cluster string `json:"cluster"` // cluster id
+}
+
+// Job is a job lifecycle report (types job.*), published by the Slurm hooks
+// to the job-pending topic.
+type Job struct {
+	Header
+	JobID     string `json:"job_id"`              // Slurm job id (digits)
+	Partition string `json:"partition,omitempty"` // Slurm partition
+	// NodeCount is the number of nodes the job needs (≥ 1 for job.pending).
+	NodeCount int `json:"node_count,omitempty"`
+	// Nodes are the Slurm nodes the job was allocated (ResumeProgram's
+	// SLURM_RESUME_FILE); empty when flexslurm should choose.
+	Nodes []string `json:"nodes,omitempty"`
+	// Requeued is true when the job is pending again after it had started.
+	Requeued bool `json:"requeued,omitempty"`
+	// TimeLimit is the job's time limit in seconds (0 = unknown or none).
+	TimeLimitSeconds int64     `json:"time_limit_s,omitempty"`
+	ReportedAt       time.Time `json:"reported_at,omitzero"`
+}
+
+// Cluster is published by `flexslurm apply` after validating a spec.
+type Cluster struct {
+	Header
+	// Spec is the effective cluster spec (shared/spec EffectiveJSON).
+	Spec      json.RawMessage `json:"spec"`
+	AppliedAt time.Time       `json:"applied_at,omitzero"`
+}
+
+// Health is a health-check failure published by the node-side hooks.
+type Health struct {
+	Header
+	Node       string `json:"node"`       // Slurm node name
+	Generation int64  `json:"generation"` // node generation the check ran on (0 = unknown, resolved from the VM name)
+	VMName     string `json:"vm_name,omitempty"`
+	JobID      string `json:"job_id,omitempty"`
+	// JobState is the job's state as the hook saw it: "pending", "requeued",
+	// "running" or "" when no job was involved.
+	JobState  string    `json:"job_state,omitempty"`
+	Verdict   string    `json:"verdict"`           // "FAIL" (only failures are published)
+	Reasons   []string  `json:"reasons,omitempty"` // at most 16, each at most 512 bytes
+	CheckedAt time.Time `json:"checked_at,omitzero"`
+}
+
+// Tick is the reconciler's scheduled tick. An empty body is a tick for every cluster.
+type Tick struct {
+	Header
+}
+
+// Slurm command names, as the agent runs them through scontrol.
+const (
+	SlurmPowerDown      = "power_down"
+	SlurmPowerDownForce = "power_down_force"
+	SlurmResume         = "resume"
+	SlurmDrain          = "drain"
+	SlurmDown           = "down"
+	SlurmRequeue        = "requeue"
+	SlurmStartNow       = "start_now"
+)
+
+// SlurmCommand asks the Slurm agent to run one scontrol command.
+type SlurmCommand struct {
+	Header
+	ID      string   `json:"id"` // deterministic: the agent applies each id once
+	Command string   `json:"command"`
+	Nodes   []string `json:"nodes,omitempty"`
+	JobID   string   `json:"job_id,omitempty"`
+	Reason  string   `json:"reason,omitempty"`
+}
+
+var (
+	jobIDRe    = regexp.MustCompile(`^[0-9]{1,12}(_[0-9]{1,9})?$`)
+	clusterRe  = regexp.MustCompile(`^[a-z][a-z0-9]{0,9}$`)
+	nodeNameRe = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+)
+
+// ValidNodeName reports whether s is an acceptable flexslurm Slurm node
+// name: lowercase RFC1035 characters, at most 63 bytes (Compute's name limit).
+func ValidNodeName(s string) bool { return nodeNameRe.MatchString(s) }
+
+func decodeStrict(data []byte, v any) error {
+	if len(data) > MaxPayloadBytes {
+		return malformed("payload is %d bytes, above the %d-byte limit", len(data), MaxPayloadBytes)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return malformed("decoding payload: %v", err)
+	}
+	if dec.More() {
+		return malformed("trailing data after the JSON payload")
+	}
+	return nil
+}
+
+// PeekHeader reads the common header of a payload.
+func PeekHeader(data []byte) (Header, error) {
+	var h Header
+	if len(data) > MaxPayloadBytes {
+		return h, malformed("payload is %d bytes, above the %d-byte limit", len(data), MaxPayloadBytes)
+	}
+	if err := json.Unmarshal(data, &h); err != nil {
+		return h, malformed("decoding payload header: %v", err)
+	}
+	if h.Version != SchemaVersion {
+		return h, malformed("payload version %d is not supported (want %d)", h.Version, SchemaVersion)
+	}
+	if !clusterRe.MatchString(h.Cluster) {
+		return h, malformed("cluster %q is not a cluster id (^[a-z][a-z0-9]{0,9}$)", h.Cluster)
+	}
+	return h, nil
+}
+
+// DecodeJob decodes and validates a job.* payload.
+func DecodeJob(data []byte) (*Job, error) {
+	var j Job
+	if err := decodeStrict(data, &j); err != nil {
+		return nil, err
+	}
+	if _, err := PeekHeader(data); err != nil {
+		return nil, err
+	}
+	switch j.Type {
+	case TypeJobPending, TypeJobStarted, TypeJobFinished, TypeJobCancelled:
+	default:
+		return nil, malformed("type %q is not a job event", j.Type)
+	}
+	if !jobIDRe.MatchString(j.JobID) {
+		return nil, malformed("job_id %q is not a Slurm job id", j.JobID)
+	}
+	if j.Type == TypeJobPending && j.NodeCount < 1 && len(j.Nodes) == 0 {
+		return nil, malformed("job.pending %s: node_count must be ≥ 1 or nodes given", j.JobID)
+	}
+	if j.NodeCount < 0 || j.NodeCount > 10000 {
+		return nil, malformed("node_count %d is outside 0–10000", j.NodeCount)
+	}
+	if len(j.Nodes) > 10000 {
+		return nil, malformed("%d nodes is above the 10000 limit", len(j.Nodes))
+	}
+	for _, n := range j.Nodes {
+		if !ValidNodeName(n) {
+			return nil, malformed("node name %q is not valid", n)
+		}
+	}
+	if j.NodeCount == 0 {
+		j.NodeCount = len(j.Nodes)
+	}
+	if len(j.Nodes) > 0 && len(j.Nodes) != j.NodeCount {
+		return nil, malformed("job %s names %d nodes but node_count is %d", j.JobID, len(j.Nodes), j.NodeCount)
+	}
+	return &j, nil
+}
+
+// DecodeCluster decodes a cluster.applied payload (the spec itself is
+// validated by shared/spec).
+func DecodeCluster(data []byte) (*Cluster, error) {
+	var c Cluster
+	if err := decodeStrict(data, &c); err != nil {
+		return nil, err
+	}
+	if _, err := PeekHeader(data); err != nil {
+		return nil, err
+	}
+	if c.Type != TypeClusterApply {
+		return nil, malformed("type %q is not %s", c.Type, TypeClusterApply)
+	}
+	if len(c.Spec) == 0 {
+		return nil, malformed("cluster.applied without a spec")
+	}
+	return &c, nil
+}
+
+// Bounds on health-failure evidence.
+const (
+	MaxHealthReasons     = 16
+	MaxHealthReasonBytes = 512
+)
+
+// DecodeHealth decodes and validates a health.failure payload.
+func DecodeHealth(data []byte) (*Health, error) {
+	var h Health
+	if err := decodeStrict(data, &h); err != nil {
+		return nil, err
+	}
+	if _, err := PeekHeader(data); err != nil {
+		return nil, err
+	}
+	if h.Type != TypeHealthFailure {
+		return nil, malformed("type %q is not %s", h.Type, TypeHealthFailure)
+	}
+	if !ValidNodeName(h.Node) {
+		return nil, malformed("node %q is not a valid node name", h.Node)
+	}
+	if h.Generation < 0 {
+		return nil, malformed("generation %d is negative", h.Generation)
+	}
+	if h.Verdict != "FAIL" {
+		return nil, malformed("verdict %q: only FAIL verdicts are acted on", h.Verdict)
+	}
+	if h.JobID != "" && !jobIDRe.MatchString(h.JobID) {
+		return nil, malformed("job_id %q is not a Slurm job id", h.JobID)
+	}
+	switch h.JobState {
+	case "", "pending", "requeued", "running":
+	default:
+		return nil, malformed("job_state %q is not one of pending, requeued, running", h.JobState)
+	}
+	if len(h.Reasons) > MaxHealthReasons {
+		return nil, malformed("%d reasons is above the limit of %d", len(h.Reasons), MaxHealthReasons)
+	}
+	for _, r := range h.Reasons {
+		if len(r) > MaxHealthReasonBytes {
+			return nil, malformed("a reason of %d bytes is above the limit of %d", len(r), MaxHealthReasonBytes)
+		}
+	}
+	return &h, nil
+}
+
+// DecodeTick decodes a reconcile tick; an empty or "{}" body is a tick for
+// every cluster.
+func DecodeTick(data []byte) (*Tick, error) {
+	t := &Tick{}
+	s := strings.TrimSpace(string(data))
+	if s == "" || s == "{}" {
+		return t, nil
+	}
+	if err := decodeStrict(data, t); err != nil {
+		return nil, err
+	}
+	if t.Type != TypeReconcileTick {
+		return nil, malformed("type %q is not %s", t.Type, TypeReconcileTick)
+	}
+	if t.Cluster != "" && !clusterRe.MatchString(t.Cluster) {
+		return nil, malformed("cluster %q is not a cluster id", t.Cluster)
+	}
+	return t, nil
+}
+
+// DecodeSlurmCommand decodes a slurm.command payload.
+func DecodeSlurmCommand(data []byte) (*SlurmCommand, error) {
+	var c SlurmCommand
+	if err := decodeStrict(data, &c); err != nil {
+		return nil, err
+	}
+	if _, err := PeekHeader(data); err != nil {
+		return nil, err
+	}
+	if c.Type != TypeSlurmCommand {
+		return nil, malformed("type %q is not %s", c.Type, TypeSlurmCommand)
+	}
+	switch c.Command {
+	case SlurmPowerDown, SlurmPowerDownForce, SlurmResume, SlurmDrain, SlurmDown:
+		if len(c.Nodes) == 0 {
+			return nil, malformed("%s needs nodes", c.Command)
+		}
+	case SlurmRequeue, SlurmStartNow:
+		if !jobIDRe.MatchString(c.JobID) {
+			return nil, malformed("%s needs a job_id, got %q", c.Command, c.JobID)
+		}
+	default:
+		return nil, malformed("unknown command %q", c.Command)
+	}
+	for _, n := range c.Nodes {
+		if !ValidNodeName(n) {
+			return nil, malformed("node name %q is not valid", n)
+		}
+	}
+	return &c, nil
+}
+
+// Message is a decoded Pub/Sub message from a messagePublished CloudEvent.
+type Message struct {
+	ID          string            // Pub/Sub message id (the CloudEvent id when absent)
+	Data        []byte            // payload
+	Attributes  map[string]string // message attributes
+	PublishTime time.Time         // zero when absent
+	Topic       string            // "projects/P/topics/T", from the CloudEvent source
+}
+
+// pushEnvelope is the data of a google.cloud.pubsub.topic.v1.messagePublished
+// CloudEvent (gcp.md §3.1). Real deliveries may also carry message.@type and
+// the legacy message_id/publish_time duplicates, which are ignored here.
+type pushEnvelope struct {
+	Message struct {
+		Data        []byte            `json:"data"`
+		Attributes  map[string]string `json:"attributes"`
+		MessageID   string            `json:"messageId"`
+		MessageID2  string            `json:"message_id"`
+		PublishTime string            `json:"publishTime"`
+	} `json:"message"`
+	Subscription string `json:"subscription"`
+}
+
+// PubSubType is the CloudEvent type of a Pub/Sub message.
+const PubSubType = "google.cloud.pubsub.topic.v1.messagePublished"
+
+// FromCloudEvent decodes a Pub/Sub messagePublished CloudEvent.
+func FromCloudEvent(e cloudevents.Event) (*Message, error) {
+	if e.Type() != PubSubType {
+		return nil, malformed("CloudEvent %s has type %q, want %s", e.ID(), e.Type(), PubSubType)
+	}
+	if len(e.Data()) > 2*MaxPayloadBytes {
+		return nil, malformed("CloudEvent %s data is %d bytes, above the limit", e.ID(), len(e.Data()))
+	}
+	var env pushEnvelope
+	if err := json.Unmarshal(e.Data(), &env); err != nil {
+		return nil, malformed("CloudEvent %s: decoding Pub/Sub envelope: %v", e.ID(), err)
+	}
+	m := &Message{Data: env.Message.Data, Attributes: env.Message.Attributes, ID: env.Message.MessageID}
+	if m.ID == "" {
+		m.ID = env.Message.MessageID2
+	}
+	if m.ID == "" {
+		m.ID = e.ID()
+	}
+	if env.Message.PublishTime != "" {
+		if t, err := time.Parse(time.RFC3339Nano, env.Message.PublishTime); err == nil {
+			m.PublishTime = t
+		}
+	}
+	if m.PublishTime.IsZero() && !e.Time().IsZero() {
+		m.PublishTime = e.Time()
+	}
+	m.Topic = strings.TrimPrefix(e.Source(), "//pubsub.googleapis.com/")
+	return m, nil
+}

@@ -1,0 +1,275 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/flexslurm/flexslurm/shared/config"
+	"github.com/flexslurm/flexslurm/shared/event"
+	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/flexslurm/flexslurm/shared/spec"
+)
+
+// Apply publishes a cluster.applied event for c, as `flexslurm apply` does.
+func (s *System) Apply(ctx context.Context, c *spec.Cluster) error {
+	eff, err := c.EffectiveJSON()
+	if err != nil {
+		return err
+	}
+	data, err := json.Marshal(event.Cluster{
+		Header: event.Header{Version: event.SchemaVersion, Type: event.TypeClusterApply, Cluster: c.ID},
+		Spec:   eff, AppliedAt: s.Clock.Now(),
+	})
+	if err != nil {
+		return err
+	}
+	s.TL.Say(fmt.Sprintf("apply cluster spec %s (%s)", c.ID, s.Opts.SpecPath))
+	return s.publish(ctx, config.TopicClusterSpec, data)
+}
+
+func (s *System) publish(ctx context.Context, topic string, data []byte) error {
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := s.PubSub.Publish(pctx, topic, data, nil)
+	if err != nil {
+		return fmt.Errorf("publishing to %s: %w", topic, err)
+	}
+	return nil
+}
+
+// Job publishes a job lifecycle report, as the Slurm hooks do.
+func (s *System) Job(ctx context.Context, typ, id string, count int, requeued bool) error {
+	ev := event.Job{
+		Header: event.Header{Version: event.SchemaVersion, Type: typ, Cluster: s.Spec.ID},
+		JobID:  id, NodeCount: count, Requeued: requeued, ReportedAt: s.Clock.Now(),
+	}
+	if typ == event.TypeJobPending {
+		ev.Partition = s.flexPartition()
+	}
+	data, _ := json.Marshal(ev)
+	s.TL.Say(fmt.Sprintf("slurm reports %s for job %s", typ, id))
+	return s.publish(ctx, config.TopicJobs, data)
+}
+
+// Health publishes a failed health check, as the node-side hooks do.
+func (s *System) Health(ctx context.Context, n model.Node, jobID, jobState, reason string) error {
+	ev := event.Health{
+		Header: event.Header{Version: event.SchemaVersion, Type: event.TypeHealthFailure, Cluster: s.Spec.ID},
+		Node:   n.Name, Generation: n.Generation, VMName: n.VMName, JobID: jobID, JobState: jobState,
+		Verdict: "FAIL", Reasons: []string{reason}, CheckedAt: s.Clock.Now(),
+	}
+	data, _ := json.Marshal(ev)
+	s.TL.Say(fmt.Sprintf("health check on %s (%s) fails: %s", n.Name, n.VMName, reason))
+	return s.publish(ctx, config.TopicHealthFailure, data)
+}
+
+func (s *System) flexPartition() string {
+	for _, p := range s.Spec.Slurm.Partitions {
+		for _, id := range p.NodePoolIDs {
+			if sp, ok := s.Spec.Pool(id); ok && sp.IsFlexStart() {
+				return p.ID
+			}
+		}
+	}
+	return ""
+}
+
+// waitFor polls cond until it holds or the wall-clock timeout passes.
+func (s *System) waitFor(ctx context.Context, timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (s *System) nodeIs(name string, gen int64, phase model.Phase) func() bool {
+	return func() bool {
+		n, ok := s.TL.Node(name)
+		return ok && n.Generation == gen && n.Phase == phase
+	}
+}
+
+func (s *System) vmStatus(name string) string {
+	for _, vm := range s.Sim.Instances() {
+		if vm.Name == name {
+			return vm.Status
+		}
+	}
+	return ""
+}
+
+func (s *System) requestState(name string) string {
+	for _, rr := range s.Sim.ResizeRequests() {
+		if rr.Name == name {
+			return rr.State
+		}
+	}
+	return ""
+}
+
+// Demo drives the seed's lifecycle on the running system and checks each
+// outcome: static nodes come up; a pending job gets dynamic nodes through one
+// resize request; a static node expires and is recreated; a dynamic node
+// expires with no pending job and is not recreated, and with a pending job it
+// is; a GPU health failure replaces the node and provisions for the requeued
+// job. It returns an error if any outcome differs.
+func (s *System) Demo(ctx context.Context) error {
+	var pool *spec.NodePool
+	for _, p := range s.Spec.FlexPools() {
+		if p.MinNodeCount >= 1 && p.MaxNodeCount >= p.MinNodeCount+2 {
+			pp := p
+			pool = &pp
+			break
+		}
+	}
+	if pool == nil {
+		return fmt.Errorf("the demo needs a flex-start pool with min_node_count ≥ 1 and max_node_count ≥ min + 2 (examples/cluster_config.json has one)")
+	}
+	cl := s.Spec.ID
+	node := func(i int) string { return model.NodeName(cl, pool.ID, i) }
+	static := node(0)
+	dyn := []string{node(pool.MinNodeCount), node(pool.MinNodeCount + 1)}
+	extra := pool.MaxNodeCount - pool.MinNodeCount - 2 // dynamic slots beyond the two the demo uses
+	week := pool.FlexStartMaxDuration
+	wallWeek := s.Clock.WallDuration(week)
+	stepWait := 30*time.Second + s.Clock.WallDuration(s.Opts.CapacityDelay)*4
+	expiryWait := wallWeek + 45*time.Second
+	ok := true
+	check := func(cond bool, what string) { ok = s.TL.Check(cond, what) && ok }
+	started := time.Now()
+
+	s.TL.Step(1, fmt.Sprintf("cluster created: static node %s comes up (min_node_count %d)", static, pool.MinNodeCount))
+	check(s.waitFor(ctx, stepWait, s.nodeIs(static, 1, model.PhaseRunning)), static+" generation 1 is running")
+	check(s.vmStatus(model.VMName(static, 1)) == "RUNNING", "its VM "+model.VMName(static, 1)+" runs in Compute")
+
+	s.TL.Step(2, "job 101 goes PENDING for 2 nodes: one Flex-Start resize request, two dynamic VMs")
+	want := 2
+	if err := s.Job(ctx, event.TypeJobPending, "101", want, false); err != nil {
+		return err
+	}
+	rr101 := fmt.Sprintf("rr-%s-%s-j101-g1", cl, pool.ID)
+	check(s.waitFor(ctx, stepWait, func() bool {
+		return s.nodeIs(dyn[0], 1, model.PhaseRunning)() && s.nodeIs(dyn[1], 1, model.PhaseRunning)()
+	}), fmt.Sprintf("%s and %s generation 1 are running", dyn[0], dyn[1]))
+	check(s.requestState(rr101) == "SUCCEEDED", "resize request "+rr101+" succeeded")
+	if err := s.Job(ctx, event.TypeJobStarted, "101", 0, false); err != nil {
+		return err
+	}
+
+	// Fill any further dynamic slots so that the next job must wait.
+	for i := 0; i < extra; i++ {
+		if err := s.Job(ctx, event.TypeJobPending, fmt.Sprintf("%d", 201+i), 1, false); err != nil {
+			return err
+		}
+	}
+
+	s.TL.Step(3, fmt.Sprintf("job 102 goes PENDING while pool %s is at max_node_count %d: it waits", pool.ID, pool.MaxNodeCount))
+	if err := s.Job(ctx, event.TypeJobPending, "102", 1, false); err != nil {
+		return err
+	}
+	check(s.waitFor(ctx, stepWait, func() bool {
+		j, ok := s.TL.Job("102")
+		return ok && j.State == model.JobPending && strings.HasPrefix(j.Reason, "waiting")
+	}), "job 102 is pending and waits for room, no capacity requested")
+	if err := s.Job(ctx, event.TypeJobFinished, "101", 0, false); err != nil {
+		return err
+	}
+
+	s.TL.Step(4, fmt.Sprintf("static node %s reaches its max run duration (%s): recreated, whether or not a job waits", static, week))
+	check(s.waitFor(ctx, expiryWait, s.nodeIs(static, 2, model.PhaseRunning)), static+" generation 2 is running")
+	check(s.vmStatus(model.VMName(static, 1)) == "", "the expired VM "+model.VMName(static, 1)+" is gone")
+
+	s.TL.Step(5, "dynamic nodes expire: one is recreated for pending job 102, the other is not (no job pending for it)")
+	var served, idle string
+	check(s.waitFor(ctx, stepWait+10*time.Second, func() bool {
+		a, _ := s.TL.Node(dyn[0])
+		b, _ := s.TL.Node(dyn[1])
+		switch {
+		case a.Generation == 2 && a.Phase == model.PhaseRunning && b.Phase == model.PhaseReleased:
+			served, idle = dyn[0], dyn[1]
+		case b.Generation == 2 && b.Phase == model.PhaseRunning && a.Phase == model.PhaseReleased:
+			served, idle = dyn[1], dyn[0]
+		default:
+			return false
+		}
+		return true
+	}), "one dynamic node runs again (generation 2) and one stays released")
+	if served != "" {
+		n, _ := s.TL.Node(served)
+		check(n.JobID == "102", fmt.Sprintf("%s was recreated for job 102", served))
+		check(s.vmStatus(model.VMName(idle, 2)) == "" && s.vmStatus(model.VMName(idle, 1)) == "", idle+" has no VM")
+	}
+
+	s.TL.Step(6, "job 102 starts; a GPU health check fails on its node; Slurm requeues the job: the node is replaced at once")
+	if served != "" {
+		if err := s.Job(ctx, event.TypeJobStarted, "102", 0, false); err != nil {
+			return err
+		}
+		check(s.waitFor(ctx, stepWait, func() bool { j, ok := s.TL.Job("102"); return ok && j.State == model.JobRunning }), "job 102 is running")
+		n, _ := s.TL.Node(served)
+		if err := s.Health(ctx, n, "102", "requeued", "GPU 3: 2 uncorrectable ECC errors (nvidia-smi)"); err != nil {
+			return err
+		}
+		check(s.waitFor(ctx, stepWait, s.nodeIs(served, 3, model.PhaseRunning)), served+" generation 3 is running for job 102")
+		check(s.waitFor(ctx, 10*time.Second, func() bool { return s.vmStatus(model.VMName(served, 2)) == "" }), "the faulty VM "+model.VMName(served, 2)+" is deleted")
+		check(s.waitFor(ctx, 10*time.Second, func() bool {
+			for _, c := range s.TL.Commands() {
+				if c.Command == event.SlurmDrain && len(c.Nodes) == 1 && c.Nodes[0] == served {
+					return true
+				}
+			}
+			return false
+		}), "Slurm was asked to drain "+served)
+	} else {
+		check(false, "skipped: no node serves job 102")
+	}
+
+	s.TL.Step(7, "invariants")
+	v := s.TL.Violations()
+	check(len(v) == 0, fmt.Sprintf("never two VMs for one node (%d violations)", len(v)))
+	orphan := ""
+	s.waitFor(ctx, 5*time.Second, func() bool {
+		orphan = ""
+		for _, vm := range s.Sim.Instances() {
+			if vm.Status == "STOPPING" {
+				continue
+			}
+			named := false
+			for _, name := range []string{static, dyn[0], dyn[1]} {
+				if n, ok := s.TL.Node(name); ok && n.VMName == vm.Name && n.Phase.Serving() {
+					named = true
+				}
+			}
+			if !named && !strings.Contains(vm.Name, fmt.Sprintf("-%s-", pool.ID)) {
+				named = true // another pool's VM
+			}
+			if !named && extra == 0 {
+				orphan = vm.Name
+				return false
+			}
+		}
+		return true
+	})
+	check(orphan == "", "every VM is the current generation of a node record")
+	creates := 0
+	for _, c := range s.Sim.Calls() {
+		if c.Method == "POST" && strings.HasSuffix(c.Path, "/resizeRequests") && c.Status < 300 {
+			creates++
+		}
+	}
+	s.TL.Say(fmt.Sprintf("resize requests created in Compute: %d; wall time %s", creates, time.Since(started).Round(time.Second)))
+	if !ok {
+		return errDemo
+	}
+	s.TL.Say("demo finished: every outcome matches the seed")
+	return nil
+}

@@ -1,0 +1,395 @@
+// Package local runs the whole flexslurm system on one machine — the real
+// Firestore and Pub/Sub emulators (started by PID, stopped on exit even on
+// Ctrl-C), the Compute Engine simulator on a scaled clock, and the four
+// functions, each served by functions-framework in its own process exactly
+// as Cloud Functions serves a deployed entry point, with Pub/Sub push
+// subscriptions delivering CloudEvents to them as Eventarc would. It backs
+// `flexslurm local` and `make demo`.
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/flexslurm/flexslurm/shared/clock"
+	"github.com/flexslurm/flexslurm/shared/computesim"
+	"github.com/flexslurm/flexslurm/shared/config"
+	"github.com/flexslurm/flexslurm/shared/emulator"
+	"github.com/flexslurm/flexslurm/shared/logx"
+	"github.com/flexslurm/flexslurm/shared/pubsub"
+	"github.com/flexslurm/flexslurm/shared/spec"
+	"github.com/flexslurm/flexslurm/shared/store"
+)
+
+// Options configures a local run.
+type Options struct {
+	// SpecPath is the cluster spec to apply. Default examples/cluster_config.json.
+	SpecPath string
+	// Demo drives the seed's lifecycle and checks every outcome.
+	Demo bool
+	// Speedup is how much faster than the wall clock the simulated clock
+	// runs. Default 10080 (a week in a minute).
+	Speedup float64
+	// CapacityDelay is the simulated wait for Flex-Start capacity of every
+	// resize request (simulated time). Default 30 min.
+	CapacityDelay time.Duration
+	// TickEvery is the wall-clock period of the reconcile tick (Cloud
+	// Scheduler's stand-in). Default 1 s.
+	TickEvery time.Duration
+	// Project is the (emulated) Google Cloud project. Default "flexslurm-local".
+	Project string
+	// RunDir receives logs. Default .run/local.
+	RunDir string
+	// Exe is the flexslurm binary the function processes run. Default os.Executable().
+	Exe string
+	// Out receives the timeline.
+	Out io.Writer
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.SpecPath == "" {
+		o.SpecPath = "examples/cluster_config.json"
+	}
+	if o.Speedup <= 0 {
+		o.Speedup = 10080
+	}
+	if o.CapacityDelay <= 0 {
+		o.CapacityDelay = 30 * time.Minute
+	}
+	if o.TickEvery <= 0 {
+		o.TickEvery = time.Second
+	}
+	if o.Project == "" {
+		o.Project = "flexslurm-local"
+	}
+	if o.RunDir == "" {
+		o.RunDir = filepath.Join(".run", "local")
+	}
+	if o.Out == nil {
+		o.Out = os.Stdout
+	}
+	if o.Exe == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return o, fmt.Errorf("finding the flexslurm binary: %w", err)
+		}
+		o.Exe = exe
+	}
+	return o, nil
+}
+
+// System is a running local system.
+type System struct {
+	Opts    Options
+	Spec    *spec.Cluster
+	Clock   *clock.Scaled
+	Emu     *emulator.Env
+	Sim     *computesim.Sim
+	SimURL  string
+	PubSub  *pubsub.Client
+	Store   store.Store
+	Funcs   []*Function
+	TL      *Timeline
+	cleanup []func()
+}
+
+// Subscriptions: topic → entry point. ScaleUp reads two topics.
+var routes = []struct{ Topic, Entry string }{
+	{config.TopicJobs, "ScaleUp"},
+	{config.TopicClusterSpec, "ScaleUp"},
+	{config.TopicExpiry, "Expiry"},
+	{config.TopicHealthFailure, "Repair"},
+	{config.TopicReconcile, "Reconcile"},
+}
+
+// Run starts the system, applies the spec, and then either runs the demo
+// (returning its verdict) or waits for ctx to end. Everything it started is
+// stopped before it returns.
+func Run(ctx context.Context, opts Options) (err error) {
+	opts, err = opts.withDefaults()
+	if err != nil {
+		return err
+	}
+	s, err := Start(ctx, opts)
+	if s != nil {
+		defer s.Stop()
+	}
+	if err != nil {
+		return err
+	}
+	if opts.Demo {
+		return s.Demo(ctx)
+	}
+	fmt.Fprintf(opts.Out, "\nflexslurm is running (simulated clock ×%g). Publish job events to topic %q, e.g.:\n"+
+		"  PUBSUB_EMULATOR_HOST=%s flexslurm apply --project %s %s\nCtrl-C stops everything.\n\n",
+		opts.Speedup, config.TopicJobs, s.Emu.PubSub.Addr(), opts.Project, opts.SpecPath)
+	<-ctx.Done()
+	return nil
+}
+
+// Start brings the system up and applies the spec. On error, the returned
+// System (if any) must still be stopped.
+func Start(ctx context.Context, opts Options) (*System, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	c, err := spec.Load(opts.SpecPath)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := emulator.Locate(); err != nil {
+		return nil, fmt.Errorf("the local system needs the Firestore and Pub/Sub emulators: %w", err)
+	}
+	if err := os.MkdirAll(opts.RunDir, 0o755); err != nil {
+		return nil, err
+	}
+	s := &System{Opts: opts, Spec: c}
+	s.TL = NewTimeline(opts.Out)
+
+	// 1. Emulators.
+	s.TL.Say("starting the Firestore and Pub/Sub emulators")
+	env, err := emulator.Start(ctx, emulator.EnvOptions{Project: opts.Project, LogDir: opts.RunDir})
+	if err != nil {
+		return s, err
+	}
+	s.Emu = env
+	s.cleanup = append(s.cleanup, func() { _ = env.Stop() })
+	s.TL.Say(fmt.Sprintf("emulators up: Firestore %s (pid %d), Pub/Sub %s (pid %d)",
+		env.Firestore.Addr(), env.Firestore.PID(), env.PubSub.Addr(), env.PubSub.PID()))
+	for _, kv := range env.Vars() {
+		k, v, _ := cut(kv)
+		os.Setenv(k, v)
+	}
+
+	// 2. Pub/Sub topics and the state store (this process reads it for the timeline).
+	ps, err := pubsub.New(ctx, opts.Project)
+	if err != nil {
+		return s, err
+	}
+	s.PubSub = ps
+	s.cleanup = append(s.cleanup, func() { ps.Close() })
+	for _, t := range []string{config.TopicJobs, config.TopicClusterSpec, config.TopicExpiry, config.TopicHealthFailure, config.TopicReconcile, config.TopicSlurmCommands} {
+		if err := ps.EnsureTopic(ctx, t); err != nil {
+			return s, err
+		}
+	}
+	fs, err := store.NewFirestore(ctx, opts.Project, "")
+	if err != nil {
+		return s, err
+	}
+	s.Store = fs
+	s.cleanup = append(s.cleanup, func() { fs.Close() })
+
+	// 3. The simulated clock starts now, shared with the function processes;
+	// the Compute simulator runs on it and its audit logs go to the expiry
+	// topic, as a log sink would deliver them.
+	origin := time.Now().UTC().Truncate(time.Second)
+	s.Clock = clock.NewScaled(origin, opts.Speedup)
+	s.TL.Clock = s.Clock
+	s.TL.Origin = origin
+	simLog, err := os.Create(filepath.Join(opts.RunDir, "compute-sim.log"))
+	if err != nil {
+		return s, err
+	}
+	s.cleanup = append(s.cleanup, func() { simLog.Close() })
+	capacity := opts.CapacityDelay
+	s.Sim = computesim.New(computesim.Options{
+		Project:       opts.Project,
+		CapacityDelay: func(zone, machineType string) time.Duration { return capacity },
+		AuditSink: func(ctx context.Context, entry []byte, attrs map[string]string) error {
+			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			_, err := ps.Publish(pctx, config.TopicExpiry, entry, attrs)
+			return err
+		},
+		Logger: logx.New(simLog, 0),
+	}, s.Clock)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return s, err
+	}
+	srv := &http.Server{Handler: s.Sim}
+	go srv.Serve(ln)
+	s.SimURL = "http://" + ln.Addr().String()
+	simCtx, stopSim := context.WithCancel(context.WithoutCancel(ctx))
+	go s.tickSim(simCtx, 50*time.Millisecond)
+	s.cleanup = append(s.cleanup, func() { stopSim(); srv.Close() })
+	s.TL.Say(fmt.Sprintf("Compute simulator at %s (clock ×%g, capacity delay %s)", s.SimURL, opts.Speedup, capacity))
+
+	// 4. The four functions, one process each, and push subscriptions to them.
+	childEnv := append(os.Environ(),
+		config.EnvProject+"="+opts.Project,
+		config.EnvComputeEndpoint+"="+s.SimURL,
+		config.EnvClock+"="+s.Clock.String(),
+	)
+	ports := map[string]int{}
+	for _, entry := range []string{"ScaleUp", "Expiry", "Repair", "Reconcile"} {
+		f, err := StartFunction(ctx, opts.Exe, entry, childEnv, filepath.Join(opts.RunDir, entry+".log"))
+		if err != nil {
+			return s, err
+		}
+		s.Funcs = append(s.Funcs, f)
+		ports[entry] = f.Port
+		s.TL.Say(fmt.Sprintf("function %s served by functions-framework on :%d (pid %d)", entry, f.Port, f.PID()))
+	}
+	for _, r := range routes {
+		endpoint := fmt.Sprintf("http://127.0.0.1:%d/projects/%s/topics/%s", ports[r.Entry], opts.Project, r.Topic)
+		if err := ps.EnsurePushSubscription(ctx, "push-"+r.Topic, r.Topic, endpoint, r.Topic+"-dead-letter", 10, 60*time.Second); err != nil {
+			return s, err
+		}
+	}
+	if err := ps.EnsurePullSubscription(ctx, "local-slurm-commands", config.TopicSlurmCommands); err != nil {
+		return s, err
+	}
+
+	// 5. Timeline watchers and the reconcile tick (Cloud Scheduler's stand-in).
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	s.cleanup = append(s.cleanup, stopBG)
+	go s.TL.WatchState(bg, s.Store, c.ID, 150*time.Millisecond)
+	go s.TL.WatchSim(bg, s.Sim, 100*time.Millisecond)
+	go s.TL.WatchSlurm(bg, ps, "local-slurm-commands")
+	go s.tickReconcile(bg)
+
+	// 6. Apply the cluster spec.
+	if err := s.Apply(ctx, c); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+func cut(kv string) (string, string, bool) {
+	for i := 0; i < len(kv); i++ {
+		if kv[i] == '=' {
+			return kv[:i], kv[i+1:], true
+		}
+	}
+	return kv, "", false
+}
+
+func (s *System) tickSim(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.Sim.Tick(s.Clock.Now())
+		}
+	}
+}
+
+func (s *System) tickReconcile(ctx context.Context) {
+	t := time.NewTicker(s.Opts.TickEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, _ = s.PubSub.Publish(pctx, config.TopicReconcile, []byte(`{"version":1,"type":"reconcile.tick"}`), nil)
+			cancel()
+		}
+	}
+}
+
+// Stop stops everything Start started, in reverse order.
+func (s *System) Stop() {
+	for _, f := range s.Funcs {
+		f.Stop()
+	}
+	for i := len(s.cleanup) - 1; i >= 0; i-- {
+		s.cleanup[i]()
+	}
+	s.cleanup = nil
+}
+
+// Function is one function process.
+type Function struct {
+	Entry string
+	Port  int
+	cmd   *exec.Cmd
+	done  chan struct{}
+}
+
+// PID returns the process id.
+func (f *Function) PID() int { return f.cmd.Process.Pid }
+
+// StartFunction runs `exe function serve --target entry` on a free port and
+// waits until it accepts connections.
+func StartFunction(ctx context.Context, exe, entry string, env []string, logPath string) (*Function, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, "function", "serve", "--target", entry, "--port", strconv.Itoa(port))
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("starting function %s: %w", entry, err)
+	}
+	f := &Function{Entry: entry, Port: port, cmd: cmd, done: make(chan struct{})}
+	go func() { cmd.Wait(); logf.Close(); close(f.done) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 200*time.Millisecond)
+		if err == nil {
+			conn.Close()
+			return f, nil
+		}
+		select {
+		case <-f.done:
+			return nil, fmt.Errorf("function %s exited at start: see %s", entry, logPath)
+		case <-ctx.Done():
+			f.Stop()
+			return nil, ctx.Err()
+		default:
+		}
+		if time.Now().After(deadline) {
+			f.Stop()
+			return nil, fmt.Errorf("function %s did not listen on :%d within 30 s: see %s", entry, port, logPath)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Stop terminates the process (TERM, then KILL after 5 s).
+func (f *Function) Stop() {
+	if f == nil || f.cmd.Process == nil {
+		return
+	}
+	select {
+	case <-f.done:
+		return
+	default:
+	}
+	_ = f.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-f.done:
+	case <-time.After(5 * time.Second):
+		_ = f.cmd.Process.Kill()
+		<-f.done
+	}
+}
+
+var errDemo = errors.New("demo outcome differs from the seed")

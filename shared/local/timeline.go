@@ -1,0 +1,264 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/flexslurm/flexslurm/shared/clock"
+	"github.com/flexslurm/flexslurm/shared/computesim"
+	"github.com/flexslurm/flexslurm/shared/event"
+	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/flexslurm/flexslurm/shared/pubsub"
+	"github.com/flexslurm/flexslurm/shared/store"
+)
+
+// Timeline prints what happens, stamped with simulated time since the
+// start ("+2d 03:15"), from three sources: the stored state (node
+// generations and phases, jobs), the Compute simulator (resize requests,
+// VMs) and the Slurm commands the functions publish.
+type Timeline struct {
+	Clock  *clock.Scaled
+	Origin time.Time
+
+	mu       sync.Mutex
+	out      io.Writer
+	nodes    map[string]model.Node
+	jobs     map[string]model.Job
+	rrs      map[string]string
+	vms      map[string]string
+	commands []event.SlurmCommand
+	// Violations records invariant breaches seen while watching.
+	violations []string
+}
+
+// NewTimeline returns a timeline printing to out.
+func NewTimeline(out io.Writer) *Timeline {
+	return &Timeline{out: out, nodes: map[string]model.Node{}, jobs: map[string]model.Job{}, rrs: map[string]string{}, vms: map[string]string{}}
+}
+
+func (t *Timeline) stamp() string {
+	if t.Clock == nil {
+		return "         "
+	}
+	d := t.Clock.Now().Sub(t.Origin)
+	if d < 0 {
+		d = 0
+	}
+	days := int(d / (24 * time.Hour))
+	d -= time.Duration(days) * 24 * time.Hour
+	return fmt.Sprintf("+%dd %02d:%02d", days, int(d/time.Hour), int(d%time.Hour/time.Minute))
+}
+
+func (t *Timeline) printf(format string, args ...any) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	fmt.Fprintf(t.out, "%s  %s\n", t.stamp(), fmt.Sprintf(format, args...))
+}
+
+// Say prints one line.
+func (t *Timeline) Say(msg string) { t.printf("%s", msg) }
+
+// Step prints a step header.
+func (t *Timeline) Step(n int, title string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	fmt.Fprintf(t.out, "\n── %d. %s\n", n, title)
+}
+
+// Check prints a check's outcome and returns ok.
+func (t *Timeline) Check(ok bool, what string) bool {
+	mark := "PASS"
+	if !ok {
+		mark = "FAIL"
+	}
+	t.printf("   [%s] %s", mark, what)
+	return ok
+}
+
+// Commands returns the Slurm commands seen so far.
+func (t *Timeline) Commands() []event.SlurmCommand {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]event.SlurmCommand(nil), t.commands...)
+}
+
+// Violations returns the invariant breaches seen.
+func (t *Timeline) Violations() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]string(nil), t.violations...)
+}
+
+// WatchState prints node and job changes until ctx ends.
+func (t *Timeline) WatchState(ctx context.Context, st store.Store, cluster string, every time.Duration) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		s, err := st.Read(ctx, store.Scope{Cluster: cluster, AllPools: true})
+		if err != nil {
+			continue
+		}
+		var lines []string
+		t.mu.Lock()
+		names := make([]string, 0, len(s.Nodes))
+		for n := range s.Nodes {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			n := *s.Nodes[name]
+			old, seen := t.nodes[name]
+			if !seen || old.Generation != n.Generation || old.Phase != n.Phase {
+				lines = append(lines, fmt.Sprintf("node %-14s %-7s gen %d %-9s %s", n.Name, n.Kind, n.Generation, n.Phase, n.Reason))
+			}
+			t.nodes[name] = n
+		}
+		for _, j := range s.SortedJobs() {
+			old, seen := t.jobs[j.ID]
+			if !seen || old.State != j.State || old.Generation != j.Generation || old.Reason != j.Reason {
+				lines = append(lines, fmt.Sprintf("job  %-14s %-9s nodes %s  %s", j.ID, j.State, strings.Join(j.Nodes, ","), j.Reason))
+			}
+			t.jobs[j.ID] = *j
+		}
+		t.mu.Unlock()
+		for _, l := range lines {
+			t.printf("%s", l)
+		}
+	}
+}
+
+// Node returns the last seen record of a node.
+func (t *Timeline) Node(name string) (model.Node, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n, ok := t.nodes[name]
+	return n, ok
+}
+
+// Job returns the last seen record of a job.
+func (t *Timeline) Job(id string) (model.Job, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	j, ok := t.jobs[id]
+	return j, ok
+}
+
+// WatchSim prints resize-request and VM changes until ctx ends, and records
+// a violation whenever two VMs that are not being deleted back one node.
+func (t *Timeline) WatchSim(ctx context.Context, sim *computesim.Sim, every time.Duration) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		var lines []string
+		rrs := sim.ResizeRequests()
+		vms := sim.Instances()
+		t.mu.Lock()
+		for _, rr := range rrs {
+			if t.rrs[rr.Name] != rr.State {
+				lines = append(lines, fmt.Sprintf("compute: resize request %s %s (%s)", rr.Name, rr.State, strings.Join(rr.Instances, ",")))
+				t.rrs[rr.Name] = rr.State
+			}
+		}
+		live := map[string]bool{}
+		perNode := map[string][]string{}
+		for _, vm := range vms {
+			live[vm.Name] = true
+			if t.vms[vm.Name] != vm.Status {
+				extra := ""
+				if !vm.TerminationTime.IsZero() && vm.Status == "RUNNING" {
+					extra = " until " + t.rel(vm.TerminationTime)
+				}
+				lines = append(lines, fmt.Sprintf("compute: VM %s %s%s", vm.Name, vm.Status, extra))
+				t.vms[vm.Name] = vm.Status
+			}
+			if vm.Status != "STOPPING" {
+				node := vm.Name
+				if i := strings.LastIndex(node, "-g"); i > 0 {
+					node = node[:i]
+				}
+				perNode[node] = append(perNode[node], vm.Name)
+			}
+		}
+		for name := range t.vms {
+			if !live[name] {
+				lines = append(lines, fmt.Sprintf("compute: VM %s gone", name))
+				delete(t.vms, name)
+			}
+		}
+		for node, v := range perNode {
+			if len(v) > 1 {
+				sort.Strings(v)
+				msg := fmt.Sprintf("node %s is backed by %d VMs at once: %s", node, len(v), strings.Join(v, ","))
+				if !containsStr(t.violations, msg) {
+					t.violations = append(t.violations, msg)
+					lines = append(lines, "INVARIANT BROKEN: "+msg)
+				}
+			}
+		}
+		t.mu.Unlock()
+		for _, l := range lines {
+			t.printf("%s", l)
+		}
+	}
+}
+
+func containsStr(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *Timeline) rel(at time.Time) string {
+	d := at.Sub(t.Origin)
+	days := int(d / (24 * time.Hour))
+	d -= time.Duration(days) * 24 * time.Hour
+	return fmt.Sprintf("+%dd %02d:%02d", days, int(d/time.Hour), int(d%time.Hour/time.Minute))
+}
+
+// WatchSlurm prints the Slurm commands published for the agent.
+func (t *Timeline) WatchSlurm(ctx context.Context, ps *pubsub.Client, sub string) {
+	for ctx.Err() == nil {
+		msgs, err := ps.Pull(ctx, sub, 50, 500*time.Millisecond)
+		if err != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			continue
+		}
+		for _, m := range msgs {
+			c, err := event.DecodeSlurmCommand(m.Data)
+			if err != nil {
+				t.printf("slurm: malformed command: %v", err)
+				continue
+			}
+			t.mu.Lock()
+			t.commands = append(t.commands, *c)
+			t.mu.Unlock()
+			target := strings.Join(c.Nodes, ",")
+			if c.JobID != "" {
+				target = "job " + c.JobID
+			}
+			t.printf("slurm: %s %s (%s)", c.Command, target, c.Reason)
+		}
+	}
+}

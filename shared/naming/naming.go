@@ -1,0 +1,112 @@
+// Package naming derives every Compute resource name, label and request id
+// flexslurm uses from (cluster, pool, node or job, generation), so that a
+// redelivered event or a retried call names exactly the same resource and
+// repeats nothing.
+//
+// Names follow Compute's RFC1035 rule (1–63 characters,
+// [a-z]([-a-z0-9]*[a-z0-9])?); cluster ids (≤ 10) and pool ids (≤ 16) are
+// bounded by shared/spec so that every name here fits.
+//
+// This package imports no other flexslurm package.
+package naming
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+)
+
+// Labels put on every VM (through the instance template) so that flexslurm
+// only ever touches what is its own for this cluster.
+const (
+	LabelManagedBy = "managed-by"        // always "flexslurm"
+	LabelCluster   = "flexslurm-cluster" // cluster id
+	LabelPool      = "flexslurm-pool"    // node pool id
+	ManagedBy      = "flexslurm"
+)
+
+// Labels returns the labels of a pool's VMs.
+func Labels(cluster, pool string) map[string]string {
+	return map[string]string{LabelManagedBy: ManagedBy, LabelCluster: cluster, LabelPool: pool}
+}
+
+// MIG is the managed instance group of a pool: "fs-<cluster>-<pool>".
+func MIG(cluster, pool string) string { return fmt.Sprintf("fs-%s-%s", cluster, pool) }
+
+// Template is the instance template of a pool for one template content:
+// "fs-<cluster>-<pool>-<first 8 hex of sha256(content)>". Templates are
+// immutable, so a changed machine spec or run duration is a new template.
+func Template(cluster, pool string, content string) string {
+	sum := sha256.Sum256([]byte(content))
+	return fmt.Sprintf("fs-%s-%s-%s", cluster, pool, hex.EncodeToString(sum[:4]))
+}
+
+// NodeResizeRequest names the resize request that provisions one generation
+// of one node (static nodes, and replacements of a single node).
+func NodeResizeRequest(node string, generation int64) string {
+	return fmt.Sprintf("rr-%s-g%d", node, generation)
+}
+
+// JobResizeRequest names the resize request that provisions a job's nodes,
+// for the job's provisioning generation. A Slurm array job id "12_3" becomes "12-3".
+func JobResizeRequest(cluster, pool, jobID string, generation int64) string {
+	return fmt.Sprintf("rr-%s-%s-j%s-g%d", cluster, pool, strings.ReplaceAll(jobID, "_", "-"), generation)
+}
+
+// namespace scopes flexslurm's name-based request ids.
+var namespace = uuid.MustParse("6f0b6c3e-5a0f-4f5e-9a43-5f1e7c2d9b10")
+
+// RequestID is the Compute requestId (a UUID, as the API requires) for one
+// operation on one resource: a name-based (SHA-1) UUID of "op/resource", so
+// a retried call carries the same id and Compute performs it once.
+func RequestID(op, resource string) string {
+	return uuid.NewSHA1(namespace, []byte(op+"/"+resource)).String()
+}
+
+// CommandID is the deterministic id of a Slurm command, so the agent runs a
+// redelivered command once.
+func CommandID(parts ...string) string {
+	return uuid.NewSHA1(namespace, []byte("slurm/"+strings.Join(parts, "/"))).String()
+}
+
+// ParseVMName splits a VM name "<cluster>-<pool>-<index>-g<generation>" into
+// its node name, cluster, pool and generation. Cluster ids contain no hyphen
+// (shared/spec), so the first hyphen ends the cluster id and the last two
+// segments are the index and generation.
+func ParseVMName(vm string) (node, cluster, pool string, generation int64, ok bool) {
+	i := strings.LastIndex(vm, "-g")
+	if i <= 0 {
+		return "", "", "", 0, false
+	}
+	gen, err := strconv.ParseInt(vm[i+2:], 10, 64)
+	if err != nil || gen < 1 {
+		return "", "", "", 0, false
+	}
+	node = vm[:i]
+	cluster, pool, _, ok = ParseNodeName(node)
+	if !ok {
+		return "", "", "", 0, false
+	}
+	return node, cluster, pool, gen, true
+}
+
+// ParseNodeName splits a node name "<cluster>-<pool>-<index>".
+func ParseNodeName(node string) (cluster, pool string, index int, ok bool) {
+	c, rest, found := strings.Cut(node, "-")
+	if !found || c == "" {
+		return "", "", 0, false
+	}
+	j := strings.LastIndex(rest, "-")
+	if j <= 0 {
+		return "", "", 0, false
+	}
+	idx, err := strconv.Atoi(rest[j+1:])
+	if err != nil || idx < 0 || strconv.Itoa(idx) != rest[j+1:] {
+		return "", "", 0, false
+	}
+	return c, rest[:j], idx, true
+}

@@ -1,0 +1,198 @@
+// Package plan holds flexslurm's decisions, pure: each function takes a state
+// snapshot, the event and `now`, and returns the actions to take, each with
+// its reason. Nothing here does I/O, logs or reads the clock, so every rule is
+// table-tested. Record changes (Put*/Forget*) are actions too: the caller
+// applies them to the snapshot inside the Firestore transaction (Apply) and
+// runs the external actions (Compute, Slurm) after the commit.
+//
+// The rules (MISSION.md, "Behaviour the seed requires"):
+//   - static nodes up to min_node_count when a cluster is created or resized;
+//   - job pending → a MIG per node pool and one Flex-Start resize request per
+//     job, never beyond max_node_count;
+//   - static node expired → recreate, always;
+//   - dynamic node expired → recreate only if a job is still pending for it;
+//   - health failure → delete the VM and, if its job is pending or requeued,
+//     request a replacement at once.
+//
+// This package imports shared/model, shared/spec, shared/naming and
+// shared/event (payload types only); never an adapter.
+package plan
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/flexslurm/flexslurm/shared/model"
+)
+
+// Action is one thing to do. Record actions change the state; the others
+// act on Compute Engine or Slurm.
+type Action interface {
+	// Why says why, for logs and operators.
+	Why() string
+	// String describes the action in one line.
+	String() string
+}
+
+// PutCluster stores the cluster record.
+type PutCluster struct {
+	Cluster model.Cluster
+	Reason  string
+}
+
+// PutPool stores a pool record.
+type PutPool struct {
+	Pool   model.Pool
+	Reason string
+}
+
+// PutNode stores a node record.
+type PutNode struct {
+	Node   model.Node
+	Reason string
+}
+
+// PutJob stores a job record.
+type PutJob struct {
+	Job    model.Job
+	Reason string
+}
+
+// EnsurePool makes sure the pool's instance template and MIG exist (target
+// size 0, repairs off), creating them when missing.
+type EnsurePool struct {
+	Pool   string
+	Reason string
+}
+
+// CreateResizeRequest asks Compute Engine for Flex-Start capacity: a resize
+// request on the pool's MIG naming exactly the VMs to create, with the pool's
+// run duration. Name and RequestID are deterministic, so repeating it
+// creates nothing twice.
+type CreateResizeRequest struct {
+	Pool        string
+	Name        string
+	VMs         []string
+	RunDuration time.Duration // 600–604800 s (Compute API)
+	JobID       string        // "" for static nodes
+	RequestID   string
+	Reason      string
+}
+
+// CancelResizeRequest cancels a queued (ACCEPTED) resize request.
+type CancelResizeRequest struct {
+	Pool      string
+	Name      string
+	RequestID string
+	Reason    string
+}
+
+// DeleteVMs deletes VMs of the pool's MIG. Only VMs that belong to the pool
+// (by name and label) are ever named.
+type DeleteVMs struct {
+	Pool      string
+	VMs       []string
+	RequestID string
+	Reason    string
+}
+
+// SlurmCommand asks the Slurm agent to run one scontrol command.
+type SlurmCommand struct {
+	ID      string // deterministic
+	Command string // event.Slurm* constant
+	Nodes   []string
+	JobID   string
+	Reason  string
+}
+
+// Alert raises an operator-visible condition that needs no action now.
+type Alert struct {
+	Pool   string
+	Node   string
+	Reason string
+}
+
+func (a PutCluster) Why() string          { return a.Reason }
+func (a PutPool) Why() string             { return a.Reason }
+func (a PutNode) Why() string             { return a.Reason }
+func (a PutJob) Why() string              { return a.Reason }
+func (a EnsurePool) Why() string          { return a.Reason }
+func (a CreateResizeRequest) Why() string { return a.Reason }
+func (a CancelResizeRequest) Why() string { return a.Reason }
+func (a DeleteVMs) Why() string           { return a.Reason }
+func (a SlurmCommand) Why() string        { return a.Reason }
+func (a Alert) Why() string               { return a.Reason }
+
+func (a PutCluster) String() string {
+	return fmt.Sprintf("put cluster %s (spec version %d)", a.Cluster.ID, a.Cluster.SpecVersion)
+}
+func (a PutPool) String() string {
+	return fmt.Sprintf("put pool %s (min %d, max %d)", a.Pool.ID, a.Pool.MinNodes, a.Pool.MaxNodes)
+}
+func (a PutNode) String() string {
+	return fmt.Sprintf("put node %s gen %d %s", a.Node.Name, a.Node.Generation, a.Node.Phase)
+}
+func (a PutJob) String() string { return fmt.Sprintf("put job %s %s", a.Job.ID, a.Job.State) }
+func (a EnsurePool) String() string {
+	return fmt.Sprintf("ensure template and MIG of pool %s", a.Pool)
+}
+func (a CreateResizeRequest) String() string {
+	return fmt.Sprintf("create resize request %s in pool %s for %s (%s)", a.Name, a.Pool, strings.Join(a.VMs, ","), a.RunDuration)
+}
+func (a CancelResizeRequest) String() string {
+	return fmt.Sprintf("cancel resize request %s in pool %s", a.Name, a.Pool)
+}
+func (a DeleteVMs) String() string {
+	return fmt.Sprintf("delete VMs %s of pool %s", strings.Join(a.VMs, ","), a.Pool)
+}
+func (a SlurmCommand) String() string {
+	target := strings.Join(a.Nodes, ",")
+	if a.JobID != "" {
+		target = "job " + a.JobID
+	}
+	return fmt.Sprintf("slurm %s %s", a.Command, target)
+}
+func (a Alert) String() string { return fmt.Sprintf("alert pool %s node %s", a.Pool, a.Node) }
+
+// IsRecord reports whether a changes the stored state (applied inside the
+// transaction) rather than acting outside.
+func IsRecord(a Action) bool {
+	switch a.(type) {
+	case PutCluster, PutPool, PutNode, PutJob:
+		return true
+	}
+	return false
+}
+
+// Apply applies the record actions to st, in order. External actions are ignored.
+func Apply(st *model.State, actions []Action) {
+	for _, a := range actions {
+		switch a := a.(type) {
+		case PutCluster:
+			c := a.Cluster
+			st.Cluster = &c
+		case PutPool:
+			p := a.Pool
+			st.Pools[p.ID] = &p
+		case PutNode:
+			n := a.Node
+			st.Nodes[n.Name] = &n
+		case PutJob:
+			j := a.Job
+			j.Nodes = append([]string(nil), a.Job.Nodes...)
+			st.Jobs[j.ID] = &j
+		}
+	}
+}
+
+// External returns the actions that act outside the state.
+func External(actions []Action) []Action {
+	var out []Action
+	for _, a := range actions {
+		if !IsRecord(a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}

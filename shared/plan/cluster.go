@@ -1,0 +1,120 @@
+package plan
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/flexslurm/flexslurm/shared/naming"
+	"github.com/flexslurm/flexslurm/shared/spec"
+)
+
+// TemplateContent is the part of a pool's spec that its instance template
+// is built from; its hash names the template (naming.Template).
+func TemplateContent(c *spec.Cluster, p spec.NodePool) string {
+	return fmt.Sprintf("machine=%s accel=%s x%d model=%s run=%ds disk=%s/%dGB net=%s sub=%s public=%t",
+		p.MachineSpec.MachineType, p.MachineSpec.AcceleratorType, p.MachineSpec.AcceleratorCount,
+		p.ProvisioningModel, int64(p.ComputeRunDuration()/time.Second), p.BootDisk.Type, p.BootDisk.SizeGB,
+		c.Network.Network, c.Network.Subnetwork, p.EnablePublicIPs)
+}
+
+// SpecSHA256 is the hex SHA-256 of an effective spec.
+func SpecSHA256(effective []byte) string {
+	s := sha256.Sum256(effective)
+	return hex.EncodeToString(s[:])
+}
+
+// ClusterApplied decides what a newly applied cluster spec (created or
+// resized) requires: the cluster and pool records, the pools' template and
+// MIG, a VM for every static node up to min_node_count (the seed: static
+// nodes are requested immediately when the cluster is created or resized),
+// and the release of nodes that became surplus (min or max lowered) and
+// serve no job. Pools dropped from the spec are reported, never torn down.
+func ClusterApplied(st *model.State, c *spec.Cluster, effective []byte, now time.Time) []Action {
+	b := newBuilder(st, now)
+	b.cluster = c.ID
+	sha := SpecSHA256(effective)
+	rec := model.Cluster{ID: c.ID, Spec: effective, SpecSHA256: sha, Project: c.Project, SpecVersion: 1, UpdatedAt: now}
+	if st.Cluster != nil {
+		rec.SpecVersion = st.Cluster.SpecVersion
+		if st.Cluster.SpecSHA256 != sha {
+			rec.SpecVersion++
+		}
+	}
+	if st.Cluster == nil || st.Cluster.SpecSHA256 != sha {
+		b.st.Cluster = &rec
+		b.add(PutCluster{Cluster: rec, Reason: fmt.Sprintf("cluster spec applied (version %d)", rec.SpecVersion)})
+	}
+	inSpec := map[string]bool{}
+	for _, sp := range c.FlexPools() {
+		inSpec[sp.ID] = true
+		tmpl := naming.Template(c.ID, sp.ID, TemplateContent(c, sp))
+		pool := model.Pool{
+			ID: sp.ID, Zone: sp.Zone, MIG: naming.MIG(c.ID, sp.ID), Template: tmpl,
+			MinNodes: sp.MinNodeCount, MaxNodes: sp.MaxNodeCount,
+			MaxRunDuration: sp.FlexStartMaxDuration, RunDuration: sp.ComputeRunDuration(),
+		}
+		old, existed := st.Pools[sp.ID]
+		if existed {
+			pool.Ready = old.Ready && old.Template == tmpl && old.MIG == pool.MIG && old.Zone == pool.Zone
+			pool.UpdatedAt = old.UpdatedAt
+		}
+		if !existed || *old != pool {
+			pool.UpdatedAt = now
+			p := pool
+			b.st.Pools[sp.ID] = &p
+			b.add(PutPool{Pool: pool, Reason: fmt.Sprintf("pool %s: min_node_count %d, max_node_count %d, max run duration %s", sp.ID, sp.MinNodeCount, sp.MaxNodeCount, sp.FlexStartMaxDuration)})
+		}
+		p := b.st.Pools[sp.ID]
+		if !p.Ready {
+			b.ensurePool(p, "cluster applied: template and MIG must exist before capacity is requested")
+		}
+		b.ensureStatic(p, "cluster created or resized")
+		b.releaseSurplus(p)
+	}
+	for _, p := range sortedPools(st) {
+		if !inSpec[p.ID] {
+			b.add(Alert{Pool: p.ID, Reason: fmt.Sprintf("pool %s is no longer in the cluster spec: its nodes are left as they are; delete them by hand if intended", p.ID)})
+		}
+	}
+	return b.out
+}
+
+// releaseSurplus releases nodes that are no longer static (index ≥ min) or
+// beyond max_node_count, when no active job uses them.
+func (b *builder) releaseSurplus(pool *model.Pool) {
+	for _, n := range b.st.PoolNodes(pool.ID) {
+		node := *n
+		if node.Index < pool.MinNodes {
+			continue
+		}
+		if node.Kind == model.NodeStatic {
+			node.Kind = model.NodeDynamic
+			if !node.Phase.HasVM() {
+				b.putNode(node, "node is now dynamic (min_node_count lowered)")
+				continue
+			}
+		} else if node.Index < pool.MaxNodes || !node.Phase.HasVM() {
+			continue
+		}
+		if node.Phase == model.PhaseDeleting {
+			continue
+		}
+		if j, busy := b.activeJobOn(node); busy {
+			b.putNode(node, fmt.Sprintf("surplus node kept while job %s uses it", j))
+			continue
+		}
+		b.releaseNode(pool, node, fmt.Sprintf("surplus node released: pool %s is now min_node_count %d, max_node_count %d", pool.ID, pool.MinNodes, pool.MaxNodes))
+	}
+}
+
+func (b *builder) activeJobOn(n model.Node) (string, bool) {
+	for _, j := range b.st.SortedJobs() {
+		if j.State.Active() && (j.ID == n.JobID || contains(j.Nodes, n.Name)) {
+			return j.ID, true
+		}
+	}
+	return "", false
+}

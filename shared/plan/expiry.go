@@ -1,0 +1,104 @@
+package plan
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/flexslurm/flexslurm/shared/event"
+	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/flexslurm/flexslurm/shared/naming"
+)
+
+// Expiry decides what an audit-log entry about one of the cluster's VMs
+// requires. It tells apart, by generation, labels-derived name and principal:
+//   - an expiry (Compute ended the VM at its max run duration): a static
+//     node is recreated always; a dynamic node only if a job is pending for it;
+//   - the completion of a deletion flexslurm asked for (phase Deleting);
+//   - a deletion outside flexslurm or a system interruption: the node is
+//     treated as lost, with the same static/dynamic rule;
+//   - an entry about an older generation (already replaced): ignored.
+func Expiry(st *model.State, a *event.Audit, now time.Time, pol Policy) ([]Action, error) {
+	pol = pol.withDefaults()
+	if st.Cluster == nil {
+		return nil, rejectf("no cluster record")
+	}
+	nodeName, cl, poolID, gen, ok := naming.ParseVMName(a.Instance)
+	if !ok || cl != st.Cluster.ID {
+		return nil, rejectf("instance %s is not a VM of cluster %s", a.Instance, st.Cluster.ID)
+	}
+	pool, ok := st.Pools[poolID]
+	if !ok {
+		return nil, rejectf("instance %s: pool %s is not a flex-start pool of cluster %s", a.Instance, poolID, cl)
+	}
+	if pool.Zone != a.Zone {
+		return nil, rejectf("instance %s is in zone %s, pool %s is in zone %s", a.Instance, a.Zone, poolID, pool.Zone)
+	}
+	n, ok := st.Nodes[nodeName]
+	if !ok {
+		return nil, rejectf("instance %s: node %s has no record", a.Instance, nodeName)
+	}
+	if n.VMName != a.Instance {
+		return nil, rejectf("instance %s is generation %d; node %s is at generation %d: already handled", a.Instance, gen, nodeName, n.Generation)
+	}
+	switch {
+	case a.Kind == event.AuditOther:
+		return nil, rejectf("%s on %s is not a termination", a.Method, a.Instance)
+	case a.Kind == event.AuditDelete && !a.Last:
+		return nil, rejectf("first entry of the delete operation on %s: acting on the last", a.Instance)
+	}
+	b := newBuilder(st, now)
+	node := *n
+	switch node.Phase {
+	case model.PhaseReleased:
+		return nil, rejectf("instance %s: node %s is already released", a.Instance, nodeName)
+	case model.PhaseDeleting:
+		node.Phase = model.PhaseReleased
+		node.VMID = ""
+		b.putNode(node, fmt.Sprintf("VM %s deleted as requested", a.Instance))
+		b.ensureStatic(b.st.Pools[poolID], "a static node's VM was deleted")
+		return b.out, nil
+	}
+	expired := a.Kind == event.AuditDeferredDelete || a.Kind == event.AuditDeferredStop ||
+		(a.Kind == event.AuditDelete && event.ServiceAgent(a.Principal) &&
+			(node.TerminationTime.IsZero() || !a.Timestamp.Before(node.TerminationTime.Add(-pol.ExpirySlack))))
+	var why string
+	end := model.EndLost
+	switch {
+	case expired:
+		end = model.EndExpired
+		why = fmt.Sprintf("VM %s reached its max run duration (%s)", a.Instance, a.Method)
+	case a.Kind == event.AuditInterruption:
+		why = fmt.Sprintf("VM %s was interrupted by Compute Engine (%s)", a.Instance, a.Method)
+	default:
+		why = fmt.Sprintf("VM %s was deleted outside flexslurm (%s by %s)", a.Instance, a.Method, a.Principal)
+	}
+	if a.Kind == event.AuditDeferredStop || a.Kind == event.AuditInterruption {
+		// The VM may still exist, stopped: make sure it is gone.
+		b.add(DeleteVMs{Pool: poolID, VMs: []string{a.Instance},
+			RequestID: naming.RequestID("delete-instances", pool.MIG+"/"+a.Instance), Reason: why})
+	}
+	b.generationEnded(pool, node, end, why)
+	return b.out, nil
+}
+
+// generationEnded handles a node whose VM is gone without flexslurm asking:
+// Slurm is told (so it requeues the job that ran there and schedules nothing
+// on the node), then a static node is recreated always and a dynamic node
+// only for a pending job.
+func (b *builder) generationEnded(pool *model.Pool, n model.Node, end model.EndReason, why string) {
+	b.slurm(event.SlurmPowerDownForce, []string{n.Name}, "", "flexslurm: "+why, n.VMName)
+	n.LastEnd = end
+	n.Phase = model.PhaseReleased
+	n.VMID = ""
+	if n.Kind == model.NodeStatic || n.Index < pool.MinNodes {
+		n.Kind = model.NodeStatic
+		b.provisionNode(pool, n, "", why+": static node recreated (static nodes are always recreated)")
+		return
+	}
+	if j, ok := b.pendingJobFor(n); ok {
+		b.putNode(n, why)
+		b.provisionJob(j, fmt.Sprintf("%s, and job %s is pending for it: recreated", why, j.ID))
+		return
+	}
+	b.putNode(n, why+": dynamic node not recreated, no job is pending for it")
+}

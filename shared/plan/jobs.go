@@ -1,0 +1,154 @@
+package plan
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/flexslurm/flexslurm/shared/event"
+	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/flexslurm/flexslurm/shared/naming"
+	"github.com/flexslurm/flexslurm/shared/spec"
+)
+
+// Job decides what a job lifecycle report requires. c is the cluster spec
+// (partitions → node pools). Reports may arrive twice, late or out of order:
+// a report older than the job's last change is ignored, a pending job with
+// capacity in flight gets nothing new, and every resize request is named
+// from (cluster, pool, job, generation).
+func Job(st *model.State, c *spec.Cluster, ev *event.Job, now time.Time) ([]Action, error) {
+	b := newBuilder(st, now)
+	b.cluster = c.ID
+	old, known := b.st.Jobs[ev.JobID]
+	if known && !ev.ReportedAt.IsZero() && ev.ReportedAt.Before(old.UpdatedAt) && old.State != model.JobPending {
+		return nil, nil // a late report: the job has moved on since
+	}
+	switch ev.Type {
+	case event.TypeJobPending:
+		return b.jobPending(c, ev, old, known)
+	case event.TypeJobStarted:
+		if !known {
+			return b.out, nil // never provisioned by flexslurm (static nodes): nothing to track
+		}
+		j := *old
+		if j.State == model.JobFinished || j.State == model.JobCancelled {
+			return nil, nil
+		}
+		j.State = model.JobRunning
+		if len(ev.Nodes) > 0 {
+			j.Nodes = ev.Nodes
+		}
+		b.putJob(j, "job started")
+		return b.out, nil
+	case event.TypeJobFinished, event.TypeJobCancelled:
+		if !known {
+			return nil, nil
+		}
+		j := *old
+		if j.State == model.JobFinished || j.State == model.JobCancelled {
+			return nil, nil
+		}
+		j.State = model.JobFinished
+		why := "job finished"
+		if ev.Type == event.TypeJobCancelled {
+			j.State, why = model.JobCancelled, "job cancelled"
+		}
+		b.putJob(j, why)
+		// Capacity still queued for this job is no longer wanted: cancel
+		// exactly its own request and free its nodes.
+		if pool, ok := b.st.Pools[j.Pool]; ok {
+			for _, name := range j.Nodes {
+				if n, ok := b.st.Nodes[name]; ok && n.Phase == model.PhaseRequested && n.JobID == j.ID {
+					b.releaseNode(pool, *n, fmt.Sprintf("%s before its capacity arrived", why))
+				}
+			}
+		}
+		return b.out, nil
+	}
+	return nil, rejectf("job event type %q", ev.Type)
+}
+
+func (b *builder) jobPending(c *spec.Cluster, ev *event.Job, old *model.Job, known bool) ([]Action, error) {
+	var j model.Job
+	if known {
+		j = *old
+		switch j.State {
+		case model.JobFinished, model.JobCancelled:
+			if !ev.Requeued {
+				return nil, nil // a late pending report for a job that has ended
+			}
+			j.Requeues++
+		case model.JobRunning:
+			j.Requeues++
+		}
+		j.State = model.JobPending
+	} else {
+		j = model.Job{ID: ev.JobID, Partition: ev.Partition, State: model.JobPending, SubmittedAt: b.now}
+	}
+	if ev.NodeCount > 0 {
+		j.NodesWanted = ev.NodeCount
+	}
+	// 1. The pool: from the nodes Slurm allocated, else from the partition.
+	if len(ev.Nodes) > 0 {
+		pool := ""
+		for _, name := range ev.Nodes {
+			cl, p, idx, ok := naming.ParseNodeName(name)
+			if !ok || cl != c.ID {
+				return nil, rejectf("node %q is not a node of cluster %s", name, c.ID)
+			}
+			sp, ok := c.Pool(p)
+			if !ok || !sp.IsFlexStart() {
+				return nil, rejectf("node %q: pool %q is not a flex-start pool of cluster %s", name, p, c.ID)
+			}
+			if idx >= sp.MaxNodeCount {
+				return nil, rejectf("node %q: index %d is beyond max_node_count %d of pool %s", name, idx, sp.MaxNodeCount, p)
+			}
+			if pool != "" && pool != p {
+				return nil, rejectf("job %s spans pools %s and %s; one job is served by one pool", j.ID, pool, p)
+			}
+			pool = p
+		}
+		j.Pool = pool
+		j.Nodes = append([]string(nil), ev.Nodes...)
+	} else if j.Pool == "" {
+		pool, err := b.choosePool(c, ev.Partition, j.NodesWanted)
+		if err != nil {
+			return nil, err
+		}
+		j.Pool = pool
+	}
+	if _, ok := b.st.Pools[j.Pool]; !ok {
+		return nil, rejectf("pool %s of job %s has no record: the cluster spec was not applied", j.Pool, j.ID)
+	}
+	why := "job pending"
+	if ev.Requeued || j.Requeues > 0 {
+		why = "job requeued and pending again"
+	}
+	b.provisionJob(j, why)
+	return b.out, nil
+}
+
+// choosePool picks the first flex-start pool of the partition (spec order)
+// that can hold the job.
+func (b *builder) choosePool(c *spec.Cluster, partition string, want int) (string, error) {
+	var pools []string
+	for _, p := range c.Slurm.Partitions {
+		if p.ID == partition {
+			for _, id := range p.NodePoolIDs {
+				if sp, ok := c.Pool(id); ok && sp.IsFlexStart() {
+					pools = append(pools, id)
+				}
+			}
+		}
+	}
+	if len(pools) == 0 {
+		return "", rejectf("partition %q has no flex-start node pool in cluster %s", partition, c.ID)
+	}
+	for _, id := range pools {
+		if p, ok := b.st.Pools[id]; ok {
+			if picked, _ := b.freeSlots(p, want); picked != nil {
+				return id, nil
+			}
+		}
+	}
+	return pools[0], nil
+}

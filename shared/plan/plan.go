@@ -1,0 +1,353 @@
+package plan
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/flexslurm/flexslurm/shared/event"
+	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/flexslurm/flexslurm/shared/naming"
+)
+
+// ErrRejected marks an event that names something that does not exist or no
+// longer applies (unknown cluster, pool or node, stale generation). The
+// handler logs it and acknowledges the event; retrying cannot help.
+var ErrRejected = errors.New("event rejected")
+
+func rejectf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrRejected, fmt.Sprintf(format, args...))
+}
+
+// Policy holds the timing knobs of the decisions. Zero fields take the defaults.
+type Policy struct {
+	// RequestGrace is how long a requested node may have no visible resize
+	// request before the request is issued again (a crash between the
+	// Firestore commit and the Compute call). Default 2 min.
+	RequestGrace time.Duration
+	// OrphanGrace is how old a VM labelled as this cluster's, with no node
+	// record naming it, must be before it is deleted. Default 5 min
+	// (slurm-gcp waits 90 s, ParallelCluster 300 s: anchors.md).
+	OrphanGrace time.Duration
+	// ExpirySlack: a VM that vanishes within this much of its termination
+	// time counts as expired rather than lost. Default 2 min.
+	ExpirySlack time.Duration
+}
+
+// Defaults for Policy.
+const (
+	DefaultRequestGrace = 2 * time.Minute
+	DefaultOrphanGrace  = 5 * time.Minute
+	DefaultExpirySlack  = 2 * time.Minute
+)
+
+func (p Policy) withDefaults() Policy {
+	if p.RequestGrace <= 0 {
+		p.RequestGrace = DefaultRequestGrace
+	}
+	if p.OrphanGrace <= 0 {
+		p.OrphanGrace = DefaultOrphanGrace
+	}
+	if p.ExpirySlack <= 0 {
+		p.ExpirySlack = DefaultExpirySlack
+	}
+	return p
+}
+
+// builder accumulates actions over a working copy of the state, so that a
+// later step of one decision sees the records an earlier step changed.
+type builder struct {
+	st      *model.State
+	now     time.Time
+	cluster string
+	out     []Action
+}
+
+func newBuilder(st *model.State, now time.Time) *builder {
+	b := &builder{st: st.Clone(), now: now}
+	if st.Cluster != nil {
+		b.cluster = st.Cluster.ID
+	}
+	return b
+}
+
+func (b *builder) add(a Action) { b.out = append(b.out, a) }
+
+func (b *builder) putNode(n model.Node, reason string) {
+	n.Reason = reason
+	n.UpdatedAt = b.now
+	c := n
+	b.st.Nodes[n.Name] = &c
+	b.add(PutNode{Node: n, Reason: reason})
+}
+
+func (b *builder) putJob(j model.Job, reason string) {
+	j.Reason = reason
+	j.UpdatedAt = b.now
+	j.Nodes = append([]string(nil), j.Nodes...)
+	c := j
+	c.Nodes = append([]string(nil), j.Nodes...)
+	b.st.Jobs[j.ID] = &c
+	b.add(PutJob{Job: j, Reason: reason})
+}
+
+func (b *builder) slurm(command string, nodes []string, jobID, reason string, idParts ...string) {
+	parts := append([]string{b.cluster, command, strings.Join(nodes, ","), jobID}, idParts...)
+	b.add(SlurmCommand{ID: naming.CommandID(parts...), Command: command, Nodes: nodes, JobID: jobID, Reason: reason})
+}
+
+// node returns the record of slot i of a pool, or a fresh one.
+func (b *builder) node(pool *model.Pool, i int) model.Node {
+	name := model.NodeName(b.cluster, pool.ID, i)
+	if n, ok := b.st.Nodes[name]; ok {
+		return *n
+	}
+	kind := model.NodeDynamic
+	if i < pool.MinNodes {
+		kind = model.NodeStatic
+	}
+	return model.Node{Name: name, Pool: pool.ID, Index: i, Kind: kind, Phase: model.PhaseReleased}
+}
+
+// nextGeneration moves n to a new generation in PhaseRequested.
+func (b *builder) nextGeneration(n *model.Node, rr, jobID string) {
+	n.Generation++
+	n.Phase = model.PhaseRequested
+	n.VMName = model.VMName(n.Name, n.Generation)
+	n.VMID = ""
+	n.ResizeRequest = rr
+	n.JobID = jobID
+	n.RequestedAt = b.now
+	n.RunningAt = time.Time{}
+	n.TerminationTime = time.Time{}
+}
+
+// provisionNode requests a new VM for one node through its own resize request.
+func (b *builder) provisionNode(pool *model.Pool, n model.Node, jobID, reason string) {
+	gen := n.Generation + 1
+	rr := naming.NodeResizeRequest(n.Name, gen)
+	b.nextGeneration(&n, rr, jobID)
+	if !pool.Ready {
+		b.ensurePool(pool, "pool resources not confirmed yet")
+	}
+	b.putNode(n, reason)
+	b.add(CreateResizeRequest{
+		Pool: pool.ID, Name: rr, VMs: []string{n.VMName}, RunDuration: pool.RunDuration,
+		JobID: jobID, RequestID: naming.RequestID("create-resize-request", pool.MIG+"/"+rr), Reason: reason,
+	})
+}
+
+func (b *builder) ensurePool(pool *model.Pool, reason string) {
+	for _, a := range b.out {
+		if e, ok := a.(EnsurePool); ok && e.Pool == pool.ID {
+			return
+		}
+	}
+	b.add(EnsurePool{Pool: pool.ID, Reason: reason})
+}
+
+// releaseNode ends the current generation of a node on purpose: a queued
+// request is cancelled, a VM is deleted, and Slurm powers the node down.
+func (b *builder) releaseNode(pool *model.Pool, n model.Node, reason string) {
+	switch n.Phase {
+	case model.PhaseRequested:
+		if n.ResizeRequest != "" && !b.sharedRequestInFlight(n) {
+			b.add(CancelResizeRequest{Pool: pool.ID, Name: n.ResizeRequest,
+				RequestID: naming.RequestID("cancel-resize-request", pool.MIG+"/"+n.ResizeRequest), Reason: reason})
+		}
+		// The VM may appear if the request was fulfilled meanwhile: deleting
+		// it by name is harmless when it does not exist.
+		b.add(DeleteVMs{Pool: pool.ID, VMs: []string{n.VMName},
+			RequestID: naming.RequestID("delete-instances", pool.MIG+"/"+n.VMName), Reason: reason})
+		n.Phase = model.PhaseDeleting
+	case model.PhaseRunning:
+		b.add(DeleteVMs{Pool: pool.ID, VMs: []string{n.VMName},
+			RequestID: naming.RequestID("delete-instances", pool.MIG+"/"+n.VMName), Reason: reason})
+		b.slurm(event.SlurmPowerDown, []string{n.Name}, "", reason, n.VMName)
+		n.Phase = model.PhaseDeleting
+	default:
+		return
+	}
+	n.LastEnd = model.EndReleased
+	b.putNode(n, reason)
+}
+
+// sharedRequestInFlight reports whether another node still waits on the same
+// resize request (a job's request covers several nodes: cancelling it for one
+// node would cancel the others).
+func (b *builder) sharedRequestInFlight(n model.Node) bool {
+	for _, o := range b.st.Nodes {
+		if o.Name != n.Name && o.ResizeRequest == n.ResizeRequest && o.Phase == model.PhaseRequested {
+			return true
+		}
+	}
+	return false
+}
+
+// vmCount counts the nodes of a pool whose VM runs or is requested.
+func (b *builder) vmCount(pool string) int {
+	c := 0
+	for _, n := range b.st.Nodes {
+		if n.Pool == pool && n.Phase.Serving() {
+			c++
+		}
+	}
+	return c
+}
+
+// ensureStatic requests a VM for every static slot of the pool that has none.
+func (b *builder) ensureStatic(pool *model.Pool, why string) {
+	for i := 0; i < pool.MinNodes; i++ {
+		n := b.node(pool, i)
+		if n.Kind != model.NodeStatic {
+			n.Kind = model.NodeStatic
+			if n.Phase.HasVM() {
+				b.putNode(n, "node is now static (min_node_count raised)")
+			}
+		}
+		if !n.Phase.Serving() {
+			b.provisionNode(pool, n, "", fmt.Sprintf("static node %d of %d has no VM: %s", i+1, pool.MinNodes, why))
+		}
+	}
+}
+
+// provisionJob gives a pending job the VMs its nodes lack, through one
+// resize request for the whole job. It returns false (and records why) when
+// the pool has no room.
+func (b *builder) provisionJob(j model.Job, why string) bool {
+	pool, ok := b.st.Pools[j.Pool]
+	if !ok {
+		b.putJob(j, fmt.Sprintf("pool %q is not a flex-start pool of this cluster", j.Pool))
+		return false
+	}
+	if len(j.Nodes) == 0 {
+		picked, free := b.freeSlots(pool, j.NodesWanted)
+		if picked == nil {
+			if j.Reason != waitingReason(pool, free, j.NodesWanted) {
+				b.putJob(j, waitingReason(pool, free, j.NodesWanted))
+			}
+			return false
+		}
+		j.Nodes = picked
+	}
+	var missing []model.Node
+	for _, name := range j.Nodes {
+		n, ok := b.st.Nodes[name]
+		var rec model.Node
+		if ok {
+			rec = *n
+		} else {
+			_, _, idx, _ := naming.ParseNodeName(name)
+			rec = b.node(pool, idx)
+		}
+		if !rec.Phase.Serving() {
+			missing = append(missing, rec)
+		}
+	}
+	if len(missing) == 0 {
+		if j.Reason == "" || !strings.HasPrefix(j.Reason, "nodes provisioned") {
+			b.putJob(j, "nodes provisioned or in flight")
+		}
+		return true
+	}
+	if b.vmCount(pool.ID)+len(missing) > pool.MaxNodes {
+		b.putJob(j, fmt.Sprintf("waiting: %d more VMs would exceed max_node_count %d of pool %s", len(missing), pool.MaxNodes, pool.ID))
+		return false
+	}
+	j.Generation++
+	rr := naming.JobResizeRequest(b.cluster, pool.ID, j.ID, j.Generation)
+	j.ResizeRequest = rr
+	var vms []string
+	for _, n := range missing {
+		b.nextGeneration(&n, rr, j.ID)
+		vms = append(vms, n.VMName)
+		b.putNode(n, fmt.Sprintf("provisioning for job %s", j.ID))
+	}
+	b.putJob(j, fmt.Sprintf("nodes provisioned or in flight: resize request %s for %d VMs", rr, len(vms)))
+	if !pool.Ready {
+		b.ensurePool(pool, "pool resources not confirmed yet")
+	}
+	b.add(CreateResizeRequest{
+		Pool: pool.ID, Name: rr, VMs: vms, RunDuration: pool.RunDuration, JobID: j.ID,
+		RequestID: naming.RequestID("create-resize-request", pool.MIG+"/"+rr),
+		Reason:    fmt.Sprintf("job %s is pending and needs %d VMs: %s", j.ID, len(vms), why),
+	})
+	return true
+}
+
+func waitingReason(pool *model.Pool, free, want int) string {
+	return fmt.Sprintf("waiting: job needs %d nodes, pool %s has %d free of max_node_count %d", want, pool.ID, free, pool.MaxNodes)
+}
+
+// freeSlots picks want dynamic slots of the pool with no VM, lowest index
+// first, within max_node_count. It returns nil and the number free when there
+// are not enough.
+func (b *builder) freeSlots(pool *model.Pool, want int) ([]string, int) {
+	room := pool.MaxNodes - b.vmCount(pool.ID)
+	var free []string
+	for i := pool.MinNodes; i < pool.MaxNodes; i++ {
+		n := b.node(pool, i)
+		if !n.Phase.Serving() && !b.claimed(n.Name) {
+			free = append(free, n.Name)
+		}
+	}
+	if room < len(free) {
+		free = free[:max(room, 0)]
+	}
+	if len(free) < want || want < 1 {
+		return nil, len(free)
+	}
+	return free[:want], len(free)
+}
+
+// claimed reports whether an active job already names the node.
+func (b *builder) claimed(node string) bool {
+	for _, j := range b.st.Jobs {
+		if j.State.Active() {
+			for _, n := range j.Nodes {
+				if n == node {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// pendingJobFor finds a pending job that a dynamic node of the pool could
+// serve: first the job the node was provisioned for or is allocated to, then
+// any pending job of the pool still waiting for nodes.
+func (b *builder) pendingJobFor(n model.Node) (model.Job, bool) {
+	jobs := b.st.SortedJobs()
+	for _, j := range jobs {
+		if j.State == model.JobPending && (j.ID == n.JobID || contains(j.Nodes, n.Name)) {
+			return *j, true
+		}
+	}
+	for _, j := range jobs {
+		if j.State == model.JobPending && j.Pool == n.Pool && len(j.Nodes) == 0 {
+			return *j, true
+		}
+	}
+	return model.Job{}, false
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedPools(st *model.State) []*model.Pool {
+	out := make([]*model.Pool, 0, len(st.Pools))
+	for _, p := range st.Pools {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}

@@ -1,0 +1,571 @@
+package plan
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/flexslurm/flexslurm/shared/event"
+	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/flexslurm/flexslurm/shared/naming"
+	"github.com/flexslurm/flexslurm/shared/spec"
+)
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+// example loads the shipped example spec (pool a3u: min 1, max 3, 7 days).
+func example(t *testing.T) (*spec.Cluster, []byte) {
+	t.Helper()
+	data, err := os.ReadFile("../../examples/cluster_config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := spec.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eff, err := c.EffectiveJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, eff
+}
+
+// applied returns the state after the example cluster was applied and its
+// pool confirmed ready.
+func applied(t *testing.T) (*model.State, *spec.Cluster) {
+	t.Helper()
+	c, eff := example(t)
+	st := model.NewState()
+	Apply(st, ClusterApplied(st, c, eff, t0))
+	st.Pools["a3u"].Ready = true
+	return st, c
+}
+
+// kinds summarises actions as "Type:detail" strings, for compact tables.
+func kinds(actions []Action) []string {
+	var out []string
+	for _, a := range actions {
+		switch a := a.(type) {
+		case PutNode:
+			out = append(out, "PutNode:"+a.Node.Name+"/"+string(a.Node.Phase))
+		case PutJob:
+			out = append(out, "PutJob:"+a.Job.ID+"/"+string(a.Job.State))
+		case PutPool:
+			out = append(out, "PutPool:"+a.Pool.ID)
+		case PutCluster:
+			out = append(out, "PutCluster")
+		case EnsurePool:
+			out = append(out, "EnsurePool:"+a.Pool)
+		case CreateResizeRequest:
+			out = append(out, "CreateResizeRequest:"+a.Name+"="+strings.Join(a.VMs, ","))
+		case CancelResizeRequest:
+			out = append(out, "CancelResizeRequest:"+a.Name)
+		case DeleteVMs:
+			out = append(out, "DeleteVMs:"+strings.Join(a.VMs, ","))
+		case SlurmCommand:
+			out = append(out, "Slurm:"+a.Command+":"+strings.Join(a.Nodes, ",")+a.JobID)
+		case Alert:
+			out = append(out, "Alert:"+a.Pool)
+		}
+		if a.Why() == "" {
+			out = append(out, "MISSING REASON")
+		}
+	}
+	return out
+}
+
+func TestClusterAppliedCreatesStaticNodes(t *testing.T) {
+	c, eff := example(t)
+	st := model.NewState()
+	got := ClusterApplied(st, c, eff, t0)
+	want := []string{
+		"PutCluster",
+		"PutPool:a3u",
+		"EnsurePool:a3u",
+		"PutNode:flexvm-a3u-0/requested",
+		"CreateResizeRequest:rr-flexvm-a3u-0-g1=flexvm-a3u-0-g1",
+	}
+	if d := cmp.Diff(want, kinds(got)); d != "" {
+		t.Fatalf("actions (-want +got):\n%s", d)
+	}
+	rr := got[4].(CreateResizeRequest)
+	if rr.RunDuration != 604800*time.Second {
+		t.Errorf("run duration %s, want 604800s", rr.RunDuration)
+	}
+	if rr.RequestID != naming.RequestID("create-resize-request", "fs-flexvm-a3u/rr-flexvm-a3u-0-g1") {
+		t.Errorf("request id %s is not the deterministic one", rr.RequestID)
+	}
+	// Applying the same spec again (a redelivered cluster event) asks for nothing.
+	Apply(st, got)
+	again := ClusterApplied(st, c, eff, t0.Add(time.Minute))
+	if d := cmp.Diff([]string{"EnsurePool:a3u"}, kinds(again)); d != "" {
+		t.Errorf("re-apply (-want +got):\n%s", d)
+	}
+	st.Pools["a3u"].Ready = true
+	if again := ClusterApplied(st, c, eff, t0.Add(time.Minute)); len(again) != 0 {
+		t.Errorf("re-apply with a ready pool: %v", kinds(again))
+	}
+}
+
+func TestClusterResize(t *testing.T) {
+	st, c := applied(t)
+	// Raise min to 2: one more static node.
+	c2 := *c
+	c2.NodePools = append([]spec.NodePool(nil), c.NodePools...)
+	for i := range c2.NodePools {
+		if c2.NodePools[i].ID == "a3u" {
+			c2.NodePools[i].MinNodeCount = 2
+		}
+	}
+	eff2, _ := c2.EffectiveJSON()
+	got := ClusterApplied(st, &c2, eff2, t0)
+	want := []string{"PutCluster", "PutPool:a3u", "PutNode:flexvm-a3u-1/requested", "CreateResizeRequest:rr-flexvm-a3u-1-g1=flexvm-a3u-1-g1"}
+	if d := cmp.Diff(want, kinds(got)); d != "" {
+		t.Fatalf("raise min (-want +got):\n%s", d)
+	}
+	Apply(st, got)
+	st.Nodes["flexvm-a3u-1"].Phase = model.PhaseRunning
+	// Lower min back to 1: the surplus static node is released.
+	eff1, _ := c.EffectiveJSON()
+	got = ClusterApplied(st, c, eff1, t0)
+	want = []string{"PutCluster", "PutPool:a3u", "DeleteVMs:flexvm-a3u-1-g1", "Slurm:power_down:flexvm-a3u-1", "PutNode:flexvm-a3u-1/deleting"}
+	if d := cmp.Diff(want, kinds(got)); d != "" {
+		t.Fatalf("lower min (-want +got):\n%s", d)
+	}
+	if n := got[4].(PutNode).Node; n.Kind != model.NodeDynamic || n.LastEnd != model.EndReleased {
+		t.Errorf("released node: kind %s last end %s", n.Kind, n.LastEnd)
+	}
+}
+
+func jobEv(typ, id string, count int, nodes ...string) *event.Job {
+	return &event.Job{Header: event.Header{Version: 1, Type: typ, Cluster: "flexvm"}, JobID: id, Partition: "a3u", NodeCount: count, Nodes: nodes}
+}
+
+func TestJobPending(t *testing.T) {
+	tests := []struct {
+		name    string
+		prepare func(st *model.State)
+		ev      *event.Job
+		want    []string
+		wantErr bool
+	}{
+		{
+			name: "new job gets one resize request for all its nodes",
+			ev:   jobEv(event.TypeJobPending, "7", 2),
+			want: []string{
+				"PutNode:flexvm-a3u-1/requested", "PutNode:flexvm-a3u-2/requested",
+				"PutJob:7/pending",
+				"CreateResizeRequest:rr-flexvm-a3u-j7-g1=flexvm-a3u-1-g1,flexvm-a3u-2-g1",
+			},
+		},
+		{
+			name: "nodes named by Slurm are the ones provisioned",
+			ev:   jobEv(event.TypeJobPending, "8", 1, "flexvm-a3u-2"),
+			want: []string{"PutNode:flexvm-a3u-2/requested", "PutJob:8/pending", "CreateResizeRequest:rr-flexvm-a3u-j8-g1=flexvm-a3u-2-g1"},
+		},
+		{
+			name: "beyond max_node_count the job waits, nothing is requested",
+			ev:   jobEv(event.TypeJobPending, "9", 3),
+			want: []string{"PutJob:9/pending"},
+		},
+		{
+			name: "a job whose capacity is in flight gets nothing new",
+			prepare: func(st *model.State) {
+				Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 1)))
+			},
+			ev:   jobEv(event.TypeJobPending, "7", 1),
+			want: nil,
+		},
+		{
+			name:    "a node of another cluster is rejected",
+			ev:      jobEv(event.TypeJobPending, "10", 1, "other-a3u-1"),
+			wantErr: true,
+		},
+		{
+			name:    "a node index beyond max_node_count is rejected",
+			ev:      jobEv(event.TypeJobPending, "10", 1, "flexvm-a3u-3"),
+			wantErr: true,
+		},
+		{
+			name:    "an unknown partition is rejected",
+			ev:      &event.Job{Header: event.Header{Version: 1, Type: event.TypeJobPending, Cluster: "flexvm"}, JobID: "11", Partition: "nope", NodeCount: 1},
+			wantErr: true,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st, c := applied(t)
+			if tc.prepare != nil {
+				tc.prepare(st)
+			}
+			got, err := Job(st, c, tc.ev, t0)
+			if tc.wantErr {
+				if !errors.Is(err, ErrRejected) {
+					t.Fatalf("err = %v, want ErrRejected", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.want, kinds(got)); d != "" {
+				t.Errorf("actions (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func mustJob(t *testing.T, st *model.State, ev *event.Job) []Action {
+	t.Helper()
+	c, _ := example(t)
+	a, err := Job(st, c, ev, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func TestJobCancelledCancelsOnlyItsRequest(t *testing.T) {
+	st, c := applied(t)
+	Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 1)))
+	Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "8", 1)))
+	got, err := Job(st, c, jobEv(event.TypeJobCancelled, "7", 0), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"PutJob:7/cancelled", "CancelResizeRequest:rr-flexvm-a3u-j7-g1", "DeleteVMs:flexvm-a3u-1-g1", "PutNode:flexvm-a3u-1/deleting"}
+	if d := cmp.Diff(want, kinds(got)); d != "" {
+		t.Errorf("actions (-want +got):\n%s", d)
+	}
+	// A late pending report for the cancelled job changes nothing.
+	Apply(st, got)
+	if late, _ := Job(st, c, jobEv(event.TypeJobPending, "7", 1), t0.Add(time.Second)); len(late) != 0 {
+		t.Errorf("late pending report: %v", kinds(late))
+	}
+}
+
+// running puts a node's current generation in phase Running with a termination time.
+func running(st *model.State, node string, until time.Time) {
+	n := st.Nodes[node]
+	n.Phase = model.PhaseRunning
+	n.VMID = "42"
+	n.TerminationTime = until
+}
+
+func audit(kind event.AuditKind, vm string) *event.Audit {
+	a := &event.Audit{Kind: kind, Instance: vm, Zone: "us-central1-a", First: true, Last: true, Timestamp: t0}
+	switch kind {
+	case event.AuditDeferredDelete:
+		a.Method, a.SystemEvent, a.Principal = "compute.instances.deferredDelete", true, "system@google.com"
+	case event.AuditDelete:
+		a.Method, a.Principal = "v1.compute.instances.delete", "123456789012@cloudservices.gserviceaccount.com"
+	}
+	return a
+}
+
+func TestExpiry(t *testing.T) {
+	tests := []struct {
+		name    string
+		prepare func(st *model.State)
+		audit   *event.Audit
+		want    []string
+		wantErr bool
+	}{
+		{
+			name:    "static node expired is recreated, whether or not a job waits",
+			prepare: func(st *model.State) { running(st, "flexvm-a3u-0", t0) },
+			audit:   audit(event.AuditDeferredDelete, "flexvm-a3u-0-g1"),
+			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "PutNode:flexvm-a3u-0/requested",
+				"CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
+		},
+		{
+			name: "MIG service agent delete at termination time counts as expiry",
+			prepare: func(st *model.State) {
+				running(st, "flexvm-a3u-0", t0)
+			},
+			audit: audit(event.AuditDelete, "flexvm-a3u-0-g1"),
+			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "PutNode:flexvm-a3u-0/requested",
+				"CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
+		},
+		{
+			name: "dynamic node expired with no pending job is not recreated",
+			prepare: func(st *model.State) {
+				Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 1)))
+				running(st, "flexvm-a3u-1", t0)
+				st.Jobs["7"].State = model.JobFinished
+			},
+			audit: audit(event.AuditDeferredDelete, "flexvm-a3u-1-g1"),
+			want:  []string{"Slurm:power_down_force:flexvm-a3u-1", "PutNode:flexvm-a3u-1/released"},
+		},
+		{
+			name: "dynamic node expired while its job is pending is recreated for it",
+			prepare: func(st *model.State) {
+				Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 1)))
+				running(st, "flexvm-a3u-1", t0)
+			},
+			audit: audit(event.AuditDeferredDelete, "flexvm-a3u-1-g1"),
+			want: []string{"Slurm:power_down_force:flexvm-a3u-1", "PutNode:flexvm-a3u-1/released",
+				"PutNode:flexvm-a3u-1/requested", "PutJob:7/pending",
+				"CreateResizeRequest:rr-flexvm-a3u-j7-g2=flexvm-a3u-1-g2"},
+		},
+		{
+			name: "an old generation's deletion is ignored",
+			prepare: func(st *model.State) {
+				running(st, "flexvm-a3u-0", t0)
+				st.Nodes["flexvm-a3u-0"].Generation = 2
+				st.Nodes["flexvm-a3u-0"].VMName = "flexvm-a3u-0-g2"
+			},
+			audit:   audit(event.AuditDeferredDelete, "flexvm-a3u-0-g1"),
+			wantErr: true,
+		},
+		{
+			name: "the deletion flexslurm asked for completes the node's release",
+			prepare: func(st *model.State) {
+				Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 1)))
+				st.Nodes["flexvm-a3u-1"].Phase = model.PhaseDeleting
+			},
+			audit: audit(event.AuditDelete, "flexvm-a3u-1-g1"),
+			want:  []string{"PutNode:flexvm-a3u-1/released"},
+		},
+		{
+			name:    "a VM not named like the cluster's is rejected",
+			audit:   audit(event.AuditDeferredDelete, "someone-elses-vm"),
+			wantErr: true,
+		},
+		{
+			name: "the first entry of a delete operation waits for the last",
+			prepare: func(st *model.State) {
+				running(st, "flexvm-a3u-0", t0)
+			},
+			audit:   func() *event.Audit { a := audit(event.AuditDelete, "flexvm-a3u-0-g1"); a.Last = false; return a }(),
+			wantErr: true,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st, _ := applied(t)
+			if tc.prepare != nil {
+				tc.prepare(st)
+			}
+			got, err := Expiry(st, tc.audit, t0, Policy{})
+			if tc.wantErr {
+				if !errors.Is(err, ErrRejected) {
+					t.Fatalf("err = %v, want ErrRejected", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.want, kinds(got)); d != "" {
+				t.Errorf("actions (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestExpiryUserDeletionIsALossNotAnExpiry(t *testing.T) {
+	st, _ := applied(t)
+	running(st, "flexvm-a3u-0", t0.Add(72*time.Hour))
+	a := audit(event.AuditDelete, "flexvm-a3u-0-g1")
+	a.Principal = "alice@example.com"
+	got, err := Expiry(st, a, t0, Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n model.Node
+	for _, x := range got {
+		if p, ok := x.(PutNode); ok {
+			n = p.Node
+		}
+	}
+	if n.LastEnd != model.EndLost || n.Generation != 2 {
+		t.Errorf("node after a user's deletion: last end %q gen %d, want lost, 2", n.LastEnd, n.Generation)
+	}
+}
+
+func health(node string, gen int64, job, jobState string) *event.Health {
+	return &event.Health{Header: event.Header{Version: 1, Type: event.TypeHealthFailure, Cluster: "flexvm"},
+		Node: node, Generation: gen, JobID: job, JobState: jobState, Verdict: "FAIL", Reasons: []string{"GPU 3: 2 uncorrectable ECC errors"}}
+}
+
+func TestRepair(t *testing.T) {
+	tests := []struct {
+		name    string
+		prepare func(st *model.State)
+		ev      *event.Health
+		want    []string
+		wantErr bool
+	}{
+		{
+			name: "requeued job: node drained, VM deleted, replacement at once",
+			prepare: func(st *model.State) {
+				Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 1)))
+				running(st, "flexvm-a3u-1", t0.Add(time.Hour))
+				st.Jobs["7"].State = model.JobRunning
+			},
+			ev: health("flexvm-a3u-1", 1, "7", "requeued"),
+			want: []string{"Slurm:drain:flexvm-a3u-1", "DeleteVMs:flexvm-a3u-1-g1", "PutJob:7/pending",
+				"PutNode:flexvm-a3u-1/released", "PutNode:flexvm-a3u-1/requested", "PutJob:7/pending",
+				"CreateResizeRequest:rr-flexvm-a3u-j7-g2=flexvm-a3u-1-g2"},
+		},
+		{
+			name: "dynamic node without a waiting job is deleted, not replaced",
+			prepare: func(st *model.State) {
+				Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 1)))
+				running(st, "flexvm-a3u-1", t0.Add(time.Hour))
+				st.Jobs["7"].State = model.JobFinished
+			},
+			ev:   health("flexvm-a3u-1", 1, "", ""),
+			want: []string{"Slurm:drain:flexvm-a3u-1", "DeleteVMs:flexvm-a3u-1-g1", "PutNode:flexvm-a3u-1/deleting"},
+		},
+		{
+			name:    "static node is always replaced",
+			prepare: func(st *model.State) { running(st, "flexvm-a3u-0", t0.Add(time.Hour)) },
+			ev:      health("flexvm-a3u-0", 1, "", ""),
+			want: []string{"Slurm:drain:flexvm-a3u-0", "DeleteVMs:flexvm-a3u-0-g1", "PutNode:flexvm-a3u-0/requested",
+				"CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
+		},
+		{
+			name:    "a stale generation is rejected",
+			prepare: func(st *model.State) { running(st, "flexvm-a3u-0", t0.Add(time.Hour)) },
+			ev:      health("flexvm-a3u-0", 7, "", ""),
+			wantErr: true,
+		},
+		{
+			name:    "an unknown node is rejected",
+			ev:      health("flexvm-a3u-2", 1, "", ""),
+			wantErr: true,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st, _ := applied(t)
+			if tc.prepare != nil {
+				tc.prepare(st)
+			}
+			got, err := Repair(st, tc.ev, t0)
+			if tc.wantErr {
+				if !errors.Is(err, ErrRejected) {
+					t.Fatalf("err = %v, want ErrRejected", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.want, kinds(got)); d != "" {
+				t.Errorf("actions (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestReconcile(t *testing.T) {
+	tests := []struct {
+		name    string
+		prepare func(st *model.State)
+		obs     ObservedPool
+		now     time.Time
+		want    []string
+	}{
+		{
+			name: "a requested VM that came up is recorded running",
+			obs: ObservedPool{Listed: true, VMs: []VM{{Name: "flexvm-a3u-0-g1", ID: "9", Status: "RUNNING", Created: t0, TerminationTime: t0.Add(7 * 24 * time.Hour)}},
+				ResizeRequests: []ObservedResizeRequest{{Name: "rr-flexvm-a3u-0-g1", State: "SUCCEEDED", Created: t0}}},
+			now:  t0.Add(time.Minute),
+			want: []string{"PutNode:flexvm-a3u-0/running"},
+		},
+		{
+			name: "a request lost in a crash is issued again after the grace period, same name",
+			obs:  ObservedPool{Listed: true},
+			now:  t0.Add(3 * time.Minute),
+			want: []string{"CreateResizeRequest:rr-flexvm-a3u-0-g1=flexvm-a3u-0-g1"},
+		},
+		{
+			name: "within the grace period a missing request is left alone",
+			obs:  ObservedPool{Listed: true},
+			now:  t0.Add(30 * time.Second),
+			want: nil,
+		},
+		{
+			name:    "a failed listing decides nothing",
+			prepare: func(st *model.State) { running(st, "flexvm-a3u-0", t0.Add(time.Hour)) },
+			obs:     ObservedPool{Listed: false},
+			now:     t0.Add(2 * time.Hour),
+			want:    nil,
+		},
+		{
+			name:    "a running VM gone at its termination time is an expiry: static recreated",
+			prepare: func(st *model.State) { running(st, "flexvm-a3u-0", t0.Add(time.Hour)) },
+			obs:     ObservedPool{Listed: true},
+			now:     t0.Add(time.Hour),
+			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "PutNode:flexvm-a3u-0/requested",
+				"CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
+		},
+		{
+			name:    "an orphan labelled as ours is deleted once past the grace period",
+			prepare: func(st *model.State) { running(st, "flexvm-a3u-0", t0.Add(time.Hour)) },
+			obs: ObservedPool{Listed: true, VMs: []VM{
+				{Name: "flexvm-a3u-0-g1", Status: "RUNNING", Created: t0, TerminationTime: t0.Add(time.Hour)},
+				{Name: "flexvm-a3u-2-g4", Status: "RUNNING", Created: t0},
+			}},
+			now:  t0.Add(10 * time.Minute),
+			want: []string{"DeleteVMs:flexvm-a3u-2-g4"},
+		},
+		{
+			name: "a queued request nobody waits for is cancelled",
+			obs: ObservedPool{Listed: true, VMs: []VM{{Name: "flexvm-a3u-0-g1", Status: "RUNNING", Created: t0, TerminationTime: t0.Add(time.Hour)}},
+				ResizeRequests: []ObservedResizeRequest{{Name: "rr-flexvm-a3u-j99-g1", State: "ACCEPTED", Created: t0}}},
+			prepare: func(st *model.State) { running(st, "flexvm-a3u-0", t0.Add(time.Hour)) },
+			now:     t0.Add(10 * time.Minute),
+			want:    []string{"CancelResizeRequest:rr-flexvm-a3u-j99-g1"},
+		},
+		{
+			name: "a failed request ends the generation: the static node is asked for again",
+			obs:  ObservedPool{Listed: true, ResizeRequests: []ObservedResizeRequest{{Name: "rr-flexvm-a3u-0-g1", State: "FAILED", Created: t0}}},
+			now:  t0.Add(10 * time.Minute),
+			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "PutNode:flexvm-a3u-0/requested",
+				"CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st, _ := applied(t)
+			if tc.prepare != nil {
+				tc.prepare(st)
+			}
+			got := Reconcile(st, Observed{Pools: map[string]ObservedPool{"a3u": tc.obs}}, tc.now, Policy{})
+			if d := cmp.Diff(tc.want, kinds(got)); d != "" {
+				t.Errorf("actions (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// TestDecisionsDoNotMutateTheirInput guards purity: a decision must leave the
+// snapshot it was given untouched (the caller applies the record actions).
+func TestDecisionsDoNotMutateTheirInput(t *testing.T) {
+	st, c := applied(t)
+	Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 1)))
+	running(st, "flexvm-a3u-1", t0)
+	before := st.Clone()
+	if _, err := Job(st, c, jobEv(event.TypeJobPending, "8", 1), t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Expiry(st, audit(event.AuditDeferredDelete, "flexvm-a3u-1-g1"), t0, Policy{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Repair(st, health("flexvm-a3u-1", 1, "7", "requeued"), t0); err != nil {
+		t.Fatal(err)
+	}
+	Reconcile(st, Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true}}}, t0.Add(time.Hour), Policy{})
+	if d := cmp.Diff(before, st); d != "" {
+		t.Errorf("input state changed (-before +after):\n%s", d)
+	}
+}
