@@ -18,6 +18,7 @@ type apiError struct {
 	status string
 }
 
+// Error describes the error for logs.
 func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.code, e.reason, e.message) }
 
 type errorBody struct {

@@ -20,6 +20,7 @@ type Match struct {
 // Injection is an error the simulator returns instead of serving matching
 // calls. Build one with InjectError, or fill it directly for Inject.
 type Injection struct {
+	// Match selects the calls that fail.
 	Match Match
 	// Status is the HTTP status: of the error response, or the operation's
 	// httpErrorStatusCode when Code is set.

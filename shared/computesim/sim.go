@@ -121,51 +121,87 @@ func New(opts Options, clk clock.Clock) *Sim {
 
 // Instance is a VM as seen through the introspection API and the hooks.
 type Instance struct {
+	// Project, Zone and Name identify the VM (names are reused, IDs are not).
 	Project, Zone, Name string
-	ID                  uint64
-	Status              string // computepb Instance_Status name: RUNNING, STOPPING, REPAIRING
-	MIG                 string // owning MIG name, "" for none
-	ResizeRequest       string // resize request that created it, "" for none
-	MachineType         string // bare machine type name
-	ProvisioningModel   string // scheduling.provisioningModel
-	Labels              map[string]string
-	NetworkIP           string
-	PhysicalHost        string // resourceStatus.physicalHost; changes after a repair
-	Created             time.Time
-	TerminationTime     time.Time // zero if the VM has no run-duration limit
+	// ID is the numeric instance ID (19 digits, unique).
+	ID uint64
+	// Status is the computepb Instance_Status name: RUNNING, STOPPING,
+	// REPAIRING.
+	Status string
+	// MIG is the owning MIG's name, "" for none.
+	MIG string
+	// ResizeRequest is the resize request that created the VM, "" for none.
+	ResizeRequest string
+	// MachineType is the bare machine type name.
+	MachineType string
+	// ProvisioningModel is scheduling.provisioningModel (FLEX_START, ...).
+	ProvisioningModel string
+	// Labels are the VM's labels, copied from the template.
+	Labels map[string]string
+	// NetworkIP is the first network interface's internal IPv4 address.
+	NetworkIP string
+	// PhysicalHost is resourceStatus.physicalHost; it changes after a repair.
+	PhysicalHost string
+	// Created is the creation time (simulated clock).
+	Created time.Time
+	// TerminationTime is when the run ends; zero if the VM has no
+	// run-duration limit.
+	TerminationTime time.Time
 }
 
 // ResizeRequest is a MIG resize request as seen through the introspection API.
 type ResizeRequest struct {
+	// Project, Zone, MIG and Name identify the request.
 	Project, Zone, MIG, Name string
-	State                    string   // CREATING, ACCEPTED, SUCCEEDED, FAILED, CANCELLED
-	ResizeBy                 int      // number of VMs requested
-	Instances                []string // requested names, nil for resizeBy requests
-	Provisioned              []string // names of the VMs it created
-	RunDuration              time.Duration
-	Created                  time.Time
-	CapacityAt               time.Time // when capacity arrives (zero until ACCEPTED)
-	ErrorCode, ErrorMessage  string
+	// State is CREATING, ACCEPTED, SUCCEEDED, FAILED or CANCELLED.
+	State string
+	// ResizeBy is the number of VMs requested.
+	ResizeBy int
+	// Instances are the requested names, nil for resizeBy requests.
+	Instances []string
+	// Provisioned are the names of the VMs it created.
+	Provisioned []string
+	// RunDuration is requestedRunDuration; zero if unset (the template's
+	// maxRunDuration applies).
+	RunDuration time.Duration
+	// Created is the creation time (simulated clock).
+	Created time.Time
+	// CapacityAt is when capacity arrives (zero until ACCEPTED).
+	CapacityAt time.Time
+	// ErrorCode and ErrorMessage are status.error of a FAILED request.
+	ErrorCode, ErrorMessage string
 }
 
 // MIG is a managed instance group as seen through the introspection API.
 type MIG struct {
+	// Project, Zone and Name identify the MIG.
 	Project, Zone, Name string
-	Template            string // instance template name
-	BaseInstanceName    string
-	TargetSize          int
-	ActionOnFailure     string // instanceLifecyclePolicy.defaultActionOnFailure
-	Instances           []string
+	// Template is the instance template name.
+	Template string
+	// BaseInstanceName prefixes generated VM names.
+	BaseInstanceName string
+	// TargetSize counts running VMs and queued resize-request VMs.
+	TargetSize int
+	// ActionOnFailure is instanceLifecyclePolicy.defaultActionOnFailure.
+	ActionOnFailure string
+	// Instances are the names of its VMs (including VMs being deleted),
+	// sorted.
+	Instances []string
 }
 
 // Call is one recorded mutating request.
 type Call struct {
-	Method    string
-	Path      string
-	Query     string // raw query string
+	// Method is the HTTP method.
+	Method string
+	// Path is the URL path.
+	Path string
+	// Query is the raw query string.
+	Query string
+	// RequestID is the requestId query parameter, "" if none.
 	RequestID string
-	Time      time.Time // clock time when it was served
-	Status    int       // HTTP status of the response
+	// Time is the simulated clock time when it was served.
+	Time   time.Time
+	Status int // HTTP status of the response
 	// OpError is the first error code of the returned operation when it ended
 	// DONE with errors (injected failures), "" otherwise.
 	OpError string

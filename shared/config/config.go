@@ -28,12 +28,14 @@ const (
 
 // Topic ids (Pub/Sub), the same in deploy/ and the local system.
 const (
-	TopicJobs          = "job-pending"     // job lifecycle reports from the Slurm hooks → ScaleUp
-	TopicClusterSpec   = "cluster-spec"    // cluster.applied from `flexslurm apply` → ScaleUp
-	TopicExpiry        = "instance-expiry" // Compute audit logs from the log sink → Expiry
-	TopicHealthFailure = "health-failure"  // failed health checks from the node hooks → Repair
-	TopicReconcile     = "reconcile-tick"  // Cloud Scheduler → Reconcile
-	TopicSlurmCommands = "slurm-commands"  // commands for the Slurm agent, from every function
+	TopicJobs           = "job-pending"           // job lifecycle reports from the Slurm hooks → ScaleUp
+	TopicClusterSpec    = "cluster-spec"          // cluster.applied from `flexslurm apply` → ScaleUp
+	TopicExpiry         = "instance-expiry"       // Compute audit logs from the log sink → Expiry
+	TopicHealthFailure  = "health-failure"        // failed health checks from the node hooks → Repair
+	TopicReconcile      = "reconcile-tick"        // Cloud Scheduler → Reconcile
+	TopicSlurmCommands  = "slurm-commands"        // commands for the Slurm agent, from every function
+	TopicSlurmSnapshot  = "slurm-snapshot"        // the agent's periodic Slurm snapshot → Reconcile
+	TopicCommandResults = "slurm-command-results" // the agent's command reports (operators, tests)
 )
 
 // Config is the runtime configuration.

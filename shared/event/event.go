@@ -39,14 +39,18 @@ func malformed(format string, args ...any) error {
 
 // Payload types, in the "type" field of every payload.
 const (
-	TypeJobPending    = "job.pending"     // Slurm put the job in PENDING and asked for nodes (ResumeProgram), or it was requeued
-	TypeJobStarted    = "job.started"     // the job started (PrologSlurmctld)
-	TypeJobFinished   = "job.finished"    // the job ended (EpilogSlurmctld)
-	TypeJobCancelled  = "job.cancelled"   // the job was cancelled while pending
-	TypeClusterApply  = "cluster.applied" // a validated cluster spec was applied (created or resized)
-	TypeHealthFailure = "health.failure"  // a node's health check failed
-	TypeReconcileTick = "reconcile.tick"  // Cloud Scheduler's periodic tick
-	TypeSlurmCommand  = "slurm.command"   // a command for the Slurm agent
+	TypeJobPending    = "job.pending"          // Slurm put the job in PENDING and asked for nodes (ResumeProgram), or it was requeued
+	TypeJobStarted    = "job.started"          // the job started (PrologSlurmctld)
+	TypeJobFinished   = "job.finished"         // the job ended (EpilogSlurmctld)
+	TypeJobCancelled  = "job.cancelled"        // the job was cancelled while pending
+	TypeClusterApply  = "cluster.applied"      // a validated cluster spec was applied (created or resized)
+	TypeHealthFailure = "health.failure"       // a node's health check failed
+	TypeReconcileTick = "reconcile.tick"       // Cloud Scheduler's periodic tick
+	TypeSlurmCommand  = "slurm.command"        // a command for the Slurm agent
+	TypeNodeSuspend   = "node.suspend"         // Slurm powered nodes down (SuspendProgram): release their VMs
+	TypeResumeFailed  = "node.resume_failed"   // Slurm gave up on nodes it resumed (ResumeFailProgram)
+	TypeSlurmSnapshot = "slurm.snapshot"       // the agent's periodic view of Slurm, for the reconciler
+	TypeCommandResult = "slurm.command_result" // the agent's report of one command it ran
 )
 
 // Header is common to every payload.
@@ -95,6 +99,53 @@ type Health struct {
 	Verdict   string    `json:"verdict"`           // "FAIL" (only failures are published)
 	Reasons   []string  `json:"reasons,omitempty"` // at most 16, each at most 512 bytes
 	CheckedAt time.Time `json:"checked_at,omitzero"`
+}
+
+// Node is a node power report (types node.suspend, node.resume_failed),
+// published by SuspendProgram / ResumeFailProgram to the job-pending topic.
+type Node struct {
+	Header
+	Nodes      []string  `json:"nodes"`            // Slurm node names (expanded hostlist), at most 10000
+	Reason     string    `json:"reason,omitempty"` // at most 512 bytes
+	ReportedAt time.Time `json:"reported_at,omitzero"`
+}
+
+// SnapshotNode is one node in a Slurm snapshot.
+type SnapshotNode struct {
+	Name   string   `json:"name"`
+	State  string   `json:"state"`           // base state, lowercase: idle, allocated, mixed, down, …
+	Flags  []string `json:"flags,omitempty"` // uppercase: CLOUD, POWERED_DOWN, POWERING_UP, DRAIN, NOT_RESPONDING, …
+	Reason string   `json:"reason,omitempty"`
+}
+
+// SnapshotJob is one pending or running job in a Slurm snapshot.
+type SnapshotJob struct {
+	ID        string   `json:"id"`
+	State     string   `json:"state"` // PENDING, RUNNING, CONFIGURING, COMPLETING, …
+	Reason    string   `json:"reason,omitempty"`
+	Partition string   `json:"partition,omitempty"`
+	Nodes     []string `json:"nodes,omitempty"`
+	NodeCount int      `json:"node_count,omitempty"`
+	Restarts  int      `json:"restarts,omitempty"`
+}
+
+// SlurmSnapshot is the agent's periodic view of Slurm (topic slurm-snapshot).
+type SlurmSnapshot struct {
+	Header
+	TakenAt time.Time      `json:"taken_at"`
+	Nodes   []SnapshotNode `json:"nodes"`
+	Jobs    []SnapshotJob  `json:"jobs"`
+}
+
+// CommandResult is the agent's report of one command (topic slurm-command-results).
+type CommandResult struct {
+	Header
+	ID      string    `json:"id"`      // the command's id
+	Command string    `json:"command"` // the command's name
+	OK      bool      `json:"ok"`
+	Skipped bool      `json:"skipped,omitempty"` // already applied (idempotent) or not applicable
+	Detail  string    `json:"detail,omitempty"`  // scontrol's output or error, at most 2048 bytes
+	At      time.Time `json:"at"`
 }
 
 // Tick is the reconciler's scheduled tick. An empty body is a tick for every cluster.
@@ -378,4 +429,61 @@ func FromCloudEvent(e cloudevents.Event) (*Message, error) {
 	}
 	m.Topic = strings.TrimPrefix(e.Source(), "//pubsub.googleapis.com/")
 	return m, nil
+}
+
+// MaxNodesPerEvent bounds the node lists of node events and snapshots.
+const MaxNodesPerEvent = 10000
+
+// DecodeNode decodes and validates a node.* payload.
+func DecodeNode(data []byte) (*Node, error) {
+	var n Node
+	if err := decodeStrict(data, &n); err != nil {
+		return nil, err
+	}
+	if _, err := PeekHeader(data); err != nil {
+		return nil, err
+	}
+	if n.Type != TypeNodeSuspend && n.Type != TypeResumeFailed {
+		return nil, malformed("type %q is not a node event", n.Type)
+	}
+	if len(n.Nodes) == 0 || len(n.Nodes) > MaxNodesPerEvent {
+		return nil, malformed("%s needs 1–%d nodes, got %d", n.Type, MaxNodesPerEvent, len(n.Nodes))
+	}
+	for _, name := range n.Nodes {
+		if !ValidNodeName(name) {
+			return nil, malformed("node name %q is not valid", name)
+		}
+	}
+	if len(n.Reason) > MaxHealthReasonBytes {
+		return nil, malformed("reason of %d bytes is above the limit of %d", len(n.Reason), MaxHealthReasonBytes)
+	}
+	return &n, nil
+}
+
+// DecodeSnapshot decodes and validates a slurm.snapshot payload.
+func DecodeSnapshot(data []byte) (*SlurmSnapshot, error) {
+	var s SlurmSnapshot
+	if err := decodeStrict(data, &s); err != nil {
+		return nil, err
+	}
+	if _, err := PeekHeader(data); err != nil {
+		return nil, err
+	}
+	if s.Type != TypeSlurmSnapshot {
+		return nil, malformed("type %q is not %s", s.Type, TypeSlurmSnapshot)
+	}
+	if len(s.Nodes) > MaxNodesPerEvent || len(s.Jobs) > 100000 {
+		return nil, malformed("snapshot of %d nodes and %d jobs is above the limits (%d nodes, 100000 jobs)", len(s.Nodes), len(s.Jobs), MaxNodesPerEvent)
+	}
+	for _, n := range s.Nodes {
+		if !ValidNodeName(n.Name) {
+			return nil, malformed("node name %q is not valid", n.Name)
+		}
+	}
+	for _, j := range s.Jobs {
+		if !jobIDRe.MatchString(j.ID) {
+			return nil, malformed("job id %q is not a Slurm job id", j.ID)
+		}
+	}
+	return &s, nil
 }

@@ -400,9 +400,11 @@ type MIGSpec struct {
 
 // MIG is a zonal managed instance group.
 type MIG struct {
+	// Zone and Name identify the MIG.
 	Zone, Name string
 	// Template is the instance template name.
-	Template    string
+	Template string
+	// Description is the MIG description.
 	Description string
 	// TargetSize is the number of VMs the MIG wants, counting queued resize
 	// requests.
@@ -558,6 +560,7 @@ type ResizeRequestSpec struct {
 
 // ResizeRequest is a MIG resize request.
 type ResizeRequest struct {
+	// Zone, MIG and Name identify the request.
 	Zone, MIG, Name string
 	// State is CREATING, ACCEPTED, SUCCEEDED, FAILED or CANCELLED.
 	State string
@@ -726,12 +729,14 @@ func (c *Client) DeleteResizeRequest(ctx context.Context, zone, mig, name, reque
 
 // Instance is a VM.
 type Instance struct {
+	// Zone and Name identify the VM.
 	Zone, Name string
 	// ID is the numeric instance ID; names are reused, IDs are not.
 	ID uint64
 	// Status is the Compute status: PROVISIONING, STAGING, RUNNING, STOPPING,
 	// REPAIRING, TERMINATED, ...
 	Status string
+	// Labels are the VM's labels.
 	Labels map[string]string
 	// Created is the creation time (UTC).
 	Created time.Time

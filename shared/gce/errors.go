@@ -114,6 +114,7 @@ type OperationError struct {
 	Codes []string
 }
 
+// Error reports the operation, its first error code and message.
 func (e *OperationError) Error() string {
 	return fmt.Sprintf("operation %s failed: %s: %s", e.Op, e.Code, e.Message)
 }
@@ -303,7 +304,10 @@ type marked struct {
 	sentinel error
 }
 
-func (m *marked) Error() string   { return m.err.Error() }
+// Error is the marked error's text.
+func (m *marked) Error() string { return m.err.Error() }
+
+// Unwrap exposes both the error and the sentinel to errors.Is and errors.As.
 func (m *marked) Unwrap() []error { return []error{m.err, m.sentinel} }
 
 // mark makes err match ErrNotFound or ErrAlreadyExists when its class says
