@@ -136,6 +136,11 @@ func (r *Runner) Process(ctx context.Context, in Input) (Result, error) {
 			return err
 		}
 		plan.Apply(st, acts)
+		note, err := plan.EncodeExternal(acts)
+		if err != nil {
+			return err
+		}
+		st.EventNote = note
 		res.Actions = acts
 		after = st.Clone()
 		return nil
@@ -143,13 +148,24 @@ func (r *Runner) Process(ctx context.Context, in Input) (Result, error) {
 	log := r.d.Log.With("flow", in.Flow, "event_id", in.EventID, "cluster", in.Scope.Cluster)
 	switch {
 	case errors.Is(err, store.ErrDuplicateEvent):
+		// A redelivery: the decision was recorded before. Replay its
+		// external actions (all idempotent) that still match the state, so
+		// a crash between the commit and the actions loses nothing.
 		res.Duplicate = true
 		st, rerr := r.d.Store.Read(ctx, in.Scope)
 		if rerr != nil {
-			return res, fmt.Errorf("%w: reading state to re-drive event %s: %v", ErrTransient, in.EventID, rerr)
+			return res, fmt.Errorf("%w: reading state to replay event %s: %v", ErrTransient, in.EventID, rerr)
 		}
-		redo := Redrive(st)
-		log.Info("event already applied: re-driving in-flight intents", "actions", len(redo))
+		var dup *store.DuplicateError
+		var stored []plan.Action
+		if errors.As(err, &dup) {
+			if stored, rerr = plan.DecodeExternal(dup.Note); rerr != nil {
+				log.Error("stored actions of the event do not decode: re-driving from state", "error", rerr.Error())
+				stored = nil
+			}
+		}
+		redo := Replay(st, stored)
+		log.Info("event already applied: replaying its actions that are still current", "actions", len(redo))
 		res.Actions = redo
 		after = st
 	case errors.Is(err, plan.ErrRejected):
@@ -171,6 +187,37 @@ func (r *Runner) Process(ctx context.Context, in Input) (Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// Replay returns the stored external actions of an event that still apply
+// to st — a resize request is created again only while a node still waits
+// on it in this generation, so a late redelivery never resurrects capacity
+// — followed by the re-drive of every in-flight intent of st (Redrive).
+func Replay(st *model.State, stored []plan.Action) []plan.Action {
+	waiting := map[string]bool{}
+	for _, n := range st.Nodes {
+		if n.Phase == model.PhaseRequested && n.ResizeRequest != "" {
+			waiting[n.ResizeRequest] = true
+		}
+	}
+	var out []plan.Action
+	seen := map[string]bool{}
+	for _, a := range stored {
+		if c, ok := a.(plan.CreateResizeRequest); ok {
+			if !waiting[c.Name] {
+				continue
+			}
+			seen[c.Name] = true
+		}
+		out = append(out, a)
+	}
+	for _, a := range Redrive(st) {
+		if c, ok := a.(plan.CreateResizeRequest); ok && seen[c.Name] {
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 // Redrive returns the external actions that in-flight intents of st need
@@ -231,6 +278,11 @@ func (r *Runner) Execute(ctx context.Context, cluster string, st *model.State, a
 		err := r.execute(ctx, cluster, st, a)
 		if err != nil {
 			cls := gce.Classify(err)
+			if _, ok := a.(plan.SlurmCommand); ok && ctx.Err() == nil {
+				// Publishing fails for transient reasons (the topic exists
+				// and the payload is ours): retry the event.
+				cls = gce.ClassTransient
+			}
 			failed = append(failed, ActionError{Action: a, Class: cls, Err: err})
 			logAction(log, a, "failed", "error", err.Error(), "error_class", cls.String())
 			continue

@@ -327,7 +327,7 @@ func (s *Sim) finishRepairLocked(in *instanceRec, at time.Time) {
 	s.hookLocked(s.opts.OnInstanceRunning, in)
 }
 
-// activeRequestsLocked counts CREATING and ACCEPTED resize requests of m.
+// activeRequests counts CREATING and ACCEPTED resize requests of m.
 func activeRequests(m *migRec) int {
 	n := 0
 	for _, rr := range m.rrs {

@@ -172,6 +172,11 @@ type State struct {
 	Pools   map[string]*Pool
 	Nodes   map[string]*Node
 	Jobs    map[string]*Job
+	// EventNote, set by a decision, is stored with the processed-event
+	// marker (not as a record) and handed back when the same event is
+	// delivered again (store.DuplicateError), so a redelivery can replay
+	// exactly the external actions its first delivery decided.
+	EventNote []byte
 }
 
 // NewState returns an empty state.

@@ -41,7 +41,14 @@ func Job(st *model.State, c *spec.Cluster, ev *event.Job, now time.Time) ([]Acti
 		return b.out, nil
 	case event.TypeJobFinished, event.TypeJobCancelled:
 		if !known {
-			return nil, nil
+			// A tombstone, so that a pending report delivered late (after
+			// this one) does not provision for a job that has ended.
+			st := model.JobFinished
+			if ev.Type == event.TypeJobCancelled {
+				st = model.JobCancelled
+			}
+			b.putJob(model.Job{ID: ev.JobID, Partition: ev.Partition, State: st}, "job ended before flexslurm saw it pending")
+			return b.out, nil
 		}
 		j := *old
 		if j.State == model.JobFinished || j.State == model.JobCancelled {

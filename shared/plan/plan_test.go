@@ -569,3 +569,28 @@ func TestDecisionsDoNotMutateTheirInput(t *testing.T) {
 		t.Errorf("input state changed (-before +after):\n%s", d)
 	}
 }
+
+func TestEncodeExternalRoundTrip(t *testing.T) {
+	st, c := applied(t)
+	acts, err := Job(st, c, jobEv(event.TypeJobPending, "7", 2), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acts = append(acts, SlurmCommand{ID: "x", Command: event.SlurmDrain, Nodes: []string{"flexvm-a3u-1"}, Reason: "r"},
+		DeleteVMs{Pool: "a3u", VMs: []string{"flexvm-a3u-1-g1"}, RequestID: "id", Reason: "r"},
+		CancelResizeRequest{Pool: "a3u", Name: "rr", RequestID: "id", Reason: "r"}, EnsurePool{Pool: "a3u", Reason: "r"})
+	data, err := EncodeExternal(acts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeExternal(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(External(acts), got); d != "" {
+		t.Errorf("round trip (-want +got):\n%s", d)
+	}
+	if _, err := DecodeExternal([]byte(`[{"kind":"launch_missiles","data":{}}]`)); err == nil {
+		t.Error("an unknown kind decoded")
+	}
+}

@@ -239,6 +239,8 @@ type eventMarker struct {
 	AppliedAt time.Time `firestore:"applied_at"`
 	// ExpireAt is AppliedAt + EventMarkerTTL, for a Firestore TTL policy.
 	ExpireAt time.Time `firestore:"expire_at"`
+	// Note is the decision's EventNote (model.State), returned on redelivery.
+	Note []byte `firestore:"note,omitempty"`
 }
 
 func eventDocID(eventID string) string {
@@ -304,6 +306,7 @@ func (f *Firestore) Update(ctx context.Context, scope Scope, fn func(st *model.S
 	var (
 		fnErr  error
 		writes int64
+		dup    *DuplicateError
 	)
 	err := f.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		f.attempts.Add(1)
@@ -316,6 +319,11 @@ func (f *Firestore) Update(ctx context.Context, scope Scope, fn func(st *model.S
 				return fmt.Errorf("reading event marker %s: %w", marker.ID, err)
 			}
 			if snaps[0].Exists() {
+				var m eventMarker
+				if err := snaps[0].DataTo(&m); err != nil {
+					return fmt.Errorf("decoding event marker %s: %w", marker.ID, err)
+				}
+				dup = &DuplicateError{EventID: scope.EventID, Note: m.Note}
 				return ErrDuplicateEvent
 			}
 		}
@@ -328,13 +336,17 @@ func (f *Firestore) Update(ctx context.Context, scope Scope, fn func(st *model.S
 			fnErr = err
 			return err
 		}
+		if len(st.EventNote) > MaxEventNoteBytes {
+			fnErr = fmt.Errorf("store update: event note of %d bytes is above %d", len(st.EventNote), MaxEventNoteBytes)
+			return fnErr
+		}
 		n, err := f.writeDiff(tx, cref, before, st)
 		if err != nil {
 			return err
 		}
 		if marker != nil {
 			at := storedTime(f.now())
-			m := eventMarker{ID: scope.EventID, Kind: scope.EventKind, AppliedAt: at, ExpireAt: at.Add(EventMarkerTTL)}
+			m := eventMarker{ID: scope.EventID, Kind: scope.EventKind, AppliedAt: at, ExpireAt: at.Add(EventMarkerTTL), Note: st.EventNote}
 			if err := tx.Create(marker, m); err != nil {
 				return fmt.Errorf("writing event marker %s: %w", marker.ID, err)
 			}
@@ -350,11 +362,15 @@ func (f *Firestore) Update(ctx context.Context, scope Scope, fn func(st *model.S
 		return nil
 	case fnErr != nil && err == fnErr:
 		return err
+	case errors.Is(err, ErrDuplicateEvent) && dup != nil:
+		return dup
 	case errors.Is(err, ErrDuplicateEvent):
 		return ErrDuplicateEvent
 	case marker != nil && status.Code(err) == codes.AlreadyExists:
 		// Only the marker is created; everything else is set or deleted.
-		return ErrDuplicateEvent
+		// A concurrent delivery won the race: its note is read on the
+		// next delivery.
+		return &DuplicateError{EventID: scope.EventID}
 	case status.Code(err) == codes.Aborted:
 		return fmt.Errorf("store update of cluster %s: %w (%d attempts): %w", scope.Cluster, ErrConflict, f.maxAttempts, err)
 	default:

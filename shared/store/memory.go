@@ -17,7 +17,7 @@ import (
 type Memory struct {
 	mu       sync.Mutex
 	clusters map[string]*model.State
-	events   map[string]map[string]time.Time // cluster → event id → applied at
+	events   map[string]map[string]eventMark // cluster → event id → marker
 	now      func() time.Time
 
 	// Counters, for tests and benchmarks: transactions committed and records written.
@@ -26,12 +26,17 @@ type Memory struct {
 
 var _ Store = (*Memory)(nil)
 
+type eventMark struct {
+	at   time.Time
+	note []byte
+}
+
 // NewMemory returns an empty store. now stamps event markers; nil means time.Now.
 func NewMemory(now func() time.Time) *Memory {
 	if now == nil {
 		now = time.Now
 	}
-	return &Memory{clusters: map[string]*model.State{}, events: map[string]map[string]time.Time{}, now: now}
+	return &Memory{clusters: map[string]*model.State{}, events: map[string]map[string]eventMark{}, now: now}
 }
 
 func (m *Memory) cluster(id string) *model.State {
@@ -91,8 +96,8 @@ func (m *Memory) Update(ctx context.Context, scope Scope, fn func(st *model.Stat
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if scope.EventID != "" {
-		if _, seen := m.events[scope.Cluster][scope.EventID]; seen {
-			return ErrDuplicateEvent
+		if mark, seen := m.events[scope.Cluster][scope.EventID]; seen {
+			return &DuplicateError{EventID: scope.EventID, Note: append([]byte(nil), mark.note...)}
 		}
 	}
 	full := m.cluster(scope.Cluster)
@@ -101,14 +106,17 @@ func (m *Memory) Update(ctx context.Context, scope Scope, fn func(st *model.Stat
 	if err := fn(st); err != nil {
 		return err
 	}
+	if len(st.EventNote) > MaxEventNoteBytes {
+		return fmt.Errorf("store update: event note of %d bytes is above %d", len(st.EventNote), MaxEventNoteBytes)
+	}
 	// Clone: the stored records must not share slices (Spec, Job.Nodes)
 	// with st, which the caller may keep and edit after Update returns.
 	m.Writes += applyDiff(full, before, st.Clone())
 	if scope.EventID != "" {
 		if m.events[scope.Cluster] == nil {
-			m.events[scope.Cluster] = map[string]time.Time{}
+			m.events[scope.Cluster] = map[string]eventMark{}
 		}
-		m.events[scope.Cluster][scope.EventID] = m.now()
+		m.events[scope.Cluster][scope.EventID] = eventMark{at: m.now(), note: append([]byte(nil), st.EventNote...)}
 		m.Writes++
 	}
 	m.Transactions++
@@ -181,8 +189,8 @@ func (m *Memory) ForgetEvents(ctx context.Context, cluster string, before time.T
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := 0
-	for id, at := range m.events[cluster] {
-		if at.Before(before) {
+	for id, mark := range m.events[cluster] {
+		if mark.at.Before(before) {
 			delete(m.events[cluster], id)
 			n++
 		}

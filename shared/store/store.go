@@ -23,6 +23,23 @@ import (
 // as done (and may re-drive in-flight intents idempotently).
 var ErrDuplicateEvent = errors.New("event already applied")
 
+// DuplicateError is the error Update returns for an event already applied.
+// It matches ErrDuplicateEvent (errors.Is) and carries the EventNote the
+// first application stored.
+type DuplicateError struct {
+	EventID string
+	Note    []byte
+}
+
+func (e *DuplicateError) Error() string { return "event " + e.EventID + " already applied" }
+
+// Is makes errors.Is(err, ErrDuplicateEvent) true.
+func (e *DuplicateError) Is(target error) bool { return target == ErrDuplicateEvent }
+
+// MaxEventNoteBytes bounds model.State.EventNote (Firestore documents are at
+// most 1 MiB).
+const MaxEventNoteBytes = 256 << 10
+
 // ErrConflict is returned when a transaction could not commit because of
 // concurrent writers after the adapter's retries. It is transient.
 var ErrConflict = errors.New("concurrent update conflict")
@@ -40,7 +57,8 @@ type Scope struct {
 	// (a job seen for the first time has no pool yet).
 	Jobs []string
 	// EventID, when set, makes Update apply at most once per id: a second
-	// Update with the same id returns ErrDuplicateEvent without calling fn.
+	// Update with the same id returns a *DuplicateError (matching
+	// ErrDuplicateEvent) carrying the stored EventNote, without calling fn.
 	EventID string
 	// EventKind is stored with the event marker, for operators.
 	EventKind string

@@ -8,6 +8,7 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -73,6 +74,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 		{"ScopeExplicitJobs", testScopeExplicitJobs},
 		{"ScopeManyPools", testScopeManyPools},
 		{"DuplicateEvent", testDuplicateEvent},
+		{"EventNote", testEventNote},
 		{"EventsPerCluster", testEventsPerCluster},
 		{"FnErrorWritesNothing", testFnErrorWritesNothing},
 		{"NoAliasing", testNoAliasing},
@@ -618,6 +620,49 @@ func testDuplicateEvent(t *testing.T, s store.Store, _ config) {
 	other.EventKind = "something.else"
 	if err := s.Update(ctx, other, inc); !errors.Is(err, store.ErrDuplicateEvent) {
 		t.Errorf("same id with another kind: err = %v, want ErrDuplicateEvent", err)
+	}
+}
+
+// testEventNote: the note a decision stores with the event marker comes
+// back with the duplicate error, and is not stored as a record.
+func testEventNote(t *testing.T, s store.Store, _ config) {
+	ctx := ctxFor(t, timeout)
+	seed(t, ctx, s)
+	a0 := model.NodeName(Cluster, "a", 0)
+	scope := store.Scope{Cluster: Cluster, Pools: []string{"a"}, EventID: "note-1"}
+	note := []byte(`[{"kind":"create_resize_request","name":"rr-1"}]`)
+	update(t, ctx, s, scope, func(st *model.State) error {
+		st.Nodes[a0].Generation++
+		st.EventNote = note
+		return nil
+	})
+	err := s.Update(ctx, scope, func(st *model.State) error { return nil })
+	var dup *store.DuplicateError
+	if !errors.As(err, &dup) {
+		t.Fatalf("second Update: err = %v (%T), want *store.DuplicateError", err, err)
+	}
+	if !bytes.Equal(dup.Note, note) {
+		t.Errorf("note = %q, want %q", dup.Note, note)
+	}
+	st, err := s.Read(ctx, store.Scope{Cluster: Cluster, AllPools: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.EventNote) != 0 {
+		t.Errorf("Read returned an event note %q; notes live only with markers", st.EventNote)
+	}
+	// A note above the limit is refused and nothing is written.
+	big := store.Scope{Cluster: Cluster, Pools: []string{"a"}, EventID: "note-2"}
+	err = s.Update(ctx, big, func(st *model.State) error {
+		st.Nodes[a0].Generation = 99
+		st.EventNote = make([]byte, store.MaxEventNoteBytes+1)
+		return nil
+	})
+	if err == nil {
+		t.Fatal("an oversized note was accepted")
+	}
+	if g := node(t, ctx, s, a0, "a").Generation; g == 99 {
+		t.Error("the update with an oversized note was written")
 	}
 }
 
