@@ -1,7 +1,8 @@
 // Package scaleup is the ScaleUp function: it keeps static pools at
-// min_node_count when a cluster spec is applied (cluster-spec topic) and
+// min_node_count when a cluster spec is applied (cluster-spec topic),
 // provisions Flex-Start capacity for pending Slurm jobs (job-pending topic),
-// never beyond max_node_count. Decisions live in shared/plan; this package
+// never beyond max_node_count, and releases the VMs of nodes Slurm powers
+// down (node.suspend, node.resume_failed on the same topic). Decisions live in shared/plan; this package
 // only decodes, scopes and hands over to shared/apply.
 package scaleup
 
@@ -58,6 +59,8 @@ func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
 		err = h.cluster(ctx, msg)
 	case event.TypeJobPending, event.TypeJobStarted, event.TypeJobFinished, event.TypeJobCancelled:
 		err = h.job(ctx, msg)
+	case event.TypeNodeSuspend, event.TypeResumeFailed:
+		err = h.power(ctx, msg)
 	default:
 		err = fmt.Errorf("%w: type %q is not handled by ScaleUp", event.ErrMalformed, hdr.Type)
 	}
@@ -124,6 +127,26 @@ func (h *Handler) job(ctx context.Context, msg *event.Message) error {
 		Flow: Flow, EventID: msg.ID, Scope: scope,
 		Decide: func(st *model.State, now time.Time) ([]plan.Action, error) {
 			return plan.Job(st, c, ev, now)
+		},
+	})
+	return err
+}
+
+func (h *Handler) power(ctx context.Context, msg *event.Message) error {
+	ev, err := event.DecodeNode(msg.Data)
+	if err != nil {
+		return err
+	}
+	scope := store.Scope{Cluster: ev.Cluster}
+	for _, n := range ev.Nodes {
+		if _, p, _, ok := naming.ParseNodeName(n); ok {
+			scope.Pools = appendOnce(scope.Pools, p)
+		}
+	}
+	_, err = h.r.Process(ctx, apply.Input{
+		Flow: Flow, EventID: msg.ID, Scope: scope,
+		Decide: func(st *model.State, now time.Time) ([]plan.Action, error) {
+			return plan.NodePower(st, ev, now)
 		},
 	})
 	return err

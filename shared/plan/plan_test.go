@@ -594,3 +594,74 @@ func TestEncodeExternalRoundTrip(t *testing.T) {
 		t.Error("an unknown kind decoded")
 	}
 }
+
+func nodeEv(typ string, nodes ...string) *event.Node {
+	return &event.Node{Header: event.Header{Version: 1, Type: typ, Cluster: "flexvm"}, Nodes: nodes}
+}
+
+func TestNodePower(t *testing.T) {
+	tests := []struct {
+		name    string
+		prepare func(st *model.State)
+		ev      *event.Node
+		want    []string
+		wantErr bool
+	}{
+		{
+			name: "suspended idle dynamic node: VM released, nothing sent back to Slurm",
+			prepare: func(st *model.State) {
+				Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 1)))
+				running(st, "flexvm-a3u-1", t0.Add(time.Hour))
+				st.Jobs["7"].State = model.JobFinished
+			},
+			ev:   nodeEv(event.TypeNodeSuspend, "flexvm-a3u-1"),
+			want: []string{"DeleteVMs:flexvm-a3u-1-g1", "PutNode:flexvm-a3u-1/deleting"},
+		},
+		{
+			name:    "suspended static node is kept, with an alert",
+			prepare: func(st *model.State) { running(st, "flexvm-a3u-0", t0.Add(time.Hour)) },
+			ev:      nodeEv(event.TypeNodeSuspend, "flexvm-a3u-0"),
+			want:    []string{"Alert:a3u"},
+		},
+		{
+			name: "resume failed on a dynamic node still waiting for capacity: its request is cancelled",
+			prepare: func(st *model.State) {
+				Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 1)))
+			},
+			ev:   nodeEv(event.TypeResumeFailed, "flexvm-a3u-1"),
+			want: []string{"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "DeleteVMs:flexvm-a3u-1-g1", "PutNode:flexvm-a3u-1/deleting"},
+		},
+		{
+			name: "resume failed on a static node: a new generation at once",
+			ev:   nodeEv(event.TypeResumeFailed, "flexvm-a3u-0"),
+			want: []string{"CancelResizeRequest:rr-flexvm-a3u-0-g1", "DeleteVMs:flexvm-a3u-0-g1", "PutNode:flexvm-a3u-0/deleting",
+				"PutNode:flexvm-a3u-0/requested", "CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
+		},
+		{
+			name:    "a node of another cluster rejects the report",
+			ev:      nodeEv(event.TypeNodeSuspend, "flexvm-a3u-1", "other-a3u-1"),
+			wantErr: true,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st, _ := applied(t)
+			if tc.prepare != nil {
+				tc.prepare(st)
+			}
+			got, err := NodePower(st, tc.ev, t0)
+			if tc.wantErr {
+				if !errors.Is(err, ErrRejected) {
+					t.Fatalf("err = %v, want ErrRejected", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.want, kinds(got)); d != "" {
+				t.Errorf("actions (-want +got):\n%s", d)
+			}
+		})
+	}
+}

@@ -1,0 +1,80 @@
+package plan
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/flexslurm/flexslurm/shared/event"
+	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/flexslurm/flexslurm/shared/naming"
+)
+
+// NodePower decides what a Slurm power report requires.
+//
+//   - node.suspend (SuspendProgram): Slurm powered idle nodes down. Their
+//     VMs are released (deleted, or the queued request cancelled); Slurm
+//     already knows, so no command is sent back. Static nodes are never
+//     released: Slurm should not suspend them (SuspendExcNodes), and an
+//     alert says so.
+//   - node.resume_failed (ResumeFailProgram): Slurm gave up waiting for
+//     nodes (ResumeTimeout) and requeued their jobs, which will be reported
+//     pending again. A dynamic node's VM or queued request is released; a
+//     static node gets a new generation at once.
+//
+// Nodes of other clusters or of unknown pools are rejected as a whole.
+func NodePower(st *model.State, ev *event.Node, now time.Time) ([]Action, error) {
+	if st.Cluster == nil {
+		return nil, rejectf("no cluster record")
+	}
+	for _, name := range ev.Nodes {
+		cl, pool, _, ok := naming.ParseNodeName(name)
+		if !ok || cl != st.Cluster.ID {
+			return nil, rejectf("node %s is not a node of cluster %s", name, st.Cluster.ID)
+		}
+		if _, ok := st.Pools[pool]; !ok {
+			return nil, rejectf("node %s: pool %s is not a flex-start pool of cluster %s", name, pool, cl)
+		}
+	}
+	b := newBuilder(st, now)
+	for _, name := range ev.Nodes {
+		_, poolID, idx, _ := naming.ParseNodeName(name)
+		pool := b.st.Pools[poolID]
+		n := b.node(pool, idx)
+		static := n.Kind == model.NodeStatic || n.Index < pool.MinNodes
+		switch {
+		case ev.Type == event.TypeNodeSuspend && static:
+			b.add(Alert{Pool: poolID, Node: name, Reason: fmt.Sprintf("Slurm powered down static node %s: static nodes should be in SuspendExcNodes; its VM is kept", name)})
+		case ev.Type == event.TypeNodeSuspend:
+			if n.Phase.Serving() {
+				b.releaseQuietly(pool, n, fmt.Sprintf("Slurm powered down idle node %s (SuspendProgram): VM released", name))
+			}
+		case ev.Type == event.TypeResumeFailed && static:
+			why := fmt.Sprintf("Slurm gave up resuming static node %s (ResumeFailProgram)", name)
+			if n.Phase.Serving() {
+				b.releaseQuietly(pool, n, why)
+				n = *b.st.Nodes[name]
+			}
+			b.provisionNode(pool, n, "", why+": static node requested again")
+		case ev.Type == event.TypeResumeFailed:
+			if n.Phase.Serving() {
+				b.releaseQuietly(pool, n, fmt.Sprintf("Slurm gave up resuming %s (ResumeFailProgram) and requeued its job: VM released", name))
+			}
+		}
+	}
+	return b.out, nil
+}
+
+// releaseQuietly releases a node's generation like releaseNode, without
+// telling Slurm (which reported it).
+func (b *builder) releaseQuietly(pool *model.Pool, n model.Node, reason string) {
+	b.releaseNode(pool, n, reason)
+	// Drop the power_down command releaseNode queued for this node.
+	out := b.out[:0]
+	for _, a := range b.out {
+		if c, ok := a.(SlurmCommand); ok && c.Command == event.SlurmPowerDown && len(c.Nodes) == 1 && c.Nodes[0] == n.Name {
+			continue
+		}
+		out = append(out, a)
+	}
+	b.out = out
+}
