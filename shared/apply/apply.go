@@ -68,6 +68,13 @@ type Deps struct {
 	SlurmTopic string
 	// Project is the Google Cloud project of the Compute resources.
 	Project string
+	// Fault, when set, is called at each side-effect boundary of Process:
+	// point "commit" after the transaction committed and before any
+	// external action, and point "action" before each external action (a
+	// is that action). A non-nil return stops Process there, as if the
+	// function crashed, and is returned wrapped in ErrTransient so the event
+	// is redelivered. For scenario and chaos runs; nil in production.
+	Fault func(point string, a plan.Action) error
 }
 
 // Runner processes events. It is safe for concurrent use.
@@ -120,6 +127,9 @@ type ActionError struct {
 
 // ErrTransient wraps a failure worth retrying the event for.
 var ErrTransient = errors.New("transient failure")
+
+// errCrash marks a fault injected by Deps.Fault.
+var errCrash = errors.New("injected crash")
 
 // Process runs one event: decide and record in one transaction, then act.
 // It returns nil when the event is done (including duplicates and rejected
@@ -180,7 +190,17 @@ func (r *Runner) Process(ctx context.Context, in Input) (Result, error) {
 			logAction(log, a, "recorded")
 		}
 	}
+	if r.d.Fault != nil {
+		if err := r.d.Fault("commit", nil); err != nil {
+			return res, fmt.Errorf("%w: crash after commit of event %s: %v", ErrTransient, in.EventID, err)
+		}
+	}
 	res.Failed = r.Execute(ctx, in.Scope.Cluster, after, plan.External(res.Actions), log)
+	for _, f := range res.Failed {
+		if errors.Is(f.Err, errCrash) {
+			return res, fmt.Errorf("%w: crash before %s: %v", ErrTransient, f.Action, f.Err)
+		}
+	}
 	for _, f := range res.Failed {
 		if f.Class.Retryable() {
 			return res, fmt.Errorf("%w: %d of the event's actions failed, first: %v", ErrTransient, len(res.Failed), f.Err)
@@ -275,6 +295,13 @@ func sortedPools(st *model.State) []*model.Pool {
 func (r *Runner) Execute(ctx context.Context, cluster string, st *model.State, actions []plan.Action, log *slog.Logger) []ActionError {
 	var failed []ActionError
 	for _, a := range actions {
+		if r.d.Fault != nil {
+			if err := r.d.Fault("action", a); err != nil {
+				// A crash: nothing after this point happens.
+				failed = append(failed, ActionError{Action: a, Class: gce.ClassTransient, Err: fmt.Errorf("%w: %v", errCrash, err)})
+				return failed
+			}
+		}
 		err := r.execute(ctx, cluster, st, a)
 		if err != nil {
 			cls := gce.Classify(err)

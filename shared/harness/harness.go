@@ -93,6 +93,8 @@ type Options struct {
 	Policy  plan.Policy                       // decision timing knobs
 	Log     io.Writer                         // logs; default discarded
 	Compute func(apply.Compute) apply.Compute // optional wrapper (fault injection)
+	// Fault is apply.Deps.Fault: crash injection at side-effect boundaries.
+	Fault func(point string, a plan.Action) error
 }
 
 // Harness is the in-process system.
@@ -148,7 +150,7 @@ func New(ctx context.Context, o Options) (*Harness, error) {
 	h.Runner = apply.New(apply.Deps{
 		Store: h.Store, Compute: comp, Publisher: h.Publisher, Clock: h.Clock,
 		Log: logx.New(o.Log, slog.LevelDebug), Policy: o.Policy,
-		SlurmTopic: config.TopicSlurmCommands, Project: Project,
+		SlurmTopic: config.TopicSlurmCommands, Project: Project, Fault: o.Fault,
 	})
 	h.ScaleUp = scaleup.New(h.Runner)
 	h.Expiry = expiry.New(h.Runner)

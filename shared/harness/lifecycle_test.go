@@ -16,6 +16,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/gce"
 	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/flexslurm/flexslurm/shared/plan"
 	"github.com/flexslurm/flexslurm/shared/spec"
 	"github.com/flexslurm/flexslurm/shared/store"
 )
@@ -303,5 +304,47 @@ func TestCancelledJobCancelsOnlyItsOwnRequest(t *testing.T) {
 	want := map[string]string{"rr-flexvm-a3u-0-g1": "ACCEPTED", "rr-flexvm-a3u-j7-g1": "CANCELLED", "rr-flexvm-a3u-j8-g1": "ACCEPTED"}
 	if d := cmp.Diff(want, states); d != "" {
 		t.Errorf("resize request states (-want +got):\n%s", d)
+	}
+}
+
+// TestCrashAtEverySideEffectBoundary crashes a job-pending delivery at each
+// boundary in turn; Pub/Sub redelivers it until it is acknowledged. Exactly
+// one VM per node results.
+func TestCrashAtEverySideEffectBoundary(t *testing.T) {
+	for crashAt := 0; crashAt < 4; crashAt++ {
+		t.Run(fmt.Sprintf("boundary-%d", crashAt), func(t *testing.T) {
+			seen := -1
+			armed := false
+			h, ctx := newHarness(t, Options{Fault: func(point string, a plan.Action) error {
+				if !armed {
+					return nil
+				}
+				seen++
+				if seen == crashAt {
+					armed = false
+					return fmt.Errorf("crash at %s %v", point, a)
+				}
+				return nil
+			}})
+			must(t, h.Apply(ctx, exampleSpec(t)))
+			settle(t, h, ctx)
+			armed = true
+			data := []byte(`{"version":1,"type":"job.pending","cluster":"flexvm","job_id":"7","partition":"a3u","node_count":2}`)
+			for i := 0; ; i++ {
+				if err := h.Deliver(ctx, config.TopicJobs, "m-7", data); err == nil {
+					break
+				}
+				if i > 5 {
+					t.Fatal("never acknowledged")
+				}
+			}
+			settle(t, h, ctx)
+			if d := cmp.Diff([]string{"flexvm-a3u-0-g1", "flexvm-a3u-1-g1", "flexvm-a3u-2-g1"}, h.VMs()); d != "" {
+				t.Fatalf("VMs (-want +got):\n%s", d)
+			}
+			if got := resizeRequestsCreated(h); got != 2 {
+				t.Errorf("%d resize requests, want 2", got)
+			}
+		})
 	}
 }
