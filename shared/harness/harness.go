@@ -195,7 +195,7 @@ func (h *Harness) Deliver(ctx context.Context, topic, id string, data []byte) er
 		return h.Expiry.Handle(ctx, e)
 	case config.TopicHealthFailure:
 		return h.Repair.Handle(ctx, e)
-	case config.TopicReconcile:
+	case config.TopicReconcile, config.TopicSlurmSnapshot:
 		return h.Reconcile.Handle(ctx, e)
 	}
 	return fmt.Errorf("no function reads topic %s", topic)
