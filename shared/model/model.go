@@ -91,6 +91,16 @@ type Node struct {
 	// TerminationTime is when Compute Engine will end the VM (the VM's
 	// scheduling.terminationTimestamp, or creation + run duration).
 	TerminationTime time.Time `firestore:"termination_time" json:"termination_time,omitzero"`
+	// MissCount counts consecutive reconcile passes in which the VM of
+	// MissGeneration was missing from Compute's list (eventual
+	// consistency: a VM is not given up before several misses).
+	MissCount      int   `firestore:"miss_count" json:"miss_count,omitempty"`
+	MissGeneration int64 `firestore:"miss_generation" json:"miss_generation,omitempty"`
+	// Observed is an unexpected (Slurm × VM × phase × kind) combination the
+	// reconciler is watching since ObservedSince; it acts when it lasts
+	// past a grace period.
+	Observed      string    `firestore:"observed" json:"observed,omitempty"`
+	ObservedSince time.Time `firestore:"observed_since" json:"observed_since,omitzero"`
 	// LastEnd says why the previous generation ended ("" before any ended).
 	LastEnd EndReason `firestore:"last_end" json:"last_end,omitempty"`
 	// Reason is the last decision's reason, for operators.
@@ -165,6 +175,32 @@ type Cluster struct {
 	UpdatedAt   time.Time `firestore:"updated_at" json:"updated_at,omitzero"`
 }
 
+// SlurmNode is a node as the latest Slurm snapshot showed it.
+type SlurmNode struct {
+	State  string   `firestore:"state" json:"state"`                     // base state, lowercase (idle, allocated, mixed, down, …)
+	Flags  []string `firestore:"flags,omitempty" json:"flags,omitempty"` // uppercase (CLOUD, POWERED_DOWN, POWERING_UP, DRAIN, NOT_RESPONDING, …)
+	Reason string   `firestore:"reason,omitempty" json:"reason,omitempty"`
+}
+
+// SlurmJob is a pending or running job as the latest Slurm snapshot showed it.
+type SlurmJob struct {
+	ID        string   `firestore:"id" json:"id"`
+	State     string   `firestore:"state" json:"state"` // PENDING, CONFIGURING, RUNNING, COMPLETING, …
+	Reason    string   `firestore:"reason,omitempty" json:"reason,omitempty"`
+	Partition string   `firestore:"partition,omitempty" json:"partition,omitempty"`
+	Nodes     []string `firestore:"nodes,omitempty" json:"nodes,omitempty"`
+	NodeCount int      `firestore:"node_count,omitempty" json:"node_count,omitempty"`
+}
+
+// SlurmView is the latest Slurm snapshot of a cluster, published by the
+// agent beside slurmctld and stored for the reconciler.
+type SlurmView struct {
+	TakenAt    time.Time            `firestore:"taken_at" json:"taken_at"`
+	ReceivedAt time.Time            `firestore:"received_at" json:"received_at"`
+	Nodes      map[string]SlurmNode `firestore:"nodes" json:"nodes"`
+	Jobs       []SlurmJob           `firestore:"jobs" json:"jobs"`
+}
+
 // State is a snapshot of one cluster (or of some of its pools) that a
 // decision reads and edits. Maps are keyed by pool id, node name and job id.
 type State struct {
@@ -172,6 +208,9 @@ type State struct {
 	Pools   map[string]*Pool
 	Nodes   map[string]*Node
 	Jobs    map[string]*Job
+	// Slurm is the latest Slurm snapshot, loaded when the scope asks for
+	// it (store.Scope.Slurm); nil when absent or not loaded.
+	Slurm *SlurmView
 	// EventNote, set by a decision, is stored with the processed-event
 	// marker (not as a record) and handed back when the same event is
 	// delivered again (store.DuplicateError), so a redelivery can replay
@@ -205,6 +244,21 @@ func (s *State) Clone() *State {
 		j.Nodes = append([]string(nil), v.Nodes...)
 		c.Jobs[k] = &j
 	}
+	if s.Slurm != nil {
+		v := *s.Slurm
+		v.Nodes = make(map[string]SlurmNode, len(s.Slurm.Nodes))
+		for k, n := range s.Slurm.Nodes {
+			n.Flags = append([]string(nil), n.Flags...)
+			v.Nodes[k] = n
+		}
+		v.Jobs = make([]SlurmJob, len(s.Slurm.Jobs))
+		for i, j := range s.Slurm.Jobs {
+			j.Nodes = append([]string(nil), j.Nodes...)
+			v.Jobs[i] = j
+		}
+		c.Slurm = &v
+	}
+	c.EventNote = append([]byte(nil), s.EventNote...)
 	return c
 }
 

@@ -45,6 +45,8 @@ const (
 	jobsColl         = "jobs"
 	eventsColl       = "events"
 	appliedAtField   = "applied_at"
+	slurmColl        = "slurm"
+	slurmDoc         = "latest"
 	defaultFirestore = "(default)"
 )
 
@@ -416,6 +418,9 @@ func (f *Firestore) load(ctx context.Context, r reader, scope Scope) (*model.Sta
 		}
 		refs = append(refs, cref.Collection(jobsColl).Doc(id))
 	}
+	if scope.Slurm {
+		refs = append(refs, cref.Collection(slurmColl).Doc(slurmDoc))
+	}
 	snaps, err := r.getAll(ctx, refs)
 	f.reads.Add(int64(len(refs)))
 	if err != nil {
@@ -426,6 +431,12 @@ func (f *Firestore) load(ctx context.Context, r reader, scope Scope) (*model.Sta
 			continue
 		}
 		switch {
+		case scope.Slurm && i == len(refs)-1:
+			v := new(model.SlurmView)
+			if err := s.DataTo(v); err != nil {
+				return nil, fmt.Errorf("decoding Slurm snapshot of %s: %w", scope.Cluster, err)
+			}
+			st.Slurm = v
 		case i == 0:
 			c := new(model.Cluster)
 			if err := s.DataTo(c); err != nil {
@@ -507,6 +518,15 @@ func (f *Firestore) writeDiff(tx *firestore.Transaction, cref *firestore.Documen
 		if before.Cluster == nil || !reflect.DeepEqual(before.Cluster, c) {
 			if err := tx.Set(cref, c); err != nil {
 				return 0, fmt.Errorf("writing cluster %s: %w", cref.ID, err)
+			}
+			n++
+		}
+	}
+	if after.Slurm != nil {
+		v := normalized(after.Slurm)
+		if before.Slurm == nil || !reflect.DeepEqual(before.Slurm, v) {
+			if err := tx.Set(cref.Collection(slurmColl).Doc(slurmDoc), v); err != nil {
+				return 0, fmt.Errorf("writing Slurm snapshot of %s: %w", cref.ID, err)
 			}
 			n++
 		}

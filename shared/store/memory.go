@@ -82,6 +82,10 @@ func scoped(full *model.State, scope Scope) *model.State {
 			out.Jobs[id] = j
 		}
 	}
+	if scope.Slurm {
+		out.Slurm = clone.Slurm
+	}
+	out.EventNote = nil
 	return out
 }
 
@@ -130,6 +134,11 @@ func applyDiff(full, before, after *model.State) int {
 	if after.Cluster != nil && !reflect.DeepEqual(before.Cluster, after.Cluster) {
 		c := *after.Cluster
 		full.Cluster = &c
+		n++
+	}
+	if after.Slurm != nil && !reflect.DeepEqual(before.Slurm, after.Slurm) {
+		v := after.Clone().Slurm
+		full.Slurm = v
 		n++
 	}
 	n += diffMap(full.Pools, before.Pools, after.Pools)

@@ -56,6 +56,9 @@ type Scope struct {
 	// Jobs lists job ids loaded in addition, whatever their state or pool
 	// (a job seen for the first time has no pool yet).
 	Jobs []string
+	// Slurm loads the latest Slurm snapshot (model.State.Slurm); an Update
+	// that sets it writes it back when changed.
+	Slurm bool
 	// EventID, when set, makes Update apply at most once per id: a second
 	// Update with the same id returns a *DuplicateError (matching
 	// ErrDuplicateEvent) carrying the stored EventNote, without calling fn.

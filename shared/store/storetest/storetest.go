@@ -75,6 +75,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 		{"ScopeManyPools", testScopeManyPools},
 		{"DuplicateEvent", testDuplicateEvent},
 		{"EventNote", testEventNote},
+		{"SlurmView", testSlurmView},
 		{"EventsPerCluster", testEventsPerCluster},
 		{"FnErrorWritesNothing", testFnErrorWritesNothing},
 		{"NoAliasing", testNoAliasing},
@@ -663,6 +664,40 @@ func testEventNote(t *testing.T, s store.Store, _ config) {
 	}
 	if g := node(t, ctx, s, a0, "a").Generation; g == 99 {
 		t.Error("the update with an oversized note was written")
+	}
+}
+
+// testSlurmView: the latest Slurm snapshot round-trips, and is loaded only
+// when the scope asks for it.
+func testSlurmView(t *testing.T, s store.Store, _ config) {
+	ctx := ctxFor(t, timeout)
+	seed(t, ctx, s)
+	at := time.Date(2026, 11, 30, 10, 0, 0, 123000, time.UTC)
+	view := &model.SlurmView{
+		TakenAt: at, ReceivedAt: at.Add(time.Second),
+		Nodes: map[string]model.SlurmNode{
+			model.NodeName(Cluster, "a", 0): {State: "idle", Flags: []string{"CLOUD", "POWERED_DOWN", "NOT_RESPONDING"}},
+			model.NodeName(Cluster, "a", 1): {State: "allocated", Flags: []string{"CLOUD"}, Reason: "x"},
+		},
+		Jobs: []model.SlurmJob{{ID: "12", State: "PENDING", Reason: "Resources", Partition: "a", Nodes: []string{model.NodeName(Cluster, "a", 1)}, NodeCount: 1}},
+	}
+	update(t, ctx, s, store.Scope{Cluster: Cluster, Slurm: true}, func(st *model.State) error {
+		st.Slurm = view
+		return nil
+	})
+	got, err := s.Read(ctx, store.Scope{Cluster: Cluster, Slurm: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(view, got.Slurm); d != "" {
+		t.Errorf("Slurm view (-want +got):\n%s", d)
+	}
+	without, err := s.Read(ctx, store.Scope{Cluster: Cluster, AllPools: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if without.Slurm != nil {
+		t.Error("the Slurm view was loaded by a scope that did not ask for it")
 	}
 }
 
