@@ -1,8 +1,9 @@
 // Package reconcile is the Reconcile function, run by Cloud Scheduler
 // through the reconcile-tick topic: for each cluster it lists what Compute
 // shows (VMs by this cluster's labels, resize requests per MIG) and converges
-// the stored state with it (shared/plan.Reconcile). It repairs whatever the
-// events missed.
+// the stored state with it and with the latest Slurm snapshot
+// (shared/plan.Reconcile). It repairs whatever the events missed. It also
+// stores the snapshots the Slurm agent publishes (slurm-snapshot topic).
 package reconcile
 
 import (
@@ -45,6 +46,9 @@ func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
 	if err != nil {
 		return nil
 	}
+	if hdr, herr := event.PeekHeader(msg.Data); herr == nil && hdr.Type == event.TypeSlurmSnapshot {
+		return apply.Outcome(log, h.snapshot(ctx, msg))
+	}
 	tick, err := event.DecodeTick(msg.Data)
 	if err != nil {
 		return apply.Outcome(log, err)
@@ -65,9 +69,40 @@ func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
 	return apply.Outcome(log, errors.Join(errs...))
 }
 
+// snapshot stores the agent's latest Slurm snapshot, unless a newer one is
+// stored already (snapshots may arrive out of order).
+func (h *Handler) snapshot(ctx context.Context, msg *event.Message) error {
+	snap, err := event.DecodeSnapshot(msg.Data)
+	if err != nil {
+		return err
+	}
+	_, err = h.r.Process(ctx, apply.Input{
+		Flow: Flow, EventID: msg.ID,
+		Scope: store.Scope{Cluster: snap.Cluster, Slurm: true},
+		Decide: func(st *model.State, now time.Time) ([]plan.Action, error) {
+			if st.Cluster == nil {
+				return nil, fmt.Errorf("%w: Slurm snapshot for unknown cluster %s", plan.ErrRejected, snap.Cluster)
+			}
+			if st.Slurm != nil && !snap.TakenAt.After(st.Slurm.TakenAt) {
+				return nil, nil
+			}
+			v := &model.SlurmView{TakenAt: snap.TakenAt, ReceivedAt: now, Nodes: map[string]model.SlurmNode{}}
+			for _, n := range snap.Nodes {
+				v.Nodes[n.Name] = model.SlurmNode{State: n.State, Flags: n.Flags, Reason: n.Reason}
+			}
+			for _, j := range snap.Jobs {
+				v.Jobs = append(v.Jobs, model.SlurmJob{ID: j.ID, State: j.State, Reason: j.Reason, Partition: j.Partition, Nodes: j.Nodes, NodeCount: j.NodeCount})
+			}
+			st.Slurm = v
+			return nil, nil
+		},
+	})
+	return err
+}
+
 // Cluster reconciles one cluster: observe, then decide and act.
 func (h *Handler) Cluster(ctx context.Context, tickID, cluster string) error {
-	scope := store.Scope{Cluster: cluster, AllPools: true}
+	scope := store.Scope{Cluster: cluster, AllPools: true, Slurm: true}
 	// 1. Observe Compute for the pools the cluster has now.
 	st, err := h.r.Deps().Store.Read(ctx, scope)
 	if err != nil {

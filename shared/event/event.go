@@ -158,6 +158,7 @@ const (
 	SlurmPowerDown      = "power_down"
 	SlurmPowerDownForce = "power_down_force"
 	SlurmResume         = "resume"
+	SlurmPowerUp        = "power_up"
 	SlurmDrain          = "drain"
 	SlurmDown           = "down"
 	SlurmRequeue        = "requeue"
@@ -355,7 +356,7 @@ func DecodeSlurmCommand(data []byte) (*SlurmCommand, error) {
 		return nil, malformed("type %q is not %s", c.Type, TypeSlurmCommand)
 	}
 	switch c.Command {
-	case SlurmPowerDown, SlurmPowerDownForce, SlurmResume, SlurmDrain, SlurmDown:
+	case SlurmPowerDown, SlurmPowerDownForce, SlurmResume, SlurmPowerUp, SlurmDrain, SlurmDown:
 		if len(c.Nodes) == 0 {
 			return nil, malformed("%s needs nodes", c.Command)
 		}

@@ -34,6 +34,19 @@ type Policy struct {
 	// ExpirySlack: a VM that vanishes within this much of its termination
 	// time counts as expired rather than lost. Default 2 min.
 	ExpirySlack time.Duration
+	// MissThreshold is how many consecutive reconcile passes a running
+	// node's VM must be missing from Compute's list before the generation is
+	// given up (list results are eventually consistent; ParallelCluster's
+	// ec2_instance_missing_max_count is the same idea). Counted per node and
+	// generation. Default 2.
+	MissThreshold int
+	// ObserveGrace is how long an unexpected combination (OutcomeObserve)
+	// is watched before its fallback action is taken and an alert raised.
+	// Default 10 min.
+	ObserveGrace time.Duration
+	// SnapshotMaxAge: a Slurm snapshot older than this is ignored (Slurm
+	// class unknown). Default 10 min.
+	SnapshotMaxAge time.Duration
 }
 
 // Defaults for Policy.
@@ -41,6 +54,12 @@ const (
 	DefaultRequestGrace = 2 * time.Minute
 	DefaultOrphanGrace  = 5 * time.Minute
 	DefaultExpirySlack  = 2 * time.Minute
+	// DefaultMissThreshold is Policy.MissThreshold's default.
+	DefaultMissThreshold = 2
+	// DefaultObserveGrace is Policy.ObserveGrace's default.
+	DefaultObserveGrace = 10 * time.Minute
+	// DefaultSnapshotMaxAge is Policy.SnapshotMaxAge's default.
+	DefaultSnapshotMaxAge = 10 * time.Minute
 )
 
 func (p Policy) withDefaults() Policy {
@@ -52,6 +71,15 @@ func (p Policy) withDefaults() Policy {
 	}
 	if p.ExpirySlack <= 0 {
 		p.ExpirySlack = DefaultExpirySlack
+	}
+	if p.MissThreshold <= 0 {
+		p.MissThreshold = DefaultMissThreshold
+	}
+	if p.ObserveGrace <= 0 {
+		p.ObserveGrace = DefaultObserveGrace
+	}
+	if p.SnapshotMaxAge <= 0 {
+		p.SnapshotMaxAge = DefaultSnapshotMaxAge
 	}
 	return p
 }

@@ -665,3 +665,135 @@ func TestNodePower(t *testing.T) {
 		})
 	}
 }
+
+func slurmView(at time.Time, nodes map[string]string) *model.SlurmView {
+	v := &model.SlurmView{TakenAt: at, Nodes: map[string]model.SlurmNode{}}
+	for name, s := range nodes {
+		parts := strings.Split(s, "+")
+		v.Nodes[name] = model.SlurmNode{State: strings.ToLower(parts[0]), Flags: parts[1:]}
+	}
+	return v
+}
+
+func TestReconcileWithSlurmAndMisses(t *testing.T) {
+	vm0 := VM{Name: "flexvm-a3u-0-g1", Status: "RUNNING", Created: t0, TerminationTime: t0.Add(week)}
+	vm1 := VM{Name: "flexvm-a3u-1-g1", Status: "RUNNING", Created: t0, TerminationTime: t0.Add(week)}
+	dyn := func(st *model.State) {
+		Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 1)))
+		running(st, "flexvm-a3u-0", t0.Add(week))
+		running(st, "flexvm-a3u-1", t0.Add(week))
+		st.Jobs["7"].State = model.JobFinished
+	}
+	tests := []struct {
+		name    string
+		prepare func(st *model.State)
+		vms     []VM
+		slurm   map[string]string
+		want    []string
+	}{
+		{
+			name:    "a running VM missing once is not given up (eventual consistency)",
+			prepare: func(st *model.State) { running(st, "flexvm-a3u-0", t0.Add(week)) },
+			want:    []string{"PutNode:flexvm-a3u-0/running"},
+		},
+		{
+			name: "missing for the second pass of the same generation: the node is lost and, static, recreated",
+			prepare: func(st *model.State) {
+				running(st, "flexvm-a3u-0", t0.Add(week))
+				st.Nodes["flexvm-a3u-0"].MissCount, st.Nodes["flexvm-a3u-0"].MissGeneration = 1, 1
+			},
+			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "PutNode:flexvm-a3u-0/requested", "CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
+		},
+		{
+			name: "a miss counted for an older generation does not count",
+			prepare: func(st *model.State) {
+				running(st, "flexvm-a3u-0", t0.Add(week))
+				st.Nodes["flexvm-a3u-0"].MissCount, st.Nodes["flexvm-a3u-0"].MissGeneration = 1, 0
+			},
+			want: []string{"PutNode:flexvm-a3u-0/running"},
+		},
+		{
+			name:    "Slurm powered down a dynamic node whose VM runs: the VM is released",
+			prepare: dyn,
+			vms:     []VM{vm0, vm1},
+			slurm:   map[string]string{"flexvm-a3u-0": "IDLE+CLOUD", "flexvm-a3u-1": "IDLE+CLOUD+POWERED_DOWN"},
+			want:    []string{"DeleteVMs:flexvm-a3u-1-g1", "PutNode:flexvm-a3u-1/deleting"},
+		},
+		{
+			name:    "DOWN after ResumeTimeout with no VM: Slurm is told to resume the node",
+			prepare: func(st *model.State) { running(st, "flexvm-a3u-0", t0.Add(week)) },
+			vms:     []VM{vm0},
+			slurm:   map[string]string{"flexvm-a3u-0": "IDLE+CLOUD", "flexvm-a3u-2": "DOWN+CLOUD+POWERED_DOWN+NOT_RESPONDING"},
+			want:    []string{"Slurm:resume:flexvm-a3u-2"},
+		},
+		{
+			name:    "Slurm thinks a dynamic node without a VM is up: powered down in Slurm",
+			prepare: dyn,
+			vms:     []VM{vm0, vm1},
+			slurm:   map[string]string{"flexvm-a3u-0": "IDLE+CLOUD", "flexvm-a3u-1": "ALLOCATED+CLOUD", "flexvm-a3u-2": "IDLE+CLOUD+NOT_RESPONDING"},
+			want:    []string{"Slurm:power_down_force:flexvm-a3u-2"},
+		},
+		{
+			name:    "IDLE+CLOUD+POWERED_DOWN+NOT_RESPONDING without a VM is already serviceable",
+			prepare: func(st *model.State) { running(st, "flexvm-a3u-0", t0.Add(week)) },
+			vms:     []VM{vm0},
+			slurm:   map[string]string{"flexvm-a3u-0": "IDLE+CLOUD", "flexvm-a3u-1": "IDLE+CLOUD+POWERED_DOWN+NOT_RESPONDING"},
+			want:    nil,
+		},
+		{
+			name:    "a VM that runs while Slurm says its node is down is observed first",
+			prepare: func(st *model.State) { running(st, "flexvm-a3u-0", t0.Add(week)) },
+			vms:     []VM{vm0},
+			slurm:   map[string]string{"flexvm-a3u-0": "IDLE+CLOUD+NOT_RESPONDING"},
+			want:    []string{"PutNode:flexvm-a3u-0/running"},
+		},
+		{
+			name: "observed past the grace period: acted on, with an alert",
+			prepare: func(st *model.State) {
+				running(st, "flexvm-a3u-0", t0.Add(week))
+				st.Nodes["flexvm-a3u-0"].Observed = Combo{Slurm: SlurmDown, VM: VMRunning, Phase: model.PhaseRunning, Kind: model.NodeStatic}.String()
+				st.Nodes["flexvm-a3u-0"].ObservedSince = t0.Add(-time.Hour)
+			},
+			vms:   []VM{vm0},
+			slurm: map[string]string{"flexvm-a3u-0": "IDLE+CLOUD+NOT_RESPONDING"},
+			want: []string{"Alert:a3u", "DeleteVMs:flexvm-a3u-0-g1", "Slurm:power_down_force:flexvm-a3u-0",
+				"PutNode:flexvm-a3u-0/requested", "CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
+		},
+		{
+			name:    "a job Slurm shows pending on powering-up nodes, never reported, is provisioned",
+			prepare: func(st *model.State) { running(st, "flexvm-a3u-0", t0.Add(week)) },
+			vms:     []VM{vm0},
+			slurm:   map[string]string{"flexvm-a3u-0": "IDLE+CLOUD", "flexvm-a3u-2": "ALLOCATED+CLOUD+NOT_RESPONDING+POWERING_UP"},
+			want:    []string{"PutNode:flexvm-a3u-2/requested", "PutJob:55/pending", "CreateResizeRequest:rr-flexvm-a3u-j55-g1=flexvm-a3u-2-g1"},
+		},
+		{
+			name: "a stale snapshot is ignored",
+			prepare: func(st *model.State) {
+				dyn(st)
+				st.Slurm = slurmView(t0.Add(-time.Hour), map[string]string{"flexvm-a3u-1": "IDLE+CLOUD+POWERED_DOWN"})
+			},
+			vms:  []VM{vm0, vm1},
+			want: nil,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st, _ := applied(t)
+			if tc.prepare != nil {
+				tc.prepare(st)
+			}
+			if tc.slurm != nil {
+				st.Slurm = slurmView(t0, tc.slurm)
+				if strings.Contains(tc.name, "never reported") {
+					st.Slurm.Jobs = []model.SlurmJob{{ID: "55", State: "CONFIGURING", Partition: "a3u", Nodes: []string{"flexvm-a3u-2"}}}
+				}
+			}
+			got := Reconcile(st, Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, VMs: tc.vms}}}, t0.Add(time.Minute), Policy{})
+			if d := cmp.Diff(tc.want, kinds(got)); d != "" {
+				t.Errorf("actions (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+const week = 7 * 24 * time.Hour

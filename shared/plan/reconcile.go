@@ -2,9 +2,11 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
+	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
 )
@@ -40,23 +42,30 @@ type Observed struct {
 	Pools map[string]ObservedPool
 }
 
-// Reconcile compares the stored state with what Compute shows and returns
-// what converges them. It is the safety net behind every event: a VM that
-// came up is recorded running, a VM that vanished is handled as an expiry or
-// a loss, a request lost in a crash is issued again (same name, same request
-// id), static pools are brought back to min_node_count, pending jobs are
-// served when room appears, and VMs labelled as this cluster's that no record
+// Reconcile compares the stored state, what Compute shows and the latest
+// Slurm snapshot, and returns what converges them. Each node's combination
+// (Slurm class × VM class × phase × static/dynamic) is looked up in Table,
+// the one exhaustive decision table; unexpected combinations are observed
+// for Policy.ObserveGrace, then acted on with an alert. Around the table:
+// a VM missing from the list is given up only after Policy.MissThreshold
+// consecutive misses of the same generation; a request lost in a crash is
+// issued again (same name and request id); static pools are brought back to
+// min_node_count; pending jobs are served when room appears, including jobs
+// Slurm shows pending that flexslurm never heard of; queued requests no node
+// waits for are cancelled; and VMs labelled as this cluster's that no record
 // names are deleted once older than the orphan grace. VMs without this
 // cluster's labels are never listed, so never touched.
 func Reconcile(st *model.State, obs Observed, now time.Time, pol Policy) []Action {
 	pol = pol.withDefaults()
 	b := newBuilder(st, now)
+	slurm := freshSlurm(st, now, pol)
+	b.lostJobReports(slurm, obs)
 	for _, pool := range sortedPools(b.st) {
 		po, ok := obs.Pools[pool.ID]
 		if !ok || !po.Listed {
 			continue
 		}
-		b.reconcilePool(pool, po, pol)
+		b.reconcilePool(pool, po, slurm, pol)
 	}
 	// Pending jobs that can now be served (room freed, or capacity lost).
 	for _, j := range b.st.SortedJobs() {
@@ -71,7 +80,33 @@ func Reconcile(st *model.State, obs Observed, now time.Time, pol Policy) []Actio
 	return b.out
 }
 
-func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, pol Policy) {
+// freshSlurm returns the snapshot's nodes when the snapshot is recent enough.
+func freshSlurm(st *model.State, now time.Time, pol Policy) *model.SlurmView {
+	if st.Slurm == nil || now.Sub(st.Slurm.TakenAt) > pol.SnapshotMaxAge {
+		return nil
+	}
+	return st.Slurm
+}
+
+func slurmClass(v *model.SlurmView, node string) SlurmClass {
+	if v == nil {
+		return SlurmUnknown
+	}
+	n, ok := v.Nodes[node]
+	if !ok {
+		return SlurmUnknown
+	}
+	return ClassifySlurm(n)
+}
+
+func kindOf(n model.Node, pool *model.Pool) model.NodeKind {
+	if n.Kind == model.NodeStatic || n.Index < pool.MinNodes {
+		return model.NodeStatic
+	}
+	return model.NodeDynamic
+}
+
+func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.SlurmView, pol Policy) {
 	vms := map[string]VM{}
 	for _, vm := range po.VMs {
 		vms[vm.Name] = vm
@@ -80,96 +115,83 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, pol Policy) {
 	for _, rr := range po.ResizeRequests {
 		rrs[rr.Name] = rr
 	}
-	known := map[string]bool{}
+	// Every node of the pool: the stored ones and every slot below
+	// max_node_count (a slot never used has no record, but Slurm knows it).
+	var nodes []model.Node
+	seen := map[string]bool{}
 	for _, n := range b.st.PoolNodes(pool.ID) {
-		known[n.VMName] = true
-		node := *n
+		nodes = append(nodes, *n)
+		seen[n.Name] = true
+	}
+	for i := 0; i < pool.MaxNodes; i++ {
+		if n := b.node(pool, i); !seen[n.Name] {
+			nodes = append(nodes, n)
+		}
+	}
+	for _, node := range nodes {
 		vm, present := vms[node.VMName]
-		switch node.Phase {
-		case model.PhaseRequested:
-			b.reconcileRequested(pool, node, vm, present, rrs, pol)
-		case model.PhaseRunning:
-			switch {
-			case !present:
-				end, why := model.EndLost, fmt.Sprintf("reconciler: VM %s is gone", node.VMName)
-				if !node.TerminationTime.IsZero() && !b.now.Before(node.TerminationTime.Add(-pol.ExpirySlack)) {
-					end, why = model.EndExpired, fmt.Sprintf("reconciler: VM %s is gone at its termination time %s (max run duration)", node.VMName, node.TerminationTime.Format(time.RFC3339))
-				}
-				b.generationEnded(pool, node, end, why)
-			case !vm.TerminationTime.IsZero() && !vm.TerminationTime.Equal(node.TerminationTime):
-				node.TerminationTime = vm.TerminationTime
-				b.putNode(node, "reconciler: termination time from the VM's scheduling status")
+		if node.VMName == "" {
+			present = false
+		}
+		combo := Combo{Slurm: slurmClass(slurm, node.Name), VM: ClassifyVM(vm.Status, present), Phase: node.Phase, Kind: kindOf(node, pool)}
+		if node.Phase == "" {
+			combo.Phase = model.PhaseReleased
+		}
+		rule, ok := Decide(combo)
+		if !ok { // unreachable: TestTableIsExhaustive
+			b.add(Alert{Pool: pool.ID, Node: node.Name, Reason: "reconciler: no decision for " + combo.String()})
+			continue
+		}
+		outcome := rule.Outcome
+		dirty := false
+		if outcome == OutcomeObserve {
+			if node.Observed != combo.String() {
+				node.Observed, node.ObservedSince = combo.String(), b.now
+				b.putNode(node, "reconciler: observing an unexpected state: "+rule.Why+" ("+combo.String()+")")
+				continue
 			}
-		case model.PhaseDeleting:
-			if !present {
-				node.Phase = model.PhaseReleased
-				node.VMID = ""
-				b.putNode(node, fmt.Sprintf("reconciler: VM %s is gone", node.VMName))
-			} else if vm.Status != "STOPPING" {
-				b.add(DeleteVMs{Pool: pool.ID, VMs: []string{node.VMName},
-					RequestID: naming.RequestID("delete-instances", pool.MIG+"/"+node.VMName),
-					Reason:    fmt.Sprintf("reconciler: VM %s should be deleted and is %s", node.VMName, vm.Status)})
+			if b.now.Sub(node.ObservedSince) < pol.ObserveGrace {
+				continue
 			}
+			b.add(Alert{Pool: pool.ID, Node: node.Name, Reason: fmt.Sprintf("reconciler: %s for %s (%s): acting (%s)",
+				rule.Why, b.now.Sub(node.ObservedSince).Round(time.Second), combo, rule.Fallback)})
+			outcome = rule.Fallback
+			node.Observed, node.ObservedSince, dirty = "", time.Time{}, true
+		} else if node.Observed != "" {
+			node.Observed, node.ObservedSince, dirty = "", time.Time{}, true
+		}
+		if outcome != OutcomeVMGone && node.MissCount != 0 {
+			node.MissCount, node.MissGeneration, dirty = 0, 0, true
+		}
+		if b.act(pool, node, vm, outcome, rule, rrs, pol) {
+			continue
+		}
+		if dirty {
+			b.putNode(node, node.Reason)
 		}
 	}
 	b.ensureStatic(pool, "reconciler: static pool below min_node_count")
+	b.orphans(pool, po, pol)
+	b.unwantedRequests(pool, po, pol)
+}
 
-	// Orphans: VMs of this pool (by label) that no node record names.
-	var orphans []string
-	for _, vm := range po.VMs {
-		if known[vm.Name] || b.named(vm.Name) {
-			continue
-		}
-		if vm.Status == "STOPPING" || b.now.Sub(vm.Created) < pol.OrphanGrace {
-			continue
-		}
-		orphans = append(orphans, vm.Name)
-	}
-	sort.Strings(orphans)
-	for _, name := range orphans {
+// act carries out one node's outcome. It returns true when it stored the
+// node (so the caller need not).
+func (b *builder) act(pool *model.Pool, node model.Node, vm VM, outcome Outcome, rule Rule, rrs map[string]ObservedResizeRequest, pol Policy) bool {
+	why := "reconciler: " + rule.Why
+	del := func(name, reason string) {
 		b.add(DeleteVMs{Pool: pool.ID, VMs: []string{name},
-			RequestID: naming.RequestID("delete-instances", pool.MIG+"/"+name),
-			Reason:    fmt.Sprintf("reconciler: VM %s is labelled as pool %s's but no node record names it (orphan older than %s)", name, pool.ID, pol.OrphanGrace)})
+			RequestID: naming.RequestID("delete-instances", pool.MIG+"/"+name), Reason: reason})
 	}
-
-	// Queued requests of jobs that are gone: cancel exactly those.
-	for _, rr := range po.ResizeRequests {
-		if rr.State != "ACCEPTED" && rr.State != "CREATING" {
-			continue
-		}
-		if b.requestWanted(rr.Name) {
-			continue
-		}
-		if b.now.Sub(rr.Created) < pol.RequestGrace {
-			continue
-		}
-		b.add(CancelResizeRequest{Pool: pool.ID, Name: rr.Name,
-			RequestID: naming.RequestID("cancel-resize-request", pool.MIG+"/"+rr.Name),
-			Reason:    fmt.Sprintf("reconciler: resize request %s is queued but no node waits for it", rr.Name)})
-	}
-}
-
-// named reports whether any node's current generation is this VM.
-func (b *builder) named(vm string) bool {
-	_, ok := b.st.NodeByVM(vm)
-	return ok
-}
-
-// requestWanted reports whether a requested node waits on this request.
-func (b *builder) requestWanted(rr string) bool {
-	for _, n := range b.st.Nodes {
-		if n.ResizeRequest == rr && n.Phase == model.PhaseRequested {
+	switch outcome {
+	case OutcomeOK, OutcomeWait:
+		if outcome == OutcomeOK && node.Phase == model.PhaseRunning && !vm.TerminationTime.IsZero() && !vm.TerminationTime.Equal(node.TerminationTime) {
+			node.TerminationTime = vm.TerminationTime
+			b.putNode(node, "reconciler: termination time from the VM's scheduling status")
 			return true
 		}
-	}
-	return false
-}
-
-func (b *builder) reconcileRequested(pool *model.Pool, node model.Node, vm VM, present bool, rrs map[string]ObservedResizeRequest, pol Policy) {
-	if present {
-		if vm.Status != "RUNNING" {
-			return
-		}
+		return false
+	case OutcomeMarkRunning:
 		node.Phase = model.PhaseRunning
 		node.VMID = vm.ID
 		node.RunningAt = b.now
@@ -178,13 +200,89 @@ func (b *builder) reconcileRequested(pool *model.Pool, node model.Node, vm VM, p
 			node.TerminationTime = vm.Created.Add(pool.RunDuration)
 		}
 		b.putNode(node, fmt.Sprintf("VM %s is running until %s", vm.Name, node.TerminationTime.Format(time.RFC3339)))
-		return
+		return true
+	case OutcomeCheckRequest:
+		return b.reconcileRequested(pool, node, rrs, pol)
+	case OutcomeVMGone:
+		pastEnd := !node.TerminationTime.IsZero() && !b.now.Before(node.TerminationTime.Add(-pol.ExpirySlack))
+		if node.MissGeneration != node.Generation {
+			node.MissGeneration, node.MissCount = node.Generation, 0
+		}
+		node.MissCount++
+		if !pastEnd && node.MissCount < pol.MissThreshold {
+			b.putNode(node, fmt.Sprintf("reconciler: VM %s missing from Compute's list (%d of %d passes before it is given up)", node.VMName, node.MissCount, pol.MissThreshold))
+			return true
+		}
+		node.MissCount, node.MissGeneration = 0, 0
+		if pastEnd {
+			b.generationEnded(pool, node, model.EndExpired, fmt.Sprintf("reconciler: VM %s is gone at its termination time %s (max run duration)", node.VMName, node.TerminationTime.Format(time.RFC3339)))
+		} else {
+			b.generationEnded(pool, node, model.EndLost, fmt.Sprintf("reconciler: VM %s is gone (missing for %d passes)", node.VMName, pol.MissThreshold))
+		}
+		return true
+	case OutcomeEndStopped:
+		del(node.VMName, why)
+		end := model.EndLost
+		if !node.TerminationTime.IsZero() && !b.now.Before(node.TerminationTime.Add(-pol.ExpirySlack)) {
+			end = model.EndExpired
+		}
+		b.generationEnded(pool, node, end, fmt.Sprintf("%s: VM %s is %s", why, vm.Name, vm.Status))
+		return true
+	case OutcomeDeleteAgain:
+		del(node.VMName, fmt.Sprintf("%s (VM %s is %s)", why, vm.Name, vm.Status))
+		return false
+	case OutcomeMarkReleased:
+		node.Phase = model.PhaseReleased
+		node.VMID = ""
+		b.putNode(node, fmt.Sprintf("reconciler: VM %s is gone", node.VMName))
+		return true
+	case OutcomeDeleteStray:
+		if b.now.Sub(vm.Created) < pol.OrphanGrace {
+			return false
+		}
+		del(vm.Name, why)
+		return false
+	case OutcomeReleaseIdle:
+		b.releaseQuietly(pool, node, why)
+		if rule.Slurm != nil && slices.Contains(rule.Slurm, SlurmDownPowered) {
+			b.slurm(event.SlurmResume, []string{node.Name}, "", "flexslurm: "+rule.Why, node.VMName, "resume")
+		}
+		return true
+	case OutcomeSlurmResume:
+		cmd := event.SlurmResume
+		if node.Phase == model.PhaseRunning && slurmIsPoweredDown(rule) {
+			cmd = event.SlurmPowerUp
+		}
+		b.slurm(cmd, []string{node.Name}, "", "flexslurm: "+rule.Why, node.VMName, b.now.Truncate(time.Hour).Format(time.RFC3339))
+		return false
+	case OutcomeSlurmPowerDown:
+		b.slurm(event.SlurmPowerDownForce, []string{node.Name}, "", "flexslurm: "+rule.Why, node.VMName, b.now.Truncate(time.Hour).Format(time.RFC3339))
+		return false
+	case OutcomeReplace:
+		del(node.VMName, why)
+		if kindOf(node, pool) == model.NodeStatic {
+			b.generationEnded(pool, node, model.EndLost, why+": replaced")
+		} else {
+			b.slurm(event.SlurmPowerDownForce, []string{node.Name}, "", "flexslurm: "+rule.Why, node.VMName)
+			node.Phase = model.PhaseDeleting
+			node.LastEnd = model.EndLost
+			b.putNode(node, why+": released")
+		}
+		return true
 	}
+	return false
+}
+
+func slurmIsPoweredDown(r Rule) bool { return slices.Contains(r.Slurm, SlurmPoweredDown) }
+
+// reconcileRequested follows the resize request of a requested node whose
+// VM is not there yet. It returns true when it stored the node.
+func (b *builder) reconcileRequested(pool *model.Pool, node model.Node, rrs map[string]ObservedResizeRequest, pol Policy) bool {
 	rr, seen := rrs[node.ResizeRequest]
 	switch {
 	case !seen:
 		if b.now.Sub(node.RequestedAt) < pol.RequestGrace || b.issued(node.ResizeRequest) {
-			return
+			return false
 		}
 		// A crash between the Firestore commit and the Compute call: issue
 		// the same request again (same name and request id: never twice).
@@ -197,12 +295,15 @@ func (b *builder) reconcileRequested(pool *model.Pool, node model.Node, vm VM, p
 		b.add(CreateResizeRequest{Pool: pool.ID, Name: node.ResizeRequest, VMs: vms, RunDuration: pool.RunDuration,
 			JobID: node.JobID, RequestID: naming.RequestID("create-resize-request", pool.MIG+"/"+node.ResizeRequest),
 			Reason: fmt.Sprintf("reconciler: resize request %s is not visible %s after it was recorded: issuing it again", node.ResizeRequest, b.now.Sub(node.RequestedAt).Round(time.Second))})
+		return false
 	case rr.State == "FAILED" || rr.State == "CANCELLED" || rr.State == "SUCCEEDED":
 		// The request ended without this VM (failed, cancelled out of band,
 		// or its VM already came and went): this generation is over.
 		why := fmt.Sprintf("reconciler: resize request %s is %s and VM %s does not exist", rr.Name, rr.State, node.VMName)
 		b.generationEnded(pool, node, model.EndLost, why)
+		return true
 	}
+	return false
 }
 
 // issued reports whether this pass already re-issued the request.
@@ -213,4 +314,86 @@ func (b *builder) issued(rr string) bool {
 		}
 	}
 	return false
+}
+
+// orphans deletes VMs of the pool (by label) that no node record names,
+// once older than the orphan grace.
+func (b *builder) orphans(pool *model.Pool, po ObservedPool, pol Policy) {
+	var names []string
+	for _, vm := range po.VMs {
+		if _, ok := b.st.NodeByVM(vm.Name); ok {
+			continue
+		}
+		if vm.Status == "STOPPING" || b.now.Sub(vm.Created) < pol.OrphanGrace {
+			continue
+		}
+		names = append(names, vm.Name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		b.add(DeleteVMs{Pool: pool.ID, VMs: []string{name},
+			RequestID: naming.RequestID("delete-instances", pool.MIG+"/"+name),
+			Reason:    fmt.Sprintf("reconciler: VM %s is labelled as pool %s's but no node record names it (orphan older than %s)", name, pool.ID, pol.OrphanGrace)})
+	}
+}
+
+// unwantedRequests cancels queued requests that no requested node waits for
+// (their job was cancelled or finished, or they belong to an older
+// generation), and only those.
+func (b *builder) unwantedRequests(pool *model.Pool, po ObservedPool, pol Policy) {
+	for _, rr := range po.ResizeRequests {
+		if rr.State != "ACCEPTED" && rr.State != "CREATING" {
+			continue
+		}
+		if b.requestWanted(rr.Name) || b.now.Sub(rr.Created) < pol.RequestGrace {
+			continue
+		}
+		b.add(CancelResizeRequest{Pool: pool.ID, Name: rr.Name,
+			RequestID: naming.RequestID("cancel-resize-request", pool.MIG+"/"+rr.Name),
+			Reason:    fmt.Sprintf("reconciler: resize request %s is queued but no node waits for it", rr.Name)})
+	}
+}
+
+// requestWanted reports whether a requested node waits on this request.
+func (b *builder) requestWanted(rr string) bool {
+	for _, n := range b.st.Nodes {
+		if n.ResizeRequest == rr && n.Phase == model.PhaseRequested {
+			return true
+		}
+	}
+	return false
+}
+
+// lostJobReports provisions for jobs the Slurm snapshot shows pending on
+// this cluster's nodes while Slurm powers those nodes up, when flexslurm
+// holds no record of the job (its job.pending report was lost).
+func (b *builder) lostJobReports(slurm *model.SlurmView, obs Observed) {
+	if slurm == nil {
+		return
+	}
+	for _, sj := range slurm.Jobs {
+		if (sj.State != "PENDING" && sj.State != "CONFIGURING") || len(sj.Nodes) == 0 {
+			continue
+		}
+		if _, known := b.st.Jobs[sj.ID]; known {
+			continue
+		}
+		pool, ok := "", true
+		for _, name := range sj.Nodes {
+			cl, p, idx, valid := naming.ParseNodeName(name)
+			pp, hasPool := b.st.Pools[p]
+			if !valid || cl != b.cluster || !hasPool || idx >= pp.MaxNodes || (pool != "" && p != pool) ||
+				slurmClass(slurm, name) != SlurmPoweringUp {
+				ok = false
+				break
+			}
+			pool = p
+		}
+		if po, listed := obs.Pools[pool]; !ok || !listed || !po.Listed {
+			continue
+		}
+		j := model.Job{ID: sj.ID, Partition: sj.Partition, Pool: pool, State: model.JobPending,
+			NodesWanted: len(sj.Nodes), Nodes: append([]string(nil), sj.Nodes...), SubmittedAt: b.now}
+		b.provisionJob(j, "reconciler: Slurm shows the job pending on powering-up nodes but its report never arrived")
+	}
 }
