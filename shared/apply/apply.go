@@ -49,6 +49,8 @@ type Compute interface {
 	DeleteInstances(ctx context.Context, zone, mig string, names []string, requestID string) error
 	ListInstances(ctx context.Context, zone string, labels map[string]string) ([]gce.Instance, error)
 	ListResizeRequests(ctx context.Context, zone, mig string) ([]gce.ResizeRequest, error)
+	ListMIGs(ctx context.Context, zone, namePrefix string) ([]gce.MIG, error)
+	DeleteMIG(ctx context.Context, zone, name, requestID string) error
 }
 
 // Publisher publishes one message and waits for the server's ack.
@@ -381,6 +383,15 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 		}
 		_, err = r.d.Publisher.Publish(ctx, r.d.SlurmTopic, data, map[string]string{"cluster": cluster, "command": a.Command})
 		return err
+	case plan.DeleteMIG:
+		p, err := poolOf(a.Pool)
+		if err != nil {
+			return err
+		}
+		if !p.Removed {
+			return fmt.Errorf("refusing to delete the MIG of pool %s: the pool is still in the spec", a.Pool)
+		}
+		return r.d.Compute.DeleteMIG(ctx, p.Zone, p.MIG, a.RequestID)
 	case plan.Alert:
 		return nil
 	}

@@ -11,8 +11,8 @@ import (
 )
 
 // Observe lists, for every pool of st, the VMs labelled as this cluster's
-// and pool's and the resize requests of the pool's MIG: two Compute list
-// calls per pool, whatever the number of nodes. A pool whose listing fails
+// and pool's, the resize requests of the pool's MIG and the MIG itself:
+// three Compute list calls per pool, whatever the number of nodes. A pool whose listing fails
 // is left out (Listed false), so the reconciler decides nothing for it.
 func (r *Runner) Observe(ctx context.Context, cluster string, st *model.State) plan.Observed {
 	obs := plan.Observed{Pools: map[string]plan.ObservedPool{}}
@@ -28,7 +28,15 @@ func (r *Runner) Observe(ctx context.Context, cluster string, st *model.State) p
 			log.Error("listing resize requests failed: pool skipped this pass", "error", err.Error(), "error_class", gce.Classify(err).String())
 			continue
 		}
+		migs, err := r.d.Compute.ListMIGs(ctx, p.Zone, p.MIG)
+		if err != nil {
+			log.Error("listing MIGs failed: pool skipped this pass", "error", err.Error(), "error_class", gce.Classify(err).String())
+			continue
+		}
 		op := plan.ObservedPool{Listed: true}
+		for _, m := range migs {
+			op.MIGExists = op.MIGExists || m.Name == p.MIG
+		}
 		for _, vm := range vms {
 			op.VMs = append(op.VMs, plan.VM{Name: vm.Name, ID: strconv.FormatUint(vm.ID, 10), Status: vm.Status,
 				Created: vm.Created, TerminationTime: vm.TerminationTime})

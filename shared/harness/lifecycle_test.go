@@ -350,3 +350,48 @@ func TestCrashAtEverySideEffectBoundary(t *testing.T) {
 		})
 	}
 }
+
+// TestPoolRemovedFromSpecIsDrainedAndItsMIGDeleted: the pool's idle VMs are
+// released at once, a busy one when its job ends, then the empty MIG is
+// deleted and the pool forgotten.
+func TestPoolRemovedFromSpecIsDrainedAndItsMIGDeleted(t *testing.T) {
+	h, ctx := newHarness(t, Options{})
+	c := exampleSpec(t)
+	must(t, h.Apply(ctx, c))
+	settle(t, h, ctx)
+	_, err := h.Publish(ctx, config.TopicJobs, jobPending("5", 1))
+	must(t, err)
+	settle(t, h, ctx)
+	_, err = h.Publish(ctx, config.TopicJobs, jobReport(event.TypeJobStarted, "5"))
+	must(t, err)
+
+	shrunk := *c
+	shrunk.NodePools = nil
+	for _, p := range c.NodePools {
+		if !p.IsFlexStart() {
+			shrunk.NodePools = append(shrunk.NodePools, p)
+		}
+	}
+	shrunk.Slurm.Partitions = []spec.Partition{{ID: "login", NodePoolIDs: []string{"login"}}}
+	must(t, h.Apply(ctx, &shrunk))
+	settle(t, h, ctx)
+	if d := cmp.Diff([]string{"flexvm-a3u-1-g1"}, h.VMs()); d != "" {
+		t.Fatalf("VMs after the pool left the spec (-want +got): the busy node stays\n%s", d)
+	}
+	_, err = h.Publish(ctx, config.TopicJobs, jobReport(event.TypeJobFinished, "5"))
+	must(t, err)
+	for i := 0; i < 3; i++ {
+		settle(t, h, ctx)
+	}
+	if got := h.VMs(); len(got) != 0 {
+		t.Fatalf("VMs left: %v", got)
+	}
+	if migs := h.Sim.MIGs(); len(migs) != 0 {
+		t.Fatalf("MIGs left: %v", migs)
+	}
+	st, err := h.Store.Read(ctx, store.Scope{Cluster: "flexvm", AllPools: true})
+	must(t, err)
+	if len(st.Pools) != 0 || len(st.Nodes) != 0 {
+		t.Errorf("records left: %d pools, %d nodes", len(st.Pools), len(st.Nodes))
+	}
+}

@@ -159,7 +159,10 @@ type Pool struct {
 	MaxRunDuration time.Duration `firestore:"max_run_duration" json:"max_run_duration"`
 	RunDuration    time.Duration `firestore:"run_duration" json:"run_duration"`
 	// Ready is true once the template and MIG are known to exist.
-	Ready     bool      `firestore:"ready" json:"ready"`
+	Ready bool `firestore:"ready" json:"ready"`
+	// Removed is true once the pool left the cluster spec: its idle nodes
+	// are released, then its empty MIG deleted and its records forgotten.
+	Removed   bool      `firestore:"removed" json:"removed,omitempty"`
 	UpdatedAt time.Time `firestore:"updated_at" json:"updated_at,omitzero"`
 }
 

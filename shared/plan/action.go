@@ -97,6 +97,20 @@ type DeleteVMs struct {
 	Reason    string
 }
 
+// DeleteMIG deletes the empty MIG of a pool removed from the spec.
+type DeleteMIG struct {
+	Pool      string
+	RequestID string
+	Reason    string
+}
+
+// ForgetPool removes the records of a pool whose MIG is gone (a record
+// action).
+type ForgetPool struct {
+	Pool   string
+	Reason string
+}
+
 // SlurmCommand asks the Slurm agent to run one scontrol command.
 type SlurmCommand struct {
 	ID      string // deterministic
@@ -122,6 +136,8 @@ func (a CreateResizeRequest) Why() string { return a.Reason }
 func (a CancelResizeRequest) Why() string { return a.Reason }
 func (a DeleteVMs) Why() string           { return a.Reason }
 func (a SlurmCommand) Why() string        { return a.Reason }
+func (a DeleteMIG) Why() string           { return a.Reason }
+func (a ForgetPool) Why() string          { return a.Reason }
 func (a Alert) Why() string               { return a.Reason }
 
 func (a PutCluster) String() string {
@@ -154,12 +170,16 @@ func (a SlurmCommand) String() string {
 	return fmt.Sprintf("slurm %s %s", a.Command, target)
 }
 func (a Alert) String() string { return fmt.Sprintf("alert pool %s node %s", a.Pool, a.Node) }
+func (a DeleteMIG) String() string {
+	return fmt.Sprintf("delete the empty MIG of removed pool %s", a.Pool)
+}
+func (a ForgetPool) String() string { return fmt.Sprintf("forget removed pool %s", a.Pool) }
 
 // IsRecord reports whether a changes the stored state (applied inside the
 // transaction) rather than acting outside.
 func IsRecord(a Action) bool {
 	switch a.(type) {
-	case PutCluster, PutPool, PutNode, PutJob:
+	case PutCluster, PutPool, PutNode, PutJob, ForgetPool:
 		return true
 	}
 	return false
@@ -182,6 +202,13 @@ func Apply(st *model.State, actions []Action) {
 			j := a.Job
 			j.Nodes = append([]string(nil), a.Job.Nodes...)
 			st.Jobs[j.ID] = &j
+		case ForgetPool:
+			delete(st.Pools, a.Pool)
+			for name, n := range st.Nodes {
+				if n.Pool == a.Pool {
+					delete(st.Nodes, name)
+				}
+			}
 		}
 	}
 }

@@ -31,7 +31,9 @@ func SpecSHA256(effective []byte) string {
 // MIG, a VM for every static node up to min_node_count (the seed: static
 // nodes are requested immediately when the cluster is created or resized),
 // and the release of nodes that became surplus (min or max lowered) and
-// serve no job. Pools dropped from the spec are reported, never torn down.
+// serve no job. A pool dropped from the spec is marked removed: its idle
+// nodes are released now, busy ones once their jobs end (reconciler), and
+// its MIG is deleted when empty.
 func ClusterApplied(st *model.State, c *spec.Cluster, effective []byte, now time.Time) []Action {
 	b := newBuilder(st, now)
 	b.cluster = c.ID
@@ -74,10 +76,16 @@ func ClusterApplied(st *model.State, c *spec.Cluster, effective []byte, now time
 		b.ensureStatic(p, "cluster created or resized")
 		b.releaseSurplus(p)
 	}
-	for _, p := range sortedPools(st) {
-		if !inSpec[p.ID] {
-			b.add(Alert{Pool: p.ID, Reason: fmt.Sprintf("pool %s is no longer in the cluster spec: its nodes are left as they are; delete them by hand if intended", p.ID)})
+	for _, p := range sortedPools(b.st) {
+		if inSpec[p.ID] || p.Removed {
+			continue
 		}
+		pool := *p
+		pool.Removed, pool.MinNodes, pool.MaxNodes, pool.UpdatedAt = true, 0, 0, now
+		b.st.Pools[pool.ID] = &pool
+		b.add(PutPool{Pool: pool, Reason: fmt.Sprintf("pool %s left the cluster spec: its idle nodes are released, busy ones when their jobs end, then its MIG is deleted", p.ID)})
+		b.add(Alert{Pool: p.ID, Reason: fmt.Sprintf("pool %s was removed from the cluster spec", p.ID)})
+		b.releaseSurplus(b.st.Pools[pool.ID])
 	}
 	return b.out
 }

@@ -32,6 +32,8 @@ func EncodeExternal(actions []Action) ([]byte, error) {
 			kind = "delete_vms"
 		case SlurmCommand:
 			kind = "slurm_command"
+		case DeleteMIG:
+			kind = "delete_mig"
 		case Alert:
 			continue
 		default:
@@ -74,6 +76,9 @@ func DecodeExternal(data []byte) ([]Action, error) {
 		case "slurm_command":
 			var x SlurmCommand
 			err, a = json.Unmarshal(e.Data, &x), &x
+		case "delete_mig":
+			var x DeleteMIG
+			err, a = json.Unmarshal(e.Data, &x), &x
 		default:
 			return nil, fmt.Errorf("decoding actions: unknown kind %q", e.Kind)
 		}
@@ -96,6 +101,8 @@ func deref(a Action) Action {
 	case *DeleteVMs:
 		return *x
 	case *SlurmCommand:
+		return *x
+	case *DeleteMIG:
 		return *x
 	}
 	return a

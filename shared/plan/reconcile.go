@@ -32,7 +32,9 @@ type ObservedResizeRequest struct {
 // false when listing failed: the reconciler then decides nothing for that
 // pool (an empty list must never read as "every VM is gone").
 type ObservedPool struct {
-	Listed         bool
+	Listed bool
+	// MIGExists reports whether the pool's MIG was found.
+	MIGExists      bool
 	VMs            []VM // VMs labelled as this cluster's and pool's
 	ResizeRequests []ObservedResizeRequest
 }
@@ -173,6 +175,36 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 	b.ensureStatic(pool, "reconciler: static pool below min_node_count")
 	b.orphans(pool, po, pol)
 	b.unwantedRequests(pool, po, pol)
+	if pool.Removed {
+		b.removedPool(pool, po)
+	}
+}
+
+// removedPool releases the nodes of a pool removed from the spec as their
+// jobs end, deletes its MIG once nothing is left in it, and forgets the
+// pool once the MIG is gone.
+func (b *builder) removedPool(pool *model.Pool, po ObservedPool) {
+	b.releaseSurplus(pool)
+	for _, n := range b.st.PoolNodes(pool.ID) {
+		if n.Phase.HasVM() {
+			return
+		}
+	}
+	if len(po.VMs) > 0 {
+		return
+	}
+	for _, rr := range po.ResizeRequests {
+		if rr.State == "ACCEPTED" || rr.State == "CREATING" {
+			return
+		}
+	}
+	if po.MIGExists {
+		b.add(DeleteMIG{Pool: pool.ID, RequestID: naming.RequestID("delete-mig", pool.Zone+"/"+pool.MIG),
+			Reason: fmt.Sprintf("reconciler: pool %s was removed from the spec and its MIG %s is empty", pool.ID, pool.MIG)})
+		return
+	}
+	b.add(ForgetPool{Pool: pool.ID, Reason: fmt.Sprintf("reconciler: pool %s was removed from the spec and its MIG is gone", pool.ID)})
+	delete(b.st.Pools, pool.ID)
 }
 
 // act carries out one node's outcome. It returns true when it stored the
