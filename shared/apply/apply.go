@@ -28,6 +28,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/googleapis/gax-go/v2/apierror"
+
 	"github.com/flexslurm/flexslurm/shared/clock"
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/gce"
@@ -203,12 +205,83 @@ func (r *Runner) Process(ctx context.Context, in Input) (Result, error) {
 			return res, fmt.Errorf("%w: crash before %s: %v", ErrTransient, f.Action, f.Err)
 		}
 	}
+	var retry error
 	for _, f := range res.Failed {
-		if f.Class.Retryable() {
-			return res, fmt.Errorf("%w: %d of the event's actions failed, first: %v", ErrTransient, len(res.Failed), f.Err)
+		if c, ok := f.Action.(plan.CreateResizeRequest); ok && provisioningClass(f.Class) != "" {
+			// Capacity, quota or a permanent refusal: the pool backs off
+			// (stored) and the reconciler retries after it; redelivering
+			// the event would only hammer the API.
+			if err := r.provisioningFailed(ctx, in.Scope.Cluster, c, f, log); err != nil && retry == nil {
+				retry = err
+			}
+			continue
+		}
+		if (f.Class == gce.ClassTransient || f.Class == gce.ClassRateLimit) && retry == nil {
+			retry = fmt.Errorf("%w: %d of the event's actions failed, first: %v", ErrTransient, len(res.Failed), f.Err)
 		}
 	}
-	return res, nil
+	return res, retry
+}
+
+// provisioningClass maps an error class to the class the decisions back off
+// on, or "" when the failure is not one (transient errors are retried).
+func provisioningClass(c gce.Class) string {
+	switch c {
+	case gce.ClassCapacity:
+		return plan.ClassCapacity
+	case gce.ClassQuota:
+		return plan.ClassQuota
+	case gce.ClassPermanent:
+		return plan.ClassPermanent
+	}
+	return ""
+}
+
+// provisioningFailed records a refused resize request: pool backoff, nodes
+// released, job left pending (plan.ProvisioningFailed), in one transaction.
+func (r *Runner) provisioningFailed(ctx context.Context, cluster string, c plan.CreateResizeRequest, f ActionError, log *slog.Logger) error {
+	code := errorCode(f.Err)
+	var acts []plan.Action
+	err := r.d.Store.Update(ctx, store.Scope{Cluster: cluster, Pools: []string{c.Pool}, Jobs: nonEmpty(c.JobID)}, func(st *model.State) error {
+		a, err := plan.ProvisioningFailed(st, c.Pool, c.Name, provisioningClass(f.Class), code, r.d.Clock.Now(), r.d.Policy)
+		if err != nil {
+			return err
+		}
+		plan.Apply(st, a)
+		acts = a
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w: recording the failure of resize request %s: %v", ErrTransient, c.Name, err)
+	}
+	for _, a := range acts {
+		logAction(log, a, "recorded")
+	}
+	return nil
+}
+
+func nonEmpty(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return []string{s}
+}
+
+// errorCode extracts the Compute error code of a failure, for operators and
+// metrics ("" when there is none).
+func errorCode(err error) string {
+	var oe *gce.OperationError
+	if errors.As(err, &oe) {
+		return oe.Code
+	}
+	var ae *apierror.APIError
+	if errors.As(err, &ae) {
+		if r := ae.Reason(); r != "" {
+			return r
+		}
+		return fmt.Sprintf("HTTP_%d", ae.HTTPCode())
+	}
+	return "UNKNOWN"
 }
 
 // Replay returns the stored external actions of an event that still apply
@@ -394,6 +467,8 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 		return r.d.Compute.DeleteMIG(ctx, p.Zone, p.MIG, a.RequestID)
 	case plan.Alert:
 		return nil
+	case plan.Metric:
+		return nil
 	}
 	return fmt.Errorf("unknown action %T", a)
 }
@@ -415,7 +490,7 @@ func (r *Runner) ensurePool(ctx context.Context, cluster string, st *model.State
 	}
 	m := gce.MIGSpec{Zone: p.Zone, Name: p.MIG, Template: p.Template, BaseInstanceName: cluster + "-" + p.ID,
 		Description: fmt.Sprintf("flexslurm node pool %s of cluster %s", p.ID, cluster)}
-	if err := r.d.Compute.EnsureMIG(ctx, m, naming.RequestID("insert-mig", p.Zone+"/"+p.MIG)); err != nil {
+	if err := r.d.Compute.EnsureMIG(ctx, m, naming.RequestID("insert-mig", fmt.Sprintf("%s/%s#%d", p.Zone, p.MIG, p.MIGIncarnation))); err != nil {
 		return fmt.Errorf("ensuring MIG %s: %w", p.MIG, err)
 	}
 	return r.d.Store.Update(ctx, store.Scope{Cluster: cluster, Pools: []string{p.ID}}, func(st *model.State) error {
@@ -511,6 +586,13 @@ func logAction(log *slog.Logger, a plan.Action, status string, extra ...any) {
 		args = append(args, "pool", a.Pool)
 	case plan.Alert:
 		args = append(args, "pool", a.Pool, "node", a.Node)
+	case plan.Metric:
+		// One line per increment: a log-based metric counts lines with
+		// jsonPayload.metric = name and extracts the labels.
+		args = append(args, "metric", a.Name)
+		for k, v := range a.Labels {
+			args = append(args, "metric_"+k, v)
+		}
 	}
 	args = append(args, extra...)
 	lvl := slog.LevelInfo

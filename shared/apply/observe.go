@@ -42,8 +42,11 @@ func (r *Runner) Observe(ctx context.Context, cluster string, st *model.State) p
 				Created: vm.Created, TerminationTime: vm.TerminationTime})
 		}
 		for _, rr := range rrs {
-			op.ResizeRequests = append(op.ResizeRequests, plan.ObservedResizeRequest{Name: rr.Name, State: rr.State,
-				VMs: rr.Instances, Created: rr.Created})
+			o := plan.ObservedResizeRequest{Name: rr.Name, State: rr.State, VMs: rr.Instances, Created: rr.Created, ErrorCode: rr.ErrorCode}
+			if rr.State == "FAILED" {
+				o.ErrorClass = provisioningClass(gce.ClassifyCode(rr.ErrorCode))
+			}
+			op.ResizeRequests = append(op.ResizeRequests, o)
 		}
 		obs.Pools[p.ID] = op
 	}

@@ -325,3 +325,12 @@ func mark(err error) error {
 	}
 	return err
 }
+
+// ClassifyCode returns the class of one Compute error code (as found in a
+// resize request's status.error), ClassPermanent when the code is unknown.
+func ClassifyCode(code string) Class {
+	if code == "" {
+		return ClassNone
+	}
+	return classifyCodes(0, []string{code})
+}

@@ -66,6 +66,8 @@ const (
 	EndHealth   EndReason = "health"   // replaced after a failed health check
 	EndReleased EndReason = "released" // a dynamic node was released (idle, no job) or a static node became surplus
 	EndLost     EndReason = "lost"     // the VM vanished without an expiry (deleted out of band)
+	EndFailed   EndReason = "failed"   // capacity could not be obtained (request rejected or failed)
+	EndTimeout  EndReason = "timeout"  // capacity queued past the queue timeout: cancelled and resubmitted
 )
 
 // Node is one Slurm node of a Flex-Start node pool. Its Name never changes;
@@ -101,6 +103,12 @@ type Node struct {
 	// past a grace period.
 	Observed      string    `firestore:"observed" json:"observed,omitempty"`
 	ObservedSince time.Time `firestore:"observed_since" json:"observed_since,omitzero"`
+	// Registered is true once Slurm showed this generation's node up
+	// (idle, busy or drained): its bootstrap succeeded.
+	Registered bool `firestore:"registered" json:"registered,omitempty"`
+	// Resubmits counts queue-timeout resubmissions of a static node's
+	// capacity (dynamic nodes count on their job).
+	Resubmits int `firestore:"resubmits" json:"resubmits,omitempty"`
 	// LastEnd says why the previous generation ended ("" before any ended).
 	LastEnd EndReason `firestore:"last_end" json:"last_end,omitempty"`
 	// Reason is the last decision's reason, for operators.
@@ -137,11 +145,13 @@ type Job struct {
 	// request for it takes a new generation so its name and request id differ.
 	Generation int64 `firestore:"generation" json:"generation"`
 	// ResizeRequest is the current resize request serving the job.
-	ResizeRequest string    `firestore:"resize_request" json:"resize_request,omitempty"`
-	Requeues      int       `firestore:"requeues" json:"requeues"`
-	SubmittedAt   time.Time `firestore:"submitted_at" json:"submitted_at,omitzero"`
-	UpdatedAt     time.Time `firestore:"updated_at" json:"updated_at,omitzero"`
-	Reason        string    `firestore:"reason" json:"reason,omitempty"`
+	ResizeRequest string `firestore:"resize_request" json:"resize_request,omitempty"`
+	Requeues      int    `firestore:"requeues" json:"requeues"`
+	// Resubmits counts queue-timeout resubmissions of the job's capacity.
+	Resubmits   int       `firestore:"resubmits" json:"resubmits,omitempty"`
+	SubmittedAt time.Time `firestore:"submitted_at" json:"submitted_at,omitzero"`
+	UpdatedAt   time.Time `firestore:"updated_at" json:"updated_at,omitzero"`
+	Reason      string    `firestore:"reason" json:"reason,omitempty"`
 }
 
 // Pool is the stored state of one Flex-Start node pool.
@@ -160,10 +170,32 @@ type Pool struct {
 	RunDuration    time.Duration `firestore:"run_duration" json:"run_duration"`
 	// Ready is true once the template and MIG are known to exist.
 	Ready bool `firestore:"ready" json:"ready"`
+	// MIGIncarnation counts MIGs of this pool found deleted out of band; it
+	// is part of the MIG creation's request id (Compute ignores a repeated
+	// request id for 60 minutes, so a re-creation needs a new one).
+	MIGIncarnation int `firestore:"mig_incarnation" json:"mig_incarnation,omitempty"`
 	// Removed is true once the pool left the cluster spec: its idle nodes
 	// are released, then its empty MIG deleted and its records forgotten.
-	Removed   bool      `firestore:"removed" json:"removed,omitempty"`
-	UpdatedAt time.Time `firestore:"updated_at" json:"updated_at,omitzero"`
+	Removed bool `firestore:"removed" json:"removed,omitempty"`
+	// BackoffUntil: no capacity is requested for the pool (its machine type
+	// in its zone) before this time, after capacity or quota errors.
+	// BackoffAttempts counts consecutive failures (the exponent);
+	// BackoffReason is the error class that set it ("capacity", "quota",
+	// "permanent"). A success clears all three.
+	BackoffUntil    time.Time `firestore:"backoff_until" json:"backoff_until,omitzero"`
+	BackoffAttempts int       `firestore:"backoff_attempts" json:"backoff_attempts,omitempty"`
+	BackoffReason   string    `firestore:"backoff_reason" json:"backoff_reason,omitempty"`
+	// Condition is an operator-visible condition ("" when healthy), e.g.
+	// "QuotaExceeded: …", "QueueTimeouts: …", "BootstrapFailures: …".
+	Condition      string    `firestore:"condition" json:"condition,omitempty"`
+	ConditionSince time.Time `firestore:"condition_since" json:"condition_since,omitzero"`
+	// BootstrapFailures counts consecutive VMs whose node never registered
+	// in Slurm; at Policy.BreakerThreshold the breaker opens
+	// (BreakerOpenedAt) and provisioning stops until the cool-down ends and
+	// a success closes it.
+	BootstrapFailures int       `firestore:"bootstrap_failures" json:"bootstrap_failures,omitempty"`
+	BreakerOpenedAt   time.Time `firestore:"breaker_opened_at" json:"breaker_opened_at,omitzero"`
+	UpdatedAt         time.Time `firestore:"updated_at" json:"updated_at,omitzero"`
 }
 
 // Cluster is the stored cluster record: the effective spec as applied.
@@ -315,4 +347,14 @@ func NodeName(cluster, pool string, i int) string {
 // that may still be being deleted.
 func VMName(node string, generation int64) string {
 	return fmt.Sprintf("%s-g%d", node, generation)
+}
+
+// SortedNodes returns every node ordered by name.
+func (s *State) SortedNodes() []*Node {
+	out := make([]*Node, 0, len(s.Nodes))
+	for _, n := range s.Nodes {
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }

@@ -34,8 +34,8 @@ func EncodeExternal(actions []Action) ([]byte, error) {
 			kind = "slurm_command"
 		case DeleteMIG:
 			kind = "delete_mig"
-		case Alert:
-			continue
+		case Alert, Metric:
+			continue // logged when decided; nothing to replay
 		default:
 			return nil, fmt.Errorf("encoding %T: not an external action", a)
 		}

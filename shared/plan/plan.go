@@ -47,6 +47,28 @@ type Policy struct {
 	// SnapshotMaxAge: a Slurm snapshot older than this is ignored (Slurm
 	// class unknown). Default 10 min.
 	SnapshotMaxAge time.Duration
+	// BackoffBase and BackoffCap bound the exponential backoff of a pool
+	// after capacity errors (stock-outs): base × 2^(failures−1), at most
+	// the cap. Defaults 2 min and 1 h.
+	BackoffBase, BackoffCap time.Duration
+	// QuotaBackoffBase and QuotaBackoffCap do the same after quota (and
+	// permanent) errors, which a human must usually fix. Defaults 10 min
+	// and 2 h.
+	QuotaBackoffBase, QuotaBackoffCap time.Duration
+	// QueueTimeout: a resize request ACCEPTED (queued for capacity) longer
+	// than this is cancelled and resubmitted as a new generation, if its
+	// job is still pending (static nodes always). Default 6 h.
+	QueueTimeout time.Duration
+	// MaxResubmits bounds those resubmissions per job (or static node);
+	// past it the request stays queued and the pool is flagged. Default 3.
+	MaxResubmits int
+	// BreakerThreshold: after this many consecutive VMs whose node never
+	// registered in Slurm, the pool's breaker opens and provisioning stops.
+	// Default 3.
+	BreakerThreshold int
+	// BreakerCooldown: an open breaker lets one attempt through after this
+	// long; its success closes the breaker. Default 30 min.
+	BreakerCooldown time.Duration
 }
 
 // Defaults for Policy.
@@ -81,6 +103,23 @@ func (p Policy) withDefaults() Policy {
 	if p.SnapshotMaxAge <= 0 {
 		p.SnapshotMaxAge = DefaultSnapshotMaxAge
 	}
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&p.BackoffBase, 2*time.Minute)
+	def(&p.BackoffCap, time.Hour)
+	def(&p.QuotaBackoffBase, 10*time.Minute)
+	def(&p.QuotaBackoffCap, 2*time.Hour)
+	def(&p.QueueTimeout, 6*time.Hour)
+	def(&p.BreakerCooldown, 30*time.Minute)
+	if p.MaxResubmits <= 0 {
+		p.MaxResubmits = 3
+	}
+	if p.BreakerThreshold <= 0 {
+		p.BreakerThreshold = 3
+	}
 	return p
 }
 
@@ -91,10 +130,11 @@ type builder struct {
 	now     time.Time
 	cluster string
 	out     []Action
+	pol     Policy
 }
 
 func newBuilder(st *model.State, now time.Time) *builder {
-	b := &builder{st: st.Clone(), now: now}
+	b := &builder{st: st.Clone(), now: now, pol: Policy{}.withDefaults()}
 	if st.Cluster != nil {
 		b.cluster = st.Cluster.ID
 	}
@@ -154,6 +194,12 @@ func (b *builder) nextGeneration(n *model.Node, rr, jobID string) {
 
 // provisionNode requests a new VM for one node through its own resize request.
 func (b *builder) provisionNode(pool *model.Pool, n model.Node, jobID, reason string) {
+	if blocked, why := b.blocked(pool); blocked {
+		if n.Reason != why {
+			b.putNode(n, why)
+		}
+		return
+	}
 	gen := n.Generation + 1
 	rr := naming.NodeResizeRequest(n.Name, gen)
 	b.nextGeneration(&n, rr, jobID)
@@ -279,6 +325,12 @@ func (b *builder) provisionJob(j model.Job, why string) bool {
 			b.putJob(j, "nodes provisioned or in flight")
 		}
 		return true
+	}
+	if blocked, why := b.blocked(pool); blocked {
+		if j.Reason != why {
+			b.putJob(j, why)
+		}
+		return false
 	}
 	if b.vmCount(pool.ID)+len(missing) > pool.MaxNodes {
 		b.putJob(j, fmt.Sprintf("waiting: %d more VMs would exceed max_node_count %d of pool %s", len(missing), pool.MaxNodes, pool.ID))

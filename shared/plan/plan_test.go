@@ -255,6 +255,7 @@ func running(st *model.State, node string, until time.Time) {
 	n.Phase = model.PhaseRunning
 	n.VMID = "42"
 	n.TerminationTime = until
+	n.Registered = true
 }
 
 func audit(kind event.AuditKind, vm string) *event.Audit {
@@ -476,20 +477,20 @@ func TestReconcile(t *testing.T) {
 	}{
 		{
 			name: "a requested VM that came up is recorded running",
-			obs: ObservedPool{Listed: true, VMs: []VM{{Name: "flexvm-a3u-0-g1", ID: "9", Status: "RUNNING", Created: t0, TerminationTime: t0.Add(7 * 24 * time.Hour)}},
+			obs: ObservedPool{Listed: true, MIGExists: true, VMs: []VM{{Name: "flexvm-a3u-0-g1", ID: "9", Status: "RUNNING", Created: t0, TerminationTime: t0.Add(7 * 24 * time.Hour)}},
 				ResizeRequests: []ObservedResizeRequest{{Name: "rr-flexvm-a3u-0-g1", State: "SUCCEEDED", Created: t0}}},
 			now:  t0.Add(time.Minute),
 			want: []string{"PutNode:flexvm-a3u-0/running"},
 		},
 		{
 			name: "a request lost in a crash is issued again after the grace period, same name",
-			obs:  ObservedPool{Listed: true},
+			obs:  ObservedPool{Listed: true, MIGExists: true},
 			now:  t0.Add(3 * time.Minute),
 			want: []string{"CreateResizeRequest:rr-flexvm-a3u-0-g1=flexvm-a3u-0-g1"},
 		},
 		{
 			name: "within the grace period a missing request is left alone",
-			obs:  ObservedPool{Listed: true},
+			obs:  ObservedPool{Listed: true, MIGExists: true},
 			now:  t0.Add(30 * time.Second),
 			want: nil,
 		},
@@ -503,7 +504,7 @@ func TestReconcile(t *testing.T) {
 		{
 			name:    "a running VM gone at its termination time is an expiry: static recreated",
 			prepare: func(st *model.State) { running(st, "flexvm-a3u-0", t0.Add(time.Hour)) },
-			obs:     ObservedPool{Listed: true},
+			obs:     ObservedPool{Listed: true, MIGExists: true},
 			now:     t0.Add(time.Hour),
 			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "PutNode:flexvm-a3u-0/requested",
 				"CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
@@ -511,7 +512,7 @@ func TestReconcile(t *testing.T) {
 		{
 			name:    "an orphan labelled as ours is deleted once past the grace period",
 			prepare: func(st *model.State) { running(st, "flexvm-a3u-0", t0.Add(time.Hour)) },
-			obs: ObservedPool{Listed: true, VMs: []VM{
+			obs: ObservedPool{Listed: true, MIGExists: true, VMs: []VM{
 				{Name: "flexvm-a3u-0-g1", Status: "RUNNING", Created: t0, TerminationTime: t0.Add(time.Hour)},
 				{Name: "flexvm-a3u-2-g4", Status: "RUNNING", Created: t0},
 			}},
@@ -520,7 +521,7 @@ func TestReconcile(t *testing.T) {
 		},
 		{
 			name: "a queued request nobody waits for is cancelled",
-			obs: ObservedPool{Listed: true, VMs: []VM{{Name: "flexvm-a3u-0-g1", Status: "RUNNING", Created: t0, TerminationTime: t0.Add(time.Hour)}},
+			obs: ObservedPool{Listed: true, MIGExists: true, VMs: []VM{{Name: "flexvm-a3u-0-g1", Status: "RUNNING", Created: t0, TerminationTime: t0.Add(time.Hour)}},
 				ResizeRequests: []ObservedResizeRequest{{Name: "rr-flexvm-a3u-j99-g1", State: "ACCEPTED", Created: t0}}},
 			prepare: func(st *model.State) { running(st, "flexvm-a3u-0", t0.Add(time.Hour)) },
 			now:     t0.Add(10 * time.Minute),
@@ -528,7 +529,7 @@ func TestReconcile(t *testing.T) {
 		},
 		{
 			name: "a failed request ends the generation: the static node is asked for again",
-			obs:  ObservedPool{Listed: true, ResizeRequests: []ObservedResizeRequest{{Name: "rr-flexvm-a3u-0-g1", State: "FAILED", Created: t0}}},
+			obs:  ObservedPool{Listed: true, MIGExists: true, ResizeRequests: []ObservedResizeRequest{{Name: "rr-flexvm-a3u-0-g1", State: "FAILED", Created: t0}}},
 			now:  t0.Add(10 * time.Minute),
 			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "PutNode:flexvm-a3u-0/requested",
 				"CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
@@ -564,7 +565,7 @@ func TestDecisionsDoNotMutateTheirInput(t *testing.T) {
 	if _, err := Repair(st, health("flexvm-a3u-1", 1, "7", "requeued"), t0); err != nil {
 		t.Fatal(err)
 	}
-	Reconcile(st, Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true}}}, t0.Add(time.Hour), Policy{})
+	Reconcile(st, Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true}}}, t0.Add(time.Hour), Policy{})
 	if d := cmp.Diff(before, st); d != "" {
 		t.Errorf("input state changed (-before +after):\n%s", d)
 	}
@@ -788,7 +789,7 @@ func TestReconcileWithSlurmAndMisses(t *testing.T) {
 					st.Slurm.Jobs = []model.SlurmJob{{ID: "55", State: "CONFIGURING", Partition: "a3u", Nodes: []string{"flexvm-a3u-2"}}}
 				}
 			}
-			got := Reconcile(st, Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, VMs: tc.vms}}}, t0.Add(time.Minute), Policy{})
+			got := Reconcile(st, Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true, VMs: tc.vms}}}, t0.Add(time.Minute), Policy{})
 			if d := cmp.Diff(tc.want, kinds(got)); d != "" {
 				t.Errorf("actions (-want +got):\n%s", d)
 			}
@@ -797,3 +798,99 @@ func TestReconcileWithSlurmAndMisses(t *testing.T) {
 }
 
 const week = 7 * 24 * time.Hour
+
+func TestBreakerOpensAfterBootstrapFailuresAndASuccessClosesIt(t *testing.T) {
+	st, _ := applied(t)
+	pol := Policy{BreakerThreshold: 2}
+	down := map[string]string{"flexvm-a3u-0": "IDLE+CLOUD+NOT_RESPONDING"}
+	// Two VMs in a row that never register.
+	for gen := int64(1); gen <= 2; gen++ {
+		n := st.Nodes["flexvm-a3u-0"]
+		n.Phase, n.TerminationTime, n.Registered = model.PhaseRunning, t0.Add(week), false
+		n.Observed = Combo{Slurm: SlurmDown, VM: VMRunning, Phase: model.PhaseRunning, Kind: model.NodeStatic}.String()
+		n.ObservedSince = t0.Add(-time.Hour)
+		st.Slurm = slurmView(t0, down)
+		vm := VM{Name: n.VMName, Status: "RUNNING", Created: t0, TerminationTime: t0.Add(week)}
+		acts := Reconcile(st, Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true, VMs: []VM{vm}}}}, t0, pol)
+		Apply(st, acts)
+	}
+	p := st.Pools["a3u"]
+	if p.BootstrapFailures != 2 || p.BreakerOpenedAt.IsZero() || !strings.HasPrefix(p.Condition, "BootstrapFailures") {
+		t.Fatalf("pool after 2 bootstrap failures: %d failures, opened at %v, condition %q", p.BootstrapFailures, p.BreakerOpenedAt, p.Condition)
+	}
+	// The breaker holds provisioning back during the cool-down.
+	if n := st.Nodes["flexvm-a3u-0"]; n.Phase.Serving() {
+		t.Fatalf("node was provisioned again while the breaker is open: %s", n.Phase)
+	}
+	acts := Reconcile(st, Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true}}}, t0.Add(10*time.Minute), pol)
+	for _, a := range acts {
+		if _, ok := a.(CreateResizeRequest); ok {
+			t.Fatalf("capacity requested while the breaker is open: %v", a)
+		}
+	}
+	// After the cool-down one attempt goes through; its registration closes the breaker.
+	acts = Reconcile(st, Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true}}}, t0.Add(31*time.Minute), pol)
+	Apply(st, acts)
+	n := st.Nodes["flexvm-a3u-0"]
+	if n.Phase != model.PhaseRequested {
+		t.Fatalf("no attempt after the cool-down: %s", n.Phase)
+	}
+	vm := VM{Name: n.VMName, Status: "RUNNING", Created: t0, TerminationTime: t0.Add(week)}
+	obs := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true, VMs: []VM{vm}}}}
+	Apply(st, Reconcile(st, obs, t0.Add(32*time.Minute), pol))
+	st.Slurm = slurmView(t0.Add(33*time.Minute), map[string]string{"flexvm-a3u-0": "IDLE+CLOUD"})
+	Apply(st, Reconcile(st, obs, t0.Add(33*time.Minute), pol))
+	if p := st.Pools["a3u"]; p.BootstrapFailures != 0 || !p.BreakerOpenedAt.IsZero() || p.Condition != "" {
+		t.Errorf("pool after a registration: %d failures, opened at %v, condition %q", p.BootstrapFailures, p.BreakerOpenedAt, p.Condition)
+	}
+}
+
+func TestCapacityBackoff(t *testing.T) {
+	st, _ := applied(t)
+	pol := Policy{}
+	// The static node's request fails with a stock-out.
+	acts, err := ProvisioningFailed(st, "a3u", "rr-flexvm-a3u-0-g1", ClassCapacity, "ZONE_RESOURCE_POOL_EXHAUSTED", t0, pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	Apply(st, acts)
+	p := st.Pools["a3u"]
+	if p.BackoffAttempts != 1 || !p.BackoffUntil.Equal(t0.Add(2*time.Minute)) || p.Condition != "" {
+		t.Fatalf("after one stock-out: attempts %d until %v condition %q", p.BackoffAttempts, p.BackoffUntil, p.Condition)
+	}
+	if n := st.Nodes["flexvm-a3u-0"]; n.Phase != model.PhaseReleased || n.LastEnd != model.EndFailed {
+		t.Fatalf("node after a refused request: %s %s", n.Phase, n.LastEnd)
+	}
+	for _, a := range acts {
+		if _, ok := a.(DeleteVMs); ok {
+			t.Fatal("a delete was issued for a VM that was never created")
+		}
+	}
+	obs := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true}}}
+	// Within the backoff: nothing is requested (the node only records why).
+	within := Reconcile(st, obs, t0.Add(time.Minute), pol)
+	for _, a := range External(within) {
+		t.Fatalf("within the backoff: %v", a)
+	}
+	Apply(st, within)
+	if r := st.Nodes["flexvm-a3u-0"].Reason; !strings.Contains(r, "backoff") {
+		t.Errorf("node reason %q does not say it waits for the backoff", r)
+	}
+	// After it: the static node is requested again (new generation).
+	got := kinds(Reconcile(st, obs, t0.Add(3*time.Minute), pol))
+	if d := cmp.Diff([]string{"PutNode:flexvm-a3u-0/requested", "CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"}, got); d != "" {
+		t.Fatalf("after the backoff (-want +got):\n%s", d)
+	}
+	// Quota errors back off longer and raise a condition; doubling, capped.
+	for i, want := range []time.Duration{10 * time.Minute, 20 * time.Minute, 40 * time.Minute, 80 * time.Minute, 2 * time.Hour, 2 * time.Hour} {
+		st.Pools["a3u"].BackoffAttempts = i
+		acts, _ := ProvisioningFailed(st, "a3u", "rr-x", ClassQuota, "QUOTA_EXCEEDED", t0, pol)
+		Apply(st, acts)
+		if d := st.Pools["a3u"].BackoffUntil.Sub(t0); d != want {
+			t.Errorf("quota failure %d: backoff %s, want %s", i+1, d, want)
+		}
+	}
+	if c := st.Pools["a3u"].Condition; !strings.HasPrefix(c, "QuotaExceeded") {
+		t.Errorf("condition %q, want QuotaExceeded", c)
+	}
+}

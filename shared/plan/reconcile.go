@@ -26,6 +26,10 @@ type ObservedResizeRequest struct {
 	State   string // CREATING, ACCEPTED, SUCCEEDED, FAILED, CANCELLED
 	VMs     []string
 	Created time.Time
+	// ErrorCode is the Compute error code of a FAILED request (or of the
+	// last attempt of a queued one); ErrorClass its class (ClassCapacity,
+	// ClassQuota, ClassPermanent, or "" for others).
+	ErrorCode, ErrorClass string
 }
 
 // ObservedPool is what Compute showed of one pool in one pass. Listed is
@@ -60,6 +64,7 @@ type Observed struct {
 func Reconcile(st *model.State, obs Observed, now time.Time, pol Policy) []Action {
 	pol = pol.withDefaults()
 	b := newBuilder(st, now)
+	b.pol = pol
 	slurm := freshSlurm(st, now, pol)
 	b.lostJobReports(slurm, obs)
 	for _, pool := range sortedPools(b.st) {
@@ -117,6 +122,22 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 	for _, rr := range po.ResizeRequests {
 		rrs[rr.Name] = rr
 	}
+	// The MIG was deleted out of band: its requests are gone with it and
+	// its VMs too. Recreate it before any new request, and re-plan every
+	// node that waited on it.
+	if pool.Ready && !po.MIGExists && !pool.Removed {
+		p := *pool
+		p.Ready = false
+		p.MIGIncarnation++
+		b.putPool(p, fmt.Sprintf("reconciler: MIG %s of pool %s is gone (deleted out of band): it is recreated and its requests re-planned", pool.MIG, pool.ID))
+		b.add(Alert{Pool: pool.ID, Reason: fmt.Sprintf("MIG %s was deleted outside flexslurm", pool.MIG)})
+		pool = b.st.Pools[pool.ID]
+		for _, n := range b.st.PoolNodes(pool.ID) {
+			if n.Phase == model.PhaseRequested {
+				b.generationEnded(pool, *n, model.EndLost, fmt.Sprintf("reconciler: resize request %s vanished with MIG %s", n.ResizeRequest, pool.MIG))
+			}
+		}
+	}
 	// Every node of the pool: the stored ones and every slot below
 	// max_node_count (a slot never used has no record, but Slurm knows it).
 	var nodes []model.Node
@@ -165,7 +186,7 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 		if outcome != OutcomeVMGone && node.MissCount != 0 {
 			node.MissCount, node.MissGeneration, dirty = 0, 0, true
 		}
-		if b.act(pool, node, vm, outcome, rule, rrs, pol) {
+		if b.act(pool, node, vm, outcome, rule, combo, rrs, pol) {
 			continue
 		}
 		if dirty {
@@ -199,7 +220,7 @@ func (b *builder) removedPool(pool *model.Pool, po ObservedPool) {
 		}
 	}
 	if po.MIGExists {
-		b.add(DeleteMIG{Pool: pool.ID, RequestID: naming.RequestID("delete-mig", pool.Zone+"/"+pool.MIG),
+		b.add(DeleteMIG{Pool: pool.ID, RequestID: naming.RequestID("delete-mig", fmt.Sprintf("%s/%s#%d", pool.Zone, pool.MIG, pool.MIGIncarnation)),
 			Reason: fmt.Sprintf("reconciler: pool %s was removed from the spec and its MIG %s is empty", pool.ID, pool.MIG)})
 		return
 	}
@@ -209,7 +230,7 @@ func (b *builder) removedPool(pool *model.Pool, po ObservedPool) {
 
 // act carries out one node's outcome. It returns true when it stored the
 // node (so the caller need not).
-func (b *builder) act(pool *model.Pool, node model.Node, vm VM, outcome Outcome, rule Rule, rrs map[string]ObservedResizeRequest, pol Policy) bool {
+func (b *builder) act(pool *model.Pool, node model.Node, vm VM, outcome Outcome, rule Rule, combo Combo, rrs map[string]ObservedResizeRequest, pol Policy) bool {
 	why := "reconciler: " + rule.Why
 	del := func(name, reason string) {
 		b.add(DeleteVMs{Pool: pool.ID, VMs: []string{name},
@@ -217,9 +238,17 @@ func (b *builder) act(pool *model.Pool, node model.Node, vm VM, outcome Outcome,
 	}
 	switch outcome {
 	case OutcomeOK, OutcomeWait:
+		changed := false
 		if outcome == OutcomeOK && node.Phase == model.PhaseRunning && !vm.TerminationTime.IsZero() && !vm.TerminationTime.Equal(node.TerminationTime) {
 			node.TerminationTime = vm.TerminationTime
-			b.putNode(node, "reconciler: termination time from the VM's scheduling status")
+			changed = true
+		}
+		if node.Phase == model.PhaseRunning && !node.Registered && slices.Contains([]SlurmClass{SlurmIdle, SlurmBusy, SlurmDrain}, combo.Slurm) {
+			b.registered(pool, &node)
+			changed = true
+		}
+		if changed {
+			b.putNode(node, "reconciler: VM runs until "+node.TerminationTime.Format(time.RFC3339))
 			return true
 		}
 		return false
@@ -232,6 +261,7 @@ func (b *builder) act(pool *model.Pool, node model.Node, vm VM, outcome Outcome,
 			node.TerminationTime = vm.Created.Add(pool.RunDuration)
 		}
 		b.putNode(node, fmt.Sprintf("VM %s is running until %s", vm.Name, node.TerminationTime.Format(time.RFC3339)))
+		b.succeeded(b.st.Pools[pool.ID])
 		return true
 	case OutcomeCheckRequest:
 		return b.reconcileRequested(pool, node, rrs, pol)
@@ -276,13 +306,13 @@ func (b *builder) act(pool *model.Pool, node model.Node, vm VM, outcome Outcome,
 		return false
 	case OutcomeReleaseIdle:
 		b.releaseQuietly(pool, node, why)
-		if rule.Slurm != nil && slices.Contains(rule.Slurm, SlurmDownPowered) {
+		if combo.Slurm == SlurmDownPowered {
 			b.slurm(event.SlurmResume, []string{node.Name}, "", "flexslurm: "+rule.Why, node.VMName, "resume")
 		}
 		return true
 	case OutcomeSlurmResume:
 		cmd := event.SlurmResume
-		if node.Phase == model.PhaseRunning && slurmIsPoweredDown(rule) {
+		if node.Phase == model.PhaseRunning && combo.Slurm == SlurmPoweredDown {
 			cmd = event.SlurmPowerUp
 		}
 		b.slurm(cmd, []string{node.Name}, "", "flexslurm: "+rule.Why, node.VMName, b.now.Truncate(time.Hour).Format(time.RFC3339))
@@ -291,6 +321,10 @@ func (b *builder) act(pool *model.Pool, node model.Node, vm VM, outcome Outcome,
 		b.slurm(event.SlurmPowerDownForce, []string{node.Name}, "", "flexslurm: "+rule.Why, node.VMName, b.now.Truncate(time.Hour).Format(time.RFC3339))
 		return false
 	case OutcomeReplace:
+		if !node.Registered {
+			b.bootstrapFailed(pool, node)
+			pool = b.st.Pools[pool.ID]
+		}
 		del(node.VMName, why)
 		if kindOf(node, pool) == model.NodeStatic {
 			b.generationEnded(pool, node, model.EndLost, why+": replaced")
@@ -305,7 +339,7 @@ func (b *builder) act(pool *model.Pool, node model.Node, vm VM, outcome Outcome,
 	return false
 }
 
-func slurmIsPoweredDown(r Rule) bool { return slices.Contains(r.Slurm, SlurmPoweredDown) }
+
 
 // reconcileRequested follows the resize request of a requested node whose
 // VM is not there yet. It returns true when it stored the node.
@@ -328,12 +362,21 @@ func (b *builder) reconcileRequested(pool *model.Pool, node model.Node, rrs map[
 			JobID: node.JobID, RequestID: naming.RequestID("create-resize-request", pool.MIG+"/"+node.ResizeRequest),
 			Reason: fmt.Sprintf("reconciler: resize request %s is not visible %s after it was recorded: issuing it again", node.ResizeRequest, b.now.Sub(node.RequestedAt).Round(time.Second))})
 		return false
+	case rr.State == "FAILED" && rr.ErrorClass != "":
+		// Capacity, quota or a permanent error: back off (stored), then end
+		// the generation; its replacement waits for the backoff to end.
+		why := fmt.Sprintf("reconciler: resize request %s FAILED: %s", rr.Name, rr.ErrorCode)
+		b.backOff(pool, rr.ErrorClass, rr.ErrorCode, why)
+		b.generationEnded(b.st.Pools[pool.ID], node, model.EndFailed, why)
+		return true
 	case rr.State == "FAILED" || rr.State == "CANCELLED" || rr.State == "SUCCEEDED":
 		// The request ended without this VM (failed, cancelled out of band,
 		// or its VM already came and went): this generation is over.
 		why := fmt.Sprintf("reconciler: resize request %s is %s and VM %s does not exist", rr.Name, rr.State, node.VMName)
 		b.generationEnded(pool, node, model.EndLost, why)
 		return true
+	case rr.State == "ACCEPTED" && b.now.Sub(rr.Created) > pol.QueueTimeout:
+		return b.queueTimedOut(pool, node, rr)
 	}
 	return false
 }

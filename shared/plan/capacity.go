@@ -1,0 +1,230 @@
+package plan
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/flexslurm/flexslurm/shared/naming"
+)
+
+// Error classes the executor and the observer hand to the decisions (from
+// shared/gce's table, keyed on Compute error codes).
+const (
+	ClassCapacity  = "capacity"  // stock-out: ZONE_RESOURCE_POOL_EXHAUSTED and kin
+	ClassQuota     = "quota"     // QUOTA_EXCEEDED and kin
+	ClassPermanent = "permanent" // invalid argument, permission, …
+)
+
+// Metric is a counter increment, emitted as a structured log line that a
+// Cloud Logging log-based metric counts (jsonPayload.metric = Name, labels
+// as label extractors).
+type Metric struct {
+	Name   string
+	Labels map[string]string
+	Reason string
+}
+
+func (a Metric) Why() string    { return a.Reason }
+func (a Metric) String() string { return "metric " + a.Name }
+
+// Metric names.
+const (
+	MetricProvisioningErrors = "provisioning_errors" // labels: pool, class, code
+	MetricBackoff            = "pool_backoff"        // labels: pool, reason
+	MetricResubmits          = "resize_request_resubmits"
+	MetricBreakerTrips       = "breaker_trips"
+	MetricBootstrapFailures  = "bootstrap_failures"
+)
+
+// backoff returns how long a pool waits after its n-th consecutive failure
+// of the class: base × 2^(n−1), capped.
+func (p Policy) backoff(class string, n int) time.Duration {
+	base, limit := p.BackoffBase, p.BackoffCap
+	if class != ClassCapacity {
+		base, limit = p.QuotaBackoffBase, p.QuotaBackoffCap
+	}
+	d := base
+	for i := 1; i < n && d < limit; i++ {
+		d *= 2
+	}
+	return min(d, limit)
+}
+
+// blocked reports whether the pool may not request capacity now (backoff,
+// or an open breaker inside its cool-down), and why.
+func (b *builder) blocked(pool *model.Pool) (bool, string) {
+	if cur, ok := b.st.Pools[pool.ID]; ok {
+		pool = cur // the record as this decision left it
+	}
+	if b.now.Before(pool.BackoffUntil) {
+		return true, fmt.Sprintf("waiting: pool %s is in %s backoff until %s (failure %d)", pool.ID, pool.BackoffReason,
+			pool.BackoffUntil.Format(time.RFC3339), pool.BackoffAttempts)
+	}
+	if !pool.BreakerOpenedAt.IsZero() && b.now.Before(pool.BreakerOpenedAt.Add(b.pol.BreakerCooldown)) {
+		return true, fmt.Sprintf("waiting: pool %s's breaker is open after %d bootstrap failures, until %s", pool.ID,
+			pool.BootstrapFailures, pool.BreakerOpenedAt.Add(b.pol.BreakerCooldown).Format(time.RFC3339))
+	}
+	return false, ""
+}
+
+func (b *builder) putPool(p model.Pool, reason string) {
+	p.UpdatedAt = b.now
+	c := p
+	b.st.Pools[p.ID] = &c
+	b.add(PutPool{Pool: p, Reason: reason})
+}
+
+// backOff puts a pool into backoff after a failure of the class.
+func (b *builder) backOff(pool *model.Pool, class, code, why string) {
+	p := *pool
+	p.BackoffAttempts++
+	p.BackoffReason = class
+	d := b.pol.backoff(class, p.BackoffAttempts)
+	p.BackoffUntil = b.now.Add(d)
+	if class != ClassCapacity && p.Condition == "" {
+		name := "QuotaExceeded"
+		if class == ClassPermanent {
+			name = "ProvisioningError"
+		}
+		p.Condition, p.ConditionSince = fmt.Sprintf("%s: %s", name, code), b.now
+		b.add(Alert{Pool: p.ID, Reason: fmt.Sprintf("pool %s cannot get capacity: %s (%s): fix it, flexslurm retries every backoff period", p.ID, code, why)})
+	}
+	b.putPool(p, fmt.Sprintf("%s error %s: no capacity requested for pool %s before %s (failure %d, backoff %s)", class, code, p.ID, p.BackoffUntil.Format(time.RFC3339), p.BackoffAttempts, d))
+	b.add(Metric{Name: MetricProvisioningErrors, Labels: map[string]string{"pool": p.ID, "class": class, "code": code}, Reason: why})
+	b.add(Metric{Name: MetricBackoff, Labels: map[string]string{"pool": p.ID, "reason": class}, Reason: p.BackoffUntil.Format(time.RFC3339)})
+}
+
+// succeeded clears a pool's backoff (and a quota or provisioning condition)
+// after capacity was granted.
+func (b *builder) succeeded(pool *model.Pool) {
+	if pool.BackoffAttempts == 0 && pool.BackoffReason == "" && !isCapacityCondition(pool.Condition) {
+		return
+	}
+	p := *pool
+	p.BackoffAttempts, p.BackoffReason, p.BackoffUntil = 0, "", time.Time{}
+	if isCapacityCondition(p.Condition) {
+		p.Condition, p.ConditionSince = "", time.Time{}
+	}
+	b.putPool(p, fmt.Sprintf("capacity granted to pool %s: backoff cleared", p.ID))
+}
+
+func isCapacityCondition(c string) bool {
+	return len(c) > 0 && (hasPrefix(c, "QuotaExceeded") || hasPrefix(c, "ProvisioningError") || hasPrefix(c, "QueueTimeouts"))
+}
+
+func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }
+
+// ProvisioningFailed decides what a resize request refused or failed with
+// an error of the class requires: the pool backs off (stored, so every
+// function instance sees it), the nodes waiting on the request are released
+// without any deletion (no VM was created), and their job stays pending, to
+// be served by the reconciler once the backoff ends.
+func ProvisioningFailed(st *model.State, poolID, rr, class, code string, now time.Time, pol Policy) ([]Action, error) {
+	b := newBuilder(st, now)
+	b.pol = pol.withDefaults()
+	pool, ok := b.st.Pools[poolID]
+	if !ok {
+		return nil, rejectf("pool %s has no record", poolID)
+	}
+	why := fmt.Sprintf("resize request %s: %s error %s", rr, class, code)
+	b.backOff(pool, class, code, why)
+	b.requestEnded(rr, model.EndFailed, why)
+	return b.out, nil
+}
+
+// requestEnded releases the nodes still waiting on a resize request that
+// will never provision them, and notes it on their job.
+func (b *builder) requestEnded(rr string, end model.EndReason, why string) {
+	jobs := map[string]bool{}
+	for _, n := range b.st.SortedNodes() {
+		if n.ResizeRequest != rr || n.Phase != model.PhaseRequested {
+			continue
+		}
+		node := *n
+		node.Phase = model.PhaseReleased
+		node.LastEnd = end
+		b.putNode(node, why)
+		if node.JobID != "" {
+			jobs[node.JobID] = true
+		}
+	}
+	for id := range jobs {
+		if j, ok := b.st.Jobs[id]; ok && j.State == model.JobPending {
+			jj := *j
+			b.putJob(jj, "waiting: "+why)
+		}
+	}
+}
+
+// queueTimedOut handles a request queued (ACCEPTED) past the queue timeout:
+// cancelled and resubmitted as a new generation while its job is still
+// pending (static nodes always), at most MaxResubmits times; then the pool is
+// flagged and the request left queued.
+func (b *builder) queueTimedOut(pool *model.Pool, node model.Node, rr ObservedResizeRequest) bool {
+	count, owner := node.Resubmits, "node "+node.Name
+	var job *model.Job
+	if node.JobID != "" && kindOf(node, pool) == model.NodeDynamic {
+		j, ok := b.st.Jobs[node.JobID]
+		if !ok || j.State != model.JobPending {
+			return false // the unwanted-request rule cancels it
+		}
+		job, count, owner = j, j.Resubmits, "job "+j.ID
+	}
+	if count >= b.pol.MaxResubmits {
+		if !hasPrefix(pool.Condition, "QueueTimeouts") {
+			p := *pool
+			p.Condition, p.ConditionSince = fmt.Sprintf("QueueTimeouts: %s resubmitted %d times without capacity", owner, count), b.now
+			b.putPool(p, p.Condition)
+			b.add(Alert{Pool: pool.ID, Node: node.Name, Reason: fmt.Sprintf("pool %s: %s queued %d times past the queue timeout %s; left queued", pool.ID, owner, count+1, b.pol.QueueTimeout)})
+		}
+		return false
+	}
+	why := fmt.Sprintf("resize request %s queued for %s, past the queue timeout %s: cancelled and resubmitted (%d of %d)",
+		rr.Name, b.now.Sub(rr.Created).Round(time.Minute), b.pol.QueueTimeout, count+1, b.pol.MaxResubmits)
+	b.add(CancelResizeRequest{Pool: pool.ID, Name: rr.Name, RequestID: naming.RequestID("cancel-resize-request", pool.MIG+"/"+rr.Name), Reason: why})
+	b.add(Metric{Name: MetricResubmits, Labels: map[string]string{"pool": pool.ID}, Reason: why})
+	b.requestEnded(rr.Name, model.EndTimeout, why)
+	if job != nil {
+		jj := *b.st.Jobs[job.ID]
+		jj.Resubmits++
+		b.putJob(jj, why)
+		b.provisionJob(jj, why)
+		return true
+	}
+	n := *b.st.Nodes[node.Name]
+	n.Resubmits++
+	b.provisionNode(pool, n, "", why)
+	return true
+}
+
+// bootstrapFailed counts a VM whose node never registered in Slurm, and
+// opens the pool's breaker at the threshold.
+func (b *builder) bootstrapFailed(pool *model.Pool, node model.Node) {
+	p := *b.st.Pools[pool.ID]
+	p.BootstrapFailures++
+	b.add(Metric{Name: MetricBootstrapFailures, Labels: map[string]string{"pool": p.ID}, Reason: node.VMName})
+	why := fmt.Sprintf("VM %s ran but node %s never registered in Slurm (%d consecutive)", node.VMName, node.Name, p.BootstrapFailures)
+	if p.BootstrapFailures >= b.pol.BreakerThreshold {
+		p.BreakerOpenedAt = b.now
+		p.Condition, p.ConditionSince = fmt.Sprintf("BootstrapFailures: %d consecutive nodes never registered; provisioning stopped until %s", p.BootstrapFailures, b.now.Add(b.pol.BreakerCooldown).Format(time.RFC3339)), b.now
+		b.add(Alert{Pool: p.ID, Node: node.Name, Reason: "breaker open: " + p.Condition})
+		b.add(Metric{Name: MetricBreakerTrips, Labels: map[string]string{"pool": p.ID}, Reason: why})
+	}
+	b.putPool(p, why)
+}
+
+// registered records a node's first registration in Slurm and closes the
+// pool's breaker (a success resets it).
+func (b *builder) registered(pool *model.Pool, node *model.Node) {
+	node.Registered = true
+	p := *b.st.Pools[pool.ID]
+	if p.BootstrapFailures == 0 && p.BreakerOpenedAt.IsZero() {
+		return
+	}
+	p.BootstrapFailures, p.BreakerOpenedAt = 0, time.Time{}
+	if hasPrefix(p.Condition, "BootstrapFailures") {
+		p.Condition, p.ConditionSince = "", time.Time{}
+	}
+	b.putPool(p, fmt.Sprintf("node %s registered in Slurm: bootstrap failures reset", node.Name))
+}
