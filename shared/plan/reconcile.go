@@ -339,8 +339,6 @@ func (b *builder) act(pool *model.Pool, node model.Node, vm VM, outcome Outcome,
 	return false
 }
 
-
-
 // reconcileRequested follows the resize request of a requested node whose
 // VM is not there yet. It returns true when it stored the node.
 func (b *builder) reconcileRequested(pool *model.Pool, node model.Node, rrs map[string]ObservedResizeRequest, pol Policy) bool {
