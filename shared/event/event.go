@@ -163,6 +163,13 @@ const (
 	SlurmDown           = "down"
 	SlurmRequeue        = "requeue"
 	SlurmStartNow       = "start_now"
+	// SlurmReservationCreate creates (or moves) a maintenance reservation
+	// on nodes; SlurmReservationDelete deletes one. Names carry
+	// ReservationPrefix.
+	SlurmReservationCreate = "reservation_create"
+	SlurmReservationDelete = "reservation_delete"
+	// SlurmUpdateAddress sets a node's NodeAddr (and NodeHostname).
+	SlurmUpdateAddress = "update_address"
 )
 
 // SlurmCommand asks the Slurm agent to run one scontrol command.
@@ -173,12 +180,28 @@ type SlurmCommand struct {
 	Nodes   []string `json:"nodes,omitempty"`
 	JobID   string   `json:"job_id,omitempty"`
 	Reason  string   `json:"reason,omitempty"`
+	// Reservation names a maintenance reservation (reservation_create,
+	// reservation_delete); it always starts with ReservationPrefix.
+	Reservation string `json:"reservation,omitempty"`
+	// StartTime and DurationSeconds place a reservation (reservation_create).
+	StartTime       time.Time `json:"start_time,omitzero"`
+	DurationSeconds int64     `json:"duration_s,omitempty"`
+	// Address is a node's new NodeAddr (update_address).
+	Address string `json:"address,omitempty"`
 }
+
+// ReservationPrefix starts the name of every Slurm reservation flexslurm
+// creates; flexslurm never touches a reservation without it.
+const ReservationPrefix = "flexslurm-"
 
 var (
 	jobIDRe    = regexp.MustCompile(`^[0-9]{1,12}(_[0-9]{1,9})?$`)
 	clusterRe  = regexp.MustCompile(`^[a-z][a-z0-9]{0,9}$`)
 	nodeNameRe = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+	// reservationRe: flexslurm's prefix, then Slurm-safe characters.
+	reservationRe = regexp.MustCompile(`^flexslurm-[a-z0-9-]{1,100}$`)
+	// addressRe: an IPv4/IPv6 address or a host name.
+	addressRe = regexp.MustCompile(`^[A-Za-z0-9.:-]{1,253}$`)
 )
 
 // ValidNodeName reports whether s is an acceptable flexslurm Slurm node
@@ -363,6 +386,17 @@ func DecodeSlurmCommand(data []byte) (*SlurmCommand, error) {
 	case SlurmRequeue, SlurmStartNow:
 		if !jobIDRe.MatchString(c.JobID) {
 			return nil, malformed("%s needs a job_id, got %q", c.Command, c.JobID)
+		}
+	case SlurmReservationCreate, SlurmReservationDelete:
+		if !reservationRe.MatchString(c.Reservation) {
+			return nil, malformed("%s: reservation %q must match %s", c.Command, c.Reservation, reservationRe)
+		}
+		if c.Command == SlurmReservationCreate && (len(c.Nodes) == 0 || c.StartTime.IsZero() || c.DurationSeconds <= 0) {
+			return nil, malformed("reservation_create needs nodes, start_time and a positive duration_s")
+		}
+	case SlurmUpdateAddress:
+		if len(c.Nodes) != 1 || !addressRe.MatchString(c.Address) {
+			return nil, malformed("update_address needs one node and an address, got %d nodes and %q", len(c.Nodes), c.Address)
 		}
 	default:
 		return nil, malformed("unknown command %q", c.Command)
