@@ -449,6 +449,7 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 		msg := event.SlurmCommand{
 			Header: event.Header{Version: event.SchemaVersion, Type: event.TypeSlurmCommand, Cluster: cluster},
 			ID:     a.ID, Command: a.Command, Nodes: a.Nodes, JobID: a.JobID, Reason: a.Reason,
+			Reservation: a.Reservation, StartTime: a.StartTime, DurationSeconds: a.DurationSeconds,
 		}
 		data, err := json.Marshal(msg)
 		if err != nil {

@@ -103,6 +103,12 @@ type Node struct {
 	// past a grace period.
 	Observed      string    `firestore:"observed" json:"observed,omitempty"`
 	ObservedSince time.Time `firestore:"observed_since" json:"observed_since,omitzero"`
+	// Successor names the node that takes this static node's place before
+	// its VM reaches its max run duration (make-before-break);
+	// Predecessor names the node it replaces. Both are cleared when the
+	// hand-over ends.
+	Successor   string `firestore:"successor" json:"successor,omitempty"`
+	Predecessor string `firestore:"predecessor" json:"predecessor,omitempty"`
 	// Registered is true once Slurm showed this generation's node up
 	// (idle, busy or drained): its bootstrap succeeded.
 	Registered bool `firestore:"registered" json:"registered,omitempty"`
@@ -170,6 +176,13 @@ type Pool struct {
 	RunDuration    time.Duration `firestore:"run_duration" json:"run_duration"`
 	// Ready is true once the template and MIG are known to exist.
 	Ready bool `firestore:"ready" json:"ready"`
+	// CapacityWaits are the most recent waits for capacity (request to VM
+	// creation), in seconds, newest last; their 90th percentile sizes the
+	// make-before-break lead time.
+	CapacityWaits []int64 `firestore:"capacity_waits" json:"capacity_waits,omitempty"`
+	// OverlapSeconds accumulates node-seconds during which a static node
+	// and its successor both ran (the cost of make-before-break).
+	OverlapSeconds int64 `firestore:"overlap_seconds" json:"overlap_seconds,omitempty"`
 	// MIGIncarnation counts MIGs of this pool found deleted out of band; it
 	// is part of the MIG creation's request id (Compute ignores a repeated
 	// request id for 60 minutes, so a re-creation needs a new one).
@@ -268,6 +281,7 @@ func (s *State) Clone() *State {
 	}
 	for k, v := range s.Pools {
 		p := *v
+		p.CapacityWaits = append([]int64(nil), v.CapacityWaits...)
 		c.Pools[k] = &p
 	}
 	for k, v := range s.Nodes {

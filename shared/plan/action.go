@@ -118,6 +118,11 @@ type SlurmCommand struct {
 	Nodes   []string
 	JobID   string
 	Reason  string
+	// Reservation, StartTime and DurationSeconds describe a maintenance
+	// reservation (reservation_create / reservation_delete).
+	Reservation     string
+	StartTime       time.Time
+	DurationSeconds int64
 }
 
 // Alert raises an operator-visible condition that needs no action now.

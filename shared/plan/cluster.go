@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/flexslurm/flexslurm/shared/model"
@@ -53,17 +54,22 @@ func ClusterApplied(st *model.State, c *spec.Cluster, effective []byte, now time
 	for _, sp := range c.FlexPools() {
 		inSpec[sp.ID] = true
 		tmpl := naming.Template(c.ID, sp.ID, TemplateContent(c, sp))
-		pool := model.Pool{
-			ID: sp.ID, Zone: sp.Zone, MIG: naming.MIG(c.ID, sp.ID), Template: tmpl,
-			MinNodes: sp.MinNodeCount, MaxNodes: sp.MaxNodeCount,
-			MaxRunDuration: sp.FlexStartMaxDuration, RunDuration: sp.ComputeRunDuration(),
-		}
+		// Start from the stored record: backoff, breaker, capacity waits
+		// and conditions survive a spec change.
+		var pool model.Pool
 		old, existed := st.Pools[sp.ID]
 		if existed {
-			pool.Ready = old.Ready && old.Template == tmpl && old.MIG == pool.MIG && old.Zone == pool.Zone
-			pool.UpdatedAt = old.UpdatedAt
+			pool = *old
+			pool.CapacityWaits = append([]int64(nil), old.CapacityWaits...)
 		}
-		if !existed || *old != pool {
+		pool.ID, pool.Zone, pool.MIG, pool.Template = sp.ID, sp.Zone, naming.MIG(c.ID, sp.ID), tmpl
+		pool.MinNodes, pool.MaxNodes = sp.MinNodeCount, sp.MaxNodeCount
+		pool.MaxRunDuration, pool.RunDuration = sp.FlexStartMaxDuration, sp.ComputeRunDuration()
+		pool.Removed = false
+		if existed {
+			pool.Ready = old.Ready && old.Template == tmpl && old.MIG == pool.MIG && old.Zone == pool.Zone
+		}
+		if !existed || !reflect.DeepEqual(*old, pool) {
 			pool.UpdatedAt = now
 			p := pool
 			b.st.Pools[sp.ID] = &p
@@ -90,15 +96,21 @@ func ClusterApplied(st *model.State, c *spec.Cluster, effective []byte, now time
 	return b.out
 }
 
-// releaseSurplus releases nodes that are no longer static (index ≥ min) or
-// beyond max_node_count, when no active job uses them.
+// releaseSurplus releases nodes that are no longer needed, when no active
+// job uses them: static nodes beyond min_node_count (the highest indexes
+// become dynamic) and any node at or beyond max_node_count.
 func (b *builder) releaseSurplus(pool *model.Pool) {
+	if cur, ok := b.st.Pools[pool.ID]; ok {
+		pool = cur
+	}
+	kept := 0
 	for _, n := range b.st.PoolNodes(pool.ID) {
 		node := *n
-		if node.Index < pool.MinNodes {
-			continue
-		}
-		if node.Kind == model.NodeStatic {
+		if node.Kind == model.NodeStatic && node.Successor == "" {
+			if kept < pool.MinNodes && node.Index < pool.MaxNodes {
+				kept++
+				continue
+			}
 			node.Kind = model.NodeDynamic
 			if !node.Phase.HasVM() {
 				b.putNode(node, "node is now dynamic (min_node_count lowered)")

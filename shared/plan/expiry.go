@@ -47,6 +47,7 @@ func Expiry(st *model.State, a *event.Audit, now time.Time, pol Policy) ([]Actio
 		return nil, rejectf("first entry of the delete operation on %s: acting on the last", a.Instance)
 	}
 	b := newBuilder(st, now)
+	b.pol = pol
 	node := *n
 	switch node.Phase {
 	case model.PhaseReleased:
@@ -54,6 +55,9 @@ func Expiry(st *model.State, a *event.Audit, now time.Time, pol Policy) ([]Actio
 	case model.PhaseDeleting:
 		node.Phase = model.PhaseReleased
 		node.VMID = ""
+		if node.Successor != "" {
+			b.handoverEnded(pool, &node)
+		}
 		b.putNode(node, fmt.Sprintf("VM %s deleted as requested", a.Instance))
 		b.ensureStatic(b.st.Pools[poolID], "a static node's VM was deleted")
 		return b.out, nil
@@ -87,11 +91,18 @@ func Expiry(st *model.State, a *event.Audit, now time.Time, pol Policy) ([]Actio
 // only for a pending job.
 func (b *builder) generationEnded(pool *model.Pool, n model.Node, end model.EndReason, why string) {
 	b.slurm(event.SlurmPowerDownForce, []string{n.Name}, "", "flexslurm: "+why, n.VMName)
+	b.endOfLifeDone(n)
 	n.LastEnd = end
 	n.Phase = model.PhaseReleased
 	n.VMID = ""
-	if n.Kind == model.NodeStatic || n.Index < pool.MinNodes {
-		n.Kind = model.NodeStatic
+	if n.Successor != "" {
+		// A successor already took (or is taking) this static node's place.
+		succ := n.Successor
+		b.handoverEnded(pool, &n)
+		b.putNode(n, fmt.Sprintf("%s: not recreated, successor %s replaces it", why, succ))
+		return
+	}
+	if n.Kind == model.NodeStatic {
 		b.provisionNode(pool, n, "", why+": static node recreated (static nodes are always recreated)")
 		return
 	}

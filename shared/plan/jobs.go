@@ -123,8 +123,18 @@ func (b *builder) jobPending(c *spec.Cluster, ev *event.Job, old *model.Job, kno
 		}
 		j.Pool = pool
 	}
-	if _, ok := b.st.Pools[j.Pool]; !ok {
+	pool, ok := b.st.Pools[j.Pool]
+	if !ok {
 		return nil, rejectf("pool %s of job %s has no record: the cluster spec was not applied", j.Pool, j.ID)
+	}
+	if limit := time.Duration(ev.TimeLimitSeconds) * time.Second; limit > 0 && pool.MaxRunDuration > 0 && limit > pool.MaxRunDuration {
+		// No node of this pool lives long enough: the end-of-life
+		// reservations keep Slurm from starting it. Report, don't provision.
+		why := fmt.Sprintf("job %s's time limit %s exceeds pool %s's max run duration %s: it fits no node; lower its time limit (or raise flex_start_max_duration)",
+			j.ID, limit, pool.ID, pool.MaxRunDuration)
+		b.putJob(j, why)
+		b.add(Alert{Pool: pool.ID, Reason: why})
+		return b.out, nil
 	}
 	why := "job pending"
 	if ev.Requeued || j.Requeues > 0 {

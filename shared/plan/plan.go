@@ -69,6 +69,18 @@ type Policy struct {
 	// BreakerCooldown: an open breaker lets one attempt through after this
 	// long; its success closes the breaker. Default 30 min.
 	BreakerCooldown time.Duration
+	// RecreateAfterTermination turns make-before-break off: a static node
+	// is then only recreated after Compute ended its VM.
+	RecreateAfterTermination bool
+	// LeadTime fixes how long before a static node's termination its
+	// successor is requested; 0 sizes it from the pool's recent capacity
+	// waits (their 90th percentile), never below LeadFloor and never above
+	// half the run duration. LeadFloor defaults to 30 min.
+	LeadTime, LeadFloor time.Duration
+	// EOLReservation is the length of the Slurm maintenance reservation
+	// that starts at each flex node's termination time, so Slurm starts no
+	// job that would outlive the node. Default 1 h.
+	EOLReservation time.Duration
 }
 
 // Defaults for Policy.
@@ -114,6 +126,8 @@ func (p Policy) withDefaults() Policy {
 	def(&p.QuotaBackoffCap, 2*time.Hour)
 	def(&p.QueueTimeout, 6*time.Hour)
 	def(&p.BreakerCooldown, 30*time.Minute)
+	def(&p.LeadFloor, 30*time.Minute)
+	def(&p.EOLReservation, time.Hour)
 	if p.MaxResubmits <= 0 {
 		p.MaxResubmits = 3
 	}
@@ -172,6 +186,8 @@ func (b *builder) node(pool *model.Pool, i int) model.Node {
 	if n, ok := b.st.Nodes[name]; ok {
 		return *n
 	}
+	// A slot never used is static below min_node_count (the slots Slurm
+	// excludes from suspend); afterwards the record says.
 	kind := model.NodeDynamic
 	if i < pool.MinNodes {
 		kind = model.NodeStatic
@@ -240,6 +256,7 @@ func (b *builder) releaseNode(pool *model.Pool, n model.Node, reason string) {
 		b.add(DeleteVMs{Pool: pool.ID, VMs: []string{n.VMName},
 			RequestID: naming.RequestID("delete-instances", pool.MIG+"/"+n.VMName), Reason: reason})
 		b.slurm(event.SlurmPowerDown, []string{n.Name}, "", reason, n.VMName)
+		b.endOfLifeDone(n)
 		n.Phase = model.PhaseDeleting
 	default:
 		return
@@ -271,19 +288,50 @@ func (b *builder) vmCount(pool string) int {
 	return c
 }
 
-// ensureStatic requests a VM for every static slot of the pool that has none.
+// staticServing counts the pool's static nodes that serve (requested or
+// running) and are not retiring (a node with a successor counts through its
+// successor).
+func (b *builder) staticServing(pool string) int {
+	c := 0
+	for _, n := range b.st.Nodes {
+		if n.Pool == pool && n.Kind == model.NodeStatic && n.Phase.Serving() && n.Successor == "" {
+			c++
+		}
+	}
+	return c
+}
+
+// ensureStatic keeps min_node_count static nodes serving: static nodes
+// without a VM get one (lowest index first), then, if still short, free
+// slots become static. Static-ness belongs to the node record, so it can
+// move to a successor's slot (make-before-break).
 func (b *builder) ensureStatic(pool *model.Pool, why string) {
-	for i := 0; i < pool.MinNodes; i++ {
+	if cur, ok := b.st.Pools[pool.ID]; ok {
+		pool = cur
+	}
+	short := pool.MinNodes - b.staticServing(pool.ID)
+	if short <= 0 {
+		return
+	}
+	var candidates []model.Node
+	for i := 0; i < pool.MaxNodes; i++ {
 		n := b.node(pool, i)
-		if n.Kind != model.NodeStatic {
+		if n.Kind == model.NodeStatic && !n.Phase.Serving() && n.Successor == "" {
+			candidates = append(candidates, n)
+		}
+	}
+	for i := 0; i < pool.MaxNodes && len(candidates) < short; i++ {
+		n := b.node(pool, i)
+		if n.Kind != model.NodeStatic && !n.Phase.Serving() && !b.claimed(n.Name) {
 			n.Kind = model.NodeStatic
-			if n.Phase.HasVM() {
-				b.putNode(n, "node is now static (min_node_count raised)")
-			}
+			candidates = append(candidates, n)
 		}
-		if !n.Phase.Serving() {
-			b.provisionNode(pool, n, "", fmt.Sprintf("static node %d of %d has no VM: %s", i+1, pool.MinNodes, why))
+	}
+	for i, n := range candidates {
+		if i >= short {
+			break
 		}
+		b.provisionNode(pool, n, "", fmt.Sprintf("static node: pool %s has %d of min_node_count %d: %s", pool.ID, pool.MinNodes-short+i, pool.MinNodes, why))
 	}
 }
 
@@ -431,3 +479,7 @@ func sortedPools(st *model.State) []*model.Pool {
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
+
+func commandID(parts ...string) string { return naming.CommandID(parts...) }
+
+func requestID(op, resource string) string { return naming.RequestID(op, resource) }

@@ -281,7 +281,7 @@ func TestExpiry(t *testing.T) {
 			name:    "static node expired is recreated, whether or not a job waits",
 			prepare: func(st *model.State) { running(st, "flexvm-a3u-0", t0) },
 			audit:   audit(event.AuditDeferredDelete, "flexvm-a3u-0-g1"),
-			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "PutNode:flexvm-a3u-0/requested",
+			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "Slurm:reservation_delete:flexvm-a3u-0", "PutNode:flexvm-a3u-0/requested",
 				"CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
 		},
 		{
@@ -290,7 +290,7 @@ func TestExpiry(t *testing.T) {
 				running(st, "flexvm-a3u-0", t0)
 			},
 			audit: audit(event.AuditDelete, "flexvm-a3u-0-g1"),
-			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "PutNode:flexvm-a3u-0/requested",
+			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "Slurm:reservation_delete:flexvm-a3u-0", "PutNode:flexvm-a3u-0/requested",
 				"CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
 		},
 		{
@@ -301,7 +301,7 @@ func TestExpiry(t *testing.T) {
 				st.Jobs["7"].State = model.JobFinished
 			},
 			audit: audit(event.AuditDeferredDelete, "flexvm-a3u-1-g1"),
-			want:  []string{"Slurm:power_down_force:flexvm-a3u-1", "PutNode:flexvm-a3u-1/released"},
+			want:  []string{"Slurm:power_down_force:flexvm-a3u-1", "Slurm:reservation_delete:flexvm-a3u-1", "PutNode:flexvm-a3u-1/released"},
 		},
 		{
 			name: "dynamic node expired while its job is pending is recreated for it",
@@ -310,7 +310,7 @@ func TestExpiry(t *testing.T) {
 				running(st, "flexvm-a3u-1", t0)
 			},
 			audit: audit(event.AuditDeferredDelete, "flexvm-a3u-1-g1"),
-			want: []string{"Slurm:power_down_force:flexvm-a3u-1", "PutNode:flexvm-a3u-1/released",
+			want: []string{"Slurm:power_down_force:flexvm-a3u-1", "Slurm:reservation_delete:flexvm-a3u-1", "PutNode:flexvm-a3u-1/released",
 				"PutNode:flexvm-a3u-1/requested", "PutJob:7/pending",
 				"CreateResizeRequest:rr-flexvm-a3u-j7-g2=flexvm-a3u-1-g2"},
 		},
@@ -411,7 +411,7 @@ func TestRepair(t *testing.T) {
 				st.Jobs["7"].State = model.JobRunning
 			},
 			ev: health("flexvm-a3u-1", 1, "7", "requeued"),
-			want: []string{"Slurm:drain:flexvm-a3u-1", "DeleteVMs:flexvm-a3u-1-g1", "PutJob:7/pending",
+			want: []string{"Slurm:drain:flexvm-a3u-1", "DeleteVMs:flexvm-a3u-1-g1", "Slurm:reservation_delete:flexvm-a3u-1", "PutJob:7/pending",
 				"PutNode:flexvm-a3u-1/released", "PutNode:flexvm-a3u-1/requested", "PutJob:7/pending",
 				"CreateResizeRequest:rr-flexvm-a3u-j7-g2=flexvm-a3u-1-g2"},
 		},
@@ -423,13 +423,13 @@ func TestRepair(t *testing.T) {
 				st.Jobs["7"].State = model.JobFinished
 			},
 			ev:   health("flexvm-a3u-1", 1, "", ""),
-			want: []string{"Slurm:drain:flexvm-a3u-1", "DeleteVMs:flexvm-a3u-1-g1", "PutNode:flexvm-a3u-1/deleting"},
+			want: []string{"Slurm:drain:flexvm-a3u-1", "DeleteVMs:flexvm-a3u-1-g1", "Slurm:reservation_delete:flexvm-a3u-1", "PutNode:flexvm-a3u-1/deleting"},
 		},
 		{
 			name:    "static node is always replaced",
 			prepare: func(st *model.State) { running(st, "flexvm-a3u-0", t0.Add(time.Hour)) },
 			ev:      health("flexvm-a3u-0", 1, "", ""),
-			want: []string{"Slurm:drain:flexvm-a3u-0", "DeleteVMs:flexvm-a3u-0-g1", "PutNode:flexvm-a3u-0/requested",
+			want: []string{"Slurm:drain:flexvm-a3u-0", "DeleteVMs:flexvm-a3u-0-g1", "Slurm:reservation_delete:flexvm-a3u-0", "PutNode:flexvm-a3u-0/requested",
 				"CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
 		},
 		{
@@ -480,7 +480,7 @@ func TestReconcile(t *testing.T) {
 			obs: ObservedPool{Listed: true, MIGExists: true, VMs: []VM{{Name: "flexvm-a3u-0-g1", ID: "9", Status: "RUNNING", Created: t0, TerminationTime: t0.Add(7 * 24 * time.Hour)}},
 				ResizeRequests: []ObservedResizeRequest{{Name: "rr-flexvm-a3u-0-g1", State: "SUCCEEDED", Created: t0}}},
 			now:  t0.Add(time.Minute),
-			want: []string{"PutNode:flexvm-a3u-0/running"},
+			want: []string{"PutNode:flexvm-a3u-0/running", "PutPool:a3u", "Slurm:reservation_create:flexvm-a3u-0"},
 		},
 		{
 			name: "a request lost in a crash is issued again after the grace period, same name",
@@ -506,7 +506,7 @@ func TestReconcile(t *testing.T) {
 			prepare: func(st *model.State) { running(st, "flexvm-a3u-0", t0.Add(time.Hour)) },
 			obs:     ObservedPool{Listed: true, MIGExists: true},
 			now:     t0.Add(time.Hour),
-			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "PutNode:flexvm-a3u-0/requested",
+			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "Slurm:reservation_delete:flexvm-a3u-0", "PutNode:flexvm-a3u-0/requested",
 				"CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
 		},
 		{
@@ -616,7 +616,7 @@ func TestNodePower(t *testing.T) {
 				st.Jobs["7"].State = model.JobFinished
 			},
 			ev:   nodeEv(event.TypeNodeSuspend, "flexvm-a3u-1"),
-			want: []string{"DeleteVMs:flexvm-a3u-1-g1", "PutNode:flexvm-a3u-1/deleting"},
+			want: []string{"DeleteVMs:flexvm-a3u-1-g1", "Slurm:reservation_delete:flexvm-a3u-1", "PutNode:flexvm-a3u-1/deleting"},
 		},
 		{
 			name:    "suspended static node is kept, with an alert",
@@ -703,7 +703,7 @@ func TestReconcileWithSlurmAndMisses(t *testing.T) {
 				running(st, "flexvm-a3u-0", t0.Add(week))
 				st.Nodes["flexvm-a3u-0"].MissCount, st.Nodes["flexvm-a3u-0"].MissGeneration = 1, 1
 			},
-			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "PutNode:flexvm-a3u-0/requested", "CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
+			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "Slurm:reservation_delete:flexvm-a3u-0", "PutNode:flexvm-a3u-0/requested", "CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
 		},
 		{
 			name: "a miss counted for an older generation does not count",
@@ -718,7 +718,7 @@ func TestReconcileWithSlurmAndMisses(t *testing.T) {
 			prepare: dyn,
 			vms:     []VM{vm0, vm1},
 			slurm:   map[string]string{"flexvm-a3u-0": "IDLE+CLOUD", "flexvm-a3u-1": "IDLE+CLOUD+POWERED_DOWN"},
-			want:    []string{"DeleteVMs:flexvm-a3u-1-g1", "PutNode:flexvm-a3u-1/deleting"},
+			want:    []string{"DeleteVMs:flexvm-a3u-1-g1", "Slurm:reservation_delete:flexvm-a3u-1", "PutNode:flexvm-a3u-1/deleting"},
 		},
 		{
 			name:    "DOWN after ResumeTimeout with no VM: Slurm is told to resume the node",
@@ -757,7 +757,7 @@ func TestReconcileWithSlurmAndMisses(t *testing.T) {
 			},
 			vms:   []VM{vm0},
 			slurm: map[string]string{"flexvm-a3u-0": "IDLE+CLOUD+NOT_RESPONDING"},
-			want: []string{"Alert:a3u", "DeleteVMs:flexvm-a3u-0-g1", "Slurm:power_down_force:flexvm-a3u-0",
+			want: []string{"Alert:a3u", "DeleteVMs:flexvm-a3u-0-g1", "Slurm:power_down_force:flexvm-a3u-0", "Slurm:reservation_delete:flexvm-a3u-0",
 				"PutNode:flexvm-a3u-0/requested", "CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
 		},
 		{

@@ -40,7 +40,7 @@ func NodePower(st *model.State, ev *event.Node, now time.Time) ([]Action, error)
 		_, poolID, idx, _ := naming.ParseNodeName(name)
 		pool := b.st.Pools[poolID]
 		n := b.node(pool, idx)
-		static := n.Kind == model.NodeStatic || n.Index < pool.MinNodes
+		static := n.Kind == model.NodeStatic
 		switch {
 		case ev.Type == event.TypeNodeSuspend && static:
 			b.add(Alert{Pool: poolID, Node: name, Reason: fmt.Sprintf("Slurm powered down static node %s: static nodes should be in SuspendExcNodes; its VM is kept", name)})

@@ -107,7 +107,7 @@ func slurmClass(v *model.SlurmView, node string) SlurmClass {
 }
 
 func kindOf(n model.Node, pool *model.Pool) model.NodeKind {
-	if n.Kind == model.NodeStatic || n.Index < pool.MinNodes {
+	if n.Kind == model.NodeStatic {
 		return model.NodeStatic
 	}
 	return model.NodeDynamic
@@ -193,6 +193,7 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 			b.putNode(node, node.Reason)
 		}
 	}
+	b.makeBeforeBreak(pool, slurm)
 	b.ensureStatic(pool, "reconciler: static pool below min_node_count")
 	b.orphans(pool, po, pol)
 	b.unwantedRequests(pool, po, pol)
@@ -238,6 +239,9 @@ func (b *builder) act(pool *model.Pool, node model.Node, vm VM, outcome Outcome,
 	}
 	switch outcome {
 	case OutcomeOK, OutcomeWait:
+		if outcome == OutcomeOK && b.endAtConfiguredDuration(pool, node, vm) {
+			return true
+		}
 		changed := false
 		if outcome == OutcomeOK && node.Phase == model.PhaseRunning && !vm.TerminationTime.IsZero() && !vm.TerminationTime.Equal(node.TerminationTime) {
 			node.TerminationTime = vm.TerminationTime
@@ -260,8 +264,15 @@ func (b *builder) act(pool *model.Pool, node model.Node, vm VM, outcome Outcome,
 		if node.TerminationTime.IsZero() && !vm.Created.IsZero() {
 			node.TerminationTime = vm.Created.Add(pool.RunDuration)
 		}
+		if pool.MaxRunDuration > 0 && pool.MaxRunDuration < pool.RunDuration && !vm.Created.IsZero() {
+			// 30–599 s pools: Compute was asked for 600 s; the node ends
+			// at the configured time, by flexslurm.
+			node.TerminationTime = vm.Created.Add(pool.MaxRunDuration)
+		}
 		b.putNode(node, fmt.Sprintf("VM %s is running until %s", vm.Name, node.TerminationTime.Format(time.RFC3339)))
+		b.recordCapacityWait(pool, node, vm.Created)
 		b.succeeded(b.st.Pools[pool.ID])
+		b.endOfLife(node)
 		return true
 	case OutcomeCheckRequest:
 		return b.reconcileRequested(pool, node, rrs, pol)
@@ -296,6 +307,9 @@ func (b *builder) act(pool *model.Pool, node model.Node, vm VM, outcome Outcome,
 	case OutcomeMarkReleased:
 		node.Phase = model.PhaseReleased
 		node.VMID = ""
+		if node.Successor != "" {
+			b.handoverEnded(pool, &node)
+		}
 		b.putNode(node, fmt.Sprintf("reconciler: VM %s is gone", node.VMName))
 		return true
 	case OutcomeDeleteStray:

@@ -56,6 +56,7 @@ func Repair(st *model.State, h *event.Health, now time.Time) ([]Action, error) {
 	b.add(DeleteVMs{Pool: poolID, VMs: []string{node.VMName},
 		RequestID: naming.RequestID("delete-instances", pool.MIG+"/"+node.VMName), Reason: why})
 	node.LastEnd = model.EndHealth
+	b.endOfLifeDone(node)
 
 	// The job the failure hit: pending (prolog failure) or requeued.
 	jobID := h.JobID
@@ -72,7 +73,7 @@ func Repair(st *model.State, h *event.Health, now time.Time) ([]Action, error) {
 	}
 
 	switch {
-	case node.Kind == model.NodeStatic || node.Index < pool.MinNodes:
+	case node.Kind == model.NodeStatic && node.Successor == "":
 		node.Phase = model.PhaseReleased
 		b.provisionNode(pool, node, jobIfWaiting(jobID, jobWaiting), why+": static node replaced at once")
 	case jobWaiting && known:
