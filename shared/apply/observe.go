@@ -18,14 +18,16 @@ func (r *Runner) Observe(ctx context.Context, cluster string, st *model.State) p
 	obs := plan.Observed{Pools: map[string]plan.ObservedPool{}}
 	for _, p := range sortedPools(st) {
 		log := r.d.Log.With("flow", "flex.reconcile", "cluster", cluster, "pool", p.ID)
-		vms, err := r.d.Compute.ListInstances(ctx, p.Zone, naming.Labels(cluster, p.ID))
-		if err != nil {
-			log.Error("listing VMs failed: pool skipped this pass", "error", err.Error(), "error_class", gce.Classify(err).String())
-			continue
-		}
+		// Resize requests first, then VMs: a request seen SUCCEEDED has
+		// created its VMs before the VM list is taken.
 		rrs, err := r.d.Compute.ListResizeRequests(ctx, p.Zone, p.MIG)
 		if err != nil && !gce.IsNotFound(err) {
 			log.Error("listing resize requests failed: pool skipped this pass", "error", err.Error(), "error_class", gce.Classify(err).String())
+			continue
+		}
+		vms, err := r.d.Compute.ListInstances(ctx, p.Zone, naming.Labels(cluster, p.ID))
+		if err != nil {
+			log.Error("listing VMs failed: pool skipped this pass", "error", err.Error(), "error_class", gce.Classify(err).String())
 			continue
 		}
 		migs, err := r.d.Compute.ListMIGs(ctx, p.Zone, p.MIG)

@@ -528,6 +528,12 @@ func TestReconcile(t *testing.T) {
 			want:    []string{"CancelResizeRequest:rr-flexvm-a3u-j99-g1"},
 		},
 		{
+			name: "a request that SUCCEEDED but whose VM is not listed yet gets another pass (eventual consistency)",
+			obs:  ObservedPool{Listed: true, MIGExists: true, ResizeRequests: []ObservedResizeRequest{{Name: "rr-flexvm-a3u-0-g1", State: "SUCCEEDED", Created: t0}}},
+			now:  t0.Add(10 * time.Minute),
+			want: []string{"PutNode:flexvm-a3u-0/requested"},
+		},
+		{
 			name: "a failed request ends the generation: the static node is asked for again",
 			obs:  ObservedPool{Listed: true, MIGExists: true, ResizeRequests: []ObservedResizeRequest{{Name: "rr-flexvm-a3u-0-g1", State: "FAILED", Created: t0}}},
 			now:  t0.Add(10 * time.Minute),

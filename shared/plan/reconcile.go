@@ -183,7 +183,7 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 		} else if node.Observed != "" {
 			node.Observed, node.ObservedSince, dirty = "", time.Time{}, true
 		}
-		if outcome != OutcomeVMGone && node.MissCount != 0 {
+		if outcome != OutcomeVMGone && outcome != OutcomeCheckRequest && node.MissCount != 0 {
 			node.MissCount, node.MissGeneration, dirty = 0, 0, true
 		}
 		if b.act(pool, node, vm, outcome, rule, combo, rrs, pol) {
@@ -381,7 +381,22 @@ func (b *builder) reconcileRequested(pool *model.Pool, node model.Node, rrs map[
 		b.backOff(pool, rr.ErrorClass, rr.ErrorCode, why)
 		b.generationEnded(b.st.Pools[pool.ID], node, model.EndFailed, why)
 		return true
-	case rr.State == "FAILED" || rr.State == "CANCELLED" || rr.State == "SUCCEEDED":
+	case rr.State == "SUCCEEDED":
+		// The request created the VM, yet the list does not show it:
+		// eventual consistency, or the VM already came and went. Give it
+		// up only after the same consecutive misses as a running VM.
+		if node.MissGeneration != node.Generation {
+			node.MissGeneration, node.MissCount = node.Generation, 0
+		}
+		node.MissCount++
+		if node.MissCount < pol.MissThreshold {
+			b.putNode(node, fmt.Sprintf("reconciler: resize request %s SUCCEEDED but VM %s is not listed (%d of %d passes)", rr.Name, node.VMName, node.MissCount, pol.MissThreshold))
+			return true
+		}
+		node.MissCount, node.MissGeneration = 0, 0
+		b.generationEnded(pool, node, model.EndLost, fmt.Sprintf("reconciler: resize request %s SUCCEEDED but VM %s is gone", rr.Name, node.VMName))
+		return true
+	case rr.State == "FAILED" || rr.State == "CANCELLED":
 		// The request ended without this VM (failed, cancelled out of band,
 		// or its VM already came and went): this generation is over.
 		why := fmt.Sprintf("reconciler: resize request %s is %s and VM %s does not exist", rr.Name, rr.State, node.VMName)
