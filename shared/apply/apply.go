@@ -52,6 +52,7 @@ type Compute interface {
 	ListInstances(ctx context.Context, zone string, labels map[string]string) ([]gce.Instance, error)
 	ListResizeRequests(ctx context.Context, zone, mig string) ([]gce.ResizeRequest, error)
 	ListMIGs(ctx context.Context, zone, namePrefix string) ([]gce.MIG, error)
+	GetInstance(ctx context.Context, zone, name string) (gce.Instance, error)
 	DeleteMIG(ctx context.Context, zone, name, requestID string) error
 }
 
@@ -72,6 +73,11 @@ type Deps struct {
 	SlurmTopic string
 	// Project is the Google Cloud project of the Compute resources.
 	Project string
+	// MaxEventAge drops events published longer ago than this (by the wall
+	// clock), so an event failing for a day is not retried for the whole
+	// retry window; the reconciler converges what it would have done.
+	// 0 means DefaultMaxEventAge.
+	MaxEventAge time.Duration
 	// Fault, when set, is called at each side-effect boundary of Process:
 	// point "commit" after the transaction committed and before any
 	// external action, and point "action" before each external action (a
@@ -129,8 +135,14 @@ type ActionError struct {
 	Err    error
 }
 
+// DefaultMaxEventAge is Deps.MaxEventAge's default.
+const DefaultMaxEventAge = time.Hour
+
 // ErrTransient wraps a failure worth retrying the event for.
 var ErrTransient = errors.New("transient failure")
+
+// errNotOurs marks a refusal to act on a resource not labelled as ours.
+var errNotOurs = errors.New("not flexslurm's")
 
 // errCrash marks a fault injected by Deps.Fault.
 var errCrash = errors.New("injected crash")
@@ -436,12 +448,32 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 		if err != nil {
 			return err
 		}
+		// Only VMs named and labelled as this cluster's and pool's are ever
+		// deleted, whatever the event that asked for it said.
+		var ours []string
 		for _, vm := range a.VMs {
 			if _, c, pool, _, ok := naming.ParseVMName(vm); !ok || c != cluster || pool != a.Pool {
-				return fmt.Errorf("refusing to delete %s: not a VM of pool %s of cluster %s", vm, a.Pool, cluster)
+				return fmt.Errorf("%w: refusing to delete %s: not named as a VM of pool %s of cluster %s", errNotOurs, vm, a.Pool, cluster)
 			}
+			inst, err := r.d.Compute.GetInstance(ctx, p.Zone, vm)
+			if gce.IsNotFound(err) {
+				continue // already gone
+			}
+			if err != nil {
+				return fmt.Errorf("reading VM %s before deleting it: %w", vm, err)
+			}
+			want := naming.Labels(cluster, a.Pool)
+			for k, v := range want {
+				if inst.Labels[k] != v {
+					return fmt.Errorf("%w: refusing to delete %s: label %s=%q, not %q (not this cluster's VM)", errNotOurs, vm, k, inst.Labels[k], v)
+				}
+			}
+			ours = append(ours, vm)
 		}
-		return r.d.Compute.DeleteInstances(ctx, p.Zone, p.MIG, a.VMs, a.RequestID)
+		if len(ours) == 0 {
+			return nil
+		}
+		return r.d.Compute.DeleteInstances(ctx, p.Zone, p.MIG, ours, a.RequestID)
 	case plan.SlurmCommand:
 		if r.d.Publisher == nil || r.d.SlurmTopic == "" {
 			return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 
@@ -27,8 +28,23 @@ func (r *Runner) Envelope(ctx context.Context, flow string, e cloudevents.Event)
 		log.Error("malformed event acknowledged without action", "error", err.Error())
 		return nil, log, err
 	}
-	return msg, log.With("message_id", msg.ID), nil
+	log = log.With("message_id", msg.ID)
+	maxAge := r.d.MaxEventAge
+	if maxAge <= 0 {
+		maxAge = DefaultMaxEventAge
+	}
+	if !msg.PublishTime.IsZero() {
+		if age := time.Since(msg.PublishTime); age > maxAge {
+			log.Warn("event older than the maximum age dropped: the reconciler converges what it asked for",
+				"published", msg.PublishTime.Format(time.RFC3339), "age", age.Round(time.Second).String(), "max_age", maxAge.String())
+			return nil, log, ErrTooOld
+		}
+	}
+	return msg, log, nil
 }
+
+// ErrTooOld marks an event dropped for its age (acknowledged).
+var ErrTooOld = errors.New("event older than the maximum age")
 
 // Outcome turns a processing error into a function's return value:
 // malformed and rejected events are logged and acknowledged (nil, so Pub/Sub

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/flexslurm/flexslurm/shared/clock"
 )
@@ -24,6 +25,7 @@ const (
 	EnvSlurmTopic        = "FLEXSLURM_SLURM_TOPIC"
 	EnvClock             = "FLEXSLURM_CLOCK"
 	EnvLogLevel          = "FLEXSLURM_LOG_LEVEL"
+	EnvMaxEventAge       = "FLEXSLURM_MAX_EVENT_AGE"
 )
 
 // Topic ids (Pub/Sub), the same in deploy/ and the local system.
@@ -57,6 +59,9 @@ type Config struct {
 	Clock *clock.Scaled
 	// LogLevel is the minimum log level. Default INFO.
 	LogLevel slog.Level
+	// MaxEventAge drops events published longer ago (Go duration, e.g.
+	// "1h"); 0 takes the default (1 h).
+	MaxEventAge time.Duration
 }
 
 // FromEnv reads the configuration; getenv is os.Getenv in production.
@@ -83,6 +88,13 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
 			errs = append(errs, fmt.Errorf("%s=%q: want DEBUG, INFO, WARN or ERROR", EnvLogLevel, v))
 		}
+	}
+	if v := getenv(EnvMaxEventAge); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Minute || d > 7*24*time.Hour {
+			errs = append(errs, fmt.Errorf("%s=%q: want a duration between 1m and 168h", EnvMaxEventAge, v))
+		}
+		c.MaxEventAge = d
 	}
 	if err := c.Validate(); err != nil {
 		errs = append(errs, err)

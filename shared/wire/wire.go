@@ -77,6 +77,6 @@ func Build(ctx context.Context, cfg config.Config) (*apply.Runner, error) {
 	}
 	return apply.New(apply.Deps{
 		Store: st, Compute: cc, Publisher: ps, Clock: cfg.Clk(), Log: log,
-		SlurmTopic: cfg.SlurmTopic, Project: cfg.Project,
+		SlurmTopic: cfg.SlurmTopic, Project: cfg.Project, MaxEventAge: cfg.MaxEventAge,
 	}), nil
 }
