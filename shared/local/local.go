@@ -130,10 +130,15 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if opts.Demo {
 		return s.Demo(ctx)
 	}
-	fmt.Fprintf(opts.Out, "\nflexslurm is running (simulated clock ×%g). Publish job events to topic %q, e.g.:\n"+
-		"  PUBSUB_EMULATOR_HOST=%s flexslurm apply --project %s %s\nCtrl-C stops everything.\n\n",
-		opts.Speedup, config.TopicJobs, s.Emu.PubSub.Addr(), opts.Project, opts.SpecPath)
+	fmt.Fprintf(opts.Out, "\nflexslurm is running (simulated clock ×%g). In another shell:\n"+
+		"  export %s=%s %s=%s %s=%s %s=%s\n"+
+		"  flexslurm status --dead-letter          # pools, nodes, requests, backoff, dead letters\n"+
+		"  flexslurm apply %s                      # apply a changed spec (created or resized)\n"+
+		"Slurm job reports go to topic %q (see docs/events.md). Ctrl-C stops everything.\n\n",
+		opts.Speedup, config.EnvProject, opts.Project, "FIRESTORE_EMULATOR_HOST", s.Emu.Firestore.Addr(),
+		"PUBSUB_EMULATOR_HOST", s.Emu.PubSub.Addr(), config.EnvClock, s.Clock.String(), opts.SpecPath, config.TopicJobs)
 	<-ctx.Done()
+	fmt.Fprintln(opts.Out, "\nstopping: functions, Compute simulator, emulators")
 	return nil
 }
 
@@ -246,6 +251,10 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 	for _, r := range routes {
 		endpoint := fmt.Sprintf("http://127.0.0.1:%d/projects/%s/topics/%s", ports[r.Entry], opts.Project, r.Topic)
 		if err := ps.EnsurePushSubscription(ctx, "push-"+r.Topic, r.Topic, endpoint, r.Topic+"-dead-letter", 10, 60*time.Second); err != nil {
+			return s, err
+		}
+		// A holding subscription keeps dead letters for `flexslurm status --dead-letter`.
+		if err := ps.EnsurePullSubscription(ctx, r.Topic+"-dead-letter", r.Topic+"-dead-letter"); err != nil {
 			return s, err
 		}
 	}

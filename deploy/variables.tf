@@ -1,0 +1,106 @@
+variable "project" {
+  description = "Project id flexslurm is deployed into (S3NS ids carry the s3ns: prefix)."
+  type        = string
+}
+
+variable "region" {
+  description = "Region of the functions, the source bucket, the Artifact Registry repository and the Cloud Scheduler job."
+  type        = string
+}
+
+variable "universe_domain" {
+  description = "Universe domain of the Google Cloud APIs: googleapis.com, or e.g. s3nsapis.fr for S3NS. Also handed to the functions as GOOGLE_CLOUD_UNIVERSE_DOMAIN."
+  type        = string
+  default     = "googleapis.com"
+
+  validation {
+    condition     = can(regex("^[a-z0-9-]+(\\.[a-z0-9-]+)+$", var.universe_domain))
+    error_message = "The universe domain is a DNS domain such as googleapis.com or s3nsapis.fr."
+  }
+}
+
+variable "service_agent_domain" {
+  description = "Domain of the per-service agents (service-NUMBER@gcp-sa-pubsub.DOMAIN): iam.gserviceaccount.com on Google Cloud, s3ns-system.iam.gserviceaccount.com in S3NS."
+  type        = string
+  default     = "iam.gserviceaccount.com"
+}
+
+variable "cluster_spec_file" {
+  description = "Path of the cluster_config.json that `flexslurm apply` publishes after the deployment (its id names the scheduler job's message attribute and appears in the outputs)."
+  type        = string
+
+  validation {
+    condition     = can(jsondecode(file(var.cluster_spec_file)).name)
+    error_message = "The cluster spec file must be readable JSON with a name (run `flexslurm validate FILE`)."
+  }
+}
+
+variable "reconcile_schedule" {
+  description = "Cron schedule of the Cloud Scheduler job that publishes reconcile ticks."
+  type        = string
+  default     = "*/5 * * * *"
+}
+
+variable "scheduler_time_zone" {
+  description = "Time zone of reconcile_schedule."
+  type        = string
+  default     = "Etc/UTC"
+}
+
+variable "name_prefix" {
+  description = "Prefix of every named resource (functions, service accounts, bucket, sink, job)."
+  type        = string
+  default     = "flexslurm"
+
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{1,10}$", var.name_prefix))
+    error_message = "2-11 characters: lowercase letters, digits and hyphens, starting with a letter (service account ids are at most 30 characters)."
+  }
+}
+
+variable "firestore_database" {
+  description = "Firestore database id; (default) is the project's default database."
+  type        = string
+  default     = "(default)"
+}
+
+variable "firestore_location" {
+  description = "Firestore location (a region such as europe-west1, or a multi-region such as eur3); empty means var.region."
+  type        = string
+  default     = ""
+}
+
+variable "max_delivery_attempts" {
+  description = "Deliveries of a message before Pub/Sub moves it to its dead-letter topic (5-100). Pushes are retried with exponential backoff from 10 s to 600 s, so 15 attempts span about an hour and a half."
+  type        = number
+  default     = 15
+
+  validation {
+    condition     = var.max_delivery_attempts >= 5 && var.max_delivery_attempts <= 100
+    error_message = "Pub/Sub accepts 5 to 100 delivery attempts."
+  }
+}
+
+variable "function_memory" {
+  description = "Memory of each function instance."
+  type        = string
+  default     = "512Mi"
+}
+
+variable "function_timeout_seconds" {
+  description = "Time allowed to one invocation (at most 540 s for event-driven functions)."
+  type        = number
+  default     = 300
+}
+
+variable "function_max_instances" {
+  description = "Most instances of one function; a few suffice, since every decision is a Firestore transaction."
+  type        = number
+  default     = 5
+}
+
+variable "log_level" {
+  description = "FLEXSLURM_LOG_LEVEL of the functions: DEBUG, INFO, WARN or ERROR."
+  type        = string
+  default     = "INFO"
+}

@@ -1,0 +1,37 @@
+package status
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/flexslurm/flexslurm/shared/model"
+)
+
+func TestPoolControls(t *testing.T) {
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name string
+		pool *model.Pool
+		want Controls
+	}{
+		{"no record", nil, Controls{Backoff: "none", Breaker: "none"}},
+		{"healthy", &model.Pool{}, Controls{Backoff: "none", Breaker: "none"}},
+		{"capacity backoff and an open breaker", &model.Pool{
+			BackoffUntil: at.Add(4 * time.Minute), BackoffAttempts: 2, BackoffReason: "capacity",
+			BreakerOpenedAt: at.Add(-time.Minute), BootstrapFailures: 3,
+			Condition: "BootstrapFailures: 3 consecutive nodes never registered", OverlapSeconds: 5400,
+		}, Controls{
+			Backoff: "capacity until 2026-11-30T12:04:00Z (failure 2)", Breaker: "open since 2026-11-30T11:59:00Z (3 bootstrap failures)",
+			Condition: "BootstrapFailures: 3 consecutive nodes never registered", Overlap: 90 * time.Minute,
+		}},
+		{"backoff over", &model.Pool{BackoffUntil: at.Add(-time.Minute), BackoffAttempts: 1, BackoffReason: "quota", Condition: "QuotaExceeded: QUOTA_EXCEEDED"},
+			Controls{Backoff: "expired (1 quota failures; next attempt allowed)", Breaker: "none", Condition: "QuotaExceeded: QUOTA_EXCEEDED"}},
+	}
+	for _, tc := range tests {
+		if d := cmp.Diff(tc.want, poolControls(tc.pool, at)); d != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.name, d)
+		}
+	}
+}
