@@ -4,6 +4,8 @@ BIN := bin/flexslurm
 
 .PHONY: build demo local test vet fmt fuzz clean
 
+FUZZTIME ?= 10s
+
 build:
 	$(GO) build -o $(BIN) ./cmd/flexslurm
 
@@ -27,6 +29,16 @@ vet:
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
+
+# Every fuzz target (go test -fuzz), FUZZTIME each; their seed corpora also
+# run in `make test`.
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "== fuzz $$pkg $$f ($(FUZZTIME))"; \
+	    $(GO) test $$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME); \
+	  done; \
+	done
 
 clean:
 	rm -rf bin

@@ -45,4 +45,3 @@ func (s *Sim) AddInstance(project, zone, name string, labels map[string]string) 
 	runEffects(eff)
 	return out, nil
 }
-
