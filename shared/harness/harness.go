@@ -95,12 +95,16 @@ type Options struct {
 	Compute func(apply.Compute) apply.Compute // optional wrapper (fault injection)
 	// Fault is apply.Deps.Fault: crash injection at side-effect boundaries.
 	Fault func(point string, a plan.Action) error
+	// Store replaces the in-memory store (e.g. the Firestore adapter on the
+	// emulator, for benchmarks).
+	Store store.Store
 }
 
 // Harness is the in-process system.
 type Harness struct {
-	Clock     *clock.Manual
-	Store     *store.Memory
+	Clock *clock.Manual
+	// Store is the state store: Options.Store, or an in-memory one.
+	Store     store.Store
 	Sim       *computesim.Sim
 	Publisher *Publisher
 	Runner    *apply.Runner
@@ -125,7 +129,10 @@ func New(ctx context.Context, o Options) (*Harness, error) {
 		o.Log = io.Discard
 	}
 	h := &Harness{Clock: clock.NewManual(o.Start), Publisher: &Publisher{}}
-	h.Store = store.NewMemory(h.Clock.Now)
+	h.Store = o.Store
+	if h.Store == nil {
+		h.Store = store.NewMemory(h.Clock.Now)
+	}
 	simOpts := o.Sim
 	simOpts.Project = Project
 	simOpts.Logger = slog.New(slog.NewTextHandler(o.Log, nil))
