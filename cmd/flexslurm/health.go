@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/flexslurm/flexslurm/shared/health"
+)
+
+func init() {
+	commands["health"] = command{
+		"check this node's GPUs (health check [--from-dir DIR]); exit 0 PASS, 1 FAIL, 2 INCONCLUSIVE",
+		cmdHealth,
+	}
+}
+
+// healthUsageExit is the exit status of a usage error of `flexslurm
+// health`, distinct from the verdicts' 0, 1 and 2 (64 is EX_USAGE in
+// sysexits.h).
+const healthUsageExit = 64
+
+func cmdHealth(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return runHealth(ctx, args, stdout, stderr)
+}
+
+func healthUsage(w io.Writer) {
+	fmt.Fprintln(w, `usage: flexslurm health check [flags]
+
+Runs the GPU health probes (nvidia-smi GPU query, nvidia-smi nvlink -e, the
+kernel log, dcgmi diag -r 1 -j) concurrently, each under its own time budget,
+and prints the verdict as JSON:
+  {"verdict": ..., "reasons": [...], "warnings": [...], "probes": {...}}
+Exit status: 0 PASS, 1 FAIL, 2 INCONCLUSIVE, 64 usage error.
+
+The tools run by absolute path (/usr/bin/nvidia-smi, /usr/bin/dcgmi,
+/usr/bin/dmesg), with no shell; a missing tool makes its probe INCONCLUSIVE.
+With --from-dir the recorded outputs nvidia-smi-query.csv,
+nvidia-smi-nvlink-e.txt, dmesg.txt and dcgmi-diag.json are read instead (a
+missing file is a missing tool).
+
+flags:`)
+}
+
+// runHealth is cmdHealth with its context.
+func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "check" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+			healthUsage(stdout)
+			return 0
+		}
+		healthUsage(stderr)
+		return healthUsageExit
+	}
+	fs := flag.NewFlagSet("health check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fromDir := fs.String("from-dir", "", "read recorded tool outputs from `DIR` instead of running the tools")
+	count := fs.Int("accelerator-count", 0, "GPUs the node must have (the pool's accelerator_count); 0 skips the count")
+	timeout := fs.Duration("timeout", 0, "overall deadline of the check (e.g. 50s); 0 leaves only the per-probe budgets")
+	expectNVLink := fs.Bool("expect-nvlink", false, "the GPUs are NVLink-connected: no NVLink counters at all is INCONCLUSIVE")
+	replayFailAt := fs.Uint64("nvlink-replay-fail-at", 0, fmt.Sprintf("per-link NVLink replay errors that FAIL (0 = %d)", health.DefaultNVLinkFailAt))
+	crcFailAt := fs.Uint64("nvlink-crc-fail-at", 0, fmt.Sprintf("per-link NVLink CRC errors that FAIL (0 = %d)", health.DefaultNVLinkFailAt))
+	skip := fs.String("skip", "", "comma-separated probes not to run ("+probeNames()+")")
+	budgets := fs.String("budget", "", "per-probe time budgets, e.g. gpu_query=20s,dcgm_diag=90s")
+	fs.Usage = func() {
+		healthUsage(stderr)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return healthUsageExit
+	}
+	opts, err := healthOptions(*count, *timeout, *skip, *budgets)
+	opts.ExpectNVLink, opts.NVLinkReplayFailAt, opts.NVLinkCRCFailAt = *expectNVLink, *replayFailAt, *crcFailAt
+	if err == nil && fs.NArg() > 0 {
+		err = fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	var src health.Sources = health.ExecSources{}
+	if err == nil && *fromDir != "" {
+		if st, statErr := os.Stat(*fromDir); statErr != nil || !st.IsDir() {
+			err = fmt.Errorf("--from-dir %s is not a readable directory", *fromDir)
+		}
+		src = health.DirSources{Dir: *fromDir}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "flexslurm health check: %v\n", err)
+		return healthUsageExit
+	}
+	if *timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *timeout)
+		defer cancel()
+	}
+	res := health.Check(ctx, src, opts)
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(res); err != nil {
+		fmt.Fprintf(stderr, "flexslurm health check: writing the result: %v\n", err)
+		return health.Inconclusive.ExitCode()
+	}
+	return res.Verdict.ExitCode()
+}
+
+func probeNames() string {
+	names := make([]string, len(health.AllProbes))
+	for i, p := range health.AllProbes {
+		names[i] = string(p)
+	}
+	return strings.Join(names, ", ")
+}
+
+func parseProbeName(s string) (health.ProbeName, error) {
+	p := health.ProbeName(strings.TrimSpace(s))
+	if !slices.Contains(health.AllProbes, p) {
+		return "", fmt.Errorf("unknown probe %q (probes: %s)", s, probeNames())
+	}
+	return p, nil
+}
+
+// healthOptions validates the flags and builds the check's options.
+func healthOptions(count int, timeout time.Duration, skip, budgets string) (health.Options, error) {
+	opts := health.Options{AcceleratorCount: count}
+	var problems []error
+	if count < 0 {
+		problems = append(problems, fmt.Errorf("--accelerator-count %d is negative", count))
+	}
+	if timeout < 0 {
+		problems = append(problems, fmt.Errorf("--timeout %s is negative", timeout))
+	}
+	if skip != "" {
+		for s := range strings.SplitSeq(skip, ",") {
+			p, err := parseProbeName(s)
+			if err != nil {
+				problems = append(problems, fmt.Errorf("--skip: %w", err))
+				continue
+			}
+			opts.Skip = append(opts.Skip, p)
+		}
+	}
+	if budgets != "" {
+		opts.Budgets = map[health.ProbeName]time.Duration{}
+		for item := range strings.SplitSeq(budgets, ",") {
+			name, value, ok := strings.Cut(item, "=")
+			if !ok {
+				problems = append(problems, fmt.Errorf("--budget: %q is not probe=duration", item))
+				continue
+			}
+			p, err := parseProbeName(name)
+			if err != nil {
+				problems = append(problems, fmt.Errorf("--budget: %w", err))
+				continue
+			}
+			d, err := time.ParseDuration(strings.TrimSpace(value))
+			if err != nil || d <= 0 {
+				problems = append(problems, fmt.Errorf("--budget: %s=%s is not a positive duration", p, value))
+				continue
+			}
+			opts.Budgets[p] = d
+		}
+	}
+	return opts, errors.Join(problems...)
+}
