@@ -159,7 +159,7 @@ func (b *builder) followSuccessor(pool *model.Pool, old model.Node, slurm *model
 	}
 	old.Kind = model.NodeDynamic
 	b.putNode(old, fmt.Sprintf("make-before-break: successor %s registered; %s drained until its end at %s", s.Name, old.Name, old.TerminationTime.Format(time.RFC3339)))
-	b.slurm(event.SlurmDrain, []string{old.Name}, "", fmt.Sprintf("flexslurm: end of life at %s, replaced by %s", old.TerminationTime.Format(time.RFC3339), s.Name), old.VMName)
+	b.slurm(event.SlurmDrain, []string{old.Name}, "", fmt.Sprintf("flexslurm: end of life at %s, replaced by %s (%s)", old.TerminationTime.Format(time.RFC3339), s.Name, old.VMName), old.VMName)
 }
 
 // handoverEnded closes a make-before-break when the old node's VM is gone:

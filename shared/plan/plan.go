@@ -145,6 +145,7 @@ type builder struct {
 	cluster string
 	out     []Action
 	pol     Policy
+	view    *model.SlurmView // the fresh Slurm snapshot, when reconciling
 }
 
 func newBuilder(st *model.State, now time.Time) *builder {

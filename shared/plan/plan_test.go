@@ -900,3 +900,25 @@ func TestCapacityBackoff(t *testing.T) {
 		t.Errorf("condition %q, want QuotaExceeded", c)
 	}
 }
+
+func TestLiftOwnDrainOnly(t *testing.T) {
+	for _, tc := range []struct {
+		reason string
+		want   []string
+	}{
+		{"flexslurm: health check failed: GPU 3 (flexvm-a3u-0-g1)", []string{"Slurm:resume:flexvm-a3u-0"}},
+		{"admin: DIMM replacement", nil},
+		{"flexslurm: end of life at …, replaced by flexvm-a3u-1 (flexvm-a3u-0-g2)", nil},
+	} {
+		st, _ := applied(t)
+		n := st.Nodes["flexvm-a3u-0"]
+		n.Generation, n.VMName = 2, "flexvm-a3u-0-g2"
+		running(st, "flexvm-a3u-0", t0.Add(week))
+		st.Slurm = &model.SlurmView{TakenAt: t0, Nodes: map[string]model.SlurmNode{"flexvm-a3u-0": {State: "idle", Flags: []string{"CLOUD", "DRAIN"}, Reason: tc.reason}}}
+		vm := VM{Name: "flexvm-a3u-0-g2", Status: "RUNNING", Created: t0, TerminationTime: t0.Add(week)}
+		got := kinds(Reconcile(st, Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true, VMs: []VM{vm}}}}, t0.Add(time.Minute), Policy{}))
+		if d := cmp.Diff(tc.want, got); d != "" {
+			t.Errorf("drain reason %q (-want +got):\n%s", tc.reason, d)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/flexslurm/flexslurm/shared/event"
@@ -66,6 +67,7 @@ func Reconcile(st *model.State, obs Observed, now time.Time, pol Policy) []Actio
 	b := newBuilder(st, now)
 	b.pol = pol
 	slurm := freshSlurm(st, now, pol)
+	b.view = slurm
 	b.lostJobReports(slurm, obs)
 	for _, pool := range sortedPools(b.st) {
 		po, ok := obs.Pools[pool.ID]
@@ -241,6 +243,9 @@ func (b *builder) act(pool *model.Pool, node model.Node, vm VM, outcome Outcome,
 	case OutcomeOK, OutcomeWait:
 		if outcome == OutcomeOK && b.endAtConfiguredDuration(pool, node, vm) {
 			return true
+		}
+		if combo.Slurm == SlurmDrain && node.Phase == model.PhaseRunning && node.Successor == "" {
+			b.liftOwnDrain(node)
 		}
 		changed := false
 		if outcome == OutcomeOK && node.Phase == model.PhaseRunning && !vm.TerminationTime.IsZero() && !vm.TerminationTime.Equal(node.TerminationTime) {
@@ -498,4 +503,19 @@ func (b *builder) lostJobReports(slurm *model.SlurmView, obs Observed) {
 			NodesWanted: len(sj.Nodes), Nodes: append([]string(nil), sj.Nodes...), SubmittedAt: b.now}
 		b.provisionJob(j, "reconciler: Slurm shows the job pending on powering-up nodes but its report never arrived")
 	}
+}
+
+// liftOwnDrain resumes a node that flexslurm itself drained for an earlier
+// generation (a health failure), now that a new VM backs it: a drain
+// survives a node's reboot in Slurm. Drains with any other reason (an
+// administrator's), or naming the current VM, are left alone.
+func (b *builder) liftOwnDrain(node model.Node) {
+	if b.view == nil {
+		return
+	}
+	reason := b.view.Nodes[node.Name].Reason
+	if !strings.HasPrefix(reason, "flexslurm:") || strings.Contains(reason, node.VMName) {
+		return
+	}
+	b.slurm(event.SlurmResume, []string{node.Name}, "", fmt.Sprintf("flexslurm: lifting flexslurm's drain: %s replaced the VM it was set for", node.VMName), node.VMName, "lift-drain")
 }

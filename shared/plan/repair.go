@@ -52,7 +52,7 @@ func Repair(st *model.State, h *event.Health, now time.Time) ([]Action, error) {
 	}
 	why := fmt.Sprintf("%s on %s", reason, n.VMName)
 	node := *n
-	b.slurm(event.SlurmDrain, []string{node.Name}, "", "flexslurm: "+reason, node.VMName)
+	b.slurm(event.SlurmDrain, []string{node.Name}, "", fmt.Sprintf("flexslurm: %s (%s)", reason, node.VMName), node.VMName)
 	b.add(DeleteVMs{Pool: poolID, VMs: []string{node.VMName},
 		RequestID: naming.RequestID("delete-instances", pool.MIG+"/"+node.VMName), Reason: why})
 	node.LastEnd = model.EndHealth
