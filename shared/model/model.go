@@ -109,6 +109,9 @@ type Node struct {
 	// hand-over ends.
 	Successor   string `firestore:"successor" json:"successor,omitempty"`
 	Predecessor string `firestore:"predecessor" json:"predecessor,omitempty"`
+	// IdleSince is when Slurm was first seen to hold this node idle (no
+	// job) in its current stretch; zero while it is busy.
+	IdleSince time.Time `firestore:"idle_since" json:"idle_since,omitzero"`
 	// Registered is true once Slurm showed this generation's node up
 	// (idle, busy or drained): its bootstrap succeeded.
 	Registered bool `firestore:"registered" json:"registered,omitempty"`

@@ -2,7 +2,9 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/flexslurm/flexslurm/shared/event"
@@ -154,12 +156,30 @@ func (b *builder) followSuccessor(pool *model.Pool, old model.Node, slurm *model
 		return
 	}
 	registered := s.Registered || (slurm == nil && s.Phase == model.PhaseRunning)
-	if !registered || old.Kind != model.NodeStatic {
+	if !registered {
 		return
 	}
-	old.Kind = model.NodeDynamic
-	b.putNode(old, fmt.Sprintf("make-before-break: successor %s registered; %s drained until its end at %s", s.Name, old.Name, old.TerminationTime.Format(time.RFC3339)))
-	b.slurm(event.SlurmDrain, []string{old.Name}, "", fmt.Sprintf("flexslurm: end of life at %s, replaced by %s (%s)", old.TerminationTime.Format(time.RFC3339), s.Name, old.VMName), old.VMName)
+	if old.Kind == model.NodeStatic {
+		old.Kind = model.NodeDynamic
+		b.putNode(old, fmt.Sprintf("make-before-break: successor %s registered; %s drained until its jobs end (at the latest %s)", s.Name, old.Name, old.TerminationTime.Format(time.RFC3339)))
+		b.slurm(event.SlurmDrain, []string{old.Name}, "", fmt.Sprintf("flexslurm: end of life at %s, replaced by %s (%s)", old.TerminationTime.Format(time.RFC3339), s.Name, old.VMName), old.VMName)
+		return
+	}
+	// Drained and without jobs: the old VM is released now rather than at
+	// its termination, which bounds the overlap.
+	if old.Phase != model.PhaseRunning {
+		return
+	}
+	if _, busy := b.activeJobOn(old); busy {
+		return
+	}
+	if slurm != nil {
+		n, ok := slurm.Nodes[old.Name]
+		if !ok || !slices.Contains(n.Flags, "DRAIN") || strings.ToLower(n.State) != "idle" {
+			return
+		}
+	}
+	b.releaseNode(pool, old, fmt.Sprintf("make-before-break: %s is drained and idle, and %s serves in its place: VM released", old.Name, s.Name))
 }
 
 // handoverEnded closes a make-before-break when the old node's VM is gone:

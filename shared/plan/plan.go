@@ -77,6 +77,12 @@ type Policy struct {
 	// waits (their 90th percentile), never below LeadFloor and never above
 	// half the run duration. LeadFloor defaults to 30 min.
 	LeadTime, LeadFloor time.Duration
+	// IdleTimeout: a dynamic node that Slurm shows idle (no job) for this
+	// long, with no pending job waiting for it, is released — its VM
+	// deleted and the node powered down in Slurm. flexslurm's slurm.conf
+	// lists every flex-start node in SuspendExcNodes, so this, not
+	// SuspendTime, decides (one writer of power-down). Default 10 min.
+	IdleTimeout time.Duration
 	// EOLReservation is the length of the Slurm maintenance reservation
 	// that starts at each flex node's termination time, so Slurm starts no
 	// job that would outlive the node. Default 1 h.
@@ -128,6 +134,7 @@ func (p Policy) withDefaults() Policy {
 	def(&p.BreakerCooldown, 30*time.Minute)
 	def(&p.LeadFloor, 30*time.Minute)
 	def(&p.EOLReservation, time.Hour)
+	def(&p.IdleTimeout, 10*time.Minute)
 	if p.MaxResubmits <= 0 {
 		p.MaxResubmits = 3
 	}
@@ -207,6 +214,11 @@ func (b *builder) nextGeneration(n *model.Node, rr, jobID string) {
 	n.RequestedAt = b.now
 	n.RunningAt = time.Time{}
 	n.TerminationTime = time.Time{}
+	// What was learned about the previous generation does not carry over.
+	n.Registered = false
+	n.IdleSince = time.Time{}
+	n.Observed, n.ObservedSince = "", time.Time{}
+	n.MissCount, n.MissGeneration = 0, 0
 }
 
 // provisionNode requests a new VM for one node through its own resize request.
@@ -244,9 +256,14 @@ func (b *builder) ensurePool(pool *model.Pool, reason string) {
 func (b *builder) releaseNode(pool *model.Pool, n model.Node, reason string) {
 	switch n.Phase {
 	case model.PhaseRequested:
-		if n.ResizeRequest != "" && !b.sharedRequestInFlight(n) {
+		if n.ResizeRequest != "" {
+			// The request is cancelled even when it also names other nodes
+			// (a job's request): a request still naming this node could
+			// later create a second VM for it. Its other waiting nodes end
+			// their generation too, and their job is re-planned.
 			b.add(CancelResizeRequest{Pool: pool.ID, Name: n.ResizeRequest,
 				RequestID: naming.RequestID("cancel-resize-request", pool.MIG+"/"+n.ResizeRequest), Reason: reason})
+			b.endSharedRequest(pool, n, reason)
 		}
 		// The VM may appear if the request was fulfilled meanwhile: deleting
 		// it by name is harmless when it does not exist.
@@ -266,16 +283,22 @@ func (b *builder) releaseNode(pool *model.Pool, n model.Node, reason string) {
 	b.putNode(n, reason)
 }
 
-// sharedRequestInFlight reports whether another node still waits on the same
-// resize request (a job's request covers several nodes: cancelling it for one
-// node would cancel the others).
-func (b *builder) sharedRequestInFlight(n model.Node) bool {
-	for _, o := range b.st.Nodes {
-		if o.Name != n.Name && o.ResizeRequest == n.ResizeRequest && o.Phase == model.PhaseRequested {
-			return true
+// endSharedRequest ends the generation of the other nodes waiting on the
+// same (cancelled) resize request, deleting by name any VM the request may
+// have created meanwhile. Their job, if still pending, is provisioned again
+// by the reconciler (or Slurm's next report).
+func (b *builder) endSharedRequest(pool *model.Pool, n model.Node, reason string) {
+	for _, o := range b.st.SortedNodes() {
+		if o.Name == n.Name || o.ResizeRequest != n.ResizeRequest || o.Phase != model.PhaseRequested {
+			continue
 		}
+		other := *o
+		b.add(DeleteVMs{Pool: pool.ID, VMs: []string{other.VMName},
+			RequestID: naming.RequestID("delete-instances", pool.MIG+"/"+other.VMName), Reason: reason})
+		other.Phase = model.PhaseDeleting
+		other.LastEnd = model.EndReleased
+		b.putNode(other, fmt.Sprintf("its resize request %s was cancelled with %s's: %s", n.ResizeRequest, n.Name, reason))
 	}
-	return false
 }
 
 // vmCount counts the nodes of a pool whose VM runs or is requested.

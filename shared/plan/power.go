@@ -40,6 +40,11 @@ func NodePower(st *model.State, ev *event.Node, now time.Time) ([]Action, error)
 		_, poolID, idx, _ := naming.ParseNodeName(name)
 		pool := b.st.Pools[poolID]
 		n := b.node(pool, idx)
+		if !ev.ReportedAt.IsZero() && n.Phase.Serving() && ev.ReportedAt.Before(n.RequestedAt) {
+			// A late report about an earlier generation: this one was
+			// requested after Slurm powered the node down.
+			continue
+		}
 		static := n.Kind == model.NodeStatic
 		switch {
 		case ev.Type == event.TypeNodeSuspend && static:

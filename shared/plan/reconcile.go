@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -69,6 +70,7 @@ func Reconcile(st *model.State, obs Observed, now time.Time, pol Policy) []Actio
 	slurm := freshSlurm(st, now, pol)
 	b.view = slurm
 	b.lostJobReports(slurm, obs)
+	b.lostJobEnds(slurm)
 	for _, pool := range sortedPools(b.st) {
 		po, ok := obs.Pools[pool.ID]
 		if !ok || !po.Listed {
@@ -106,6 +108,16 @@ func slurmClass(v *model.SlurmView, node string) SlurmClass {
 		return SlurmUnknown
 	}
 	return ClassifySlurm(n)
+}
+
+// nodeSlurmClass is slurmClass for a node record: a snapshot taken before
+// the record's last change (a generation that ended or began since) says
+// nothing about the node as it is now.
+func nodeSlurmClass(v *model.SlurmView, n model.Node) SlurmClass {
+	if v != nil && !n.UpdatedAt.IsZero() && v.TakenAt.Before(n.UpdatedAt) && n.Phase != model.PhaseRunning {
+		return SlurmUnknown
+	}
+	return slurmClass(v, n.Name)
 }
 
 func kindOf(n model.Node, pool *model.Pool) model.NodeKind {
@@ -158,7 +170,7 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 		if node.VMName == "" {
 			present = false
 		}
-		combo := Combo{Slurm: slurmClass(slurm, node.Name), VM: ClassifyVM(vm.Status, present), Phase: node.Phase, Kind: kindOf(node, pool)}
+		combo := Combo{Slurm: nodeSlurmClass(slurm, node), VM: ClassifyVM(vm.Status, present), Phase: node.Phase, Kind: kindOf(node, pool)}
 		if node.Phase == "" {
 			combo.Phase = model.PhaseReleased
 		}
@@ -169,6 +181,9 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 		}
 		outcome := rule.Outcome
 		dirty := false
+		if outcome == OutcomeObserve && rule.Fallback == OutcomeSlurmPowerDown && b.claimed(node.Name) {
+			outcome = OutcomeWait // Slurm resumes it for a job flexslurm is serving
+		}
 		if outcome == OutcomeObserve {
 			if node.Observed != combo.String() {
 				node.Observed, node.ObservedSince = combo.String(), b.now
@@ -246,6 +261,9 @@ func (b *builder) act(pool *model.Pool, node model.Node, vm VM, outcome Outcome,
 		}
 		if combo.Slurm == SlurmDrain && node.Phase == model.PhaseRunning && node.Successor == "" {
 			b.liftOwnDrain(node)
+		}
+		if released, stored := b.idle(pool, &node, combo); released || stored {
+			return true
 		}
 		changed := false
 		if outcome == OutcomeOK && node.Phase == model.PhaseRunning && !vm.TerminationTime.IsZero() && !vm.TerminationTime.Equal(node.TerminationTime) {
@@ -337,6 +355,9 @@ func (b *builder) act(pool *model.Pool, node model.Node, vm VM, outcome Outcome,
 		b.slurm(cmd, []string{node.Name}, "", "flexslurm: "+rule.Why, node.VMName, b.now.Truncate(time.Hour).Format(time.RFC3339))
 		return false
 	case OutcomeSlurmPowerDown:
+		if b.claimed(node.Name) {
+			return false // a pending job waits for this node (capacity or backoff): Slurm is right to resume it
+		}
 		b.slurm(event.SlurmPowerDownForce, []string{node.Name}, "", "flexslurm: "+rule.Why, node.VMName, b.now.Truncate(time.Hour).Format(time.RFC3339))
 		return false
 	case OutcomeReplace:
@@ -507,15 +528,116 @@ func (b *builder) lostJobReports(slurm *model.SlurmView, obs Observed) {
 
 // liftOwnDrain resumes a node that flexslurm itself drained for an earlier
 // generation (a health failure), now that a new VM backs it: a drain
-// survives a node's reboot in Slurm. Drains with any other reason (an
-// administrator's), or naming the current VM, are left alone.
+// survives a node's reboot in Slurm. Only a reason with flexslurm's prefix
+// that names an older VM of the node ("… (<node>-g<k>)") is lifted; any
+// other drain — an administrator's, or one that does not say which VM it
+// was for — is left alone.
 func (b *builder) liftOwnDrain(node model.Node) {
 	if b.view == nil {
 		return
 	}
 	reason := b.view.Nodes[node.Name].Reason
-	if !strings.HasPrefix(reason, "flexslurm:") || strings.Contains(reason, node.VMName) {
+	if !strings.HasPrefix(reason, "flexslurm:") || !drainedOlderGeneration(reason, node) {
 		return
 	}
 	b.slurm(event.SlurmResume, []string{node.Name}, "", fmt.Sprintf("flexslurm: lifting flexslurm's drain: %s replaced the VM it was set for", node.VMName), node.VMName, "lift-drain")
+}
+
+// idle tracks how long Slurm has shown a running dynamic node idle and
+// releases it past Policy.IdleTimeout when no pending job waits for it. It
+// reports whether it released the node or stored a change to it.
+func (b *builder) idle(pool *model.Pool, node *model.Node, combo Combo) (released, stored bool) {
+	// Slurm is the authority on whether a job runs there: an idle class
+	// means none does, whatever job the node was first provisioned for.
+	idle := combo.Slurm == SlurmIdle && node.Phase == model.PhaseRunning && node.Kind == model.NodeDynamic && node.Predecessor == ""
+	if !idle {
+		if !node.IdleSince.IsZero() && combo.Slurm != SlurmUnknown {
+			node.IdleSince = time.Time{}
+			b.putNode(*node, "reconciler: node busy in Slurm")
+			return false, true
+		}
+		return false, false
+	}
+	if node.IdleSince.IsZero() {
+		node.IdleSince = b.now
+		b.putNode(*node, "reconciler: node idle in Slurm")
+		return false, true
+	}
+	if b.now.Sub(node.IdleSince) < b.pol.IdleTimeout {
+		return false, false
+	}
+	// Kept only for a pending job tied to this node; a job of the pool that
+	// Slurm did not place on this idle node has no use for it.
+	for _, j := range b.st.SortedJobs() {
+		if j.State == model.JobPending && contains(j.Nodes, node.Name) {
+			return false, false
+		}
+	}
+	b.releaseNode(pool, *node, fmt.Sprintf("reconciler: dynamic node idle in Slurm since %s (idle timeout %s): VM released and node powered down",
+		node.IdleSince.Format(time.RFC3339), b.pol.IdleTimeout))
+	return true, true
+}
+
+// slurmJobAlive reports whether a Slurm job state means the job still
+// needs nodes.
+func slurmJobAlive(state string) bool {
+	switch strings.ToUpper(state) {
+	case "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT":
+		return true
+	}
+	return false
+}
+
+// lostJobEnds ends the jobs flexslurm holds as pending or running that a
+// snapshot taken after their last change no longer shows alive (their end
+// report was lost): their queued capacity is cancelled, so no VM is made
+// for a job that is gone.
+func (b *builder) lostJobEnds(slurm *model.SlurmView) {
+	if slurm == nil {
+		return
+	}
+	alive := map[string]bool{}
+	for _, sj := range slurm.Jobs {
+		if slurmJobAlive(sj.State) {
+			alive[sj.ID] = true
+		}
+	}
+	for _, j := range b.st.SortedJobs() {
+		if !j.State.Active() || alive[j.ID] || !j.UpdatedAt.Before(slurm.TakenAt) {
+			continue
+		}
+		job := *j
+		job.State = model.JobFinished
+		why := fmt.Sprintf("reconciler: Slurm no longer shows job %s (snapshot of %s): its end report was lost", j.ID, slurm.TakenAt.Format(time.RFC3339))
+		b.putJob(job, why)
+		if pool, ok := b.st.Pools[job.Pool]; ok {
+			for _, name := range job.Nodes {
+				if n, ok := b.st.Nodes[name]; ok && n.Phase == model.PhaseRequested && n.JobID == job.ID {
+					b.releaseNode(pool, *n, why)
+				}
+			}
+		}
+	}
+}
+
+// drainedOlderGeneration reports whether a drain reason names a VM of an
+// older generation of the node.
+func drainedOlderGeneration(reason string, n model.Node) bool {
+	prefix := n.Name + "-g"
+	for i := strings.Index(reason, prefix); i >= 0; {
+		rest := reason[i+len(prefix):]
+		j := 0
+		for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
+			j++
+		}
+		if gen, err := strconv.ParseInt(rest[:j], 10, 64); j > 0 && err == nil && gen < n.Generation {
+			return true
+		}
+		next := strings.Index(rest, prefix)
+		if next < 0 {
+			break
+		}
+		i += len(prefix) + next
+	}
+	return false
 }

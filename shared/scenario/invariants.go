@@ -1,0 +1,413 @@
+package scenario
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/flexslurm/flexslurm/shared/naming"
+)
+
+// invariantState follows the continuous invariants of a run.
+type invariantState struct {
+	cfg Invariants
+	// first failure result index in runner.results, and later failing
+	// evaluations, per invariant.
+	failedAt map[string]int
+	repeats  map[string]int
+	evals    int
+
+	unrecordedSince map[string]time.Time // VM → since when no record names it
+	belowSince      map[string]time.Time // pool → since when below min
+}
+
+func newInvariantState(cfg Invariants) *invariantState {
+	return &invariantState{cfg: cfg, failedAt: map[string]int{}, repeats: map[string]int{},
+		unrecordedSince: map[string]time.Time{}, belowSince: map[string]time.Time{}}
+}
+
+// enabled lists the configured invariants with their grace.
+func (s *invariantState) enabled() []string {
+	var out []string
+	c := s.cfg
+	if c.OneVMPerNode {
+		out = append(out, "one_vm_per_node")
+	}
+	if c.OneRequestPerNode {
+		out = append(out, "one_request_per_node")
+	}
+	if c.NoUnrecordedVM != nil {
+		out = append(out, "no_unrecorded_vm")
+	}
+	if c.StaticAtMin != nil {
+		out = append(out, "static_at_min")
+	}
+	if c.IdleDynamicReleased != nil {
+		out = append(out, "idle_dynamic_released")
+	}
+	if c.ForeignUntouched {
+		out = append(out, "foreign_untouched")
+	}
+	if c.ForeignReservationsUntouched != nil {
+		out = append(out, "foreign_reservations_untouched")
+	}
+	return out
+}
+
+func (s *invariantState) describe(name string) string {
+	c := s.cfg
+	switch name {
+	case "one_vm_per_node":
+		return "never two live VMs for one node"
+	case "one_request_per_node":
+		return "never two active resize requests for one node"
+	case "no_unrecorded_vm":
+		return fmt.Sprintf("no VM without a node record for longer than %s", FormatDuration(c.NoUnrecordedVM.Within.D()))
+	case "static_at_min":
+		return fmt.Sprintf("static pools back at min_node_count within %s of capacity being available", FormatDuration(c.StaticAtMin.Within.D()))
+	case "idle_dynamic_released":
+		return fmt.Sprintf("no dynamic VM idle in Slurm for SuspendTime plus %s", FormatDuration(c.IdleDynamicReleased.Within.D()))
+	case "foreign_untouched":
+		return "no action on a resource not labelled as this cluster's"
+	case "foreign_reservations_untouched":
+		return fmt.Sprintf("no Slurm command names a reservation without the %q prefix", c.ForeignReservationsUntouched.Prefix)
+	}
+	return name
+}
+
+// checkInvariants evaluates the configured invariants now.
+func (r *runner) checkInvariants() {
+	s := r.inv
+	names := s.enabled()
+	if len(names) == 0 {
+		return
+	}
+	s.evals++
+	w := r.vmView()
+	for _, name := range names {
+		v := r.invariant(name, w, false)
+		if len(v) == 0 {
+			continue
+		}
+		if _, failed := s.failedAt[name]; failed {
+			s.repeats[name]++
+			continue
+		}
+		s.failedAt[name] = len(r.results)
+		r.record([]Result{{At: r.since(), Step: -1, Name: "invariant " + name, Pass: false,
+			Expected: s.describe(name), Actual: strings.Join(v, "; ")}})
+	}
+}
+
+// finalInvariants reports the invariants that held throughout, and how
+// often the failed ones were violated.
+func (r *runner) finalInvariants() []Result {
+	s := r.inv
+	var out []Result
+	for _, name := range s.enabled() {
+		if i, failed := s.failedAt[name]; failed {
+			if n := s.repeats[name]; n > 0 && i < len(r.results) {
+				r.results[i].Actual += fmt.Sprintf(" (and still violated in %d later evaluations)", n)
+			}
+			continue
+		}
+		out = append(out, Result{At: r.since(), Step: -1, Name: "invariant " + name, Pass: true,
+			Expected: s.describe(name), Actual: fmt.Sprintf("held in all %d evaluations", s.evals)})
+	}
+	return out
+}
+
+// strictInvariant evaluates a named invariant now with no grace.
+func (r *runner) strictInvariant(name string) []string {
+	w := r.vmView()
+	switch name {
+	case "no_dead_letters":
+		var out []string
+		for _, d := range r.dead {
+			out = append(out, fmt.Sprintf("%s %s (%s) dead-lettered at %s", d.Topic, d.ID, d.Type, FormatDuration(d.At)))
+		}
+		return out
+	case "quiet":
+		var out []string
+		for _, d := range r.queue {
+			if !d.msg.dead && !(d.kind != firstDelivery && d.msg.acked) {
+				out = append(out, fmt.Sprintf("%s %s (%s) queued for %s", d.msg.topic, d.msg.id, d.msg.describe(), FormatDuration(d.due.Sub(r.start))))
+			}
+		}
+		for _, h := range sortedKeys(r.holds) {
+			for _, m := range r.holds[h] {
+				out = append(out, fmt.Sprintf("%s %s held in %q", m.topic, m.id, h))
+			}
+		}
+		return out
+	case "no_idle_dynamic_vm":
+		return r.idleDynamic(w, 0, time.Time{}, true)
+	}
+	return r.invariant(name, w, true)
+}
+
+// invariant returns the violations of one invariant; strict ignores grace
+// periods.
+func (r *runner) invariant(name string, w world, strict bool) []string {
+	s := r.inv
+	now := r.now()
+	grace := func(wi *Within) time.Duration {
+		if strict || wi == nil {
+			return 0
+		}
+		return wi.Within.D()
+	}
+	// afterFault is the earliest deadline a fault on the calls at path
+	// allows.
+	afterFault := func(wi *Within, path string) time.Time {
+		if strict || wi == nil {
+			return time.Time{}
+		}
+		b := r.compute.blockedUntil(path)
+		if b.IsZero() {
+			return b
+		}
+		return b.Add(wi.AfterFault.D() + wi.Within.D())
+	}
+	switch name {
+	case "one_vm_per_node":
+		var out []string
+		for _, node := range sortedKeys(w.liveByNode) {
+			if vms := w.liveByNode[node]; len(vms) > 1 {
+				sort.Strings(vms)
+				out = append(out, fmt.Sprintf("node %s has %d live VMs %s", node, len(vms), listOf(vms)))
+			}
+		}
+		return out
+	case "one_request_per_node":
+		active := map[string][]string{}
+		for _, rr := range r.h.Sim.ResizeRequests() {
+			if rr.State != "CREATING" && rr.State != "ACCEPTED" {
+				continue
+			}
+			seen := map[string]bool{}
+			for _, vm := range rr.Instances {
+				if node, _, _, _, ok := naming.ParseVMName(vm); ok && !seen[node] {
+					seen[node] = true
+					active[node] = append(active[node], rr.Name)
+				}
+			}
+		}
+		var out []string
+		for _, node := range sortedKeys(active) {
+			if rrs := active[node]; len(rrs) > 1 {
+				out = append(out, fmt.Sprintf("node %s has %d active resize requests %s", node, len(rrs), listOf(rrs)))
+			}
+		}
+		return out
+	case "no_unrecorded_vm":
+		st := r.state()
+		recorded := map[string]bool{}
+		for _, n := range st.Nodes {
+			recorded[n.VMName] = true
+		}
+		live := map[string]bool{}
+		var out []string
+		for _, vm := range w.ours {
+			if vm.Status == "STOPPING" || recorded[vm.Name] {
+				continue
+			}
+			live[vm.Name] = true
+			since, ok := s.unrecordedSince[vm.Name]
+			if !ok {
+				since = now
+				s.unrecordedSince[vm.Name] = now
+			}
+			if deadline := latest(since.Add(grace(s.cfg.NoUnrecordedVM)), afterFault(s.cfg.NoUnrecordedVM, anyPath)); now.After(deadline) || strict {
+				out = append(out, fmt.Sprintf("VM %s (created at %s) has had no node record since %s", vm.Name,
+					FormatDuration(vm.Created.Sub(r.start)), FormatDuration(since.Sub(r.start))))
+			}
+		}
+		if !strict {
+			for vm := range s.unrecordedSince {
+				if !live[vm] {
+					delete(s.unrecordedSince, vm)
+				}
+			}
+		}
+		sort.Strings(out)
+		return out
+	case "static_at_min":
+		st := r.state()
+		var out []string
+		for _, p := range r.spec.FlexPools() {
+			if p.MinNodeCount == 0 {
+				continue
+			}
+			if _, ok := st.Pools[p.ID]; !ok {
+				continue
+			}
+			// Static nodes: indexes below min_node_count (Slurm's
+			// SuspendExcNodes), and nodes flexslurm holds as static (a
+			// make-before-break successor).
+			up := map[string]bool{}
+			for node, vm := range w.byNode {
+				_, pool, idx, ok := naming.ParseNodeName(node)
+				if !ok || pool != p.ID || vm.status != "RUNNING" {
+					continue
+				}
+				if rec, known := st.Nodes[node]; idx < p.MinNodeCount || (known && rec.Kind == model.NodeStatic) {
+					up[node] = true
+				}
+			}
+			if len(up) >= p.MinNodeCount {
+				delete(s.belowSince, p.ID)
+				continue
+			}
+			since, ok := s.belowSince[p.ID]
+			if !ok {
+				since = now
+				s.belowSince[p.ID] = now
+			}
+			delays := r.capacityDelay(p.Zone, p.MachineSpec.MachineType) + r.f.Simulator.AcceptDelay.D() + r.f.Simulator.DeleteDelay.D()
+			deadline := latest(since.Add(delays+grace(s.cfg.StaticAtMin)), afterFault(s.cfg.StaticAtMin, pathResizeRequests).Add(delays))
+			if strict || now.After(deadline) {
+				out = append(out, fmt.Sprintf("pool %s has %d of %d static nodes with a running VM since %s (deadline %s)",
+					p.ID, len(up), p.MinNodeCount, FormatDuration(since.Sub(r.start)), FormatDuration(deadline.Sub(r.start))))
+			}
+		}
+		return out
+	case "idle_dynamic_released":
+		return r.idleDynamic(w, grace(s.cfg.IdleDynamicReleased), afterFault(s.cfg.IdleDynamicReleased, anyPath), strict)
+	case "foreign_untouched":
+		return r.foreignTouched(w)
+	case "foreign_reservations_untouched":
+		prefix := "flexslurm-"
+		if p := s.cfg.ForeignReservationsUntouched; p != nil && p.Prefix != "" {
+			prefix = p.Prefix
+		}
+		return r.foreignReservations(prefix)
+	}
+	return nil
+}
+
+// idleDynamic lists the live dynamic VMs whose node Slurm has not allocated
+// to a job for SuspendTime plus grace.
+func (r *runner) idleDynamic(w world, grace time.Duration, notBefore time.Time, strict bool) []string {
+	now := r.now()
+	st := r.state()
+	var out []string
+	for _, node := range sortedKeys(w.byNode) {
+		vm := w.byNode[node]
+		n, ok := r.slurm.nodes[node]
+		if !ok || n.static {
+			continue
+		}
+		// A node flexslurm holds as static (a make-before-break successor)
+		// is not dynamic, whatever its index.
+		// Neither is a retiring node handing over to its successor: its
+		// idleness counts from the hand-over, and flexslurm releases it once
+		// drained and idle (make-before-break overlap, reported apart).
+		if rec, known := st.Nodes[node]; known && (rec.Kind == model.NodeStatic || rec.Successor != "") {
+			continue
+		}
+		if n.job != "" {
+			if j, ok := r.slurm.jobs[n.job]; ok && j.active() {
+				continue
+			}
+		}
+		idle := vm.created
+		if n.freedAt.After(idle) {
+			idle = n.freedAt
+		}
+		deadline := latest(idle.Add(r.slurm.cfg.SuspendTime.D()+grace), notBefore)
+		if strict || now.After(deadline) {
+			if strict && now.Before(idle.Add(r.slurm.cfg.SuspendTime.D())) {
+				continue
+			}
+			out = append(out, fmt.Sprintf("VM %s of node %s (Slurm: %s) has had no job since %s", vm.name, node, n.state(), FormatDuration(idle.Sub(r.start))))
+		}
+	}
+	return out
+}
+
+// foreignTouched lists foreign VMs that are gone and calls flexslurm made
+// that name a foreign VM or MIG.
+func (r *runner) foreignTouched(w world) []string {
+	var out []string
+	for _, f := range r.foreign {
+		alive := false
+		for _, vm := range w.all {
+			if vm.Name == f.Name && vm.Zone == f.Zone && vm.Status != "STOPPING" {
+				alive = true
+			}
+		}
+		if !alive {
+			out = append(out, fmt.Sprintf("foreign VM %s is gone or being deleted", f.Name))
+		}
+	}
+	// Calls are scanned once each, as they come.
+	calls := r.compute.since(r.foreignScanned)
+	r.foreignScanned += len(calls)
+	for _, f := range r.foreign {
+		re := regexp.MustCompile(`(^|[^a-z0-9-])(` + regexp.QuoteMeta(f.Name) + `|` + regexp.QuoteMeta(f.MIG) + `)([^a-z0-9-]|$)`)
+		for _, c := range calls {
+			if c.Method == "GET" || !(strings.Contains(c.Path+c.Body, f.Name) || strings.Contains(c.Path+c.Body, f.MIG)) {
+				continue
+			}
+			if re.MatchString(c.Path) || re.MatchString(c.Body) {
+				r.foreignCalls = append(r.foreignCalls, fmt.Sprintf("flexslurm called %s %s at %s naming foreign %s", c.Method, c.Path, FormatDuration(c.Time.Sub(r.start)), f.Name))
+			}
+		}
+	}
+	return append(out, r.foreignCalls...)
+}
+
+// foreignReservations lists Slurm commands that name a reservation whose
+// name lacks prefix: the value of any field whose key mentions a
+// reservation ("reservation", "reservation_name", …), or the name field of
+// a command about reservations.
+func (r *runner) foreignReservations(prefix string) []string {
+	var out []string
+	for _, c := range r.cmds {
+		about := strings.Contains(strings.ToLower(c.Command), "reservation")
+		for _, k := range sortedKeys(c.Raw) {
+			v := c.Raw[k]
+			key := strings.ToLower(k)
+			if !strings.Contains(key, "reservation") && !strings.HasPrefix(key, "resv") && !(about && key == "name") {
+				continue
+			}
+			for _, name := range stringsIn(v) {
+				if !strings.HasPrefix(name, prefix) {
+					out = append(out, fmt.Sprintf("command %s at %s names reservation %q (%s)", c.Command, FormatDuration(c.At.Sub(r.start)), name, k))
+				}
+			}
+		}
+	}
+	return out
+}
+
+func stringsIn(v any) []string {
+	switch t := v.(type) {
+	case string:
+		return []string{t}
+	case []any:
+		var out []string
+		for _, e := range t {
+			out = append(out, stringsIn(e)...)
+		}
+		return out
+	case map[string]any:
+		var out []string
+		for _, k := range sortedKeys(t) {
+			out = append(out, stringsIn(t[k])...)
+		}
+		return out
+	}
+	return nil
+}
+
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

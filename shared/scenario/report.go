@@ -1,0 +1,149 @@
+package scenario
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Result is one assertion's outcome.
+type Result struct {
+	// At is the simulated time of the evaluation, from the start.
+	At time.Duration
+	// Step is the index of the step that asserted it; -1 for invariants and
+	// final checks.
+	Step int
+	// Line is the line of the check in the file (0 if unknown).
+	Line int
+	// Name says what was checked.
+	Name string
+	Pass bool
+	// Expected and Actual describe the expectation and what was found.
+	Expected, Actual string
+}
+
+func (r Result) String() string {
+	status := "PASS"
+	if !r.Pass {
+		status = "FAIL"
+	}
+	loc := ""
+	if r.Line > 0 {
+		loc = fmt.Sprintf(" (line %d)", r.Line)
+	}
+	s := fmt.Sprintf("%s  at %-9s %s%s", status, FormatDuration(r.At), r.Name, loc)
+	if r.Pass {
+		return s + ": " + r.Actual
+	}
+	return s + fmt.Sprintf("\n        expected: %s\n        actual:   %s", r.Expected, r.Actual)
+}
+
+// DeadLetter is a message that reached the maximum number of delivery
+// attempts without being acknowledged.
+type DeadLetter struct {
+	At        time.Duration
+	Topic     string
+	ID        string
+	Type      string
+	Label     string
+	Attempts  int
+	LastError string
+}
+
+// Stats counts what happened in a run.
+type Stats struct {
+	// Deliveries are delivery attempts; Acks and Nacks their outcomes
+	// (crashes count as nacks); Redeliveries the attempts after a nack;
+	// Duplicates the injected extra deliveries; DeadLetters the messages
+	// that ran out of attempts.
+	Deliveries, Acks, Nacks, Redeliveries, Duplicates, DeadLetters int
+	// Crashes are delivery attempts stopped by an injected crash.
+	Crashes int
+	// ComputeCalls are HTTP calls flexslurm made to Compute;
+	// InjectedErrors those a compute_error fault failed.
+	ComputeCalls, InjectedErrors int
+	// SlurmCommands are the Slurm commands flexslurm published.
+	SlurmCommands int
+	// Events counts the runner's steps through time: deliveries,
+	// simulator transitions, ticks, snapshots and Slurm timers.
+	Events int
+}
+
+// Report is the outcome of a run.
+type Report struct {
+	// File is the scenario file ("" when run from memory); Name its name.
+	File, Name string
+	// Results are every assertion's outcome, in evaluation order.
+	Results []Result
+	// DeadLetters are messages dead-lettered during the run.
+	DeadLetters []DeadLetter
+	// Unsettled lists messages still queued or held at the end.
+	Unsettled []string
+	// Notes are remarks about the run (unmodelled Slurm commands, skipped
+	// faults).
+	Notes []string
+	// Simulated is the simulated time covered; Wall the wall time spent.
+	Simulated, Wall time.Duration
+	Stats           Stats
+	// Trace is the run's timeline (RunOptions.Trace).
+	Trace []string
+}
+
+// Failed reports whether any assertion failed.
+func (r *Report) Failed() bool { return len(r.Failures()) > 0 }
+
+// Failures returns the failed results.
+func (r *Report) Failures() []Result {
+	var out []Result
+	for _, res := range r.Results {
+		if !res.Pass {
+			out = append(out, res)
+		}
+	}
+	return out
+}
+
+// Write prints the report: every assertion (only failures unless verbose),
+// dead letters, unsettled messages and a summary line.
+func (r *Report) Write(w io.Writer, verbose bool) {
+	title := r.Name
+	if r.File != "" {
+		title = r.File + ": " + r.Name
+	}
+	fmt.Fprintln(w, title)
+	for _, res := range r.Results {
+		if verbose || !res.Pass {
+			fmt.Fprintln(w, "  "+strings.ReplaceAll(res.String(), "\n", "\n  "))
+		}
+	}
+	for _, d := range r.DeadLetters {
+		fmt.Fprintf(w, "  dead letter at %s: %s %s (%s%s) after %d attempts: %s\n", FormatDuration(d.At), d.Topic, d.ID, d.Type, labelSuffix(d.Label), d.Attempts, d.LastError)
+	}
+	if len(r.Unsettled) > 0 {
+		fmt.Fprintf(w, "  still queued or held at the end: %s\n", strings.Join(r.Unsettled, ", "))
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "  note: %s\n", n)
+	}
+	if verbose {
+		for _, t := range r.Trace {
+			fmt.Fprintln(w, "  | "+t)
+		}
+	}
+	failed := len(r.Failures())
+	status := "ok"
+	if failed > 0 {
+		status = "FAILED"
+	}
+	fmt.Fprintf(w, "  %s: %d assertions, %d failed; %d deliveries (%d nacked, %d duplicates, %d crashes, %d dead letters), %d Compute calls; simulated %s in %s\n",
+		status, len(r.Results), failed, r.Stats.Deliveries, r.Stats.Nacks, r.Stats.Duplicates, r.Stats.Crashes, len(r.DeadLetters),
+		r.Stats.ComputeCalls, FormatDuration(r.Simulated), r.Wall.Round(time.Millisecond))
+}
+
+func labelSuffix(l string) string {
+	if l == "" {
+		return ""
+	}
+	return ", label " + l
+}

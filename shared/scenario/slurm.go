@@ -1,0 +1,765 @@
+package scenario
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/flexslurm/flexslurm/shared/config"
+	"github.com/flexslurm/flexslurm/shared/event"
+	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/flexslurm/flexslurm/shared/naming"
+	"github.com/flexslurm/flexslurm/shared/spec"
+)
+
+// The Slurm model plays slurmctld, its power-saving hooks and the flexslurm
+// agent, with the behaviour observed on a real Slurm 22.05 with CLOUD nodes
+// (shared/reference/slurm.md):
+//
+//   - allocation of powered-down nodes calls ResumeProgram (job.pending with
+//     the allocated nodes); a node shows ALLOCATED+CLOUD+NOT_RESPONDING+
+//     POWERING_UP until its slurmd registers (its VM has run for BootTime);
+//   - a job runs once all its nodes registered (job.started, from
+//     PrologSlurmctld) and ends after its runtime (job.finished);
+//   - a dynamic node idle for SuspendTime is powered down and SuspendProgram
+//     runs (node.suspend); so does an explicit power_down;
+//   - a node still powering up after ResumeTimeout becomes
+//     DOWN+CLOUD+POWERED_DOWN+NOT_RESPONDING ("ResumeTimeout reached"),
+//     ResumeFailProgram runs (node.resume_failed) and its job is requeued;
+//   - scontrol resume takes a DOWN node to IDLE (a down~ node to idle~) and
+//     lifts DRAIN; power_down and power_down_force power a node down
+//     (force requeues its job first); drain adds DRAIN; power_up starts a
+//     resume;
+//   - a powered-up node whose VM is gone stops responding and, after
+//     SlurmdTimeout, is marked DOWN and its job requeued; it returns to
+//     service when a VM registers again (ReturnToService=2).
+//
+// Requeued jobs become eligible 121 s later, as Slurm's requeue does.
+
+// Slurm node flags the model sets.
+const (
+	flagCloud         = "CLOUD"
+	flagPoweredDown   = "POWERED_DOWN"
+	flagPoweringUp    = "POWERING_UP"
+	flagPoweringDown  = "POWERING_DOWN"
+	flagPowerDown     = "POWER_DOWN"
+	flagNotResponding = "NOT_RESPONDING"
+	flagDrain         = "DRAIN"
+	flagFail          = "FAIL"
+)
+
+// Slurm base states.
+const (
+	baseIdle      = "IDLE"
+	baseAllocated = "ALLOCATED"
+	baseDown      = "DOWN"
+)
+
+var baseStates = []string{"IDLE", "ALLOCATED", "MIXED", "DOWN", "COMPLETING", "FUTURE", "UNKNOWN", "ERROR", "FAIL"}
+
+// flagOrder is the order flags are printed in (scontrol's, roughly).
+var flagOrder = []string{flagCloud, "COMPLETING", flagDrain, flagFail, "MAINTENANCE", "RESERVED", flagNotResponding,
+	flagPoweredDown, flagPoweringUp, flagPoweringDown, flagPowerDown}
+
+// parseSlurmState parses BASE+FLAG+… ("IDLE+CLOUD+POWERED_DOWN").
+func parseSlurmState(s string) (string, map[string]bool, error) {
+	parts := strings.Split(strings.ToUpper(strings.TrimSpace(s)), "+")
+	if len(parts) == 0 || parts[0] == "" {
+		return "", nil, fmt.Errorf("empty Slurm state; want BASE+FLAG+… such as IDLE+CLOUD+POWERED_DOWN")
+	}
+	if !contains(baseStates, parts[0]) {
+		return "", nil, fmt.Errorf("Slurm state %q: base %q is not one of %s", s, parts[0], strings.Join(baseStates, ", "))
+	}
+	flags := map[string]bool{}
+	for _, f := range parts[1:] {
+		if f == "" {
+			return "", nil, fmt.Errorf("Slurm state %q has an empty flag", s)
+		}
+		flags[f] = true
+	}
+	return parts[0], flags, nil
+}
+
+func formatSlurmState(base string, flags map[string]bool) string {
+	out := []string{base}
+	seen := map[string]bool{}
+	for _, f := range flagOrder {
+		if flags[f] {
+			out = append(out, f)
+			seen[f] = true
+		}
+	}
+	var rest []string
+	for f, on := range flags {
+		if on && !seen[f] {
+			rest = append(rest, f)
+		}
+	}
+	sort.Strings(rest)
+	return strings.Join(append(out, rest...), "+")
+}
+
+type slurmNode struct {
+	name   string
+	pool   string
+	index  int
+	static bool
+	// suspendExcluded: the node is in slurm.conf's SuspendExcNodes, so
+	// Slurm never powers it down on its own. flexslurm's generated
+	// slurm.conf lists every node of a flex-start pool there: flexslurm,
+	// not SuspendTime, decides when a flex node is released.
+	suspendExcluded bool
+	base            string
+	flags           map[string]bool
+	reason          string
+	job             string // allocated job
+
+	idleSince    time.Time
+	powerUpSince time.Time
+	lostSince    time.Time
+	freedAt      time.Time // last time the node had a job taken away or finished
+	powerDownDue bool      // power_down asked while a job runs
+}
+
+func (n *slurmNode) state() string { return formatSlurmState(n.base, n.flags) }
+
+func (n *slurmNode) up() bool {
+	return !n.flags[flagPoweredDown] && !n.flags[flagPoweringUp] && !n.flags[flagPoweringDown]
+}
+
+type slurmJob struct {
+	id, partition, pool string
+	want                int
+	runtime             time.Duration
+	state               string // PENDING, CONFIGURING, RUNNING, COMPLETED, CANCELLED
+	nodes               []string
+	endAt, eligibleAt   time.Time
+	restarts            int
+}
+
+func (j *slurmJob) active() bool {
+	return j.state == "PENDING" || j.state == "CONFIGURING" || j.state == "RUNNING"
+}
+
+// vmInfo is a node's live VM.
+type vmInfo struct {
+	name    string
+	zone    string
+	status  string
+	created time.Time
+}
+
+// slurmModel is the Slurm model.
+type slurmModel struct {
+	cfg     Slurm
+	cluster string
+	spec    *spec.Cluster
+	nodes   map[string]*slurmNode
+	jobs    map[string]*slurmJob
+	order   []string      // job ids in submission order
+	extra   []SnapshotJob // jobs set by snapshot steps (published as given)
+	// reservations are the maintenance reservations flexslurm created, by
+	// name (nodes); they do not change node states in the model.
+	reservations map[string][]string
+
+	publish func(topic string, payload any)
+	trace   func(format string, args ...any)
+}
+
+const (
+	defaultSuspendTime   = 10 * time.Minute
+	defaultSlurmdTimeout = 5 * time.Minute
+	requeueDelay         = 121 * time.Second
+)
+
+func newSlurmModel(cfg Slurm, c *spec.Cluster, now time.Time, publish func(string, any), trace func(string, ...any)) *slurmModel {
+	if cfg.SuspendTime == 0 {
+		cfg.SuspendTime = Duration(defaultSuspendTime)
+	}
+	if cfg.SlurmdTimeout == 0 {
+		cfg.SlurmdTimeout = Duration(defaultSlurmdTimeout)
+	}
+	m := &slurmModel{cfg: cfg, cluster: c.ID, spec: c, nodes: map[string]*slurmNode{}, jobs: map[string]*slurmJob{},
+		reservations: map[string][]string{}, publish: publish, trace: trace}
+	if cfg.Simulate {
+		for _, p := range c.FlexPools() {
+			for i := 0; i < p.MaxNodeCount; i++ {
+				n := m.node(model.NodeName(c.ID, p.ID, i))
+				if n.static {
+					// Static nodes are resumed at start (they are not in
+					// power saving) and wait for their VM.
+					n.flags = map[string]bool{flagCloud: true, flagNotResponding: true, flagPoweringUp: true}
+					n.powerUpSince = now
+				}
+			}
+		}
+	}
+	return m
+}
+
+// node returns the model's node, creating it powered down.
+func (m *slurmModel) node(name string) *slurmNode {
+	if n, ok := m.nodes[name]; ok {
+		return n
+	}
+	n := &slurmNode{name: name, base: baseIdle, flags: map[string]bool{flagCloud: true, flagPoweredDown: true}}
+	if _, pool, idx, ok := naming.ParseNodeName(name); ok {
+		n.pool, n.index = pool, idx
+		if p, ok := m.spec.Pool(pool); ok {
+			n.static = idx < p.MinNodeCount
+			n.suspendExcluded = p.IsFlexStart()
+		}
+	}
+	m.nodes[name] = n
+	return n
+}
+
+func (m *slurmModel) sortedNodes() []*slurmNode {
+	out := make([]*slurmNode, 0, len(m.nodes))
+	for _, n := range m.nodes {
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].pool != out[j].pool {
+			return out[i].pool < out[j].pool
+		}
+		if out[i].index != out[j].index {
+			return out[i].index < out[j].index
+		}
+		return out[i].name < out[j].name
+	})
+	return out
+}
+
+// setNode sets a node's state from a snapshot step.
+func (m *slurmModel) setNode(now time.Time, sn SnapshotNode) error {
+	base, flags, err := parseSlurmState(sn.State)
+	if err != nil {
+		return err
+	}
+	n := m.node(sn.Name)
+	n.base, n.flags, n.reason = base, flags, sn.Reason
+	if flags[flagPoweringUp] {
+		n.powerUpSince = now
+	}
+	if n.job == "" && base == baseIdle {
+		n.idleSince = now
+	}
+	return nil
+}
+
+// setJobs replaces the snapshot-step jobs; active jobs naming nodes
+// allocate them, and nodes no such job names are free.
+func (m *slurmModel) setJobs(jobs []SnapshotJob) {
+	m.extra = append([]SnapshotJob(nil), jobs...)
+	for _, n := range m.nodes {
+		if _, simulated := m.jobs[n.job]; !simulated {
+			n.job = ""
+		}
+	}
+	for _, j := range jobs {
+		for _, name := range j.Nodes {
+			if n, ok := m.nodes[name]; ok && activeSlurmJobState(j.State) {
+				n.job = j.ID
+			}
+		}
+	}
+}
+
+func activeSlurmJobState(s string) bool {
+	switch strings.ToUpper(s) {
+	case "PENDING", "CONFIGURING", "RUNNING", "COMPLETING":
+		return true
+	}
+	return false
+}
+
+// snapshot is the agent's view of Slurm.
+func (m *slurmModel) snapshot(now time.Time) event.SlurmSnapshot {
+	s := event.SlurmSnapshot{
+		Header:  event.Header{Version: event.SchemaVersion, Type: event.TypeSlurmSnapshot, Cluster: m.cluster},
+		TakenAt: now, Nodes: []event.SnapshotNode{}, Jobs: []event.SnapshotJob{},
+	}
+	for _, n := range m.sortedNodes() {
+		var flags []string
+		for _, f := range strings.Split(n.state(), "+")[1:] {
+			flags = append(flags, f)
+		}
+		s.Nodes = append(s.Nodes, event.SnapshotNode{Name: n.name, State: strings.ToLower(n.base), Flags: flags, Reason: n.reason})
+	}
+	for _, id := range m.order {
+		j := m.jobs[id]
+		if !j.active() {
+			continue
+		}
+		s.Jobs = append(s.Jobs, event.SnapshotJob{ID: j.id, State: j.state, Partition: j.partition, Nodes: j.nodes, NodeCount: j.want, Restarts: j.restarts})
+	}
+	for _, j := range m.extra {
+		s.Jobs = append(s.Jobs, event.SnapshotJob{ID: j.ID, State: strings.ToUpper(j.State), Partition: j.Partition, Nodes: j.Nodes, NodeCount: j.NodeCount, Reason: j.Reason})
+	}
+	return s
+}
+
+// command applies a Slurm command flexslurm published, as the agent's
+// scontrol call would. It returns false for a command the model does not
+// know (reported in the trace, state unchanged).
+func (m *slurmModel) command(now time.Time, c slurmCommandRecord) bool {
+	switch c.Command {
+	case event.SlurmRequeue:
+		if j, ok := m.jobs[c.Job]; ok && j.active() {
+			m.requeue(now, j, "scontrol requeue")
+		}
+		return true
+	case event.SlurmStartNow:
+		if j, ok := m.jobs[c.Job]; ok && j.state == "PENDING" {
+			j.eligibleAt = now
+		}
+		return true
+	case event.SlurmReservationCreate:
+		name, _ := c.Raw["reservation"].(string)
+		m.reservations[name] = append([]string(nil), c.Nodes...)
+		return true
+	case event.SlurmReservationDelete:
+		name, _ := c.Raw["reservation"].(string)
+		delete(m.reservations, name)
+		return true
+	case event.SlurmUpdateAddress:
+		return true
+	}
+	known := true
+	for _, name := range c.Nodes {
+		n, ok := m.nodes[name]
+		if !ok {
+			continue
+		}
+		switch c.Command {
+		case event.SlurmDrain:
+			n.flags[flagDrain] = true
+			n.reason = c.Reason
+		case event.SlurmDown:
+			n.base = baseDown
+			n.reason = c.Reason
+			m.requeueOn(now, n, "node set DOWN")
+		case event.SlurmResume:
+			delete(n.flags, flagDrain)
+			delete(n.flags, flagFail)
+			if n.flags[flagPoweredDown] {
+				// down~ (or drain~) becomes idle~: a powered-down node
+				// is not expected to respond.
+				delete(n.flags, flagNotResponding)
+			}
+			if n.base == baseDown {
+				n.base = baseIdle
+				if n.job != "" {
+					n.base = baseAllocated
+				}
+				if n.job == "" {
+					n.idleSince = now
+				}
+			}
+			n.reason = ""
+		case event.SlurmPowerDown:
+			if n.job != "" && m.jobs[n.job] != nil && m.jobs[n.job].active() {
+				n.powerDownDue = true
+				continue
+			}
+			m.powerDown(now, n)
+		case event.SlurmPowerDownForce:
+			m.requeueOn(now, n, "power_down_force")
+			m.powerDown(now, n)
+		case event.SlurmPowerUp:
+			if n.flags[flagPoweredDown] {
+				delete(n.flags, flagPoweredDown)
+				n.flags[flagPoweringUp] = true
+				n.flags[flagNotResponding] = true
+				n.powerUpSince = now
+			}
+		default:
+			known = false
+		}
+	}
+	return known
+}
+
+// powerDown powers a node down; SuspendProgram runs (node.suspend).
+func (m *slurmModel) powerDown(now time.Time, n *slurmNode) {
+	for _, f := range []string{flagPoweringUp, flagNotResponding, flagPoweringDown, flagPowerDown} {
+		delete(n.flags, f)
+	}
+	n.flags[flagPoweredDown] = true
+	n.base = baseIdle
+	n.job = ""
+	n.powerDownDue = false
+	n.lostSince = time.Time{}
+	if m.cfg.Simulate {
+		m.publish(config.TopicJobs, event.Node{Header: event.Header{Version: event.SchemaVersion, Type: event.TypeNodeSuspend, Cluster: m.cluster},
+			Nodes: []string{n.name}, Reason: "SuspendProgram (power down)", ReportedAt: now})
+	}
+}
+
+// requeueOn requeues the job allocated to node n.
+func (m *slurmModel) requeueOn(now time.Time, n *slurmNode, why string) {
+	if n.job == "" {
+		return
+	}
+	if j, ok := m.jobs[n.job]; ok && j.active() {
+		m.requeue(now, j, why+" on "+n.name)
+		return
+	}
+	n.job = ""
+}
+
+// requeue puts a job back to PENDING and frees its nodes.
+func (m *slurmModel) requeue(now time.Time, j *slurmJob, why string) {
+	m.trace("slurm: job %s requeued (%s)", j.id, why)
+	m.freeNodes(now, j)
+	j.state = "PENDING"
+	j.restarts++
+	j.nodes = nil
+	j.eligibleAt = now.Add(requeueDelay)
+}
+
+func (m *slurmModel) freeNodes(now time.Time, j *slurmJob) {
+	for _, name := range j.nodes {
+		n, ok := m.nodes[name]
+		if !ok || n.job != j.id {
+			continue
+		}
+		n.job = ""
+		n.freedAt = now
+		n.idleSince = now
+		if n.base == baseAllocated {
+			n.base = baseIdle
+		}
+		if n.powerDownDue {
+			m.powerDown(now, n)
+		}
+	}
+}
+
+// submit queues a job.
+func (m *slurmModel) submit(now time.Time, s SubmitStep) error {
+	if _, ok := m.jobs[s.ID]; ok {
+		return fmt.Errorf("job %s was already submitted", s.ID)
+	}
+	part := s.Partition
+	pool := ""
+	for _, p := range m.spec.Slurm.Partitions {
+		if part != "" && p.ID != part {
+			continue
+		}
+		for _, id := range p.NodePoolIDs {
+			if sp, ok := m.spec.Pool(id); ok && sp.IsFlexStart() {
+				part, pool = p.ID, id
+				break
+			}
+		}
+		if pool != "" {
+			break
+		}
+	}
+	if pool == "" {
+		return fmt.Errorf("no partition %q with a flex-start pool", s.Partition)
+	}
+	m.jobs[s.ID] = &slurmJob{id: s.ID, partition: part, pool: pool, want: s.Nodes, runtime: s.Runtime.D(), state: "PENDING", eligibleAt: now}
+	m.order = append(m.order, s.ID)
+	return nil
+}
+
+// cancel cancels a job (scancel): EpilogSlurmctld reports it.
+func (m *slurmModel) cancel(now time.Time, id string) {
+	j, ok := m.jobs[id]
+	if !ok || !j.active() {
+		return
+	}
+	typ, st := event.TypeJobCancelled, "CANCELLED"
+	if j.state == "RUNNING" {
+		typ, st = event.TypeJobFinished, "COMPLETED"
+	}
+	m.freeNodes(now, j)
+	j.state = st
+	m.publish(config.TopicJobs, event.Job{Header: event.Header{Version: event.SchemaVersion, Type: typ, Cluster: m.cluster},
+		JobID: j.id, Partition: j.partition, ReportedAt: now})
+}
+
+// healthFailure drains a node as a health hook does and requeues its job;
+// it returns the job and its state for the health.failure report.
+func (m *slurmModel) healthFailure(now time.Time, name, reason, vm string) (string, string) {
+	n, ok := m.nodes[name]
+	if !ok {
+		return "", ""
+	}
+	n.flags[flagDrain] = true
+	// As flexslurm's node-side hook writes it: its prefix, and the VM the
+	// check ran on, so the drain is lifted once another VM backs the node.
+	n.reason = "flexslurm: health check failed: " + reason
+	if vm != "" {
+		n.reason += " (" + vm + ")"
+	}
+	if n.job == "" {
+		return "", ""
+	}
+	j, ok := m.jobs[n.job]
+	if !ok || !j.active() {
+		return "", ""
+	}
+	id := j.id
+	m.requeue(now, j, "health check failed")
+	return id, "requeued"
+}
+
+// update brings the model to now given the nodes' live VMs (by node name):
+// registrations, lost nodes, and with Simulate the scheduler, job starts
+// and ends, suspends and resume timeouts. Events are published through
+// m.publish.
+func (m *slurmModel) update(now time.Time, vms map[string]vmInfo) {
+	for _, n := range m.sortedNodes() {
+		vm, hasVM := vms[n.name]
+		if hasVM && vm.status == "RUNNING" && !now.Before(vm.created.Add(m.cfg.BootTime.D())) {
+			n.lostSince = time.Time{}
+			switch {
+			case n.flags[flagPoweringUp]:
+				delete(n.flags, flagPoweringUp)
+				delete(n.flags, flagNotResponding)
+				if n.job == "" {
+					n.idleSince = now
+				}
+			case !n.flags[flagPoweredDown]:
+				delete(n.flags, flagNotResponding)
+				if n.base == baseDown && n.reason == "Not responding" {
+					n.base, n.reason = baseIdle, ""
+					if n.job != "" {
+						n.base = baseAllocated
+					} else {
+						n.idleSince = now
+					}
+				}
+			}
+			continue
+		}
+		if !m.cfg.Simulate || hasVM {
+			continue
+		}
+		if n.up() && n.base != baseDown {
+			if n.lostSince.IsZero() {
+				n.lostSince = now
+			}
+			if !now.Before(n.lostSince.Add(m.cfg.SlurmdTimeout.D())) {
+				n.flags[flagNotResponding] = true
+				n.base = baseDown
+				// slurmctld keeps a reason already set (a drain's) and
+				// writes "Not responding" only where there is none.
+				if n.reason == "" {
+					n.reason = "Not responding"
+				}
+				m.requeueOn(now, n, "node not responding")
+			}
+		}
+	}
+	if !m.cfg.Simulate {
+		return
+	}
+	// Resume timeouts.
+	if rt := m.cfg.ResumeTimeout.D(); rt > 0 {
+		var failed []string
+		for _, n := range m.sortedNodes() {
+			if n.flags[flagPoweringUp] && !now.Before(n.powerUpSince.Add(rt)) {
+				delete(n.flags, flagPoweringUp)
+				n.flags[flagPoweredDown] = true
+				n.flags[flagNotResponding] = true
+				n.base, n.reason = baseDown, "ResumeTimeout reached"
+				m.requeueOn(now, n, "ResumeTimeout")
+				failed = append(failed, n.name)
+			}
+		}
+		if len(failed) > 0 {
+			m.publish(config.TopicJobs, event.Node{Header: event.Header{Version: event.SchemaVersion, Type: event.TypeResumeFailed, Cluster: m.cluster},
+				Nodes: failed, Reason: "ResumeTimeout reached", ReportedAt: now})
+		}
+	}
+	// Job ends, then starts.
+	for _, id := range m.order {
+		j := m.jobs[id]
+		if j.state == "RUNNING" && !now.Before(j.endAt) {
+			m.freeNodes(now, j)
+			j.state = "COMPLETED"
+			m.publish(config.TopicJobs, event.Job{Header: event.Header{Version: event.SchemaVersion, Type: event.TypeJobFinished, Cluster: m.cluster},
+				JobID: j.id, Partition: j.partition, ReportedAt: now})
+		}
+	}
+	for _, id := range m.order {
+		j := m.jobs[id]
+		if j.state != "CONFIGURING" {
+			continue
+		}
+		ready := true
+		for _, name := range j.nodes {
+			n := m.nodes[name]
+			if _, hasVM := vms[name]; !hasVM || !n.up() || n.flags[flagNotResponding] || n.base == baseDown {
+				ready = false
+				break
+			}
+		}
+		if ready {
+			j.state = "RUNNING"
+			j.endAt = now.Add(j.runtime)
+			m.publish(config.TopicJobs, event.Job{Header: event.Header{Version: event.SchemaVersion, Type: event.TypeJobStarted, Cluster: m.cluster},
+				JobID: j.id, Partition: j.partition, Nodes: j.nodes, ReportedAt: now})
+		}
+	}
+	// Scheduling, first come first served.
+	for _, id := range m.order {
+		j := m.jobs[id]
+		if j.state != "PENDING" || now.Before(j.eligibleAt) {
+			continue
+		}
+		m.schedule(now, j)
+	}
+	// Suspend idle dynamic nodes.
+	var suspended []string
+	for _, n := range m.sortedNodes() {
+		if n.static || n.suspendExcluded || n.job != "" || !n.up() || n.base == baseDown || n.idleSince.IsZero() {
+			continue
+		}
+		if !now.Before(n.idleSince.Add(m.cfg.SuspendTime.D())) {
+			delete(n.flags, flagNotResponding)
+			n.flags[flagPoweredDown] = true
+			n.base = baseIdle
+			n.lostSince = time.Time{}
+			suspended = append(suspended, n.name)
+		}
+	}
+	if len(suspended) > 0 {
+		m.publish(config.TopicJobs, event.Node{Header: event.Header{Version: event.SchemaVersion, Type: event.TypeNodeSuspend, Cluster: m.cluster},
+			Nodes: suspended, Reason: "SuspendProgram (idle)", ReportedAt: now})
+	}
+}
+
+// schedule allocates nodes to a pending job if enough are free: powered-up
+// idle nodes first, then nodes powering up, then powered-down nodes, lowest
+// index first. Powering up nodes calls ResumeProgram (job.pending).
+func (m *slurmModel) schedule(now time.Time, j *slurmJob) {
+	var up, powering, down []*slurmNode
+	for _, n := range m.sortedNodes() {
+		if n.pool != j.pool || n.job != "" || n.flags[flagDrain] || n.flags[flagFail] || n.base == baseDown ||
+			n.flags[flagPoweringDown] || n.flags[flagPowerDown] {
+			continue
+		}
+		switch {
+		case n.flags[flagPoweredDown]:
+			down = append(down, n)
+		case n.flags[flagPoweringUp]:
+			powering = append(powering, n)
+		case !n.flags[flagNotResponding]:
+			up = append(up, n)
+		}
+	}
+	cands := append(append(up, powering...), down...)
+	if len(cands) < j.want {
+		return
+	}
+	resumed := false
+	j.nodes = nil
+	for _, n := range cands[:j.want] {
+		n.job = j.id
+		n.base = baseAllocated
+		if n.flags[flagPoweredDown] {
+			delete(n.flags, flagPoweredDown)
+			n.flags[flagPoweringUp] = true
+			n.flags[flagNotResponding] = true
+			n.powerUpSince = now
+			resumed = true
+		}
+		j.nodes = append(j.nodes, n.name)
+	}
+	j.state = "CONFIGURING"
+	m.trace("slurm: job %s allocated %s", j.id, strings.Join(j.nodes, ","))
+	if resumed {
+		m.publish(config.TopicJobs, event.Job{Header: event.Header{Version: event.SchemaVersion, Type: event.TypeJobPending, Cluster: m.cluster},
+			JobID: j.id, Partition: j.partition, NodeCount: len(j.nodes), Nodes: j.nodes, Requeued: j.restarts > 0, ReportedAt: now})
+	}
+}
+
+// nextDue is the next instant after now at which update would change
+// something by the passage of time alone.
+func (m *slurmModel) nextDue(now time.Time, vms map[string]vmInfo) (time.Time, bool) {
+	var best time.Time
+	consider := func(t time.Time) {
+		if t.After(now) && (best.IsZero() || t.Before(best)) {
+			best = t
+		}
+	}
+	for _, n := range m.nodes {
+		if vm, ok := vms[n.name]; ok && vm.status == "RUNNING" && (n.flags[flagPoweringUp] || (n.flags[flagNotResponding] && !n.flags[flagPoweredDown]) || n.base == baseDown) {
+			consider(vm.created.Add(m.cfg.BootTime.D()))
+		}
+		if !m.cfg.Simulate {
+			continue
+		}
+		if rt := m.cfg.ResumeTimeout.D(); rt > 0 && n.flags[flagPoweringUp] {
+			consider(n.powerUpSince.Add(rt))
+		}
+		if !n.lostSince.IsZero() {
+			consider(n.lostSince.Add(m.cfg.SlurmdTimeout.D()))
+		}
+		if !n.static && !n.suspendExcluded && n.job == "" && n.up() && n.base != baseDown && !n.idleSince.IsZero() {
+			consider(n.idleSince.Add(m.cfg.SuspendTime.D()))
+		}
+	}
+	if m.cfg.Simulate {
+		for _, j := range m.jobs {
+			switch j.state {
+			case "RUNNING":
+				consider(j.endAt)
+			case "PENDING":
+				consider(j.eligibleAt)
+			}
+		}
+	}
+	return best, !best.IsZero()
+}
+
+// serviceable reports whether Slurm can run a job on the node, and why not:
+// no DRAIN, DOWN or FAIL; not on its way down; and its power state agrees
+// with Compute — powered down with no VM (dynamic nodes only: static nodes
+// must be up), powering up with a VM requested or running, or up and
+// responding with a live VM.
+func (m *slurmModel) serviceable(name string, vms map[string]vmInfo, vmWanted func(string) bool) (bool, string) {
+	n, ok := m.nodes[name]
+	if !ok {
+		return false, "node unknown to Slurm"
+	}
+	st := n.state()
+	switch {
+	case n.flags[flagDrain]:
+		return false, st + ": drained"
+	case n.flags[flagFail] || n.base == "FAIL" || n.base == "ERROR" || n.base == "UNKNOWN" || n.base == "FUTURE":
+		return false, st + ": not usable"
+	case n.base == baseDown:
+		return false, st + ": DOWN"
+	case n.flags[flagPoweringDown] || n.flags[flagPowerDown]:
+		return false, st + ": powering down"
+	}
+	_, hasVM := vms[name]
+	switch {
+	case n.flags[flagPoweredDown]:
+		if n.static {
+			return false, st + ": a static node is powered down in Slurm"
+		}
+		if hasVM {
+			return false, st + ": powered down in Slurm while its VM runs"
+		}
+		return true, st
+	case n.flags[flagPoweringUp]:
+		if !hasVM && !vmWanted(name) {
+			return false, st + ": powering up with no VM requested"
+		}
+		return true, st
+	case n.flags[flagNotResponding]:
+		return false, st + ": not responding"
+	case !hasVM:
+		return false, st + ": up in Slurm with no VM"
+	}
+	return true, st
+}
