@@ -566,10 +566,11 @@ func (b *builder) idle(pool *model.Pool, node *model.Node, combo Combo) (release
 	if b.now.Sub(node.IdleSince) < b.pol.IdleTimeout {
 		return false, false
 	}
-	// Kept only for a pending job tied to this node; a job of the pool that
-	// Slurm did not place on this idle node has no use for it.
+	// Kept for a pending job it serves: the job it was provisioned for
+	// (requeued, waiting for its other nodes) or one allocated to it. A
+	// job of the pool that Slurm did not place here has no use for it.
 	for _, j := range b.st.SortedJobs() {
-		if j.State == model.JobPending && contains(j.Nodes, node.Name) {
+		if j.State == model.JobPending && (j.ID == node.JobID || contains(j.Nodes, node.Name)) {
 			return false, false
 		}
 	}

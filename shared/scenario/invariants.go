@@ -309,6 +309,16 @@ func (r *runner) idleDynamic(w world, grace time.Duration, notBefore time.Time, 
 		if rec, known := st.Nodes[node]; known && (rec.Kind == model.NodeStatic || rec.Successor != "") {
 			continue
 		}
+		// Nor is a VM kept for a pending job (the rule: no dynamic
+		// VM without a pending or running job): the job it was provisioned
+		// for, requeued and waiting for its other nodes.
+		if rec, known := st.Nodes[node]; known && rec.JobID != "" {
+			if j, ok := st.Jobs[rec.JobID]; ok && j.State == model.JobPending {
+				if sj, ok := r.slurm.jobs[rec.JobID]; !ok || sj.active() {
+					continue
+				}
+			}
+		}
 		if n.job != "" {
 			if j, ok := r.slurm.jobs[n.job]; ok && j.active() {
 				continue
