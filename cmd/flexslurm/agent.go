@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/flexslurm/flexslurm/shared/agent"
+	"github.com/flexslurm/flexslurm/shared/config"
+	"github.com/flexslurm/flexslurm/shared/logx"
+	"github.com/flexslurm/flexslurm/shared/slurm"
+	"github.com/flexslurm/flexslurm/shared/spec"
+)
+
+func init() {
+	commands["agent"] = command{"run beside slurmctld: apply Slurm commands, publish Slurm snapshots", cmdAgent}
+}
+
+func cmdAgent(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o agent.Options
+	specPath := fs.String("spec", "", "cluster spec (cluster_config.json); the agent acts on its Flex-Start nodes only (required)")
+	fs.StringVar(&o.Project, "project", os.Getenv(config.EnvProject), "Google Cloud project of the topics (default $"+config.EnvProject+")")
+	fs.StringVar(&o.Subscription, "subscription", "", "pull subscription on the commands topic (default slurm-agent-<cluster>)")
+	fs.StringVar(&o.CommandsTopic, "commands-topic", config.TopicSlurmCommands, "topic of slurm.command messages")
+	fs.StringVar(&o.ResultsTopic, "results-topic", config.TopicCommandResults, "topic for slurm.command_result messages")
+	fs.StringVar(&o.SnapshotTopic, "snapshot-topic", config.TopicSlurmSnapshot, "topic for slurm.snapshot messages")
+	fs.DurationVar(&o.SnapshotEvery, "snapshot-every", agent.DefaultSnapshotEvery, "snapshot period (negative: none)")
+	fs.StringVar(&o.LedgerPath, "ledger", agent.DefaultLedgerPath, "file recording the command ids already handled")
+	fs.StringVar(&o.SpoolDir, "spool", "", "the hooks' spool directory, published every snapshot tick (e.g. /var/spool/flexslurm)")
+	slurmBin := fs.String("slurm-bin", slurm.DefaultBinDir, "directory of scontrol, squeue and sinfo")
+	emulator := fs.String("pubsub-emulator-host", os.Getenv("PUBSUB_EMULATOR_HOST"), "Pub/Sub emulator host:port")
+	level := fs.String("log-level", "INFO", "DEBUG, INFO, WARN or ERROR")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: flexslurm agent --spec FILE --project P [flags]\n\nRuns beside slurmctld (as root or the SlurmUser): applies the slurm.command\nmessages of the functions through scontrol, idempotently, reporting each as a\nslurm.command_result, and publishes a slurm.snapshot of the cluster's nodes\nand jobs every --snapshot-every. Stops on SIGINT/SIGTERM.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*level)); err != nil || *specPath == "" || o.Project == "" || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "flexslurm agent: --spec and --project are required; --log-level is DEBUG, INFO, WARN or ERROR")
+		fs.Usage()
+		return 2
+	}
+	c, err := spec.Load(*specPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "flexslurm agent: %v\n", err)
+		return 2
+	}
+	if *emulator != "" {
+		os.Setenv("PUBSUB_EMULATOR_HOST", *emulator)
+	}
+	o.Spec = c
+	o.Log = logx.New(stderr, lvl).With("component", "agent", "cluster", c.ID)
+	o.Slurm = &slurm.Runner{BinDir: *slurmBin, Log: o.Log}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := agent.Run(ctx, o); err != nil {
+		fmt.Fprintf(stderr, "flexslurm agent: %v\n", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,393 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/flexslurm/flexslurm/shared/agent"
+	"github.com/flexslurm/flexslurm/shared/event"
+	"github.com/flexslurm/flexslurm/shared/hooks"
+	"github.com/flexslurm/flexslurm/shared/slurm"
+	"github.com/flexslurm/flexslurm/shared/slurm/slurmtest"
+	"github.com/flexslurm/flexslurm/shared/testenv"
+)
+
+// cl is the real Slurm cluster of this test binary.
+var cl *slurmtest.Cluster
+
+// Topics of the agent under test, unique to this test binary.
+var (
+	commandsTopic = slurmtest.Topic("commands")
+	resultsTopic  = slurmtest.Topic("results")
+	snapshotTopic = slurmtest.Topic("snapshot")
+)
+
+func TestMain(m *testing.M) {
+	var teardown func()
+	cl, teardown = slurmtest.Setup(slurmtest.Options{PubSub: true})
+	code := m.Run()
+	teardown()
+	os.Exit(code)
+}
+
+// harness runs the agent for one test and talks to it over Pub/Sub.
+type harness struct {
+	t         *testing.T
+	results   *slurmtest.Inbox
+	snapshots *slurmtest.Inbox
+	seq       atomic.Int64
+}
+
+func startAgent(t *testing.T) *harness {
+	t.Helper()
+	cl.Require(t)
+	h := &harness{t: t, results: cl.NewInbox(t, resultsTopic), snapshots: cl.NewInbox(t, snapshotTopic)}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	logf, err := os.Create(filepath.Join(cl.Root, "log", "agent-"+testenv.UniqueID(t)+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		done <- agent.Run(ctx, agent.Options{
+			Spec: cl.Spec, Project: testenv.Project(), Subscription: testenv.UniqueID(t),
+			CommandsTopic: commandsTopic, ResultsTopic: resultsTopic, SnapshotTopic: snapshotTopic,
+			SnapshotEvery: time.Second, LedgerPath: filepath.Join(t.TempDir(), "ledger.json"), SpoolDir: cl.SpoolDir(),
+			RetryDelay: 200 * time.Millisecond, Slurm: cl.R,
+			Log:   slog.New(slog.NewJSONHandler(logf, &slog.HandlerOptions{Level: slog.LevelDebug})),
+			Ready: func() { close(ready) },
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent.Run: %v", err)
+		}
+		logf.Close()
+	})
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("agent.Run ended at start: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("agent not ready within 30 s")
+	}
+	return h
+}
+
+// publish sends a command as the functions do.
+func (h *harness) publish(c event.SlurmCommand) {
+	h.t.Helper()
+	c.Header = event.Header{Version: 1, Type: event.TypeSlurmCommand, Cluster: c.Cluster}
+	if c.Cluster == "" {
+		c.Header.Cluster = slurmtest.ClusterID
+	}
+	data, err := json.Marshal(c)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cl.PubSubClient(h.t).Publish(ctx, commandsTopic, data, nil); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// run sends c (with a fresh id unless it has one) and returns its result.
+func (h *harness) run(c event.SlurmCommand) event.CommandResult {
+	h.t.Helper()
+	if c.ID == "" {
+		c.ID = h.t.Name() + "-" + strconv.FormatInt(h.seq.Add(1), 10)
+	}
+	h.publish(c)
+	b := h.results.Wait(h.t, 20*time.Second, "result of "+c.ID, func(b []byte) bool {
+		var r event.CommandResult
+		return json.Unmarshal(b, &r) == nil && r.ID == c.ID
+	})
+	var r event.CommandResult
+	if err := json.Unmarshal(b, &r); err != nil {
+		h.t.Fatal(err)
+	}
+	if r.Type != event.TypeCommandResult || r.Cluster != slurmtest.ClusterID || r.Command != c.Command || r.At.IsZero() {
+		h.t.Errorf("result header of %s: %+v", c.ID, r)
+	}
+	return r
+}
+
+// applied runs c and checks it was applied; then redelivers the same id and
+// checks it is skipped, and returns the first result.
+func (h *harness) applied(c event.SlurmCommand) event.CommandResult {
+	h.t.Helper()
+	c.ID = h.t.Name() + "-" + strconv.FormatInt(h.seq.Add(1), 10)
+	r := h.run(c)
+	if !r.OK || r.Skipped {
+		h.t.Errorf("%s %v%s%s: %+v, want applied", c.Command, c.Nodes, c.JobID, c.Reservation, r)
+	}
+	again := h.run(c)
+	if !again.OK || !again.Skipped {
+		h.t.Errorf("redelivered %s %s: %+v, want skipped", c.Command, c.ID, again)
+	}
+	return r
+}
+
+// unchanged runs c under a new id and checks the agent found nothing to do.
+func (h *harness) unchanged(c event.SlurmCommand) {
+	h.t.Helper()
+	r := h.run(c)
+	if !r.OK || !r.Skipped {
+		h.t.Errorf("%s %v%s%s again: %+v, want skipped (already in that state)", c.Command, c.Nodes, c.JobID, c.Reservation, r)
+	}
+}
+
+func node(t *testing.T, name string) slurm.NodeInfo {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n, err := cl.R.ShowNode(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestNodeCommands applies every node command to real nodes — drain,
+// resume, down, power_up, power_down, power_down_force, update_address —
+// checking Slurm's state after each, that a redelivered command is skipped,
+// and that a repeated command finds nothing to do.
+func TestNodeCommands(t *testing.T) {
+	h := startAgent(t)
+	ctx := context.Background()
+	up, down, dyn := "flexci-gpu-0", "flexci-gpu-1", "flexci-gpu-3"
+	if err := cl.StartNode(ctx, up); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.StopNode(up) })
+	cl.WaitNode(t, up, 15*time.Second, "up", slurm.NodeInfo.Ready)
+
+	h.applied(event.SlurmCommand{Command: event.SlurmDrain, Nodes: []string{up}, Reason: "flexslurm: health check failed: GPU 3"})
+	if n := node(t, up); !n.Drained() || n.Reason != "flexslurm: health check failed: GPU 3" {
+		t.Errorf("after drain: %s %q", n.StateString(), n.Reason)
+	}
+	h.unchanged(event.SlurmCommand{Command: event.SlurmDrain, Nodes: []string{up}, Reason: "another"})
+	h.applied(event.SlurmCommand{Command: event.SlurmResume, Nodes: []string{up}})
+	if n := node(t, up); n.Drained() {
+		t.Errorf("after resume: %s", n.StateString())
+	}
+	// slurmd may miss a ping on a loaded machine: NOT_RESPONDING for a while.
+	cl.WaitNode(t, up, 20*time.Second, "up", slurm.NodeInfo.Ready)
+	h.unchanged(event.SlurmCommand{Command: event.SlurmResume, Nodes: []string{up}})
+
+	h.applied(event.SlurmCommand{Command: event.SlurmDown, Nodes: []string{down}, Reason: "flexslurm: VM lost"})
+	if n := node(t, down); !n.Down() || n.Reason != "flexslurm: VM lost" {
+		t.Errorf("after down: %s %q", n.StateString(), n.Reason)
+	}
+	h.unchanged(event.SlurmCommand{Command: event.SlurmDown, Nodes: []string{down}, Reason: "x"})
+	h.applied(event.SlurmCommand{Command: event.SlurmResume, Nodes: []string{down}})
+	if n := node(t, down); n.Down() || !n.Has(slurm.FlagPoweredDown) {
+		t.Errorf("after resume of a down node: %s", n.StateString())
+	}
+
+	h.applied(event.SlurmCommand{Command: event.SlurmUpdateAddress, Nodes: []string{dyn}, Address: "127.1.9.9"})
+	if n := node(t, dyn); n.Addr != "127.1.9.9" {
+		t.Errorf("NodeAddr after update_address = %s", n.Addr)
+	}
+	h.unchanged(event.SlurmCommand{Command: event.SlurmUpdateAddress, Nodes: []string{dyn}, Address: "127.1.9.9"})
+
+	// power_up runs ResumeProgram; the node registers from its new address.
+	h.applied(event.SlurmCommand{Command: event.SlurmPowerUp, Nodes: []string{dyn}})
+	resumed := time.Now()
+	if n := node(t, dyn); !n.Has(slurm.FlagPoweringUp) && !n.Has(slurm.FlagPowerUp) {
+		t.Errorf("after power_up: %s", n.StateString())
+	}
+	h.unchanged(event.SlurmCommand{Command: event.SlurmPowerUp, Nodes: []string{dyn}})
+	if err := cl.StartNodeAfter(ctx, dyn, resumed); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.StopNode(dyn) })
+	cl.WaitNode(t, dyn, 15*time.Second, "up", slurm.NodeInfo.Ready)
+
+	// power_down_force ends the job on the node (requeued) and powers it
+	// down at once.
+	job := cl.Sbatch(t, "sleep 300", "-p", "gpu", "-w", dyn)
+	t.Cleanup(func() { cl.Cancel(job) })
+	cl.WaitJob(t, job, 20*time.Second, "running", func(j slurm.JobInfo) bool { return j.State == slurm.JobRunning })
+	h.applied(event.SlurmCommand{Command: event.SlurmPowerDownForce, Nodes: []string{dyn}, Reason: "flexslurm: VM expired"})
+	cl.WaitJob(t, job, 20*time.Second, "requeued", func(j slurm.JobInfo) bool { return j.Pending() && j.Restarts == 1 })
+	cl.WaitNode(t, dyn, 20*time.Second, "powering down", func(n slurm.NodeInfo) bool {
+		return n.Has(slurm.FlagPoweringDown) || n.Has(slurm.FlagPoweredDown)
+	})
+	h.unchanged(event.SlurmCommand{Command: event.SlurmPowerDownForce, Nodes: []string{dyn}})
+	cl.StopNode(dyn)
+
+	// power_down of the idle static node.
+	h.applied(event.SlurmCommand{Command: event.SlurmPowerDown, Nodes: []string{up}, Reason: "flexslurm: released"})
+	cl.WaitNode(t, up, 20*time.Second, "powered down", func(n slurm.NodeInfo) bool { return n.Has(slurm.FlagPoweredDown) })
+	h.unchanged(event.SlurmCommand{Command: event.SlurmPowerDown, Nodes: []string{up}})
+}
+
+// TestJobCommands requeues a running job, starts it again at once with
+// start_now, and checks both are idempotent.
+func TestJobCommands(t *testing.T) {
+	h := startAgent(t)
+	ctx := context.Background()
+	n := "flexci-gpu-0"
+	if err := cl.StartNode(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.StopNode(n) })
+	cl.WaitNode(t, n, 15*time.Second, "up", slurm.NodeInfo.Ready)
+	job := cl.Sbatch(t, "sleep 300", "-p", "gpu", "-w", n)
+	t.Cleanup(func() { cl.Cancel(job) })
+	cl.WaitJob(t, job, 20*time.Second, "running", func(j slurm.JobInfo) bool { return j.State == slurm.JobRunning })
+
+	requeued := time.Now().Truncate(time.Second)
+	h.applied(event.SlurmCommand{Command: event.SlurmRequeue, JobID: job})
+	j := cl.WaitJob(t, job, 20*time.Second, "pending", func(j slurm.JobInfo) bool { return j.Pending() && !j.SubmitTime.Before(requeued) })
+	if j.Restarts != 1 {
+		t.Errorf("restarts after requeue = %d", j.Restarts)
+	}
+	h.unchanged(event.SlurmCommand{Command: event.SlurmRequeue, JobID: job})
+	h.applied(event.SlurmCommand{Command: event.SlurmStartNow, JobID: job})
+	// Without start_now the job would wait 121 s (BeginTime).
+	cl.WaitJob(t, job, 15*time.Second, "running again", func(j slurm.JobInfo) bool { return j.State == slurm.JobRunning })
+	h.unchanged(event.SlurmCommand{Command: event.SlurmStartNow, JobID: job})
+
+	cl.Cancel(job)
+	cl.WaitJob(t, job, 15*time.Second, "cancelled", slurm.JobInfo.Finished)
+	h.unchanged(event.SlurmCommand{Command: event.SlurmRequeue, JobID: job})
+	h.unchanged(event.SlurmCommand{Command: event.SlurmStartNow, JobID: "999999"})
+}
+
+// TestReservationCommands creates, moves and deletes a maintenance
+// reservation, and checks that the agent never touches a reservation
+// without the flexslurm- prefix.
+func TestReservationCommands(t *testing.T) {
+	h := startAgent(t)
+	ctx := context.Background()
+	name := "flexslurm-eol-test"
+	start := time.Now().Add(time.Hour).Truncate(time.Second)
+	nodes := []string{"flexci-gpu-2", "flexci-gpu-3"}
+	t.Cleanup(func() { cl.R.Scontrol(context.Background(), "delete", "reservationname="+name) })
+
+	h.applied(event.SlurmCommand{Command: event.SlurmReservationCreate, Reservation: name, Nodes: nodes,
+		StartTime: start, DurationSeconds: 7200})
+	r, err := cl.R.ShowReservation(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(r.Flags, "MAINT") || !slices.Equal(r.Nodes, nodes) || !r.StartTime.Equal(start) ||
+		!r.EndTime.Equal(start.Add(2*time.Hour)) {
+		t.Errorf("reservation = %+v", r)
+	}
+	h.unchanged(event.SlurmCommand{Command: event.SlurmReservationCreate, Reservation: name, Nodes: nodes,
+		StartTime: start, DurationSeconds: 7200})
+
+	// Moved (a replaced node's new end of life) and on one node.
+	moved := start.Add(30 * time.Minute)
+	h.applied(event.SlurmCommand{Command: event.SlurmReservationCreate, Reservation: name, Nodes: nodes[:1],
+		StartTime: moved, DurationSeconds: 3600})
+	if r, err = cl.R.ShowReservation(ctx, name); err != nil || !r.StartTime.Equal(moved) || !slices.Equal(r.Nodes, nodes[:1]) ||
+		!r.EndTime.Equal(moved.Add(time.Hour)) {
+		t.Errorf("moved reservation = %+v, %v", r, err)
+	}
+
+	// A user's reservation is never touched.
+	user := "userres"
+	cl.Scontrol(t, "create", "reservation", "reservationname="+user, "nodes=flexci-gpu-1", "starttime=now",
+		"duration=60", "users=root", "flags=maint")
+	t.Cleanup(func() { cl.R.Scontrol(context.Background(), "delete", "reservationname="+user) })
+	if res := h.run(event.SlurmCommand{ID: "delete-user-res", Command: event.SlurmReservationDelete, Reservation: user}); res.OK {
+		t.Errorf("delete of reservation %s without the prefix: %+v, want refused", user, res)
+	}
+	if _, err := cl.R.ShowReservation(ctx, user); err != nil {
+		t.Errorf("user reservation after a refused delete: %v", err)
+	}
+
+	h.applied(event.SlurmCommand{Command: event.SlurmReservationDelete, Reservation: name})
+	if _, err := cl.R.ShowReservation(ctx, name); err == nil {
+		t.Errorf("reservation %s still exists after delete", name)
+	}
+	h.unchanged(event.SlurmCommand{Command: event.SlurmReservationDelete, Reservation: name})
+}
+
+// TestRefusals sends commands the agent must not apply: foreign nodes,
+// another cluster's command (ignored: no result), a malformed command.
+func TestRefusals(t *testing.T) {
+	h := startAgent(t)
+	for _, nodes := range [][]string{{"flexci-gpu-7"}, {"flexci-big-0", "other-gpu-0"}} {
+		if r := h.run(event.SlurmCommand{Command: event.SlurmDrain, Nodes: nodes, Reason: "x"}); r.OK || r.Skipped {
+			t.Errorf("drain %v: %+v, want refused", nodes, r)
+		}
+	}
+	h.publish(event.SlurmCommand{ID: "other-cluster", Header: event.Header{Cluster: "otherc"}, Command: event.SlurmDrain, Nodes: []string{"flexci-gpu-0"}})
+	h.run(event.SlurmCommand{Command: event.SlurmResume, Nodes: []string{"flexci-gpu-0"}})
+	for _, b := range h.results.Drain(t, time.Second) {
+		if strings.Contains(string(b), "other-cluster") {
+			t.Errorf("a command for another cluster was answered: %s", b)
+		}
+	}
+	if n := node(t, "flexci-gpu-0"); n.Drained() {
+		t.Errorf("another cluster's drain was applied: %s", n.StateString())
+	}
+}
+
+// TestSnapshotAndSpool checks the periodic snapshot against Slurm's real
+// 22.05 output (every node of the cluster, a held job, no ended job) and
+// that the agent publishes what the hooks left in their spool.
+func TestSnapshotAndSpool(t *testing.T) {
+	h := startAgent(t)
+	held := cl.Sbatch(t, "true", "-H", "-p", "big")
+	t.Cleanup(func() { cl.Cancel(held) })
+	spooled := cl.NewInbox(t, cl.JobsTopic)
+	sp := &hooks.Spool{Dir: cl.SpoolDir()}
+	e, err := sp.Put(hooks.Message{Topic: cl.JobsTopic, Data: []byte(`{"spooled":"by a hook"}`)}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.Release(e); err != nil {
+		t.Fatal(err)
+	}
+
+	var snap *event.SlurmSnapshot
+	h.snapshots.Wait(t, 15*time.Second, "snapshot with job "+held, func(b []byte) bool {
+		s, err := event.DecodeSnapshot(b)
+		if err != nil {
+			t.Errorf("snapshot does not decode: %v", err)
+			return false
+		}
+		for _, j := range s.Jobs {
+			if j.ID == held {
+				snap = s
+				return true
+			}
+		}
+		return false
+	})
+	if len(snap.Nodes) != len(cl.Topology.NodeNames()) {
+		t.Errorf("snapshot has %d nodes, want %d", len(snap.Nodes), len(cl.Topology.NodeNames()))
+	}
+	for _, n := range snap.Nodes {
+		if n.Name == "flexci-big-63" && (n.State != "idle" || !slices.Contains(n.Flags, "POWERED_DOWN")) {
+			t.Errorf("snapshot node %+v, want idle and POWERED_DOWN", n)
+		}
+	}
+	for _, j := range snap.Jobs {
+		if j.ID == held && (j.State != "PENDING" || j.Reason != "JobHeldUser" || j.Partition != "big") {
+			t.Errorf("snapshot job %+v", j)
+		}
+		if j.State == "COMPLETED" || j.State == "CANCELLED" {
+			t.Errorf("snapshot lists an ended job: %+v", j)
+		}
+	}
+	spooled.Wait(t, 10*time.Second, "the spooled message", func(b []byte) bool { return strings.Contains(string(b), "by a hook") })
+}

@@ -1,0 +1,298 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	pubsubv2 "cloud.google.com/go/pubsub/v2"
+
+	"github.com/flexslurm/flexslurm/shared/config"
+	"github.com/flexslurm/flexslurm/shared/event"
+	"github.com/flexslurm/flexslurm/shared/hooks"
+	"github.com/flexslurm/flexslurm/shared/pubsub"
+	"github.com/flexslurm/flexslurm/shared/slurm"
+	"github.com/flexslurm/flexslurm/shared/spec"
+)
+
+// Defaults of Options.
+const (
+	DefaultLedgerPath     = "/var/lib/flexslurm/agent-ledger.json"
+	DefaultSnapshotEvery  = 30 * time.Second
+	DefaultPublishTimeout = 10 * time.Second
+	DefaultRetryDelay     = 5 * time.Second
+)
+
+// Options configures Run.
+type Options struct {
+	// Spec is the cluster spec: the agent acts on its Flex-Start nodes
+	// only. Required.
+	Spec *spec.Cluster
+	// Project is the Google Cloud project of the topics. Required.
+	Project string
+	// Subscription is the agent's pull subscription on CommandsTopic,
+	// created when missing: "slurm-agent-<cluster>" when empty.
+	Subscription string
+	// CommandsTopic, ResultsTopic and SnapshotTopic: the config.Topic*
+	// constants when empty.
+	CommandsTopic, ResultsTopic, SnapshotTopic string
+	// SnapshotEvery is the snapshot period: DefaultSnapshotEvery when zero,
+	// no snapshots when negative.
+	SnapshotEvery time.Duration
+	// LedgerPath is the command ledger: DefaultLedgerPath when empty.
+	LedgerPath string
+	// SpoolDir is the hooks' spool, published at every snapshot tick; the
+	// agent spools its own command results there too. Empty: no spool.
+	SpoolDir string
+	// PublishTimeout bounds each publish: DefaultPublishTimeout when zero.
+	PublishTimeout time.Duration
+	// RetryDelay is how long a command deferred with ErrRetry waits before
+	// it is handed back to Pub/Sub: DefaultRetryDelay when zero.
+	RetryDelay time.Duration
+	// Slurm runs the Slurm commands; a default Runner when nil.
+	Slurm *slurm.Runner
+	// Log receives the agent's log; slog.Default() when nil.
+	Log *slog.Logger
+	// Ready, when set, is called once the subscription exists and
+	// commands are being received.
+	Ready func()
+}
+
+func (o Options) withDefaults() (Options, error) {
+	var errs []error
+	if o.Spec == nil {
+		errs = append(errs, errors.New("the cluster spec is required"))
+	}
+	if o.Project == "" {
+		errs = append(errs, errors.New("the project is required"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return o, err
+	}
+	if o.Subscription == "" {
+		o.Subscription = "slurm-agent-" + o.Spec.ID
+	}
+	if o.CommandsTopic == "" {
+		o.CommandsTopic = config.TopicSlurmCommands
+	}
+	if o.ResultsTopic == "" {
+		o.ResultsTopic = config.TopicCommandResults
+	}
+	if o.SnapshotTopic == "" {
+		o.SnapshotTopic = config.TopicSlurmSnapshot
+	}
+	if o.SnapshotEvery == 0 {
+		o.SnapshotEvery = DefaultSnapshotEvery
+	}
+	if o.LedgerPath == "" {
+		o.LedgerPath = DefaultLedgerPath
+	}
+	if o.PublishTimeout <= 0 {
+		o.PublishTimeout = DefaultPublishTimeout
+	}
+	if o.RetryDelay <= 0 {
+		o.RetryDelay = DefaultRetryDelay
+	}
+	if o.Slurm == nil {
+		o.Slurm = &slurm.Runner{}
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	return o, nil
+}
+
+// Run runs the agent until ctx ends: it creates its subscription (and the
+// topics) when missing, then applies each command it receives, one at a
+// time, publishing a result for each, and publishes a snapshot (and flushes
+// the hooks' spool) every SnapshotEvery. It returns nil when ctx ends, or
+// the error that kept it from starting.
+func Run(ctx context.Context, o Options) error {
+	o, err := o.withDefaults()
+	if err != nil {
+		return fmt.Errorf("flexslurm agent: %w", err)
+	}
+	ledger, err := OpenLedger(o.LedgerPath)
+	if err != nil {
+		return err
+	}
+	defer ledger.Close()
+	ps, err := pubsub.New(ctx, o.Project)
+	if err != nil {
+		return err
+	}
+	defer ps.Close()
+	if err := ps.EnsurePullSubscription(ctx, o.Subscription, o.CommandsTopic); err != nil {
+		return err
+	}
+	for _, t := range []string{o.ResultsTopic, o.SnapshotTopic} {
+		if err := ps.EnsureTopic(ctx, t); err != nil {
+			return err
+		}
+	}
+	raw, err := pubsubv2.NewClient(ctx, o.Project)
+	if err != nil {
+		return fmt.Errorf("creating the Pub/Sub subscriber: %w", err)
+	}
+	defer raw.Close()
+
+	a := &Agent{Cluster: o.Spec.ID, Topology: slurm.TopologyOf(o.Spec), Slurm: o.Slurm, Ledger: ledger, Log: o.Log}
+	out := &hooks.Outbox{Pub: ps, Timeout: o.PublishTimeout, Log: o.Log}
+	if o.SpoolDir != "" {
+		out.Spool = &hooks.Spool{Dir: o.SpoolDir}
+	}
+	r := &runner{o: o, a: a, ps: ps, out: out}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); r.tick(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	sub := raw.Subscriber(o.Subscription)
+	sub.ReceiveSettings.NumGoroutines = 1
+	sub.ReceiveSettings.MaxOutstandingMessages = 1
+	o.Log.Info("flexslurm agent running", "cluster", a.Cluster, "subscription", o.Subscription,
+		"nodes", len(a.Topology.NodeNames()), "ledger", o.LedgerPath, "handled", ledger.Len())
+	if o.Ready != nil {
+		o.Ready()
+	}
+	for backoff := time.Second; ctx.Err() == nil; backoff = min(2*backoff, time.Minute) {
+		err := sub.Receive(ctx, r.receive)
+		if ctx.Err() != nil {
+			break
+		}
+		o.Log.Error("receiving commands; retrying", "subscription", o.Subscription, "error", err, "backoff", backoff)
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+	}
+	o.Log.Info("flexslurm agent stopped", "cluster", a.Cluster)
+	return nil
+}
+
+type runner struct {
+	o   Options
+	a   *Agent
+	ps  *pubsub.Client
+	out *hooks.Outbox
+}
+
+// receive handles one delivery: commands of other clusters and malformed
+// ones are acknowledged (the latter reported when they name this cluster
+// and an id), deferred ones handed back after RetryDelay.
+func (r *runner) receive(ctx context.Context, m *pubsubv2.Message) {
+	c, err := event.DecodeSlurmCommand(m.Data)
+	if err != nil {
+		r.malformed(ctx, m, err)
+		m.Ack()
+		return
+	}
+	if c.Cluster != r.a.Cluster {
+		m.Ack()
+		return
+	}
+	res, err := r.a.Handle(ctx, c)
+	if err != nil {
+		select {
+		case <-ctx.Done():
+		case <-time.After(r.o.RetryDelay):
+		}
+		m.Nack()
+		return
+	}
+	r.publish(ctx, r.o.ResultsTopic, event.TypeCommandResult, res)
+	m.Ack()
+}
+
+// malformed logs an undecodable command and reports it when it names this
+// cluster and carries an id.
+func (r *runner) malformed(ctx context.Context, m *pubsubv2.Message, err error) {
+	r.o.Log.Error("malformed slurm command acknowledged", "message_id", m.ID, "error", err)
+	var loose struct {
+		Cluster string `json:"cluster"`
+		ID      string `json:"id"`
+		Command string `json:"command"`
+	}
+	if json.Unmarshal(m.Data, &loose) != nil || loose.Cluster != r.a.Cluster || loose.ID == "" {
+		return
+	}
+	r.publish(ctx, r.o.ResultsTopic, event.TypeCommandResult, event.CommandResult{
+		Header: event.Header{Version: event.SchemaVersion, Type: event.TypeCommandResult, Cluster: r.a.Cluster},
+		ID:     bound(loose.ID, 128), Command: bound(loose.Command, 64), OK: false,
+		Detail: bound("malformed command: "+err.Error(), maxDetail), At: r.a.now().UTC(),
+	})
+}
+
+// publish sends one payload: through the spool when there is one (it is
+// retried later), else directly.
+func (r *runner) publish(ctx context.Context, topic, typ string, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		r.o.Log.Error("encoding "+typ, "error", err)
+		return
+	}
+	msg := hooks.Message{Topic: topic, Data: data, Attributes: map[string]string{"cluster": r.a.Cluster, "type": typ, "source": "agent"}}
+	if r.out.Spool != nil {
+		if _, err := r.out.Send(ctx, []hooks.Message{msg}); err != nil {
+			r.o.Log.Error("publishing "+typ, "error", err)
+		}
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, r.o.PublishTimeout)
+	defer cancel()
+	if _, err := r.ps.Publish(pctx, topic, data, msg.Attributes); err != nil {
+		r.o.Log.Error("publishing "+typ, "error", err)
+	}
+}
+
+// tick publishes a snapshot and flushes the spool every SnapshotEvery,
+// starting at once.
+func (r *runner) tick(ctx context.Context) {
+	if r.o.SnapshotEvery < 0 && r.out.Spool == nil {
+		return
+	}
+	every := r.o.SnapshotEvery
+	if every < 0 {
+		every = DefaultSnapshotEvery
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if r.out.Spool != nil {
+			if res, err := r.out.Flush(ctx); err != nil || res.Published > 0 {
+				r.o.Log.Info("hook spool flushed", "published", res.Published, "still_spooled", res.Spooled, "error", err)
+			}
+		}
+		if r.o.SnapshotEvery > 0 {
+			sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			s, err := r.a.Snapshot(sctx)
+			cancel()
+			if err != nil {
+				r.o.Log.Error("snapshot", "error", err)
+			} else {
+				// A snapshot is superseded by the next one: never spooled.
+				data, err := json.Marshal(s)
+				if err == nil {
+					pctx, cancel := context.WithTimeout(ctx, r.o.PublishTimeout)
+					_, err = r.ps.Publish(pctx, r.o.SnapshotTopic, data, map[string]string{"cluster": r.a.Cluster, "type": event.TypeSlurmSnapshot})
+					cancel()
+				}
+				if err != nil {
+					r.o.Log.Error("publishing the snapshot", "error", err)
+				} else {
+					r.o.Log.Debug("snapshot published", "nodes", len(s.Nodes), "jobs", len(s.Jobs))
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,340 @@
+package slurm
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/flexslurm/flexslurm/shared/spec"
+)
+
+// Hook program names. Slurm runs a hook program by path with no arguments
+// of flexslurm's choosing (ResumeProgram="/path prog arg" is rejected as
+// "not executable"), so each hook is a link named HookLinkPrefix+NAME to the
+// flexslurm binary, which dispatches on its argv[0].
+const (
+	HookLinkPrefix = "flexslurm-hook-"
+
+	HookResume     = "resume"      // ResumeProgram
+	HookSuspend    = "suspend"     // SuspendProgram
+	HookResumeFail = "resume-fail" // ResumeFailProgram
+	HookPrologCtld = "prolog-ctld" // PrologSlurmctld
+	HookEpilogCtld = "epilog-ctld" // EpilogSlurmctld
+	HookProlog     = "prolog"      // Prolog (on each node, as root)
+	HookEpilog     = "epilog"      // Epilog (on each node, as root)
+	HookHealth     = "healthcheck" // HealthCheckProgram (on each node, as root)
+)
+
+// HookNames lists every hook, in slurm.conf order.
+var HookNames = []string{HookResume, HookSuspend, HookResumeFail, HookPrologCtld, HookEpilogCtld, HookProlog, HookEpilog, HookHealth}
+
+// hookParams maps each hook to its slurm.conf parameter.
+var hookParams = map[string]string{
+	HookResume:     "ResumeProgram",
+	HookSuspend:    "SuspendProgram",
+	HookResumeFail: "ResumeFailProgram",
+	HookPrologCtld: "PrologSlurmctld",
+	HookEpilogCtld: "EpilogSlurmctld",
+	HookProlog:     "Prolog",
+	HookEpilog:     "Epilog",
+	HookHealth:     "HealthCheckProgram",
+}
+
+// HookParam returns the slurm.conf parameter that names hook name's
+// program ("ResumeProgram" for "resume"), or "" for an unknown hook.
+func HookParam(name string) string { return hookParams[name] }
+
+// ConfValue returns the last value of parameter key (case-insensitive) in
+// the slurm.conf text conf, unquoted; "" when absent. Include directives
+// are not followed.
+func ConfValue(conf []byte, key string) string {
+	v := ""
+	for _, line := range strings.Split(string(conf), "\n") {
+		if i := strings.IndexByte(line, '#'); i >= 0 {
+			line = line[:i]
+		}
+		k, val, ok := strings.Cut(strings.TrimSpace(line), "=")
+		if ok && strings.EqualFold(strings.TrimSpace(k), key) {
+			v = strings.Trim(strings.TrimSpace(val), `"`)
+		}
+	}
+	return v
+}
+
+// DefaultConfPath is where slurm.conf must be for the hooks: Slurm passes
+// no SLURM_CONF to PrologSlurmctld, EpilogSlurmctld and HealthCheckProgram,
+// so the client commands they run read the compiled-in default.
+const DefaultConfPath = "/etc/slurm/slurm.conf"
+
+// Defaults of ConfigOptions.
+const (
+	// DefaultResumeTimeout is how long Slurm waits for a resumed node to
+	// register before marking it DOWN and requeueing its job: 65535 s,
+	// slurm-gcp's value for Flex-Start nodesets, because Flex-Start
+	// capacity may queue for hours.
+	DefaultResumeTimeout = 65535 * time.Second
+	// DefaultSuspendTime is how long a node stays idle before Slurm powers
+	// it down (SuspendProgram).
+	DefaultSuspendTime = 300 * time.Second
+	// DefaultSuspendTimeout is how long a node stays POWERING_DOWN.
+	DefaultSuspendTimeout = 30 * time.Second
+	// DefaultHealthCheckInterval is HealthCheckInterval.
+	DefaultHealthCheckInterval = 60 * time.Second
+	DefaultSlurmctldPort       = 6817
+	DefaultNodePortBase        = 6820
+	DefaultCPUs                = 1
+	DefaultRealMemoryMB        = 1000
+)
+
+// ConfigOptions tunes the slurm.conf that WriteConfig writes.
+type ConfigOptions struct {
+	// Exe is the absolute path of the flexslurm binary. Required. The
+	// SlurmUser must be able to run it: the file and every directory above
+	// it must be world-executable.
+	Exe string
+	// HookDir receives the hook links; "<Root>/hooks" when empty.
+	HookDir string
+	// ResumeTimeout, SuspendTime and SuspendTimeout: DefaultResumeTimeout,
+	// DefaultSuspendTime and DefaultSuspendTimeout when zero. Whole
+	// seconds; ResumeTimeout at most 65535 s.
+	ResumeTimeout, SuspendTime, SuspendTimeout time.Duration
+	// HealthCheckInterval is HealthCheckInterval: DefaultHealthCheckInterval
+	// when zero; negative leaves HealthCheckProgram out.
+	HealthCheckInterval time.Duration
+	// CPUs and RealMemoryMB describe each node; at most what the host has,
+	// or slurmd registration drains the node ("Low RealMemory").
+	// DefaultCPUs and DefaultRealMemoryMB when zero.
+	CPUs, RealMemoryMB int
+	// SlurmctldPort and NodePortBase: DefaultSlurmctldPort and
+	// DefaultNodePortBase when zero. Node k (counting every pool's nodes in
+	// spec order) listens on NodePortBase+k, so that one slurmd per node
+	// runs on this host.
+	SlurmctldPort, NodePortBase int
+	// MinJobAge is how long ended jobs stay visible; 300 s when zero.
+	MinJobAge time.Duration
+	// SuspendStaticOnly lists only the static nodes (index <
+	// min_node_count) in SuspendExcNodes, so Slurm itself powers idle
+	// dynamic nodes down after SuspendTime. By default every node of a
+	// flex-start pool is listed: flexslurm alone decides when a flex node
+	// is released (idle dynamic nodes, from its Slurm snapshots), so a
+	// static node's make-before-break successor — a dynamic slot — is
+	// never suspended behind its back.
+	SuspendStaticOnly bool
+	// Extra lines are appended verbatim.
+	Extra []string
+}
+
+// LocalNode is one node of the local cluster's slurm.conf.
+type LocalNode struct {
+	Name      string
+	Pool      string
+	Static    bool
+	Addr      string // a loopback address: 127.1.X.Y
+	Port      int
+	Partition string
+}
+
+// BuildConfig renders slurm.conf for cluster c on this host, with its nodes
+// (in spec order), without writing anything. root is the scratch directory
+// (state, logs, pid files, slurmd spools), hookDir the directory of the
+// hook links. Errors report an unusable spec or options.
+func BuildConfig(c *spec.Cluster, o ConfigOptions, root, hookDir string) ([]byte, []LocalNode, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, nil, err
+	}
+	topo := TopologyOf(c)
+	if len(topo.Pools) == 0 {
+		return nil, nil, fmt.Errorf("cluster %s has no Flex-Start node pool for Slurm to manage", c.ID)
+	}
+	var nodes []LocalNode
+	for _, p := range topo.Pools {
+		for i, name := range topo.PoolNodes(p.ID) {
+			k := len(nodes)
+			port := o.NodePortBase + k
+			if port > 65535 {
+				return nil, nil, fmt.Errorf("node %s would listen on port %d: too many nodes for NodePortBase %d", name, port, o.NodePortBase)
+			}
+			nodes = append(nodes, LocalNode{Name: name, Pool: p.ID, Static: i < p.Static, Port: port,
+				Addr: fmt.Sprintf("127.1.%d.%d", k/250, k%250+1), Partition: p.Partitions[0]})
+		}
+	}
+
+	var b bytes.Buffer
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	w("# slurm.conf for flexslurm cluster %s on one host, written by flexslurm.", c.ID)
+	w("# One CLOUD partition per Slurm partition of the spec's Flex-Start pools;")
+	w("# one slurmd per node on this host (slurmd -D -b -N NODE), each on its own port.")
+	w("ClusterName=%s", c.ID)
+	w("SlurmctldHost=localhost")
+	w("SlurmUser=slurm")
+	w("AuthType=auth/munge")
+	w("CredType=cred/munge")
+	w("MailProg=/bin/true")
+	w("SlurmctldPort=%d", o.SlurmctldPort)
+	w("SlurmdPort=%d", o.NodePortBase)
+	w("StateSaveLocation=%s", filepath.Join(root, "state"))
+	w("SlurmdSpoolDir=%s", filepath.Join(root, "spool", "%n"))
+	w("SlurmctldPidFile=%s", filepath.Join(root, "run", "slurmctld.pid"))
+	w("SlurmdPidFile=%s", filepath.Join(root, "run", "slurmd-%n.pid"))
+	w("SlurmctldLogFile=%s", filepath.Join(root, "log", "slurmctld.log"))
+	w("SlurmdLogFile=%s", filepath.Join(root, "log", "slurmd-%n.log"))
+	w("SlurmctldDebug=info")
+	w("SlurmdDebug=info")
+	w("ProctrackType=proctrack/linuxproc")
+	w("TaskPlugin=task/none")
+	w("JobAcctGatherType=jobacct_gather/none")
+	w("AccountingStorageType=accounting_storage/none")
+	w("JobCompType=jobcomp/none")
+	w("SchedulerType=sched/backfill")
+	w("SchedulerParameters=batch_sched_delay=0")
+	w("SelectType=select/cons_tres")
+	w("SelectTypeParameters=CR_Core")
+	w("MpiDefault=none")
+	w("ReturnToService=2")
+	w("MessageTimeout=10")
+	w("SlurmdTimeout=60")
+	w("InactiveLimit=0")
+	w("MinJobAge=%d", int(o.MinJobAge/time.Second))
+	w("KillWait=5")
+	w("# Power saving: Flex-Start nodes are CLOUD nodes, powered up by ResumeProgram.")
+	w("PrivateData=cloud")
+	w("SlurmctldParameters=idle_on_node_suspend")
+	w("ResumeTimeout=%d", int(o.ResumeTimeout/time.Second))
+	w("SuspendTime=%d", int(o.SuspendTime/time.Second))
+	w("SuspendTimeout=%d", int(o.SuspendTimeout/time.Second))
+	w("ResumeRate=0")
+	w("SuspendRate=0")
+	w("TreeWidth=65533")
+	var excluded []string
+	for _, n := range nodes {
+		if n.Static || !o.SuspendStaticOnly {
+			excluded = append(excluded, n.Name)
+		}
+	}
+	if len(excluded) > 0 {
+		if o.SuspendStaticOnly {
+			w("# Static nodes (index < min_node_count) are never powered down by Slurm.")
+		} else {
+			w("# flexslurm, not SuspendTime, powers flex-start nodes down (it releases")
+			w("# idle dynamic nodes itself), so Slurm never suspends them on its own.")
+		}
+		w("SuspendExcNodes=%s", CompressHostlist(excluded))
+	}
+	w("# Hooks: links to the flexslurm binary, which dispatches on its name.")
+	for _, h := range HookNames {
+		if h == HookHealth && o.HealthCheckInterval < 0 {
+			continue
+		}
+		w("%s=%s", hookParams[h], filepath.Join(hookDir, HookLinkPrefix+h))
+	}
+	if o.HealthCheckInterval >= 0 {
+		w("HealthCheckInterval=%d", int(o.HealthCheckInterval/time.Second))
+		w("HealthCheckNodeState=ANY")
+	}
+	for _, n := range nodes {
+		w("NodeName=%s NodeAddr=%s NodeHostName=%s Port=%d CPUs=%d RealMemory=%d State=CLOUD Feature=%s,cloud",
+			n.Name, n.Addr, n.Name, n.Port, o.CPUs, o.RealMemoryMB, n.Pool)
+	}
+	def := c.Slurm.DefaultPartitionID
+	parts := topo.Partitions()
+	if def == "" || !topo.OwnsPartition(def) {
+		def = parts[0]
+	}
+	for _, part := range parts {
+		var members []string
+		for _, p := range topo.Pools {
+			if slices.Contains(p.Partitions, part) {
+				members = append(members, topo.PoolNodes(p.ID)...)
+			}
+		}
+		dflt := "NO"
+		if part == def {
+			dflt = "YES"
+		}
+		w("PartitionName=%s Nodes=%s Default=%s MaxTime=INFINITE State=UP", part, CompressHostlist(members), dflt)
+	}
+	for _, l := range o.Extra {
+		w("%s", l)
+	}
+	return b.Bytes(), nodes, nil
+}
+
+func (o ConfigOptions) withDefaults() (ConfigOptions, error) {
+	var errs []error
+	if o.Exe == "" || !filepath.IsAbs(o.Exe) {
+		errs = append(errs, fmt.Errorf("the flexslurm binary must be given by absolute path, got %q", o.Exe))
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&o.ResumeTimeout, DefaultResumeTimeout)
+	def(&o.SuspendTime, DefaultSuspendTime)
+	def(&o.SuspendTimeout, DefaultSuspendTimeout)
+	def(&o.HealthCheckInterval, DefaultHealthCheckInterval)
+	def(&o.MinJobAge, 300*time.Second)
+	for name, d := range map[string]time.Duration{"ResumeTimeout": o.ResumeTimeout, "SuspendTime": o.SuspendTime,
+		"SuspendTimeout": o.SuspendTimeout, "MinJobAge": o.MinJobAge} {
+		if d < time.Second || d%time.Second != 0 {
+			errs = append(errs, fmt.Errorf("%s %v is not a whole number of seconds ≥ 1", name, d))
+		}
+	}
+	if o.ResumeTimeout > 65535*time.Second {
+		errs = append(errs, fmt.Errorf("ResumeTimeout %v is above Slurm's 65535 s", o.ResumeTimeout))
+	}
+	if o.HealthCheckInterval > 0 && o.HealthCheckInterval%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("HealthCheckInterval %v is not a whole number of seconds", o.HealthCheckInterval))
+	}
+	if o.CPUs == 0 {
+		o.CPUs = DefaultCPUs
+	}
+	if o.RealMemoryMB == 0 {
+		o.RealMemoryMB = DefaultRealMemoryMB
+	}
+	if o.SlurmctldPort == 0 {
+		o.SlurmctldPort = DefaultSlurmctldPort
+	}
+	if o.NodePortBase == 0 {
+		o.NodePortBase = DefaultNodePortBase
+	}
+	for _, l := range o.Extra {
+		if strings.ContainsAny(l, "\n\r") {
+			errs = append(errs, fmt.Errorf("extra slurm.conf line %q holds a line break", l))
+		}
+	}
+	return o, errors.Join(errs...)
+}
+
+// writeFileAtomic writes data to path through a temporary file in the same
+// directory and a rename, so readers never see a partial file.
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(perm); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

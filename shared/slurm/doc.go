@@ -1,0 +1,22 @@
+// Package slurm is flexslurm's interface to Slurm (tested against Slurm
+// 22.05, the Debian 12 packages; the JSON shapes of 23.02+ are read too):
+//
+//   - hostlists: ExpandHostlist and CompressHostlist, with Slurm's grammar;
+//   - node names: ValidNodeName, and Topology, the nodes and partitions of a
+//     cluster spec's Flex-Start pools ("<cluster>-<pool>-<index>"), which
+//     every caller uses to act only on its own cluster's nodes;
+//   - Runner: scontrol, squeue and sinfo run by absolute path with argument
+//     lists (never a shell, never PATH), with the queries flexslurm needs
+//     (ShowNodes, ShowJob, ShowReservation, Nodes, Jobs, JobsByID,
+//     JobsOnNodes) and UpdateNodes; CommandError and IsTransient classify
+//     failures;
+//   - parsers of `scontrol show node|job|reservation -o`, of `squeue --json`
+//     and `sinfo --json` (22.05 ignores their filters: callers filter) and
+//     of `squeue --Format`;
+//   - LocalCluster: a whole Slurm cluster on one host (munged, slurmctld,
+//     one slurmd per node), with its slurm.conf built from a cluster spec
+//     (BuildConfig) and the hooks linked to the flexslurm binary, for
+//     `flexslurm local` and the integration tests (slurmtest).
+//
+// docs/slurm.md describes the hooks, the agent and the local cluster.
+package slurm

@@ -1,0 +1,229 @@
+package slurm_test
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/flexslurm/flexslurm/shared/slurm"
+	"github.com/flexslurm/flexslurm/shared/slurm/slurmtest"
+)
+
+// cl is the real single-host Slurm cluster of this test binary.
+var cl *slurmtest.Cluster
+
+func TestMain(m *testing.M) {
+	var teardown func()
+	cl, teardown = slurmtest.Setup(slurmtest.Options{})
+	code := m.Run()
+	teardown()
+	os.Exit(code)
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// TestHostlistAgreesWithScontrol expands and compresses hostlists the way
+// Slurm itself does (`scontrol show hostnames`).
+func TestHostlistAgreesWithScontrol(t *testing.T) {
+	cl.Require(t)
+	for _, expr := range []string{
+		"flexci-gpu-[0-3]", "flexci-gpu-1", "flexci-big-[0-9,11,20-22],flexci-gpu-0", "n[008-011]",
+		"a[1-2]b[3-4]", "x-[0-1],y", "a[9-11]", "a,,b", "a[0-2]-[1-2]",
+	} {
+		out := cl.Scontrol(t, "show", "hostnames", expr)
+		want := strings.Fields(out)
+		got, err := slurm.ExpandHostlist(expr)
+		if err != nil {
+			t.Errorf("ExpandHostlist(%q): %v", expr, err)
+			continue
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("ExpandHostlist(%q) differs from scontrol (-scontrol +ours):\n%s", expr, diff)
+		}
+		back := strings.Fields(cl.Scontrol(t, "show", "hostnames", slurm.CompressHostlist(got)))
+		slices.Sort(back)
+		sorted := slices.Clone(got)
+		slices.Sort(sorted)
+		if diff := cmp.Diff(sorted, back); diff != "" {
+			t.Errorf("scontrol expansion of CompressHostlist(%q) = %q differs (-want +got):\n%s", expr, slurm.CompressHostlist(got), diff)
+		}
+	}
+	for _, bad := range []string{"a[3-1]", "a[1-2", "a]", "a[x]"} {
+		if _, err := slurm.ExpandHostlist(bad); err == nil {
+			t.Errorf("ExpandHostlist(%q) = nil error; Slurm rejects it", bad)
+		}
+	}
+}
+
+// TestRealOutputParsers reads the same cluster through sinfo --json,
+// squeue --json, scontrol show node|job -o and squeue --Format, and checks
+// that every view agrees, on powered-down, up, drained and down nodes and
+// on held, pending and running jobs.
+func TestRealOutputParsers(t *testing.T) {
+	cl.Require(t)
+	c := ctx(t)
+	nodes, err := cl.R.Nodes(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, n := range nodes {
+		names = append(names, n.Name)
+	}
+	want := cl.Topology.NodeNames()
+	slices.Sort(want)
+	slices.Sort(names)
+	if diff := cmp.Diff(want, names); diff != "" {
+		t.Fatalf("sinfo --json nodes differ from the spec's (-spec +sinfo):\n%s", diff)
+	}
+	for _, n := range nodes {
+		if n.State != slurm.NodeIdle || !n.Has(slurm.FlagCloud) || !n.Has(slurm.FlagPoweredDown) {
+			t.Errorf("fresh node %s is %s, want IDLE+CLOUD+POWERED_DOWN", n.Name, n.StateString())
+		}
+	}
+
+	// An up node, a drained node, a down node.
+	up, drained, down := "flexci-gpu-0", "flexci-big-5", "flexci-big-6"
+	if err := cl.StartNode(c, up); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.StopNode(up) })
+	cl.WaitNode(t, up, 15*time.Second, "up", slurm.NodeInfo.Ready)
+	cl.Scontrol(t, "update", "nodename="+drained, "state=drain", "reason=flexslurm: test drain with spaces")
+	cl.Scontrol(t, "update", "nodename="+down, "state=down", "reason=test down")
+	t.Cleanup(func() {
+		cl.Scontrol(t, "update", "nodename="+drained+","+down, "state=resume")
+	})
+
+	// A held job, a job pending on a powered-down node, a running job.
+	held := cl.Sbatch(t, "sleep 60", "-H", "-p", "gpu", "-t", "90")
+	running := cl.Sbatch(t, "sleep 60", "-p", "gpu", "-w", up, "-t", "1-02:03")
+	t.Cleanup(func() { cl.Cancel(held, running) })
+	cl.WaitJob(t, running, 20*time.Second, "running", func(j slurm.JobInfo) bool { return j.State == slurm.JobRunning })
+
+	views := map[string][]slurm.NodeInfo{}
+	if views["sinfo"], err = cl.R.Nodes(c); err != nil {
+		t.Fatal(err)
+	}
+	if views["scontrol"], err = cl.R.ShowNodes(c, nil); err != nil {
+		t.Fatal(err)
+	}
+	for view, ns := range views {
+		got := map[string]string{}
+		for _, n := range ns {
+			got[n.Name] = n.StateString() + " " + n.Reason
+		}
+		want := map[string]string{
+			up:      "ALLOCATED+CLOUD ",
+			drained: "IDLE+CLOUD+DRAIN+POWERED_DOWN flexslurm: test drain with spaces",
+			down:    "DOWN+CLOUD+POWERED_DOWN test down",
+		}
+		for name, w := range want {
+			if got[name] != w {
+				t.Errorf("%s view of %s: %q, want %q", view, name, got[name], w)
+			}
+		}
+	}
+
+	jobs, err := cl.R.Jobs(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]slurm.JobInfo{}
+	for _, j := range jobs {
+		byID[j.ID] = j
+	}
+	listed, err := cl.R.JobsByID(c, []string{held, running, "999999"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(listed) != 2 {
+		t.Errorf("JobsByID(%s, %s, 999999) = %d jobs, want 2", held, running, len(listed))
+	}
+	for _, id := range []string{held, running} {
+		shown, err := cl.R.ShowJob(c, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fromJSON := byID[id]
+		var fromFormat slurm.JobInfo
+		for _, j := range listed {
+			if j.ID == id {
+				fromFormat = j
+			}
+		}
+		// Fields each source reports; squeue --json alone has the
+		// description and scontrol alone the priority of held jobs.
+		type common struct {
+			ID, State, Partition, NodeList string
+			Nodes                          []string
+			NodeCount, Restarts            int
+			TimeLimit                      time.Duration
+			Held                           bool
+		}
+		pick := func(j slurm.JobInfo) common {
+			return common{j.ID, j.State, j.Partition, j.NodeList, j.Nodes, j.NodeCount, j.Restarts, j.TimeLimit, j.Held()}
+		}
+		if diff := cmp.Diff(pick(shown), pick(fromJSON)); diff != "" {
+			t.Errorf("job %s: squeue --json differs from scontrol (-scontrol +json):\n%s", id, diff)
+		}
+		if diff := cmp.Diff(pick(shown), pick(fromFormat)); diff != "" {
+			t.Errorf("job %s: squeue --Format differs from scontrol (-scontrol +format):\n%s", id, diff)
+		}
+	}
+	if j := byID[held]; !j.Held() || j.State != slurm.JobPending || j.TimeLimit != 90*time.Minute {
+		t.Errorf("held job %s = %+v, want held PENDING with a 90 min limit", held, j)
+	}
+	if j := byID[running]; j.State != slurm.JobRunning || !slices.Equal(j.Nodes, []string{up}) ||
+		j.TimeLimit != 26*time.Hour+3*time.Minute {
+		t.Errorf("running job %s = %+v, want RUNNING on %s with a 1-02:03 limit", running, j, up)
+	}
+	if _, err := cl.R.ShowJob(c, "999999"); !errorsIsNotFound(err) {
+		t.Errorf("ShowJob(999999) error = %v, want ErrNotFound", err)
+	}
+	if _, err := cl.R.ShowNode(c, "flexci-gpu-99"); !errorsIsNotFound(err) {
+		t.Errorf("ShowNode(flexci-gpu-99) error = %v, want ErrNotFound", err)
+	}
+}
+
+// TestStopNodeEndsItsJobs stops a node under a running job as the end of its
+// VM would: the job's processes, which outlive slurmd, are gone too.
+func TestStopNodeEndsItsJobs(t *testing.T) {
+	cl.Require(t)
+	c := ctx(t)
+	node := "flexci-gpu-0"
+	if err := cl.StartNode(c, node); err != nil {
+		t.Fatal(err)
+	}
+	cl.WaitNode(t, node, 15*time.Second, "up", func(n slurm.NodeInfo) bool { return n.Ready() && n.State == slurm.NodeIdle })
+	job := cl.Sbatch(t, "sleep 300", "-p", "gpu", "-w", node)
+	t.Cleanup(func() { cl.Cancel(job) })
+	cl.WaitJob(t, job, 20*time.Second, "running", func(j slurm.JobInfo) bool { return j.State == slurm.JobRunning })
+	var sleeps []int
+	for deadline := time.Now().Add(5 * time.Second); len(sleeps) == 0 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		sleeps = processesOf(node, "sleep")
+	}
+	if len(sleeps) == 0 {
+		t.Fatalf("no sleep process of job %s on %s found", job, node)
+	}
+	if err := cl.StopNode(node); err != nil {
+		t.Fatal(err)
+	}
+	if cl.NodeRunning(node) {
+		t.Errorf("NodeRunning(%s) after StopNode", node)
+	}
+	for _, pid := range sleeps {
+		if alive(pid) {
+			t.Errorf("job %s process %d survived StopNode(%s)", job, pid, node)
+		}
+	}
+}

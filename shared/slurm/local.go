@@ -1,0 +1,810 @@
+package slurm
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/flexslurm/flexslurm/shared/spec"
+)
+
+// ErrUnavailable marks a machine where a local Slurm cluster cannot run:
+// Slurm is not installed and cannot be (not root, no apt-get), or its
+// daemons do not start. Tests skip on it.
+var ErrUnavailable = errors.New("Slurm is not available on this machine")
+
+// Packages is what Install installs (Debian/Ubuntu names).
+var Packages = []string{"slurmctld", "slurmd", "slurm-client", "munge"}
+
+// MinNodeStartDelay is how long after ResumeProgram was called a slurmd may
+// start: slurmd -b reports its start as the node's boot time in whole
+// seconds, and slurmctld ignores a registration whose boot time is not
+// later than the resume request, leaving the node POWERING_UP until
+// ResumeTimeout.
+const MinNodeStartDelay = 2 * time.Second
+
+// LocalCluster runs a whole Slurm cluster on this host: munged, slurmctld,
+// and one slurmd per node (slurmd -D -b -N NODE on its own port), each
+// started and stopped by PID. It backs `flexslurm local` and the
+// integration tests. Only one can run per host: it owns
+// /etc/slurm/slurm.conf and the Slurm ports. Methods are safe for
+// concurrent use.
+type LocalCluster struct {
+	// Root holds everything but slurm.conf: state/, log/, run/, spool/,
+	// hooks/. Absolute; the SlurmUser must be able to reach it.
+	Root string
+	// ConfPath is where slurm.conf is written: DefaultConfPath.
+	ConfPath string
+	// BinDir and SbinDir hold the client commands and the daemons:
+	// /usr/bin and /usr/sbin.
+	BinDir, SbinDir string
+	// KeepState starts slurmctld without -c, keeping jobs and node states
+	// from an earlier run in Root/state.
+	KeepState bool
+	// Log receives the cluster's life events; nil discards them.
+	Log *slog.Logger
+
+	mu        sync.Mutex
+	nodes     map[string]LocalNode
+	hookDir   string
+	daemons   map[string]*daemon // "munged", "slurmctld", "slurmd:NODE"
+	mungeOurs bool
+	lockFile  *os.File
+}
+
+// HostLockPath is the lock that allows one LocalCluster per host: it owns
+// /etc/slurm/slurm.conf and the Slurm ports.
+const HostLockPath = "/tmp/flexslurm-localcluster.lock"
+
+// ErrBusy reports that another LocalCluster holds the host.
+var ErrBusy = errors.New("another local Slurm cluster runs on this host")
+
+// Lock takes the host lock (HostLockPath), waiting for it when wait is set
+// (until ctx ends), failing with ErrBusy otherwise. WriteConfig and Start
+// take it without waiting when it is not held yet; Stop releases it. The
+// kernel releases it when the process ends.
+func (l *LocalCluster) Lock(ctx context.Context, wait bool) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lockFile != nil {
+		return nil
+	}
+	f, err := os.OpenFile(HostLockPath, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return fmt.Errorf("opening the host lock %s: %w", HostLockPath, err)
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			l.lockFile = f
+			return nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return fmt.Errorf("locking %s: %w", HostLockPath, err)
+		}
+		if !wait {
+			f.Close()
+			return fmt.Errorf("%w (%s is locked: `flexslurm local` or a Slurm integration test)", ErrBusy, HostLockPath)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return fmt.Errorf("waiting for %s: %w", HostLockPath, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (l *LocalCluster) unlock() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lockFile != nil {
+		l.lockFile.Close()
+		l.lockFile = nil
+	}
+}
+
+// NewLocalCluster returns a LocalCluster rooted at root (made absolute).
+func NewLocalCluster(root string) (*LocalCluster, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("local Slurm root %s: %w", root, err)
+	}
+	return &LocalCluster{Root: abs, ConfPath: DefaultConfPath, BinDir: DefaultBinDir, SbinDir: "/usr/sbin",
+		daemons: map[string]*daemon{}}, nil
+}
+
+func (l *LocalCluster) log() *slog.Logger {
+	if l.Log != nil {
+		return l.Log
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// Runner returns a Runner for this cluster's client commands.
+func (l *LocalCluster) Runner() *Runner { return &Runner{BinDir: l.BinDir, Log: l.Log} }
+
+// HookDir returns the directory of the hook links (after WriteConfig).
+func (l *LocalCluster) HookDir() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.hookDir == "" {
+		return filepath.Join(l.Root, "hooks")
+	}
+	return l.hookDir
+}
+
+// SpoolDir is a directory every hook can write (mode 1777), for the hooks'
+// message spool.
+func (l *LocalCluster) SpoolDir() string { return filepath.Join(l.Root, "flexslurm-spool") }
+
+// HookLogDir is a directory every hook can write (mode 1777), for the
+// hooks' logs.
+func (l *LocalCluster) HookLogDir() string { return filepath.Join(l.Root, "hook-log") }
+
+// VMNameDir holds one file per node naming the VM that runs it (hooks
+// config vm_name_dir): SetNodeVM writes them.
+func (l *LocalCluster) VMNameDir() string { return filepath.Join(l.Root, "vm") }
+
+// SetNodeVM records that node name runs on VM vm ("<node>-g<generation>"),
+// for the node-side hooks to report with a health failure. Call it before
+// StartNode.
+func (l *LocalCluster) SetNodeVM(name, vm string) error {
+	if err := os.MkdirAll(l.VMNameDir(), 0o755); err != nil {
+		return fmt.Errorf("recording the VM of node %s: %w", name, err)
+	}
+	if err := writeFileAtomic(filepath.Join(l.VMNameDir(), name), []byte(vm+"\n"), 0o644); err != nil {
+		return fmt.Errorf("recording the VM of node %s: %w", name, err)
+	}
+	return nil
+}
+
+// Nodes returns the nodes of the written configuration, in spec order.
+func (l *LocalCluster) Nodes() []LocalNode {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]LocalNode, 0, len(l.nodes))
+	for _, n := range l.nodes {
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Port < out[j].Port })
+	return out
+}
+
+// requiredFiles are what a local cluster needs installed.
+var requiredFiles = []string{"/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/sbin/munged", "/usr/bin/scontrol",
+	"/usr/bin/sinfo", "/usr/bin/squeue", "/usr/bin/sbatch", "/usr/bin/scancel", "/etc/munge/munge.key"}
+
+// Installed reports, as an error wrapping ErrUnavailable, what is missing
+// for a local cluster; nil when everything is there.
+func Installed() error {
+	var missing []string
+	for _, f := range requiredFiles {
+		if _, err := os.Stat(f); err != nil {
+			missing = append(missing, f)
+		}
+	}
+	for _, u := range []string{"slurm", "munge"} {
+		if _, err := user.Lookup(u); err != nil {
+			missing = append(missing, "user "+u)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: missing %s (Debian/Ubuntu: apt-get install --no-install-recommends %s)",
+			ErrUnavailable, strings.Join(missing, ", "), strings.Join(Packages, " "))
+	}
+	return nil
+}
+
+// Install installs Slurm and munge with apt-get when they are missing. It
+// needs root and apt-get; otherwise, or when apt-get fails, it returns an
+// error wrapping ErrUnavailable that says what to do.
+func (l *LocalCluster) Install(ctx context.Context) error {
+	if Installed() == nil {
+		return nil
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("%w: Slurm is not installed and installing it needs root; run as root: "+
+			"apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends %s",
+			ErrUnavailable, strings.Join(Packages, " "))
+	}
+	const aptGet = "/usr/bin/apt-get"
+	if _, err := os.Stat(aptGet); err != nil {
+		return fmt.Errorf("%w: Slurm is not installed and there is no %s to install it (%v); install Slurm 22.05+ "+
+			"(slurmctld, slurmd, client commands) and munge by other means", ErrUnavailable, aptGet, err)
+	}
+	env := []string{"DEBIAN_FRONTEND=noninteractive", "PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	for _, args := range [][]string{{"update", "-q"}, append([]string{"install", "-y", "-q", "--no-install-recommends"}, Packages...)} {
+		start := time.Now()
+		cmd := exec.CommandContext(ctx, aptGet, args...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		l.log().Info("apt-get", "args", args, "elapsed_ms", time.Since(start).Milliseconds(), "error", err)
+		if err != nil {
+			return fmt.Errorf("%w: apt-get %s: %v: %s", ErrUnavailable, strings.Join(args, " "), err, tail(out, 1500))
+		}
+	}
+	return Installed()
+}
+
+func tail(b []byte, n int) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > n {
+		s = "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// WriteConfig writes slurm.conf for cluster c (BuildConfig) to ConfPath,
+// creates Root's directories with the owners the daemons need, and links
+// every hook name in the hook directory to o.Exe. It checks that the
+// SlurmUser can reach Root and run o.Exe.
+func (l *LocalCluster) WriteConfig(c *spec.Cluster, o ConfigOptions) error {
+	if err := l.Lock(context.Background(), false); err != nil {
+		return err
+	}
+	hookDir := o.HookDir
+	if hookDir == "" {
+		hookDir = filepath.Join(l.Root, "hooks")
+	}
+	conf, nodes, err := BuildConfig(c, o, l.Root, hookDir)
+	if err != nil {
+		return fmt.Errorf("writing slurm.conf for cluster %s: %w", c.ID, err)
+	}
+	su, err := user.Lookup("slurm")
+	if err != nil {
+		return fmt.Errorf("%w: no slurm user: %v", ErrUnavailable, err)
+	}
+	uid, _ := strconv.Atoi(su.Uid)
+	gid, _ := strconv.Atoi(su.Gid)
+	if err := reachable(l.Root, false); err != nil {
+		return fmt.Errorf("local Slurm root: %w", err)
+	}
+	if err := reachable(o.Exe, true); err != nil {
+		return fmt.Errorf("flexslurm binary for the hooks: %w", err)
+	}
+	dirs := []struct {
+		path  string
+		mode  fs.FileMode
+		owned bool // by the SlurmUser
+	}{
+		{l.Root, 0o755, false},
+		{filepath.Join(l.Root, "state"), 0o755, true},
+		{filepath.Join(l.Root, "log"), 0o755, true},
+		{filepath.Join(l.Root, "run"), 0o755, true},
+		{filepath.Join(l.Root, "spool"), 0o755, false},
+		{hookDir, 0o755, false},
+		{l.SpoolDir(), 0o777 | fs.ModeSticky, false},
+		{l.HookLogDir(), 0o777 | fs.ModeSticky, false},
+	}
+	for _, d := range dirs {
+		if err := os.MkdirAll(d.path, 0o755); err != nil {
+			return fmt.Errorf("creating %s: %w", d.path, err)
+		}
+		if err := os.Chmod(d.path, d.mode); err != nil {
+			return fmt.Errorf("setting the mode of %s: %w", d.path, err)
+		}
+		if d.owned {
+			if err := os.Chown(d.path, uid, gid); err != nil {
+				return fmt.Errorf("giving %s to the slurm user: %w", d.path, err)
+			}
+		}
+	}
+	for _, h := range HookNames {
+		link := filepath.Join(hookDir, HookLinkPrefix+h)
+		tmp := link + ".new"
+		os.Remove(tmp)
+		if err := os.Symlink(o.Exe, tmp); err != nil {
+			return fmt.Errorf("linking hook %s: %w", h, err)
+		}
+		if err := os.Rename(tmp, link); err != nil {
+			return fmt.Errorf("linking hook %s: %w", h, err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(l.ConfPath), 0o755); err != nil {
+		return fmt.Errorf("creating %s: %w", filepath.Dir(l.ConfPath), err)
+	}
+	if err := writeFileAtomic(l.ConfPath, conf, 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", l.ConfPath, err)
+	}
+	l.mu.Lock()
+	l.hookDir = hookDir
+	l.nodes = map[string]LocalNode{}
+	for _, n := range nodes {
+		l.nodes[n.Name] = n
+	}
+	l.mu.Unlock()
+	l.log().Info("slurm.conf written", "path", l.ConfPath, "cluster", c.ID, "nodes", len(nodes), "hooks", hookDir)
+	return nil
+}
+
+// reachable checks that every directory above path (and path itself when it
+// is a directory) is world-searchable, and that a file is world-readable
+// and executable, so that the SlurmUser can use it.
+func reachable(path string, isExe bool) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	if isExe {
+		st, err := os.Stat(abs)
+		if err != nil {
+			return err
+		}
+		if st.Mode().Perm()&0o005 != 0o005 {
+			return fmt.Errorf("%s has mode %v: the slurm user cannot run it (want o+rx)", abs, st.Mode().Perm())
+		}
+		abs = filepath.Dir(abs)
+	}
+	for d := abs; ; d = filepath.Dir(d) {
+		st, err := os.Stat(d)
+		if err == nil && st.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("directory %s has mode %v: the slurm user cannot reach %s (want o+x on every directory above it)",
+				d, st.Mode().Perm(), path)
+		}
+		if d == "/" || d == "." {
+			return nil
+		}
+	}
+}
+
+// daemon is one process this LocalCluster started.
+type daemon struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func (d *daemon) pid() int { return d.cmd.Process.Pid }
+
+func (d *daemon) running() bool {
+	select {
+	case <-d.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Start starts munged (unless one already runs) and slurmctld, and waits
+// until slurmctld answers. Leftover daemons of an earlier run under the same
+// Root (recorded PID files whose process is still that daemon) are stopped
+// first. A slurmctld that is not this cluster's and already answers is an
+// error.
+func (l *LocalCluster) Start(ctx context.Context) error {
+	if err := Installed(); err != nil {
+		return err
+	}
+	if err := l.Lock(ctx, false); err != nil {
+		return err
+	}
+	l.stopLeftovers()
+	if err := l.startMunge(ctx); err != nil {
+		return err
+	}
+	r := l.Runner()
+	r.Timeout = 3 * time.Second
+	if out, err := r.Scontrol(ctx, "ping"); err == nil && strings.Contains(string(out), "is UP") {
+		return fmt.Errorf("a slurmctld that this cluster did not start already answers (%s): stop it first",
+			strings.TrimSpace(string(out)))
+	}
+	args := []string{"-D", "-i"}
+	if !l.KeepState {
+		args = append(args, "-c")
+	}
+	d, err := l.spawn("slurmctld", filepath.Join(l.SbinDir, "slurmctld"), args, nil)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out, err := r.Scontrol(ctx, "ping")
+		if err == nil && strings.Contains(string(out), "is UP") {
+			break
+		}
+		if !d.running() {
+			return fmt.Errorf("%w: slurmctld exited at start: %s", ErrUnavailable, l.logTail("slurmctld"))
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			l.stopDaemon(d, 5*time.Second)
+			return fmt.Errorf("%w: slurmctld did not answer within 20 s: %s", ErrUnavailable, l.logTail("slurmctld"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	l.log().Info("slurmctld up", "pid", d.pid(), "conf", l.ConfPath)
+	return nil
+}
+
+func (l *LocalCluster) logTail(name string) string {
+	var parts []string
+	for _, f := range []string{filepath.Join(l.Root, "log", name+".stdout"), filepath.Join(l.Root, "log", name+".log")} {
+		if b, err := os.ReadFile(f); err == nil && len(bytes.TrimSpace(b)) > 0 {
+			parts = append(parts, f+": "+tail(b, 800))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+const mungePidFile = "/run/munge/munged.pid"
+
+func (l *LocalCluster) startMunge(ctx context.Context) error {
+	if b, err := os.ReadFile(mungePidFile); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pidAlive(pid) && procName(pid) == "munged" {
+			l.log().Info("munged already running", "pid", pid)
+			return nil
+		}
+	}
+	mu, err := user.Lookup("munge")
+	if err != nil {
+		return fmt.Errorf("%w: no munge user: %v", ErrUnavailable, err)
+	}
+	uid, _ := strconv.Atoi(mu.Uid)
+	gid, _ := strconv.Atoi(mu.Gid)
+	if err := os.MkdirAll("/run/munge", 0o755); err != nil {
+		return fmt.Errorf("creating /run/munge: %w", err)
+	}
+	if err := os.Chown("/run/munge", uid, gid); err != nil {
+		return fmt.Errorf("giving /run/munge to munge: %w", err)
+	}
+	cred := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	d, err := l.spawn("munged", filepath.Join(l.SbinDir, "munged"), []string{"-F", "--force"}, cred)
+	if err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if _, err := os.Stat("/run/munge/munge.socket.2"); err == nil {
+			break
+		}
+		if !d.running() || time.Now().After(deadline) || ctx.Err() != nil {
+			l.stopDaemon(d, 2*time.Second)
+			return fmt.Errorf("%w: munged did not start: %s", ErrUnavailable, l.logTail("munged"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	l.mu.Lock()
+	l.mungeOurs = true
+	l.mu.Unlock()
+	l.log().Info("munged up", "pid", d.pid())
+	return nil
+}
+
+// spawn starts a daemon in its own session, logging to Root/log/NAME.stdout,
+// recording its PID in Root/run/NAME.bgpid; the kernel sends it SIGTERM if
+// this process dies without stopping it.
+func (l *LocalCluster) spawn(name, path string, args []string, cred *syscall.Credential) (*daemon, error) {
+	logPath := filepath.Join(l.Root, "log", strings.ReplaceAll(name, ":", "-")+".stdout")
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	cmd := exec.Command(path, args...)
+	cmd.Dir = l.Root
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGTERM, Credential: cred}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	d := &daemon{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); logf.Close(); close(d.done) }()
+	_ = os.WriteFile(l.pidFile(name), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644)
+	l.mu.Lock()
+	l.daemons[name] = d
+	l.mu.Unlock()
+	return d, nil
+}
+
+func (l *LocalCluster) pidFile(name string) string {
+	return filepath.Join(l.Root, "run", strings.ReplaceAll(name, ":", "-")+".bgpid")
+}
+
+// stopLeftovers stops the daemons an earlier run under Root recorded and
+// left running (after a crash), checking each PID's program name first.
+func (l *LocalCluster) stopLeftovers() {
+	files, _ := filepath.Glob(filepath.Join(l.Root, "run", "*.bgpid"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		name := procName(pid)
+		if err == nil && pidAlive(pid) && (name == "slurmctld" || name == "slurmd" || name == "munged") {
+			l.log().Warn("stopping a daemon left by an earlier run", "pid", pid, "program", name)
+			stopPID(pid, 10*time.Second)
+		}
+		os.Remove(f)
+	}
+}
+
+// StartNode starts `slurmd -D -b -N name`, as the VM of node name would.
+// The caller must let MinNodeStartDelay pass after the ResumeProgram call
+// that powered the node up (StartNodeAfter does). Starting a node that
+// runs is a no-op.
+func (l *LocalCluster) StartNode(ctx context.Context, name string) error {
+	l.mu.Lock()
+	_, known := l.nodes[name]
+	d := l.daemons["slurmd:"+name]
+	l.mu.Unlock()
+	if l.nodes != nil && !known {
+		return fmt.Errorf("starting node %s: %w: not in slurm.conf", name, ErrNotFound)
+	}
+	if d != nil && d.running() {
+		return nil
+	}
+	d, err := l.spawn("slurmd:"+name, filepath.Join(l.SbinDir, "slurmd"), []string{"-D", "-b", "-N", name}, nil)
+	if err != nil {
+		return fmt.Errorf("starting node %s: %w", name, err)
+	}
+	l.log().Info("slurmd started", "node", name, "pid", d.pid())
+	return nil
+}
+
+// StartNodeAfter waits until MinNodeStartDelay has passed since resumedAt,
+// then starts the node.
+func (l *LocalCluster) StartNodeAfter(ctx context.Context, name string, resumedAt time.Time) error {
+	if wait := time.Until(resumedAt.Add(MinNodeStartDelay)); wait > 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("starting node %s: %w", name, ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+	return l.StartNode(ctx, name)
+}
+
+// NodeRunning reports whether this LocalCluster runs node name's slurmd.
+func (l *LocalCluster) NodeRunning(name string) bool {
+	l.mu.Lock()
+	d := l.daemons["slurmd:"+name]
+	l.mu.Unlock()
+	return d != nil && d.running()
+}
+
+// StopNode stops node name's slurmd (TERM, KILL after 10 s) and then kills
+// what still runs for that node — slurmstepd and job processes, which
+// survive their slurmd in a session of their own — as the end of its VM
+// would. Stopping a node that does not run is a no-op.
+func (l *LocalCluster) StopNode(name string) error {
+	l.mu.Lock()
+	d := l.daemons["slurmd:"+name]
+	delete(l.daemons, "slurmd:"+name)
+	l.mu.Unlock()
+	if d != nil {
+		l.stopDaemon(d, 10*time.Second)
+		l.log().Info("slurmd stopped", "node", name, "pid", d.pid())
+	}
+	pids := nodeProcesses(name)
+	for _, pid := range pids {
+		l.log().Info("killing a process of the stopped node", "node", name, "pid", pid, "program", procName(pid))
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	os.Remove(l.pidFile("slurmd:" + name))
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var left []int
+		for _, pid := range pids {
+			if pidAlive(pid) {
+				left = append(left, pid)
+			}
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("stopping node %s: processes %v still run 5 s after SIGKILL", name, left)
+		}
+	}
+}
+
+// Stop cancels every job (and waits, up to 30 s, until the running nodes
+// have ended them), then stops every slurmd, slurmctld, and munged if this
+// cluster started it — each by PID, TERM then KILL — and releases the host
+// lock.
+func (l *LocalCluster) Stop() error {
+	l.mu.Lock()
+	ctld := l.daemons["slurmctld"]
+	var nodes []string
+	for k := range l.daemons {
+		if n, ok := strings.CutPrefix(k, "slurmd:"); ok {
+			nodes = append(nodes, n)
+		}
+	}
+	l.mu.Unlock()
+	var errs []error
+	if ctld != nil && ctld.running() {
+		if err := l.cancelAllJobs(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	sort.Strings(nodes)
+	for _, n := range nodes {
+		if err := l.StopNode(n); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if ctld != nil {
+		l.stopDaemon(ctld, 15*time.Second)
+		os.Remove(l.pidFile("slurmctld"))
+		l.log().Info("slurmctld stopped", "pid", ctld.pid())
+	}
+	l.mu.Lock()
+	munge := l.daemons["munged"]
+	ours := l.mungeOurs
+	l.daemons = map[string]*daemon{}
+	l.mungeOurs = false
+	l.mu.Unlock()
+	if munge != nil && ours {
+		l.stopDaemon(munge, 5*time.Second)
+		os.Remove(l.pidFile("munged"))
+		l.log().Info("munged stopped", "pid", munge.pid())
+	}
+	l.unlock()
+	return errors.Join(errs...)
+}
+
+func (l *LocalCluster) cancelAllJobs() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r := l.Runner()
+	r.Timeout = 5 * time.Second
+	out, err := r.Run(ctx, "squeue", "-h", "--all", "-o", "%A")
+	if err != nil {
+		return fmt.Errorf("listing jobs to cancel: %w", err)
+	}
+	ids := strings.Fields(string(out))
+	if len(ids) > 0 {
+		if _, err := r.Run(ctx, "scancel", ids...); err != nil {
+			l.log().Warn("scancel", "error", err)
+		}
+	}
+	// Wait until the running slurmds have ended their jobs' processes.
+	// Jobs on nodes already stopped cannot complete, and need not: their
+	// processes went with the node (StopNode).
+	var running []string
+	l.mu.Lock()
+	for k, d := range l.daemons {
+		if n, ok := strings.CutPrefix(k, "slurmd:"); ok && d.running() {
+			running = append(running, n)
+		}
+	}
+	l.mu.Unlock()
+	if len(running) == 0 {
+		return nil
+	}
+	var left []JobInfo
+	for ctx.Err() == nil {
+		left, err = r.JobsOnNodes(ctx, running, "RUNNING,COMPLETING,CONFIGURING,SUSPENDED")
+		if err == nil && len(left) == 0 {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("%d jobs still run 30 s after scancel", len(left))
+}
+
+// stopDaemon sends TERM, waits up to grace for the process to exit (and be
+// reaped), then sends KILL.
+func (l *LocalCluster) stopDaemon(d *daemon, grace time.Duration) {
+	if !d.running() {
+		return
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+	case <-time.After(grace):
+		l.log().Warn("daemon ignored TERM; killing it", "daemon", d.name, "pid", d.pid())
+		_ = d.cmd.Process.Kill()
+		<-d.done
+	}
+}
+
+// stopPID stops a process this program did not start (TERM, KILL after
+// grace), judging liveness from /proc/PID/status.
+func stopPID(pid int, grace time.Duration) {
+	if pid <= 1 || !pidAlive(pid) {
+		return
+	}
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	for deadline := time.Now().Add(grace); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if !pidAlive(pid) {
+			return
+		}
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+}
+
+// pidAlive reports whether pid runs according to /proc/PID/status; a
+// zombie (exited, not yet reaped) counts as gone, unlike with kill(pid, 0).
+func pidAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if st, ok := strings.CutPrefix(sc.Text(), "State:"); ok {
+			st = strings.TrimSpace(st)
+			return !strings.HasPrefix(st, "Z") && !strings.HasPrefix(st, "X")
+		}
+	}
+	return false
+}
+
+// procName returns the program name of pid (/proc/PID/comm), or "".
+func procName(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// nodeProcesses returns the live processes that run for node name on this
+// host: those whose environment holds SLURMD_NODENAME=name (job tasks,
+// batch scripts, prologs), and the slurmstepd processes that are their
+// parents (a slurmstepd's own environment does not name its node).
+func nodeProcesses(name string) []int {
+	entries, _ := os.ReadDir("/proc")
+	want := []byte("\x00SLURMD_NODENAME=" + name + "\x00")
+	self := os.Getpid()
+	var pids []int
+	seen := map[int]bool{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self || pid <= 1 {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil || !bytes.Contains(append([]byte{0}, env...), want) || !pidAlive(pid) {
+			continue
+		}
+		if !seen[pid] {
+			seen[pid] = true
+			pids = append(pids, pid)
+		}
+		if pp := parentPID(pid); pp > 1 && !seen[pp] && procName(pp) == "slurmstepd" {
+			seen[pp] = true
+			pids = append(pids, pp)
+		}
+	}
+	return pids
+}
+
+// parentPID reads the parent of pid from /proc/PID/stat; 0 when unknown.
+func parentPID(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// "PID (comm) STATE PPID …": comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0
+	}
+	pp, _ := strconv.Atoi(f[1])
+	return pp
+}
