@@ -94,6 +94,18 @@ func (b *builder) makeBeforeBreak(pool *model.Pool, slurm *model.SlurmView) {
 	if cur, ok := b.st.Pools[pool.ID]; ok {
 		pool = cur
 	}
+	// A predecessor link is only valid while the predecessor names this node
+	// as its successor; a stale one (its hand-over ended another way) goes.
+	for _, n := range b.st.PoolNodes(pool.ID) {
+		if n.Predecessor == "" {
+			continue
+		}
+		if p, ok := b.st.Nodes[n.Predecessor]; !ok || p.Successor != n.Name {
+			node := *n
+			node.Predecessor = ""
+			b.putNode(node, node.Reason)
+		}
+	}
 	for _, n := range b.st.PoolNodes(pool.ID) {
 		node := *n
 		switch {

@@ -328,6 +328,13 @@ func (r *runner) idleDynamic(w world, grace time.Duration, notBefore time.Time, 
 		if n.freedAt.After(idle) {
 			idle = n.freedAt
 		}
+		// A VM kept for a pending job (below) is idle from the moment
+		// that job ended, not from before.
+		if rec, known := st.Nodes[node]; known && rec.JobID != "" {
+			if sj, ok := r.slurm.jobs[rec.JobID]; ok && !sj.active() && sj.endAt.After(idle) && !sj.endAt.After(now) {
+				idle = sj.endAt
+			}
+		}
 		deadline := latest(idle.Add(r.slurm.cfg.SuspendTime.D()+grace), notBefore)
 		if strict || now.After(deadline) {
 			if strict && now.Before(idle.Add(r.slurm.cfg.SuspendTime.D())) {

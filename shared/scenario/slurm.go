@@ -479,6 +479,7 @@ func (m *slurmModel) cancel(now time.Time, id string) {
 	}
 	m.freeNodes(now, j)
 	j.state = st
+	j.endAt = now
 	m.publish(config.TopicJobs, event.Job{Header: event.Header{Version: event.SchemaVersion, Type: typ, Cluster: m.cluster},
 		JobID: j.id, Partition: j.partition, ReportedAt: now})
 }
