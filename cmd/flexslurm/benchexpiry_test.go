@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestBenchExpiryCommand(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	args := []string{"bench", "expiry", "--seed", "4", "--nodes", "2", "--warmup", "3h", "--week", "9h", "--durations", "3h", "--lead", "45m", "--out", dir, "-v"}
+	if code := run(args, &out, &errb); code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	for _, want := range []string{"static availability", "jobs killed by expiry", "overlap (node-h)", "make-before-break (lead 45m)",
+		"recreate-after-termination", "recreate, no EOL reservation", "episodes below min", "3 runs in"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	svg, err := os.ReadFile(filepath.Join(dir, "expiry-timeline-3h.svg"))
+	if err != nil || !bytes.HasPrefix(svg, []byte("<?xml")) {
+		t.Errorf("timeline: %v (%d bytes)", err, len(svg))
+	}
+
+	out.Reset()
+	if code := run([]string{"bench", "expiry", "--nodes", "2", "--warmup", "1h", "--week", "2h", "--durations", "1h", "--markdown", "--format", "png", "--out", dir}, &out, &errb); code != 0 {
+		t.Fatalf("markdown/png: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	if !strings.Contains(out.String(), "| static availability") {
+		t.Errorf("--markdown did not print a Markdown table:\n%s", out.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "expiry-timeline-1h.png")); err != nil {
+		t.Error(err)
+	}
+
+	for _, bad := range [][]string{
+		{"bench"},
+		{"bench", "nope"},
+		{"bench", "expiry", "--format", "gif"},
+		{"bench", "expiry", "--durations", "5m"},
+		{"bench", "expiry", "extra"},
+		{"bench", "expiry", "--lead", "-1m"},
+	} {
+		if code := run(bad, &out, &errb); code != 2 {
+			t.Errorf("%v: exit %d, want 2", bad, code)
+		}
+	}
+}
+
+func TestDurationName(t *testing.T) {
+	for d, want := range map[string]string{"168h": "7d", "24h": "1d", "12h": "12h", "90m": "90m", "601s": "601s"} {
+		if got := durationName(mustDuration(t, d)); got != want {
+			t.Errorf("durationName(%s) = %s, want %s", d, got, want)
+		}
+	}
+}
+
+func mustDuration(t *testing.T, s string) time.Duration {
+	t.Helper()
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
