@@ -42,7 +42,9 @@ func percentile(secs []int64, q float64) time.Duration {
 	return time.Duration(s[i]) * time.Second
 }
 
-// recordCapacityWait notes how long a generation waited for capacity.
+// recordCapacityWait notes how long a generation waited until it could
+// serve: to its registration in Slurm when Slurm is known (capacity plus
+// boot), else to its VM's creation.
 func (b *builder) recordCapacityWait(pool *model.Pool, n model.Node, created time.Time) {
 	if n.RequestedAt.IsZero() || created.Before(n.RequestedAt) {
 		return
@@ -168,7 +170,20 @@ func (b *builder) followSuccessor(pool *model.Pool, old model.Node, slurm *model
 		return
 	}
 	registered := s.Registered || (slurm == nil && s.Phase == model.PhaseRunning)
+	if slurm != nil {
+		// Usable, not just registered: a drain left from the slot's previous
+		// VM is lifted first (liftOwnDrain).
+		if sn, ok := slurm.Nodes[s.Name]; !ok || !slices.Contains([]SlurmClass{SlurmIdle, SlurmBusy}, ClassifySlurm(sn)) {
+			registered = false
+		}
+	}
 	if !registered {
+		return
+	}
+	if old.Kind == model.NodeStatic && b.successorLate(pool, s.Name) {
+		// Another hand-over of the pool is late: keep this old node serving
+		// (its end-of-life reservation keeps long jobs off) so that it can
+		// cover for the late one until its own termination.
 		return
 	}
 	if old.Kind == model.NodeStatic {
@@ -231,3 +246,14 @@ func (b *builder) endAtConfiguredDuration(pool *model.Pool, node model.Node, vm 
 
 // MetricOverlap counts make-before-break overlap seconds.
 const MetricOverlap = "make_before_break_overlap_seconds"
+
+// successorLate reports whether a successor of the pool other than except
+// is requested or running but not yet registered in Slurm.
+func (b *builder) successorLate(pool *model.Pool, except string) bool {
+	for _, n := range b.st.PoolNodes(pool.ID) {
+		if n.Name != except && n.Predecessor != "" && n.Phase.Serving() && !n.Registered {
+			return true
+		}
+	}
+	return false
+}

@@ -272,6 +272,7 @@ func (b *builder) act(pool *model.Pool, node model.Node, vm VM, outcome Outcome,
 		}
 		if node.Phase == model.PhaseRunning && !node.Registered && slices.Contains([]SlurmClass{SlurmIdle, SlurmBusy, SlurmDrain}, combo.Slurm) {
 			b.registered(pool, &node)
+			b.recordCapacityWait(b.st.Pools[pool.ID], node, b.now)
 			changed = true
 		}
 		if changed {
@@ -293,7 +294,9 @@ func (b *builder) act(pool *model.Pool, node model.Node, vm VM, outcome Outcome,
 			node.TerminationTime = vm.Created.Add(pool.MaxRunDuration)
 		}
 		b.putNode(node, fmt.Sprintf("VM %s is running until %s", vm.Name, node.TerminationTime.Format(time.RFC3339)))
-		b.recordCapacityWait(pool, node, vm.Created)
+		if b.view == nil {
+			b.recordCapacityWait(pool, node, vm.Created)
+		}
 		b.succeeded(b.st.Pools[pool.ID])
 		b.endOfLife(node)
 		return true
