@@ -1,11 +1,9 @@
 package emulator
 
 import (
-	"bufio"
-	"os"
-	"strconv"
-	"strings"
 	"syscall"
+
+	"github.com/flexslurm/flexslurm/shared/proc"
 )
 
 func platformSupported() error { return nil }
@@ -29,21 +27,4 @@ func commandSysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
 
-// alive reports whether pid names a live process according to
-// /proc/PID/status. A zombie (exited, not yet reaped) or dead task counts as
-// gone; kill(pid, 0) would wrongly report a zombie as alive.
-func alive(pid int) bool {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if state, ok := strings.CutPrefix(sc.Text(), "State:"); ok {
-			state = strings.TrimSpace(state)
-			return !strings.HasPrefix(state, "Z") && !strings.HasPrefix(state, "X")
-		}
-	}
-	return false
-}
+func alive(pid int) bool { return proc.Alive(pid) }

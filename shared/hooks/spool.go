@@ -1,7 +1,6 @@
 package hooks
 
 import (
-	"bufio"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -14,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/flexslurm/flexslurm/shared/proc"
 )
 
 // Message is one Pub/Sub message to publish.
@@ -256,23 +257,4 @@ func (s *Spool) Pending() int {
 	return n
 }
 
-// pidAlive reports whether pid runs according to /proc/PID/status; a
-// zombie counts as gone.
-func pidAlive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if st, ok := strings.CutPrefix(sc.Text(), "State:"); ok {
-			st = strings.TrimSpace(st)
-			return !strings.HasPrefix(st, "Z") && !strings.HasPrefix(st, "X")
-		}
-	}
-	return false
-}
+func pidAlive(pid int) bool { return proc.Alive(pid) }

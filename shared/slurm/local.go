@@ -1,7 +1,6 @@
 package slurm
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -19,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/flexslurm/flexslurm/shared/proc"
 	"github.com/flexslurm/flexslurm/shared/spec"
 )
 
@@ -729,27 +729,6 @@ func stopPID(pid int, grace time.Duration) {
 	_ = syscall.Kill(pid, syscall.SIGKILL)
 }
 
-// pidAlive reports whether pid runs according to /proc/PID/status; a
-// zombie (exited, not yet reaped) counts as gone, unlike with kill(pid, 0).
-func pidAlive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if st, ok := strings.CutPrefix(sc.Text(), "State:"); ok {
-			st = strings.TrimSpace(st)
-			return !strings.HasPrefix(st, "Z") && !strings.HasPrefix(st, "X")
-		}
-	}
-	return false
-}
-
 // procName returns the program name of pid (/proc/PID/comm), or "".
 func procName(pid int) string {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
@@ -808,3 +787,5 @@ func parentPID(pid int) int {
 	pp, _ := strconv.Atoi(f[1])
 	return pp
 }
+
+func pidAlive(pid int) bool { return proc.Alive(pid) }
