@@ -922,3 +922,19 @@ func TestLiftOwnDrainOnly(t *testing.T) {
 		}
 	}
 }
+
+func TestVMStuckProvisioningIsReplacedAfterTheGrace(t *testing.T) {
+	st, _ := applied(t)
+	vm := VM{Name: "flexvm-a3u-0-g1", Status: "STAGING", Created: t0}
+	obs := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true, VMs: []VM{vm}}}}
+	first := Reconcile(st, obs, t0.Add(time.Minute), Policy{})
+	if d := cmp.Diff([]string{"PutNode:flexvm-a3u-0/requested"}, kinds(first)); d != "" {
+		t.Fatalf("first pass: observe only (-want +got):\n%s", d)
+	}
+	Apply(st, first)
+	later := Reconcile(st, obs, t0.Add(30*time.Minute), Policy{})
+	want := []string{"Alert:a3u", "DeleteVMs:flexvm-a3u-0-g1", "Slurm:power_down_force:flexvm-a3u-0", "PutNode:flexvm-a3u-0/requested", "CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"}
+	if d := cmp.Diff(want, kinds(later)); d != "" {
+		t.Errorf("past the grace (-want +got):\n%s", d)
+	}
+}

@@ -450,9 +450,17 @@ func (b *builder) issued(rr string) bool {
 // orphans deletes VMs of the pool (by label) that no node record names,
 // once older than the orphan grace.
 func (b *builder) orphans(pool *model.Pool, po ObservedPool, pol Policy) {
+	deleting := map[string]bool{}
+	for _, a := range b.out {
+		if d, ok := a.(DeleteVMs); ok {
+			for _, name := range d.VMs {
+				deleting[name] = true
+			}
+		}
+	}
 	var names []string
 	for _, vm := range po.VMs {
-		if _, ok := b.st.NodeByVM(vm.Name); ok {
+		if _, ok := b.st.NodeByVM(vm.Name); ok || deleting[vm.Name] {
 			continue
 		}
 		if vm.Status == "STOPPING" || b.now.Sub(vm.Created) < pol.OrphanGrace {

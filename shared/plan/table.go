@@ -189,8 +189,10 @@ var Table = []Rule{
 	// ── Requested: capacity was asked for this generation.
 	{Phase: []model.Phase{model.PhaseRequested}, VM: []VMClass{VMAbsent}, Outcome: OutcomeCheckRequest,
 		Why: "capacity requested, no VM yet: follow the resize request"},
-	{Phase: []model.Phase{model.PhaseRequested}, VM: []VMClass{VMProvisioning, VMRepairing}, Outcome: OutcomeWait,
-		Why: "the VM is being created"},
+	{Phase: []model.Phase{model.PhaseRequested}, VM: []VMClass{VMProvisioning}, Outcome: OutcomeObserve, Fallback: OutcomeEndStopped,
+		Why: "the VM is being created (a resize request creates it once capacity is granted, so it should not stay provisioning)"},
+	{Phase: []model.Phase{model.PhaseRequested}, VM: []VMClass{VMRepairing}, Outcome: OutcomeWait,
+		Why: "the VM is being repaired on another host"},
 	{Phase: []model.Phase{model.PhaseRequested}, VM: []VMClass{VMRunning}, Outcome: OutcomeMarkRunning,
 		Why: "the requested VM runs"},
 	{Phase: []model.Phase{model.PhaseRequested}, VM: []VMClass{VMStopped}, Outcome: OutcomeEndStopped,
