@@ -1,6 +1,10 @@
 package emulator
 
 import (
+	"bytes"
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/flexslurm/flexslurm/shared/proc"
@@ -28,3 +32,25 @@ func commandSysProcAttr() *syscall.SysProcAttr {
 }
 
 func alive(pid int) bool { return proc.Alive(pid) }
+
+// groupAlive reports whether any live process is in process group pgid.
+func groupAlive(pgid int) bool {
+	entries, _ := os.ReadDir("/proc")
+	want := strconv.Itoa(pgid)
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// Fields after the parenthesised command: state ppid pgrp …
+		rest := string(stat[bytes.LastIndexByte(stat, ')')+1:])
+		if f := strings.Fields(rest); len(f) > 2 && f[2] == want && alive(pid) {
+			return true
+		}
+	}
+	return false
+}

@@ -13,3 +13,5 @@ func sysProcAttr() *syscall.SysProcAttr { return nil }
 func commandSysProcAttr() *syscall.SysProcAttr { return nil }
 
 func alive(int) bool { return false }
+
+func groupAlive(int) bool { return false }

@@ -143,6 +143,11 @@ func (p *Process) stop() error {
 			if !p.waitGone(killWait) {
 				return fmt.Errorf("stopping %s emulator (pid %d): still running after SIGKILL", p.name, p.pid)
 			}
+			// SIGKILL to the group is delivered at once, but each member
+			// dies in its own time: wait (bounded) until none is left.
+			for deadline := time.Now().Add(killWait); groupAlive(p.pid) && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+			}
 		}
 	}
 	// The process is a zombie or gone; let the waiting goroutine reap it so
