@@ -162,7 +162,7 @@ func (r *Runner) Process(ctx context.Context, in Input) (Result, error) {
 			return err
 		}
 		plan.Apply(st, acts)
-		note, err := plan.EncodeExternal(acts)
+		note, err := eventNote(acts)
 		if err != nil {
 			return err
 		}
@@ -184,13 +184,15 @@ func (r *Runner) Process(ctx context.Context, in Input) (Result, error) {
 		}
 		var dup *store.DuplicateError
 		var stored []plan.Action
-		if errors.As(err, &dup) {
+		hasNote := false
+		if errors.As(err, &dup) && len(dup.Note) > 0 {
+			hasNote = true
 			if stored, rerr = plan.DecodeExternal(dup.Note); rerr != nil {
 				log.Error("stored actions of the event do not decode: re-driving from state", "error", rerr.Error())
-				stored = nil
+				stored, hasNote = nil, false
 			}
 		}
-		redo := Replay(st, stored)
+		redo := Replay(st, stored, hasNote)
 		log.Info("event already applied: replaying its actions that are still current", "actions", len(redo))
 		res.Actions = redo
 		after = st
@@ -296,11 +298,40 @@ func errorCode(err error) string {
 	return "UNKNOWN"
 }
 
-// Replay returns the stored external actions of an event that still apply
-// to st — a resize request is created again only while a node still waits
-// on it in this generation, so a late redelivery never resurrects capacity
-// — followed by the re-drive of every in-flight intent of st (Redrive).
-func Replay(st *model.State, stored []plan.Action) []plan.Action {
+// eventNote encodes the external actions to store with the event marker,
+// within store.MaxEventNoteBytes: when all of them do not fit (a reconcile
+// pass over a thousand nodes coming up), the Compute actions alone are
+// kept, and if even those do not fit, none (a redelivery then re-drives the
+// in-flight intents of its scope instead).
+func eventNote(acts []plan.Action) ([]byte, error) {
+	note, err := plan.EncodeExternal(acts)
+	if err == nil && note == nil {
+		note = []byte("[]") // a decision with no external action: nothing to replay
+	}
+	if err != nil || len(note) <= store.MaxEventNoteBytes {
+		return note, err
+	}
+	var compute []plan.Action
+	for _, a := range acts {
+		if _, ok := a.(plan.SlurmCommand); !ok {
+			compute = append(compute, a)
+		}
+	}
+	if note, err = plan.EncodeExternal(compute); err != nil || len(note) <= store.MaxEventNoteBytes {
+		return note, err
+	}
+	return nil, nil
+}
+
+// Replay returns what a redelivered event must do again: its stored
+// external actions that still apply to st — a resize request is created
+// again only while a node still waits on it in this generation, so a late
+// redelivery never resurrects capacity. Without a stored note (hasNote
+// false), every in-flight intent of the event's scope is re-driven (Redrive).
+func Replay(st *model.State, stored []plan.Action, hasNote bool) []plan.Action {
+	if !hasNote {
+		return Redrive(st)
+	}
 	waiting := map[string]bool{}
 	for _, n := range st.Nodes {
 		if n.Phase == model.PhaseRequested && n.ResizeRequest != "" {
@@ -308,18 +339,8 @@ func Replay(st *model.State, stored []plan.Action) []plan.Action {
 		}
 	}
 	var out []plan.Action
-	seen := map[string]bool{}
 	for _, a := range stored {
-		if c, ok := a.(plan.CreateResizeRequest); ok {
-			if !waiting[c.Name] {
-				continue
-			}
-			seen[c.Name] = true
-		}
-		out = append(out, a)
-	}
-	for _, a := range Redrive(st) {
-		if c, ok := a.(plan.CreateResizeRequest); ok && seen[c.Name] {
+		if c, ok := a.(plan.CreateResizeRequest); ok && !waiting[c.Name] {
 			continue
 		}
 		out = append(out, a)

@@ -458,9 +458,15 @@ func (b *builder) orphans(pool *model.Pool, po ObservedPool, pol Policy) {
 			}
 		}
 	}
+	named := make(map[string]bool, len(b.st.Nodes))
+	for _, n := range b.st.Nodes {
+		if n.VMName != "" {
+			named[n.VMName] = true
+		}
+	}
 	var names []string
 	for _, vm := range po.VMs {
-		if _, ok := b.st.NodeByVM(vm.Name); ok || deleting[vm.Name] {
+		if named[vm.Name] || deleting[vm.Name] {
 			continue
 		}
 		if vm.Status == "STOPPING" || b.now.Sub(vm.Created) < pol.OrphanGrace {
