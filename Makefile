@@ -2,7 +2,7 @@
 GO  ?= go
 BIN := bin/flexslurm
 
-.PHONY: build demo local test vet fmt fuzz clean
+.PHONY: build demo local test vet fmt fuzz bench clean
 
 FUZZTIME ?= 10s
 
@@ -39,6 +39,18 @@ fuzz:
 	    $(GO) test $$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME); \
 	  done; \
 	done
+
+# The benchmarks BENCHMARKS.md records (shared/bench: cost per event, burst,
+# reconcile at scale; shared/hooks' ResumeProgram benchmark when it exists),
+# with the emulators started around them. Prints the table, also written to
+# bin/bench-table.md. Takes about ten minutes.
+bench: build
+	$(BIN) emulators run -- sh -c '\
+	  if grep -qs "^func BenchmarkResumeProgram64Nodes(" shared/hooks/*_test.go; then \
+	    $(GO) test ./shared/hooks -run "^$$" -bench "^BenchmarkResumeProgram64Nodes$$" -benchtime 100x -count 1 2>&1 | tee $(CURDIR)/bin/bench-hooks.txt; \
+	  else echo "shared/hooks has no BenchmarkResumeProgram64Nodes" > $(CURDIR)/bin/bench-hooks.txt; fi; \
+	  FLEXSLURM_BENCH_HOOKS=$(CURDIR)/bin/bench-hooks.txt FLEXSLURM_BENCH_TABLE=$(CURDIR)/bin/bench-table.md \
+	    $(GO) test ./shared/bench -run "^$$" -bench . -benchtime 1x -count 1 -timeout 60m'
 
 clean:
 	rm -rf bin
