@@ -527,8 +527,8 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 	return fmt.Errorf("unknown action %T", a)
 }
 
-// ensurePool creates the pool's instance template and MIG if missing, then
-// records the pool as ready.
+// ensurePool creates the pool's instance template and MIG if missing (the
+// decision that asked for it already recorded the pool as ready).
 func (r *Runner) ensurePool(ctx context.Context, cluster string, st *model.State, p *model.Pool) error {
 	c, err := r.Spec(st)
 	if err != nil {
@@ -547,13 +547,7 @@ func (r *Runner) ensurePool(ctx context.Context, cluster string, st *model.State
 	if err := r.d.Compute.EnsureMIG(ctx, m, naming.RequestID("insert-mig", fmt.Sprintf("%s/%s#%d", p.Zone, p.MIG, p.MIGIncarnation))); err != nil {
 		return fmt.Errorf("ensuring MIG %s: %w", p.MIG, err)
 	}
-	return r.d.Store.Update(ctx, store.Scope{Cluster: cluster, Pools: []string{p.ID}}, func(st *model.State) error {
-		if cur, ok := st.Pools[p.ID]; ok && cur.Template == p.Template && !cur.Ready {
-			cur.Ready = true
-			cur.UpdatedAt = r.d.Clock.Now()
-		}
-		return nil
-	})
+	return nil
 }
 
 // TemplateSpec builds the instance template of a pool: FLEX_START pools get

@@ -242,11 +242,20 @@ func (b *builder) provisionNode(pool *model.Pool, n model.Node, jobID, reason st
 	})
 }
 
+// ensurePool asks for the pool's template and MIG and records the pool as
+// ready in the same transaction (one transaction per event): the action is
+// stored with the event and replayed on redelivery, and if it never took
+// effect the reconciler finds the MIG missing and asks again.
 func (b *builder) ensurePool(pool *model.Pool, reason string) {
 	for _, a := range b.out {
 		if e, ok := a.(EnsurePool); ok && e.Pool == pool.ID {
 			return
 		}
+	}
+	if cur, ok := b.st.Pools[pool.ID]; ok && !cur.Ready {
+		p := *cur
+		p.Ready = true
+		b.putPool(p, fmt.Sprintf("pool %s: template and MIG requested", pool.ID))
 	}
 	b.add(EnsurePool{Pool: pool.ID, Reason: reason})
 }

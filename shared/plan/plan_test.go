@@ -86,6 +86,7 @@ func TestClusterAppliedCreatesStaticNodes(t *testing.T) {
 	want := []string{
 		"PutCluster",
 		"PutPool:a3u",
+		"PutPool:a3u", // recorded ready with the request for its template and MIG
 		"EnsurePool:a3u",
 		"PutNode:flexvm-a3u-0/requested",
 		"CreateResizeRequest:rr-flexvm-a3u-0-g1=flexvm-a3u-0-g1",
@@ -93,7 +94,7 @@ func TestClusterAppliedCreatesStaticNodes(t *testing.T) {
 	if d := cmp.Diff(want, kinds(got)); d != "" {
 		t.Fatalf("actions (-want +got):\n%s", d)
 	}
-	rr := got[4].(CreateResizeRequest)
+	rr := got[5].(CreateResizeRequest)
 	if rr.RunDuration != 604800*time.Second {
 		t.Errorf("run duration %s, want 604800s", rr.RunDuration)
 	}
@@ -102,13 +103,16 @@ func TestClusterAppliedCreatesStaticNodes(t *testing.T) {
 	}
 	// Applying the same spec again (a redelivered cluster event) asks for nothing.
 	Apply(st, got)
-	again := ClusterApplied(st, c, eff, t0.Add(time.Minute))
-	if d := cmp.Diff([]string{"EnsurePool:a3u"}, kinds(again)); d != "" {
-		t.Errorf("re-apply (-want +got):\n%s", d)
+	if !st.Pools["a3u"].Ready {
+		t.Fatal("the pool is not recorded ready with the request for its template and MIG")
 	}
-	st.Pools["a3u"].Ready = true
 	if again := ClusterApplied(st, c, eff, t0.Add(time.Minute)); len(again) != 0 {
-		t.Errorf("re-apply with a ready pool: %v", kinds(again))
+		t.Errorf("re-apply: %v", kinds(again))
+	}
+	// A pool not ready (its MIG found missing) is asked for again.
+	st.Pools["a3u"].Ready = false
+	if d := cmp.Diff([]string{"PutPool:a3u", "EnsurePool:a3u"}, kinds(ClusterApplied(st, c, eff, t0.Add(time.Minute)))); d != "" {
+		t.Errorf("re-apply with a pool not ready (-want +got):\n%s", d)
 	}
 }
 
