@@ -23,7 +23,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -354,7 +353,7 @@ func Replay(st *model.State, stored []plan.Action, hasNote bool) []plan.Action {
 func Redrive(st *model.State) []plan.Action {
 	var out []plan.Action
 	seen := map[string]bool{}
-	for _, p := range sortedPools(st) {
+	for _, p := range st.SortedPools() {
 		var deleting []string
 		for _, n := range st.PoolNodes(p.ID) {
 			switch n.Phase {
@@ -381,19 +380,6 @@ func Redrive(st *model.State) []plan.Action {
 			out = append(out, plan.DeleteVMs{Pool: p.ID, VMs: []string{vm},
 				RequestID: naming.RequestID("delete-instances", p.MIG+"/"+vm), Reason: "re-driving an in-flight deletion"})
 		}
-	}
-	return out
-}
-
-func sortedPools(st *model.State) []*model.Pool {
-	ids := make([]string, 0, len(st.Pools))
-	for id := range st.Pools {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	out := make([]*model.Pool, 0, len(ids))
-	for _, id := range ids {
-		out = append(out, st.Pools[id])
 	}
 	return out
 }

@@ -16,7 +16,7 @@ import (
 // is left out (Listed false), so the reconciler decides nothing for it.
 func (r *Runner) Observe(ctx context.Context, cluster string, st *model.State) plan.Observed {
 	obs := plan.Observed{Pools: map[string]plan.ObservedPool{}}
-	for _, p := range sortedPools(st) {
+	for _, p := range st.SortedPools() {
 		log := r.d.Log.With("flow", "flex.reconcile", "cluster", cluster, "pool", p.ID)
 		// Resize requests first, then VMs: a request seen SUCCEEDED has
 		// created its VMs before the VM list is taken.

@@ -375,3 +375,13 @@ func (s *State) SortedNodes() []*Node {
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
+
+// SortedPools returns the pools ordered by id.
+func (s *State) SortedPools() []*Pool {
+	out := make([]*Pool, 0, len(s.Pools))
+	for _, p := range s.Pools {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/flexslurm/flexslurm/shared/model"
@@ -82,7 +83,7 @@ func ClusterApplied(st *model.State, c *spec.Cluster, effective []byte, now time
 		b.ensureStatic(p, "cluster created or resized")
 		b.releaseSurplus(p)
 	}
-	for _, p := range sortedPools(b.st) {
+	for _, p := range b.st.SortedPools() {
 		if inSpec[p.ID] || p.Removed {
 			continue
 		}
@@ -132,7 +133,7 @@ func (b *builder) releaseSurplus(pool *model.Pool) {
 
 func (b *builder) activeJobOn(n model.Node) (string, bool) {
 	for _, j := range b.st.SortedJobs() {
-		if j.State.Active() && (j.ID == n.JobID || contains(j.Nodes, n.Name)) {
+		if j.State.Active() && (j.ID == n.JobID || slices.Contains(j.Nodes, n.Name)) {
 			return j.ID, true
 		}
 	}

@@ -62,48 +62,30 @@ func DecodeExternal(data []byte) ([]Action, error) {
 		var err error
 		switch e.Kind {
 		case "ensure_pool":
-			var x EnsurePool
-			err, a = json.Unmarshal(e.Data, &x), &x
+			a, err = decodeAs[EnsurePool](e.Data)
 		case "create_resize_request":
-			var x CreateResizeRequest
-			err, a = json.Unmarshal(e.Data, &x), &x
+			a, err = decodeAs[CreateResizeRequest](e.Data)
 		case "cancel_resize_request":
-			var x CancelResizeRequest
-			err, a = json.Unmarshal(e.Data, &x), &x
+			a, err = decodeAs[CancelResizeRequest](e.Data)
 		case "delete_vms":
-			var x DeleteVMs
-			err, a = json.Unmarshal(e.Data, &x), &x
+			a, err = decodeAs[DeleteVMs](e.Data)
 		case "slurm_command":
-			var x SlurmCommand
-			err, a = json.Unmarshal(e.Data, &x), &x
+			a, err = decodeAs[SlurmCommand](e.Data)
 		case "delete_mig":
-			var x DeleteMIG
-			err, a = json.Unmarshal(e.Data, &x), &x
+			a, err = decodeAs[DeleteMIG](e.Data)
 		default:
 			return nil, fmt.Errorf("decoding actions: unknown kind %q", e.Kind)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("decoding %s: %w", e.Kind, err)
 		}
-		out = append(out, deref(a))
+		out = append(out, a)
 	}
 	return out, nil
 }
 
-func deref(a Action) Action {
-	switch x := a.(type) {
-	case *EnsurePool:
-		return *x
-	case *CreateResizeRequest:
-		return *x
-	case *CancelResizeRequest:
-		return *x
-	case *DeleteVMs:
-		return *x
-	case *SlurmCommand:
-		return *x
-	case *DeleteMIG:
-		return *x
-	}
-	return a
+func decodeAs[T Action](data []byte) (Action, error) {
+	var x T
+	err := json.Unmarshal(data, &x)
+	return x, err
 }

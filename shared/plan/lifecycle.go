@@ -9,6 +9,7 @@ import (
 
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/flexslurm/flexslurm/shared/naming"
 )
 
 // maxCapacityWaits is how many recent capacity waits a pool keeps.
@@ -69,7 +70,7 @@ func (b *builder) endOfLife(n model.Node) {
 	}
 	reason := fmt.Sprintf("flexslurm: %s ends at %s (max run duration)", n.VMName, n.TerminationTime.Format(time.RFC3339))
 	b.add(SlurmCommand{
-		ID:      commandID(b.cluster, event.SlurmReservationCreate, n.Name, n.VMName, n.TerminationTime.Format(time.RFC3339)),
+		ID:      naming.CommandID(b.cluster, event.SlurmReservationCreate, n.Name, n.VMName, n.TerminationTime.Format(time.RFC3339)),
 		Command: event.SlurmReservationCreate, Nodes: []string{n.Name}, Reservation: eolName(n.Name),
 		StartTime: n.TerminationTime, DurationSeconds: int64(b.pol.EOLReservation / time.Second), Reason: reason,
 	})
@@ -81,7 +82,7 @@ func (b *builder) endOfLifeDone(n model.Node) {
 		return
 	}
 	b.add(SlurmCommand{
-		ID:      commandID(b.cluster, event.SlurmReservationDelete, n.Name, n.VMName),
+		ID:      naming.CommandID(b.cluster, event.SlurmReservationDelete, n.Name, n.VMName),
 		Command: event.SlurmReservationDelete, Nodes: []string{n.Name}, Reservation: eolName(n.Name),
 		Reason: fmt.Sprintf("flexslurm: %s is gone", n.VMName),
 	})
@@ -239,7 +240,7 @@ func (b *builder) endAtConfiguredDuration(pool *model.Pool, node model.Node, vm 
 		return false // Compute ends it itself
 	}
 	why := fmt.Sprintf("VM %s reached the pool's max run duration %s (below Compute's 600 s floor, so flexslurm ends it)", node.VMName, pool.MaxRunDuration)
-	b.add(DeleteVMs{Pool: pool.ID, VMs: []string{node.VMName}, RequestID: requestID("delete-instances", pool.MIG+"/"+node.VMName), Reason: why})
+	b.add(DeleteVMs{Pool: pool.ID, VMs: []string{node.VMName}, RequestID: naming.RequestID("delete-instances", pool.MIG+"/"+node.VMName), Reason: why})
 	b.generationEnded(pool, node, model.EndExpired, why)
 	return true
 }

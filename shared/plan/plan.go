@@ -3,7 +3,7 @@ package plan
 import (
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -263,6 +263,16 @@ func (b *builder) ensurePool(pool *model.Pool, reason string) {
 // releaseNode ends the current generation of a node on purpose: a queued
 // request is cancelled, a VM is deleted, and Slurm powers the node down.
 func (b *builder) releaseNode(pool *model.Pool, n model.Node, reason string) {
+	b.release(pool, n, reason, true)
+}
+
+// releaseQuietly releases a node's generation like releaseNode, without
+// telling Slurm (which reported it).
+func (b *builder) releaseQuietly(pool *model.Pool, n model.Node, reason string) {
+	b.release(pool, n, reason, false)
+}
+
+func (b *builder) release(pool *model.Pool, n model.Node, reason string, tellSlurm bool) {
 	switch n.Phase {
 	case model.PhaseRequested:
 		if n.ResizeRequest != "" {
@@ -282,7 +292,9 @@ func (b *builder) releaseNode(pool *model.Pool, n model.Node, reason string) {
 	case model.PhaseRunning:
 		b.add(DeleteVMs{Pool: pool.ID, VMs: []string{n.VMName},
 			RequestID: naming.RequestID("delete-instances", pool.MIG+"/"+n.VMName), Reason: reason})
-		b.slurm(event.SlurmPowerDown, []string{n.Name}, "", reason, n.VMName)
+		if tellSlurm {
+			b.slurm(event.SlurmPowerDown, []string{n.Name}, "", reason, n.VMName)
+		}
 		b.endOfLifeDone(n)
 		n.Phase = model.PhaseDeleting
 	default:
@@ -483,7 +495,7 @@ func (b *builder) claimed(node string) bool {
 func (b *builder) pendingJobFor(n model.Node) (model.Job, bool) {
 	jobs := b.st.SortedJobs()
 	for _, j := range jobs {
-		if j.State == model.JobPending && (j.ID == n.JobID || contains(j.Nodes, n.Name)) {
+		if j.State == model.JobPending && (j.ID == n.JobID || slices.Contains(j.Nodes, n.Name)) {
 			return *j, true
 		}
 	}
@@ -494,25 +506,3 @@ func (b *builder) pendingJobFor(n model.Node) (model.Job, bool) {
 	}
 	return model.Job{}, false
 }
-
-func contains(xs []string, x string) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
-}
-
-func sortedPools(st *model.State) []*model.Pool {
-	out := make([]*model.Pool, 0, len(st.Pools))
-	for _, p := range st.Pools {
-		out = append(out, p)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
-}
-
-func commandID(parts ...string) string { return naming.CommandID(parts...) }
-
-func requestID(op, resource string) string { return naming.RequestID(op, resource) }

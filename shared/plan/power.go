@@ -68,18 +68,3 @@ func NodePower(st *model.State, ev *event.Node, now time.Time) ([]Action, error)
 	}
 	return b.out, nil
 }
-
-// releaseQuietly releases a node's generation like releaseNode, without
-// telling Slurm (which reported it).
-func (b *builder) releaseQuietly(pool *model.Pool, n model.Node, reason string) {
-	b.releaseNode(pool, n, reason)
-	// Drop the power_down command releaseNode queued for this node.
-	out := b.out[:0]
-	for _, a := range b.out {
-		if c, ok := a.(SlurmCommand); ok && c.Command == event.SlurmPowerDown && len(c.Nodes) == 1 && c.Nodes[0] == n.Name {
-			continue
-		}
-		out = append(out, a)
-	}
-	b.out = out
-}

@@ -71,7 +71,7 @@ func Reconcile(st *model.State, obs Observed, now time.Time, pol Policy) []Actio
 	b.view = slurm
 	b.lostJobReports(slurm, obs)
 	b.lostJobEnds(slurm)
-	for _, pool := range sortedPools(b.st) {
+	for _, pool := range b.st.SortedPools() {
 		po, ok := obs.Pools[pool.ID]
 		if !ok || !po.Listed {
 			continue
@@ -587,7 +587,7 @@ func (b *builder) idle(pool *model.Pool, node *model.Node, combo Combo) (release
 	// (requeued, waiting for its other nodes) or one allocated to it. A
 	// job of the pool that Slurm did not place here has no use for it.
 	for _, j := range b.st.SortedJobs() {
-		if j.State == model.JobPending && (j.ID == node.JobID || contains(j.Nodes, node.Name)) {
+		if j.State == model.JobPending && (j.ID == node.JobID || slices.Contains(j.Nodes, node.Name)) {
 			return false, false
 		}
 	}
