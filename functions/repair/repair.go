@@ -1,8 +1,21 @@
 // Package repair is the Repair function: a node-side health check (Slurm
-// prolog, epilog or HealthCheckProgram) found a hardware fault and published
-// a health-failure event. The node is drained, its VM deleted, and a
-// replacement requested at once when its job is pending or was requeued
-// (shared/plan.Repair).
+// prolog, epilog or HealthCheckProgram) published a health.failure event
+// with its verdict (shared/plan.Repair; docs/design.md, "Health repair").
+//
+// On FAIL the node is drained in Slurm and, once Slurm has drained it (the
+// hook's drained flag, or the latest Slurm snapshot), repaired: Compute
+// Engine is asked to take the VM's host out of service and restart the VM
+// on a healthy one (instances.reportHostAsFaulty, IMMEDIATE), which keeps
+// the capacity Flex-Start granted; when host repair is not possible, is
+// refused or times out, the VM is deleted and replaced (a static node, or
+// a dynamic node whose job is pending or was requeued, at once). A dynamic
+// node no job waits for is deleted, not replaced. Repairs beyond the
+// pool's repair budget are blocked (logged, alerted, counted) and started
+// by the reconciler as others finish. On INCONCLUSIVE the verdict is
+// counted; repeated ones drain the node for diagnosis.
+//
+// The function reads the pool's records, the job the event names and the
+// latest Slurm snapshot, and uses the runner's plan.Policy.
 package repair
 
 import (
@@ -38,7 +51,7 @@ func Entry(ctx context.Context, e cloudevents.Event) error {
 	return New(r).Handle(ctx, e)
 }
 
-// Handle processes one health.failure event.
+// Handle processes one health.failure event (verdict FAIL or INCONCLUSIVE).
 func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
 	// 1. Decode.
 	msg, log, err := h.r.Envelope(ctx, Flow, e)
@@ -49,12 +62,13 @@ func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
 	if err != nil {
 		return apply.Outcome(log, err)
 	}
-	log = log.With("cluster", ev.Cluster, "node", ev.Node, "generation", ev.Generation)
+	log = log.With("cluster", ev.Cluster, "node", ev.Node, "generation", ev.Generation, "verdict", ev.Verdict)
 	_, pool, _, ok := naming.ParseNodeName(ev.Node)
 	if !ok {
 		return apply.Outcome(log, plan.ErrRejected)
 	}
-	scope := store.Scope{Cluster: ev.Cluster, Pools: []string{pool}}
+	// The snapshot tells whether Slurm has drained the node already.
+	scope := store.Scope{Cluster: ev.Cluster, Pools: []string{pool}, Slurm: true}
 	if ev.JobID != "" {
 		scope.Jobs = []string{ev.JobID}
 	}
@@ -62,7 +76,7 @@ func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
 	_, err = h.r.Process(ctx, apply.Input{
 		Flow: Flow, EventID: msg.ID, Scope: scope,
 		Decide: func(st *model.State, now time.Time) ([]plan.Action, error) {
-			return plan.Repair(st, ev, now)
+			return plan.Repair(st, ev, now, h.r.Deps().Policy)
 		},
 	})
 	return apply.Outcome(log, err)

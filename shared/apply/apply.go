@@ -53,6 +53,9 @@ type Compute interface {
 	ListMIGs(ctx context.Context, zone, namePrefix string) ([]gce.MIG, error)
 	GetInstance(ctx context.Context, zone, name string) (gce.Instance, error)
 	DeleteMIG(ctx context.Context, zone, name, requestID string) error
+	// ReportHostAsFaulty asks Compute Engine to restart a VM on a healthy
+	// host (disruption schedule IMMEDIATE; gcp.md §1.6).
+	ReportHostAsFaulty(ctx context.Context, zone, name, behavior, description, requestID string) error
 }
 
 // Publisher publishes one message and waits for the server's ack.
@@ -220,6 +223,15 @@ func (r *Runner) Process(ctx context.Context, in Input) (Result, error) {
 	}
 	var retry error
 	for _, f := range res.Failed {
+		if hr, ok := f.Action.(plan.ReportHostAsFaulty); ok && hostRepairRefused(f) {
+			// Compute will not repair this host (invalid, unsupported, the
+			// VM not in a state to repair, or gone): the node, drained
+			// already, has its VM deleted and replaced instead.
+			if err := r.hostRepairFailed(ctx, in.Scope.Cluster, hr, f, log); err != nil && retry == nil {
+				retry = err
+			}
+			continue
+		}
 		if c, ok := f.Action.(plan.CreateResizeRequest); ok && provisioningClass(f.Class) != "" {
 			// Capacity, quota or a permanent refusal: the pool backs off
 			// (stored) and the reconciler retries after it; redelivering
@@ -269,6 +281,59 @@ func (r *Runner) provisioningFailed(ctx context.Context, cluster string, c plan.
 	}
 	for _, a := range acts {
 		logAction(log, a, "recorded")
+	}
+	return nil
+}
+
+// hostRepairRefused reports whether a failed host repair will not succeed
+// if asked again: every class but transient and rate-limit errors, and a
+// not-ready refusal (the VM is not RUNNING: being deleted, stopped, or
+// already repairing), which gce classifies transient.
+func hostRepairRefused(f ActionError) bool {
+	if gce.IsNotReady(f.Err) {
+		return true
+	}
+	return f.Class != gce.ClassTransient && f.Class != gce.ClassRateLimit
+}
+
+// hostRepairFailed records a refused host repair: the node's VM is deleted
+// and replaced (plan.HostRepairFailed), in one transaction, whose external
+// actions are then carried out. A node no longer in that host repair (a
+// redelivery after it was handled) is left alone.
+func (r *Runner) hostRepairFailed(ctx context.Context, cluster string, hr plan.ReportHostAsFaulty, f ActionError, log *slog.Logger) error {
+	code := errorCode(f.Err)
+	var acts []plan.Action
+	var after *model.State
+	scope := store.Scope{Cluster: cluster, Pools: []string{hr.Pool}, Jobs: nonEmpty(hr.JobID), Slurm: true}
+	err := r.d.Store.Update(ctx, scope, func(st *model.State) error {
+		a, err := plan.HostRepairFailed(st, hr.Node, hr.Generation, code, r.d.Clock.Now(), r.d.Policy)
+		if err != nil {
+			return err
+		}
+		plan.Apply(st, a)
+		acts = a
+		after = st.Clone()
+		return nil
+	})
+	if errors.Is(err, plan.ErrRejected) {
+		log.Info("host repair refused, but the node has moved on: nothing to replace", "node", hr.Node, "reason", err.Error())
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%w: recording the refused host repair of %s: %v", ErrTransient, hr.VM, err)
+	}
+	for _, a := range acts {
+		if plan.IsRecord(a) {
+			logAction(log, a, "recorded")
+		}
+	}
+	failed := r.Execute(ctx, cluster, after, plan.External(acts), log)
+	for _, ff := range failed {
+		if ff.Class == gce.ClassTransient || ff.Class == gce.ClassRateLimit || errors.Is(ff.Err, errCrash) {
+			// The node is recorded deleting or requested: the reconciler
+			// re-drives the deletion and the request if this is not retried.
+			return fmt.Errorf("%w: replacing %s after its refused host repair: %v", ErrTransient, hr.VM, ff.Err)
+		}
 	}
 	return nil
 }
@@ -341,6 +406,15 @@ func Replay(st *model.State, stored []plan.Action, hasNote bool) []plan.Action {
 	for _, a := range stored {
 		if c, ok := a.(plan.CreateResizeRequest); ok && !waiting[c.Name] {
 			continue
+		}
+		if h, ok := a.(plan.ReportHostAsFaulty); ok {
+			// Only while that host repair is still in progress: a repair
+			// that ended (the VM runs again, or was replaced) is never
+			// asked for again.
+			n, ok := st.Nodes[h.Node]
+			if !ok || n.Generation != h.Generation || n.VMName != h.VM || n.Repair != model.RepairHost {
+				continue
+			}
 		}
 		out = append(out, a)
 	}
@@ -496,6 +570,26 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 		}
 		_, err = r.d.Publisher.Publish(ctx, r.d.SlurmTopic, data, map[string]string{"cluster": cluster, "command": a.Command})
 		return err
+	case plan.ReportHostAsFaulty:
+		p, err := poolOf(a.Pool)
+		if err != nil {
+			return err
+		}
+		// Only a VM named and labelled as this cluster's and pool's is
+		// ever repaired (a repair restarts it).
+		if node, c, pool, _, ok := naming.ParseVMName(a.VM); !ok || c != cluster || pool != a.Pool || node != a.Node {
+			return fmt.Errorf("%w: refusing to repair %s: not named as node %s's VM in pool %s of cluster %s", errNotOurs, a.VM, a.Node, a.Pool, cluster)
+		}
+		inst, err := r.d.Compute.GetInstance(ctx, p.Zone, a.VM)
+		if err != nil {
+			return fmt.Errorf("reading VM %s before repairing its host: %w", a.VM, err)
+		}
+		for k, v := range naming.Labels(cluster, a.Pool) {
+			if inst.Labels[k] != v {
+				return fmt.Errorf("%w: refusing to repair %s: label %s=%q, not %q (not this cluster's VM)", errNotOurs, a.VM, k, inst.Labels[k], v)
+			}
+		}
+		return r.d.Compute.ReportHostAsFaulty(ctx, p.Zone, a.VM, a.Behavior, truncate(a.Description, plan.MaxFaultDescription), a.RequestID)
 	case plan.DeleteMIG:
 		p, err := poolOf(a.Pool)
 		if err != nil {
@@ -614,6 +708,8 @@ func logAction(log *slog.Logger, a plan.Action, status string, extra ...any) {
 		args = append(args, "pool", a.Pool, "resize_request", a.Name)
 	case plan.DeleteVMs:
 		args = append(args, "pool", a.Pool, "vms", strings.Join(a.VMs, ","))
+	case plan.ReportHostAsFaulty:
+		args = append(args, "pool", a.Pool, "node", a.Node, "vm", a.VM, "generation", a.Generation, "behavior", a.Behavior)
 	case plan.SlurmCommand:
 		args = append(args, "slurm_command", a.Command, "nodes", strings.Join(a.Nodes, ","), "job", a.JobID)
 	case plan.EnsurePool:

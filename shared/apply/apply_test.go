@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/plan"
 	"github.com/flexslurm/flexslurm/shared/store"
 )
@@ -37,5 +38,38 @@ func TestEventNoteStaysWithinTheCap(t *testing.T) {
 	}
 	if empty, _ := eventNote(nil); string(empty) != "[]" {
 		t.Errorf("a decision without external actions stores %q, want []", empty)
+	}
+}
+
+// TestReplayRepairsAHostOnlyWhileItsRepairIsInProgress: a redelivered
+// health event asks for its host repair again only while the node is still
+// in that repair of that generation.
+func TestReplayRepairsAHostOnlyWhileItsRepairIsInProgress(t *testing.T) {
+	repair := plan.ReportHostAsFaulty{Pool: "a3u", Node: "flexvm-a3u-0", Generation: 1, VM: "flexvm-a3u-0-g1",
+		Behavior: plan.FaultBehavior, RequestID: "r", Reason: "r"}
+	drain := plan.SlurmCommand{ID: "d", Command: "drain", Nodes: []string{"flexvm-a3u-0"}, Reason: "r"}
+	for _, tc := range []struct {
+		name string
+		node model.Node
+		want int
+	}{
+		{"in host repair", model.Node{Generation: 1, VMName: "flexvm-a3u-0-g1", Repair: model.RepairHost}, 2},
+		{"repaired", model.Node{Generation: 1, VMName: "flexvm-a3u-0-g1", HostRepaired: 1}, 1},
+		{"replaced", model.Node{Generation: 2, VMName: "flexvm-a3u-0-g2", Phase: model.PhaseRequested}, 1},
+		{"awaiting another drain", model.Node{Generation: 1, VMName: "flexvm-a3u-0-g1", Repair: model.RepairAwaitDrain}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := model.NewState()
+			n := tc.node
+			n.Name, n.Pool = "flexvm-a3u-0", "a3u"
+			if n.Phase == "" {
+				n.Phase = model.PhaseRunning
+			}
+			st.Nodes[n.Name] = &n
+			got := Replay(st, []plan.Action{drain, repair}, true)
+			if len(got) != tc.want {
+				t.Errorf("replayed %v, want %d actions", got, tc.want)
+			}
+		})
 	}
 }

@@ -41,7 +41,7 @@ func (r *Runner) Observe(ctx context.Context, cluster string, st *model.State) p
 		}
 		for _, vm := range vms {
 			op.VMs = append(op.VMs, plan.VM{Name: vm.Name, ID: strconv.FormatUint(vm.ID, 10), Status: vm.Status,
-				Created: vm.Created, TerminationTime: vm.TerminationTime})
+				Created: vm.Created, TerminationTime: vm.TerminationTime, LastStart: vm.LastStart})
 		}
 		for _, rr := range rrs {
 			o := plan.ObservedResizeRequest{Name: rr.Name, State: rr.State, VMs: rr.Instances, Created: rr.Created, ErrorCode: rr.ErrorCode}

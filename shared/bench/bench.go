@@ -248,6 +248,12 @@ func (c *CountingCompute) DeleteMIG(ctx context.Context, zone, name, requestID s
 	return c.Compute.DeleteMIG(ctx, zone, name, requestID)
 }
 
+// ReportHostAsFaulty implements apply.Compute.
+func (c *CountingCompute) ReportHostAsFaulty(ctx context.Context, zone, name, behavior, description, requestID string) error {
+	defer c.count("ReportHostAsFaulty", time.Now())
+	return c.Compute.ReportHostAsFaulty(ctx, zone, name, behavior, description, requestID)
+}
+
 // Table is the result of a run: sections of measurements, each a Markdown
 // table with its own columns and the targets it was measured against. It is
 // safe for concurrent use.

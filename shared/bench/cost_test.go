@@ -76,7 +76,7 @@ const (
 	evTickUp        = "reconcile tick (2 VMs came up)"
 	evStarted       = "job started"
 	evTickSteady    = "reconcile tick (steady: 3 nodes running)"
-	evHealth        = "health failure (GPU fault, job requeued)"
+	evHealth        = "health failure (GPU fault, job requeued, node drained: host repair)"
 	evFinished      = "job finished"
 	evExpiryStatic  = "expiry (static node: recreated)"
 	evExpiryDynamic = "expiry (dynamic node, no job pending)"
@@ -122,7 +122,7 @@ func costSequence(tb testing.TB, ctx context.Context, client *firestore.Client) 
 
 	health, err := json.Marshal(event.Health{
 		Header: event.Header{Version: 1, Type: event.TypeHealthFailure, Cluster: "flexvm"},
-		Node:   "flexvm-a3u-1", Generation: 1, JobID: "101", JobState: "requeued", Verdict: "FAIL",
+		Node:   "flexvm-a3u-1", Generation: 1, JobID: "101", JobState: "requeued", Verdict: "FAIL", Drained: true,
 		Reasons: []string{"GPU 3: 2 uncorrectable ECC errors"}})
 	must(err)
 	cr.measure(tb, evHealth, deliver(config.TopicHealthFailure, "health-1", health))

@@ -12,7 +12,10 @@
 //   - jobs submitted to the Slurm model (slurm.simulate) on two flex-start
 //     pools, some cancelled while pending or running;
 //   - VMs reaching their max run duration early (expire), VMs deleted out
-//     of band, GPU health failures on nodes that run;
+//     of band, GPU health failures on nodes that run (some on two nodes of
+//     a pool at once, beyond its repair budget), inconclusive health
+//     verdicts repeated on one node, host repairs that take a while or
+//     that Compute refuses or fails for a while;
 //   - capacity delays changing, Compute stock-outs, quota errors and
 //     transient 500s for a while;
 //   - every message duplicated, delayed or crashed at random
@@ -33,6 +36,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flexslurm/flexslurm/shared/plan"
 	"github.com/flexslurm/flexslurm/shared/scenario"
 )
 
@@ -208,6 +212,39 @@ func Generate(seed uint64, o Options) *scenario.File {
 			Status: 500, Reason: "backendError", For: dur(between(5*time.Minute, 30*time.Minute).Round(time.Minute))}})
 		afterFault = max(afterFault, 10*time.Minute)
 	}
+	// Health repair: how long host repairs take, more failures (some on two
+	// nodes of a pool at once, beyond its repair budget), inconclusive
+	// verdicts repeated on one node (drained for diagnosis), and Compute
+	// refusing or failing host repairs for a while. Drawn after everything
+	// above, so that the rest of a seed's workload does not change.
+	f.Simulator.RepairDelay = dur([]time.Duration{0, 2 * time.Minute, 6 * time.Minute}[rng.IntN(3)])
+	for i, n := 0, rng.IntN(3); i < n; i++ {
+		p := pools[rng.IntN(len(pools))]
+		t := between(time.Hour, o.Horizon)
+		a := rng.IntN(p.max)
+		add(t, scenario.Step{Health: &scenario.HealthStep{Node: fmt.Sprintf("flexvm-%s-%d", p.id, a), Reasons: []string{"GPU 5: Xid 48, double-bit ECC error"}}})
+		if rng.IntN(2) == 0 {
+			b := (a + 1 + rng.IntN(p.max-1)) % p.max
+			add(t+between(0, 10*time.Minute), scenario.Step{Health: &scenario.HealthStep{Node: fmt.Sprintf("flexvm-%s-%d", p.id, b), Reasons: []string{"GPU 1: NVLink down"}}})
+		}
+	}
+	if rng.IntN(3) == 0 {
+		node, t := nodeName(), between(time.Hour, o.Horizon-4*time.Hour)
+		for i, n := 0, 2+rng.IntN(2); i < n; i++ {
+			add(t+time.Duration(i)*between(10*time.Minute, 90*time.Minute), scenario.Step{Health: &scenario.HealthStep{Node: node, Verdict: "INCONCLUSIVE",
+				Reasons: []string{"check command /usr/bin/dcgmi did not finish within 2m0s"}}})
+		}
+	}
+	if rng.IntN(5) == 0 {
+		ce := scenario.ComputeErrorStep{Name: "repair-refused", Method: "POST", Path: "/reportHostAsFaulty$", Status: 400, Code: "UNSUPPORTED_OPERATION",
+			For: dur(between(time.Hour, 6*time.Hour).Round(time.Minute))}
+		if rng.IntN(2) == 0 {
+			ce = scenario.ComputeErrorStep{Name: "repair-unavailable", Method: "POST", Path: "/reportHostAsFaulty$", Status: 503, Reason: "backendError",
+				For: dur(between(5*time.Minute, 30*time.Minute).Round(time.Minute))}
+		}
+		add(between(time.Hour, o.Horizon-2*time.Hour), scenario.Step{ComputeError: &ce})
+	}
+
 	sort.SliceStable(steps, func(i, j int) bool { return steps[i].At.Offset < steps[j].At.Offset })
 	f.Steps = steps
 
@@ -216,11 +253,15 @@ func Generate(seed uint64, o Options) *scenario.File {
 	// redelivery backoffs, and Slurm's boot, delete and suspend times.
 	slack := 2*reconcileEvery + maxDelay + 5*time.Minute
 	f.Invariants = scenario.Invariants{
-		OneVMPerNode:                 true,
-		OneRequestPerNode:            true,
-		NoUnrecordedVM:               &scenario.Within{Within: dur(5*time.Minute + slack), AfterFault: dur(afterFault)},
-		StaticAtMin:                  &scenario.Within{Within: dur(slack + reconcileEvery), AfterFault: dur(afterFault)},
-		IdleDynamicReleased:          &scenario.Within{Within: dur(slack + f.Slurm.BootTime.D() + f.Simulator.DeleteDelay.D()), AfterFault: dur(afterFault)},
+		OneVMPerNode:        true,
+		OneRequestPerNode:   true,
+		NoUnrecordedVM:      &scenario.Within{Within: dur(5*time.Minute + slack), AfterFault: dur(afterFault)},
+		StaticAtMin:         &scenario.Within{Within: dur(slack + reconcileEvery), AfterFault: dur(afterFault)},
+		IdleDynamicReleased: &scenario.Within{Within: dur(slack + f.Slurm.BootTime.D() + f.Simulator.DeleteDelay.D()), AfterFault: dur(afterFault)},
+		// A repair state waits at most the repair timeout (a host repair
+		// that does not finish is replaced), a pass to notice and the
+		// usual slack.
+		RepairProgress:               &scenario.Within{Within: dur(plan.DefaultRepairTimeout + slack + reconcileEvery), AfterFault: dur(afterFault)},
 		ForeignUntouched:             true,
 		ForeignReservationsUntouched: &scenario.Prefix{Prefix: "flexslurm-"},
 	}
@@ -229,7 +270,7 @@ func Generate(seed uint64, o Options) *scenario.File {
 	end := dur(o.Horizon + o.Tail + 2*time.Minute + 30*time.Second)
 	f.End = &end
 	f.Final = []scenario.Check{{Name: "at quiescence", Invariant: scenario.StringList{"quiet", "no_dead_letters",
-		"one_vm_per_node", "one_request_per_node", "foreign_untouched", "foreign_reservations_untouched"}}}
+		"one_vm_per_node", "one_request_per_node", "repair_progress", "foreign_untouched", "foreign_reservations_untouched"}}}
 	return f
 }
 

@@ -44,7 +44,7 @@ const (
 	TypeJobFinished   = "job.finished"         // the job ended (EpilogSlurmctld)
 	TypeJobCancelled  = "job.cancelled"        // the job was cancelled while pending
 	TypeClusterApply  = "cluster.applied"      // a validated cluster spec was applied (created or resized)
-	TypeHealthFailure = "health.failure"       // a node's health check failed
+	TypeHealthFailure = "health.failure"       // a node's health check failed or was inconclusive
 	TypeReconcileTick = "reconcile.tick"       // Cloud Scheduler's periodic tick
 	TypeSlurmCommand  = "slurm.command"        // a command for the Slurm agent
 	TypeNodeSuspend   = "node.suspend"         // Slurm powered nodes down (SuspendProgram): release their VMs
@@ -86,7 +86,20 @@ type Cluster struct {
 	AppliedAt time.Time       `json:"applied_at,omitzero"`
 }
 
-// Health is a health-check failure published by the node-side hooks.
+// Health verdicts a health.failure carries (the node-side check's verdict;
+// PASS is never published).
+const (
+	// VerdictFail: the check found a fault. The hook drained the node;
+	// flexslurm repairs it (docs/design.md, "Health repair").
+	VerdictFail = "FAIL"
+	// VerdictInconclusive: the check could not decide (it timed out, could
+	// not run, a probe was unavailable). The hook left the node in
+	// service; repeated verdicts drain it for diagnosis.
+	VerdictInconclusive = "INCONCLUSIVE"
+)
+
+// Health is a health-check verdict published by the node-side hooks: a
+// failure (FAIL) or an inconclusive check (INCONCLUSIVE).
 type Health struct {
 	Header
 	Node       string `json:"node"`       // Slurm node name
@@ -95,9 +108,14 @@ type Health struct {
 	JobID      string `json:"job_id,omitempty"`
 	// JobState is the job's state as the hook saw it: "pending", "requeued",
 	// "running" or "" when no job was involved.
-	JobState  string    `json:"job_state,omitempty"`
-	Verdict   string    `json:"verdict"`           // "FAIL" (only failures are published)
-	Reasons   []string  `json:"reasons,omitempty"` // at most 16, each at most 512 bytes
+	JobState string   `json:"job_state,omitempty"`
+	Verdict  string   `json:"verdict"`           // VerdictFail or VerdictInconclusive
+	Reasons  []string `json:"reasons,omitempty"` // at most 16, each at most 512 bytes
+	// Drained is set by the hook when, after it drained the node on a FAIL,
+	// `scontrol show node` showed the node DRAINED: the DRAIN flag with no
+	// job left on it (base state neither allocated nor mixed, not
+	// completing). False when the node was still draining, or unknown.
+	Drained   bool      `json:"drained,omitempty"`
 	CheckedAt time.Time `json:"checked_at,omitzero"`
 }
 
@@ -306,7 +324,9 @@ const (
 	MaxHealthReasonBytes = 512
 )
 
-// DecodeHealth decodes and validates a health.failure payload.
+// DecodeHealth decodes and validates a health.failure payload: verdict
+// FAIL or INCONCLUSIVE (anything else is malformed), drained only with
+// FAIL, at most MaxHealthReasons reasons of MaxHealthReasonBytes each.
 func DecodeHealth(data []byte) (*Health, error) {
 	var h Health
 	if err := decodeStrict(data, &h); err != nil {
@@ -324,8 +344,13 @@ func DecodeHealth(data []byte) (*Health, error) {
 	if h.Generation < 0 {
 		return nil, malformed("generation %d is negative", h.Generation)
 	}
-	if h.Verdict != "FAIL" {
-		return nil, malformed("verdict %q: only FAIL verdicts are acted on", h.Verdict)
+	switch h.Verdict {
+	case VerdictFail, VerdictInconclusive:
+	default:
+		return nil, malformed("verdict %q is not %s or %s", h.Verdict, VerdictFail, VerdictInconclusive)
+	}
+	if h.Drained && h.Verdict != VerdictFail {
+		return nil, malformed("drained is only reported with a %s verdict (the hook drains on %s only)", VerdictFail, VerdictFail)
 	}
 	if h.JobID != "" && !jobIDRe.MatchString(h.JobID) {
 		return nil, malformed("job_id %q is not a Slurm job id", h.JobID)

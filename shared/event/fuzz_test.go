@@ -28,9 +28,11 @@ func FuzzDecodeJob(f *testing.F) {
 func FuzzDecodeHealth(f *testing.F) {
 	f.Add([]byte(`{"version":1,"type":"health.failure","cluster":"flexvm","node":"flexvm-a3u-1","generation":2,"job_id":"7","job_state":"requeued","verdict":"FAIL","reasons":["GPU 3: ECC"]}`))
 	f.Add([]byte(`{"version":1,"type":"health.failure","cluster":"flexvm","node":"../../etc","verdict":"FAIL"}`))
+	f.Add([]byte(`{"version":1,"type":"health.failure","cluster":"flexvm","node":"flexvm-a3u-1","verdict":"INCONCLUSIVE","drained":true}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		h, err := DecodeHealth(data)
-		if err == nil && (!ValidNodeName(h.Node) || len(h.Reasons) > MaxHealthReasons || h.Verdict != "FAIL") {
+		if err == nil && (!ValidNodeName(h.Node) || len(h.Reasons) > MaxHealthReasons ||
+			(h.Verdict != VerdictFail && h.Verdict != VerdictInconclusive) || (h.Drained && h.Verdict != VerdictFail)) {
 			t.Fatalf("accepted an invalid health event: %+v", h)
 		}
 	})

@@ -188,3 +188,8 @@ func (c *readCache) DeleteInstances(ctx context.Context, zone, mig string, names
 func (c *readCache) DeleteMIG(ctx context.Context, zone, name, requestID string) error {
 	return c.mutate(func() error { return c.inner.DeleteMIG(ctx, zone, name, requestID) })
 }
+
+// ReportHostAsFaulty implements apply.Compute.
+func (c *readCache) ReportHostAsFaulty(ctx context.Context, zone, name, behavior, description, requestID string) error {
+	return c.mutate(func() error { return c.inner.ReportHostAsFaulty(ctx, zone, name, behavior, description, requestID) })
+}

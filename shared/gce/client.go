@@ -743,6 +743,9 @@ type Instance struct {
 	// TerminationTime is when Compute will end the VM
 	// (resourceStatus.scheduling.terminationTimestamp); zero if none.
 	TerminationTime time.Time
+	// LastStart is when the VM last started (lastStartTimestamp; after a
+	// host repair, on its new host); zero if unknown.
+	LastStart time.Time
 	// MIG is the owning MIG's name, from the created-by metadata; "" if none.
 	MIG string
 }
@@ -756,6 +759,7 @@ func toInstance(zone string, p *computepb.Instance) Instance {
 		Labels:          p.GetLabels(),
 		Created:         parseTime(p.GetCreationTimestamp()),
 		TerminationTime: parseTime(p.GetResourceStatus().GetScheduling().GetTerminationTimestamp()),
+		LastStart:       parseTime(p.GetLastStartTimestamp()),
 	}
 	if z := p.GetZone(); z != "" {
 		out.Zone = lastSegment(z)

@@ -295,6 +295,39 @@ func Classify(err error) Class {
 // IsNotFound reports whether err is of ClassNotFound.
 func IsNotFound(err error) bool { return Classify(err) == ClassNotFound }
 
+// IsNotReady reports whether err says the resource is not ready for the
+// call (resourceNotReady, RESOURCE_NOT_READY: another operation is in
+// progress on it, or it is not in a state the call accepts, e.g.
+// reportHostAsFaulty on a VM that is not RUNNING). Classify counts it
+// transient; a caller for which waiting does not help can tell it apart.
+func IsNotReady(err error) bool {
+	if err == nil {
+		return false
+	}
+	want := normalize("resourceNotReady")
+	var oe *OperationError
+	if errors.As(err, &oe) {
+		for _, c := range append([]string{oe.Code}, oe.Codes...) {
+			if normalize(c) == want {
+				return true
+			}
+		}
+	}
+	var ae *apierror.APIError
+	if errors.As(err, &ae) && normalize(ae.Reason()) == want {
+		return true
+	}
+	var ge *googleapi.Error
+	if errors.As(err, &ge) {
+		for _, it := range ge.Errors {
+			if normalize(it.Reason) == want {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // IsAlreadyExists reports whether err is of ClassAlreadyExists.
 func IsAlreadyExists(err error) bool { return Classify(err) == ClassAlreadyExists }
 

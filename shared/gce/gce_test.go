@@ -328,7 +328,7 @@ func TestResizeRequestLifecycle(t *testing.T) {
 			wantVM := gce.Instance{
 				Zone: zone, Name: "c1-h200-0", ID: vm.ID, Status: "RUNNING",
 				Labels:  map[string]string{"flexslurm-cluster": "c1", "flexslurm-pool": "h200"},
-				Created: created, TerminationTime: created.Add(time.Hour), MIG: "c1-h200",
+				Created: created, TerminationTime: created.Add(time.Hour), LastStart: created, MIG: "c1-h200",
 			}
 			if diff := cmp.Diff(wantVM, vm); diff != "" || vm.ID == 0 {
 				t.Errorf("VM (-want +got):\n%s", diff)
@@ -678,10 +678,30 @@ func TestReportHostAsFaulty(t *testing.T) {
 	if err != nil || vm.Status != "REPAIRING" {
 		t.Fatalf("after report: %+v %v", vm, err)
 	}
+	started := vm.LastStart
+	if started.IsZero() {
+		t.Error("LastStart is not read from lastStartTimestamp")
+	}
+	// The same request again is answered from Compute's request-id cache:
+	// no second repair. Another request on a VM that is not RUNNING is
+	// refused as not ready.
+	if err := h.c.ReportHostAsFaulty(h.ctx, zone, "c1-h200-0", "UNRECOVERABLE_GPU_ERROR", "Xid 79", rid("repair c1-h200-0")); err != nil {
+		t.Errorf("repeated request id: %v", err)
+	}
+	err = h.c.ReportHostAsFaulty(h.ctx, zone, "c1-h200-0", "UNRECOVERABLE_GPU_ERROR", "Xid 79", rid("another"))
+	if !gce.IsNotReady(err) || gce.Classify(err) != gce.ClassTransient {
+		t.Errorf("report on a REPAIRING VM: %v (class %s), want not ready", err, gce.Classify(err))
+	}
 	h.tick(3 * time.Minute)
 	vm, err = h.c.GetInstance(h.ctx, zone, "c1-h200-0")
 	if err != nil || vm.Status != "RUNNING" || vm.ID != before.ID {
 		t.Fatalf("after repair: %+v %v", vm, err)
+	}
+	if !vm.LastStart.After(started.Add(2 * time.Minute)) {
+		t.Errorf("LastStart after repair = %s, want the restart, after %s", vm.LastStart, started)
+	}
+	if gce.IsNotReady(nil) || gce.IsNotReady(errors.New("resourceNotReady")) {
+		t.Error("IsNotReady matches an error without a Compute code")
 	}
 	if after := h.sim.Instances()[0]; after.PhysicalHost == before.PhysicalHost {
 		t.Error("the VM is back on the same host")

@@ -132,30 +132,52 @@ func TestSeedLifecycle(t *testing.T) {
 		t.Fatalf("VMs after expiry (-want +got):\n%s", d)
 	}
 
-	// A GPU fault on job 102's node, which Slurm requeued: replaced at once.
+	// A GPU fault on job 102's node, which Slurm requeued and drained: the
+	// VM is moved to a healthy host at once (it keeps its name and
+	// capacity) and the node resumed once it runs again.
 	_, err = h.Publish(ctx, config.TopicJobs, jobReport(event.TypeJobStarted, "102"))
 	must(t, err)
+	hostBefore := physicalHost(t, h, "flexvm-a3u-1-g2")
 	_, err = h.Publish(ctx, config.TopicHealthFailure, event.Health{
 		Header: event.Header{Version: 1, Type: event.TypeHealthFailure, Cluster: "flexvm"},
-		Node:   "flexvm-a3u-1", Generation: 2, JobID: "102", JobState: "requeued", Verdict: "FAIL",
+		Node:   "flexvm-a3u-1", Generation: 2, JobID: "102", JobState: "requeued", Verdict: "FAIL", Drained: true,
 		Reasons: []string{"GPU 3: 2 uncorrectable ECC errors"}})
 	must(t, err)
-	settle(t, h, ctx)
-	if n := node(t, h, "flexvm-a3u-1"); n.Generation != 3 || n.Phase != model.PhaseRunning || n.JobID != "102" {
-		t.Fatalf("repaired node: gen %d %s job %q", n.Generation, n.Phase, n.JobID)
+	if n := node(t, h, "flexvm-a3u-1"); n.Repair != model.RepairHost || n.RepairJob != "102" {
+		t.Fatalf("node after the failure: repair %q job %q", n.Repair, n.RepairJob)
 	}
-	if d := cmp.Diff([]string{"flexvm-a3u-0-g2", "flexvm-a3u-1-g3"}, h.VMs()); d != "" {
+	settle(t, h, ctx)
+	if n := node(t, h, "flexvm-a3u-1"); n.Generation != 2 || n.Phase != model.PhaseRunning || n.Repair != model.RepairNone || n.HostRepaired != 2 {
+		t.Fatalf("repaired node: gen %d %s repair %q host repaired %d", n.Generation, n.Phase, n.Repair, n.HostRepaired)
+	}
+	if d := cmp.Diff([]string{"flexvm-a3u-0-g2", "flexvm-a3u-1-g2"}, h.VMs()); d != "" {
 		t.Fatalf("VMs after repair (-want +got):\n%s", d)
 	}
-	var drained bool
+	if physicalHost(t, h, "flexvm-a3u-1-g2") == hostBefore {
+		t.Error("the repaired VM is on its old host")
+	}
+	var drained, resumed bool
 	for _, m := range h.Publisher.Take(config.TopicSlurmCommands) {
 		c, err := event.DecodeSlurmCommand(m.Data)
 		must(t, err)
 		drained = drained || (c.Command == event.SlurmDrain && c.Nodes[0] == "flexvm-a3u-1")
+		resumed = resumed || (c.Command == event.SlurmResume && c.Nodes[0] == "flexvm-a3u-1" && drained)
 	}
-	if !drained {
-		t.Error("no drain command was published for the faulty node")
+	if !drained || !resumed {
+		t.Errorf("Slurm commands for the faulty node: drained %v, then resumed %v", drained, resumed)
 	}
+}
+
+// physicalHost returns the simulator's physical host of a VM.
+func physicalHost(t *testing.T, h *Harness, vm string) string {
+	t.Helper()
+	for _, in := range h.Sim.Instances() {
+		if in.Name == vm {
+			return in.PhysicalHost
+		}
+	}
+	t.Fatalf("no VM %s", vm)
+	return ""
 }
 
 // TestRedeliveredJobPendingCreatesNothingTwice: the same message delivered

@@ -24,7 +24,8 @@ const (
 // CheckFunc runs a node health check and returns its verdict (VerdictPass,
 // VerdictFail or VerdictInconclusive) and, for a failure, the reasons (at
 // most event.MaxHealthReasons, each at most event.MaxHealthReasonBytes).
-// Only VerdictFail is acted on.
+// VerdictFail drains the node and is repaired; VerdictInconclusive is
+// reported without draining (repeated ones drain the node for diagnosis).
 type CheckFunc func(ctx context.Context) (verdict string, reasons []string)
 
 // PassCheck is the check used when none is configured: it always passes.

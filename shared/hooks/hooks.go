@@ -11,6 +11,10 @@
 //	epilog       Epilog (node)       health check; on FAIL: drain, health.failure
 //	healthcheck  HealthCheckProgram  health check; on FAIL: drain, health.failure
 //
+// The node-side hooks also publish an INCONCLUSIVE verdict (health.failure
+// with verdict INCONCLUSIVE), without draining the node and with exit
+// status 0: flexslurm drains a node for diagnosis when such verdicts repeat.
+//
 // Job and node events go to the job-pending topic, health failures to
 // health-failure (docs/events.md). Hooks need neither PATH nor SLURM_CONF:
 // Slurm commands run by absolute path, settings come from a config file
@@ -399,10 +403,25 @@ func (rt *Runtime) waitReady(ctx context.Context, nodes []string, wait time.Dura
 	}
 }
 
+// beingRequeued reports whether job j, seen by its EpilogSlurmctld, is
+// being requeued rather than ending. Slurm resets a requeued job's end
+// time: to Unknown (scontrol requeue; a node failure of a job without a
+// time limit), or, for a node failure or power_down_force of a job with a
+// time limit, to its new start (the requeue) plus that limit — still
+// ahead, with the restart counted. An ended or cancelled job's end time is
+// behind us. now is Slurm's clock, the wall clock.
+func beingRequeued(j slurm.JobInfo, now time.Time) bool {
+	if j.EndTime.IsZero() {
+		return true
+	}
+	return j.Restarts > 0 && j.TimeLimit > 0 && j.EndTime.After(now) && j.EndTime.Sub(j.StartTime) == j.TimeLimit
+}
+
 // EpilogCtld is EpilogSlurmctld: job.finished, or job.cancelled when the
 // job ended while some of its nodes were still powering up (it never ran:
 // its queued capacity is no longer wanted). A job being requeued (scontrol
-// shows EndTime=Unknown during its epilog) gets no event: it comes back
+// shows EndTime=Unknown, or an end time still ahead, during its epilog)
+// gets no event: it comes back
 // through ResumeProgram as job.pending once Slurm allocates it nodes.
 // Slurm runs no EpilogSlurmctld for a job cancelled before any allocation.
 func (rt *Runtime) EpilogCtld(ctx context.Context) error {
@@ -416,7 +435,7 @@ func (rt *Runtime) EpilogCtld(ctx context.Context) error {
 	defer cancel()
 	// scontrol prints a completing job as COMPLETING whatever its base
 	// state, but a job being requeued has had its end time reset.
-	if j, err := rt.Slurm.ShowJob(qctx, id); err == nil && j.EndTime.IsZero() {
+	if j, err := rt.Slurm.ShowJob(qctx, id); err == nil && beingRequeued(j, time.Now()) {
 		rt.Log.Info("job is being requeued: no event (ResumeProgram reports it when it gets nodes)", "job_id", id,
 			"restarts", j.Restarts)
 		return nil
@@ -459,11 +478,18 @@ func (rt *Runtime) nodesNeverUp(ctx context.Context, nodes []string) bool {
 // maxDrainReason bounds the drain reason set in Slurm.
 const maxDrainReason = 400
 
+// drainedQueryTimeout bounds the one `scontrol show node` after a drain
+// that tells whether Slurm has drained the node already.
+const drainedQueryTimeout = 2 * time.Second
+
 // NodeCheck is Prolog, Epilog and HealthCheckProgram on a node
 // (SLURMD_NODENAME): it runs the health check, and on FAIL drains the node
-// with the reasons, publishes health.failure (node, VM and generation when
-// known, job and its state) and, for the prolog, exits 1 so that Slurm
-// requeues the job and holds it. A PASS of the healthcheck hook publishes
+// with the reasons, asks Slurm once (within drainedQueryTimeout) whether the
+// node is now drained (DRAIN with no job left: the event's drained flag),
+// publishes health.failure (node, VM and generation when known, job and its
+// state) and, for the prolog, exits 1 so that Slurm requeues the job and
+// holds it. An INCONCLUSIVE verdict is published as is (verdict
+// INCONCLUSIVE, no drain, exit 0). A PASS of the healthcheck hook publishes
 // the node's spooled messages. Nodes of other clusters are left alone.
 func (rt *Runtime) NodeCheck(ctx context.Context, hook string) (int, error) {
 	node := rt.Getenv("SLURMD_NODENAME")
@@ -483,7 +509,7 @@ func (rt *Runtime) NodeCheck(ctx context.Context, hook string) (int, error) {
 	reasons = BoundReasons(reasons)
 	rt.Log.Info("health check", "node", node, "hook", hook, "verdict", verdict, "reasons", reasons,
 		"elapsed_ms", time.Since(start).Milliseconds())
-	if verdict != VerdictFail {
+	if verdict != VerdictFail && verdict != VerdictInconclusive {
 		// The periodic health check publishes what earlier hooks on this
 		// node left in the spool; the prolog and epilog do not, so that an
 		// unreachable Pub/Sub never delays a job's start or end.
@@ -496,8 +522,11 @@ func (rt *Runtime) NodeCheck(ctx context.Context, hook string) (int, error) {
 	}
 	if len(reasons) == 0 {
 		reasons = []string{"health check failed"}
+		if verdict == VerdictInconclusive {
+			reasons = []string{"health check inconclusive"}
+		}
 	}
-	ev := event.Health{Header: rt.header(event.TypeHealthFailure), Node: node, Verdict: VerdictFail,
+	ev := event.Health{Header: rt.header(event.TypeHealthFailure), Node: node, Verdict: verdict,
 		Reasons: reasons, CheckedAt: rt.now().UTC()}
 	if vm := rt.vmName(node); vm != "" {
 		if n, _, _, gen, ok := naming.ParseVMName(vm); ok && n == node {
@@ -505,6 +534,20 @@ func (rt *Runtime) NodeCheck(ctx context.Context, hook string) (int, error) {
 		} else {
 			rt.Log.Warn("VM name does not belong to the node: not reported", "vm", vm, "node", node)
 		}
+	}
+	if verdict == VerdictInconclusive {
+		// The node stays in service and its job runs (or ends) as Slurm
+		// decides: only the verdict is reported, without a job state.
+		if hook != slurm.HookHealth {
+			if _, err := strconv.ParseInt(rt.Getenv("SLURM_JOB_ID"), 10, 64); err == nil {
+				ev.JobID = rt.Getenv("SLURM_JOB_ID")
+			}
+		}
+		m, err := rt.message(rt.Config.Topics.Health, ev.Type, hook, ev)
+		if err != nil {
+			return 0, err
+		}
+		return 0, rt.send(ctx, []Message{m})
 	}
 	switch hook {
 	case slurm.HookProlog:
@@ -517,12 +560,20 @@ func (rt *Runtime) NodeCheck(ctx context.Context, hook string) (int, error) {
 	if _, err := strconv.ParseInt(ev.JobID, 10, 64); err != nil {
 		ev.JobID, ev.JobState = "", ""
 	}
-	reason := truncate("flexslurm: health check failed: "+strings.Join(reasons, "; "), maxDrainReason)
+	// The reason names the VM, so that flexslurm lifts this drain once
+	// another VM backs the node (a drain survives the node's reboot).
+	on := ""
+	if ev.VMName != "" {
+		on = " on " + ev.VMName
+	}
+	reason := truncate("flexslurm: health check failed"+on+": "+strings.Join(reasons, "; "), maxDrainReason)
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	drainErr := rt.Slurm.UpdateNodes(dctx, []string{node}, "state=drain", "reason="+reason)
 	cancel()
 	if drainErr != nil {
 		rt.Log.Error("draining the node", "node", node, "error", drainErr)
+	} else {
+		ev.Drained = rt.drainComplete(ctx, node)
 	}
 	m, err := rt.message(rt.Config.Topics.Health, ev.Type, hook, ev)
 	if err != nil {
@@ -534,6 +585,21 @@ func (rt *Runtime) NodeCheck(ctx context.Context, hook string) (int, error) {
 		exit = 1
 	}
 	return exit, errors.Join(drainErr, sendErr)
+}
+
+// drainComplete asks Slurm once, within drainedQueryTimeout, whether the
+// node is drained (DRAIN with no job left); false when it is still
+// draining or Slurm does not answer in time.
+func (rt *Runtime) drainComplete(ctx context.Context, node string) bool {
+	qctx, cancel := context.WithTimeout(ctx, drainedQueryTimeout)
+	defer cancel()
+	n, err := rt.Slurm.ShowNode(qctx, node)
+	if err != nil {
+		rt.Log.Warn("node state after the drain unknown: reported as draining", "node", node, "error", err)
+		return false
+	}
+	rt.Log.Info("node state after the drain", "node", node, "state", n.StateString(), "drained", n.DrainComplete())
+	return n.DrainComplete()
 }
 
 // runningJob returns a job running on node and "running", or "", "".

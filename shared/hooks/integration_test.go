@@ -229,7 +229,7 @@ func TestPrologFailure(t *testing.T) {
 		t.Errorf("job after the prolog failure: %s %s restarts %d", j.State, j.Reason, j.Restarts)
 	}
 	n := cl.WaitNode(t, node, 10*time.Second, "drained", slurm.NodeInfo.Drained)
-	if want := "flexslurm: health check failed: GPU 3: 2 uncorrectable ECC errors"; n.Reason != want {
+	if want := "flexslurm: health check failed on " + node + "-g3: GPU 3: 2 uncorrectable ECC errors"; n.Reason != want {
 		t.Errorf("drain reason %q, want %q", n.Reason, want)
 	}
 	h, err := event.DecodeHealth(health.Wait(t, 10*time.Second, "health.failure", func([]byte) bool { return true }))

@@ -70,6 +70,39 @@ const (
 	EndTimeout  EndReason = "timeout"  // capacity queued past the queue timeout: cancelled and resubmitted
 )
 
+// RepairState is where the health repair of a node's current generation
+// stands (Node.Repair). The decisions live in shared/plan (Repair,
+// Reconcile, HostRepairFailed); docs/design.md, "Health repair".
+type RepairState string
+
+// Repair states. A state belongs to the generation it was set for: a new
+// generation starts without one.
+const (
+	// RepairNone: no repair in progress.
+	RepairNone RepairState = ""
+	// RepairAwaitDrain: a FAIL was reported and Slurm asked to drain the
+	// node; the repair step waits until Slurm shows it drained (no job left).
+	RepairAwaitDrain RepairState = "await_drain"
+	// RepairHost: Compute Engine was asked to take the VM's host out of
+	// service and restart the VM on a healthy one
+	// (instances.reportHostAsFaulty); it waits for the VM to run again.
+	RepairHost RepairState = "host_repair"
+	// RepairBlocked: a FAIL arrived while the pool's repair budget was
+	// used up; the node stays drained until the reconciler starts its
+	// repair (oldest first) as other repairs finish.
+	RepairBlocked RepairState = "blocked"
+	// RepairDiagnosis: repeated INCONCLUSIVE verdicts drained the node for
+	// an operator to diagnose; flexslurm takes no VM action.
+	RepairDiagnosis RepairState = "diagnosis"
+)
+
+// RepairStates lists every repair state.
+var RepairStates = []RepairState{RepairNone, RepairAwaitDrain, RepairHost, RepairBlocked, RepairDiagnosis}
+
+// UnderRepair reports whether the state counts against the pool's repair
+// budget: awaiting drain or in host repair.
+func (r RepairState) UnderRepair() bool { return r == RepairAwaitDrain || r == RepairHost }
+
 // Node is one Slurm node of a Flex-Start node pool. Its Name never changes;
 // each VM that backs it is a new Generation with its own VM name, so a
 // redelivered event for an old generation can never touch the new VM.
@@ -118,11 +151,35 @@ type Node struct {
 	// Resubmits counts queue-timeout resubmissions of a static node's
 	// capacity (dynamic nodes count on their job).
 	Resubmits int `firestore:"resubmits" json:"resubmits,omitempty"`
+	// Repair is the health repair of the current generation (RepairNone
+	// when none), RepairSince when it entered that state, RepairReason the
+	// fault that started it (at most 512 bytes), RepairJob the job that
+	// waits for the node's replacement ("" when none: a dynamic node is
+	// then deleted, not replaced).
+	Repair       RepairState `firestore:"repair" json:"repair,omitempty"`
+	RepairSince  time.Time   `firestore:"repair_since" json:"repair_since,omitzero"`
+	RepairReason string      `firestore:"repair_reason" json:"repair_reason,omitempty"`
+	RepairJob    string      `firestore:"repair_job" json:"repair_job,omitempty"`
+	// HostRepaired is the generation whose VM Compute Engine already moved
+	// to another host once (0: none). A FAIL on that generation again is
+	// repaired by deleting and replacing the VM.
+	HostRepaired int64 `firestore:"host_repaired" json:"host_repaired,omitempty"`
+	// InconclusiveCount counts INCONCLUSIVE health verdicts on the current
+	// generation since InconclusiveSince (the first of the current window,
+	// Policy.InconclusiveWindow).
+	InconclusiveCount int       `firestore:"inconclusive_count" json:"inconclusive_count,omitempty"`
+	InconclusiveSince time.Time `firestore:"inconclusive_since" json:"inconclusive_since,omitzero"`
 	// LastEnd says why the previous generation ended ("" before any ended).
 	LastEnd EndReason `firestore:"last_end" json:"last_end,omitempty"`
 	// Reason is the last decision's reason, for operators.
 	Reason    string    `firestore:"reason" json:"reason,omitempty"`
 	UpdatedAt time.Time `firestore:"updated_at" json:"updated_at,omitzero"`
+}
+
+// ClearRepair forgets the repair state of the node's generation (the
+// generation ended, or its repair finished).
+func (n *Node) ClearRepair() {
+	n.Repair, n.RepairSince, n.RepairReason, n.RepairJob = RepairNone, time.Time{}, "", ""
 }
 
 // JobState is flexslurm's view of a Slurm job.

@@ -11,8 +11,11 @@
 //     job, never beyond max_node_count;
 //   - static node expired → recreate, always;
 //   - dynamic node expired → recreate only if a job is still pending for it;
-//   - health failure → delete the VM and, if its job is pending or requeued,
-//     request a replacement at once.
+//   - health failure → drain the node; once Slurm has drained it, move the
+//     VM to a healthy host (reportHostAsFaulty), or delete and replace it
+//     when that is not possible, fails or times out — a replacement at once
+//     for a static node or a job that is pending or requeued — within the
+//     pool's repair budget (repair.go).
 //
 // This package imports shared/model, shared/spec, shared/naming and
 // shared/event (payload types only); never an adapter.
@@ -97,6 +100,31 @@ type DeleteVMs struct {
 	Reason    string
 }
 
+// ReportHostAsFaulty asks Compute Engine to take the host of a node's VM
+// out of service and restart the VM on a healthy host
+// (instances.reportHostAsFaulty with disruptionSchedule IMMEDIATE, gcp.md
+// §1.6): the VM goes REPAIRING, then RUNNING again with the same name, id
+// and termination time, keeping the capacity Flex-Start granted. Node and
+// Generation name the node generation it repairs; JobID is the job that
+// waits for it ("" when none), so a refusal can replace the VM for it
+// (HostRepairFailed). RequestID is deterministic, so a repeated call
+// within Compute's request-id window repairs nothing twice.
+type ReportHostAsFaulty struct {
+	Pool       string
+	Node       string
+	Generation int64
+	VM         string
+	// Behavior is the fault reason's behavior: CHIP_ERROR, PERFORMANCE,
+	// SILENT_DATA_CORRUPTION or UNRECOVERABLE_GPU_ERROR.
+	Behavior string
+	// Description is the fault reason's description (at most
+	// MaxFaultDescription bytes): the health check's reasons.
+	Description string
+	JobID       string
+	RequestID   string
+	Reason      string
+}
+
 // DeleteMIG deletes the empty MIG of a pool removed from the spec.
 type DeleteMIG struct {
 	Pool      string
@@ -142,6 +170,7 @@ func (a CancelResizeRequest) Why() string { return a.Reason }
 func (a DeleteVMs) Why() string           { return a.Reason }
 func (a SlurmCommand) Why() string        { return a.Reason }
 func (a DeleteMIG) Why() string           { return a.Reason }
+func (a ReportHostAsFaulty) Why() string  { return a.Reason }
 func (a ForgetPool) Why() string          { return a.Reason }
 func (a Alert) Why() string               { return a.Reason }
 
@@ -175,6 +204,9 @@ func (a SlurmCommand) String() string {
 	return fmt.Sprintf("slurm %s %s", a.Command, target)
 }
 func (a Alert) String() string { return fmt.Sprintf("alert pool %s node %s", a.Pool, a.Node) }
+func (a ReportHostAsFaulty) String() string {
+	return fmt.Sprintf("report the host of VM %s of pool %s as faulty (%s)", a.VM, a.Pool, a.Behavior)
+}
 func (a DeleteMIG) String() string {
 	return fmt.Sprintf("delete the empty MIG of removed pool %s", a.Pool)
 }

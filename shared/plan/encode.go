@@ -34,6 +34,8 @@ func EncodeExternal(actions []Action) ([]byte, error) {
 			kind = "slurm_command"
 		case DeleteMIG:
 			kind = "delete_mig"
+		case ReportHostAsFaulty:
+			kind = "report_host_as_faulty"
 		case Alert, Metric:
 			continue // logged when decided; nothing to replay
 		default:
@@ -73,6 +75,8 @@ func DecodeExternal(data []byte) ([]Action, error) {
 			a, err = decodeAs[SlurmCommand](e.Data)
 		case "delete_mig":
 			a, err = decodeAs[DeleteMIG](e.Data)
+		case "report_host_as_faulty":
+			a, err = decodeAs[ReportHostAsFaulty](e.Data)
 		default:
 			return nil, fmt.Errorf("decoding actions: unknown kind %q", e.Kind)
 		}

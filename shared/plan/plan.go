@@ -87,6 +87,39 @@ type Policy struct {
 	// that starts at each flex node's termination time, so Slurm starts no
 	// job that would outlive the node. Default 1 h.
 	EOLReservation time.Duration
+
+	// Health repair (docs/design.md, "Health repair").
+
+	// DisableHostRepair turns host repair off: a node that failed its
+	// health check then always has its VM deleted and replaced, instead of
+	// first asking Compute Engine to move the VM to a healthy host
+	// (instances.reportHostAsFaulty, gcp.md §1.6).
+	DisableHostRepair bool
+	// RepairTimeout: a host repair whose VM is not RUNNING again, restarted
+	// (lastStartTimestamp at or after the request), this long after it was
+	// asked for falls back to deleting and replacing the VM, with an alert.
+	// Default 20 min.
+	RepairTimeout time.Duration
+	// InconclusiveLimit: this many INCONCLUSIVE health verdicts on one
+	// node generation within InconclusiveWindow drain the node for
+	// diagnosis (no VM action). Default 2; negative: never escalate.
+	InconclusiveLimit int
+	// InconclusiveWindow: INCONCLUSIVE verdicts are counted from the first
+	// one for this long; the count starts again after it. Default 24 h.
+	InconclusiveWindow time.Duration
+	// RepairMaxUnhealthy is the fraction (0–1) of a pool's serving nodes
+	// (VM requested or running) that may be under repair at once (awaiting
+	// drain or in host repair). A failure beyond
+	// max(RepairMinBudget, ⌊RepairMaxUnhealthy × serving⌋) is blocked —
+	// the node stays drained, an alert and the repair_blocked metric say
+	// so — and the reconciler starts it, oldest first, as repairs finish.
+	// Default 0.2 (Karpenter's node repair stops above 20 % unhealthy
+	// nodes in a pool: anchors.md, "Node auto-repair").
+	RepairMaxUnhealthy float64
+	// RepairMinBudget is the budget's absolute floor: a pool can always
+	// repair this many nodes at once (a one-node pool can repair its node).
+	// Default 1.
+	RepairMinBudget int
 }
 
 // Defaults for Policy.
@@ -100,6 +133,16 @@ const (
 	DefaultObserveGrace = 10 * time.Minute
 	// DefaultSnapshotMaxAge is Policy.SnapshotMaxAge's default.
 	DefaultSnapshotMaxAge = 10 * time.Minute
+	// DefaultRepairTimeout is Policy.RepairTimeout's default.
+	DefaultRepairTimeout = 20 * time.Minute
+	// DefaultInconclusiveLimit and DefaultInconclusiveWindow are
+	// Policy.InconclusiveLimit's and Policy.InconclusiveWindow's defaults.
+	DefaultInconclusiveLimit  = 2
+	DefaultInconclusiveWindow = 24 * time.Hour
+	// DefaultRepairMaxUnhealthy and DefaultRepairMinBudget are the repair
+	// budget's defaults (Policy.RepairMaxUnhealthy, Policy.RepairMinBudget).
+	DefaultRepairMaxUnhealthy = 0.2
+	DefaultRepairMinBudget    = 1
 )
 
 func (p Policy) withDefaults() Policy {
@@ -135,6 +178,17 @@ func (p Policy) withDefaults() Policy {
 	def(&p.LeadFloor, 30*time.Minute)
 	def(&p.EOLReservation, time.Hour)
 	def(&p.IdleTimeout, 10*time.Minute)
+	def(&p.RepairTimeout, DefaultRepairTimeout)
+	def(&p.InconclusiveWindow, DefaultInconclusiveWindow)
+	if p.InconclusiveLimit == 0 {
+		p.InconclusiveLimit = DefaultInconclusiveLimit
+	}
+	if p.RepairMaxUnhealthy <= 0 {
+		p.RepairMaxUnhealthy = DefaultRepairMaxUnhealthy
+	}
+	if p.RepairMinBudget <= 0 {
+		p.RepairMinBudget = DefaultRepairMinBudget
+	}
 	if p.MaxResubmits <= 0 {
 		p.MaxResubmits = 3
 	}
@@ -166,6 +220,11 @@ func newBuilder(st *model.State, now time.Time) *builder {
 func (b *builder) add(a Action) { b.out = append(b.out, a) }
 
 func (b *builder) putNode(n model.Node, reason string) {
+	if !n.Phase.Serving() {
+		// A repair belongs to a generation that serves; once its VM is
+		// being deleted or gone, there is nothing left to repair.
+		n.ClearRepair()
+	}
 	n.Reason = reason
 	n.UpdatedAt = b.now
 	c := n
@@ -219,6 +278,8 @@ func (b *builder) nextGeneration(n *model.Node, rr, jobID string) {
 	n.IdleSince = time.Time{}
 	n.Observed, n.ObservedSince = "", time.Time{}
 	n.MissCount, n.MissGeneration = 0, 0
+	n.ClearRepair()
+	n.InconclusiveCount, n.InconclusiveSince = 0, time.Time{}
 }
 
 // provisionNode requests a new VM for one node through its own resize request.

@@ -71,6 +71,8 @@ func kinds(actions []Action) []string {
 			out = append(out, "Slurm:"+a.Command+":"+strings.Join(a.Nodes, ",")+a.JobID)
 		case Alert:
 			out = append(out, "Alert:"+a.Pool)
+		case ReportHostAsFaulty:
+			out = append(out, "ReportHost:"+a.VM)
 		}
 		if a.Why() == "" {
 			out = append(out, "MISSING REASON")
@@ -399,78 +401,6 @@ func health(node string, gen int64, job, jobState string) *event.Health {
 		Node: node, Generation: gen, JobID: job, JobState: jobState, Verdict: "FAIL", Reasons: []string{"GPU 3: 2 uncorrectable ECC errors"}}
 }
 
-func TestRepair(t *testing.T) {
-	tests := []struct {
-		name    string
-		prepare func(st *model.State)
-		ev      *event.Health
-		want    []string
-		wantErr bool
-	}{
-		{
-			name: "requeued job: node drained, VM deleted, replacement at once",
-			prepare: func(st *model.State) {
-				Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 1)))
-				running(st, "flexvm-a3u-1", t0.Add(time.Hour))
-				st.Jobs["7"].State = model.JobRunning
-			},
-			ev: health("flexvm-a3u-1", 1, "7", "requeued"),
-			want: []string{"Slurm:drain:flexvm-a3u-1", "DeleteVMs:flexvm-a3u-1-g1", "Slurm:reservation_delete:flexvm-a3u-1", "PutJob:7/pending",
-				"PutNode:flexvm-a3u-1/released", "PutNode:flexvm-a3u-1/requested", "PutJob:7/pending",
-				"CreateResizeRequest:rr-flexvm-a3u-j7-g2=flexvm-a3u-1-g2"},
-		},
-		{
-			name: "dynamic node without a waiting job is deleted, not replaced",
-			prepare: func(st *model.State) {
-				Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 1)))
-				running(st, "flexvm-a3u-1", t0.Add(time.Hour))
-				st.Jobs["7"].State = model.JobFinished
-			},
-			ev:   health("flexvm-a3u-1", 1, "", ""),
-			want: []string{"Slurm:drain:flexvm-a3u-1", "DeleteVMs:flexvm-a3u-1-g1", "Slurm:reservation_delete:flexvm-a3u-1", "PutNode:flexvm-a3u-1/deleting"},
-		},
-		{
-			name:    "static node is always replaced",
-			prepare: func(st *model.State) { running(st, "flexvm-a3u-0", t0.Add(time.Hour)) },
-			ev:      health("flexvm-a3u-0", 1, "", ""),
-			want: []string{"Slurm:drain:flexvm-a3u-0", "DeleteVMs:flexvm-a3u-0-g1", "Slurm:reservation_delete:flexvm-a3u-0", "PutNode:flexvm-a3u-0/requested",
-				"CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
-		},
-		{
-			name:    "a stale generation is rejected",
-			prepare: func(st *model.State) { running(st, "flexvm-a3u-0", t0.Add(time.Hour)) },
-			ev:      health("flexvm-a3u-0", 7, "", ""),
-			wantErr: true,
-		},
-		{
-			name:    "an unknown node is rejected",
-			ev:      health("flexvm-a3u-2", 1, "", ""),
-			wantErr: true,
-		},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			st, _ := applied(t)
-			if tc.prepare != nil {
-				tc.prepare(st)
-			}
-			got, err := Repair(st, tc.ev, t0)
-			if tc.wantErr {
-				if !errors.Is(err, ErrRejected) {
-					t.Fatalf("err = %v, want ErrRejected", err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d := cmp.Diff(tc.want, kinds(got)); d != "" {
-				t.Errorf("actions (-want +got):\n%s", d)
-			}
-		})
-	}
-}
-
 func TestReconcile(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -572,7 +502,7 @@ func TestDecisionsDoNotMutateTheirInput(t *testing.T) {
 	if _, err := Expiry(st, audit(event.AuditDeferredDelete, "flexvm-a3u-1-g1"), t0, Policy{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Repair(st, health("flexvm-a3u-1", 1, "7", "requeued"), t0); err != nil {
+	if _, err := Repair(st, health("flexvm-a3u-1", 1, "7", "requeued"), t0, Policy{}); err != nil {
 		t.Fatal(err)
 	}
 	Reconcile(st, Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true}}}, t0.Add(time.Hour), Policy{})
@@ -589,7 +519,9 @@ func TestEncodeExternalRoundTrip(t *testing.T) {
 	}
 	acts = append(acts, SlurmCommand{ID: "x", Command: event.SlurmDrain, Nodes: []string{"flexvm-a3u-1"}, Reason: "r"},
 		DeleteVMs{Pool: "a3u", VMs: []string{"flexvm-a3u-1-g1"}, RequestID: "id", Reason: "r"},
-		CancelResizeRequest{Pool: "a3u", Name: "rr", RequestID: "id", Reason: "r"}, EnsurePool{Pool: "a3u", Reason: "r"})
+		CancelResizeRequest{Pool: "a3u", Name: "rr", RequestID: "id", Reason: "r"}, EnsurePool{Pool: "a3u", Reason: "r"},
+		ReportHostAsFaulty{Pool: "a3u", Node: "flexvm-a3u-1", Generation: 3, VM: "flexvm-a3u-1-g3", Behavior: FaultBehavior,
+			Description: "health check failed: Xid 79", JobID: "7", RequestID: "id", Reason: "r"})
 	data, err := EncodeExternal(acts)
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,9 @@ type VM struct {
 	Status          string // Compute instance status: PROVISIONING, STAGING, RUNNING, STOPPING, TERMINATED, REPAIRING, …
 	Created         time.Time
 	TerminationTime time.Time // scheduling.terminationTimestamp; zero when unknown
+	// LastStart is the VM's lastStartTimestamp: when it last started
+	// (after a host repair, on its new host); zero when unknown.
+	LastStart time.Time
 }
 
 // ObservedResizeRequest is a resize request as the reconciler observed it.
@@ -62,7 +65,10 @@ type Observed struct {
 // Slurm shows pending that flexslurm never heard of; queued requests no node
 // waits for are cancelled; and VMs labelled as this cluster's that no record
 // names are deleted once older than the orphan grace. VMs without this
-// cluster's labels are never listed, so never touched.
+// cluster's labels are never listed, so never touched. A node under health
+// repair is followed by its repair before the table (reconcileRepair: a
+// host repair's success, timeout or lost call; a drain awaited), and
+// blocked repairs start, oldest first, as the pool's repair budget frees.
 func Reconcile(st *model.State, obs Observed, now time.Time, pol Policy) []Action {
 	pol = pol.withDefaults()
 	b := newBuilder(st, now)
@@ -71,6 +77,7 @@ func Reconcile(st *model.State, obs Observed, now time.Time, pol Policy) []Actio
 	b.view = slurm
 	b.lostJobReports(slurm, obs)
 	b.lostJobEnds(slurm)
+	b.jobsStarted(slurm)
 	for _, pool := range b.st.SortedPools() {
 		po, ok := obs.Pools[pool.ID]
 		if !ok || !po.Listed {
@@ -170,6 +177,12 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 		if node.VMName == "" {
 			present = false
 		}
+		// A node under repair is followed by its repair first, so that the
+		// table never acts against it (a drained node whose VM is
+		// REPAIRING, or RUNNING on its old host until the repair starts).
+		if node.Repair != model.RepairNone && b.reconcileRepair(pool, node, vm, present) {
+			continue
+		}
 		combo := Combo{Slurm: nodeSlurmClass(slurm, node), VM: ClassifyVM(vm.Status, present), Phase: node.Phase, Kind: kindOf(node, pool)}
 		if node.Phase == "" {
 			combo.Phase = model.PhaseReleased
@@ -209,6 +222,9 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 		if dirty {
 			b.putNode(node, node.Reason)
 		}
+	}
+	if cur, ok := b.st.Pools[pool.ID]; ok {
+		b.unblockRepairs(cur)
 	}
 	b.makeBeforeBreak(pool, slurm)
 	b.ensureStatic(pool, "reconciler: static pool below min_node_count")
@@ -585,9 +601,12 @@ func (b *builder) idle(pool *model.Pool, node *model.Node, combo Combo) (release
 	}
 	// Kept for a pending job it serves: the job it was provisioned for
 	// (requeued, waiting for its other nodes) or one allocated to it. A
-	// job of the pool that Slurm did not place here has no use for it.
+	// job of the pool that Slurm did not place here has no use for it —
+	// including the job it was provisioned for once Slurm allocated that
+	// job other nodes (requeued after a failure here, then placed
+	// elsewhere while this node was drained for its repair).
 	for _, j := range b.st.SortedJobs() {
-		if j.State == model.JobPending && (j.ID == node.JobID || slices.Contains(j.Nodes, node.Name)) {
+		if j.State == model.JobPending && (slices.Contains(j.Nodes, node.Name) || (j.ID == node.JobID && len(j.Nodes) == 0)) {
 			return false, false
 		}
 	}

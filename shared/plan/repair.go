@@ -2,6 +2,10 @@ package plan
 
 import (
 	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/flexslurm/flexslurm/shared/event"
@@ -9,12 +13,62 @@ import (
 	"github.com/flexslurm/flexslurm/shared/naming"
 )
 
-// Repair decides what a failed health check requires: Slurm drains the node
-// (reason given), its VM is deleted, and a replacement is requested at once
-// for a static node, or for a dynamic node whose job is pending or was
-// requeued by the failure. An event naming an unknown node or another
-// generation than the current one is rejected (the VM was already replaced).
-func Repair(st *model.State, h *event.Health, now time.Time) ([]Action, error) {
+// Metric names of health repair (labels: pool; repair_fallback also
+// reason: "refused" or "timeout").
+const (
+	MetricHostRepairs     = "host_repairs"        // a host repair (reportHostAsFaulty) was asked for
+	MetricRepairSucceeded = "repair_succeeded"    // a host-repaired VM runs again and its node is back in service
+	MetricRepairFallback  = "repair_fallback"     // a host repair failed or timed out: the VM is deleted and replaced
+	MetricRepairBlocked   = "repair_blocked"      // a FAIL beyond the pool's repair budget: the repair waits
+	MetricRepairDiagnosis = "repair_diagnosis"    // repeated INCONCLUSIVE verdicts drained a node for diagnosis
+	MetricInconclusive    = "health_inconclusive" // one INCONCLUSIVE verdict recorded
+)
+
+// FaultBehavior is the fault reason flexslurm reports with a host repair
+// (instances.reportHostAsFaulty faultReasons[].behavior, gcp.md §1.6). The
+// node-side checks report GPU faults (Xid, ECC, NVLink, DCGM) as free text
+// that does not tell the API's other behaviors (CHIP_ERROR, PERFORMANCE,
+// SILENT_DATA_CORRUPTION) apart reliably, so one behavior is used for all.
+const FaultBehavior = "UNRECOVERABLE_GPU_ERROR"
+
+// MaxFaultDescription bounds ReportHostAsFaulty.Description and
+// Node.RepairReason, in bytes.
+const MaxFaultDescription = event.MaxHealthReasonBytes
+
+// Repair decides what a node-side health verdict requires. An event naming
+// an unknown node, another generation than the current one (the VM was
+// already replaced) or a node with no VM is rejected.
+//
+// FAIL:
+//   - a node already under repair for this generation (awaiting drain or in
+//     host repair) gets no new external action: another hook reported the
+//     same fault; it is noted, and a node awaiting drain that the report
+//     says is now drained takes its repair step;
+//   - beyond the pool's repair budget (Policy.RepairMaxUnhealthy,
+//     Policy.RepairMinBudget) the repair is blocked: the node is drained,
+//     an alert and the repair_blocked metric say so, and the reconciler
+//     starts it, oldest first, when the budget frees;
+//   - otherwise Slurm drains the node (reason naming the fault and the VM)
+//     and, once Slurm has drained it (h.Drained, or a fresh snapshot taken
+//     after the check showing DRAIN with no job), the repair step is taken
+//     at once; until then the node awaits the drain and the reconciler
+//     takes the step.
+//
+// The repair step: a dynamic node no job waits for has its VM deleted and
+// is not replaced; otherwise the VM's host is reported faulty so that
+// Compute Engine restarts the VM on a healthy host (the repaired VM is the
+// replacement, keeping the capacity Flex-Start granted), unless host repair
+// is disabled, the VM was already host-repaired, or it ends within
+// Policy.RepairTimeout — then the VM is deleted and replaced at once (a
+// static node by a new generation, a dynamic node for the job that waits).
+// A job the failure left pending or requeued is recorded pending again
+// (Requeues+1).
+//
+// INCONCLUSIVE: counted per generation within Policy.InconclusiveWindow; at
+// Policy.InconclusiveLimit the node is drained for diagnosis (alert,
+// repair_diagnosis metric), never deleted; below it, only recorded.
+func Repair(st *model.State, h *event.Health, now time.Time, pol Policy) ([]Action, error) {
+	pol = pol.withDefaults()
 	if st.Cluster == nil {
 		return nil, rejectf("no cluster record")
 	}
@@ -40,23 +94,22 @@ func Repair(st *model.State, h *event.Health, now time.Time) ([]Action, error) {
 		gen = n.Generation
 	}
 	if gen != n.Generation {
-		return nil, rejectf("health failure for generation %d of %s, which is at generation %d: already replaced", gen, h.Node, n.Generation)
+		return nil, rejectf("health %s for generation %d of %s, which is at generation %d: already replaced", h.Verdict, gen, h.Node, n.Generation)
 	}
 	if !n.Phase.Serving() {
 		return nil, rejectf("node %s generation %d is %s: no VM to repair", h.Node, gen, n.Phase)
 	}
 	b := newBuilder(st, now)
-	reason := "health check failed"
-	if len(h.Reasons) > 0 {
-		reason += ": " + h.Reasons[0]
-	}
-	why := fmt.Sprintf("%s on %s", reason, n.VMName)
+	b.pol = pol
+	b.view = freshSlurm(st, now, pol)
 	node := *n
-	b.slurm(event.SlurmDrain, []string{node.Name}, "", fmt.Sprintf("flexslurm: %s (%s)", reason, node.VMName), node.VMName)
-	b.add(DeleteVMs{Pool: poolID, VMs: []string{node.VMName},
-		RequestID: naming.RequestID("delete-instances", pool.MIG+"/"+node.VMName), Reason: why})
-	node.LastEnd = model.EndHealth
-	b.endOfLifeDone(node)
+	if h.Verdict == event.VerdictInconclusive {
+		b.inconclusive(pool, node, h)
+		return b.out, nil
+	}
+
+	reason := faultReason(h.Reasons)
+	why := fmt.Sprintf("%s on %s", reason, node.VMName)
 
 	// The job the failure hit: pending (prolog failure) or requeued.
 	jobID := h.JobID
@@ -64,30 +117,411 @@ func Repair(st *model.State, h *event.Health, now time.Time) ([]Action, error) {
 		jobID = node.JobID
 	}
 	j, known := b.st.Jobs[jobID]
-	jobWaiting := h.JobState == "pending" || h.JobState == "requeued" || (known && j.State == model.JobPending)
-	if known && jobWaiting && j.State != model.JobPending {
+	waiting := jobID != "" && (h.JobState == "pending" || h.JobState == "requeued" || (known && j.State == model.JobPending))
+	if known && waiting && j.State != model.JobPending {
 		jj := *j
 		jj.State = model.JobPending
 		jj.Requeues++
 		b.putJob(jj, "job requeued by a failed health check on "+node.Name)
 	}
+	if waiting && node.RepairJob == "" {
+		node.RepairJob = jobID
+	}
+	drained := h.Drained || b.slurmDrained(node.Name, h.CheckedAt)
 
+	switch node.Repair {
+	case model.RepairAwaitDrain:
+		if drained {
+			jid, w := b.repairJobWaiting(node)
+			if waiting {
+				jid, w = node.RepairJob, true
+			}
+			b.repairStep(pool, node, why+": reported again, and Slurm has drained the node", jid, w)
+			return b.out, nil
+		}
+		fallthrough
+	case model.RepairHost, model.RepairBlocked:
+		// Another hook reported the fault being handled: nothing new to do.
+		b.putNode(node, fmt.Sprintf("%s reported again: repair already %s since %s", why, node.Repair, node.RepairSince.Format(time.RFC3339)))
+		return b.out, nil
+	}
+
+	// A new repair (or a FAIL on a node drained for diagnosis).
+	node.Repair, node.RepairSince, node.RepairReason = model.RepairNone, now, truncate(reason, MaxFaultDescription)
+	b.slurm(event.SlurmDrain, []string{node.Name}, "", fmt.Sprintf("flexslurm: %s (%s)", reason, node.VMName), b.drainParts(node)...)
+	if unhealthy, allowed, serving := b.repairBudget(pool, node.Name); unhealthy >= allowed {
+		node.Repair = model.RepairBlocked
+		msg := fmt.Sprintf("repair of %s blocked: %d of pool %s's %d serving nodes are under repair, the budget is %d (max(%d, ⌊%g × %d⌋)); the node stays drained and is repaired when a repair finishes",
+			node.Name, unhealthy, pool.ID, serving, allowed, b.pol.RepairMinBudget, b.pol.RepairMaxUnhealthy, serving)
+		b.putNode(node, why+": "+msg)
+		b.add(Alert{Pool: pool.ID, Node: node.Name, Reason: msg})
+		b.add(Metric{Name: MetricRepairBlocked, Labels: map[string]string{"pool": pool.ID}, Reason: msg})
+		return b.out, nil
+	}
+	b.startRepair(pool, node, drained, why, jobIfWaiting(jobID, waiting), waiting)
+	return b.out, nil
+}
+
+// HostRepairFailed decides what a host repair that Compute Engine refused
+// (a permanent error: invalid, unsupported, not ready, not found) requires:
+// the node, already drained, has its VM deleted and replaced as if host
+// repair were not possible (a static node by a new generation, a dynamic
+// node for the job that waits, or not at all when none does), with an
+// alert and the repair_fallback metric. code is the Compute error code. The
+// decision is rejected when the node has left that host repair (another
+// generation, or the repair already ended).
+func HostRepairFailed(st *model.State, nodeName string, generation int64, code string, now time.Time, pol Policy) ([]Action, error) {
+	b := newBuilder(st, now)
+	b.pol = pol.withDefaults()
+	b.view = freshSlurm(st, now, b.pol)
+	n, ok := b.st.Nodes[nodeName]
+	if !ok {
+		return nil, rejectf("node %s has no record", nodeName)
+	}
+	if n.Generation != generation || n.Repair != model.RepairHost || n.Phase != model.PhaseRunning {
+		return nil, rejectf("node %s is at generation %d, %s, repair %q: the host repair of generation %d is no longer in progress",
+			nodeName, n.Generation, n.Phase, n.Repair, generation)
+	}
+	pool, ok := b.st.Pools[n.Pool]
+	if !ok {
+		return nil, rejectf("node %s: pool %s has no record", nodeName, n.Pool)
+	}
+	why := fmt.Sprintf("host repair of %s refused by Compute Engine (%s)", n.VMName, code)
+	b.hostRepairFallback(pool, *n, why, "refused")
+	return b.out, nil
+}
+
+// hostRepairFallback ends a host repair that cannot succeed: the VM is
+// deleted and replaced.
+func (b *builder) hostRepairFallback(pool *model.Pool, node model.Node, why, label string) {
+	node.HostRepaired = node.Generation
+	jobID, waiting := b.repairJobWaiting(node)
+	b.add(Alert{Pool: pool.ID, Node: node.Name, Reason: why + ": the VM is deleted and replaced"})
+	b.add(Metric{Name: MetricRepairFallback, Labels: map[string]string{"pool": pool.ID, "reason": label}, Reason: why})
+	b.replaceVM(pool, node, why, jobIfWaiting(jobID, waiting), waiting)
+}
+
+// startRepair takes the repair step now when Slurm has drained the node,
+// or records that it waits for the drain.
+func (b *builder) startRepair(pool *model.Pool, node model.Node, drained bool, why, jobID string, waiting bool) {
+	if drained {
+		b.repairStep(pool, node, why, jobID, waiting)
+		return
+	}
+	node.Repair, node.RepairSince = model.RepairAwaitDrain, b.now
+	b.putNode(node, why+": node draining in Slurm; its VM is repaired once Slurm has drained it")
+}
+
+// repairStep repairs a drained node: a dynamic node no job waits for is
+// deleted, not replaced; otherwise its host is reported faulty when host
+// repair is possible, else its VM is deleted and replaced at once.
+func (b *builder) repairStep(pool *model.Pool, node model.Node, why, jobID string, waiting bool) {
+	needed := (node.Kind == model.NodeStatic && node.Successor == "") || waiting
+	switch {
+	case !needed:
+		b.replaceVM(pool, node, why, "", false)
+	case b.hostRepairPossible(node):
+		b.hostRepair(pool, node, why)
+	default:
+		b.replaceVM(pool, node, why, jobID, waiting)
+	}
+}
+
+// hostRepairPossible reports whether a node's VM can be moved to a healthy
+// host: host repair is enabled, the VM runs, it was not host-repaired
+// already, and it does not end within the repair timeout.
+func (b *builder) hostRepairPossible(n model.Node) bool {
+	return !b.pol.DisableHostRepair && n.Phase == model.PhaseRunning && n.VMName != "" && n.HostRepaired != n.Generation &&
+		(n.TerminationTime.IsZero() || n.TerminationTime.Sub(b.now) > b.pol.RepairTimeout)
+}
+
+// hostRepair asks Compute Engine to restart the VM on a healthy host.
+func (b *builder) hostRepair(pool *model.Pool, node model.Node, why string) {
+	node.Repair, node.RepairSince = model.RepairHost, b.now
+	b.add(b.reportHost(pool, node, why+": host reported faulty, the VM restarts on a healthy host"))
+	b.add(Metric{Name: MetricHostRepairs, Labels: map[string]string{"pool": pool.ID}, Reason: node.VMName})
+	b.putNode(node, fmt.Sprintf("%s: host repair asked for; the VM is replaced if it does not run again within %s", why, shortDuration(b.pol.RepairTimeout)))
+}
+
+func (b *builder) reportHost(pool *model.Pool, node model.Node, reason string) ReportHostAsFaulty {
+	return ReportHostAsFaulty{Pool: pool.ID, Node: node.Name, Generation: node.Generation, VM: node.VMName,
+		Behavior: FaultBehavior, Description: truncate(node.RepairReason, MaxFaultDescription), JobID: node.RepairJob,
+		RequestID: naming.RequestID("report-host-as-faulty", pool.Zone+"/"+node.VMName), Reason: reason}
+}
+
+// replaceVM deletes a failed node's VM and, when the node must serve
+// (static, or a job waits), requests its replacement at once: a static
+// node gets a new generation, a dynamic node is provisioned for the job.
+func (b *builder) replaceVM(pool *model.Pool, node model.Node, why, jobID string, waiting bool) {
+	b.add(DeleteVMs{Pool: pool.ID, VMs: []string{node.VMName},
+		RequestID: naming.RequestID("delete-instances", pool.MIG+"/"+node.VMName), Reason: why})
+	node.LastEnd = model.EndHealth
+	b.endOfLifeDone(node)
+	j, known := b.st.Jobs[jobID]
 	switch {
 	case node.Kind == model.NodeStatic && node.Successor == "":
 		node.Phase = model.PhaseReleased
-		b.provisionNode(pool, node, jobIfWaiting(jobID, jobWaiting), why+": static node replaced at once")
-	case jobWaiting && known:
+		b.provisionNode(pool, node, jobIfWaiting(jobID, waiting), why+": static node replaced at once")
+	case waiting && known:
 		node.Phase = model.PhaseReleased
 		b.putNode(node, why)
-		b.provisionJob(*b.st.Jobs[jobID], fmt.Sprintf("%s; job %s is %s: replacement requested at once", why, jobID, nonEmpty(h.JobState, "pending")))
-	case jobWaiting:
+		b.provisionJob(*j, fmt.Sprintf("%s; job %s waits for it: replacement requested at once", why, jobID))
+	case waiting:
 		node.Phase = model.PhaseReleased
-		b.provisionNode(pool, node, jobID, fmt.Sprintf("%s; job %s is %s: replacement requested at once", why, jobID, nonEmpty(h.JobState, "pending")))
+		b.provisionNode(pool, node, jobID, fmt.Sprintf("%s; job %s waits for it: replacement requested at once", why, jobID))
 	default:
 		node.Phase = model.PhaseDeleting
 		b.putNode(node, why+": no job waits for this dynamic node, not replaced")
 	}
-	return b.out, nil
+}
+
+// repairBudget counts the pool's serving nodes and those under repair
+// (awaiting drain or in host repair) other than except, and returns the
+// budget: max(RepairMinBudget, ⌊RepairMaxUnhealthy × serving⌋).
+func (b *builder) repairBudget(pool *model.Pool, except string) (unhealthy, allowed, serving int) {
+	for _, n := range b.st.Nodes {
+		if n.Pool != pool.ID || !n.Phase.Serving() {
+			continue
+		}
+		serving++
+		if n.Name != except && n.Repair.UnderRepair() {
+			unhealthy++
+		}
+	}
+	// The epsilon keeps 0.29 × 100 from flooring to 28.
+	allowed = max(b.pol.RepairMinBudget, int(math.Floor(b.pol.RepairMaxUnhealthy*float64(serving)+1e-9)))
+	return unhealthy, allowed, serving
+}
+
+// slurmDrained reports whether the fresh Slurm snapshot, taken at or after
+// after, shows the node drained: the DRAIN flag with no job left on it
+// (base state neither allocated nor mixed, not completing). A node still
+// draining (DRAIN with a job) is not drained.
+func (b *builder) slurmDrained(node string, after time.Time) bool {
+	if b.view == nil || b.view.TakenAt.Before(after) {
+		return false
+	}
+	n, ok := b.view.Nodes[node]
+	if !ok {
+		return false
+	}
+	return SlurmDrained(n)
+}
+
+// SlurmDrained reports whether a snapshot node is drained rather than
+// draining: the DRAIN flag (or a drained base state) and no job on it.
+func SlurmDrained(n model.SlurmNode) bool {
+	flags := map[string]bool{}
+	for _, f := range n.Flags {
+		flags[strings.ToUpper(f)] = true
+	}
+	base := strings.ToLower(n.State)
+	if !flags["DRAIN"] && base != "drained" {
+		return false
+	}
+	switch base {
+	case "allocated", "mixed", "completing", "draining":
+		return false
+	}
+	return !flags["COMPLETING"]
+}
+
+// repairJobWaiting returns the job recorded as waiting for a node's repair
+// and whether it still waits: its record is pending; without a record
+// (only active jobs are loaded), a fresh snapshot must show it pending;
+// with neither, the health report's word stands.
+func (b *builder) repairJobWaiting(n model.Node) (string, bool) {
+	id := n.RepairJob
+	if id == "" {
+		return "", false
+	}
+	if j, ok := b.st.Jobs[id]; ok {
+		return id, j.State == model.JobPending
+	}
+	if b.view != nil {
+		for _, sj := range b.view.Jobs {
+			if sj.ID == id {
+				s := strings.ToUpper(sj.State)
+				return id, s == "PENDING" || strings.HasPrefix(s, "REQUEUE")
+			}
+		}
+		return id, false
+	}
+	return id, true
+}
+
+// drainParts are the id parts of a node's health drain: one drain per VM,
+// and another after its host repair (same VM name, second fault).
+func (b *builder) drainParts(n model.Node) []string {
+	if n.HostRepaired == n.Generation {
+		return []string{n.VMName, "health", "after-host-repair"}
+	}
+	return []string{n.VMName, "health"}
+}
+
+// inconclusive records an INCONCLUSIVE verdict and drains the node for
+// diagnosis when the count reaches the limit within the window.
+func (b *builder) inconclusive(pool *model.Pool, node model.Node, h *event.Health) {
+	limit, window := b.pol.InconclusiveLimit, b.pol.InconclusiveWindow
+	if node.InconclusiveSince.IsZero() || b.now.Sub(node.InconclusiveSince) >= window {
+		node.InconclusiveCount, node.InconclusiveSince = 0, b.now
+	}
+	node.InconclusiveCount++
+	detail := "no reason given"
+	if len(h.Reasons) > 0 {
+		detail = h.Reasons[0]
+	}
+	seen := fmt.Sprintf("health check inconclusive on %s (%s): %d within %s", node.VMName, truncate(detail, 200), node.InconclusiveCount, shortDuration(window))
+	b.add(Metric{Name: MetricInconclusive, Labels: map[string]string{"pool": pool.ID}, Reason: seen})
+	switch {
+	case node.Repair.UnderRepair() || node.Repair == model.RepairBlocked:
+		b.putNode(node, seen+": recorded, the node is already being repaired")
+	case limit < 0 || node.InconclusiveCount < limit:
+		b.putNode(node, seen+": recorded")
+	case node.Repair == model.RepairDiagnosis && !node.RepairSince.Before(node.InconclusiveSince):
+		b.putNode(node, seen+": recorded, the node is already drained for diagnosis")
+	default:
+		msg := fmt.Sprintf("health check inconclusive %d times within %s: drained for diagnosis", node.InconclusiveCount, shortDuration(window))
+		b.slurm(event.SlurmDrain, []string{node.Name}, "", fmt.Sprintf("flexslurm: %s (%s)", msg, node.VMName),
+			node.VMName, "diagnosis", node.InconclusiveSince.UTC().Format(time.RFC3339Nano))
+		node.Repair, node.RepairSince, node.RepairReason = model.RepairDiagnosis, b.now, truncate("health check inconclusive: "+detail, MaxFaultDescription)
+		b.putNode(node, seen+": "+msg)
+		b.add(Alert{Pool: pool.ID, Node: node.Name, Reason: fmt.Sprintf("%s: %s (last: %s); no VM action, an operator resumes or replaces it", node.Name, msg, truncate(detail, 200))})
+		b.add(Metric{Name: MetricRepairDiagnosis, Labels: map[string]string{"pool": pool.ID}, Reason: msg})
+	}
+}
+
+// reconcileRepair follows a running node's repair in a reconcile pass. It
+// returns true when it decided for the node (the table is not consulted).
+//   - host repair: the VM RUNNING again, restarted at or after the repair
+//     was asked for → Slurm resumes the node, the repair ends
+//     (repair_succeeded); still REPAIRING (or RUNNING, not restarted) past
+//     Policy.RepairTimeout → deleted and replaced with an alert; RUNNING
+//     and not restarted past Policy.RequestGrace → asked for again (same
+//     request id: a crash between the commit and the call); otherwise
+//     wait. A VM gone or stopped is left to the table (the generation
+//     ends).
+//   - awaiting drain: the fresh snapshot, taken after the repair started,
+//     shows the node drained → the repair step.
+func (b *builder) reconcileRepair(pool *model.Pool, node model.Node, vm VM, present bool) bool {
+	if node.Phase != model.PhaseRunning {
+		return false
+	}
+	switch node.Repair {
+	case model.RepairHost:
+		class := ClassifyVM(vm.Status, present)
+		if class != VMRunning && class != VMRepairing && class != VMProvisioning {
+			return false
+		}
+		since := b.now.Sub(node.RepairSince)
+		switch {
+		case class == VMRunning && !vm.LastStart.IsZero() && !vm.LastStart.Before(node.RepairSince.Truncate(time.Second)):
+			b.hostRepaired(pool, node, vm)
+		case since >= b.pol.RepairTimeout:
+			b.hostRepairFallback(pool, node, fmt.Sprintf("reconciler: host repair of %s asked for at %s is not done after %s (VM %s)",
+				node.VMName, node.RepairSince.Format(time.RFC3339), shortDuration(b.pol.RepairTimeout), vm.Status), "timeout")
+		case class == VMRunning && since >= b.pol.RequestGrace:
+			b.add(b.reportHost(pool, node, fmt.Sprintf("reconciler: VM %s still runs on its host %s after the host repair was recorded: asking again (same request id)",
+				node.VMName, since.Round(time.Second))))
+		}
+		return true
+	case model.RepairAwaitDrain:
+		if !present || vm.Status != "RUNNING" || !b.slurmDrained(node.Name, node.RepairSince) {
+			return false
+		}
+		jobID, waiting := b.repairJobWaiting(node)
+		b.repairStep(pool, node, fmt.Sprintf("reconciler: Slurm has drained %s: %s on %s", node.Name, node.RepairReason, node.VMName), jobID, waiting)
+		return true
+	}
+	return false
+}
+
+// hostRepaired ends a successful host repair: the VM runs again on a
+// healthy host, so Slurm resumes the node — unless someone else drained it
+// meanwhile (a drain reason without flexslurm's prefix), which is left to
+// them.
+func (b *builder) hostRepaired(pool *model.Pool, node model.Node, vm VM) {
+	why := fmt.Sprintf("reconciler: VM %s runs again on a healthy host (restarted at %s, host repair asked for at %s)",
+		node.VMName, vm.LastStart.Format(time.RFC3339), node.RepairSince.Format(time.RFC3339))
+	foreign := false
+	if b.view != nil && !b.view.TakenAt.Before(node.RepairSince) {
+		sn, ok := b.view.Nodes[node.Name]
+		drained := ok && (slices.Contains(sn.Flags, "DRAIN") || strings.EqualFold(sn.State, "drained") || strings.EqualFold(sn.State, "draining"))
+		foreign = drained && sn.Reason != "" && !strings.HasPrefix(sn.Reason, "flexslurm:")
+	}
+	if foreign {
+		why += ": left drained, its drain reason is not flexslurm's"
+	} else {
+		b.slurm(event.SlurmResume, []string{node.Name}, "", "flexslurm: "+node.VMName+" repaired on a healthy host: back in service", node.VMName, "host-repaired")
+		why += ": node resumed in Slurm"
+	}
+	node.HostRepaired = node.Generation
+	node.ClearRepair()
+	b.putNode(node, why)
+	b.add(Metric{Name: MetricRepairSucceeded, Labels: map[string]string{"pool": pool.ID}, Reason: why})
+}
+
+// unblockRepairs starts blocked repairs of the pool, oldest first, while
+// the repair budget allows.
+func (b *builder) unblockRepairs(pool *model.Pool) {
+	var blocked []model.Node
+	for _, n := range b.st.Nodes {
+		if n.Pool == pool.ID && n.Repair == model.RepairBlocked && n.Phase == model.PhaseRunning {
+			blocked = append(blocked, *n)
+		}
+	}
+	sort.Slice(blocked, func(i, j int) bool {
+		if !blocked[i].RepairSince.Equal(blocked[j].RepairSince) {
+			return blocked[i].RepairSince.Before(blocked[j].RepairSince)
+		}
+		return blocked[i].Name < blocked[j].Name
+	})
+	for _, node := range blocked {
+		unhealthy, allowed, serving := b.repairBudget(pool, node.Name)
+		if unhealthy >= allowed {
+			return
+		}
+		jobID, waiting := b.repairJobWaiting(node)
+		why := fmt.Sprintf("reconciler: repair budget of pool %s freed (%d of %d under repair, %d serving): %s on %s, blocked since %s",
+			pool.ID, unhealthy, allowed, serving, node.RepairReason, node.VMName, node.RepairSince.Format(time.RFC3339))
+		b.startRepair(pool, node, b.slurmDrained(node.Name, node.RepairSince), why, jobID, waiting)
+	}
+}
+
+// faultReason is a health failure's reason for drains and records:
+// "health check failed: <first reason>" (and how many more), bounded.
+func faultReason(reasons []string) string {
+	r := "health check failed"
+	if len(reasons) > 0 {
+		r += ": " + truncate(reasons[0], 300)
+		if len(reasons) > 1 {
+			r += fmt.Sprintf(" (+%d more)", len(reasons)-1)
+		}
+	}
+	return r
+}
+
+// shortDuration prints 24h0m0s as 24h and 20m0s as 20m.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// truncate bounds s to n bytes without splitting a UTF-8 sequence.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
 }
 
 func jobIfWaiting(id string, waiting bool) string {
@@ -95,11 +529,4 @@ func jobIfWaiting(id string, waiting bool) string {
 		return id
 	}
 	return ""
-}
-
-func nonEmpty(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }

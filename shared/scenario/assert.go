@@ -192,7 +192,7 @@ func checkNode(st *model.State, nc NodeCheck, add addFunc) {
 		add(name+" exists", ok == *nc.Exists, fmt.Sprint(*nc.Exists), fmt.Sprint(ok))
 	}
 	if !ok {
-		if nc.Phase != "" || nc.Generation != nil || nc.Kind != "" || nc.Job != nil || nc.LastEnd != "" || nc.VM != "" {
+		if nc.Phase != "" || nc.Generation != nil || nc.Kind != "" || nc.Job != nil || nc.LastEnd != "" || nc.VM != "" || nc.Repair != "" || nc.HostRepaired != nil {
 			add(name, false, "a node record", "no record")
 		}
 		return
@@ -214,6 +214,12 @@ func checkNode(st *model.State, nc NodeCheck, add addFunc) {
 	}
 	if nc.VM != "" {
 		add(name+" VM", n.VMName == nc.VM, nc.VM, n.VMName)
+	}
+	if nc.Repair != "" {
+		add(name+" repair", repairName(n.Repair) == nc.Repair, nc.Repair, repairName(n.Repair)+reasonSuffix(n.Reason))
+	}
+	if nc.HostRepaired != nil {
+		add(name+" host repaired", n.HostRepaired == *nc.HostRepaired, fmt.Sprint(*nc.HostRepaired), fmt.Sprint(n.HostRepaired))
 	}
 }
 

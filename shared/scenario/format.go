@@ -198,6 +198,11 @@ type Invariants struct {
 	// to any job for SuspendTime is gone within Within after that
 	// (needs slurm.simulate).
 	IdleDynamicReleased *Within `yaml:"idle_dynamic_released,omitempty"`
+	// RepairProgress: no node record stays in a repair state that waits on
+	// flexslurm (await_drain, host_repair, blocked) for longer than Within
+	// (from the state's RepairSince). Nodes drained for diagnosis wait for
+	// an operator and are not counted.
+	RepairProgress *Within `yaml:"repair_progress,omitempty"`
 	// ForeignUntouched: every foreign VM still exists and no call flexslurm
 	// made names it or its MIG.
 	ForeignUntouched bool `yaml:"foreign_untouched,omitempty"`
@@ -292,9 +297,12 @@ type JobStep struct {
 	ReportedAt *At `yaml:"reported_at,omitempty"`
 }
 
-// HealthStep publishes a health.failure (health-failure topic). With
-// slurm.simulate, an omitted job and job_state are taken from the model
-// (the job running on the node is requeued), and the hook drains the node.
+// HealthStep publishes a health.failure (health-failure topic) with a
+// verdict: FAIL (default) or INCONCLUSIVE. With slurm.simulate, a FAIL
+// drains the node in the model as the hook does (the job running there is
+// requeued), an omitted job and job_state are taken from the model, and an
+// omitted drained is whether the model then shows the node drained (DRAIN
+// with no job); an INCONCLUSIVE changes nothing in the model.
 type HealthStep struct {
 	Node       string   `yaml:"node"`
 	Generation int64    `yaml:"generation,omitempty"`
@@ -302,6 +310,12 @@ type HealthStep struct {
 	Job        string   `yaml:"job,omitempty"`
 	JobState   string   `yaml:"job_state,omitempty"`
 	Reasons    []string `yaml:"reasons,omitempty"`
+	// Verdict is FAIL or INCONCLUSIVE; "" is FAIL.
+	Verdict string `yaml:"verdict,omitempty"`
+	// Drained is the event's drained flag (the hook saw the node drained
+	// after its drain); nil takes it from the Slurm model (false without
+	// slurm.simulate).
+	Drained *bool `yaml:"drained,omitempty"`
 }
 
 // PowerStep publishes a node power report (node.suspend or
@@ -513,7 +527,8 @@ type Check struct {
 	Counter        *CounterCheck    `yaml:"counter,omitempty"`
 	// Invariant evaluates one named invariant now, strictly (no grace):
 	// one_vm_per_node, one_request_per_node, no_unrecorded_vm,
-	// static_at_min, no_idle_dynamic_vm, foreign_untouched,
+	// static_at_min, no_idle_dynamic_vm, repair_progress (no node left in
+	// await_drain, host_repair or blocked), foreign_untouched,
 	// foreign_reservations_untouched (prefix flexslurm-), no_dead_letters,
 	// quiet (no message queued or held).
 	Invariant StringList `yaml:"invariant,omitempty"`
@@ -563,6 +578,11 @@ type NodeCheck struct {
 	Job        *string `yaml:"job,omitempty"`
 	LastEnd    string  `yaml:"last_end,omitempty"`
 	VM         string  `yaml:"vm,omitempty"`
+	// Repair is the node's repair state: none, await_drain, host_repair,
+	// blocked or diagnosis.
+	Repair string `yaml:"repair,omitempty"`
+	// HostRepaired is the generation whose VM was host-repaired (0: none).
+	HostRepaired *int64 `yaml:"host_repaired,omitempty"`
 }
 
 // JobCheck checks a job record.

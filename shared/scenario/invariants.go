@@ -3,6 +3,7 @@ package scenario
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -48,6 +49,9 @@ func (s *invariantState) enabled() []string {
 	if c.IdleDynamicReleased != nil {
 		out = append(out, "idle_dynamic_released")
 	}
+	if c.RepairProgress != nil {
+		out = append(out, "repair_progress")
+	}
 	if c.ForeignUntouched {
 		out = append(out, "foreign_untouched")
 	}
@@ -70,6 +74,8 @@ func (s *invariantState) describe(name string) string {
 		return fmt.Sprintf("static pools back at min_node_count within %s of capacity being available", FormatDuration(c.StaticAtMin.Within.D()))
 	case "idle_dynamic_released":
 		return fmt.Sprintf("no dynamic VM idle in Slurm for SuspendTime plus %s", FormatDuration(c.IdleDynamicReleased.Within.D()))
+	case "repair_progress":
+		return fmt.Sprintf("no node waits in a repair state (await_drain, host_repair, blocked) for longer than %s", FormatDuration(c.RepairProgress.Within.D()))
 	case "foreign_untouched":
 		return "no action on a resource not labelled as this cluster's"
 	case "foreign_reservations_untouched":
@@ -277,6 +283,19 @@ func (r *runner) invariant(name string, w world, strict bool) []string {
 		return out
 	case "idle_dynamic_released":
 		return r.idleDynamic(w, grace(s.cfg.IdleDynamicReleased), afterFault(s.cfg.IdleDynamicReleased, anyPath), strict)
+	case "repair_progress":
+		st := r.state()
+		var out []string
+		for _, n := range st.SortedNodes() {
+			if !n.Repair.UnderRepair() && n.Repair != model.RepairBlocked {
+				continue
+			}
+			deadline := latest(n.RepairSince.Add(grace(s.cfg.RepairProgress)), afterFault(s.cfg.RepairProgress, anyPath))
+			if strict || now.After(deadline) {
+				out = append(out, fmt.Sprintf("node %s (%s) has been %s since %s", n.Name, n.VMName, n.Repair, FormatDuration(n.RepairSince.Sub(r.start))))
+			}
+		}
+		return out
 	case "foreign_untouched":
 		return r.foreignTouched(w)
 	case "foreign_reservations_untouched":
@@ -309,15 +328,27 @@ func (r *runner) idleDynamic(w world, grace time.Duration, notBefore time.Time, 
 		if rec, known := st.Nodes[node]; known && (rec.Kind == model.NodeStatic || rec.Successor != "") {
 			continue
 		}
+		// Nor is a node flexslurm holds drained for its health repair (it
+		// must finish: repair_progress) or for an operator's diagnosis.
+		if rec, known := st.Nodes[node]; known && rec.Repair != model.RepairNone {
+			continue
+		}
 		// Nor is a VM kept for a pending job (the rule: no dynamic
 		// VM without a pending or running job): the job it was provisioned
-		// for, requeued and waiting for its other nodes.
-		if rec, known := st.Nodes[node]; known && rec.JobID != "" {
-			if j, ok := st.Jobs[rec.JobID]; ok && j.State == model.JobPending {
-				if sj, ok := r.slurm.jobs[rec.JobID]; !ok || sj.active() {
-					continue
+		// for, requeued and waiting for its other nodes, or a pending job
+		// whose nodes flexslurm holds it among (a job a health failure
+		// requeued, which Slurm may place on it again).
+		holding := holdingJobs(st, node)
+		kept := false
+		for _, id := range holding {
+			if j, ok := st.Jobs[id]; ok && j.State == model.JobPending {
+				if sj, ok := r.slurm.jobs[id]; !ok || sj.active() {
+					kept = true
 				}
 			}
+		}
+		if kept {
+			continue
 		}
 		if n.job != "" {
 			if j, ok := r.slurm.jobs[n.job]; ok && j.active() {
@@ -328,10 +359,14 @@ func (r *runner) idleDynamic(w world, grace time.Duration, notBefore time.Time, 
 		if n.freedAt.After(idle) {
 			idle = n.freedAt
 		}
-		// A VM kept for a pending job (below) is idle from the moment
+		// A drained node cannot take a job: it is idle from its resume.
+		if n.undrainedAt.After(idle) {
+			idle = n.undrainedAt
+		}
+		// A VM kept for a pending job (above) is idle from the moment
 		// that job ended, not from before.
-		if rec, known := st.Nodes[node]; known && rec.JobID != "" {
-			if sj, ok := r.slurm.jobs[rec.JobID]; ok && !sj.active() && sj.endAt.After(idle) && !sj.endAt.After(now) {
+		for _, id := range holding {
+			if sj, ok := r.slurm.jobs[id]; ok && !sj.active() && sj.endAt.After(idle) && !sj.endAt.After(now) {
 				idle = sj.endAt
 			}
 		}
@@ -341,6 +376,21 @@ func (r *runner) idleDynamic(w world, grace time.Duration, notBefore time.Time, 
 				continue
 			}
 			out = append(out, fmt.Sprintf("VM %s of node %s (Slurm: %s) has had no job since %s", vm.name, node, n.state(), FormatDuration(idle.Sub(r.start))))
+		}
+	}
+	return out
+}
+
+// holdingJobs lists the jobs flexslurm may keep a node's VM for: the job
+// it was provisioned for and the jobs whose recorded nodes include it.
+func holdingJobs(st *model.State, node string) []string {
+	var out []string
+	if rec, known := st.Nodes[node]; known && rec.JobID != "" {
+		out = append(out, rec.JobID)
+	}
+	for _, j := range st.SortedJobs() {
+		if slices.Contains(j.Nodes, node) && !slices.Contains(out, j.ID) {
+			out = append(out, j.ID)
 		}
 	}
 	return out

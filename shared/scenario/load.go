@@ -204,7 +204,7 @@ var (
 	jobTypes   = map[string]string{"pending": event.TypeJobPending, "started": event.TypeJobStarted, "finished": event.TypeJobFinished, "cancelled": event.TypeJobCancelled}
 	powerTypes = map[string]string{"suspend": event.TypeNodeSuspend, "resume_failed": event.TypeResumeFailed}
 	counters   = []string{"compute_calls", "resize_requests_created", "deliveries", "acks", "nacks", "redeliveries", "duplicates", "dead_letters", "injected_errors"}
-	invariants = []string{"one_vm_per_node", "one_request_per_node", "no_unrecorded_vm", "static_at_min", "no_idle_dynamic_vm",
+	invariants = []string{"one_vm_per_node", "one_request_per_node", "no_unrecorded_vm", "static_at_min", "no_idle_dynamic_vm", "repair_progress",
 		"foreign_untouched", "foreign_reservations_untouched", "no_dead_letters", "quiet"}
 	rrStates = []string{"CREATING", "ACCEPTED", "SUCCEEDED", "FAILED", "CANCELLED", "active"}
 )
@@ -352,6 +352,15 @@ func (s *Step) validate(p *problems, path string, f *File) {
 	case s.Health != nil:
 		if s.Health.Node == "" {
 			p.add(s.line, path+".health.node", "required")
+		}
+		switch s.Health.Verdict {
+		case "", event.VerdictFail:
+		case event.VerdictInconclusive:
+			if s.Health.Drained != nil && *s.Health.Drained {
+				p.add(s.line, path+".health.drained", "only a FAIL reports the node drained")
+			}
+		default:
+			p.add(s.line, path+".health.verdict", "want FAIL or INCONCLUSIVE, got %q", s.Health.Verdict)
 		}
 	case s.Power != nil:
 		if _, ok := powerTypes[s.Power.Type]; !ok {
@@ -529,6 +538,9 @@ func (c *Check) validate(p *problems, path string, f *File) {
 		if nc.Phase != "" && !contains(phaseNames(), nc.Phase) {
 			p.add(line, fmt.Sprintf("%s.nodes[%d].phase", path, i), "unknown phase %q; phases: %s", nc.Phase, strings.Join(phaseNames(), ", "))
 		}
+		if nc.Repair != "" && !contains(repairNames(), nc.Repair) {
+			p.add(line, fmt.Sprintf("%s.nodes[%d].repair", path, i), "unknown repair state %q; states: %s", nc.Repair, strings.Join(repairNames(), ", "))
+		}
 	}
 	for i, jc := range c.Jobs {
 		n++
@@ -585,6 +597,22 @@ func phaseNames() []string {
 		out = append(out, string(ph))
 	}
 	return out
+}
+
+// repairNames are the repair states of node checks ("none" for no repair).
+func repairNames() []string {
+	out := make([]string, 0, len(model.RepairStates))
+	for _, r := range model.RepairStates {
+		out = append(out, repairName(r))
+	}
+	return out
+}
+
+func repairName(r model.RepairState) string {
+	if r == model.RepairNone {
+		return "none"
+	}
+	return string(r)
 }
 
 func contains(xs []string, x string) bool {

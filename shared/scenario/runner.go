@@ -1210,8 +1210,15 @@ func (r *runner) publishHealth(s *Step) error {
 	if len(reasons) == 0 {
 		reasons = []string{"GPU 0: uncorrectable ECC errors"}
 	}
+	verdict := h.Verdict
+	if verdict == "" {
+		verdict = event.VerdictFail
+	}
 	ev := event.Health{Header: r.header(event.TypeHealthFailure), Node: h.Node, Generation: h.Generation, VMName: h.VM,
-		JobID: h.Job, JobState: h.JobState, Verdict: "FAIL", Reasons: reasons, CheckedAt: r.now()}
+		JobID: h.Job, JobState: h.JobState, Verdict: verdict, Reasons: reasons, CheckedAt: r.now()}
+	if h.Drained != nil {
+		ev.Drained = *h.Drained
+	}
 	if r.f.Slurm.Simulate {
 		vm, up := r.vmView().byNode[h.Node]
 		if !up && h.VM == "" && h.Generation == 0 {
@@ -1223,9 +1230,16 @@ func (r *runner) publishHealth(s *Step) error {
 		if vmName == "" && up {
 			vmName = vm.name
 		}
-		job, state := r.slurm.healthFailure(r.now(), h.Node, reasons[0], vmName)
-		if ev.JobID == "" && ev.JobState == "" {
-			ev.JobID, ev.JobState = job, state
+		if verdict == event.VerdictFail {
+			// The hook drains the node, then asks Slurm whether it is
+			// drained (no job left).
+			job, state := r.slurm.healthFailure(r.now(), h.Node, reasons[0], vmName)
+			if ev.JobID == "" && ev.JobState == "" {
+				ev.JobID, ev.JobState = job, state
+			}
+			if h.Drained == nil {
+				ev.Drained = r.slurm.drainComplete(h.Node)
+			}
 		}
 		if ev.VMName == "" && ev.Generation == 0 && up {
 			ev.VMName = vm.name

@@ -119,6 +119,7 @@ type slurmNode struct {
 	powerUpSince time.Time
 	lostSince    time.Time
 	freedAt      time.Time // last time the node had a job taken away or finished
+	undrainedAt  time.Time // last time a resume lifted the node's DRAIN
 	powerDownDue bool      // power_down asked while a job runs
 }
 
@@ -342,6 +343,9 @@ func (m *slurmModel) command(now time.Time, c slurmCommandRecord) bool {
 			n.reason = c.Reason
 			m.requeueOn(now, n, "node set DOWN")
 		case event.SlurmResume:
+			if n.flags[flagDrain] {
+				n.undrainedAt = now
+			}
 			delete(n.flags, flagDrain)
 			delete(n.flags, flagFail)
 			if n.flags[flagPoweredDown] {
@@ -508,6 +512,13 @@ func (m *slurmModel) healthFailure(now time.Time, name, reason, vm string) (stri
 	id := j.id
 	m.requeue(now, j, "health check failed")
 	return id, "requeued"
+}
+
+// drainComplete reports whether the model shows a node drained: DRAIN
+// with no job left on it.
+func (m *slurmModel) drainComplete(name string) bool {
+	n, ok := m.nodes[name]
+	return ok && n.flags[flagDrain] && n.job == ""
 }
 
 // update brings the model to now given the nodes' live VMs (by node name):

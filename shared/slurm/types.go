@@ -63,6 +63,14 @@ func (n NodeInfo) Has(f string) bool { return slices.Contains(n.Flags, f) }
 // Drained reports whether the node is draining or drained.
 func (n NodeInfo) Drained() bool { return n.Has(FlagDrain) }
 
+// DrainComplete reports whether Slurm has drained the node rather than
+// still draining it: the DRAIN flag with no job left on it (base state
+// neither allocated nor mixed, and not completing). sinfo shows it "drain",
+// where a node still running jobs shows "drng".
+func (n NodeInfo) DrainComplete() bool {
+	return n.Has(FlagDrain) && n.State != NodeAllocated && n.State != NodeMixed && !n.Has(FlagCompleting)
+}
+
 // Down reports whether the node's base state is down.
 func (n NodeInfo) Down() bool { return n.State == NodeDown }
 
@@ -172,6 +180,9 @@ type JobInfo struct {
 	// SubmitTime is when the job was submitted, or last requeued (Slurm
 	// resets it once a requeue completes). Only scontrol reports it.
 	SubmitTime time.Time
+	// StartTime is when the job started or is expected to (a requeue
+	// resets it); zero when Slurm says Unknown. Only scontrol reports it.
+	StartTime time.Time
 	// EndTime is when the job ended or is expected to; zero when Slurm
 	// says Unknown — as it does for a job being requeued, during its
 	// EpilogSlurmctld. Only scontrol reports it.
