@@ -168,11 +168,14 @@ func (a *Agent) nodeState(ctx context.Context, c *event.SlurmCommand) (outcome, 
 	if err != nil {
 		return outcome{}, fmt.Errorf("reading nodes before %s: %w", c.Command, err)
 	}
-	var todo, done []string
+	var todo, done, gone []string
 	for _, n := range nodes {
 		need, err := needs(c.Command, n)
 		if err != nil {
 			return outcome{}, err
+		}
+		if c.Command == event.SlurmPowerDownForce && withJobs(n) {
+			gone = append(gone, n.Name)
 		}
 		if need {
 			todo = append(todo, n.Name)
@@ -180,7 +183,25 @@ func (a *Agent) nodeState(ctx context.Context, c *event.SlurmCommand) (outcome, 
 			done = append(done, n.Name+" "+n.StateString())
 		}
 	}
+	var details []string
+	if len(gone) > 0 {
+		// flexslurm forces a power down when the node's VM is gone: its
+		// slurmd will never end the jobs there, and Slurm would hold them
+		// COMPLETING for good. DOWN requeues them at once (the node then
+		// powers down as asked).
+		reason := c.Reason
+		if reason == "" {
+			reason = "flexslurm: the node's VM is gone"
+		}
+		if err := a.Slurm.UpdateNodes(ctx, gone, "state=down", "reason="+reason); err != nil {
+			return outcome{}, err
+		}
+		details = append(details, fmt.Sprintf("scontrol update nodename=%s state=down (its jobs requeued: the VM is gone)", slurm.CompressHostlist(gone)))
+	}
 	if len(todo) == 0 {
+		if len(details) > 0 {
+			return outcome{detail: strings.Join(append(details, "unchanged: "+strings.Join(done, ", ")), "; ")}, nil
+		}
 		return outcome{skipped: true, detail: "nothing to do: " + strings.Join(done, ", ")}, nil
 	}
 	args := []string{"state=" + c.Command}
@@ -194,11 +215,17 @@ func (a *Agent) nodeState(ctx context.Context, c *event.SlurmCommand) (outcome, 
 	if err := a.Slurm.UpdateNodes(ctx, todo, args...); err != nil {
 		return outcome{}, err
 	}
-	detail := fmt.Sprintf("scontrol update nodename=%s %s", slurm.CompressHostlist(todo), strings.Join(args, " "))
+	details = append(details, fmt.Sprintf("scontrol update nodename=%s %s", slurm.CompressHostlist(todo), strings.Join(args, " ")))
 	if len(done) > 0 {
-		detail += "; unchanged: " + strings.Join(done, ", ")
+		details = append(details, "unchanged: "+strings.Join(done, ", "))
 	}
-	return outcome{detail: detail}, nil
+	return outcome{detail: strings.Join(details, "; ")}, nil
+}
+
+// withJobs reports whether Slurm holds jobs on n: running, or ending
+// (COMPLETING), not counting a node already down.
+func withJobs(n slurm.NodeInfo) bool {
+	return !n.Down() && (n.State == slurm.NodeAllocated || n.State == slurm.NodeMixed || n.Has(slurm.FlagCompleting))
 }
 
 // needs reports whether node n needs command cmd. A power_up of a node that
