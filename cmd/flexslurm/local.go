@@ -27,9 +27,12 @@ func cmdLocal(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.CapacityDelay, "capacity-delay", 30*time.Minute, "simulated wait for Flex-Start capacity per resize request")
 	fs.DurationVar(&o.TickEvery, "tick", time.Second, "wall-clock period of the reconcile tick")
 	fs.StringVar(&o.Project, "project", "flexslurm-local", "emulated Google Cloud project")
-	fs.StringVar(&o.RunDir, "run-dir", ".run/local", "directory for the logs of the emulators, simulator and functions")
+	fs.StringVar(&o.RunDir, "run-dir", ".run/local", "directory for the logs of the emulators, simulator, functions and Slurm")
+	fs.BoolVar(&o.NoSlurm, "no-slurm", false, "run without Slurm (no slurmctld or slurmd; the demo publishes the hooks' job reports itself)")
+	fs.BoolVar(&o.MakeBeforeBreak, "make-before-break", false, "request static nodes' successors ahead of their end (its lead time is inflated by the scaled clock)")
+	fs.DurationVar(&o.IdleTimeout, "idle-timeout", 14*24*time.Hour, "simulated time an idle dynamic node is kept before flexslurm releases it")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: flexslurm local [--demo] [flags]\n\nRuns the whole system on this machine: the Firestore and Pub/Sub emulators, the\nCompute Engine simulator and the four functions served by functions-framework,\nwired by Pub/Sub push subscriptions. Ctrl-C stops everything.")
+		fmt.Fprintln(stderr, "usage: flexslurm local [--demo] [flags]\n\nRuns the whole system on this machine: the Firestore and Pub/Sub emulators, the\nCompute Engine simulator, the four functions served by functions-framework,\nwired by Pub/Sub push subscriptions, and a real Slurm cluster (munged,\nslurmctld, the hooks and the agent; one slurmd per running VM), installed\nwith apt-get when missing. Ctrl-C stops everything.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

@@ -56,6 +56,10 @@ type Options struct {
 	Slurm *slurm.Runner
 	// Log receives the agent's log; slog.Default() when nil.
 	Log *slog.Logger
+	// Now is the clock that stamps snapshots and results: time.Now when
+	// nil. The local system passes its simulated clock, so that the
+	// reconciler judges a snapshot's age on its own clock.
+	Now func() time.Time
 	// Ready, when set, is called once the subscription exists and
 	// commands are being received.
 	Ready func()
@@ -139,7 +143,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer raw.Close()
 
-	a := &Agent{Cluster: o.Spec.ID, Topology: slurm.TopologyOf(o.Spec), Slurm: o.Slurm, Ledger: ledger, Log: o.Log}
+	a := &Agent{Cluster: o.Spec.ID, Topology: slurm.TopologyOf(o.Spec), Slurm: o.Slurm, Ledger: ledger, Log: o.Log, Now: o.Now}
 	out := &hooks.Outbox{Pub: ps, Timeout: o.PublishTimeout, Log: o.Log}
 	if o.SpoolDir != "" {
 		out.Spool = &hooks.Spool{Dir: o.SpoolDir}

@@ -51,6 +51,7 @@ type env struct {
 	running  []string
 	deleted  []string
 	repairin []string
+	stopping []string
 }
 
 func newEnv(t *testing.T, opts Options) *env {
@@ -74,6 +75,14 @@ func newEnv(t *testing.T, opts Options) *env {
 	opts.OnInstanceRunning = func(in Instance) { e.mu.Lock(); e.running = append(e.running, in.Name); e.mu.Unlock() }
 	opts.OnInstanceDeleted = func(in Instance) { e.mu.Lock(); e.deleted = append(e.deleted, in.Name); e.mu.Unlock() }
 	opts.OnInstanceRepairing = func(in Instance) { e.mu.Lock(); e.repairin = append(e.repairin, in.Name); e.mu.Unlock() }
+	opts.OnInstanceStopping = func(in Instance) {
+		if in.Status != "STOPPING" {
+			t.Errorf("OnInstanceStopping: %s has status %s", in.Name, in.Status)
+		}
+		e.mu.Lock()
+		e.stopping = append(e.stopping, in.Name)
+		e.mu.Unlock()
+	}
 	e.sim = New(opts, e.clk)
 	e.srv = httptest.NewServer(e.sim)
 	t.Cleanup(e.srv.Close)

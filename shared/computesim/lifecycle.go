@@ -288,6 +288,7 @@ func (s *Sim) beginDeleteLocked(in *instanceRec, at time.Time, cause deleteCause
 	in.deleteAt = at.Add(s.opts.DeleteDelay)
 	in.deleteCause = cause
 	in.deletePrincipal = principal
+	s.hookLocked(s.opts.OnInstanceStopping, in)
 	if shrink && in.mig != "" {
 		if m := s.migs[migKey(in.project, in.zone, in.mig)]; m != nil && m.pb.GetTargetSize() > 0 {
 			m.pb.TargetSize = i32p(m.pb.GetTargetSize() - 1)

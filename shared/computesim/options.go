@@ -83,6 +83,10 @@ type Options struct {
 	// OnInstanceDeleted is called, outside the lock, when a VM is gone. The
 	// argument is the VM as it was last seen (status STOPPING).
 	OnInstanceDeleted func(Instance)
+	// OnInstanceStopping is called, outside the lock, when a VM begins
+	// to be deleted (status STOPPING): at the end of its run duration or
+	// by an API call. The guest is shutting down from then on.
+	OnInstanceStopping func(Instance)
 	// OnInstanceRepairing is called, outside the lock, when a VM goes
 	// REPAIRING after reportHostAsFaulty.
 	OnInstanceRepairing func(Instance)

@@ -12,6 +12,7 @@ import (
 
 	"cloud.google.com/go/compute/apiv1/computepb"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"google.golang.org/api/iterator"
 	"google.golang.org/protobuf/proto"
 )
@@ -368,6 +369,9 @@ func TestResizeRequestLifecycle(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"pool-1", "pool-0"}, e.deleted); diff != "" {
 		t.Errorf("OnInstanceDeleted (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"pool-0", "pool-1"}, e.stopping, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+		t.Errorf("OnInstanceStopping (-want +got):\n%s", diff)
 	}
 	if _, ok := e.sim.NextDue(); ok {
 		t.Error("NextDue reports work after everything ended")

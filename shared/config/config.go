@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,14 +19,17 @@ import (
 
 // Environment variable names.
 const (
-	EnvProject           = "GOOGLE_CLOUD_PROJECT"
-	EnvUniverseDomain    = "GOOGLE_CLOUD_UNIVERSE_DOMAIN"
-	EnvFirestoreDatabase = "FLEXSLURM_FIRESTORE_DATABASE"
-	EnvComputeEndpoint   = "FLEXSLURM_COMPUTE_ENDPOINT"
-	EnvSlurmTopic        = "FLEXSLURM_SLURM_TOPIC"
-	EnvClock             = "FLEXSLURM_CLOCK"
-	EnvLogLevel          = "FLEXSLURM_LOG_LEVEL"
-	EnvMaxEventAge       = "FLEXSLURM_MAX_EVENT_AGE"
+	EnvProject                  = "GOOGLE_CLOUD_PROJECT"
+	EnvUniverseDomain           = "GOOGLE_CLOUD_UNIVERSE_DOMAIN"
+	EnvFirestoreDatabase        = "FLEXSLURM_FIRESTORE_DATABASE"
+	EnvComputeEndpoint          = "FLEXSLURM_COMPUTE_ENDPOINT"
+	EnvSlurmTopic               = "FLEXSLURM_SLURM_TOPIC"
+	EnvClock                    = "FLEXSLURM_CLOCK"
+	EnvLogLevel                 = "FLEXSLURM_LOG_LEVEL"
+	EnvMaxEventAge              = "FLEXSLURM_MAX_EVENT_AGE"
+	EnvSnapshotMaxAge           = "FLEXSLURM_SNAPSHOT_MAX_AGE"
+	EnvIdleTimeout              = "FLEXSLURM_IDLE_TIMEOUT"
+	EnvRecreateAfterTermination = "FLEXSLURM_RECREATE_AFTER_TERMINATION"
 )
 
 // Topic ids (Pub/Sub), the same in deploy/ and the local system.
@@ -62,6 +66,16 @@ type Config struct {
 	// MaxEventAge drops events published longer ago (Go duration, e.g.
 	// "1h"); 0 takes the default (1 h).
 	MaxEventAge time.Duration
+	// SnapshotMaxAge and IdleTimeout override plan.Policy's (Go
+	// durations, 1s–2160h); 0 keeps its defaults (10 min each). The local
+	// system sets them in simulated time, because Slurm there runs on the
+	// wall clock while flexslurm's clock runs faster.
+	SnapshotMaxAge, IdleTimeout time.Duration
+	// RecreateAfterTermination ("true" or "false") turns plan.Policy's
+	// make-before-break off: static nodes are then recreated after their
+	// VM ends. The local system sets it, since a scaled clock inflates the
+	// capacity waits make-before-break sizes its lead time from.
+	RecreateAfterTermination bool
 }
 
 // FromEnv reads the configuration; getenv is os.Getenv in production.
@@ -95,6 +109,25 @@ func FromEnv(getenv func(string) string) (Config, error) {
 			errs = append(errs, fmt.Errorf("%s=%q: want a duration between 1m and 168h", EnvMaxEventAge, v))
 		}
 		c.MaxEventAge = d
+	}
+	for _, o := range []struct {
+		env string
+		dst *time.Duration
+	}{{EnvSnapshotMaxAge, &c.SnapshotMaxAge}, {EnvIdleTimeout, &c.IdleTimeout}} {
+		if v := getenv(o.env); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < time.Second || d > 90*24*time.Hour {
+				errs = append(errs, fmt.Errorf("%s=%q: want a duration between 1s and 2160h", o.env, v))
+			}
+			*o.dst = d
+		}
+	}
+	if v := getenv(EnvRecreateAfterTermination); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: want true or false", EnvRecreateAfterTermination, v))
+		}
+		c.RecreateAfterTermination = b
 	}
 	if err := c.Validate(); err != nil {
 		errs = append(errs, err)

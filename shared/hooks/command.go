@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flexslurm/flexslurm/shared/clock"
+	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/logx"
 	"github.com/flexslurm/flexslurm/shared/pubsub"
 	"github.com/flexslurm/flexslurm/shared/slurm"
@@ -188,7 +190,7 @@ func NewRuntime(ctx context.Context, cfg Config, getenv func(string) string, log
 	}
 	var check CheckFunc = PassCheck
 	if len(cfg.CheckCmd) > 0 {
-		check = CommandCheck(cfg.CheckCmd, checkEnv, time.Duration(cfg.CheckTimeout))
+		check = CommandCheck(ExpandNodeName(cfg.CheckCmd, getenv("SLURMD_NODENAME")), checkEnv, time.Duration(cfg.CheckTimeout))
 	}
 	if cfg.PubSubEmulatorHost != "" {
 		os.Setenv("PUBSUB_EMULATOR_HOST", cfg.PubSubEmulatorHost)
@@ -211,6 +213,11 @@ func NewRuntime(ctx context.Context, cfg Config, getenv func(string) string, log
 		Getenv:   getenv,
 		Log:      log,
 	}
+	if cfg.Clock != "" {
+		if clk, err := clock.ParseScaled(cfg.Clock); err == nil {
+			rt.Now = clk.Now
+		}
+	}
 	return rt, closeFn, nil
 }
 
@@ -224,4 +231,19 @@ func closeWithin(c io.Closer, d time.Duration) {
 	case <-done:
 	case <-time.After(d):
 	}
+}
+
+// ExpandNodeName returns argv with "%n" in its arguments (not the program)
+// replaced by node, as slurm.conf expands %n: a check can then read
+// per-node inputs (`flexslurm health check --from-dir /x/%n`). An empty or
+// invalid node name leaves argv as it is.
+func ExpandNodeName(argv []string, node string) []string {
+	if len(argv) < 2 || !event.ValidNodeName(node) {
+		return argv
+	}
+	out := append([]string{argv[0]}, argv[1:]...)
+	for i := 1; i < len(out); i++ {
+		out[i] = strings.ReplaceAll(out[i], "%n", node)
+	}
+	return out
 }

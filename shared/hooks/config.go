@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/flexslurm/flexslurm/shared/clock"
 	"io"
 	"os"
 	"path/filepath"
@@ -132,7 +133,8 @@ type Config struct {
 	// without a shell. Exit status 0 is PASS, 1 FAIL, anything else
 	// INCONCLUSIVE (never acted on). Its stdout gives the reasons: the
 	// "reasons" of a JSON object (`flexslurm health check` prints one), or
-	// else its non-empty lines. Empty: every check passes.
+	// else its non-empty lines. Empty: every check passes. "%n" in an
+	// argument is replaced by the node name (SLURMD_NODENAME).
 	CheckCmd []string `json:"check_cmd,omitempty"`
 	// CheckTimeout bounds the check; an overrun is INCONCLUSIVE.
 	// DefaultCheckTimeout when zero.
@@ -147,6 +149,10 @@ type Config struct {
 	// batch job on freshly resumed nodes starts at once instead of at
 	// slurmctld's next 30 s check. For tests and demos on one host.
 	PrologCtldWaitReady Duration `json:"prolog_ctld_wait_ready,omitempty"`
+	// Clock, in the local system only, is its simulated clock
+	// (FLEXSLURM_CLOCK's form, shared/clock Scaled): events are stamped on
+	// it, as the functions judge them on it. Empty: the wall clock.
+	Clock string `json:"clock,omitempty"`
 	// LogLevel is DEBUG, INFO, WARN or ERROR; INFO when empty.
 	LogLevel string `json:"log_level,omitempty"`
 }
@@ -189,6 +195,11 @@ func (c Config) Validate() error {
 		"slurm_bin_dir": c.SlurmBinDir, "vm_name_dir": c.VMNameDir} {
 		if p != "" && !filepath.IsAbs(p) {
 			errs = append(errs, fmt.Errorf("%s %q must be an absolute path (hooks run in slurmctld's directory)", name, p))
+		}
+	}
+	if c.Clock != "" {
+		if _, err := clock.ParseScaled(c.Clock); err != nil {
+			errs = append(errs, fmt.Errorf("clock %q: %w", c.Clock, err))
 		}
 	}
 	if len(c.CheckCmd) > 0 && !filepath.IsAbs(c.CheckCmd[0]) {

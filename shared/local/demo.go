@@ -7,9 +7,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flexslurm/flexslurm/shared/computesim"
 	"github.com/flexslurm/flexslurm/shared/config"
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/flexslurm/flexslurm/shared/naming"
 	"github.com/flexslurm/flexslurm/shared/spec"
 )
 
@@ -60,6 +62,8 @@ func (s *System) Health(ctx context.Context, n model.Node, jobID, jobState, reas
 		Header: event.Header{Version: event.SchemaVersion, Type: event.TypeHealthFailure, Cluster: s.Spec.ID},
 		Node:   n.Name, Generation: n.Generation, VMName: n.VMName, JobID: jobID, JobState: jobState,
 		Verdict: "FAIL", Reasons: []string{reason}, CheckedAt: s.Clock.Now(),
+		// Slurm requeued the job: the hook finds the node drained.
+		Drained: jobState == "requeued" || jobState == "pending",
 	}
 	data, _ := json.Marshal(ev)
 	s.TL.Say(fmt.Sprintf("health check on %s (%s) fails: %s", n.Name, n.VMName, reason))
@@ -98,13 +102,63 @@ func (s *System) nodeIs(name string, gen int64, phase model.Phase) func() bool {
 	}
 }
 
-func (s *System) vmStatus(name string) string {
+func (s *System) vmStatus(name string) string { return s.vm(name).Status }
+
+// vm returns the simulator's VM name; its Status is "" when there is none.
+func (s *System) vm(name string) computesim.Instance {
 	for _, vm := range s.Sim.Instances() {
 		if vm.Name == name {
-			return vm.Status
+			return vm
 		}
 	}
-	return ""
+	return computesim.Instance{}
+}
+
+// nodeHasVM reports whether any VM of node exists, whatever its state.
+func (s *System) nodeHasVM(node string) bool {
+	for _, vm := range s.Sim.Instances() {
+		if n, _, _, _, ok := naming.ParseVMName(vm.Name); ok && n == node {
+			return true
+		}
+	}
+	return false
+}
+
+// orphanVM waits (up to 5 s, for deletions in flight) until every VM of
+// pool that is not being deleted is the current generation of a serving
+// node, and returns the first that is not ("" when none). A VM of a
+// dynamic node the demo left to other jobs counts only when strict.
+func (s *System) orphanVM(ctx context.Context, pool string, strict bool) string {
+	orphan := ""
+	s.waitFor(ctx, 5*time.Second, func() bool {
+		orphan = ""
+		for _, vm := range s.Sim.Instances() {
+			node, _, p, _, ok := naming.ParseVMName(vm.Name)
+			if vm.Status == "STOPPING" || !ok || p != pool {
+				continue
+			}
+			if n, ok := s.TL.Node(node); ok && n.VMName == vm.Name && n.Phase.Serving() {
+				continue
+			}
+			if strict {
+				orphan = vm.Name
+				return false
+			}
+		}
+		return true
+	})
+	return orphan
+}
+
+// resizeRequestsCreated counts the resize requests Compute accepted.
+func (s *System) resizeRequestsCreated() int {
+	creates := 0
+	for _, c := range s.Sim.Calls() {
+		if c.Method == "POST" && strings.HasSuffix(c.Path, "/resizeRequests") && c.Status < 300 {
+			creates++
+		}
+	}
+	return creates
 }
 
 func (s *System) requestState(name string) string {
@@ -117,22 +171,20 @@ func (s *System) requestState(name string) string {
 }
 
 // Demo drives the seed's lifecycle on the running system and checks each
-// outcome: static nodes come up; a pending job gets dynamic nodes through one
-// resize request; a static node expires and is recreated; a dynamic node
-// expires with no pending job and is not recreated, and with a pending job it
-// is; a GPU health failure replaces the node and provisions for the requeued
+// outcome. With the local Slurm it submits real jobs (demoSlurm). With
+// Options.NoSlurm it publishes the reports the hooks would: static nodes
+// come up; a pending job gets dynamic nodes through one resize request; a
+// static node expires and is recreated; a dynamic node expires with no
+// pending job and is not recreated, and with a pending job it is; a GPU
+// health failure has the VM repaired on a healthy host for the requeued
 // job. It returns an error if any outcome differs.
 func (s *System) Demo(ctx context.Context) error {
-	var pool *spec.NodePool
-	for _, p := range s.Spec.FlexPools() {
-		if p.MinNodeCount >= 1 && p.MaxNodeCount >= p.MinNodeCount+2 {
-			pp := p
-			pool = &pp
-			break
-		}
+	if s.slurm != nil {
+		return s.demoSlurm(ctx)
 	}
-	if pool == nil {
-		return fmt.Errorf("the demo needs a flex-start pool with min_node_count ≥ 1 and max_node_count ≥ min + 2 (examples/cluster_config.json has one)")
+	pool, err := s.demoPool()
+	if err != nil {
+		return err
 	}
 	cl := s.Spec.ID
 	node := func(i int) string { return model.NodeName(cl, pool.ID, i) }
@@ -209,18 +261,17 @@ func (s *System) Demo(ctx context.Context) error {
 		check(s.vmStatus(model.VMName(idle, 2)) == "" && s.vmStatus(model.VMName(idle, 1)) == "", idle+" has no VM")
 	}
 
-	s.TL.Step(6, "job 102 starts; a GPU health check fails on its node; Slurm requeues the job: the node is replaced at once")
+	s.TL.Step(6, "job 102 starts; a GPU health check fails on its node; Slurm requeues the job: the VM is repaired on a healthy host at once")
 	if served != "" {
 		if err := s.Job(ctx, event.TypeJobStarted, "102", 0, false); err != nil {
 			return err
 		}
 		check(s.waitFor(ctx, stepWait, func() bool { j, ok := s.TL.Job("102"); return ok && j.State == model.JobRunning }), "job 102 is running")
 		n, _ := s.TL.Node(served)
+		faulty := s.vm(n.VMName)
 		if err := s.Health(ctx, n, "102", "requeued", "GPU 3: 2 uncorrectable ECC errors (nvidia-smi)"); err != nil {
 			return err
 		}
-		check(s.waitFor(ctx, stepWait, s.nodeIs(served, 3, model.PhaseRunning)), served+" generation 3 is running for job 102")
-		check(s.waitFor(ctx, 10*time.Second, func() bool { return s.vmStatus(model.VMName(served, 2)) == "" }), "the faulty VM "+model.VMName(served, 2)+" is deleted")
 		check(s.waitFor(ctx, 10*time.Second, func() bool {
 			for _, c := range s.TL.Commands() {
 				if c.Command == event.SlurmDrain && len(c.Nodes) == 1 && c.Nodes[0] == served {
@@ -229,6 +280,14 @@ func (s *System) Demo(ctx context.Context) error {
 			}
 			return false
 		}), "Slurm was asked to drain "+served)
+		check(s.waitFor(ctx, stepWait, func() bool {
+			vm := s.vm(faulty.Name)
+			return vm.Status == "RUNNING" && vm.PhysicalHost != faulty.PhysicalHost
+		}), fmt.Sprintf("%s was restarted on a healthy host (instances.reportHostAsFaulty), keeping its capacity", faulty.Name))
+		check(s.waitFor(ctx, stepWait, func() bool {
+			n, ok := s.TL.Node(served)
+			return ok && n.Phase == model.PhaseRunning && n.VMName == faulty.Name && n.Repair == model.RepairNone
+		}), fmt.Sprintf("%s is back in service for job 102, same generation", served))
 	} else {
 		check(false, "skipped: no node serves job 102")
 	}
@@ -236,37 +295,9 @@ func (s *System) Demo(ctx context.Context) error {
 	s.TL.Step(7, "invariants")
 	v := s.TL.Violations()
 	check(len(v) == 0, fmt.Sprintf("never two VMs for one node (%d violations)", len(v)))
-	orphan := ""
-	s.waitFor(ctx, 5*time.Second, func() bool {
-		orphan = ""
-		for _, vm := range s.Sim.Instances() {
-			if vm.Status == "STOPPING" {
-				continue
-			}
-			named := false
-			for _, name := range []string{static, dyn[0], dyn[1]} {
-				if n, ok := s.TL.Node(name); ok && n.VMName == vm.Name && n.Phase.Serving() {
-					named = true
-				}
-			}
-			if !named && !strings.Contains(vm.Name, fmt.Sprintf("-%s-", pool.ID)) {
-				named = true // another pool's VM
-			}
-			if !named && extra == 0 {
-				orphan = vm.Name
-				return false
-			}
-		}
-		return true
-	})
+	orphan := s.orphanVM(ctx, pool.ID, extra == 0)
 	check(orphan == "", "every VM is the current generation of a node record")
-	creates := 0
-	for _, c := range s.Sim.Calls() {
-		if c.Method == "POST" && strings.HasSuffix(c.Path, "/resizeRequests") && c.Status < 300 {
-			creates++
-		}
-	}
-	s.TL.Say(fmt.Sprintf("resize requests created in Compute: %d; wall time %s", creates, time.Since(started).Round(time.Second)))
+	s.TL.Say(fmt.Sprintf("resize requests created in Compute: %d; wall time %s", s.resizeRequestsCreated(), time.Since(started).Round(time.Second)))
 	if !ok {
 		return errDemo
 	}

@@ -3,6 +3,7 @@ package local
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,13 +12,15 @@ import (
 	"time"
 
 	"github.com/flexslurm/flexslurm/shared/emulator"
+	"github.com/flexslurm/flexslurm/shared/slurm"
+	"github.com/flexslurm/flexslurm/shared/slurm/slurmtest"
 )
 
-// TestDemo runs `flexslurm local --demo` end to end, in process, on the
-// real emulators: the same run as `make demo`, so CI proves the main job.
-func TestDemo(t *testing.T) {
+// demo runs `flexslurm local --demo` end to end, in process, on the real
+// emulators, and checks the timeline.
+func demo(t *testing.T, noSlurm bool, want ...string) {
 	if testing.Short() {
-		t.Skip("SKIP (loud): the end-to-end demo takes about two minutes; run without -short")
+		t.Skip("SKIP (loud): the end-to-end demo takes minutes; run without -short")
 	}
 	if _, err := emulator.Locate(); err != nil {
 		if os.Getenv(emulator.EnvRequire) == "1" {
@@ -25,33 +28,79 @@ func TestDemo(t *testing.T) {
 		}
 		t.Skipf("SKIP (loud): the demo needs the Firestore and Pub/Sub emulators: %v", err)
 	}
-	dir := t.TempDir()
+	// The Slurm user runs the hooks: the binary and the run directory must
+	// be reachable by it (t.TempDir is 0700).
+	dir, err := os.MkdirTemp("", "flexslurm-demo-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	exe := filepath.Join(dir, "flexslurm")
 	build := exec.Command("go", "build", "-o", exe, "./cmd/flexslurm")
 	build.Dir = filepath.Join("..", "..")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building flexslurm: %v\n%s", err, out)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	err := Run(ctx, Options{
+	err = Run(ctx, Options{
 		SpecPath: filepath.Join("..", "..", "examples", "cluster_config.json"),
 		Demo:     true,
 		Exe:      exe,
 		RunDir:   filepath.Join(dir, "run"),
 		Out:      &out,
+		NoSlurm:  noSlurm,
 	})
 	t.Log("\n" + out.String())
 	if err != nil {
 		t.Fatalf("demo: %v", err)
 	}
-	for _, want := range []string{"[PASS] flexvm-a3u-0 generation 2 is running", "demo finished: every outcome matches the seed"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("timeline lacks %q", want)
+	for _, w := range append(want, "demo finished: every outcome matches the seed") {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("timeline lacks %q", w)
 		}
 	}
 	if strings.Contains(out.String(), "[FAIL]") {
 		t.Error("a demo check failed")
 	}
+}
+
+// TestDemo is `make demo`: the whole system with a real Slurm cluster,
+// driven by sbatch jobs, so CI proves the main job.
+func TestDemo(t *testing.T) {
+	if err := slurmPossible(); err != nil {
+		if os.Getenv(slurmtest.EnvRequire) == "1" {
+			t.Fatalf("FAIL: Slurm is required (%s=1): %v", slurmtest.EnvRequire, err)
+		}
+		t.Skipf("SKIP (loud): the demo runs a real Slurm cluster, which cannot run here: %v", err)
+	}
+	demo(t, false,
+		"[PASS] flexvm-a3u-0 generation 2 is running",
+		"is pending and held after the prolog failure",
+		"runs again (RUNNING",
+		"with real Slurm jobs")
+}
+
+// TestDemoWithoutSlurm is `flexslurm local --demo --no-slurm`: the demo
+// publishes the hooks' job reports itself.
+func TestDemoWithoutSlurm(t *testing.T) {
+	demo(t, true, "[PASS] flexvm-a3u-0 generation 2 is running")
+}
+
+// slurmPossible reports why a local Slurm cluster cannot run here (nil when
+// it can: root, and Slurm installed or installable with apt-get).
+func slurmPossible() error {
+	if os.Geteuid() != 0 {
+		return errors.New("the local Slurm cluster starts munged, slurmctld and slurmd, which needs root")
+	}
+	if err := slurm.Installed(); err != nil {
+		if _, aerr := os.Stat("/usr/bin/apt-get"); aerr != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -54,6 +55,19 @@ type Options struct {
 	Exe string
 	// Out receives the timeline.
 	Out io.Writer
+	// NoSlurm runs without Slurm: no slurmctld, no slurmd per VM; the demo
+	// then publishes the job reports the Slurm hooks would.
+	NoSlurm bool
+	// IdleTimeout is flexslurm's idle timeout for dynamic nodes, in
+	// simulated time. Default 14 days: about two minutes of wall time at
+	// the default speed-up, since Slurm runs on the wall clock.
+	IdleTimeout time.Duration
+	// MakeBeforeBreak keeps make-before-break on for static nodes. It is
+	// off by default here: it sizes its lead time from observed capacity
+	// waits, which the scaled clock inflates (each second of wall time the
+	// pipeline takes is 2.8 h at the default speed-up), so successors would
+	// take dynamic slots hours early.
+	MakeBeforeBreak bool
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -78,6 +92,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Out == nil {
 		o.Out = os.Stdout
 	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = 14 * 24 * time.Hour
+	}
 	if o.Exe == "" {
 		exe, err := os.Executable()
 		if err != nil {
@@ -101,6 +118,8 @@ type System struct {
 	Funcs   []*Function
 	TL      *Timeline
 	cleanup []func()
+	slurm   *slurmSide // nil with NoSlurm
+	slurmP  atomic.Pointer[slurmSide]
 }
 
 // Subscriptions: topic → entry point. ScaleUp reads two topics.
@@ -110,6 +129,7 @@ var routes = []struct{ Topic, Entry string }{
 	{config.TopicExpiry, "Expiry"},
 	{config.TopicHealthFailure, "Repair"},
 	{config.TopicReconcile, "Reconcile"},
+	{config.TopicSlurmSnapshot, "Reconcile"},
 }
 
 // Run starts the system, applies the spec, and then either runs the demo
@@ -130,13 +150,18 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if opts.Demo {
 		return s.Demo(ctx)
 	}
+	slurmHelp := fmt.Sprintf("Slurm job reports go to topic %q (see docs/events.md).\n", config.TopicJobs)
+	if s.slurm != nil {
+		slurmHelp = fmt.Sprintf("  sinfo; sbatch -p %s -N 1 --wrap 'sleep 30'; squeue   # real Slurm: jobs power nodes up\n",
+			s.slurm.lc.Nodes()[0].Partition)
+	}
 	fmt.Fprintf(opts.Out, "\nflexslurm is running (simulated clock ×%g). In another shell:\n"+
 		"  export %s=%s %s=%s %s=%s %s=%s\n"+
 		"  flexslurm status --dead-letter          # pools, nodes, requests, backoff, dead letters\n"+
 		"  flexslurm apply %s                      # apply a changed spec (created or resized)\n"+
-		"Slurm job reports go to topic %q (see docs/events.md). Ctrl-C stops everything.\n\n",
+		"%sCtrl-C stops everything.\n\n",
 		opts.Speedup, config.EnvProject, opts.Project, "FIRESTORE_EMULATOR_HOST", s.Emu.Firestore.Addr(),
-		"PUBSUB_EMULATOR_HOST", s.Emu.PubSub.Addr(), config.EnvClock, s.Clock.String(), opts.SpecPath, config.TopicJobs)
+		"PUBSUB_EMULATOR_HOST", s.Emu.PubSub.Addr(), config.EnvClock, s.Clock.String(), opts.SpecPath, slurmHelp)
 	<-ctx.Done()
 	fmt.Fprintln(opts.Out, "\nstopping: functions, Compute simulator, emulators")
 	return nil
@@ -184,7 +209,8 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 	}
 	s.PubSub = ps
 	s.cleanup = append(s.cleanup, func() { ps.Close() })
-	for _, t := range []string{config.TopicJobs, config.TopicClusterSpec, config.TopicExpiry, config.TopicHealthFailure, config.TopicReconcile, config.TopicSlurmCommands} {
+	for _, t := range []string{config.TopicJobs, config.TopicClusterSpec, config.TopicExpiry, config.TopicHealthFailure,
+		config.TopicReconcile, config.TopicSlurmCommands, config.TopicSlurmSnapshot, config.TopicCommandResults} {
 		if err := ps.EnsureTopic(ctx, t); err != nil {
 			return s, err
 		}
@@ -219,6 +245,22 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 			return err
 		},
 		Logger: logx.New(simLog, 0),
+		// A VM's guest: its slurmd runs while the VM is RUNNING.
+		OnInstanceRunning: func(in computesim.Instance) {
+			if ss := s.slurmP.Load(); ss != nil {
+				ss.vmRunning(in)
+			}
+		},
+		OnInstanceStopping: func(in computesim.Instance) {
+			if ss := s.slurmP.Load(); ss != nil {
+				ss.vmStopping(in, "is shutting down")
+			}
+		},
+		OnInstanceRepairing: func(in computesim.Instance) {
+			if ss := s.slurmP.Load(); ss != nil {
+				ss.vmStopping(in, "moves to a healthy host (host repair)")
+			}
+		},
 	}, s.Clock)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -237,6 +279,11 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 		config.EnvProject+"="+opts.Project,
 		config.EnvComputeEndpoint+"="+s.SimURL,
 		config.EnvClock+"="+s.Clock.String(),
+		// Slurm runs on the wall clock, flexslurm on the simulated one: a
+		// snapshot every 2 s of wall time is ~5.6 h old in simulated time.
+		config.EnvSnapshotMaxAge+"="+(24*time.Hour).String(),
+		config.EnvIdleTimeout+"="+opts.IdleTimeout.String(),
+		config.EnvRecreateAfterTermination+"="+strconv.FormatBool(!opts.MakeBeforeBreak),
 	)
 	ports := map[string]int{}
 	for _, entry := range []string{"ScaleUp", "Expiry", "Repair", "Reconcile"} {
@@ -262,7 +309,18 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 		return s, err
 	}
 
-	// 5. Timeline watchers and the reconcile tick (Cloud Scheduler's stand-in).
+	// 5. Slurm: slurmctld with the spec's partitions, the hooks and the agent.
+	if !opts.NoSlurm {
+		ss, err := s.startSlurm(ctx)
+		if err != nil {
+			return s, fmt.Errorf("starting the local Slurm cluster (flexslurm local --no-slurm runs without it): %w", err)
+		}
+		s.slurm = ss
+		s.slurmP.Store(ss)
+		s.cleanup = append(s.cleanup, func() { s.slurmP.Store(nil); ss.stop() })
+	}
+
+	// 6. Timeline watchers and the reconcile tick (Cloud Scheduler's stand-in).
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	s.cleanup = append(s.cleanup, stopBG)
 	go s.TL.WatchState(bg, s.Store, c.ID, 150*time.Millisecond)
@@ -270,7 +328,7 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 	go s.TL.WatchSlurm(bg, ps, "local-slurm-commands")
 	go s.tickReconcile(bg)
 
-	// 6. Apply the cluster spec.
+	// 7. Apply the cluster spec.
 	if err := s.Apply(ctx, c); err != nil {
 		return s, err
 	}

@@ -125,6 +125,11 @@ type ConfigOptions struct {
 	// static node's make-before-break successor — a dynamic slot — is
 	// never suspended behind its back.
 	SuspendStaticOnly bool
+	// DefaultTime is each partition's DefaultTime, the time limit of a job
+	// submitted without --time (whole minutes); 0 leaves it out, and such a
+	// job's limit is the partition's MaxTime (INFINITE), which no
+	// end-of-life maintenance reservation ever lets start.
+	DefaultTime time.Duration
 	// Extra lines are appended verbatim.
 	Extra []string
 }
@@ -257,7 +262,11 @@ func BuildConfig(c *spec.Cluster, o ConfigOptions, root, hookDir string) ([]byte
 		if part == def {
 			dflt = "YES"
 		}
-		w("PartitionName=%s Nodes=%s Default=%s MaxTime=INFINITE State=UP", part, CompressHostlist(members), dflt)
+		dt := ""
+		if o.DefaultTime > 0 {
+			dt = fmt.Sprintf(" DefaultTime=%d", int(o.DefaultTime/time.Minute))
+		}
+		w("PartitionName=%s Nodes=%s Default=%s MaxTime=INFINITE%s State=UP", part, CompressHostlist(members), dflt, dt)
 	}
 	for _, l := range o.Extra {
 		w("%s", l)
@@ -288,6 +297,9 @@ func (o ConfigOptions) withDefaults() (ConfigOptions, error) {
 	}
 	if o.ResumeTimeout > 65535*time.Second {
 		errs = append(errs, fmt.Errorf("ResumeTimeout %v is above Slurm's 65535 s", o.ResumeTimeout))
+	}
+	if o.DefaultTime < 0 || o.DefaultTime%time.Minute != 0 {
+		errs = append(errs, fmt.Errorf("DefaultTime %v is not a whole number of minutes", o.DefaultTime))
 	}
 	if o.HealthCheckInterval > 0 && o.HealthCheckInterval%time.Second != 0 {
 		errs = append(errs, fmt.Errorf("HealthCheckInterval %v is not a whole number of seconds", o.HealthCheckInterval))

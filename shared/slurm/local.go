@@ -272,10 +272,10 @@ func (l *LocalCluster) WriteConfig(c *spec.Cluster, o ConfigOptions) error {
 	}
 	uid, _ := strconv.Atoi(su.Uid)
 	gid, _ := strconv.Atoi(su.Gid)
-	if err := reachable(l.Root, false); err != nil {
+	if err := Reachable(l.Root, false); err != nil {
 		return fmt.Errorf("local Slurm root: %w", err)
 	}
-	if err := reachable(o.Exe, true); err != nil {
+	if err := Reachable(o.Exe, true); err != nil {
 		return fmt.Errorf("flexslurm binary for the hooks: %w", err)
 	}
 	dirs := []struct {
@@ -333,10 +333,10 @@ func (l *LocalCluster) WriteConfig(c *spec.Cluster, o ConfigOptions) error {
 	return nil
 }
 
-// reachable checks that every directory above path (and path itself when it
+// Reachable checks that every directory above path (and path itself when it
 // is a directory) is world-searchable, and that a file is world-readable
 // and executable, so that the SlurmUser can use it.
-func reachable(path string, isExe bool) error {
+func Reachable(path string, isExe bool) error {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return err

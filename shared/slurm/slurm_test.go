@@ -234,6 +234,9 @@ func TestParseJobs2205(t *testing.T) {
 	if diff := cmp.Diff(want, summarizeJobs(shown)); diff != "" {
 		t.Errorf("scontrol show job -o (-want +got):\n%s", diff)
 	}
+	if st, end := shown[0].StartTime, shown[0].EndTime; st.Format(time.DateTime) != "2026-11-30 04:07:33" || end.Sub(st) != time.Second {
+		t.Errorf("job 1 StartTime %v EndTime %v, want 04:07:33 and one second later", st, end)
+	}
 }
 
 // The 23.02+ documents follow the data_parser shapes (v0.0.39 and later):
@@ -358,6 +361,13 @@ func TestBuildConfig(t *testing.T) {
 	if len(nodes) != 3 || !nodes[0].Static || nodes[1].Static || nodes[2].Port != 6822 {
 		t.Errorf("nodes = %+v", nodes)
 	}
+	timed, _, err := BuildConfig(c, ConfigOptions{Exe: "/f", DefaultTime: time.Hour}, "/x", "/y")
+	if err != nil || !strings.Contains(string(timed), "\nPartitionName=a3u Nodes=flexvm-a3u-[0-2] Default=YES MaxTime=INFINITE DefaultTime=60 State=UP\n") {
+		t.Errorf("DefaultTime 1h: want DefaultTime=60 on the partition line (%v):\n%s", err, timed)
+	}
+	if _, _, err := BuildConfig(c, ConfigOptions{Exe: "/f", DefaultTime: 90 * time.Second}, "/x", "/y"); err == nil || !strings.Contains(err.Error(), "DefaultTime") {
+		t.Errorf("DefaultTime 90s: %v, want an error naming DefaultTime", err)
+	}
 	if _, _, err := BuildConfig(c, ConfigOptions{Exe: "flexslurm"}, "/x", "/y"); err == nil {
 		t.Errorf("relative Exe: want an error")
 	}
@@ -399,21 +409,21 @@ func TestReachable(t *testing.T) {
 	if err := os.WriteFile(exe, []byte("x"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := reachable(exe, true); err == nil || !strings.Contains(err.Error(), "cannot reach") {
-		t.Errorf("reachable(%s) under a 0700 directory = %v, want an error", exe, err)
+	if err := Reachable(exe, true); err == nil || !strings.Contains(err.Error(), "cannot reach") {
+		t.Errorf("Reachable(%s) under a 0700 directory = %v, want an error", exe, err)
 	}
 	for _, d := range []string{dir, filepath.Dir(dir)} { // both made 0700 by t.TempDir
 		if err := os.Chmod(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := reachable(exe, true); err != nil {
-		t.Errorf("reachable(%s) = %v", exe, err)
+	if err := Reachable(exe, true); err != nil {
+		t.Errorf("Reachable(%s) = %v", exe, err)
 	}
 	if err := os.Chmod(exe, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := reachable(exe, true); err == nil {
-		t.Errorf("reachable(%s) of a 0700 binary = nil, want an error", exe)
+	if err := Reachable(exe, true); err == nil {
+		t.Errorf("Reachable(%s) of a 0700 binary = nil, want an error", exe)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/config"
 	"github.com/flexslurm/flexslurm/shared/gce"
 	"github.com/flexslurm/flexslurm/shared/logx"
+	"github.com/flexslurm/flexslurm/shared/plan"
 	"github.com/flexslurm/flexslurm/shared/pubsub"
 	"github.com/flexslurm/flexslurm/shared/store"
 )
@@ -78,5 +79,7 @@ func Build(ctx context.Context, cfg config.Config) (*apply.Runner, error) {
 	return apply.New(apply.Deps{
 		Store: st, Compute: cc, Publisher: ps, Clock: cfg.Clk(), Log: log,
 		SlurmTopic: cfg.SlurmTopic, Project: cfg.Project, MaxEventAge: cfg.MaxEventAge,
+		Policy: plan.Policy{SnapshotMaxAge: cfg.SnapshotMaxAge, IdleTimeout: cfg.IdleTimeout,
+			RecreateAfterTermination: cfg.RecreateAfterTermination},
 	}), nil
 }

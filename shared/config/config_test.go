@@ -1,0 +1,36 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestPolicyOverrides(t *testing.T) {
+	c, err := FromEnv(env(map[string]string{EnvProject: "p", EnvSnapshotMaxAge: "24h", EnvIdleTimeout: "336h", EnvRecreateAfterTermination: "true"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.SnapshotMaxAge != 24*time.Hour || c.IdleTimeout != 336*time.Hour || !c.RecreateAfterTermination {
+		t.Errorf("SnapshotMaxAge %v IdleTimeout %v, want 24h and 336h", c.SnapshotMaxAge, c.IdleTimeout)
+	}
+	c, err = FromEnv(env(map[string]string{EnvProject: "p"}))
+	if err != nil || c.SnapshotMaxAge != 0 || c.IdleTimeout != 0 || c.RecreateAfterTermination {
+		t.Errorf("unset: %v %v %v, want zero (policy defaults)", c.SnapshotMaxAge, c.IdleTimeout, err)
+	}
+}
+
+func TestPolicyOverridesRejected(t *testing.T) {
+	for _, v := range []string{"soon", "0s", "500ms", "2161h", "-1m"} {
+		_, err := FromEnv(env(map[string]string{EnvProject: "p", EnvIdleTimeout: v}))
+		if err == nil || !strings.Contains(err.Error(), EnvIdleTimeout) || !strings.Contains(err.Error(), v) {
+			t.Errorf("%s=%q: error %v, want one naming the variable and the value", EnvIdleTimeout, v, err)
+		}
+	}
+	if _, err := FromEnv(env(map[string]string{EnvProject: "p", EnvRecreateAfterTermination: "sometimes"})); err == nil ||
+		!strings.Contains(err.Error(), EnvRecreateAfterTermination) {
+		t.Errorf("%s=sometimes: error %v, want one naming the variable", EnvRecreateAfterTermination, err)
+	}
+}
