@@ -36,11 +36,23 @@ func cmdLocal(args []string, stdout, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "flexslurm local: unexpected argument %q (flags go before any argument; see --help)\n", fs.Arg(0))
+		return 2
+	}
+	// SIGHUP too: closing the terminal stops everything, as Ctrl-C does.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	if err := local.Run(ctx, o); err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintln(stderr, "flexslurm local: interrupted; everything it started is stopped")
+			return 130
+		}
 		if errors.Is(err, emulator.ErrFirestoreNotFound) || errors.Is(err, emulator.ErrPubSubNotFound) || errors.Is(err, emulator.ErrJavaNotFound) {
 			fmt.Fprintf(stderr, "flexslurm local: a prerequisite is missing:\n%s\n", joinLines(err.Error()))
 			return 3

@@ -9,11 +9,11 @@ import (
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
 func TestPolicyOverrides(t *testing.T) {
-	c, err := FromEnv(env(map[string]string{EnvProject: "p", EnvSnapshotMaxAge: "24h", EnvIdleTimeout: "336h", EnvRecreateAfterTermination: "true"}))
+	c, err := FromEnv(env(map[string]string{EnvProject: "p", EnvSnapshotMaxAge: "24h", EnvIdleTimeout: "336h", EnvObserveGrace: "2h", EnvRecreateAfterTermination: "true"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.SnapshotMaxAge != 24*time.Hour || c.IdleTimeout != 336*time.Hour || !c.RecreateAfterTermination {
+	if c.SnapshotMaxAge != 24*time.Hour || c.IdleTimeout != 336*time.Hour || c.ObserveGrace != 2*time.Hour || !c.RecreateAfterTermination {
 		t.Errorf("SnapshotMaxAge %v IdleTimeout %v, want 24h and 336h", c.SnapshotMaxAge, c.IdleTimeout)
 	}
 	c, err = FromEnv(env(map[string]string{EnvProject: "p"}))

@@ -182,14 +182,11 @@ func (s *System) Demo(ctx context.Context) error {
 	if s.slurm != nil {
 		return s.demoSlurm(ctx)
 	}
-	pool, err := s.demoPool()
+	pool, static, dyn, err := s.demoPool()
 	if err != nil {
 		return err
 	}
 	cl := s.Spec.ID
-	node := func(i int) string { return model.NodeName(cl, pool.ID, i) }
-	static := node(0)
-	dyn := []string{node(pool.MinNodeCount), node(pool.MinNodeCount + 1)}
 	extra := pool.MaxNodeCount - pool.MinNodeCount - 2 // dynamic slots beyond the two the demo uses
 	week := pool.FlexStartMaxDuration
 	wallWeek := s.Clock.WallDuration(week)

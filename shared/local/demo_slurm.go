@@ -13,16 +13,17 @@ import (
 	"github.com/flexslurm/flexslurm/shared/spec"
 )
 
-// demoPool picks the demo's pool: a Flex-Start pool with a static node and
-// at least two dynamic ones.
-func (s *System) demoPool() (*spec.NodePool, error) {
+// demoPool picks the demo's pool — a Flex-Start pool with a static node
+// and at least two dynamic ones — and names its first static node and the
+// two dynamic nodes the demo uses.
+func (s *System) demoPool() (pool *spec.NodePool, static string, dyn []string, err error) {
 	for _, p := range s.Spec.FlexPools() {
 		if p.MinNodeCount >= 1 && p.MaxNodeCount >= p.MinNodeCount+2 {
-			pp := p
-			return &pp, nil
+			node := func(i int) string { return model.NodeName(s.Spec.ID, p.ID, i) }
+			return &p, node(0), []string{node(p.MinNodeCount), node(p.MinNodeCount + 1)}, nil
 		}
 	}
-	return nil, fmt.Errorf("the demo needs a flex-start pool with min_node_count ≥ 1 and max_node_count ≥ min + 2 (examples/cluster_config.json has one)")
+	return nil, "", nil, fmt.Errorf("the demo needs a flex-start pool with min_node_count ≥ 1 and max_node_count ≥ min + 2 (examples/cluster_config.json has one)")
 }
 
 // sbatch submits a batch job as a user would (sbatch --parsable ARGS --wrap
@@ -107,14 +108,11 @@ func running(j slurm.JobInfo) bool { return j.State == slurm.JobRunning }
 // the one under a running job expires, Slurm requeues the job and
 // flexslurm provisions the node for it again.
 func (s *System) demoSlurm(ctx context.Context) error {
-	pool, err := s.demoPool()
+	pool, static, dyn, err := s.demoPool()
 	if err != nil {
 		return err
 	}
 	cl := s.Spec.ID
-	node := func(i int) string { return model.NodeName(cl, pool.ID, i) }
-	static := node(0)
-	dyn := []string{node(pool.MinNodeCount), node(pool.MinNodeCount + 1)}
 	var others []string // nodes of the pool the demo's jobs must not use
 	part := ""
 	for _, n := range s.slurm.lc.Nodes() {

@@ -34,7 +34,13 @@ func demo(t *testing.T, noSlurm bool, want ...string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("logs kept in %s (run/ has every process's log, run/slurm/log Slurm's)", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}

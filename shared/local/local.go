@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -59,8 +60,9 @@ type Options struct {
 	// then publishes the job reports the Slurm hooks would.
 	NoSlurm bool
 	// IdleTimeout is flexslurm's idle timeout for dynamic nodes, in
-	// simulated time. Default 14 days: about two minutes of wall time at
-	// the default speed-up, since Slurm runs on the wall clock.
+	// simulated time (Slurm runs on the wall clock). Default 2 days, about
+	// 17 s of wall time at the default speed-up; the demo's default is 14
+	// days, so that an idle dynamic node lives to its max run duration.
 	IdleTimeout time.Duration
 	// MakeBeforeBreak keeps make-before-break on for static nodes. It is
 	// off by default here: it sizes its lead time from observed capacity
@@ -93,7 +95,10 @@ func (o Options) withDefaults() (Options, error) {
 		o.Out = os.Stdout
 	}
 	if o.IdleTimeout <= 0 {
-		o.IdleTimeout = 14 * 24 * time.Hour
+		o.IdleTimeout = 2 * 24 * time.Hour
+		if o.Demo {
+			o.IdleTimeout = 14 * 24 * time.Hour
+		}
 	}
 	if o.Exe == "" {
 		exe, err := os.Executable()
@@ -155,15 +160,21 @@ func Run(ctx context.Context, opts Options) (err error) {
 		slurmHelp = fmt.Sprintf("  sinfo; sbatch -p %s -N 1 --wrap 'sleep 30'; squeue   # real Slurm: jobs power nodes up\n",
 			s.slurm.lc.Nodes()[0].Partition)
 	}
+	exe := opts.Exe
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, exe); err == nil && !strings.HasPrefix(rel, "..") {
+			exe = rel
+		}
+	}
 	fmt.Fprintf(opts.Out, "\nflexslurm is running (simulated clock ×%g). In another shell:\n"+
-		"  export %s=%s %s=%s %s=%s %s=%s\n"+
-		"  flexslurm status --dead-letter          # pools, nodes, requests, backoff, dead letters\n"+
-		"  flexslurm apply %s                      # apply a changed spec (created or resized)\n"+
+		"  export %s=%s FIRESTORE_EMULATOR_HOST=%s PUBSUB_EMULATOR_HOST=%s %s=%s\n"+
+		"  %s status --dead-letter   # pools, nodes, requests, backoff, dead letters\n"+
+		"  %s apply %s   # apply a changed spec (created or resized)\n"+
 		"%sCtrl-C stops everything.\n\n",
-		opts.Speedup, config.EnvProject, opts.Project, "FIRESTORE_EMULATOR_HOST", s.Emu.Firestore.Addr(),
-		"PUBSUB_EMULATOR_HOST", s.Emu.PubSub.Addr(), config.EnvClock, s.Clock.String(), opts.SpecPath, slurmHelp)
+		opts.Speedup, config.EnvProject, opts.Project, s.Emu.Firestore.Addr(), s.Emu.PubSub.Addr(),
+		config.EnvClock, s.Clock.String(), exe, exe, opts.SpecPath, slurmHelp)
 	<-ctx.Done()
-	fmt.Fprintln(opts.Out, "\nstopping: functions, Compute simulator, emulators")
+	fmt.Fprintln(opts.Out, "\nstopping: Slurm, functions, Compute simulator, emulators")
 	return nil
 }
 
@@ -283,6 +294,9 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 		// snapshot every 2 s of wall time is ~5.6 h old in simulated time.
 		config.EnvSnapshotMaxAge+"="+(24*time.Hour).String(),
 		config.EnvIdleTimeout+"="+opts.IdleTimeout.String(),
+		// An unexpected Slurm × VM combination (a slurmd restarting) is
+		// watched for a simulated day, about 9 s of wall time.
+		config.EnvObserveGrace+"="+(24*time.Hour).String(),
 		config.EnvRecreateAfterTermination+"="+strconv.FormatBool(!opts.MakeBeforeBreak),
 	)
 	ports := map[string]int{}
@@ -410,7 +424,10 @@ func StartFunction(ctx context.Context, exe, entry string, env []string, logPath
 	cmd := exec.Command(exe, "function", "serve", "--target", entry, "--port", strconv.Itoa(port))
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group (a Ctrl-C reaches only this process, which
+	// stops it), and SIGTERM from the kernel if this process dies first
+	// (SIGHUP, SIGPIPE, a crash): no function outlives the local system.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("starting function %s: %w", entry, err)

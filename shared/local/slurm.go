@@ -42,6 +42,10 @@ const (
 	// localPrologWait is how long PrologSlurmctld waits for the job's nodes
 	// to register, so that a job starts at once on freshly resumed nodes.
 	localPrologWait = 60 * time.Second
+	// localSchedInterval is how often slurmctld tests every pending job
+	// (Slurm's default is 60 s): a requeued job starts again soon after
+	// its begin time.
+	localSchedInterval = 2 * time.Second
 	// localSnapshotEvery is the agent's snapshot period (wall time).
 	localSnapshotEvery = 2 * time.Second
 )
@@ -146,7 +150,8 @@ func (s *System) startSlurm(ctx context.Context) (*slurmSide, error) {
 	}
 	if err := lc.WriteConfig(s.Spec, slurm.ConfigOptions{
 		Exe: exe, SuspendTimeout: localSuspendTimeout, HealthCheckInterval: -1, DefaultTime: time.Hour,
-		Extra: []string{fmt.Sprintf("AuthInfo=cred_expire=%d", localCredExpire)},
+		SchedInterval: localSchedInterval,
+		Extra:         []string{fmt.Sprintf("AuthInfo=cred_expire=%d", localCredExpire)},
 	}); err != nil {
 		return nil, err
 	}

@@ -130,6 +130,11 @@ type ConfigOptions struct {
 	// job's limit is the partition's MaxTime (INFINITE), which no
 	// end-of-life maintenance reservation ever lets start.
 	DefaultTime time.Duration
+	// SchedInterval is SchedulerParameters' sched_interval, how often the
+	// main scheduling loop tests every pending job (whole seconds): a
+	// requeued job whose begin time has passed waits for it. 0 keeps
+	// Slurm's default (60 s).
+	SchedInterval time.Duration
 	// Extra lines are appended verbatim.
 	Extra []string
 }
@@ -197,7 +202,11 @@ func BuildConfig(c *spec.Cluster, o ConfigOptions, root, hookDir string) ([]byte
 	w("AccountingStorageType=accounting_storage/none")
 	w("JobCompType=jobcomp/none")
 	w("SchedulerType=sched/backfill")
-	w("SchedulerParameters=batch_sched_delay=0")
+	if o.SchedInterval > 0 {
+		w("SchedulerParameters=batch_sched_delay=0,sched_interval=%d", int(o.SchedInterval/time.Second))
+	} else {
+		w("SchedulerParameters=batch_sched_delay=0")
+	}
 	w("SelectType=select/cons_tres")
 	w("SelectTypeParameters=CR_Core")
 	w("MpiDefault=none")
@@ -297,6 +306,9 @@ func (o ConfigOptions) withDefaults() (ConfigOptions, error) {
 	}
 	if o.ResumeTimeout > 65535*time.Second {
 		errs = append(errs, fmt.Errorf("ResumeTimeout %v is above Slurm's 65535 s", o.ResumeTimeout))
+	}
+	if o.SchedInterval < 0 || o.SchedInterval%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("SchedInterval %v is not a whole number of seconds", o.SchedInterval))
 	}
 	if o.DefaultTime < 0 || o.DefaultTime%time.Minute != 0 {
 		errs = append(errs, fmt.Errorf("DefaultTime %v is not a whole number of minutes", o.DefaultTime))

@@ -361,6 +361,13 @@ func TestBuildConfig(t *testing.T) {
 	if len(nodes) != 3 || !nodes[0].Static || nodes[1].Static || nodes[2].Port != 6822 {
 		t.Errorf("nodes = %+v", nodes)
 	}
+	if !strings.Contains(text, "\nSchedulerParameters=batch_sched_delay=0\n") {
+		t.Errorf("default SchedulerParameters missing:\n%s", text)
+	}
+	fast, _, err := BuildConfig(c, ConfigOptions{Exe: "/f", SchedInterval: 2 * time.Second}, "/x", "/y")
+	if err != nil || !strings.Contains(string(fast), "\nSchedulerParameters=batch_sched_delay=0,sched_interval=2\n") {
+		t.Errorf("SchedInterval 2s: want sched_interval=2 (%v):\n%s", err, fast)
+	}
 	timed, _, err := BuildConfig(c, ConfigOptions{Exe: "/f", DefaultTime: time.Hour}, "/x", "/y")
 	if err != nil || !strings.Contains(string(timed), "\nPartitionName=a3u Nodes=flexvm-a3u-[0-2] Default=YES MaxTime=INFINITE DefaultTime=60 State=UP\n") {
 		t.Errorf("DefaultTime 1h: want DefaultTime=60 on the partition line (%v):\n%s", err, timed)

@@ -79,7 +79,7 @@ func Build(ctx context.Context, cfg config.Config) (*apply.Runner, error) {
 	return apply.New(apply.Deps{
 		Store: st, Compute: cc, Publisher: ps, Clock: cfg.Clk(), Log: log,
 		SlurmTopic: cfg.SlurmTopic, Project: cfg.Project, MaxEventAge: cfg.MaxEventAge,
-		Policy: plan.Policy{SnapshotMaxAge: cfg.SnapshotMaxAge, IdleTimeout: cfg.IdleTimeout,
+		Policy: plan.Policy{SnapshotMaxAge: cfg.SnapshotMaxAge, IdleTimeout: cfg.IdleTimeout, ObserveGrace: cfg.ObserveGrace,
 			RecreateAfterTermination: cfg.RecreateAfterTermination},
 	}), nil
 }
