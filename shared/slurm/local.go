@@ -405,6 +405,11 @@ func (l *LocalCluster) Start(ctx context.Context) error {
 	}
 	args := []string{"-D", "-i"}
 	if !l.KeepState {
+		// -c clears jobs and node states, but 22.05 still recovers the
+		// reservations (resv_state): start from an empty state directory.
+		if err := clearDir(filepath.Join(l.Root, "state")); err != nil {
+			return fmt.Errorf("clearing slurmctld's state: %w", err)
+		}
 		args = append(args, "-c")
 	}
 	d, err := l.spawn("slurmctld", filepath.Join(l.SbinDir, "slurmctld"), args, nil)
@@ -427,6 +432,21 @@ func (l *LocalCluster) Start(ctx context.Context) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	l.log().Info("slurmctld up", "pid", d.pid(), "conf", l.ConfPath)
+	return nil
+}
+
+// clearDir removes what directory dir holds, keeping dir itself (its owner
+// and mode).
+func clearDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

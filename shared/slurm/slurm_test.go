@@ -434,3 +434,27 @@ func TestReachable(t *testing.T) {
 		t.Errorf("Reachable(%s) of a 0700 binary = nil, want an error", exe)
 	}
 }
+
+// TestClearDir empties slurmctld's state directory for a clean start (-c
+// alone keeps the reservations), keeping the directory and its mode.
+func TestClearDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	if err := os.MkdirAll(filepath.Join(dir, "hash.1"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"resv_state", "resv_state.old", filepath.Join("hash.1", "job.1")} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := clearDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) != 0 {
+		t.Errorf("after clearDir: %v entries, error %v; want an empty directory", len(entries), err)
+	}
+	if err := clearDir(filepath.Join(dir, "missing")); err == nil {
+		t.Error("clearDir of a missing directory: want an error")
+	}
+}
