@@ -234,14 +234,5 @@ func (s *System) demoSlurm(ctx context.Context) error {
 	s.slurm.scancel(ctx, pinned)
 
 	s.TL.Step(6, "invariants")
-	v := s.TL.Violations()
-	check(len(v) == 0, fmt.Sprintf("never two VMs for one node (%d violations)", len(v)))
-	orphan := s.orphanVM(ctx, pool.ID, true)
-	check(orphan == "", "every VM is the current generation of a node record")
-	s.TL.Say(fmt.Sprintf("resize requests created in Compute: %d; wall time %s", s.resizeRequestsCreated(), time.Since(started).Round(time.Second)))
-	if !ok {
-		return errDemo
-	}
-	s.TL.Say("demo finished: every outcome matches the seed, with real Slurm jobs")
-	return nil
+	return s.invariants(ctx, pool.ID, true, started, ok, check, "demo finished: every outcome matches the seed, with real Slurm jobs")
 }
