@@ -208,6 +208,8 @@ func (s *System) startSlurm(ctx context.Context) (*slurmSide, error) {
 		return nil, errors.New("the Slurm agent did not subscribe to its commands within 30 s: see agent.log")
 	}
 	s.TL.Say("Slurm agent running (applies flexslurm's commands with scontrol, snapshots every " + localSnapshotEvery.String() + ")")
+	ss.wg.Add(1)
+	go func() { defer ss.wg.Done(); ss.watchPowerUps(time.Second) }()
 	ok = true
 	return ss, nil
 }
@@ -399,6 +401,62 @@ func (ss *slurmSide) stopNode(node, vm, why string) {
 	}
 	ss.mu.Unlock()
 	ss.tl.Say(fmt.Sprintf("VM %s %s: slurmd of %s stopped", vm, why, node))
+}
+
+// watchPowerUps plays the part of a VM's boot that the simulator leaves
+// out: a VM boots for minutes, so its slurmd registers after Slurm has
+// powered the node down and after any power_up. Here a slurmd may
+// register within the second before a power_up; Slurm then waits for a
+// registration that comes later than the resume request, and the node
+// stays POWERING_UP until ResumeTimeout. A node POWERING_UP whose slurmd
+// has run for longer than MinNodeStartDelay + 1 s gets its slurmd
+// restarted, as a booting VM's would register.
+func (ss *slurmSide) watchPowerUps(every time.Duration) {
+	started := map[string]time.Time{} // node → when its slurmd was first seen running
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ss.ctx.Done():
+			return
+		case <-t.C:
+		}
+		ss.mu.Lock()
+		var nodes []string
+		for n := range ss.vms {
+			nodes = append(nodes, n)
+		}
+		ss.mu.Unlock()
+		for _, name := range nodes {
+			if !ss.lc.NodeRunning(name) {
+				delete(started, name)
+				continue
+			}
+			if _, ok := started[name]; !ok {
+				started[name] = time.Now()
+			}
+			n, err := ss.node(ss.ctx, name)
+			if err != nil || !n.Has(slurm.FlagPoweringUp) || time.Since(started[name]) < slurm.MinNodeStartDelay+time.Second {
+				continue
+			}
+			delete(started, name)
+			ss.mu.Lock()
+			vm := ss.vms[name]
+			ss.mu.Unlock()
+			node := name
+			ss.do(node, func() {
+				if err := ss.lc.StopNode(node); err != nil {
+					ss.log.Error("restarting slurmd", "node", node, "error", err)
+					return
+				}
+				if err := ss.lc.StartNodeAfter(ss.ctx, node, time.Now()); err != nil {
+					ss.log.Error("restarting slurmd", "node", node, "error", err)
+					return
+				}
+				ss.tl.Say(fmt.Sprintf("%s: Slurm powers %s up again while its slurmd runs: slurmd restarted so that it registers", vm, node))
+			})
+		}
+	}
 }
 
 // stop stops the agent, then every job and daemon (by PID), and releases
