@@ -179,8 +179,8 @@ func (s *System) requestState(name string) string {
 // health failure has the VM repaired on a healthy host for the requeued
 // job. It returns an error if any outcome differs.
 func (s *System) Demo(ctx context.Context) error {
-	if s.slurm != nil {
-		return s.demoSlurm(ctx)
+	if ss := s.slurm.Load(); ss != nil {
+		return s.demoSlurm(ctx, ss)
 	}
 	pool, static, dyn, err := s.demoPool()
 	if err != nil {

@@ -64,9 +64,9 @@ func (ss *slurmSide) scontrol(ctx context.Context, args ...string) error {
 
 // jobIs and nodeIs are waitFor conditions on Slurm's view; last keeps the
 // last state seen, for the timeline.
-func (s *System) jobIs(ctx context.Context, id string, last *slurm.JobInfo, cond func(slurm.JobInfo) bool) func() bool {
+func (ss *slurmSide) jobIs(ctx context.Context, id string, last *slurm.JobInfo, cond func(slurm.JobInfo) bool) func() bool {
 	return func() bool {
-		j, err := s.slurm.job(ctx, id)
+		j, err := ss.job(ctx, id)
 		if err != nil {
 			return false
 		}
@@ -75,9 +75,9 @@ func (s *System) jobIs(ctx context.Context, id string, last *slurm.JobInfo, cond
 	}
 }
 
-func (s *System) slurmNodeIs(ctx context.Context, name string, last *slurm.NodeInfo, cond func(slurm.NodeInfo) bool) func() bool {
+func (ss *slurmSide) nodeIs(ctx context.Context, name string, last *slurm.NodeInfo, cond func(slurm.NodeInfo) bool) func() bool {
 	return func() bool {
-		n, err := s.slurm.node(ctx, name)
+		n, err := ss.node(ctx, name)
 		if err != nil {
 			return false
 		}
@@ -107,7 +107,7 @@ func running(j slurm.JobInfo) bool { return j.State == slurm.JobRunning }
 // is recreated; the idle dynamic node that expires stays powered down, and
 // the one under a running job expires, Slurm requeues the job and
 // flexslurm provisions the node for it again.
-func (s *System) demoSlurm(ctx context.Context) error {
+func (s *System) demoSlurm(ctx context.Context, ss *slurmSide) error {
 	pool, static, dyn, err := s.demoPool()
 	if err != nil {
 		return err
@@ -115,7 +115,7 @@ func (s *System) demoSlurm(ctx context.Context) error {
 	cl := s.Spec.ID
 	var others []string // nodes of the pool the demo's jobs must not use
 	part := ""
-	for _, n := range s.slurm.lc.Nodes() {
+	for _, n := range ss.lc.Nodes() {
 		if n.Pool != pool.ID {
 			continue
 		}
@@ -136,20 +136,20 @@ func (s *System) demoSlurm(ctx context.Context) error {
 
 	s.TL.Step(1, fmt.Sprintf("cluster created: static node %s comes up (min_node_count %d) and its slurmd registers", static, pool.MinNodeCount))
 	check(s.waitFor(ctx, stepWait, s.nodeIs(static, 1, model.PhaseRunning)), static+" generation 1 is running")
-	check(s.waitFor(ctx, stepWait, s.slurmNodeIs(ctx, static, &nl, slurm.NodeInfo.Ready)),
+	check(s.waitFor(ctx, stepWait, ss.nodeIs(ctx, static, &nl, slurm.NodeInfo.Ready)),
 		fmt.Sprintf("Slurm shows %s registered (%s)", static, nl.StateString()))
 
 	s.TL.Step(2, fmt.Sprintf("two jobs are submitted with sbatch to partition %s, on powered-down nodes: ResumeProgram → job-pending → resize request → VM → slurmd", part))
-	long, err := s.slurm.sbatch(ctx, "sleep 3600", "-p", part, "-N", "1", "-x", exclude, "--time", "60", "-J", "demo-long")
+	long, err := ss.sbatch(ctx, "sleep 3600", "-p", part, "-N", "1", "-x", exclude, "--time", "60", "-J", "demo-long")
 	if err != nil {
 		return err
 	}
-	short, err := s.slurm.sbatch(ctx, "sleep 2", "-p", part, "-N", "1", "-x", exclude, "--time", "60", "-J", "demo-short")
+	short, err := ss.sbatch(ctx, "sleep 2", "-p", part, "-N", "1", "-x", exclude, "--time", "60", "-J", "demo-short")
 	if err != nil {
 		return err
 	}
 	s.TL.Say(fmt.Sprintf("sbatch: job %s (sleep 3600) and job %s (sleep 2), one node each, excluding %s", long, short, exclude))
-	check(s.waitFor(ctx, stepWait, s.jobIs(ctx, long, &jl, running)),
+	check(s.waitFor(ctx, stepWait, ss.jobIs(ctx, long, &jl, running)),
 		fmt.Sprintf("job %s runs (%s on %s)", long, jl.State, jl.NodeList))
 	busy := ""
 	if len(jl.Nodes) == 1 {
@@ -160,7 +160,7 @@ func (s *System) demoSlurm(ctx context.Context) error {
 		idle = dyn[1]
 	}
 	check(slices.Contains(dyn, busy), fmt.Sprintf("job %s runs on dynamic node %s", long, busy))
-	check(s.waitFor(ctx, stepWait, s.jobIs(ctx, short, &jl, func(j slurm.JobInfo) bool { return j.State == slurm.JobCompleted })),
+	check(s.waitFor(ctx, stepWait, ss.jobIs(ctx, short, &jl, func(j slurm.JobInfo) bool { return j.State == slurm.JobCompleted })),
 		fmt.Sprintf("job %s ran on %s and completed (%s)", short, idle, jl.State))
 	for _, id := range []string{long, short} {
 		rr := fmt.Sprintf("rr-%s-%s-j%s-g1", cl, pool.ID, id)
@@ -168,29 +168,29 @@ func (s *System) demoSlurm(ctx context.Context) error {
 	}
 	check(s.waitFor(ctx, 20*time.Second, func() bool { j, ok := s.TL.Job(long); return ok && j.State == model.JobRunning }),
 		fmt.Sprintf("flexslurm records job %s running (the agent's snapshot)", long))
-	check(s.waitFor(ctx, 10*time.Second, s.slurmNodeIs(ctx, idle, &nl, slurm.NodeInfo.Ready)),
+	check(s.waitFor(ctx, 10*time.Second, ss.nodeIs(ctx, idle, &nl, slurm.NodeInfo.Ready)),
 		fmt.Sprintf("%s is idle in Slurm after job %s (%s)", idle, short, nl.StateString()))
 
 	s.TL.Step(3, fmt.Sprintf("a GPU of %s falls off the bus: the prolog of the next job there fails, drains the node and requeues the job held; the VM is repaired on a healthy host or replaced", busy))
-	s.slurm.scancel(ctx, long)
+	ss.scancel(ctx, long)
 	s.waitFor(ctx, 20*time.Second, func() bool {
-		return s.jobIs(ctx, long, &jl, slurm.JobInfo.Finished)() &&
-			s.slurmNodeIs(ctx, busy, &nl, func(n slurm.NodeInfo) bool { return n.State == slurm.NodeIdle && !n.Has(slurm.FlagCompleting) })()
+		return ss.jobIs(ctx, long, &jl, slurm.JobInfo.Finished)() &&
+			ss.nodeIs(ctx, busy, &nl, func(n slurm.NodeInfo) bool { return n.State == slurm.NodeIdle && !n.Has(slurm.FlagCompleting) })()
 	})
 	n, _ := s.TL.Node(busy)
 	faulty := s.vm(n.VMName)
 	if err := s.InjectGPUFault(busy); err != nil {
 		return err
 	}
-	pinned, err := s.slurm.sbatch(ctx, "sleep 3600", "-p", part, "-N", "1", "-w", busy, "--time", "60", "-J", "demo-gpu")
+	pinned, err := ss.sbatch(ctx, "sleep 3600", "-p", part, "-N", "1", "-w", busy, "--time", "60", "-J", "demo-gpu")
 	if err != nil {
 		return err
 	}
 	s.TL.Say(fmt.Sprintf("job %s cancelled; Xid 79 in the kernel log of %s's host (%s); sbatch -w %s: job %s", long, busy, faulty.PhysicalHost, busy, pinned))
-	check(s.waitFor(ctx, stepWait, s.slurmNodeIs(ctx, busy, &nl, func(n slurm.NodeInfo) bool {
+	check(s.waitFor(ctx, stepWait, ss.nodeIs(ctx, busy, &nl, func(n slurm.NodeInfo) bool {
 		return n.Drained() && strings.Contains(n.Reason, "Xid 79")
 	})), fmt.Sprintf("the prolog drained %s (reason %q)", busy, nl.Reason))
-	check(s.waitFor(ctx, stepWait, s.jobIs(ctx, pinned, &jl, slurm.JobInfo.Held)),
+	check(s.waitFor(ctx, stepWait, ss.jobIs(ctx, pinned, &jl, slurm.JobInfo.Held)),
 		fmt.Sprintf("job %s is pending and held after the prolog failure (%s)", pinned, jl.Reason))
 	check(s.waitFor(ctx, stepWait, func() bool {
 		n, ok := s.TL.Node(busy)
@@ -200,19 +200,19 @@ func (s *System) demoSlurm(ctx context.Context) error {
 		vm := s.vm(n.VMName)
 		return vm.Status == "RUNNING" && (vm.Name != faulty.Name || vm.PhysicalHost != faulty.PhysicalHost)
 	}), fmt.Sprintf("the faulty VM %s was repaired on a healthy host or replaced", faulty.Name))
-	check(s.waitFor(ctx, stepWait, s.slurmNodeIs(ctx, busy, &nl, func(n slurm.NodeInfo) bool { return n.Ready() && !n.Drained() })),
+	check(s.waitFor(ctx, stepWait, ss.nodeIs(ctx, busy, &nl, func(n slurm.NodeInfo) bool { return n.Ready() && !n.Drained() })),
 		fmt.Sprintf("%s is back in Slurm, no longer drained (%s)", busy, nl.StateString()))
-	if err := s.slurm.scontrol(ctx, "release", pinned); err != nil {
+	if err := ss.scontrol(ctx, "release", pinned); err != nil {
 		s.TL.Say("scontrol release: " + err.Error())
 	}
 	s.TL.Say(fmt.Sprintf("scontrol release %s (the held job, as its user would)", pinned))
-	check(s.waitFor(ctx, stepWait, s.jobIs(ctx, pinned, &jl, running)),
+	check(s.waitFor(ctx, stepWait, ss.jobIs(ctx, pinned, &jl, running)),
 		fmt.Sprintf("job %s runs on %s (%s)", pinned, jl.NodeList, jl.State))
 
 	s.TL.Step(4, fmt.Sprintf("static node %s reaches its max run duration (%s): recreated, and its new slurmd registers", static, week))
 	check(s.waitFor(ctx, expiryWait, s.nodeIs(static, 2, model.PhaseRunning)), static+" generation 2 is running")
 	check(s.vmStatus(model.VMName(static, 1)) == "", "the expired VM "+model.VMName(static, 1)+" is gone")
-	check(s.waitFor(ctx, stepWait, s.slurmNodeIs(ctx, static, &nl, slurm.NodeInfo.Ready)),
+	check(s.waitFor(ctx, stepWait, ss.nodeIs(ctx, static, &nl, slurm.NodeInfo.Ready)),
 		fmt.Sprintf("Slurm shows %s registered again (%s)", static, nl.StateString()))
 
 	s.TL.Step(5, fmt.Sprintf("dynamic nodes expire: idle %s stays powered down; %s expires under running job %s, Slurm requeues it and a node is provisioned for it again", idle, busy, pinned))
@@ -220,18 +220,18 @@ func (s *System) demoSlurm(ctx context.Context) error {
 		n, ok := s.TL.Node(idle)
 		return ok && n.Phase == model.PhaseReleased && n.LastEnd == model.EndExpired
 	}), fmt.Sprintf("%s expired with no job pending for it: released, not recreated", idle))
-	check(s.waitFor(ctx, stepWait, s.slurmNodeIs(ctx, idle, &nl, slurm.NodeInfo.PoweredOff)),
+	check(s.waitFor(ctx, stepWait, ss.nodeIs(ctx, idle, &nl, slurm.NodeInfo.PoweredOff)),
 		fmt.Sprintf("Slurm shows %s powered down (%s)", idle, nl.StateString()))
 	check(!s.nodeHasVM(idle), idle+" has no VM")
 	restarts := jl.Restarts
-	check(s.waitFor(ctx, expiryWait, s.jobIs(ctx, pinned, &jl, func(j slurm.JobInfo) bool { return j.Restarts > restarts })),
+	check(s.waitFor(ctx, expiryWait, ss.jobIs(ctx, pinned, &jl, func(j slurm.JobInfo) bool { return j.Restarts > restarts })),
 		fmt.Sprintf("Slurm requeued job %s when %s expired (restarts %d)", pinned, busy, jl.Restarts))
-	check(s.waitFor(ctx, stepWait+20*time.Second, s.jobIs(ctx, pinned, &jl, running)),
+	check(s.waitFor(ctx, stepWait+20*time.Second, ss.jobIs(ctx, pinned, &jl, running)),
 		fmt.Sprintf("job %s runs again (%s on %s)", pinned, jl.State, jl.NodeList))
 	n, _ = s.TL.Node(busy)
 	check(n.Phase == model.PhaseRunning && n.JobID == pinned && n.VMName != faulty.Name,
 		fmt.Sprintf("%s was provisioned again for job %s (VM %s, %s)", busy, pinned, n.VMName, n.Phase))
-	s.slurm.scancel(ctx, pinned)
+	ss.scancel(ctx, pinned)
 
 	s.TL.Step(6, "invariants")
 	return s.invariants(ctx, pool.ID, true, started, ok, check, "demo finished: every outcome matches the seed, with real Slurm jobs")

@@ -123,8 +123,9 @@ type System struct {
 	Funcs   []*Function
 	TL      *Timeline
 	cleanup []func()
-	slurm   *slurmSide // nil with NoSlurm
-	slurmP  atomic.Pointer[slurmSide]
+	// slurm is the local Slurm (nil with NoSlurm), read by the
+	// simulator's hooks from its goroutines.
+	slurm atomic.Pointer[slurmSide]
 }
 
 // Subscriptions: topic → entry point. ScaleUp reads two topics.
@@ -156,9 +157,9 @@ func Run(ctx context.Context, opts Options) (err error) {
 		return s.Demo(ctx)
 	}
 	slurmHelp := fmt.Sprintf("Slurm job reports go to topic %q (see docs/events.md).\n", config.TopicJobs)
-	if s.slurm != nil {
+	if ss := s.slurm.Load(); ss != nil {
 		slurmHelp = fmt.Sprintf("  sinfo; sbatch -p %s -N 1 --wrap 'sleep 30'; squeue   # real Slurm: jobs power nodes up\n",
-			s.slurm.lc.Nodes()[0].Partition)
+			ss.lc.Nodes()[0].Partition)
 	}
 	exe := opts.Exe
 	if wd, err := os.Getwd(); err == nil {
@@ -258,17 +259,17 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 		Logger: logx.New(simLog, 0),
 		// A VM's guest: its slurmd runs while the VM is RUNNING.
 		OnInstanceRunning: func(in computesim.Instance) {
-			if ss := s.slurmP.Load(); ss != nil {
+			if ss := s.slurm.Load(); ss != nil {
 				ss.vmRunning(in)
 			}
 		},
 		OnInstanceStopping: func(in computesim.Instance) {
-			if ss := s.slurmP.Load(); ss != nil {
+			if ss := s.slurm.Load(); ss != nil {
 				ss.vmStopping(in, "is shutting down")
 			}
 		},
 		OnInstanceRepairing: func(in computesim.Instance) {
-			if ss := s.slurmP.Load(); ss != nil {
+			if ss := s.slurm.Load(); ss != nil {
 				ss.vmStopping(in, "moves to a healthy host (host repair)")
 			}
 		},
@@ -329,9 +330,8 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 		if err != nil {
 			return s, fmt.Errorf("starting the local Slurm cluster (flexslurm local --no-slurm runs without it): %w", err)
 		}
-		s.slurm = ss
-		s.slurmP.Store(ss)
-		s.cleanup = append(s.cleanup, func() { s.slurmP.Store(nil); ss.stop() })
+		s.slurm.Store(ss)
+		s.cleanup = append(s.cleanup, func() { s.slurm.Store(nil); ss.stop() })
 	}
 
 	// 6. Timeline watchers and the reconcile tick (Cloud Scheduler's stand-in).

@@ -278,10 +278,11 @@ func (ss *slurmSide) setHost(node string, faulty bool) error {
 // bus (Xid 79): its next health check fails. A host repair (the VM moved to
 // another host) or a new VM gives it a healthy host again.
 func (s *System) InjectGPUFault(node string) error {
-	if s.slurm == nil {
+	ss := s.slurm.Load()
+	if ss == nil {
 		return errors.New("no local Slurm: GPU faults are injected through the node's health check")
 	}
-	return s.slurm.setHost(node, true)
+	return ss.setHost(node, true)
 }
 
 // nodeOf returns the Slurm node a VM of this cluster runs, "" for others.

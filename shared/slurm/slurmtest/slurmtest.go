@@ -331,17 +331,10 @@ func (c *Cluster) Scontrol(t testing.TB, args ...string) string {
 // and returns the last state seen.
 func (c *Cluster) WaitNode(t testing.TB, name string, timeout time.Duration, what string, cond func(slurm.NodeInfo) bool) slurm.NodeInfo {
 	t.Helper()
-	var last slurm.NodeInfo
-	var lastErr error
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		last, lastErr = c.R.ShowNode(ctx, name)
-		cancel()
-		if lastErr == nil && cond(last) {
-			return last
-		}
+	last, ok, err := poll(timeout, func(ctx context.Context) (slurm.NodeInfo, error) { return c.R.ShowNode(ctx, name) }, cond)
+	if !ok {
+		t.Fatalf("node %s: not %s within %v: last state %s reason %q (error %v)", name, what, timeout, last.StateString(), last.Reason, err)
 	}
-	t.Fatalf("node %s: not %s within %v: last state %s reason %q (error %v)", name, what, timeout, last.StateString(), last.Reason, lastErr)
 	return last
 }
 
@@ -349,18 +342,28 @@ func (c *Cluster) WaitNode(t testing.TB, name string, timeout time.Duration, wha
 // returns the last state seen.
 func (c *Cluster) WaitJob(t testing.TB, id string, timeout time.Duration, what string, cond func(slurm.JobInfo) bool) slurm.JobInfo {
 	t.Helper()
-	var last slurm.JobInfo
+	last, ok, err := poll(timeout, func(ctx context.Context) (slurm.JobInfo, error) { return c.R.ShowJob(ctx, id) }, cond)
+	if !ok {
+		t.Fatalf("job %s: not %s within %v: last state %s reason %q (error %v)", id, what, timeout, last.State, last.Reason, err)
+	}
+	return last
+}
+
+// poll calls get every 100 ms (each call bounded by 10 s) until cond holds
+// of what it returns without error, or timeout passes. It returns the last
+// value seen, whether cond held, and the last error.
+func poll[T any](timeout time.Duration, get func(context.Context) (T, error), cond func(T) bool) (T, bool, error) {
+	var last T
 	var lastErr error
 	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		last, lastErr = c.R.ShowJob(ctx, id)
+		last, lastErr = get(ctx)
 		cancel()
 		if lastErr == nil && cond(last) {
-			return last
+			return last, true, nil
 		}
 	}
-	t.Fatalf("job %s: not %s within %v: last state %s reason %q (error %v)", id, what, timeout, last.State, last.Reason, lastErr)
-	return last
+	return last, false, lastErr
 }
 
 // Cancel cancels jobs, ignoring errors (cleanup), and waits (up to 20 s)
