@@ -198,7 +198,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 		if err := receiveError(err, o); err != nil {
 			o.Log.Error("cannot receive commands", "subscription", o.Subscription, "error", err)
-			return fmt.Errorf("flexslurm agent: %w", err)
+			return err
 		}
 		o.Log.Error("receiving commands; retrying", "subscription", o.Subscription, "error", err, "backoff", backoff)
 		select {

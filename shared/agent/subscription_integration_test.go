@@ -28,7 +28,7 @@ func TestRunDoesNotCreateItsSubscription(t *testing.T) {
 		LedgerPath: filepath.Join(t.TempDir(), "ledger.json"),
 		Log:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
-	want := "flexslurm agent: subscription projects/" + testenv.Project() + "/subscriptions/" + sub + " does not exist"
+	want := "subscription projects/" + testenv.Project() + "/subscriptions/" + sub + " does not exist"
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Fatalf("Run = %v, want an error starting %q", err, want)
 	}
