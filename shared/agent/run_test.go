@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -76,5 +78,21 @@ func TestPermissionPublisher(t *testing.T) {
 	}
 	if id, err := (permissionPublisher{pub: fakePublisher{}, project: "p"}).Publish(context.Background(), "t", nil, nil); err != nil || id != "1" {
 		t.Errorf("success: %q, %v", id, err)
+	}
+}
+
+// TestDefaultSubscriptionIsDeploys: the default is the subscription
+// deploy/pubsub.tf creates for the agent.
+func TestDefaultSubscriptionIsDeploys(t *testing.T) {
+	b, err := os.ReadFile("../../deploy/pubsub.tf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?s)resource "google_pubsub_subscription" "slurm_commands" \{.*?name\s*=\s*"([^"]+)"`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal(`deploy/pubsub.tf has no google_pubsub_subscription "slurm_commands" with a name`)
+	}
+	if string(m[1]) != DefaultSubscription {
+		t.Errorf("deploy/pubsub.tf creates %q, the agent consumes %q", m[1], DefaultSubscription)
 	}
 }
