@@ -113,7 +113,7 @@ func parseGPUQuery(data []byte) (gpuQuery, error) {
 // (reported in NVIDIA/open-gpu-kernel-modules#387, NVIDIA/nvidia-docker#1553,
 // NVIDIA/dcgm-exporter#604). The reason is NVML's error string
 // (nvmlErrorString); some versions print it on the next line.
-var handleRe = regexp.MustCompile(`(?i)unable to (?:determine|detect) the device handle for GPU\s*([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?|\d{1,4})?\s*:?\s*(.*)$`)
+var handleRe = regexp.MustCompile(`(?i)unable to (?:determine|detect) the device handle for GPU\s*([0-9A-Fa-f]{1,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?|\d{1,4})?\s*:?\s*(.*)$`)
 
 // parseHandleFailure recognises a handle message.
 func parseHandleFailure(line string) (unreachableGPU, bool) {

@@ -100,6 +100,10 @@ func TestJudgeGPUQuery(t *testing.T) {
 			}},
 		},
 		{
+			name: "short domain", out: "Unable to determine the device handle for GPU 000:BA:80.0: Unknown Error\n",
+			want: findings{fail: []string{"GPU 000:BA:80.0: the driver can no longer reach it: nvidia-smi cannot get its device handle (Unknown Error)"}},
+		},
+		{
 			name: "handle by index without a count",
 			out:  "Unable to determine the device handle for GPU2: Unknown Error\n",
 			want: findings{fail: []string{"GPU 2: the driver can no longer reach it: nvidia-smi cannot get its device handle (Unknown Error)"}},
