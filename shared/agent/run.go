@@ -136,8 +136,8 @@ func (o Options) withDefaults() (Options, error) {
 // one that retrying cannot cure: a missing subscription, or a
 // PermissionDenied on it (a *pubsub.PermissionError naming the role and
 // the subscription). A PermissionDenied while publishing is logged as a
-// *pubsub.PermissionError naming the role and the topic, and the message
-// stays spooled.
+// *pubsub.PermissionError naming the role and the topic (the message
+// stays spooled when there is a spool).
 func Run(ctx context.Context, o Options) error {
 	o, err := o.withDefaults()
 	if err != nil {
@@ -211,9 +211,9 @@ func Run(ctx context.Context, o Options) error {
 }
 
 // receiveError returns the error of Receive that retrying cannot cure, as
-// the operator must read it, or nil for one worth retrying. Pulling and
-// acknowledging need roles/pubsub.subscriber on the subscription; Receive
-// reports either's PermissionDenied.
+// the operator must read it, or nil for one worth retrying. Pulling (and
+// acknowledging, which the same role allows) needs roles/pubsub.subscriber
+// on the subscription.
 func receiveError(err error, o Options) error {
 	name := pubsub.SubscriptionName(o.Project, o.Subscription)
 	switch status.Code(err) {
