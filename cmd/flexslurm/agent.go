@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -27,7 +28,8 @@ func cmdAgent(args []string, stdout, stderr io.Writer) int {
 	var o agent.Options
 	specPath := fs.String("spec", "", "cluster spec (cluster_config.json); the agent acts on its Flex-Start nodes only (required)")
 	fs.StringVar(&o.Project, "project", os.Getenv(config.EnvProject), "Google Cloud project of the topics (default $"+config.EnvProject+")")
-	fs.StringVar(&o.Subscription, "subscription", "", "pull subscription on the commands topic (default slurm-agent-<cluster>)")
+	fs.StringVar(&o.Subscription, "subscription", agent.DefaultSubscription, "pull subscription on the commands topic (the one deploy/pubsub.tf creates)")
+	fs.BoolVar(&o.CreateSubscription, "create-subscription", false, "create the subscription and the topics when missing (local system and tests only: on Google Cloud deploy/ creates them and the agent's role cannot)")
 	fs.StringVar(&o.CommandsTopic, "commands-topic", config.TopicSlurmCommands, "topic of slurm.command messages")
 	fs.StringVar(&o.ResultsTopic, "results-topic", config.TopicCommandResults, "topic for slurm.command_result messages")
 	fs.StringVar(&o.SnapshotTopic, "snapshot-topic", config.TopicSlurmSnapshot, "topic for slurm.snapshot messages")
@@ -38,10 +40,16 @@ func cmdAgent(args []string, stdout, stderr io.Writer) int {
 	emulator := fs.String("pubsub-emulator-host", os.Getenv("PUBSUB_EMULATOR_HOST"), "Pub/Sub emulator host:port")
 	level := fs.String("log-level", "INFO", "DEBUG, INFO, WARN or ERROR")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: flexslurm agent --spec FILE --project P [flags]\n\nRuns beside slurmctld (as root or the SlurmUser): applies the slurm.command\nmessages of the functions through scontrol, idempotently, reporting each as a\nslurm.command_result, and publishes a slurm.snapshot of the cluster's nodes\nand jobs every --snapshot-every. Stops on SIGINT/SIGTERM.")
+		fmt.Fprintln(fs.Output(), "usage: flexslurm agent --spec FILE --project P [flags]\n\nRuns beside slurmctld (as root or the SlurmUser): applies the slurm.command\nmessages of the functions through scontrol, idempotently, reporting each as a\nslurm.command_result, and publishes a slurm.snapshot of the cluster's nodes\nand jobs every --snapshot-every. Stops on SIGINT/SIGTERM.\n\nIt consumes the subscription deploy/ creates (--subscription) and creates\nnothing unless --create-subscription is given. A missing subscription or a\nmissing role (roles/pubsub.subscriber on the subscription) stops it with an\nerror naming them; a publish refused for lack of roles/pubsub.publisher is\nlogged naming the topic. `flexslurm install controller` installs it as a\nsystemd service.")
 		fs.PrintDefaults()
 	}
+	if wantsHelp(args) {
+		fs.SetOutput(stdout)
+	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
 	var lvl slog.Level
@@ -68,4 +76,18 @@ func cmdAgent(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// wantsHelp reports whether args ask for the usage (-h, -help, --help),
+// which then goes to stdout.
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == "-h" || a == "-help" || a == "--help" {
+			return true
+		}
+	}
+	return false
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -44,11 +45,20 @@ and prints the verdict as JSON:
   {"verdict": ..., "reasons": [...], "warnings": [...], "probes": {...}}
 Exit status: 0 PASS, 1 FAIL, 2 INCONCLUSIVE, 64 usage error.
 
-The tools run by absolute path (/usr/bin/nvidia-smi, /usr/bin/dcgmi,
-/usr/bin/dmesg), with no shell; a missing tool makes its probe INCONCLUSIVE.
+--accelerator-count is the pool's GPU count: fewer GPUs visible is FAIL, and
+so is a GPU the driver can no longer reach (nvidia-smi cannot get its device
+handle, "GPU is lost", "No devices were found").
+
+Each tool is the path given by its flag, else the first executable of its name
+in --tool-path (default $PATH), then /usr/local/sbin, /usr/local/bin,
+/usr/sbin, /usr/bin, /sbin, /bin, /usr/local/nvidia/bin, /var/lib/nvidia/bin
+(relative directories are skipped); the kernel log is read with dmesg or, when
+there is none, journalctl --dmesg. Tools run with no shell; a missing tool
+makes its probe INCONCLUSIVE, naming where it was looked for.
 With --from-dir the recorded outputs nvidia-smi-query.csv,
 nvidia-smi-nvlink-e.txt, dmesg.txt and dcgmi-diag.json are read instead (a
-missing file is a missing tool).
+missing file is a missing tool; FILE.stderr and FILE.exit, when present, are
+the tool's standard error and exit status).
 
 flags:`)
 }
@@ -73,6 +83,12 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	crcFailAt := fs.Uint64("nvlink-crc-fail-at", 0, fmt.Sprintf("per-link NVLink CRC errors that FAIL (0 = %d)", health.DefaultNVLinkFailAt))
 	skip := fs.String("skip", "", "comma-separated probes not to run ("+probeNames()+")")
 	budgets := fs.String("budget", "", "per-probe time budgets, e.g. gpu_query=20s,dcgm_diag=90s")
+	var tools health.ExecSources
+	fs.StringVar(&tools.NvidiaSMI, "nvidia-smi", "", "absolute path of nvidia-smi (default: looked up)")
+	fs.StringVar(&tools.DCGMI, "dcgmi", "", "absolute path of dcgmi (default: looked up)")
+	fs.StringVar(&tools.Dmesg, "dmesg", "", "absolute path of dmesg (default: looked up)")
+	fs.StringVar(&tools.Journalctl, "journalctl", "", "absolute path of journalctl, read for the kernel log when there is no dmesg (default: looked up)")
+	toolPath := fs.String("tool-path", os.Getenv("PATH"), "colon-separated `DIRS` searched for the tools before the system directories")
 	fs.Usage = func() {
 		healthUsage(stderr)
 		fs.PrintDefaults()
@@ -88,7 +104,13 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err == nil && fs.NArg() > 0 {
 		err = fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	var src health.Sources = health.ExecSources{}
+	for name, p := range map[string]string{"--nvidia-smi": tools.NvidiaSMI, "--dcgmi": tools.DCGMI, "--dmesg": tools.Dmesg, "--journalctl": tools.Journalctl} {
+		if err == nil && p != "" && !filepath.IsAbs(p) {
+			err = fmt.Errorf("%s %q must be an absolute path", name, p)
+		}
+	}
+	tools.SearchPath = filepath.SplitList(*toolPath)
+	var src health.Sources = tools
 	if err == nil && *fromDir != "" {
 		if st, statErr := os.Stat(*fromDir); statErr != nil || !st.IsDir() {
 			err = fmt.Errorf("--from-dir %s is not a readable directory", *fromDir)

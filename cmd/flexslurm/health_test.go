@@ -95,6 +95,7 @@ func TestHealthUsageErrors(t *testing.T) {
 		{"unknown skip", []string{"health", "check", "--skip", "gpu_query,bogus"}, `--skip: unknown probe "bogus"`},
 		{"bad budget", []string{"health", "check", "--budget", "dcgm_diag=soon"}, "--budget: dcgm_diag=soon is not a positive duration"},
 		{"budget without value", []string{"health", "check", "--budget", "dcgm_diag"}, `--budget: "dcgm_diag" is not probe=duration`},
+		{"relative tool", []string{"health", "check", "--nvidia-smi", "bin/nvidia-smi"}, `--nvidia-smi "bin/nvidia-smi" must be an absolute path`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -60,7 +60,7 @@ func startAgent(t *testing.T) *harness {
 	}
 	go func() {
 		done <- agent.Run(ctx, agent.Options{
-			Spec: cl.Spec, Project: testenv.Project(), Subscription: testenv.UniqueID(t),
+			Spec: cl.Spec, Project: testenv.Project(), Subscription: testenv.UniqueID(t), CreateSubscription: true,
 			CommandsTopic: commandsTopic, ResultsTopic: resultsTopic, SnapshotTopic: snapshotTopic,
 			SnapshotEvery: time.Second, LedgerPath: filepath.Join(t.TempDir(), "ledger.json"), SpoolDir: cl.SpoolDir(),
 			RetryDelay: 200 * time.Millisecond, Slurm: cl.R,

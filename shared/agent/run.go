@@ -9,6 +9,8 @@ import (
 	"time"
 
 	pubsubv2 "cloud.google.com/go/pubsub/v2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/flexslurm/flexslurm/shared/config"
 	"github.com/flexslurm/flexslurm/shared/event"
@@ -20,6 +22,10 @@ import (
 
 // Defaults of Options.
 const (
+	// DefaultSubscription is the agent's pull subscription on the commands
+	// topic, as deploy/pubsub.tf creates it (google_pubsub_subscription
+	// "slurm_commands").
+	DefaultSubscription   = "slurm-commands-agent"
 	DefaultLedgerPath     = "/var/lib/flexslurm/agent-ledger.json"
 	DefaultSnapshotEvery  = 30 * time.Second
 	DefaultPublishTimeout = 10 * time.Second
@@ -33,9 +39,19 @@ type Options struct {
 	Spec *spec.Cluster
 	// Project is the Google Cloud project of the topics. Required.
 	Project string
-	// Subscription is the agent's pull subscription on CommandsTopic,
-	// created when missing: "slurm-agent-<cluster>" when empty.
+	// Subscription is the agent's pull subscription on CommandsTopic:
+	// DefaultSubscription when empty.
 	Subscription string
+	// CreateSubscription creates Subscription, CommandsTopic, ResultsTopic
+	// and SnapshotTopic when they are missing. Only the local system and
+	// tests set it: on Google Cloud, deploy/ creates them, and the agent's
+	// service account holds roles/pubsub.subscriber on the subscription
+	// and roles/pubsub.publisher on the topics it publishes to
+	// (deploy/iam.tf), which allow neither.
+	CreateSubscription bool
+	// Identity names the agent's credentials in permission errors: "the
+	// agent's service account" when empty.
+	Identity string
 	// CommandsTopic, ResultsTopic and SnapshotTopic: the config.Topic*
 	// constants when empty.
 	CommandsTopic, ResultsTopic, SnapshotTopic string
@@ -77,7 +93,10 @@ func (o Options) withDefaults() (Options, error) {
 		return o, err
 	}
 	if o.Subscription == "" {
-		o.Subscription = "slurm-agent-" + o.Spec.ID
+		o.Subscription = DefaultSubscription
+	}
+	if o.Identity == "" {
+		o.Identity = "the agent's service account"
 	}
 	if o.CommandsTopic == "" {
 		o.CommandsTopic = config.TopicSlurmCommands
@@ -109,11 +128,16 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
-// Run runs the agent until ctx ends: it creates its subscription (and the
-// topics) when missing, then applies each command it receives, one at a
-// time, publishing a result for each, and publishes a snapshot (and flushes
-// the hooks' spool) every SnapshotEvery. It returns nil when ctx ends, or
-// the error that kept it from starting.
+// Run runs the agent until ctx ends: it applies each command it receives
+// on its subscription (created first, with the topics, only with
+// CreateSubscription), one at a time, publishing a result for each, and
+// publishes a snapshot (and flushes the hooks' spool) every SnapshotEvery.
+// It returns nil when ctx ends, the error that kept it from starting, or
+// one that retrying cannot cure: a missing subscription, or a
+// PermissionDenied on it (a *pubsub.PermissionError naming the role and
+// the subscription). A PermissionDenied while publishing is logged as a
+// *pubsub.PermissionError naming the role and the topic (the message
+// stays spooled when there is a spool).
 func Run(ctx context.Context, o Options) error {
 	o, err := o.withDefaults()
 	if err != nil {
@@ -129,12 +153,14 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer ps.Close()
-	if err := ps.EnsurePullSubscription(ctx, o.Subscription, o.CommandsTopic); err != nil {
-		return err
-	}
-	for _, t := range []string{o.ResultsTopic, o.SnapshotTopic} {
-		if err := ps.EnsureTopic(ctx, t); err != nil {
+	if o.CreateSubscription {
+		if err := ps.EnsurePullSubscription(ctx, o.Subscription, o.CommandsTopic); err != nil {
 			return err
+		}
+		for _, t := range []string{o.ResultsTopic, o.SnapshotTopic} {
+			if err := ps.EnsureTopic(ctx, t); err != nil {
+				return err
+			}
 		}
 	}
 	raw, err := pubsubv2.NewClient(ctx, o.Project)
@@ -144,11 +170,12 @@ func Run(ctx context.Context, o Options) error {
 	defer raw.Close()
 
 	a := &Agent{Cluster: o.Spec.ID, Topology: slurm.TopologyOf(o.Spec), Slurm: o.Slurm, Ledger: ledger, Log: o.Log, Now: o.Now}
-	out := &hooks.Outbox{Pub: ps, Timeout: o.PublishTimeout, Log: o.Log}
+	pub := permissionPublisher{pub: ps, project: o.Project, identity: o.Identity}
+	out := &hooks.Outbox{Pub: pub, Timeout: o.PublishTimeout, Log: o.Log}
 	if o.SpoolDir != "" {
 		out.Spool = &hooks.Spool{Dir: o.SpoolDir}
 	}
-	r := &runner{o: o, a: a, ps: ps, out: out}
+	r := &runner{o: o, a: a, pub: pub, out: out}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -169,6 +196,10 @@ func Run(ctx context.Context, o Options) error {
 		if ctx.Err() != nil {
 			break
 		}
+		if err := receiveError(err, o); err != nil {
+			o.Log.Error("cannot receive commands", "subscription", o.Subscription, "error", err)
+			return err
+		}
 		o.Log.Error("receiving commands; retrying", "subscription", o.Subscription, "error", err, "backoff", backoff)
 		select {
 		case <-ctx.Done():
@@ -179,10 +210,43 @@ func Run(ctx context.Context, o Options) error {
 	return nil
 }
 
+// receiveError returns the error of Receive that retrying cannot cure, as
+// the operator must read it, or nil for one worth retrying. Pulling (and
+// acknowledging, which the same role allows) needs roles/pubsub.subscriber
+// on the subscription.
+func receiveError(err error, o Options) error {
+	name := pubsub.SubscriptionName(o.Project, o.Subscription)
+	switch status.Code(err) {
+	case codes.PermissionDenied:
+		return pubsub.Permission(err, o.Identity, pubsub.RoleSubscriber, name)
+	case codes.NotFound:
+		return fmt.Errorf("subscription %s does not exist: deploy/ creates it (deploy/pubsub.tf), or pass --subscription; the local system creates its own (--create-subscription): %w", name, err)
+	}
+	return nil
+}
+
+// publisher is what the agent publishes through.
+type publisher interface {
+	Publish(ctx context.Context, topic string, data []byte, attrs map[string]string) (string, error)
+}
+
+// permissionPublisher tells a PermissionDenied of a publish as the missing
+// grant: roles/pubsub.publisher on the topic.
+type permissionPublisher struct {
+	pub      publisher
+	project  string
+	identity string
+}
+
+func (p permissionPublisher) Publish(ctx context.Context, topic string, data []byte, attrs map[string]string) (string, error) {
+	id, err := p.pub.Publish(ctx, topic, data, attrs)
+	return id, pubsub.Permission(err, p.identity, pubsub.RolePublisher, pubsub.TopicName(p.project, topic))
+}
+
 type runner struct {
 	o   Options
 	a   *Agent
-	ps  *pubsub.Client
+	pub permissionPublisher
 	out *hooks.Outbox
 }
 
@@ -249,7 +313,7 @@ func (r *runner) publish(ctx context.Context, topic, typ string, v any) {
 	}
 	pctx, cancel := context.WithTimeout(ctx, r.o.PublishTimeout)
 	defer cancel()
-	if _, err := r.ps.Publish(pctx, topic, data, msg.Attributes); err != nil {
+	if _, err := r.pub.Publish(pctx, topic, data, msg.Attributes); err != nil {
 		r.o.Log.Error("publishing "+typ, "error", err)
 	}
 }
@@ -283,7 +347,7 @@ func (r *runner) tick(ctx context.Context) {
 				data, err := json.Marshal(s)
 				if err == nil {
 					pctx, cancel := context.WithTimeout(ctx, r.o.PublishTimeout)
-					_, err = r.ps.Publish(pctx, r.o.SnapshotTopic, data, map[string]string{"cluster": r.a.Cluster, "type": event.TypeSlurmSnapshot})
+					_, err = r.pub.Publish(pctx, r.o.SnapshotTopic, data, map[string]string{"cluster": r.a.Cluster, "type": event.TypeSlurmSnapshot})
 					cancel()
 				}
 				if err != nil {

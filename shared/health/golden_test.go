@@ -40,6 +40,9 @@ var goldenExpect = map[string]struct {
 	"dcgm-config-failure":              {verdict: Inconclusive, reason: `dcgm_diag: test "software" (Deployment) on GPUs 0,1,2,3,4,5,6,7: failed for a software or configuration reason: Persistence Mode`},
 	"dcgm-row-remap-failure":           {verdict: Fail, reason: `dcgm_diag: test "software" (Deployment) on GPU 6: failed: GPU 6 had uncorrectable memory errors`},
 	"remap-pending-gpu2":               {verdict: Pass, warning: "gpu_query: GPU 2 (00000000:0A:00.0): rows are pending remapping"},
+	"gpu-handle-unknown-error":         {verdict: Fail, reason: "gpu_query: GPU 0000:0B:00.0: the driver can no longer reach it: nvidia-smi cannot get its device handle (Unknown Error)"},
+	"gpu-lost-stderr-exit15":           {verdict: Fail, reason: "gpu_query: GPU 0000:85:00.0: the driver can no longer reach it: nvidia-smi cannot get its device handle (GPU is lost."},
+	"no-devices-found":                 {verdict: Fail, reason: "gpu_query: nvidia-smi lists 0 usable GPUs, the pool expects 8 (accelerator_count): 8 missing"},
 }
 
 // loadGoldenCase reads the options of testdata/<name>.

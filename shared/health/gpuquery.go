@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,11 +26,25 @@ type gpuRow struct {
 	RemapFailure   string
 }
 
+// unreachableGPU is a GPU nvidia-smi could not get a device handle for:
+// "Unable to determine the device handle for GPU0000:8A:00.0: Unknown
+// Error".
+type unreachableGPU struct {
+	GPU    string // the PCI address (or index) as printed, "" when absent
+	Reason string // NVML's error string, e.g. "Unknown Error", "GPU is lost. ..."
+}
+
 // gpuQuery is the parsed output of the GPU query.
 type gpuQuery struct {
-	Rows      []gpuRow
-	Lost      []string // lines reporting a lost GPU ("... GPU is lost ...")
-	NoDevices bool     // "No devices were found"
+	Rows []gpuRow
+	// Unreachable are the GPUs nvidia-smi could not get a handle for
+	// because of a fault; HandleDenied those it could not get one for
+	// because of the node's configuration (permissions, an unsupported
+	// operation).
+	Unreachable  []unreachableGPU
+	HandleDenied []unreachableGPU
+	Lost         []string // other lines reporting a lost GPU ("... GPU is lost ...")
+	NoDevices    bool     // "No devices were found"
 	// Problems are lines that are neither rows nor known messages, and rows
 	// with malformed fields, quoted with their line number.
 	Problems []string
@@ -54,19 +69,14 @@ func parseGPUQuery(data []byte) (gpuQuery, error) {
 		return q, errInputTooLarge
 	}
 	n := 0
+	var pending *unreachableGPU // a handle message whose reason is on the next line
 	for line := range strings.Lines(string(data)) {
 		n++
 		line = strings.TrimSpace(line)
-		switch {
-		case line == "":
+		if line == "" || q.note(line, &pending) {
 			continue
-		case strings.Contains(strings.ToLower(line), "gpu is lost"):
-			q.Lost = append(q.Lost, line)
-			continue
-		case strings.Contains(line, "No devices were found"):
-			q.NoDevices = true
-			continue
-		case strings.HasPrefix(line, `Field "`) && strings.Contains(line, "is not a valid field to query"):
+		}
+		if strings.HasPrefix(line, `Field "`) && strings.Contains(line, "is not a valid field to query") {
 			q.BadField = line
 			continue
 		}
@@ -85,8 +95,103 @@ func parseGPUQuery(data []byte) (gpuQuery, error) {
 		}
 		q.Rows = append(q.Rows, row)
 	}
+	if pending != nil {
+		q.addHandleFailure(*pending)
+	}
 	return q, nil
 }
+
+// handleRe matches nvidia-smi's message for a GPU whose NVML device handle
+// it cannot get (nvmlDeviceGetHandleByIndex failed), as printed by drivers
+// from 2014 to today, with or without a space before the address, or with
+// a GPU index instead:
+//
+//	Unable to determine the device handle for GPU0000:8A:00.0: Unknown Error
+//	Unable to determine the device handle for GPU 0000:02:00.0: GPU is lost.  Reboot the system to recover this GPU
+//	Unable to determine the device handle for GPU2: Unknown Error
+//
+// (reported in NVIDIA/open-gpu-kernel-modules#387, NVIDIA/nvidia-docker#1553,
+// NVIDIA/dcgm-exporter#604). The reason is NVML's error string
+// (nvmlErrorString); some versions print it on the next line.
+var handleRe = regexp.MustCompile(`(?i)unable to (?:determine|detect) the device handle for GPU\s*([0-9A-Fa-f]{1,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?|\d{1,4})?\s*:?\s*(.*)$`)
+
+// parseHandleFailure recognises a handle message.
+func parseHandleFailure(line string) (unreachableGPU, bool) {
+	m := handleRe.FindStringSubmatch(line)
+	if m == nil {
+		return unreachableGPU{}, false
+	}
+	return unreachableGPU{GPU: m[1], Reason: strings.TrimSpace(m[2])}, true
+}
+
+// addHandleFailure files u as a fault or, when NVML refused for a reason
+// of the node's configuration (NVML_ERROR_NO_PERMISSION "Insufficient
+// Permissions", NVML_ERROR_NOT_SUPPORTED "Not Supported"), as a
+// configuration problem.
+func (q *gpuQuery) addHandleFailure(u unreachableGPU) {
+	r := strings.ToLower(u.Reason)
+	if strings.Contains(r, "permission") || strings.Contains(r, "not supported") {
+		q.HandleDenied = append(q.HandleDenied, u)
+		return
+	}
+	q.Unreachable = append(q.Unreachable, u)
+}
+
+// note records line when it is one of the messages nvidia-smi prints
+// instead of (or besides) GPU rows, on stdout or stderr — a handle
+// failure, a lost GPU, "No devices were found" — or the reason of a handle
+// failure printed on the line before (*pending). It reports whether line
+// was consumed.
+func (q *gpuQuery) note(line string, pending **unreachableGPU) bool {
+	if p := *pending; p != nil {
+		*pending = nil
+		if _, isHandle := parseHandleFailure(line); !isHandle && !strings.Contains(line, ",") {
+			p.Reason = line
+			q.addHandleFailure(*p)
+			return true
+		}
+		q.addHandleFailure(*p)
+	}
+	if u, ok := parseHandleFailure(line); ok {
+		if u.Reason == "" {
+			*pending = &u
+		} else {
+			q.addHandleFailure(u)
+		}
+		return true
+	}
+	switch {
+	case strings.Contains(strings.ToLower(line), "gpu is lost"):
+		q.Lost = append(q.Lost, line)
+	case strings.Contains(line, "No devices were found"):
+		q.NoDevices = true
+	default:
+		return false
+	}
+	return true
+}
+
+// scanStderr adds to q the messages of the tool's standard error (see
+// note). Other lines are not judged: runProbe quotes the first one when
+// the tool fails.
+func (q *gpuQuery) scanStderr(stderr []byte) {
+	var pending *unreachableGPU
+	for line := range strings.Lines(string(stderr)) {
+		if line = strings.TrimSpace(line); line != "" {
+			q.note(line, &pending)
+		}
+	}
+	if pending != nil {
+		q.addHandleFailure(*pending)
+	}
+}
+
+// nvidiaSMIGPUIsLost is nvidia-smi's exit status for NVML_ERROR_GPU_IS_LOST
+// ("The GPU has fallen off the bus or has otherwise become inaccessible"):
+// nvidia-smi exits with the NVML return code of the failure (nvmlReturn_t
+// in nvml.h; NVIDIA's GPU Operator troubleshooting guide, "infoROM is
+// corrupted (nvidia-smi return code 14)").
+const nvidiaSMIGPUIsLost = 15
 
 func parseGPURow(f []string) (gpuRow, error) {
 	idx, err := strconv.Atoi(f[0])
@@ -120,8 +225,12 @@ func (q gpuQuery) format() string {
 
 // judgeGPUQuery judges the GPU query:
 //   - FAIL: an uncorrectable volatile ECC count above 0; retired_pages.pending
-//     "Yes"; remapped_rows.failure "Yes"; a lost GPU; fewer GPUs than
-//     opts.AcceleratorCount.
+//     "Yes"; remapped_rows.failure "Yes"; a GPU the driver can no longer
+//     reach — nvidia-smi cannot get its device handle ("Unable to determine
+//     the device handle for GPU…: Unknown Error", "…: GPU is lost"), prints
+//     "GPU is lost", exits with NVML_ERROR_GPU_IS_LOST (15), or finds no
+//     device at all ("No devices were found") — on stdout or stderr; fewer
+//     GPUs than opts.AcceleratorCount.
 //   - warning: remapped_rows.pending "Yes". NVIDIA's GPU memory error
 //     management guide ("Error Recovery and Response Flags") says that with
 //     the row-remapping pending flag set "unaffected applications can
@@ -135,8 +244,10 @@ func (q gpuQuery) format() string {
 //     only taken out of use when the driver reloads.
 //   - warning: bracketed fields ([N/A], [Not Supported]); more GPUs than
 //     expected.
-//   - INCONCLUSIVE: unparseable lines, a rejected query field, no GPUs with
-//     no expected count.
+//   - INCONCLUSIVE: unparseable lines, a rejected query field, a handle
+//     refused for lack of permission or support, no GPU rows without a
+//     message saying why (nvidia-smi that cannot talk to the driver, an
+//     empty output).
 func judgeGPUQuery(out Output, opts Options) findings {
 	var f findings
 	q, err := parseGPUQuery(out.Stdout)
@@ -144,8 +255,21 @@ func judgeGPUQuery(out Output, opts Options) findings {
 		f.inconclusivef("%v", err)
 		return f
 	}
+	q.scanStderr(out.Stderr)
+	for _, u := range q.Unreachable {
+		f.failf("%s: the driver can no longer reach it: nvidia-smi cannot get its device handle (%s)", u.name(), u.Reason)
+	}
+	for _, u := range q.HandleDenied {
+		f.inconclusivef("%s: nvidia-smi may not get its device handle (%s): a configuration problem, not a fault (the check runs as root from the Slurm hooks)", u.name(), u.Reason)
+	}
 	for _, l := range q.Lost {
 		f.failf("%s", l)
+	}
+	if out.ExitCode == nvidiaSMIGPUIsLost && len(q.Unreachable) == 0 && len(q.Lost) == 0 {
+		f.failf("nvidia-smi exited with status %d (NVML_ERROR_GPU_IS_LOST): a GPU has fallen off the bus or become inaccessible%s", out.ExitCode, quoteFirstLine(out.Stderr))
+	}
+	if q.NoDevices && opts.AcceleratorCount <= 0 {
+		f.failf("nvidia-smi found no GPU (\"No devices were found\"): the driver reaches none of the node's GPUs")
 	}
 	if q.BadField != "" {
 		f.inconclusivef("nvidia-smi cannot run the query: %s", q.BadField)
@@ -188,23 +312,34 @@ func judgeGPUQuery(out Output, opts Options) findings {
 	for _, p := range q.Problems {
 		f.inconclusivef("unexpected nvidia-smi output: %s", p)
 	}
+	unusable := len(q.Lost) + len(q.Unreachable) + len(q.HandleDenied)
 	if want := opts.AcceleratorCount; want > 0 {
 		switch rows := len(q.Rows); {
 		case rows >= want:
-			if found := rows + len(q.Lost); found > want {
+			if found := rows + unusable; found > want {
 				f.warnf("nvidia-smi lists %d GPUs, more than the %d the pool expects (accelerator_count)", found, want)
 			}
-		case rows+len(q.Problems) < want && (rows > 0 || q.NoDevices || len(q.Lost) > 0):
-			// Unparseable lines might be the missing GPUs, so they are
-			// counted before declaring any missing.
+		case rows+len(q.Problems)+len(q.HandleDenied) < want && (rows > 0 || q.NoDevices || unusable > 0 || out.ExitCode == nvidiaSMIGPUIsLost):
+			// Unparseable lines and handles refused for permission might
+			// be the missing GPUs, so they are counted before declaring
+			// any missing.
 			f.failf("nvidia-smi lists %d usable GPUs, the pool expects %d (accelerator_count): %d missing", rows, want, want-rows)
-		case rows == 0 && len(q.Problems) == 0:
+		case rows == 0 && len(q.Problems) == 0 && len(q.HandleDenied) == 0:
 			f.inconclusivef("nvidia-smi printed no GPU rows; the pool expects %d GPUs", want)
 		}
-	} else if len(q.Rows) == 0 && len(q.Lost) == 0 {
+	} else if len(q.Rows) == 0 && unusable == 0 && !q.NoDevices && out.ExitCode != nvidiaSMIGPUIsLost {
 		f.inconclusivef("nvidia-smi lists no GPUs")
 	}
 	return f
+}
+
+// name names an unreachable GPU for evidence: "GPU 0000:8A:00.0", "GPU 2"
+// or "a GPU".
+func (u unreachableGPU) name() string {
+	if u.GPU == "" {
+		return "a GPU"
+	}
+	return "GPU " + u.GPU
 }
 
 // gpuList names GPUs by index: "GPU 2" or "GPUs 0,1,7".

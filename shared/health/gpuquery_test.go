@@ -71,7 +71,7 @@ func TestJudgeGPUQuery(t *testing.T) {
 			name: "lost GPU", count: 8,
 			out: rows8(map[int]string{6: "Unable to determine the device handle for GPU0000:8A:00.0: GPU is lost.  Reboot the system to recover this GPU"}),
 			want: findings{fail: []string{
-				"Unable to determine the device handle for GPU0000:8A:00.0: GPU is lost.  Reboot the system to recover this GPU",
+				"GPU 0000:8A:00.0: the driver can no longer reach it: nvidia-smi cannot get its device handle (GPU is lost.  Reboot the system to recover this GPU)",
 				"nvidia-smi lists 7 usable GPUs, the pool expects 8 (accelerator_count): 1 missing",
 			}},
 		},
@@ -81,7 +81,39 @@ func TestJudgeGPUQuery(t *testing.T) {
 		},
 		{
 			name: "no devices without a count", out: "No devices were found\n",
-			want: findings{inconclusive: []string{"nvidia-smi lists no GPUs"}},
+			want: findings{fail: []string{`nvidia-smi found no GPU ("No devices were found"): the driver reaches none of the node's GPUs`}},
+		},
+		{
+			name: "handle unknown error", count: 8,
+			out: rows8(map[int]string{3: "Unable to determine the device handle for GPU0000:0B:00.0: Unknown Error"}),
+			want: findings{fail: []string{
+				"GPU 0000:0B:00.0: the driver can no longer reach it: nvidia-smi cannot get its device handle (Unknown Error)",
+				"nvidia-smi lists 7 usable GPUs, the pool expects 8 (accelerator_count): 1 missing",
+			}},
+		},
+		{
+			name: "handle lost with a space and the reason on the next line", count: 1,
+			out: "Unable to determine the device handle for GPU 0000:02:00.0:\nGPU is lost.  Reboot the system to recover this GPU\n",
+			want: findings{fail: []string{
+				"GPU 0000:02:00.0: the driver can no longer reach it: nvidia-smi cannot get its device handle (GPU is lost.  Reboot the system to recover this GPU)",
+				"nvidia-smi lists 0 usable GPUs, the pool expects 1 (accelerator_count): 1 missing",
+			}},
+		},
+		{
+			name: "short domain", out: "Unable to determine the device handle for GPU 000:BA:80.0: Unknown Error\n",
+			want: findings{fail: []string{"GPU 000:BA:80.0: the driver can no longer reach it: nvidia-smi cannot get its device handle (Unknown Error)"}},
+		},
+		{
+			name: "handle by index without a count",
+			out:  "Unable to determine the device handle for GPU2: Unknown Error\n",
+			want: findings{fail: []string{"GPU 2: the driver can no longer reach it: nvidia-smi cannot get its device handle (Unknown Error)"}},
+		},
+		{
+			name: "handle refused for permissions", count: 1,
+			out: "Unable to determine the device handle for GPU 0000:04:00.0: Insufficient Permissions\n",
+			want: findings{inconclusive: []string{
+				"GPU 0000:04:00.0: nvidia-smi may not get its device handle (Insufficient Permissions): a configuration problem, not a fault (the check runs as root from the Slurm hooks)",
+			}},
 		},
 		{
 			name: "driver not loaded", count: 8,
@@ -115,6 +147,50 @@ func TestJudgeGPUQuery(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := judgeGPUQuery(Output{Stdout: []byte(tt.out)}, Options{AcceleratorCount: tt.count})
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(findings{}), cmpEmptyNil); diff != "" {
+				t.Errorf("findings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestJudgeGPUQueryStderrAndExit: nvidia-smi may print its messages on
+// standard error and exits with the NVML return code of the failure.
+func TestJudgeGPUQueryStderrAndExit(t *testing.T) {
+	tests := []struct {
+		name string
+		out  Output
+		want findings
+	}{
+		{
+			name: "handle message on stderr",
+			out: Output{Stdout: []byte(rows8(map[int]string{5: ""})), ExitCode: 15,
+				Stderr: []byte("Unable to determine the device handle for GPU0000:85:00.0: GPU is lost.  Reboot the system to recover this GPU\n")},
+			want: findings{fail: []string{
+				"GPU 0000:85:00.0: the driver can no longer reach it: nvidia-smi cannot get its device handle (GPU is lost.  Reboot the system to recover this GPU)",
+				"nvidia-smi lists 7 usable GPUs, the pool expects 8 (accelerator_count): 1 missing",
+			}},
+		},
+		{
+			name: "exit 15 without a message",
+			out:  Output{Stdout: []byte(rows8(map[int]string{5: ""})), ExitCode: 15},
+			want: findings{fail: []string{
+				"nvidia-smi exited with status 15 (NVML_ERROR_GPU_IS_LOST): a GPU has fallen off the bus or become inaccessible",
+				"nvidia-smi lists 7 usable GPUs, the pool expects 8 (accelerator_count): 1 missing",
+			}},
+		},
+		{
+			name: "no devices on stderr", out: Output{Stderr: []byte("No devices were found\n"), ExitCode: 6},
+			want: findings{fail: []string{"nvidia-smi lists 0 usable GPUs, the pool expects 8 (accelerator_count): 8 missing"}},
+		},
+		{
+			name: "other stderr is not judged", out: Output{Stderr: []byte("Failed to initialize NVML: Driver/library version mismatch\n"), ExitCode: 18},
+			want: findings{inconclusive: []string{"nvidia-smi printed no GPU rows; the pool expects 8 GPUs"}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := judgeGPUQuery(tt.out, Options{AcceleratorCount: 8})
 			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(findings{}), cmpEmptyNil); diff != "" {
 				t.Errorf("findings (-want +got):\n%s", diff)
 			}

@@ -8,7 +8,9 @@
 //     ecc.errors.uncorrected.volatile.total,retired_pages.pending,
 //     remapped_rows.pending,remapped_rows.failure --format=csv,noheader`:
 //     uncorrectable ECC errors, pending page retirement, row-remap failure,
-//     lost GPUs and the GPU count against the pool's accelerator_count;
+//     GPUs the driver can no longer reach (no device handle, "GPU is lost",
+//     "No devices were found") and the GPU count against the pool's
+//     accelerator_count;
 //   - nvlink: `nvidia-smi nvlink -e`: the error counters of every link of
 //     every GPU;
 //   - kernel_log: `dmesg`: NVRM Xid events, classified by the table in

@@ -10,6 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -29,14 +32,22 @@ const MaxOutputBytes = 4 << 20
 // only quoted in evidence.
 const maxStderrBytes = 16 << 10
 
-// Absolute paths of the tools the real Sources run. Slurm runs its hooks
-// with no PATH, and a PATH lookup would let whoever controls PATH choose the
-// program, so nothing is looked up.
+// The tools the real Sources run, by name.
 const (
-	NvidiaSMIPath = "/usr/bin/nvidia-smi"
-	DCGMIPath     = "/usr/bin/dcgmi"
-	DmesgPath     = "/usr/bin/dmesg"
+	ToolNvidiaSMI  = "nvidia-smi"
+	ToolDCGMI      = "dcgmi"
+	ToolDmesg      = "dmesg"
+	ToolJournalctl = "journalctl"
 )
+
+// DefaultSearchPath is where ExecSources looks for a tool that is not
+// configured, after ExecSources.SearchPath: the system directories, then
+// where NVIDIA's container and Container-Optimized OS driver installers put
+// nvidia-smi.
+var DefaultSearchPath = []string{
+	"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin",
+	"/usr/local/nvidia/bin", "/var/lib/nvidia/bin",
+}
 
 // Recorded-output file names read by DirSources, one per probe.
 const (
@@ -85,44 +96,109 @@ type Sources interface {
 	Collect(ctx context.Context, p ProbeName) (Output, error)
 }
 
-// ExecSources runs the real tools by absolute path with exec.CommandContext
-// argument lists (never a shell), a fixed environment (PATH of the system
-// directories, LC_ALL=C) and bounded output capture. The zero value runs
-// NvidiaSMIPath, DCGMIPath and DmesgPath.
+// ExecSources runs the real tools with exec.CommandContext argument lists
+// (never a shell), a fixed environment (PATH of the system directories,
+// LC_ALL=C) and bounded output capture.
 //
-// The kernel log is read by running `dmesg` rather than reading /dev/kmsg:
-// both need the same privilege (CAP_SYSLOG when kernel.dmesg_restrict=1; the
-// Slurm prolog, epilog and HealthCheckProgram run as root), but dmesg prints
-// exactly the text format of the recorded dmesg.txt, so one parser serves
-// both modes and is covered by the golden files, and exec.CommandContext
-// gives the probe its deadline without the non-blocking, Linux-only file
-// descriptor handling /dev/kmsg needs (a blocking read there waits for the
-// next kernel message).
+// Each tool is the configured absolute path when set (NvidiaSMI, DCGMI,
+// Dmesg, Journalctl), else the first executable of that name in
+// SearchPath, then DefaultSearchPath; relative directories are skipped, so
+// a "." in PATH cannot choose the program. A tool found nowhere is
+// ErrToolMissing, naming where it was looked for.
+//
+// The kernel log is read by running `dmesg` or, when there is none,
+// `journalctl --dmesg` (the current boot's kernel messages), rather than
+// reading /dev/kmsg: both need the same privilege (CAP_SYSLOG when
+// kernel.dmesg_restrict=1; the Slurm prolog, epilog and HealthCheckProgram
+// run as root), but dmesg prints exactly the text format of the recorded
+// dmesg.txt (journalctl's lines carry the same "NVRM: …" messages after a
+// prefix, which the parser skips), so one parser serves every mode and is
+// covered by the golden files, and exec.CommandContext gives the probe its
+// deadline without the non-blocking, Linux-only file descriptor handling
+// /dev/kmsg needs.
 type ExecSources struct {
-	NvidiaSMI string // default NvidiaSMIPath
-	DCGMI     string // default DCGMIPath
-	Dmesg     string // default DmesgPath
+	NvidiaSMI  string // nvidia-smi, absolute; looked up when empty
+	DCGMI      string // dcgmi, absolute; looked up when empty
+	Dmesg      string // dmesg, absolute; looked up when empty (and Journalctl is empty)
+	Journalctl string // journalctl, absolute: the kernel log when no dmesg is configured or found
+	// SearchPath lists the directories searched before
+	// DefaultSearchPath (`flexslurm health check` passes $PATH).
+	SearchPath []string
 }
+
+// journalctlArgs prints the current boot's kernel messages ("-k, --dmesg
+// … implies -b"), in dmesg's monotonic-timestamp format, without a pager.
+var journalctlArgs = []string{"--dmesg", "--no-pager", "--quiet", "--output=short-monotonic"}
 
 // command returns the program and arguments for probe p.
 func (s ExecSources) command(p ProbeName) (string, []string, error) {
-	pick := func(v, def string) string {
-		if v == "" {
-			return def
-		}
-		return v
-	}
 	switch p {
 	case ProbeGPUQuery:
-		return pick(s.NvidiaSMI, NvidiaSMIPath), []string{"--query-gpu=" + GPUQueryFields, "--format=csv,noheader"}, nil
+		path, err := s.tool(s.NvidiaSMI, ToolNvidiaSMI)
+		return path, []string{"--query-gpu=" + GPUQueryFields, "--format=csv,noheader"}, err
 	case ProbeNVLink:
-		return pick(s.NvidiaSMI, NvidiaSMIPath), []string{"nvlink", "-e"}, nil
+		path, err := s.tool(s.NvidiaSMI, ToolNvidiaSMI)
+		return path, []string{"nvlink", "-e"}, err
 	case ProbeKernelLog:
-		return pick(s.Dmesg, DmesgPath), nil, nil
+		switch {
+		case s.Dmesg != "":
+			path, err := s.tool(s.Dmesg, ToolDmesg)
+			return path, nil, err
+		case s.Journalctl != "":
+			path, err := s.tool(s.Journalctl, ToolJournalctl)
+			return path, journalctlArgs, err
+		}
+		if path, err := s.tool("", ToolDmesg); err == nil {
+			return path, nil, nil
+		}
+		path, err := s.tool("", ToolJournalctl)
+		if errors.Is(err, ErrToolMissing) {
+			return "", nil, fmt.Errorf("%w: neither %s nor %s in %s", ErrToolMissing, ToolDmesg, ToolJournalctl, strings.Join(s.searchPath(), ":"))
+		}
+		return path, journalctlArgs, err
 	case ProbeDCGMDiag:
-		return pick(s.DCGMI, DCGMIPath), []string{"diag", "-r", "1", "-j"}, nil
+		path, err := s.tool(s.DCGMI, ToolDCGMI)
+		return path, []string{"diag", "-r", "1", "-j"}, err
 	}
 	return "", nil, fmt.Errorf("unknown probe %q", p)
+}
+
+// searchPath is SearchPath then DefaultSearchPath, absolute directories
+// only, each once.
+func (s ExecSources) searchPath() []string {
+	var dirs []string
+	for _, d := range slices.Concat(s.SearchPath, DefaultSearchPath) {
+		if d = filepath.Clean(d); filepath.IsAbs(d) && !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
+}
+
+// tool returns the configured path of a tool, which must be absolute and
+// exist, or else the first executable regular file called name in the
+// search path.
+func (s ExecSources) tool(configured, name string) (string, error) {
+	if configured != "" {
+		if !filepath.IsAbs(configured) {
+			return "", fmt.Errorf("tool path %q is not absolute", configured)
+		}
+		if _, err := os.Stat(configured); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return "", fmt.Errorf("%w: %s", ErrToolMissing, configured)
+			}
+			return "", fmt.Errorf("checking %s: %w", configured, err)
+		}
+		return configured, nil
+	}
+	dirs := s.searchPath()
+	for _, d := range dirs {
+		path := filepath.Join(d, name)
+		if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
+			return path, nil
+		}
+	}
+	return "", fmt.Errorf("%w: %s not found in %s", ErrToolMissing, name, strings.Join(dirs, ":"))
 }
 
 // toolEnv is the whole environment the tools run with.
@@ -133,15 +209,6 @@ func (s ExecSources) Collect(ctx context.Context, p ProbeName) (Output, error) {
 	path, args, err := s.command(p)
 	if err != nil {
 		return Output{}, err
-	}
-	if !filepath.IsAbs(path) {
-		return Output{}, fmt.Errorf("tool path %q is not absolute", path)
-	}
-	if _, err := os.Stat(path); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return Output{}, fmt.Errorf("%w: %s", ErrToolMissing, path)
-		}
-		return Output{}, fmt.Errorf("checking %s: %w", path, err)
 	}
 	stdout := &capWriter{max: MaxOutputBytes, keepTail: p == ProbeKernelLog}
 	stderr := &capWriter{max: maxStderrBytes}
@@ -215,7 +282,9 @@ func (w *capWriter) Dropped() int64 { return w.total - int64(len(w.Bytes())) }
 
 // DirSources reads recorded tool output from a directory, one file per probe
 // (FileGPUQuery, FileNVLink, FileKernelLog, FileDCGMDiag). A missing file
-// means the tool is missing. Every file is read with ExitCode 0.
+// means the tool is missing. Beside a file, NAME.stderr holds what the tool
+// printed on standard error and NAME.exit its exit status (a decimal
+// number); without them Stderr is empty and ExitCode 0.
 type DirSources struct {
 	Dir string
 }
@@ -260,5 +329,36 @@ func (s DirSources) Collect(ctx context.Context, p ProbeName) (Output, error) {
 	if w.Dropped() > 0 && !w.keepTail {
 		return Output{}, fmt.Errorf("%w: %s is larger than %d bytes", ErrOutputTooLarge, path, MaxOutputBytes)
 	}
-	return Output{Stdout: bytes.Clone(w.Bytes()), Truncated: w.Dropped() > 0}, nil
+	out := Output{Stdout: bytes.Clone(w.Bytes()), Truncated: w.Dropped() > 0}
+	if out.Stderr, err = readSidecar(path+".stderr", maxStderrBytes); err != nil {
+		return Output{}, err
+	}
+	code, err := readSidecar(path+".exit", 16)
+	if err != nil {
+		return Output{}, err
+	}
+	if code != nil {
+		if out.ExitCode, err = strconv.Atoi(strings.TrimSpace(string(code))); err != nil || out.ExitCode < 0 || out.ExitCode > 255 {
+			return Output{}, fmt.Errorf("%s.exit: %q is not an exit status (0-255)", path, strings.TrimSpace(string(code)))
+		}
+	}
+	return out, nil
+}
+
+// readSidecar reads at most max bytes of an optional file: nil when it is
+// absent.
+func readSidecar(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	return b, nil
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -82,12 +83,122 @@ func TestExecSourcesArgumentsAndEnvironment(t *testing.T) {
 	}
 }
 
-func TestExecSourcesDefaultPaths(t *testing.T) {
-	for p, want := range map[ProbeName]string{ProbeGPUQuery: NvidiaSMIPath, ProbeNVLink: NvidiaSMIPath, ProbeKernelLog: DmesgPath, ProbeDCGMDiag: DCGMIPath} {
-		path, _, err := (ExecSources{}).command(p)
-		if err != nil || path != want {
-			t.Errorf("%s runs %q (%v), want %s", p, path, err, want)
+// toolDir returns a directory holding the named tools, each a link to the
+// fake-echo test binary.
+func toolDir(t *testing.T, names ...string) string {
+	t.Helper()
+	echo := fakeTool(t, "fake-echo")
+	dir := t.TempDir()
+	for _, n := range names {
+		if err := os.Symlink(echo, filepath.Join(dir, n)); err != nil {
+			t.Fatal(err)
 		}
+	}
+	return dir
+}
+
+// withDefaultSearchPath replaces DefaultSearchPath for one test.
+func withDefaultSearchPath(t *testing.T, dirs ...string) {
+	saved := DefaultSearchPath
+	DefaultSearchPath = dirs
+	t.Cleanup(func() { DefaultSearchPath = saved })
+}
+
+// TestExecSourcesLookup: unconfigured tools are found on the search path,
+// the kernel log falls back to journalctl, and configured paths win.
+func TestExecSourcesLookup(t *testing.T) {
+	empty := t.TempDir()
+	withDefaultSearchPath(t, empty)
+	all := toolDir(t, "nvidia-smi", "dcgmi", "dmesg", "journalctl")
+	onlyJournal := toolDir(t, "journalctl")
+	other := toolDir(t, "nvidia-smi", "dmesg")
+	tests := []struct {
+		name     string
+		src      ExecSources
+		probe    ProbeName
+		wantPath string
+		wantArgs []string
+		wantErr  string
+	}{
+		{name: "nvidia-smi on the search path", src: ExecSources{SearchPath: []string{empty, all}}, probe: ProbeGPUQuery,
+			wantPath: filepath.Join(all, "nvidia-smi"), wantArgs: []string{"--query-gpu=" + GPUQueryFields, "--format=csv,noheader"}},
+		{name: "first directory wins", src: ExecSources{SearchPath: []string{other, all}}, probe: ProbeNVLink,
+			wantPath: filepath.Join(other, "nvidia-smi"), wantArgs: []string{"nvlink", "-e"}},
+		{name: "dcgmi", src: ExecSources{SearchPath: []string{all}}, probe: ProbeDCGMDiag,
+			wantPath: filepath.Join(all, "dcgmi"), wantArgs: []string{"diag", "-r", "1", "-j"}},
+		{name: "dmesg before journalctl", src: ExecSources{SearchPath: []string{all}}, probe: ProbeKernelLog,
+			wantPath: filepath.Join(all, "dmesg")},
+		{name: "journalctl without dmesg", src: ExecSources{SearchPath: []string{onlyJournal}}, probe: ProbeKernelLog,
+			wantPath: filepath.Join(onlyJournal, "journalctl"), wantArgs: []string{"--dmesg", "--no-pager", "--quiet", "--output=short-monotonic"}},
+		{name: "configured journalctl", src: ExecSources{Journalctl: filepath.Join(all, "journalctl"), SearchPath: []string{all}}, probe: ProbeKernelLog,
+			wantPath: filepath.Join(all, "journalctl"), wantArgs: journalctlArgs},
+		{name: "configured nvidia-smi", src: ExecSources{NvidiaSMI: filepath.Join(other, "nvidia-smi"), SearchPath: []string{all}}, probe: ProbeGPUQuery,
+			wantPath: filepath.Join(other, "nvidia-smi"), wantArgs: []string{"--query-gpu=" + GPUQueryFields, "--format=csv,noheader"}},
+		{name: "dcgmi missing", src: ExecSources{SearchPath: []string{other}}, probe: ProbeDCGMDiag,
+			wantErr: "tool missing: dcgmi not found in " + other + ":" + empty},
+		{name: "no kernel log tool", src: ExecSources{SearchPath: []string{empty}}, probe: ProbeKernelLog,
+			wantErr: "tool missing: neither dmesg nor journalctl in " + empty},
+		{name: "relative directories are skipped", src: ExecSources{SearchPath: []string{".", "bin"}}, probe: ProbeGPUQuery,
+			wantErr: "tool missing: nvidia-smi not found in " + empty},
+	}
+	t.Chdir(all) // "." holds every tool, and must not be searched
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path, args, err := tt.src.command(tt.probe)
+			if tt.wantErr != "" {
+				if err == nil || err.Error() != tt.wantErr || !errors.Is(err, ErrToolMissing) {
+					t.Fatalf("err = %v, want %q wrapping ErrToolMissing", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if path != tt.wantPath {
+				t.Errorf("path = %s, want %s", path, tt.wantPath)
+			}
+			if diff := cmp.Diff(tt.wantArgs, args, cmpEmptyNil); diff != "" {
+				t.Errorf("arguments (-want +got):\n%s", diff)
+			}
+		})
+	}
+	// A file that is not executable is not a tool.
+	notExec := t.TempDir()
+	if err := os.WriteFile(filepath.Join(notExec, "dcgmi"), []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := (ExecSources{SearchPath: []string{notExec}}).command(ProbeDCGMDiag); !errors.Is(err, ErrToolMissing) {
+		t.Errorf("non-executable dcgmi: err = %v, want ErrToolMissing", err)
+	}
+	// Missing tools make their probes INCONCLUSIVE with the reason.
+	res := Check(context.Background(), ExecSources{SearchPath: []string{empty}}, Options{Skip: []ProbeName{ProbeKernelLog}})
+	if res.Verdict != Inconclusive || !slices.Contains(res.Reasons, "dcgm_diag: tool missing: dcgmi not found in "+empty) {
+		t.Errorf("check without tools: %s %q", res.Verdict, res.Reasons)
+	}
+}
+
+// TestDirSourcesSidecars: NAME.stderr and NAME.exit record the tool's
+// standard error and exit status.
+func TestDirSourcesSidecars(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, data string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(FileGPUQuery, "0, 00000000:04:00.0, 0, No, No, No\n")
+	write(FileGPUQuery+".stderr", "oops\n")
+	write(FileGPUQuery+".exit", "15\n")
+	out, err := (DirSources{Dir: dir}).Collect(context.Background(), ProbeGPUQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.ExitCode != 15 || string(out.Stderr) != "oops\n" {
+		t.Errorf("got exit %d, stderr %q", out.ExitCode, out.Stderr)
+	}
+	write(FileGPUQuery+".exit", "lost")
+	if _, err := (DirSources{Dir: dir}).Collect(context.Background(), ProbeGPUQuery); err == nil || !strings.Contains(err.Error(), `"lost" is not an exit status`) {
+		t.Errorf("bad exit file: err = %v", err)
 	}
 }
 

@@ -194,7 +194,7 @@ func (s *System) startSlurm(ctx context.Context) (*slurmSide, error) {
 	go func() {
 		defer agentLog.Close()
 		ss.agent <- agent.Run(sctx, agent.Options{
-			Spec: s.Spec, Project: o.Project, LedgerPath: ledger, SpoolDir: lc.SpoolDir(),
+			Spec: s.Spec, Project: o.Project, CreateSubscription: true, LedgerPath: ledger, SpoolDir: lc.SpoolDir(),
 			SnapshotEvery: localSnapshotEvery, Slurm: ss.r, Log: logx.New(agentLog, 0), Now: s.Clock.Now,
 			Ready: func() { close(ready) },
 		})

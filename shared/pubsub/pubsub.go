@@ -371,11 +371,9 @@ func (c *Client) live() error {
 	return nil
 }
 
-func (c *Client) topicName(id string) string { return "projects/" + c.project + "/topics/" + id }
+func (c *Client) topicName(id string) string { return TopicName(c.project, id) }
 
-func (c *Client) subscriptionName(id string) string {
-	return "projects/" + c.project + "/subscriptions/" + id
-}
+func (c *Client) subscriptionName(id string) string { return SubscriptionName(c.project, id) }
 
 // ValidateTopicID reports, as ErrInvalidID, why the service would reject
 // id as a topic id. See validateID for the rules.
@@ -410,3 +408,50 @@ func validateID(kind, id string) error {
 }
 
 func isLetter(r rune) bool { return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' }
+
+// TopicName is the full resource name of topic id in project:
+// "projects/P/topics/ID".
+func TopicName(project, id string) string { return "projects/" + project + "/topics/" + id }
+
+// SubscriptionName is the full resource name of subscription id in project:
+// "projects/P/subscriptions/ID".
+func SubscriptionName(project, id string) string {
+	return "projects/" + project + "/subscriptions/" + id
+}
+
+// Predefined roles a Pub/Sub caller needs: RolePublisher on a topic to
+// publish to it, RoleSubscriber on a subscription to pull from it and
+// acknowledge its messages (https://cloud.google.com/pubsub/docs/access-control).
+const (
+	RolePublisher  = "roles/pubsub.publisher"
+	RoleSubscriber = "roles/pubsub.subscriber"
+)
+
+// PermissionError is a PermissionDenied answer of Pub/Sub, told as the
+// grant that is missing: who needs which role on which resource.
+type PermissionError struct {
+	Identity string // e.g. "the agent's service account"
+	Role     string // e.g. RoleSubscriber
+	Resource string // full resource name, e.g. "projects/P/subscriptions/S"
+	Err      error  // the service's answer
+}
+
+func (e *PermissionError) Error() string {
+	return fmt.Sprintf("%s needs %s on %s: %v", e.Identity, e.Role, e.Resource, e.Err)
+}
+
+func (e *PermissionError) Unwrap() error { return e.Err }
+
+// Permission returns err as a *PermissionError naming identity, role and
+// resource when it carries a gRPC PermissionDenied status (wrapped or
+// not), and err unchanged otherwise (nil for nil).
+func Permission(err error, identity, role, resource string) error {
+	if err == nil || status.Code(err) != codes.PermissionDenied {
+		return err
+	}
+	var pe *PermissionError
+	if errors.As(err, &pe) {
+		return err
+	}
+	return &PermissionError{Identity: identity, Role: role, Resource: resource, Err: err}
+}

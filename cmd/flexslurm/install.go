@@ -1,0 +1,239 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/flexslurm/flexslurm/shared/install"
+	"github.com/flexslurm/flexslurm/shared/slurm"
+	"github.com/flexslurm/flexslurm/shared/spec"
+)
+
+func init() {
+	commands["install"] = command{"install the controller side on a Slurm controller (install controller --project P --spec FILE)", cmdInstall}
+}
+
+func installUsage(w io.Writer) {
+	fmt.Fprintf(w, `usage: flexslurm install controller --project P --spec FILE [flags]
+       flexslurm install controller --uninstall [flags]
+
+Installs, on a Slurm controller (as root), everything flexslurm needs beside
+slurmctld, and prints the slurm.conf lines that run the hooks:
+  %s  the cluster spec (a copy of --spec)
+  %s  the hooks' configuration
+  %s/flexslurm-hook-{resume,suspend,resume-fail,prolog-ctld,epilog-ctld}
+      links to the flexslurm binary (--binary)
+  %s  spool (1777, like /tmp; the SlurmUser's own subdirectory 0700)
+  %s  the agent's ledger, %s  the hooks' logs (the SlurmUser's)
+  %s  the agent, as the SlurmUser, restarted on failure
+then reloads systemd and enables and (re)starts the agent. Run it again after
+changing --spec or --project, or upgrading the binary: what is already in
+place is left alone. --uninstall stops and removes it all, keeping a directory
+that still holds something (unpublished messages, the ledger, logs).
+
+flags:
+`, install.SpecPath, install.HooksConfigPath, install.HookDir, install.SpoolDir, install.StateDir, install.LogDir, install.UnitPath)
+}
+
+func cmdInstall(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "controller" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+			installUsage(stdout)
+			return 0
+		}
+		installUsage(stderr)
+		return 2
+	}
+	args = args[1:]
+	fs := flag.NewFlagSet("install controller", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if wantsHelp(args) {
+		fs.SetOutput(stdout)
+	}
+	project := fs.String("project", "", "Google Cloud project of the topics (required)")
+	specPath := fs.String("spec", "", "cluster spec (cluster_config.json) to install (required)")
+	binary := fs.String("binary", "", "absolute path of the flexslurm binary the hooks and the agent run (default: this program)")
+	slurmUser := fs.String("slurm-user", "", "the SlurmUser (default: SlurmUser in slurm.conf, or root when it sets none)")
+	slurmConf := fs.String("slurm-conf", slurm.DefaultConfPath, "slurm.conf, read for its SlurmUser (under --root)")
+	slurmBin := fs.String("slurm-bin", slurm.DefaultBinDir, "directory of scontrol, squeue and sinfo")
+	root := fs.String("root", "/", "install under this directory instead of / (tests, images); systemd is left alone")
+	dryRun := fs.Bool("dry-run", false, "print what would change, change nothing")
+	uninstall := fs.Bool("uninstall", false, "stop the agent and remove what an install created")
+	fs.Usage = func() {
+		installUsage(fs.Output())
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "flexslurm install controller: %v\n", err)
+		return 1
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "flexslurm install controller: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	r, err := filepath.Abs(*root)
+	if err != nil {
+		return fail(fmt.Errorf("--root %s: %w", *root, err))
+	}
+	onHost := r == "/"
+	if onHost && !*dryRun && os.Geteuid() != 0 {
+		return fail(errors.New("must run as root (or pass --dry-run, or --root DIR)"))
+	}
+	c := install.Controller{SlurmBinDir: *slurmBin, SlurmConf: *slurmConf}
+	if !onHost {
+		c.OwnerUID, c.OwnerGID = os.Geteuid(), os.Getegid()
+	}
+	if err := resolveSlurmUser(&c, r, *slurmUser, *slurmConf); err != nil {
+		return fail(err)
+	}
+	systemctl := ""
+	if onHost && !*dryRun {
+		systemctl = findSystemctl()
+	}
+	if *uninstall {
+		if systemctl != "" {
+			// A unit that is not installed is not an error here.
+			_ = runSystemctl(stdout, systemctl, "disable", "--now", install.UnitName)
+		}
+		changes, err := install.Remove(r, c.Installed(), *dryRun)
+		printChanges(stdout, changes, *dryRun)
+		if err != nil {
+			return fail(err)
+		}
+		if systemctl != "" {
+			if err := runSystemctl(stdout, systemctl, "daemon-reload"); err != nil {
+				return fail(err)
+			}
+		}
+		fmt.Fprintln(stdout, "\nRemove the flexslurm hook lines from slurm.conf (ResumeProgram, SuspendProgram, ResumeFailProgram, PrologSlurmctld, EpilogSlurmctld), then run `scontrol reconfigure`.")
+		return 0
+	}
+
+	var problems []error
+	if *project == "" {
+		problems = append(problems, errors.New("--project is required"))
+	}
+	c.Project = *project
+	if *specPath == "" {
+		problems = append(problems, errors.New("--spec is required"))
+	} else if cl, err := spec.Load(*specPath); err != nil {
+		problems = append(problems, fmt.Errorf("--spec: %w", err))
+	} else if c.Spec, err = os.ReadFile(*specPath); err != nil {
+		problems = append(problems, fmt.Errorf("--spec: %w", err))
+	} else {
+		c.Cluster = cl.ID
+	}
+	c.Binary = *binary
+	if c.Binary == "" {
+		if exe, err := os.Executable(); err == nil {
+			c.Binary, _ = filepath.EvalSymlinks(exe)
+		}
+	}
+	if st, err := os.Stat(c.Binary); c.Binary != "" && (err != nil || !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0) {
+		problems = append(problems, fmt.Errorf("--binary %s is not an executable file", c.Binary))
+	}
+	if err := errors.Join(problems...); err != nil {
+		return fail(err)
+	}
+	items, err := c.Items()
+	if err != nil {
+		return fail(err)
+	}
+	changes, err := install.Apply(r, items, *dryRun)
+	printChanges(stdout, changes, *dryRun)
+	if err != nil {
+		return fail(err)
+	}
+	switch {
+	case systemctl != "":
+		verb := "start" // a no-op when it runs
+		for _, ch := range changes {
+			if ch.Action != "unchanged" {
+				verb = "restart"
+			}
+		}
+		for _, args := range [][]string{{"daemon-reload"}, {"enable", install.UnitName}, {verb, install.UnitName}} {
+			if err := runSystemctl(stdout, systemctl, args...); err != nil {
+				return fail(fmt.Errorf("%w (the files are installed; start the agent by hand)", err))
+			}
+		}
+	case onHost && !*dryRun:
+		fmt.Fprintf(stdout, "\nsystemctl not found: start the agent as %s with the ExecStart line of %s.\n", c.SlurmUser, install.UnitPath)
+	}
+	fmt.Fprintln(stdout, "\nSet these lines in slurm.conf (the SlurmUser runs them), then run `scontrol reconfigure`:")
+	for _, l := range install.SlurmConfLines() {
+		fmt.Fprintln(stdout, "  "+l)
+	}
+	fmt.Fprintln(stdout, "Power saving (SuspendTime, SuspendTimeout, ResumeTimeout, CLOUD nodes): see docs/slurm.md.")
+	return 0
+}
+
+// resolveSlurmUser sets c's SlurmUser and its ids: the flag, else
+// slurm.conf's SlurmUser, else root (Slurm's default).
+func resolveSlurmUser(c *install.Controller, root, flagUser, conf string) error {
+	name := flagUser
+	if name == "" {
+		b, err := os.ReadFile(filepath.Join(root, conf))
+		if err != nil {
+			return fmt.Errorf("reading %s for its SlurmUser: %w (or pass --slurm-user)", conf, err)
+		}
+		name = slurm.ConfValue(b, "SlurmUser")
+		if name == "" {
+			name = "root"
+		}
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		return fmt.Errorf("the SlurmUser %q: %w", name, err)
+	}
+	uid, err1 := strconv.Atoi(u.Uid)
+	gid, err2 := strconv.Atoi(u.Gid)
+	if err := errors.Join(err1, err2); err != nil {
+		return fmt.Errorf("the SlurmUser %q: %w", name, err)
+	}
+	c.SlurmUser, c.UID, c.GID = name, uid, gid
+	return nil
+}
+
+func printChanges(w io.Writer, changes []install.Change, dryRun bool) {
+	if dryRun {
+		fmt.Fprintln(w, "dry run: nothing is changed; this is what would be done:")
+	}
+	for _, ch := range changes {
+		fmt.Fprintf(w, "%-10s %s\n", ch.Action, ch.Path)
+	}
+}
+
+func findSystemctl() string {
+	for _, p := range []string{"/usr/bin/systemctl", "/bin/systemctl"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// runSystemctl runs systemctl with args, its output on stdout.
+func runSystemctl(stdout io.Writer, systemctl string, args ...string) error {
+	cmd := exec.Command(systemctl, args...)
+	cmd.Stdout, cmd.Stderr = stdout, stdout
+	fmt.Fprintf(stdout, "systemctl %s\n", strings.Join(args, " "))
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("systemctl %s: %w", strings.Join(args, " "), err)
+	}
+	return nil
+}
