@@ -34,7 +34,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -64,6 +66,8 @@ var _ Compute = (*gce.Client)(nil)
 const (
 	DefaultWait = 20 * time.Minute
 	DefaultPoll = 5 * time.Second
+	// DefaultParallel is the default of Options.Parallel.
+	DefaultParallel = 8
 )
 
 // Options configures a teardown.
@@ -81,6 +85,9 @@ type Options struct {
 	// Poll is the interval between looks while waiting. Default
 	// DefaultPoll.
 	Poll time.Duration
+	// Parallel bounds the Compute calls in flight within one step (resize
+	// requests, MIGs, VMs, templates). Default DefaultParallel.
+	Parallel int
 	// RunID scopes the run's request ids; default a random UUID.
 	RunID string
 	// Log receives one line per action. Default slog.Default().
@@ -130,6 +137,9 @@ func Run(ctx context.Context, c Compute, o Options) (*Report, error) {
 	if o.Poll <= 0 {
 		o.Poll = DefaultPoll
 	}
+	if o.Parallel <= 0 {
+		o.Parallel = DefaultParallel
+	}
 	if o.RunID == "" {
 		o.RunID = uuid.NewString()
 	}
@@ -147,25 +157,26 @@ func Run(ctx context.Context, c Compute, o Options) (*Report, error) {
 		rep.Remaining = p.Left
 		return rep, nil
 	}
-	for _, rr := range p.ResizeRequests {
-		r.resizeRequest(ctx, rr)
-	}
-	for _, m := range p.MIGs {
+	r.phase(len(p.ResizeRequests), func(i int) { r.resizeRequest(ctx, p.ResizeRequests[i]) })
+	r.phase(len(p.MIGs), func(i int) {
+		m := p.MIGs[i]
 		err := r.c.DeleteMIG(ctx, m.Zone, m.Name, r.requestID("delete-mig", "zones/"+m.Zone+"/instanceGroupManagers/"+m.Name))
 		r.record(migItem(m), "deleted", err)
-	}
-	for _, vm := range p.VMs {
+	})
+	r.phase(len(p.VMs), func(i int) {
+		vm := p.VMs[i]
 		err := r.c.DeleteInstance(ctx, vm.Zone, vm.Name, r.requestID("delete-instance", fmt.Sprintf("zones/%s/instances/%s/%d", vm.Zone, vm.Name, vm.ID)))
 		verb := "deleted"
 		if gce.IsNotReady(err) {
 			verb, err = "already being deleted", nil
 		}
 		r.record(vmItem(vm), verb, err)
-	}
-	for _, t := range p.Templates {
+	})
+	r.phase(len(p.Templates), func(i int) {
+		t := p.Templates[i]
 		err := r.c.DeleteInstanceTemplate(ctx, t.Name, r.requestID("delete-template", t.Path))
 		r.record(plan.TeardownItem{Kind: plan.KindTemplate, Scope: "global", Name: t.Name}, "deleted", err)
-	}
+	})
 	rep.Actions = r.actions
 	remaining, err := r.settle(ctx, before)
 	if err != nil {
@@ -176,10 +187,37 @@ func Run(ctx context.Context, c Compute, o Options) (*Report, error) {
 }
 
 type runner struct {
-	c       Compute
-	o       Options
-	log     *slog.Logger
+	c   Compute
+	o   Options
+	log *slog.Logger
+
+	mu      sync.Mutex
 	actions []Action
+}
+
+// phase runs step for items 0..n-1, at most Options.Parallel at a time, and
+// returns once every one is done: a phase ends before the next begins. The
+// phase's actions are then ordered by resource (a request's cancel stays
+// before its delete), so the report does not depend on timing.
+func (r *runner) phase(n int, step func(i int)) {
+	r.mu.Lock()
+	start := len(r.actions)
+	r.mu.Unlock()
+	sem := make(chan struct{}, r.o.Parallel)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			step(i)
+		}()
+	}
+	wg.Wait()
+	slices.SortStableFunc(r.actions[start:], func(a, b Action) int {
+		return strings.Compare(a.Item.Scope+"/"+a.Item.Name, b.Item.Scope+"/"+b.Item.Name)
+	})
 }
 
 func (r *runner) requestID(op, resource string) string {
@@ -187,7 +225,9 @@ func (r *runner) requestID(op, resource string) string {
 }
 
 func (r *runner) record(it plan.TeardownItem, verb string, err error) {
+	r.mu.Lock()
 	r.actions = append(r.actions, Action{Item: it, Verb: verb, Err: err})
+	r.mu.Unlock()
 	if err != nil {
 		r.log.Error("teardown: failed", "kind", it.Kind, "scope", it.Scope, "name", it.Name, "err", err)
 		return
@@ -408,7 +448,8 @@ func (r *Report) Write(w io.Writer) error {
 		fmt.Fprintln(&b, "\nDone, in this order:")
 		for _, a := range r.Actions {
 			if a.Err != nil {
-				fmt.Fprintf(&b, "  %s: FAILED (%s): %v\n", a.Item, a.Verb, a.Err)
+				attempt := map[string]string{"cancelled": "cancel", "deleted": "delete"}[a.Verb]
+				fmt.Fprintf(&b, "  %s: %s FAILED: %v\n", a.Item, attempt, a.Err)
 				continue
 			}
 			fmt.Fprintf(&b, "  %s: %s\n", a.Item, a.Verb)

@@ -266,18 +266,28 @@ func TestTeardownSimulatedCluster(t *testing.T) {
 		}
 	}
 
-	// Order: every cancel before any MIG delete, every MIG delete before any
-	// template delete; cancels only for requests that were ACCEPTED.
-	var order []string
+	// Order: resize requests (each cancelled one cancelled before it is
+	// deleted), then MIGs, then VMs, then templates; cancels only for
+	// requests that were ACCEPTED (or CREATING, once accepted); every call
+	// answered 200.
+	phaseOf := map[string]int{"cancel": 0, "delete-rr": 0, "delete-mig": 1, "delete-vm": 2, "delete-template": 3}
+	var kinds []string
+	phase := 0
 	cancelled := map[string]bool{}
+	deletedRR := map[string]bool{}
 	for _, c := range w.sim.Calls()[calls:] {
 		kind := ""
 		switch {
 		case strings.HasSuffix(c.Path, "/cancel"):
 			kind = "cancel"
-			cancelled[c.Path[strings.Index(c.Path, "/instanceGroupManagers/"):]] = true
+			rr := strings.TrimSuffix(c.Path[strings.Index(c.Path, "/instanceGroupManagers/"):], "/cancel")
+			if deletedRR[rr] {
+				t.Errorf("%s cancelled after it was deleted", rr)
+			}
+			cancelled[rr] = true
 		case strings.Contains(c.Path, "/resizeRequests/"):
 			kind = "delete-rr"
+			deletedRR[c.Path[strings.Index(c.Path, "/instanceGroupManagers/"):]] = true
 		case strings.Contains(c.Path, "/instanceGroupManagers/"):
 			kind = "delete-mig"
 		case strings.Contains(c.Path, "/instances/"):
@@ -288,16 +298,20 @@ func TestTeardownSimulatedCluster(t *testing.T) {
 		if c.Status != 200 {
 			t.Errorf("call %s %s answered %d", c.Method, c.Path, c.Status)
 		}
-		if len(order) == 0 || order[len(order)-1] != kind {
-			order = append(order, kind)
+		if phaseOf[kind] < phase {
+			t.Errorf("%s %s after a later step began", kind, c.Path)
+		}
+		phase = phaseOf[kind]
+		if len(kinds) == 0 || kinds[len(kinds)-1] != kind {
+			kinds = append(kinds, kind)
 		}
 	}
-	if diff := cmp.Diff([]string{"delete-rr", "cancel", "delete-rr", "cancel", "delete-rr", "delete-mig", "delete-vm", "delete-template"}, order); diff != "" {
-		t.Errorf("call order (-want +got):\n%s", diff)
+	if n := len(deletedRR); n != 5 {
+		t.Errorf("%d resize requests deleted, want 5", n)
 	}
 	wantCancelled := map[string]bool{
-		"/instanceGroupManagers/fs-c1-h200/resizeRequests/rr-c1-h200-j13-g1/cancel": true,
-		"/instanceGroupManagers/fs-c1-h200/resizeRequests/rr-c1-h200-j14-g1/cancel": true,
+		"/instanceGroupManagers/fs-c1-h200/resizeRequests/rr-c1-h200-j13-g1": true,
+		"/instanceGroupManagers/fs-c1-h200/resizeRequests/rr-c1-h200-j14-g1": true,
 	}
 	if diff := cmp.Diff(wantCancelled, cancelled); diff != "" {
 		t.Errorf("cancelled (-want +got):\n%s", diff)
@@ -362,5 +376,49 @@ func TestTeardownRejectsBadCluster(t *testing.T) {
 	}
 	if n := len(w.sim.Calls()); n != 0 {
 		t.Errorf("%d calls for bad input", n)
+	}
+}
+
+// TestTeardownReportsFailures: a MIG Compute refuses to delete stays, with
+// its VMs and its template; the rest goes, and the report says what is left.
+func TestTeardownReportsFailures(t *testing.T) {
+	w := newWorld(t)
+	w.template("fs-c1-a3-11111111", ready, naming.Labels("c1", "a3"))
+	w.template("fs-c1-b-22222222", ready, naming.Labels("c1", "b"))
+	w.mig(zoneA, "fs-c1-a3", "fs-c1-a3-11111111")
+	w.mig(zoneA, "fs-c1-b", "fs-c1-b-22222222")
+	w.request(zoneA, "fs-c1-a3", "rr-1", "c1-a3-0-g1")
+	w.request(zoneA, "fs-c1-b", "rr-2", "c1-b-0-g1")
+	w.waitFor(func() bool { return len(w.sim.Instances()) == 2 })
+	w.sim.InjectError(computesim.Match{Method: "DELETE", Path: `/instanceGroupManagers/fs-c1-a3$`}, 400, "invalid", "", 0)
+
+	rep, out := w.run(false)
+	if rep.Clean() {
+		t.Fatalf("clean despite a MIG that could not be deleted:\n%s", out)
+	}
+	var left []string
+	for _, it := range rep.Remaining {
+		left = append(left, it.Kind+" "+it.Name+": "+it.Note)
+	}
+	want := []string{
+		"MIG fs-c1-a3: still there",
+		"VM c1-a3-0-g1: still there (RUNNING)",
+		"instance template fs-c1-a3-11111111: still there",
+	}
+	if diff := cmp.Diff(want, left); diff != "" {
+		t.Errorf("left (-want +got):\n%s", diff)
+	}
+	for _, want := range []string{
+		"MIG zones/us-central1-a/fs-c1-a3: delete FAILED:",
+		"instance template global/fs-c1-a3-11111111: delete FAILED:",
+		"MIG zones/us-central1-a/fs-c1-b: deleted\n",
+		"Left (3):",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	if n := len(w.sim.Instances()); n != 1 {
+		t.Errorf("%d VMs left, want 1 (the failed MIG's)", n)
 	}
 }
