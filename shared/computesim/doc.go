@@ -14,6 +14,7 @@
 //     FAILED);
 //   - zonal instances: get, list (filter, orderBy, paging), delete,
 //     reportHostAsFaulty;
+//   - aggregated lists of instances and MIGs across zones (filter, paging);
 //   - zone and global operations: get and wait;
 //   - the Cloud Audit Logs entries that a Logging sink → Pub/Sub would deliver
 //     when a VM is deleted (at the end of its run duration or by an API call),

@@ -121,6 +121,13 @@ func route(method, path string) (*request, *apiError) {
 	case n >= 3 && seg[0] == "zones":
 		req.zone = seg[1]
 		req.method = zonalMethod(method, seg[2:], req)
+	case n == 2 && seg[0] == "aggregated" && get:
+		switch seg[1] {
+		case "instances":
+			req.method = "instances.aggregatedList"
+		case "instanceGroupManagers":
+			req.method = "instanceGroupManagers.aggregatedList"
+		}
 	}
 	if req.method == "" {
 		return nil, unsupported(method, path)
@@ -319,6 +326,10 @@ func (s *Sim) dispatchLocked(req *request) (proto.Message, *apiError) {
 		return s.rrCancelLocked(req)
 	case "instanceGroupManagerResizeRequests.delete":
 		return s.rrDeleteLocked(req)
+	case "instances.aggregatedList":
+		return s.instanceAggregatedListLocked(req)
+	case "instanceGroupManagers.aggregatedList":
+		return s.migAggregatedListLocked(req)
 	case "instances.get":
 		return s.instanceGetLocked(req)
 	case "instances.list":
