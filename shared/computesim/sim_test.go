@@ -200,7 +200,7 @@ func TestMIGInsertValidation(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantHTTP(t, e.insertMIG("pool", "missing", "DO_NOTHING"), 404, "notFound")
-	bare := &computepb.InstanceGroupManager{Name: proto.String("pool"), BaseInstanceName: proto.String("pool"), InstanceTemplate: proto.String("tpl")}
+	bare := &computepb.InstanceGroupManager{Name: proto.String("pool"), BaseInstanceName: proto.String("pool"), InstanceTemplate: proto.String("tpl"), TargetSize: proto.Int32(0)}
 	wantHTTP(t, do(e.igm.Insert(e.ctx, &computepb.InsertInstanceGroupManagerRequest{Project: testProject, Zone: testZone, InstanceGroupManagerResource: bare})), 400, "invalid")
 	if err := e.insertMIG("pool", "tpl", ""); err != nil {
 		t.Fatal(err)
