@@ -151,7 +151,9 @@ func checkParamValue(name, v string, p *contract.Param) *apiError {
 			return aerr
 		}
 	case "boolean":
-		if v != "true" && v != "false" {
+		// Case-insensitive: the gcloud CLI sends includeAllScopes=True and
+		// returnPartialSuccess=True on aggregated lists.
+		if !strings.EqualFold(v, "true") && !strings.EqualFold(v, "false") {
 			return errInvalidField(name, v, "Must be true or false.")
 		}
 	case "string":

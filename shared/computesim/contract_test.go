@@ -147,7 +147,7 @@ func TestContractAccepts(t *testing.T) {
 		`{"name":"a2","description":null,"properties":{"machineType":"n1","labels":{"k":"v"}}}`,
 		`{"name":"a3","kind":"compute#instanceTemplate","id":"123","properties":{"machineType":"n1","scheduling":{"maxRunDuration":{"seconds":"600","nanos":0},"instanceTerminationAction":"DELETE"}}}`,
 	} {
-		resp, err := http.Post(e.srv.URL+tpls+"?requestId=&alt=json&prettyPrint=false", "application/json", strings.NewReader(body))
+		resp, err := http.Post(e.srv.URL+tpls+"?alt=json&prettyPrint=False", "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -120,6 +120,8 @@ func route(method, path string) (*request, *apiError) {
 		case n == 4 && post && seg[3] == "wait":
 			req.method = "globalOperations.wait"
 		}
+	case n == 2 && seg[0] == "zones" && get:
+		req.method, req.zone = "zones.get", seg[1]
 	case n >= 3 && seg[0] == "zones":
 		req.zone = seg[1]
 		req.method = zonalMethod(method, seg[2:], req)
@@ -315,6 +317,8 @@ func (s *Sim) dispatchLocked(req *request) (proto.Message, *apiError) {
 		return s.instanceDeleteLocked(req)
 	case "instances.reportHostAsFaulty":
 		return s.instanceReportHostAsFaultyLocked(req)
+	case "zones.get":
+		return s.zoneGetLocked(req)
 	case "zoneOperations.get", "zoneOperations.wait", "globalOperations.get", "globalOperations.wait":
 		return s.operationGetLocked(req)
 	}

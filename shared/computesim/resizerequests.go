@@ -65,7 +65,11 @@ func (s *Sim) rrInsertLocked(req *request) (proto.Message, *apiError) {
 		acceptAt:    req.now.Add(s.opts.AcceptDelay),
 	}
 	m.pb.TargetSize = i32p(m.pb.GetTargetSize() + int32(count))
-	return s.newOpLocked(req.project, req.zone, opTypeOf(req.method), rr.GetSelfLink(), id, s.callerPrincipal(req.project), req.now), nil
+	// The insert operation's target is the MIG, not the new request: the
+	// gcloud CLI appends "/resizeRequests/NAME" to the operation's
+	// targetLink to fetch what it created (googlecloudsdk
+	// api_lib/compute/waiters.py, OperationData.resize_request_name).
+	return s.newOpLocked(req.project, req.zone, opTypeOf(req.method), migLink, m.pb.GetId(), s.callerPrincipal(req.project), req.now), nil
 }
 
 func (s *Sim) rrLocked(req *request) (*migRec, *rrRec, *apiError) {

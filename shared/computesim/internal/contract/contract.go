@@ -57,6 +57,7 @@ var Served = []string{
 	"instances.reportHostAsFaulty",
 	"zoneOperations.get",
 	"zoneOperations.wait",
+	"zones.get",
 }
 
 // Contract is the extracted subset of the discovery document.
