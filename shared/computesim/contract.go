@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -70,13 +71,7 @@ func checkContract(req *request) *apiError {
 			return errInvalidField(name, v, "Must be a match of regex '"+p.Pattern+"'")
 		}
 	}
-	for _, name := range slices.Sorted(func(yield func(string) bool) {
-		for k := range req.query {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, name := range slices.Sorted(maps.Keys(req.query)) {
 		p := m.Parameters[name]
 		if p == nil {
 			p = c.Parameters[name]
@@ -94,8 +89,8 @@ func checkContract(req *request) *apiError {
 			}
 		}
 	}
-	for name, p := range m.Parameters {
-		if p.Required && p.Location == "query" && req.query.Get(name) == "" {
+	for _, name := range slices.Sorted(maps.Keys(m.Parameters)) {
+		if p := m.Parameters[name]; p.Required && p.Location == "query" && req.query.Get(name) == "" {
 			return errRequired(name)
 		}
 	}
@@ -248,13 +243,7 @@ func (b *bodyChecker) check(field string, s *contract.Schema, v any) *apiError {
 			return errJSONType(field, "TYPE_MESSAGE", v)
 		}
 		if s.Properties != nil {
-			for _, k := range slices.Sorted(func(yield func(string) bool) {
-				for k := range obj {
-					if !yield(k) {
-						return
-					}
-				}
-			}) {
+			for _, k := range slices.Sorted(maps.Keys(obj)) {
 				name := k
 				ps := s.Properties[k]
 				if ps == nil && !b.response {
@@ -271,13 +260,7 @@ func (b *bodyChecker) check(field string, s *contract.Schema, v any) *apiError {
 				}
 			}
 			if !b.response {
-				for _, name := range slices.Sorted(func(yield func(string) bool) {
-					for k := range s.Properties {
-						if !yield(k) {
-							return
-						}
-					}
-				}) {
+				for _, name := range slices.Sorted(maps.Keys(s.Properties)) {
 					if slices.Contains(s.Properties[name].RequiredBy, b.method) && obj[name] == nil && obj[camelToSnake(name)] == nil {
 						return errRequired(field + "." + name)
 					}
@@ -285,13 +268,7 @@ func (b *bodyChecker) check(field string, s *contract.Schema, v any) *apiError {
 			}
 		}
 		if ap := s.AdditionalProperties; ap != nil {
-			for _, k := range slices.Sorted(func(yield func(string) bool) {
-				for k := range obj {
-					if !yield(k) {
-						return
-					}
-				}
-			}) {
+			for _, k := range slices.Sorted(maps.Keys(obj)) {
 				if aerr := b.check(field+"."+k, ap, obj[k]); aerr != nil {
 					return aerr
 				}
