@@ -260,10 +260,14 @@ func (b *bodyChecker) check(field string, s *contract.Schema, v any) *apiError {
 				}
 			}
 			if !b.response {
-				for _, name := range slices.Sorted(maps.Keys(s.Properties)) {
-					if slices.Contains(s.Properties[name].RequiredBy, b.method) && obj[name] == nil && obj[camelToSnake(name)] == nil {
-						return errRequired(field + "." + name)
+				var missing []string
+				for name, ps := range s.Properties {
+					if len(ps.RequiredBy) > 0 && slices.Contains(ps.RequiredBy, b.method) && obj[name] == nil && obj[camelToSnake(name)] == nil {
+						missing = append(missing, name)
 					}
+				}
+				if len(missing) > 0 {
+					return errRequired(field + "." + slices.Min(missing))
 				}
 			}
 		}

@@ -251,3 +251,21 @@ func TestPublicImages(t *testing.T) {
 		t.Errorf("family in another project: HTTP %d, want 404", code)
 	}
 }
+
+// BenchmarkCheckContract measures the check of a Flex-Start template insert
+// as flexslurm sends it.
+func BenchmarkCheckContract(b *testing.B) {
+	body := []byte(`{"name":"c1-h200-v1","description":"h200 pool","properties":{"machineType":"a3-ultragpu-8g",` +
+		`"disks":[{"autoDelete":true,"boot":true,"type":"PERSISTENT","initializeParams":{"diskSizeGb":"200","diskType":"hyperdisk-balanced","sourceImage":"projects/debian-cloud/global/images/family/debian-12"}}],` +
+		`"networkInterfaces":[{"network":"projects/proj/global/networks/default"}],` +
+		`"scheduling":{"provisioningModel":"FLEX_START","instanceTerminationAction":"DELETE","maxRunDuration":{"seconds":"7200"},"onHostMaintenance":"TERMINATE","automaticRestart":false},` +
+		`"reservationAffinity":{"consumeReservationType":"NO_RESERVATION"},"labels":{"flexslurm-pool":"h200"},` +
+		`"metadata":{"items":[{"key":"startup-script","value":"echo"}]},"guestAccelerators":[{"acceleratorType":"nvidia-h200-141gb","acceleratorCount":8}],` +
+		`"serviceAccounts":[{"email":"node@proj.iam.gserviceaccount.com","scopes":["https://www.googleapis.com/auth/cloud-platform"]}]}}`)
+	req := &request{method: "instanceTemplates.insert", project: "proj", query: map[string][]string{"requestId": {"3fb28f4d-eef1-58a7-af0b-edf36033fe55"}}, body: body}
+	for b.Loop() {
+		if aerr := checkContract(req); aerr != nil {
+			b.Fatal(aerr)
+		}
+	}
+}
