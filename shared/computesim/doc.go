@@ -16,6 +16,8 @@
 //     reportHostAsFaulty;
 //   - aggregated lists of instances and MIGs across zones (filter, paging);
 //   - zone and global operations: get and wait;
+//   - zones.get, and a fixed catalog of public images (images.get,
+//     images.getFromFamily) so that the gcloud CLI can run against it;
 //   - the Cloud Audit Logs entries that a Logging sink → Pub/Sub would deliver
 //     when a VM is deleted (at the end of its run duration or by an API call),
 //     handed to an injected sink;
@@ -35,6 +37,24 @@
 // response and DONE on the first poll (GET …/operations/{name} or POST
 // …/operations/{name}/wait), so (*compute.Operation).Wait returns within
 // milliseconds.
+//
+// # Contract
+//
+// Every request is checked, before any handler runs, against the Compute v1
+// discovery document of the google.golang.org/api module that go.mod
+// requires. go generate extracts the served methods and the schemas they
+// reach into contract.json (internal/contractgen); TestContractUpToDate
+// fails when it is stale. Path parameters must match their documented
+// patterns; query parameters must be the method's or the API's common ones,
+// with valid values; bodies may hold only documented fields, with the
+// documented JSON types, enum values and patterns, and must carry the
+// fields the document marks as required by the method. Documented rules the
+// schemas cannot express (list filter grammar, resize-request limits and
+// states) are in rules.go, each with its source. A routed method without a
+// contract is refused with 500: adding one means listing it in
+// internal/contract.Served and running go generate. docs/compute-contract.md
+// describes the checker and how the gcloud CLI, run against the simulator as
+// an outside client, differs from flexslurm's client.
 //
 // # Time
 //

@@ -133,17 +133,6 @@ func checkName(field, name string) *apiError {
 	return nil
 }
 
-// pathName accepts a resource name (RFC 1035) or a numeric resource ID in a
-// URL path, as the API does.
-var resourceID = regexp.MustCompile(`^[0-9]{1,20}$`)
-
-func checkPathName(field, name string) *apiError {
-	if rfc1035.MatchString(name) || resourceID.MatchString(name) {
-		return nil
-	}
-	return errInvalidField(field, name, "Must be a match of regex '"+rfc1035Pattern+"|[1-9][0-9]{0,19}'")
-}
-
 // zoneName matches zone names such as us-central1-a.
 var zoneName = regexp.MustCompile(`^[a-z]+-[a-z]+[0-9]+-[a-z]$`)
 

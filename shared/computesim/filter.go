@@ -14,15 +14,20 @@ import (
 )
 
 // List filters follow the Compute API's `filter` parameter: expressions
-// `FIELD OPERATOR VALUE` with operators =, !=, <, >, : (":*" tests presence)
+// `FIELD OPERATOR VALUE` with operators =, !=, <, >, <=, >=, : (":*" tests presence)
 // and the regular-expression operators eq and ne (RE2, whole-field match);
 // nested fields with dots (labels.pool, scheduling.provisioningModel);
 // expressions combined by juxtaposition or AND, by OR, negated by NOT, and
 // grouped with parentheses, e.g.
 //
-//	labels.pool = "a100" AND name != "x"
+//	labels.pool = "a100"
+//	(labels.pool = "a100") AND (name != "x")
 //	(labels.pool = "a100") (status = RUNNING)
 //	name eq "pool-.*"
+//
+// The parser accepts the general grammar; the restrictions the API documents
+// (each of several expressions in parentheses, no mixing of regular
+// expressions with the other operators) are rules in rules.go.
 //
 // As in Google's list-filter grammar (AIP-160), OR binds tighter than AND.
 // Values are compared as strings; < and > compare numerically when both sides
@@ -55,6 +60,11 @@ func (a orExpr) eval(o map[string]any) bool {
 	return false
 }
 
+// groupExpr is a parenthesized expression.
+type groupExpr struct{ e filterExpr }
+
+func (g groupExpr) eval(o map[string]any) bool { return g.e.eval(o) }
+
 type notExpr struct{ e filterExpr }
 
 func (n notExpr) eval(o map[string]any) bool { return !n.e.eval(o) }
@@ -79,10 +89,18 @@ func (c cmpExpr) eval(o map[string]any) bool {
 			return present
 		}
 		return has(func(v string) bool { return v == c.value })
-	case "<", ">":
+	case "<", ">", "<=", ">=":
 		return has(func(v string) bool {
-			d := compareValues(v, c.value)
-			return (c.op == "<" && d < 0) || (c.op == ">" && d > 0)
+			switch d := compareValues(v, c.value); c.op {
+			case "<":
+				return d < 0
+			case ">":
+				return d > 0
+			case "<=":
+				return d <= 0
+			default:
+				return d >= 0
+			}
 		})
 	case "eq":
 		return has(c.re.MatchString)
@@ -286,7 +304,7 @@ func (p *filterParser) parseUnary() (filterExpr, error) {
 			return nil, fmt.Errorf("missing )")
 		}
 		p.pos++
-		return e, nil
+		return groupExpr{e}, nil
 	case t.kind == "word":
 		return p.parseComparison()
 	}
@@ -302,8 +320,6 @@ func (p *filterParser) parseComparison() (filterExpr, error) {
 	}
 	var op string
 	switch {
-	case t.kind == "op" && (t.text == "<=" || t.text == ">="):
-		return nil, fmt.Errorf("operator %s is not supported", t.text)
 	case t.kind == "op":
 		op = t.text
 	case t.kind == "word" && (t.text == "eq" || t.text == "ne"):
@@ -377,6 +393,9 @@ func paginate[T proto.Message](msgs []T, q map[string][]string, paged bool) ([]T
 		return ""
 	}
 	filter, err := parseFilter(get("filter"))
+	if err == nil {
+		err = checkFilterRules(filter)
+	}
 	if err != nil {
 		return nil, "", errInvalidField("filter", get("filter"), "Invalid list filter expression: "+err.Error()+".")
 	}

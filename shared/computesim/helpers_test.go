@@ -84,7 +84,7 @@ func newEnv(t *testing.T, opts Options) *env {
 		e.mu.Unlock()
 	}
 	e.sim = New(opts, e.clk)
-	e.srv = httptest.NewServer(e.sim)
+	e.srv = httptest.NewServer(checkResponses(t, e.sim))
 	t.Cleanup(e.srv.Close)
 	co := []option.ClientOption{option.WithEndpoint(e.srv.URL), option.WithoutAuthentication()}
 	var err error

@@ -110,6 +110,8 @@ func route(method, path string) (*request, *apiError) {
 		case n == 3 && del:
 			req.method, req.name = "instanceTemplates.delete", seg[2]
 		}
+	case n >= 3 && seg[0] == "global" && seg[1] == "images":
+		req.method = imagesMethod(method, seg[2:], req) // images_gcloud.go
 	case n >= 3 && seg[0] == "global" && seg[1] == "operations":
 		req.name = seg[2]
 		switch {
@@ -118,6 +120,8 @@ func route(method, path string) (*request, *apiError) {
 		case n == 4 && post && seg[3] == "wait":
 			req.method = "globalOperations.wait"
 		}
+	case n == 2 && seg[0] == "zones" && get:
+		req.method, req.zone = "zones.get", seg[1]
 	case n >= 3 && seg[0] == "zones":
 		req.zone = seg[1]
 		req.method = zonalMethod(method, seg[2:], req)
@@ -213,21 +217,15 @@ func unsupported(method, path string) *apiError {
 // serveLocked validates the common parts of a call, applies request-ID
 // idempotency and error injection, and dispatches it.
 func (s *Sim) serveLocked(req *request) (proto.Message, *apiError) {
-	if s.opts.Project != "" && req.project != s.opts.Project {
+	if aerr := checkContract(req); aerr != nil {
+		return nil, aerr
+	}
+	// Public images live in their own projects (images_gcloud.go).
+	if s.opts.Project != "" && req.project != s.opts.Project && !strings.HasPrefix(req.method, "images.") {
 		return nil, errNotFound("projects/" + req.project)
 	}
 	if req.zone != "" && !zoneName.MatchString(req.zone) {
 		return nil, errInvalidField("zone", req.zone, "Unknown zone.")
-	}
-	if req.name != "" && !strings.HasSuffix(req.method, "Operations.get") && !strings.HasSuffix(req.method, "Operations.wait") {
-		if aerr := checkPathName(pathField(req.method), req.name); aerr != nil {
-			return nil, aerr
-		}
-	}
-	if req.rr != "" {
-		if aerr := checkPathName("resizeRequest", req.rr); aerr != nil {
-			return nil, aerr
-		}
 	}
 	// Request IDs are remembered per project and operation scope (zone or
 	// global), so the operation a retry gets back can always be polled where
@@ -282,16 +280,6 @@ func (s *Sim) rememberRequestLocked(req *request, rid, ridKey string, op *comput
 	}
 }
 
-func pathField(method string) string {
-	switch {
-	case strings.HasPrefix(method, "instanceTemplates."):
-		return "instanceTemplate"
-	case strings.HasPrefix(method, "instanceGroupManager"):
-		return "instanceGroupManager"
-	}
-	return "instance"
-}
-
 func (s *Sim) dispatchLocked(req *request) (proto.Message, *apiError) {
 	switch req.method {
 	case "instanceTemplates.insert":
@@ -330,6 +318,8 @@ func (s *Sim) dispatchLocked(req *request) (proto.Message, *apiError) {
 		return s.instanceAggregatedListLocked(req)
 	case "instanceGroupManagers.aggregatedList":
 		return s.migAggregatedListLocked(req)
+	case "images.get", "images.getFromFamily":
+		return s.imageGetLocked(req) // images_gcloud.go
 	case "instances.get":
 		return s.instanceGetLocked(req)
 	case "instances.list":
@@ -338,6 +328,8 @@ func (s *Sim) dispatchLocked(req *request) (proto.Message, *apiError) {
 		return s.instanceDeleteLocked(req)
 	case "instances.reportHostAsFaulty":
 		return s.instanceReportHostAsFaultyLocked(req)
+	case "zones.get":
+		return s.zoneGetLocked(req)
 	case "zoneOperations.get", "zoneOperations.wait", "globalOperations.get", "globalOperations.wait":
 		return s.operationGetLocked(req)
 	}

@@ -51,12 +51,10 @@ func (s *Sim) migInsertLocked(req *request) (proto.Message, *apiError) {
 	if m.InstanceLifecyclePolicy == nil {
 		m.InstanceLifecyclePolicy = &computepb.InstanceGroupManagerInstanceLifecyclePolicy{}
 	}
-	switch a := m.InstanceLifecyclePolicy.GetDefaultActionOnFailure(); {
-	case a == "":
+	// The value, if any, is REPAIR or DO_NOTHING (the contract's enum).
+	if m.InstanceLifecyclePolicy.GetDefaultActionOnFailure() == "" {
 		// The API's default: failed VMs are repaired (recreated).
 		m.InstanceLifecyclePolicy.DefaultActionOnFailure = strp(repair)
-	case !oneOf(a, repair, doNothing):
-		return nil, errInvalidField("resource.instanceLifecyclePolicy.defaultActionOnFailure", a, "Must be REPAIR or DO_NOTHING.")
 	}
 	if m.ListManagedInstancesResults == nil {
 		m.ListManagedInstancesResults = strp("PAGELESS")

@@ -1,7 +1,6 @@
 package computesim
 
 import (
-	"fmt"
 	"strconv"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
@@ -17,10 +16,8 @@ func rrKey(m *migRec, name string) string {
 }
 
 // rrInsertLocked creates a resize request in CREATING. The MIG's target size
-// grows by its VM count at once (gcp.md §1.3). Validation follows the API:
-// exactly one of resizeBy > 0 or instances; requestedRunDuration 600–604800 s;
-// and the MIG must have repairs off (defaultActionOnFailure DO_NOTHING), as
-// the documentation requires for resize requests.
+// grows by its VM count at once. The documented rules it applies
+// (checkResizeRequestShape, checkResizeRequestMIG) are in rules.go.
 func (s *Sim) rrInsertLocked(req *request) (proto.Message, *apiError) {
 	m, aerr := s.migLocked(req)
 	if aerr != nil {
@@ -37,40 +34,12 @@ func (s *Sim) rrInsertLocked(req *request) (proto.Message, *apiError) {
 	if m.rrs[rr.GetName()] != nil {
 		return nil, errAlreadyExists(key)
 	}
-	hasBy, hasInstances := rr.ResizeBy != nil && rr.GetResizeBy() != 0, len(rr.GetInstances()) > 0
-	switch {
-	case hasBy && hasInstances:
-		return nil, errInvalid("Invalid value for field 'resource': fields 'resizeBy' and 'instances' are mutually exclusive.")
-	case !hasBy && !hasInstances:
-		return nil, errInvalid("Invalid value for field 'resource': exactly one of 'resizeBy' (greater than 0) or 'instances' must be specified.")
-	case hasBy && rr.GetResizeBy() < 0:
-		return nil, errInvalidField("resource.resizeBy", strconv.Itoa(int(rr.GetResizeBy())), "Must be greater than 0.")
-	}
-	count := int(rr.GetResizeBy())
-	var names []string
-	if hasInstances {
-		seen := map[string]bool{}
-		for i, pic := range rr.GetInstances() {
-			f := fmt.Sprintf("resource.instances[%d].name", i)
-			if aerr := checkName(f, pic.GetName()); aerr != nil {
-				return nil, aerr
-			}
-			if seen[pic.GetName()] {
-				return nil, errInvalidField(f, pic.GetName(), "Duplicate instance name.")
-			}
-			seen[pic.GetName()] = true
-			names = append(names, pic.GetName())
-		}
-		count = len(names)
-	}
-	if count > maxResizeRequestVMs {
-		return nil, errInvalid("A resize request may create at most %d instances; %d requested.", maxResizeRequestVMs, count)
-	}
-	if aerr := checkRunDuration("resource.requestedRunDuration", rr.RequestedRunDuration); aerr != nil {
+	count, names, aerr := checkResizeRequestShape(rr)
+	if aerr != nil {
 		return nil, aerr
 	}
-	if a := m.pb.GetInstanceLifecyclePolicy().GetDefaultActionOnFailure(); a != doNothing {
-		return nil, errInvalid("Resize requests require managed instance group '%s' to have instanceLifecyclePolicy.defaultActionOnFailure set to DO_NOTHING (repairs off); it is %s.", m.name, a)
+	if aerr := checkResizeRequestMIG(m); aerr != nil {
+		return nil, aerr
 	}
 	id := s.newIDLocked()
 	migLink := m.pb.GetSelfLink()
@@ -96,7 +65,11 @@ func (s *Sim) rrInsertLocked(req *request) (proto.Message, *apiError) {
 		acceptAt:    req.now.Add(s.opts.AcceptDelay),
 	}
 	m.pb.TargetSize = i32p(m.pb.GetTargetSize() + int32(count))
-	return s.newOpLocked(req.project, req.zone, opTypeOf(req.method), rr.GetSelfLink(), id, s.callerPrincipal(req.project), req.now), nil
+	// The insert operation's target is the MIG, not the new request: the
+	// gcloud CLI appends "/resizeRequests/NAME" to the operation's
+	// targetLink to fetch what it created (googlecloudsdk
+	// api_lib/compute/waiters.py, OperationData.resize_request_name).
+	return s.newOpLocked(req.project, req.zone, opTypeOf(req.method), migLink, m.pb.GetId(), s.callerPrincipal(req.project), req.now), nil
 }
 
 func (s *Sim) rrLocked(req *request) (*migRec, *rrRec, *apiError) {
@@ -142,16 +115,16 @@ func (s *Sim) rrListLocked(req *request) (proto.Message, *apiError) {
 	return out, nil
 }
 
-// rrCancelLocked cancels an ACCEPTED request ("only possible for requests
-// that are accepted in the queue"); any other state is a 400. The MIG's
-// target size shrinks by the request's count.
+// rrCancelLocked cancels an ACCEPTED request (checkResizeRequestCancel);
+// any other state is a 400. The MIG's target size shrinks by the request's
+// count.
 func (s *Sim) rrCancelLocked(req *request) (proto.Message, *apiError) {
 	m, rr, aerr := s.rrLocked(req)
 	if aerr != nil {
 		return nil, aerr
 	}
-	if st := rr.pb.GetState(); st != stateAccepted {
-		return nil, errInvalid("The resize request '%s' is in state %s; only ACCEPTED resize requests can be cancelled.", rrKey(m, req.rr), st)
+	if aerr := checkResizeRequestCancel(m, rr); aerr != nil {
+		return nil, aerr
 	}
 	rr.pb.State = strp(stateCancelled)
 	m.pb.TargetSize = i32p(m.pb.GetTargetSize() - int32(rr.count))
@@ -159,14 +132,14 @@ func (s *Sim) rrCancelLocked(req *request) (proto.Message, *apiError) {
 }
 
 // rrDeleteLocked deletes an inactive (SUCCEEDED, FAILED or CANCELLED)
-// request; its VMs stay.
+// request (checkResizeRequestDelete); its VMs stay.
 func (s *Sim) rrDeleteLocked(req *request) (proto.Message, *apiError) {
 	m, rr, aerr := s.rrLocked(req)
 	if aerr != nil {
 		return nil, aerr
 	}
-	if st := rr.pb.GetState(); st == stateCreating || st == stateAccepted {
-		return nil, errInvalid("The resize request '%s' is in state %s; only inactive (SUCCEEDED, FAILED or CANCELLED) resize requests can be deleted. Cancel it first.", rrKey(m, req.rr), st)
+	if aerr := checkResizeRequestDelete(m, rr); aerr != nil {
+		return nil, aerr
 	}
 	delete(m.rrs, req.rr)
 	return s.newOpLocked(req.project, req.zone, opTypeOf(req.method), rr.pb.GetSelfLink(), rr.pb.GetId(), s.callerPrincipal(req.project), req.now), nil

@@ -50,7 +50,7 @@ func TestServerRunsLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := do(ic.Insert(ctx, &computepb.InsertInstanceGroupManagerRequest{Project: testProject, Zone: testZone, InstanceGroupManagerResource: &computepb.InstanceGroupManager{
-		Name: proto.String("pool"), BaseInstanceName: proto.String("pool"), InstanceTemplate: proto.String("global/instanceTemplates/tpl"),
+		Name: proto.String("pool"), BaseInstanceName: proto.String("pool"), InstanceTemplate: proto.String("global/instanceTemplates/tpl"), TargetSize: proto.Int32(0),
 		InstanceLifecyclePolicy: &computepb.InstanceGroupManagerInstanceLifecyclePolicy{DefaultActionOnFailure: proto.String("DO_NOTHING")},
 	}})); err != nil {
 		t.Fatal(err)

@@ -200,7 +200,7 @@ func TestMIGInsertValidation(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantHTTP(t, e.insertMIG("pool", "missing", "DO_NOTHING"), 404, "notFound")
-	bare := &computepb.InstanceGroupManager{Name: proto.String("pool"), BaseInstanceName: proto.String("pool"), InstanceTemplate: proto.String("tpl")}
+	bare := &computepb.InstanceGroupManager{Name: proto.String("pool"), BaseInstanceName: proto.String("pool"), InstanceTemplate: proto.String("tpl"), TargetSize: proto.Int32(0)}
 	wantHTTP(t, do(e.igm.Insert(e.ctx, &computepb.InsertInstanceGroupManagerRequest{Project: testProject, Zone: testZone, InstanceGroupManagerResource: bare})), 400, "invalid")
 	if err := e.insertMIG("pool", "tpl", ""); err != nil {
 		t.Fatal(err)
@@ -676,15 +676,16 @@ func TestListFilterAndPaging(t *testing.T) {
 	}{
 		{``, append(append([]string{}, a...), b...)},
 		{`labels.flexslurm-pool = "b200"`, b},
-		{`labels.flexslurm-pool = "b200" AND name = "b-1"`, []string{"b-1"}},
+		{`(labels.flexslurm-pool = "b200") AND (name = "b-1")`, []string{"b-1"}},
 		{`(labels.cluster = "c1") (name = "a-3")`, []string{"a-3"}},
-		{`labels.flexslurm-pool="h200" name != "a-0"`, a[1:]},
+		{`(labels.flexslurm-pool="h200") (name != "a-0")`, a[1:]},
 		{`name eq "b-[12]"`, []string{"b-1", "b-2"}},
-		{`name = "a-0" OR name = "b-0"`, []string{"a-0", "b-0"}},
+		{`(name eq "b-[12]") (labels.cluster eq c.)`, []string{"b-1", "b-2"}},
+		{`(name = "a-0") OR (name = "b-0")`, []string{"a-0", "b-0"}},
 		{`labels.nope:*`, nil},
 		{`labels.cluster:*`, append(append([]string{}, a...), b...)},
 		{`NOT labels.flexslurm-pool = "h200"`, b},
-		{`status = RUNNING labels.flexslurm-pool = "b200"`, b},
+		{`(status = RUNNING) (labels.flexslurm-pool = "b200")`, b},
 	}
 	for _, tc := range tests {
 		got, _ := list(tc.filter, 0)
@@ -711,6 +712,20 @@ func TestListFilterAndPaging(t *testing.T) {
 	}
 	if n != 10 {
 		t.Errorf("iterator saw %d instances, want 10", n)
+	}
+	// Malformed, several bare expressions (the discovery document's filter
+	// text: "provide each separate expression within parentheses"), or
+	// regular expressions mixed with AIP-160 operators.
+	for _, bad := range []string{
+		`labels.x = `,
+		`labels.flexslurm-pool = "b200" AND name = "b-1"`,
+		`labels.flexslurm-pool="h200" name != "a-0"`,
+		`name = "a-0" OR name = "b-0"`,
+		`(labels.cluster = "c1") name = "a-3"`,
+		`(name eq "b-1") (labels.cluster = "c1")`,
+	} {
+		_, err := e.inst.List(e.ctx, &computepb.ListInstancesRequest{Project: testProject, Zone: testZone, Filter: proto.String(bad)}).Next()
+		wantHTTP(t, err, 400, "invalid")
 	}
 	_, err := e.inst.List(e.ctx, &computepb.ListInstancesRequest{Project: testProject, Zone: testZone, Filter: proto.String(`labels.x = `)}).Next()
 	wantHTTP(t, err, 400, "invalid")
@@ -748,6 +763,8 @@ func TestFilterParser(t *testing.T) {
 		{`scheduling.automaticRestart = false`, true},
 		{`cpus > 4`, true},
 		{`cpus < 4`, false},
+		{`cpus >= 8`, true},
+		{`cpus <= 4`, false},
 		{`name eq vm-.*`, true},
 		{`name eq "vm"`, false},
 		{`name ne "vm-[0-9]"`, false},
@@ -766,7 +783,7 @@ func TestFilterParser(t *testing.T) {
 			t.Errorf("%q = %v, want %v", tc.filter, got, tc.want)
 		}
 	}
-	for _, bad := range []string{`name =`, `(name = "x"`, `name "x"`, `= "x"`, `name = "x`, `name >= 3`, `name eq "("`} {
+	for _, bad := range []string{`name =`, `(name = "x"`, `name "x"`, `= "x"`, `name = "x`, `name eq "("`} {
 		if _, err := parseFilter(bad); err == nil {
 			t.Errorf("%q parsed", bad)
 		}

@@ -773,12 +773,15 @@ func toInstance(zone string, p *computepb.Instance) Instance {
 	return out
 }
 
-// labelFilter builds the Compute list filter `labels.K = "V" …` (a
-// conjunction), with keys in sorted order.
+// labelFilter builds the Compute list filter `(labels.K = "V") …` (a
+// conjunction), with keys in sorted order. Each expression is in
+// parentheses: "To filter on multiple expressions, provide each separate
+// expression within parentheses" (the filter parameter of the Compute v1
+// discovery document).
 func labelFilter(labels map[string]string) string {
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(labels)) {
-		parts = append(parts, fmt.Sprintf("labels.%s = %q", k, labels[k]))
+		parts = append(parts, fmt.Sprintf("(labels.%s = %q)", k, labels[k]))
 	}
 	return strings.Join(parts, " ")
 }

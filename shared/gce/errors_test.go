@@ -234,7 +234,7 @@ func TestHelpersAndMark(t *testing.T) {
 
 func TestLabelFilter(t *testing.T) {
 	got := labelFilter(map[string]string{"pool": "h200", "cluster": "c1"})
-	if want := `labels.cluster = "c1" labels.pool = "h200"`; got != want {
+	if want := `(labels.cluster = "c1") (labels.pool = "h200")`; got != want {
 		t.Errorf("labelFilter = %q, want %q", got, want)
 	}
 }

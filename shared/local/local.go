@@ -169,11 +169,12 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 	fmt.Fprintf(opts.Out, "\nflexslurm is running (simulated clock ×%g). In another shell:\n"+
 		"  export %s=%s FIRESTORE_EMULATOR_HOST=%s PUBSUB_EMULATOR_HOST=%s %s=%s\n"+
+		"  export CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE=%s/compute/v1/ CLOUDSDK_AUTH_DISABLE_CREDENTIALS=true CLOUDSDK_CORE_PROJECT=%s   # gcloud compute … against the simulator (docs/compute-contract.md)\n"+
 		"  %s status --dead-letter   # pools, nodes, requests, backoff, dead letters\n"+
 		"  %s apply %s   # apply a changed spec (created or resized)\n"+
 		"%sCtrl-C stops everything.\n\n",
 		opts.Speedup, config.EnvProject, opts.Project, s.Emu.Firestore.Addr(), s.Emu.PubSub.Addr(),
-		config.EnvClock, s.Clock.String(), exe, exe, opts.SpecPath, slurmHelp)
+		config.EnvClock, s.Clock.String(), s.SimURL, opts.Project, exe, exe, opts.SpecPath, slurmHelp)
 	<-ctx.Done()
 	fmt.Fprintln(opts.Out, "\nstopping: Slurm, functions, Compute simulator, emulators")
 	return nil

@@ -1,0 +1,158 @@
+package computesim
+
+// Rules the Compute v1 discovery document's schemas cannot express but its
+// text or Google's documentation states. Each is enforced here, in one place,
+// and cites its public source. The schema-level contract (fields, types,
+// enums, patterns, required fields, query parameters) is in contract.go.
+//
+// Other documented rules enforced next to the state they need:
+//   - run durations (scheduling.maxRunDuration, requestedRunDuration):
+//     600–604800 s — checkRunDuration in templates.go; "Must be from 600 to
+//     604800 inclusive" (GoogleCloudPlatform/magic-modules
+//     mmv1/products/compute/ResizeRequest.yaml) and "between 10 minutes and
+//     seven days" (https://cloud.google.com/ai-hypercomputer/docs/create/create-vm);
+//   - requestId: a UUID other than the zero UUID — checkRequestID in
+//     errors.go; the requestId parameter's description in the discovery
+//     document.
+
+import (
+	"fmt"
+
+	"cloud.google.com/go/compute/apiv1/computepb"
+)
+
+// checkFilterRules applies the list `filter` rules of the discovery
+// document's filter parameter (every list method, e.g. instances.list):
+//
+//   - "To filter on multiple expressions, provide each separate expression
+//     within parentheses", e.g. `(scheduling.automaticRestart = true)
+//     (cpuPlatform = "Intel Skylake")`, so several bare expressions,
+//     juxtaposed or joined by AND or OR, are rejected;
+//   - "Most Compute resources support two types of filter expressions:
+//     expressions that support regular expressions and expressions that
+//     follow API improvement proposal AIP-160. These two types of filter
+//     expressions cannot be mixed in one request", so eq/ne next to =, !=,
+//     <, >, <=, >= or : is rejected.
+func checkFilterRules(f filterExpr) error {
+	var regex, aip bool
+	var walk func(e filterExpr) error
+	several := func(terms []filterExpr, join string) error {
+		for i, t := range terms {
+			inner := t
+			if n, ok := inner.(notExpr); ok {
+				inner = n.e
+			}
+			if _, ok := inner.(groupExpr); !ok && len(terms) > 1 {
+				return fmt.Errorf("expression %d of %d joined by %s is not in parentheses; to filter on multiple expressions, provide each separate expression within parentheses", i+1, len(terms), join)
+			}
+			if err := walk(t); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	walk = func(e filterExpr) error {
+		switch x := e.(type) {
+		case andExpr:
+			return several(x, "AND")
+		case orExpr:
+			return several(x, "OR")
+		case notExpr:
+			return walk(x.e)
+		case groupExpr:
+			return walk(x.e)
+		case cmpExpr:
+			if x.re != nil {
+				regex = true
+			} else {
+				aip = true
+			}
+		}
+		return nil
+	}
+	if f == nil {
+		return nil
+	}
+	if err := walk(f); err != nil {
+		return err
+	}
+	if regex && aip {
+		return fmt.Errorf("regular-expression (eq, ne) and AIP-160 (=, !=, <, >, <=, >=, :) expressions cannot be mixed in one request")
+	}
+	return nil
+}
+
+// checkResizeRequestShape applies the instanceGroupManagerResizeRequests
+// rules on the resource: resizeBy and instances are exclusive and one is
+// needed ("This field cannot be used together with 'instances'" /
+// "… with 'resize_by'", InstanceGroupManagerResizeRequest in the discovery
+// document), resizeBy is positive, instance names are RFC 1035 and unique
+// (PerInstanceConfig.name), and one request creates at most
+// maxResizeRequestVMs VMs. It returns the VM count and the names.
+func checkResizeRequestShape(rr *computepb.InstanceGroupManagerResizeRequest) (int, []string, *apiError) {
+	hasBy, hasInstances := rr.ResizeBy != nil && rr.GetResizeBy() != 0, len(rr.GetInstances()) > 0
+	switch {
+	case hasBy && hasInstances:
+		return 0, nil, errInvalid("Invalid value for field 'resource': fields 'resizeBy' and 'instances' are mutually exclusive.")
+	case !hasBy && !hasInstances:
+		return 0, nil, errInvalid("Invalid value for field 'resource': exactly one of 'resizeBy' (greater than 0) or 'instances' must be specified.")
+	case hasBy && rr.GetResizeBy() < 0:
+		return 0, nil, errInvalidField("resource.resizeBy", fmt.Sprint(rr.GetResizeBy()), "Must be greater than 0.")
+	}
+	count := int(rr.GetResizeBy())
+	var names []string
+	if hasInstances {
+		seen := map[string]bool{}
+		for i, pic := range rr.GetInstances() {
+			f := fmt.Sprintf("resource.instances[%d].name", i)
+			if aerr := checkName(f, pic.GetName()); aerr != nil {
+				return 0, nil, aerr
+			}
+			if seen[pic.GetName()] {
+				return 0, nil, errInvalidField(f, pic.GetName(), "Duplicate instance name.")
+			}
+			seen[pic.GetName()] = true
+			names = append(names, pic.GetName())
+		}
+		count = len(names)
+	}
+	if count > maxResizeRequestVMs {
+		return 0, nil, errInvalid("A resize request may create at most %d instances; %d requested.", maxResizeRequestVMs, count)
+	}
+	if aerr := checkRunDuration("resource.requestedRunDuration", rr.RequestedRunDuration); aerr != nil {
+		return 0, nil, aerr
+	}
+	return count, names, nil
+}
+
+// checkResizeRequestMIG: "To create a resize request in a MIG, you must not
+// configure autoscaling and must turn off repairs"
+// (https://cloud.google.com/compute/docs/instance-groups/create-mig-with-gpu-vms),
+// i.e. instanceLifecyclePolicy.defaultActionOnFailure DO_NOTHING.
+func checkResizeRequestMIG(m *migRec) *apiError {
+	if a := m.pb.GetInstanceLifecyclePolicy().GetDefaultActionOnFailure(); a != doNothing {
+		return errInvalid("Resize requests require managed instance group '%s' to have instanceLifecyclePolicy.defaultActionOnFailure set to DO_NOTHING (repairs off); it is %s.", m.name, a)
+	}
+	return nil
+}
+
+// checkResizeRequestCancel: "Cancel is only possible for requests that are
+// accepted in the queue" (instanceGroupManagerResizeRequests.cancel in the
+// discovery document), i.e. state ACCEPTED.
+func checkResizeRequestCancel(m *migRec, rr *rrRec) *apiError {
+	if st := rr.pb.GetState(); st != stateAccepted {
+		return errInvalid("The resize request '%s' is in state %s; only ACCEPTED resize requests can be cancelled.", rrKey(m, rr.pb.GetName()), st)
+	}
+	return nil
+}
+
+// checkResizeRequestDelete: "Deletes the specified, inactive resize request.
+// Requests that are still active cannot be deleted."
+// (instanceGroupManagerResizeRequests.delete in the discovery document):
+// CREATING and ACCEPTED requests must be cancelled first.
+func checkResizeRequestDelete(m *migRec, rr *rrRec) *apiError {
+	if st := rr.pb.GetState(); st == stateCreating || st == stateAccepted {
+		return errInvalid("The resize request '%s' is in state %s; only inactive (SUCCEEDED, FAILED or CANCELLED) resize requests can be deleted. Cancel it first.", rrKey(m, rr.pb.GetName()), st)
+	}
+	return nil
+}
