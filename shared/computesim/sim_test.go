@@ -105,6 +105,17 @@ func TestTemplateValidation(t *testing.T) {
 			tp.Properties.Disks[0].InitializeParams.SourceImage = proto.String("debian-12")
 		}},
 		{"no disks", func(tp *computepb.InstanceTemplate) { tp.Properties.Disks = nil }},
+		{"accelerator-optimized with other GPUs", func(tp *computepb.InstanceTemplate) {
+			tp.Properties.GuestAccelerators[0].AcceleratorType = proto.String("nvidia-h100-80gb")
+		}},
+		{"accelerator-optimized with another count", func(tp *computepb.InstanceTemplate) {
+			tp.Properties.GuestAccelerators[0].AcceleratorCount = proto.Int32(4)
+		}},
+		{"GPUs that would live-migrate", func(tp *computepb.InstanceTemplate) {
+			tp.Properties.MachineType = proto.String("n1-standard-8")
+			tp.Properties.GuestAccelerators[0] = &computepb.AcceleratorConfig{AcceleratorType: proto.String("nvidia-tesla-t4"), AcceleratorCount: proto.Int32(1)}
+			tp.Properties.Scheduling = &computepb.Scheduling{ProvisioningModel: proto.String("STANDARD")}
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -955,7 +966,7 @@ func TestDeterminism(t *testing.T) {
 func TestMIGResizeAndDelete(t *testing.T) {
 	e := newEnv(t, Options{DeleteDelay: time.Minute})
 	std := flexTemplate("std", 0)
-	std.Properties.Scheduling = &computepb.Scheduling{ProvisioningModel: proto.String("STANDARD")}
+	std.Properties.Scheduling = &computepb.Scheduling{ProvisioningModel: proto.String("STANDARD"), OnHostMaintenance: proto.String("TERMINATE")}
 	if err := e.insertTemplate(std); err != nil {
 		t.Fatal(err)
 	}

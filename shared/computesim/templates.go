@@ -99,6 +99,13 @@ func checkProperties(p *computepb.InstanceProperties) *apiError {
 			return errInvalidField(f+".acceleratorCount", strconv.Itoa(int(a.GetAcceleratorCount())), "Must be greater than 0.")
 		}
 	}
+	var accels []accel
+	for _, a := range p.GetGuestAccelerators() {
+		accels = append(accels, accel{a.GetAcceleratorType(), int(a.GetAcceleratorCount())})
+	}
+	if aerr := checkGPUs("resource.properties", mt, accels, p.GetScheduling().GetOnHostMaintenance()); aerr != nil {
+		return aerr
+	}
 	seen := map[string]bool{}
 	for _, it := range p.GetMetadata().GetItems() {
 		switch {
