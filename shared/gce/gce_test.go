@@ -727,3 +727,25 @@ func TestNew(t *testing.T) {
 		t.Errorf("empty project: %v", err)
 	}
 }
+
+func TestResolveImage(t *testing.T) {
+	h := newHarness(t, computesim.Options{})
+	got, err := h.c.ResolveImage(h.ctx, computesim.DebianFamily)
+	if err != nil || got != computesim.DebianImage {
+		t.Fatalf("family: %q, %v; want %s", got, err, computesim.DebianImage)
+	}
+	if got, err := h.c.ResolveImage(h.ctx, computesim.SlurmGPUImage); err != nil || got != computesim.SlurmGPUImage {
+		t.Errorf("image: %q, %v", got, err)
+	}
+	// A newer image of the family is what the family names now.
+	h.sim.AddImage("debian-cloud", "debian-12-bookworm-v20261201", "debian-12")
+	if got, _ := h.c.ResolveImage(h.ctx, computesim.DebianFamily); got != "projects/debian-cloud/global/images/debian-12-bookworm-v20261201" {
+		t.Errorf("family after a new image: %q", got)
+	}
+	if _, err := h.c.ResolveImage(h.ctx, "projects/debian-cloud/global/images/family/debian-99"); !gce.IsNotFound(err) {
+		t.Errorf("unknown family: %v", err)
+	}
+	if _, err := h.c.ResolveImage(h.ctx, "debian-12"); !errors.Is(err, gce.ErrInvalidSpec) {
+		t.Errorf("malformed reference: %v", err)
+	}
+}

@@ -152,7 +152,7 @@ func (t Template) JSON() []byte {
 // are attached as guestAccelerators.
 func Build(c *spec.Cluster, p spec.NodePool, s nodeconfig.Settings) (Template, error) {
 	fail := func(format string, a ...any) (Template, error) {
-		return Template{}, fmt.Errorf("instance template of pool %s: %s", p.ID, fmt.Sprintf(format, a...))
+		return Template{}, fmt.Errorf("instance template of pool %s: "+format, append([]any{p.ID}, a...)...)
 	}
 	if err := s.Validate(true); err != nil {
 		return fail("node settings: %w", err)
