@@ -6,9 +6,14 @@
 //
 // It owns:
 //
-//   - global instance templates: insert, get, delete, list;
+//   - global instance templates: insert, get, delete, list; a boot disk needs
+//     an existing source image or image family, and GPU settings are checked
+//     (images.go, gpus.go);
+//   - global images: get, getFromFamily, seeded with debian-cloud's
+//     debian-12 and the default slurm-gcp GPU family (AddImage adds more),
+//     readable from any project;
 //   - zonal managed instance groups (MIGs): insert, get, delete, list,
-//     listManagedInstances, deleteInstances, resize;
+//     listManagedInstances, deleteInstances, resize, setInstanceTemplate;
 //   - zonal MIG resize requests: insert, get, list, cancel, delete, with the
 //     Flex-Start state machine CREATING → ACCEPTED → SUCCEEDED (or CANCELLED,
 //     FAILED);

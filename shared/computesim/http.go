@@ -31,6 +31,7 @@ func (r *request) mutating() bool {
 	case "instanceTemplates.insert", "instanceTemplates.delete",
 		"instanceGroupManagers.insert", "instanceGroupManagers.delete",
 		"instanceGroupManagers.deleteInstances", "instanceGroupManagers.resize",
+		"instanceGroupManagers.setInstanceTemplate",
 		"instanceGroupManagerResizeRequests.insert", "instanceGroupManagerResizeRequests.cancel",
 		"instanceGroupManagerResizeRequests.delete",
 		"instances.delete", "instances.reportHostAsFaulty":
@@ -182,6 +183,8 @@ func zonalMethod(method string, seg []string, req *request) string {
 			return "instanceGroupManagers.deleteInstances"
 		case n == 3 && post && seg[2] == "resize":
 			return "instanceGroupManagers.resize"
+		case n == 3 && post && seg[2] == "setInstanceTemplate":
+			return "instanceGroupManagers.setInstanceTemplate"
 		case n >= 3 && seg[2] == "resizeRequests":
 			if n >= 4 {
 				req.rr = seg[3]
@@ -308,6 +311,8 @@ func (s *Sim) dispatchLocked(req *request) (proto.Message, *apiError) {
 		return s.templateListLocked(req)
 	case "instanceTemplates.delete":
 		return s.templateDeleteLocked(req)
+	case "instanceGroupManagers.setInstanceTemplate":
+		return s.migSetTemplateLocked(req)
 	case "images.get":
 		return s.imageGetLocked(req)
 	case "images.getFromFamily":

@@ -365,7 +365,8 @@ func (c *Client) templatePath(ref string) string {
 // EnsureMIG creates a zonal MIG with target size 0, repairs off
 // (instanceLifecyclePolicy.defaultActionOnFailure DO_NOTHING) and no
 // autoscaler, as resize requests require (gcp.md §1.4). A MIG of that name
-// that already exists (409) counts as success.
+// that already exists (409) counts as success once it uses m.Template: a
+// MIG with another template is pointed at this one (setInstanceTemplate).
 func (c *Client) EnsureMIG(ctx context.Context, m MIGSpec, requestID string) error {
 	if err := checkName("managed instance group", m.Name); err != nil {
 		return fmt.Errorf("creating managed instance group %s: %w", m.Name, err)
@@ -397,6 +398,32 @@ func (c *Client) EnsureMIG(ctx context.Context, m MIGSpec, requestID string) err
 	}))
 	if err != nil && !IsAlreadyExists(err) {
 		return fmt.Errorf("creating managed instance group %s: %w", m.Name, mark(err))
+	}
+	// The MIG may have existed before (409, or a repeated request id that
+	// returns the first insert's operation): it keeps its template until
+	// setInstanceTemplate (gcp.md Correction 4), so point it at this one.
+	// New VMs (resize requests) use it; existing VMs are not affected.
+	cur, err := c.migs.Get(ctx, &computepb.GetInstanceGroupManagerRequest{Project: c.project, Zone: m.Zone, InstanceGroupManager: m.Name})
+	if err != nil {
+		return fmt.Errorf("reading managed instance group %s: %w", m.Name, mark(err))
+	}
+	have := cur.GetInstanceTemplate()
+	if have == "" && len(cur.GetVersions()) > 0 {
+		have = cur.GetVersions()[0].GetInstanceTemplate()
+	}
+	if lastSegment(have) == lastSegment(m.Template) {
+		return nil
+	}
+	err = wait(ctx)(c.migs.SetInstanceTemplate(ctx, &computepb.SetInstanceTemplateInstanceGroupManagerRequest{
+		Project:              c.project,
+		Zone:                 m.Zone,
+		InstanceGroupManager: m.Name,
+		InstanceGroupManagersSetInstanceTemplateRequestResource: &computepb.InstanceGroupManagersSetInstanceTemplateRequest{
+			InstanceTemplate: proto.String(c.templatePath(m.Template)),
+		},
+	}))
+	if err != nil {
+		return fmt.Errorf("setting the template of managed instance group %s to %s: %w", m.Name, m.Template, mark(err))
 	}
 	return nil
 }

@@ -749,3 +749,33 @@ func TestResolveImage(t *testing.T) {
 		t.Errorf("malformed reference: %v", err)
 	}
 }
+
+// A MIG that exists with another template is pointed at the new one; one
+// that already uses it is left alone.
+func TestEnsureMIGSetsItsTemplate(t *testing.T) {
+	h := newHarness(t, computesim.Options{})
+	h.pool()
+	if err := h.c.EnsureInstanceTemplate(h.ctx, flexSpec("c1-h200-v2"), ""); err != nil {
+		t.Fatal(err)
+	}
+	before := len(h.sim.Calls())
+	if err := h.c.EnsureMIG(h.ctx, gce.MIGSpec{Zone: zone, Name: "c1-h200", Template: "c1-h200-v1"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if calls := h.sim.Calls()[before:]; len(calls) != 1 {
+		t.Errorf("same template: %d mutating calls, want the insert alone: %+v", len(calls), calls)
+	}
+	if err := h.c.EnsureMIG(h.ctx, gce.MIGSpec{Zone: zone, Name: "c1-h200", Template: "c1-h200-v2"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if migs := h.sim.MIGs(); len(migs) != 1 || migs[0].Template != "c1-h200-v2" {
+		t.Errorf("MIGs = %+v, want c1-h200 on template c1-h200-v2", migs)
+	}
+	// A missing template is an error, and the MIG keeps its template.
+	if err := h.c.EnsureMIG(h.ctx, gce.MIGSpec{Zone: zone, Name: "c1-h200", Template: "c1-h200-v9"}, ""); !gce.IsNotFound(err) {
+		t.Errorf("missing template: %v", err)
+	}
+	if migs := h.sim.MIGs(); migs[0].Template != "c1-h200-v2" {
+		t.Errorf("template after a failed set: %s", migs[0].Template)
+	}
+}

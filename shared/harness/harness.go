@@ -229,11 +229,16 @@ func (h *Harness) Publish(ctx context.Context, topic string, payload any) (strin
 
 // Apply publishes a cluster.applied event for a spec.
 func (h *Harness) Apply(ctx context.Context, c *spec.Cluster) error {
+	return h.ApplyWith(ctx, c, NodeSettings(c))
+}
+
+// ApplyWith publishes a cluster.applied event for a spec with the given
+// (resolved) node settings.
+func (h *Harness) ApplyWith(ctx context.Context, c *spec.Cluster, node nodeconfig.Settings) error {
 	eff, err := c.EffectiveJSON()
 	if err != nil {
 		return err
 	}
-	node := NodeSettings(c)
 	_, err = h.Publish(ctx, config.TopicClusterSpec, event.Cluster{
 		Header: event.Header{Version: 1, Type: event.TypeClusterApply, Cluster: c.ID}, Spec: eff, Node: &node, AppliedAt: h.Clock.Now()})
 	return err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/flexslurm/flexslurm/shared/computesim"
 	"github.com/flexslurm/flexslurm/shared/instancetemplate"
+	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/nodeconfig"
 	"github.com/flexslurm/flexslurm/shared/store"
 )
@@ -62,4 +63,67 @@ func TestPoolTemplateCarriesNodeConfig(t *testing.T) {
 	if body.Name != pool.Template {
 		t.Errorf("built %s, pool records %s", body.Name, pool.Template)
 	}
+}
+
+// New node settings are a new template for every pool, and the pool's MIG
+// is pointed at it, so the next VMs boot the new image; an image Compute
+// does not have is refused by Compute and the pool is not ready.
+func TestNewNodeSettingsRetemplateThePool(t *testing.T) {
+	h, ctx := newHarness(t, Options{})
+	c := exampleSpec(t)
+	must(t, h.Apply(ctx, c))
+	read := func() *model.Pool {
+		st, err := h.Store.Read(ctx, store.Scope{Cluster: c.ID, AllPools: true})
+		must(t, err)
+		return st.Pools["a3u"]
+	}
+	old := read().Template
+	node := NodeSettings(c)
+	node.Image = "projects/schedmd-slurm-public/global/images/slurm-gcp-6-10-ubuntu-2204-lts-nvidia-570-v20260101"
+	h.Sim.AddImage("schedmd-slurm-public", "slurm-gcp-6-10-ubuntu-2204-lts-nvidia-570-v20260101", "slurm-gcp-6-10-ubuntu-2204-lts-nvidia-570")
+	must(t, h.ApplyWith(ctx, c, node))
+	p := read()
+	if p.Template == old || !p.Ready {
+		t.Fatalf("pool after new settings: template %s (was %s), ready %t", p.Template, old, p.Ready)
+	}
+	var mig computesim.MIG
+	for _, m := range h.Sim.MIGs() {
+		if m.Name == p.MIG {
+			mig = m
+		}
+	}
+	if mig.Template != p.Template {
+		t.Errorf("MIG %s uses %s, want the new template %s", p.MIG, mig.Template, p.Template)
+	}
+
+	// An image Compute does not hold: the template is refused (flexslurm
+	// apply checks images before it publishes, so only a bypassed apply
+	// gets here), and the MIG keeps the template it has.
+	node.Image = "projects/schedmd-slurm-public/global/images/no-such-image"
+	_ = h.ApplyWith(ctx, c, node)
+	p = read()
+	if p.Template == mig.Template {
+		t.Fatalf("template name %s unchanged by a new image", p.Template)
+	}
+	if _, ok := templateOf(t, h, p.Template); ok {
+		t.Errorf("template %s with a missing image exists", p.Template)
+	}
+	for _, m := range h.Sim.MIGs() {
+		if m.Name == p.MIG && m.Template != mig.Template {
+			t.Errorf("MIG %s moved to %s, whose template was refused", p.MIG, m.Template)
+		}
+	}
+}
+
+func templateOf(t *testing.T, h *Harness, name string) (instancetemplate.Template, bool) {
+	t.Helper()
+	var got instancetemplate.Template
+	resp, err := http.Get(h.srv.URL + "/compute/v1/projects/" + Project + "/global/instanceTemplates/" + name)
+	must(t, err)
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return got, false
+	}
+	must(t, json.NewDecoder(resp.Body).Decode(&got))
+	return got, true
 }
