@@ -17,7 +17,8 @@
 //   - zonal MIG resize requests: insert, get, list, cancel, delete, with the
 //     Flex-Start state machine CREATING → ACCEPTED → SUCCEEDED (or CANCELLED,
 //     FAILED);
-//   - zonal instances: get, list (filter, orderBy, paging), delete,
+//   - zonal instances: insert (outside any MIG, RUNNING at once, checked
+//     like a template), get, list (filter, orderBy, paging), delete,
 //     reportHostAsFaulty;
 //   - zone and global operations: get and wait;
 //   - the Cloud Audit Logs entries that a Logging sink → Pub/Sub would deliver

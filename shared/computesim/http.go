@@ -34,7 +34,7 @@ func (r *request) mutating() bool {
 		"instanceGroupManagers.setInstanceTemplate",
 		"instanceGroupManagerResizeRequests.insert", "instanceGroupManagerResizeRequests.cancel",
 		"instanceGroupManagerResizeRequests.delete",
-		"instances.delete", "instances.reportHostAsFaulty":
+		"instances.delete", "instances.reportHostAsFaulty", "instances.insert":
 		return true
 	}
 	return false
@@ -157,6 +157,8 @@ func zonalMethod(method string, seg []string, req *request) string {
 		switch {
 		case n == 1 && get:
 			return "instances.list"
+		case n == 1 && post:
+			return "instances.insert"
 		case n == 2 && get:
 			return "instances.get"
 		case n == 2 && del:
@@ -311,6 +313,8 @@ func (s *Sim) dispatchLocked(req *request) (proto.Message, *apiError) {
 		return s.templateListLocked(req)
 	case "instanceTemplates.delete":
 		return s.templateDeleteLocked(req)
+	case "instances.insert":
+		return s.instanceInsertLocked(req)
 	case "instanceGroupManagers.setInstanceTemplate":
 		return s.migSetTemplateLocked(req)
 	case "images.get":
