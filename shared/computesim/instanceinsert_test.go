@@ -38,8 +38,10 @@ func TestInstanceInsert(t *testing.T) {
 	}
 	wantHTTP(t, insert(vm("t4-vm"), ""), 409, "")
 	for name, mutate := range map[string]func(*computepb.Instance){
-		"no image":          func(in *computepb.Instance) { in.Disks[0].InitializeParams.SourceImage = nil },
-		"unknown image":     func(in *computepb.Instance) { in.Disks[0].InitializeParams.SourceImage = proto.String("projects/x/global/images/nope") },
+		"no image": func(in *computepb.Instance) { in.Disks[0].InitializeParams.SourceImage = nil },
+		"unknown image": func(in *computepb.Instance) {
+			in.Disks[0].InitializeParams.SourceImage = proto.String("projects/x/global/images/nope")
+		},
 		"no boot disk":      func(in *computepb.Instance) { in.Disks = nil },
 		"GPUs that migrate": func(in *computepb.Instance) { in.Scheduling = nil },
 		"bare machine type": func(in *computepb.Instance) { in.MachineType = proto.String("n1-standard-8") },
