@@ -167,6 +167,11 @@ func Build(c *spec.Cluster, p spec.NodePool, s nodeconfig.Settings) (Template, e
 		gpus = p.MachineSpec.AcceleratorCount
 		accel = []Accelerator{{AcceleratorType: spec.AcceleratorName(p.MachineSpec.AcceleratorType), AcceleratorCount: gpus}}
 	}
+	image := s.PoolImage(p.ID)
+	if _, resolved := s.PoolImages[p.ID]; p.NodeImage != "" && !resolved {
+		// The pool asks for its own image: never fall back to the default.
+		return fail("node_image %s has no resolved image in the node settings (pool_images.%s); apply the spec with flexslurm apply", p.NodeImage, p.ID)
+	}
 	cfg, err := s.Config(c.ID, c.Project, p.ID, gpus).Encode()
 	if err != nil {
 		return fail("%w", err)
@@ -177,7 +182,7 @@ func Build(c *spec.Cluster, p spec.NodePool, s nodeconfig.Settings) (Template, e
 		MachineType: m.Name,
 		Disks: []Disk{{
 			Boot: true, AutoDelete: true, Type: "PERSISTENT",
-			InitializeParams: InitializeParams{DiskType: p.BootDisk.Type, DiskSizeGb: int64(p.BootDisk.SizeGB), SourceImage: s.PoolImage(p.ID)},
+			InitializeParams: InitializeParams{DiskType: p.BootDisk.Type, DiskSizeGb: int64(p.BootDisk.SizeGB), SourceImage: image},
 		}},
 		NetworkInterfaces: []NetworkInterface{{Network: c.Network.Network, Subnetwork: c.Network.Subnetwork}},
 		ServiceAccounts:   []ServiceAccount{{Email: s.ServiceAccount, Scopes: []string{CloudPlatformScope}}},

@@ -150,6 +150,11 @@ func TestBuildRejects(t *testing.T) {
 	if _, err := Build(c, p, s); err == nil || !strings.Contains(err.Error(), "image") {
 		t.Errorf("unresolved family: %v", err)
 	}
+	p.NodeImage = "projects/mine/global/images/family/gpu"
+	if _, err := Build(c, p, settings()); err == nil || !strings.Contains(err.Error(), "pool_images.a3u") {
+		t.Errorf("a node_image without its resolved image: %v", err)
+	}
+	p.NodeImage = ""
 	p.MachineSpec.MachineType = "x9-custom"
 	if _, err := Build(c, p, settings()); err == nil || !strings.Contains(err.Error(), "x9-custom") {
 		t.Errorf("unknown machine: %v", err)
