@@ -8,9 +8,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/flexslurm/flexslurm/shared/computesim"
+	"github.com/flexslurm/flexslurm/shared/config"
+	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/instancetemplate"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/nodeconfig"
+	"github.com/flexslurm/flexslurm/shared/spec"
 	"github.com/flexslurm/flexslurm/shared/store"
 )
 
@@ -126,4 +129,43 @@ func templateOf(t *testing.T, h *Harness, name string) (instancetemplate.Templat
 	}
 	must(t, json.NewDecoder(resp.Body).Decode(&got))
 	return got, true
+}
+
+// A cluster.applied without usable node settings is malformed: it is
+// acknowledged and changes nothing.
+func TestClusterAppliedWithoutUsableNodeSettings(t *testing.T) {
+	h, ctx := newHarness(t, Options{})
+	c := exampleSpec(t)
+	eff, err := c.EffectiveJSON()
+	must(t, err)
+	family := NodeSettings(c)
+	family.Image = computesim.SlurmGPUFamily
+	withImage := *c
+	withImage.NodePools = append([]spec.NodePool(nil), c.NodePools...)
+	for i := range withImage.NodePools {
+		withImage.NodePools[i].NodeImage = "projects/mine/global/images/family/gpu"
+	}
+	effImage, err := withImage.EffectiveJSON()
+	must(t, err)
+	good := NodeSettings(c)
+	for name, ev := range map[string]event.Cluster{
+		"no node settings":      {Spec: eff},
+		"an image family":       {Spec: eff, Node: &family},
+		"node_image unresolved": {Spec: effImage, Node: &good},
+	} {
+		ev.Header = event.Header{Version: event.SchemaVersion, Type: event.TypeClusterApply, Cluster: c.ID}
+		data, err := json.Marshal(ev)
+		must(t, err)
+		if err := h.Deliver(ctx, config.TopicClusterSpec, h.NewID(), data); err != nil {
+			t.Errorf("%s: returned %v, want nil (acknowledged)", name, err)
+		}
+	}
+	if migs := h.Sim.MIGs(); len(migs) != 0 {
+		t.Errorf("MIGs %+v created from malformed events", migs)
+	}
+	st, err := h.Store.Read(ctx, store.Scope{Cluster: c.ID, AllPools: true})
+	must(t, err)
+	if st.Cluster != nil {
+		t.Errorf("cluster recorded from malformed events: %+v", st.Cluster)
+	}
 }

@@ -48,8 +48,10 @@ var (
 	// (https://cloud.google.com/compute/docs/reference/rest/v1/images).
 	imageRE  = regexp.MustCompile(`^projects/([a-z0-9:.-]+)/global/images/([a-z]([-a-z0-9]{0,61}[a-z0-9])?)$`)
 	familyRE = regexp.MustCompile(`^projects/([a-z0-9:.-]+)/global/images/family/([a-z]([-a-z0-9]{0,61}[a-z0-9])?)$`)
-	// saRE is a service account email.
-	saRE = regexp.MustCompile(`^[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z0-9.:-]+\.[a-z]+$`)
+	// saRE is a service account email: a user-managed account
+	// (NAME@PROJECT.iam.gserviceaccount.com) or a Google-managed one such as
+	// the Compute default account (NUMBER-compute@developer.gserviceaccount.com).
+	saRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{4,62}@[a-z0-9.:-]+\.[a-z]+$`)
 	// binaryURLRE is a gs:// object URL whose characters need no shell
 	// quoting (bucket naming rules:
 	// https://cloud.google.com/storage/docs/buckets#naming).

@@ -32,6 +32,10 @@ func TestSettingsValidate(t *testing.T) {
 	if err := s.Validate(true); err != nil {
 		t.Errorf("resolved settings: %v", err)
 	}
+	s.ServiceAccount = "123456789012-compute@developer.gserviceaccount.com"
+	if err := s.Validate(true); err != nil {
+		t.Errorf("the Compute default account: %v", err)
+	}
 	for field, mutate := range map[string]func(*Settings){
 		"image":            func(s *Settings) { s.Image = "debian-12" },
 		"pool_images.a3u":  func(s *Settings) { s.PoolImages = map[string]string{"a3u": "global/images/x"} },
