@@ -255,7 +255,7 @@ func (m *module) expand(b *block) {
 		b.instances = nil
 		return
 	}
-	var ins []*instance
+	ins := []*instance{} // an empty for_each is known: no instances, not nil
 	for it := fe.ElementIterator(); it.Next(); {
 		k, v := it.Element()
 		if fe.Type().IsSetType() || fe.Type().IsListType() || fe.Type().IsTupleType() {

@@ -21,7 +21,33 @@ output "slurm_commands_subscription" {
   value       = google_pubsub_subscription.slurm_commands.name
 }
 
+output "node_service_account" {
+  description = "Service account of the node VMs."
+  value       = google_service_account.node.email
+}
+
+output "node_settings" {
+  description = "The node settings flexslurm apply reads (terraform output -json node_settings > node_settings.json; shared/nodeconfig Settings)."
+  value = {
+    image            = var.node_image
+    service_account  = google_service_account.node.email
+    conf_server      = local.conf_server
+    munge_key_secret = "projects/${var.project}/secrets/${google_secret_manager_secret.munge_key.secret_id}/versions/latest"
+    home = {
+      storage = local.cluster.orchestrator_spec.slurm_spec.home_directory_storage
+      type    = "nfs"
+      source  = var.home_nfs_source
+      dir     = "/home"
+    }
+    topics = {
+      jobs   = google_pubsub_topic.topic["job-pending"].name
+      health = google_pubsub_topic.topic["health-failure"].name
+    }
+    binary_url = var.node_binary_url
+  }
+}
+
 output "apply_command" {
   description = "Publishes the cluster spec once the functions run."
-  value       = "flexslurm apply --project ${var.project} ${var.cluster_spec_file}  # cluster ${local.cluster.name}"
+  value       = "terraform output -json node_settings > node_settings.json && flexslurm apply --project ${var.project} --node-settings node_settings.json ${var.cluster_spec_file}  # cluster ${local.cluster_id}"
 }

@@ -104,3 +104,42 @@ variable "log_level" {
   type        = string
   default     = "INFO"
 }
+
+variable "node_image" {
+  description = "Default boot image of the node pools (a pool's node_image overrides it): an image family, resolved to its latest image by `flexslurm apply`, or an image. The default is Cluster Toolkit's slurm-gcp Ubuntu 22.04 image with the NVIDIA 570 driver."
+  type        = string
+  default     = "projects/schedmd-slurm-public/global/images/family/slurm-gcp-6-10-ubuntu-2204-lts-nvidia-570"
+
+  validation {
+    condition     = can(regex("^projects/[a-z0-9:.-]+/global/images/(family/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?$", var.node_image))
+    error_message = "An image projects/P/global/images/NAME or an image family projects/P/global/images/family/FAMILY."
+  }
+}
+
+variable "home_nfs_source" {
+  description = "NFS export the nodes mount as /home: the home_directory_storage Filestore instance's IP address and file share, HOST:/SHARE (gcloud filestore instances describe NAME --zone ZONE). Needed by flexslurm apply, which refuses node settings without it."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = var.home_nfs_source == "" || can(regex("^[^:/]+:/.*$", var.home_nfs_source))
+    error_message = "HOST:/SHARE, e.g. 10.0.0.2:/home."
+  }
+}
+
+variable "slurm_conf_server" {
+  description = "slurmd's configless --conf-server, host[:port] of slurmctld; empty means CLUSTER-controller."
+  type        = string
+  default     = ""
+}
+
+variable "node_binary_url" {
+  description = "gs://BUCKET/OBJECT of the flexslurm binary, for node images that lack /usr/local/sbin/flexslurm; empty when the image carries it. The node account may read that bucket."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = var.node_binary_url == "" || can(regex("^gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]/[A-Za-z0-9._/+=-]+$", var.node_binary_url))
+    error_message = "Empty, or gs://BUCKET/OBJECT."
+  }
+}

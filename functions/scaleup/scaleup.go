@@ -15,6 +15,7 @@ import (
 
 	"github.com/flexslurm/flexslurm/shared/apply"
 	"github.com/flexslurm/flexslurm/shared/event"
+	"github.com/flexslurm/flexslurm/shared/instancetemplate"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
 	"github.com/flexslurm/flexslurm/shared/plan"
@@ -79,6 +80,13 @@ func (h *Handler) cluster(ctx context.Context, msg *event.Message) error {
 	if c.ID != ev.Cluster {
 		return fmt.Errorf("%w: cluster.applied for %q carries the spec of %q", event.ErrMalformed, ev.Cluster, c.ID)
 	}
+	for _, sp := range c.FlexPools() {
+		// Every pool's template must be buildable from this spec and
+		// these settings (e.g. a node_image resolved by flexslurm apply).
+		if _, err := instancetemplate.Build(c, sp, *ev.Node); err != nil {
+			return fmt.Errorf("%w: cluster.applied for %q: %v", event.ErrMalformed, ev.Cluster, err)
+		}
+	}
 	effective, err := c.EffectiveJSON()
 	if err != nil {
 		return err
@@ -87,7 +95,7 @@ func (h *Handler) cluster(ctx context.Context, msg *event.Message) error {
 		Flow: Flow, EventID: msg.ID,
 		Scope: store.Scope{Cluster: c.ID, AllPools: true},
 		Decide: func(st *model.State, now time.Time) ([]plan.Action, error) {
-			return plan.ClusterApplied(st, c, effective, now), nil
+			return plan.ClusterApplied(st, c, *ev.Node, effective, now), nil
 		},
 	})
 	return err

@@ -143,9 +143,9 @@ func TestContractAccepts(t *testing.T) {
 	e := newEnv(t, Options{})
 	const tpls = "/compute/v1/projects/proj/global/instanceTemplates"
 	for i, body := range []string{
-		`{"name":"a1","properties":{"machine_type":"n1","scheduling":{"max_run_duration":{"seconds":600},"instance_termination_action":"DELETE"}}}`,
-		`{"name":"a2","description":null,"properties":{"machineType":"n1","labels":{"k":"v"}}}`,
-		`{"name":"a3","kind":"compute#instanceTemplate","id":"123","properties":{"machineType":"n1","scheduling":{"maxRunDuration":{"seconds":"600","nanos":0},"instanceTerminationAction":"DELETE"}}}`,
+		`{"name":"a1","properties":{"machine_type":"n1","disks":[{"boot":true,"initialize_params":{"source_image":"projects/debian-cloud/global/images/family/debian-12"}}],"scheduling":{"max_run_duration":{"seconds":600},"instance_termination_action":"DELETE"}}}`,
+		`{"name":"a2","description":null,"properties":{"machineType":"n1","disks":[{"boot":true,"initializeParams":{"sourceImage":"projects/debian-cloud/global/images/family/debian-12"}}],"labels":{"k":"v"}}}`,
+		`{"name":"a3","kind":"compute#instanceTemplate","id":"123","properties":{"machineType":"n1","disks":[{"boot":true,"initializeParams":{"sourceImage":"projects/debian-cloud/global/images/family/debian-12"}}],"scheduling":{"maxRunDuration":{"seconds":"600","nanos":0},"instanceTerminationAction":"DELETE"}}}`,
 	} {
 		resp, err := http.Post(e.srv.URL+tpls+"?alt=json&prettyPrint=False", "application/json", strings.NewReader(body))
 		if err != nil {
@@ -238,10 +238,10 @@ func TestPublicImages(t *testing.T) {
 		return resp.StatusCode, m
 	}
 	code, im := get("debian-cloud/global/images/family/debian-12")
-	if code != 200 || im["name"] != "debian-12-bookworm-v20261111" || im["status"] != "READY" {
+	if code != 200 || im["name"] != "debian-12-bookworm-v20251111" || im["status"] != "READY" {
 		t.Errorf("getFromFamily: %d %v", code, im)
 	}
-	if code, im := get("debian-cloud/global/images/debian-12-bookworm-v20261111"); code != 200 || im["family"] != "debian-12" {
+	if code, im := get("debian-cloud/global/images/debian-12-bookworm-v20251111"); code != 200 || im["family"] != "debian-12" {
 		t.Errorf("get: %d %v", code, im)
 	}
 	if code, _ := get("debian-cloud/global/images/family/debian-9"); code != 404 {

@@ -6,18 +6,23 @@
 //
 // It owns:
 //
-//   - global instance templates: insert, get, delete, list;
+//   - global instance templates: insert, get, delete, list; a boot disk needs
+//     an existing source image or image family, and GPU settings are checked
+//     (images.go, gpus.go);
+//   - global images: get, getFromFamily, seeded with debian-cloud's
+//     debian-12 and the default slurm-gcp GPU family (AddImage adds more),
+//     readable from any project;
 //   - zonal managed instance groups (MIGs): insert, get, delete, list,
-//     listManagedInstances, deleteInstances, resize;
+//     listManagedInstances, deleteInstances, resize, setInstanceTemplate;
 //   - zonal MIG resize requests: insert, get, list, cancel, delete, with the
 //     Flex-Start state machine CREATING → ACCEPTED → SUCCEEDED (or CANCELLED,
 //     FAILED);
-//   - zonal instances: get, list (filter, orderBy, paging), delete,
+//   - zonal instances: insert (outside any MIG, RUNNING at once, checked
+//     like a template), get, list (filter, orderBy, paging), delete,
 //     reportHostAsFaulty;
 //   - aggregated lists of instances and MIGs across zones (filter, paging);
 //   - zone and global operations: get and wait;
-//   - zones.get, and a fixed catalog of public images (images.get,
-//     images.getFromFamily) so that the gcloud CLI can run against it;
+//   - zones.get, which the gcloud CLI calls before zonal commands;
 //   - the Cloud Audit Logs entries that a Logging sink → Pub/Sub would deliver
 //     when a VM is deleted (at the end of its run duration or by an API call),
 //     handed to an injected sink;

@@ -31,9 +31,10 @@ func (r *request) mutating() bool {
 	case "instanceTemplates.insert", "instanceTemplates.delete",
 		"instanceGroupManagers.insert", "instanceGroupManagers.delete",
 		"instanceGroupManagers.deleteInstances", "instanceGroupManagers.resize",
+		"instanceGroupManagers.setInstanceTemplate",
 		"instanceGroupManagerResizeRequests.insert", "instanceGroupManagerResizeRequests.cancel",
 		"instanceGroupManagerResizeRequests.delete",
-		"instances.delete", "instances.reportHostAsFaulty":
+		"instances.delete", "instances.reportHostAsFaulty", "instances.insert":
 		return true
 	}
 	return false
@@ -110,8 +111,13 @@ func route(method, path string) (*request, *apiError) {
 		case n == 3 && del:
 			req.method, req.name = "instanceTemplates.delete", seg[2]
 		}
-	case n >= 3 && seg[0] == "global" && seg[1] == "images":
-		req.method = imagesMethod(method, seg[2:], req) // images_gcloud.go
+	case n >= 3 && seg[0] == "global" && seg[1] == "images" && get:
+		switch {
+		case n == 3:
+			req.method, req.name = "images.get", seg[2]
+		case n == 4 && seg[2] == "family":
+			req.method, req.name = "images.getFromFamily", seg[3]
+		}
 	case n >= 3 && seg[0] == "global" && seg[1] == "operations":
 		req.name = seg[2]
 		switch {
@@ -160,6 +166,8 @@ func zonalMethod(method string, seg []string, req *request) string {
 		switch {
 		case n == 1 && get:
 			return "instances.list"
+		case n == 1 && post:
+			return "instances.insert"
 		case n == 2 && get:
 			return "instances.get"
 		case n == 2 && del:
@@ -186,6 +194,8 @@ func zonalMethod(method string, seg []string, req *request) string {
 			return "instanceGroupManagers.deleteInstances"
 		case n == 3 && post && seg[2] == "resize":
 			return "instanceGroupManagers.resize"
+		case n == 3 && post && seg[2] == "setInstanceTemplate":
+			return "instanceGroupManagers.setInstanceTemplate"
 		case n >= 3 && seg[2] == "resizeRequests":
 			if n >= 4 {
 				req.rr = seg[3]
@@ -220,7 +230,8 @@ func (s *Sim) serveLocked(req *request) (proto.Message, *apiError) {
 	if aerr := checkContract(req); aerr != nil {
 		return nil, aerr
 	}
-	// Public images live in their own projects (images_gcloud.go).
+	// Images are read across projects (public images live in their
+	// publishers' projects).
 	if s.opts.Project != "" && req.project != s.opts.Project && !strings.HasPrefix(req.method, "images.") {
 		return nil, errNotFound("projects/" + req.project)
 	}
@@ -290,6 +301,14 @@ func (s *Sim) dispatchLocked(req *request) (proto.Message, *apiError) {
 		return s.templateListLocked(req)
 	case "instanceTemplates.delete":
 		return s.templateDeleteLocked(req)
+	case "instances.insert":
+		return s.instanceInsertLocked(req)
+	case "instanceGroupManagers.setInstanceTemplate":
+		return s.migSetTemplateLocked(req)
+	case "images.get":
+		return s.imageGetLocked(req)
+	case "images.getFromFamily":
+		return s.imageFromFamilyLocked(req)
 	case "instanceGroupManagers.insert":
 		return s.migInsertLocked(req)
 	case "instanceGroupManagers.get":
@@ -318,8 +337,6 @@ func (s *Sim) dispatchLocked(req *request) (proto.Message, *apiError) {
 		return s.instanceAggregatedListLocked(req)
 	case "instanceGroupManagers.aggregatedList":
 		return s.migAggregatedListLocked(req)
-	case "images.get", "images.getFromFamily":
-		return s.imageGetLocked(req) // images_gcloud.go
 	case "instances.get":
 		return s.instanceGetLocked(req)
 	case "instances.list":

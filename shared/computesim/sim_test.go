@@ -94,6 +94,28 @@ func TestTemplateValidation(t *testing.T) {
 		}},
 		{"uppercase label", func(tp *computepb.InstanceTemplate) { tp.Properties.Labels["Pool"] = "x" }},
 		{"no machine type", func(tp *computepb.InstanceTemplate) { tp.Properties.MachineType = nil }},
+		{"boot disk without image", func(tp *computepb.InstanceTemplate) { tp.Properties.Disks[0].InitializeParams.SourceImage = nil }},
+		{"unknown image", func(tp *computepb.InstanceTemplate) {
+			tp.Properties.Disks[0].InitializeParams.SourceImage = proto.String("projects/debian-cloud/global/images/debian-13-nope")
+		}},
+		{"unknown family", func(tp *computepb.InstanceTemplate) {
+			tp.Properties.Disks[0].InitializeParams.SourceImage = proto.String("projects/debian-cloud/global/images/family/debian-99")
+		}},
+		{"malformed image", func(tp *computepb.InstanceTemplate) {
+			tp.Properties.Disks[0].InitializeParams.SourceImage = proto.String("debian-12")
+		}},
+		{"no disks", func(tp *computepb.InstanceTemplate) { tp.Properties.Disks = nil }},
+		{"accelerator-optimized with other GPUs", func(tp *computepb.InstanceTemplate) {
+			tp.Properties.GuestAccelerators[0].AcceleratorType = proto.String("nvidia-h100-80gb")
+		}},
+		{"accelerator-optimized with another count", func(tp *computepb.InstanceTemplate) {
+			tp.Properties.GuestAccelerators[0].AcceleratorCount = proto.Int32(4)
+		}},
+		{"GPUs that would live-migrate", func(tp *computepb.InstanceTemplate) {
+			tp.Properties.MachineType = proto.String("n1-standard-8")
+			tp.Properties.GuestAccelerators[0] = &computepb.AcceleratorConfig{AcceleratorType: proto.String("nvidia-tesla-t4"), AcceleratorCount: proto.Int32(1)}
+			tp.Properties.Scheduling = &computepb.Scheduling{ProvisioningModel: proto.String("STANDARD")}
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -134,7 +156,8 @@ func TestWireFormat(t *testing.T) {
 	}
 	base := "/compute/v1/projects/proj/global/instanceTemplates"
 	tpl := func(name, seconds string) string {
-		return `{"name":"` + name + `","properties":{"machineType":"n2-standard-4","scheduling":{"provisioningModel":"FLEX_START",` +
+		return `{"name":"` + name + `","properties":{"machineType":"n2-standard-4",` +
+			`"disks":[{"boot":true,"initializeParams":{"sourceImage":"` + DebianImage + `"}}],"scheduling":{"provisioningModel":"FLEX_START",` +
 			`"instanceTerminationAction":"DELETE","onHostMaintenance":"TERMINATE","maxRunDuration":{"seconds":` + seconds + `}}}}`
 	}
 	code, op := post(base, tpl("num", "3600"))
@@ -960,7 +983,7 @@ func TestDeterminism(t *testing.T) {
 func TestMIGResizeAndDelete(t *testing.T) {
 	e := newEnv(t, Options{DeleteDelay: time.Minute})
 	std := flexTemplate("std", 0)
-	std.Properties.Scheduling = &computepb.Scheduling{ProvisioningModel: proto.String("STANDARD")}
+	std.Properties.Scheduling = &computepb.Scheduling{ProvisioningModel: proto.String("STANDARD"), OnHostMaintenance: proto.String("TERMINATE")}
 	if err := e.insertTemplate(std); err != nil {
 		t.Fatal(err)
 	}

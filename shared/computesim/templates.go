@@ -99,6 +99,13 @@ func checkProperties(p *computepb.InstanceProperties) *apiError {
 			return errInvalidField(f+".acceleratorCount", strconv.Itoa(int(a.GetAcceleratorCount())), "Must be greater than 0.")
 		}
 	}
+	var accels []accel
+	for _, a := range p.GetGuestAccelerators() {
+		accels = append(accels, accel{a.GetAcceleratorType(), int(a.GetAcceleratorCount())})
+	}
+	if aerr := checkGPUs("resource.properties", mt, accels, p.GetScheduling().GetOnHostMaintenance()); aerr != nil {
+		return aerr
+	}
 	seen := map[string]bool{}
 	for _, it := range p.GetMetadata().GetItems() {
 		switch {
@@ -114,6 +121,9 @@ func checkProperties(p *computepb.InstanceProperties) *apiError {
 		if d.GetBoot() {
 			boots++
 		}
+	}
+	if boots == 0 {
+		return errRequired("resource.properties.disks")
 	}
 	if boots > 1 {
 		return errInvalid("Invalid value for field 'resource.properties.disks': at most one boot disk is allowed.")
@@ -134,6 +144,9 @@ func (s *Sim) templateInsertLocked(req *request) (proto.Message, *apiError) {
 		return nil, errAlreadyExists(key)
 	}
 	if aerr := checkProperties(t.Properties); aerr != nil {
+		return nil, aerr
+	}
+	if aerr := s.checkBootDisksLocked("resource.properties", req.project, t.Properties.GetDisks()); aerr != nil {
 		return nil, aerr
 	}
 	t.Kind = strp("compute#instanceTemplate")

@@ -24,6 +24,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/clock"
 	"github.com/flexslurm/flexslurm/shared/computesim"
 	"github.com/flexslurm/flexslurm/shared/gce"
+	"github.com/flexslurm/flexslurm/shared/instancetemplate"
 )
 
 // envRequireGcloud makes TestGcloudOutsideClient fail instead of skipping
@@ -308,17 +309,12 @@ func TestGcloudOutsideClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	spec := gce.TemplateSpec{
-		Name: gTemplate, MachineType: "a3-ultragpu-8g", AcceleratorType: "nvidia-h200-141gb", AcceleratorCount: 8,
-		ProvisioningModel: gce.ProvisioningFlexStart, MaxRunDuration: 2 * time.Hour,
-		BootDiskType: "hyperdisk-balanced", BootDiskSizeGB: 200,
-		SourceImage:    "projects/debian-cloud/global/images/family/debian-12",
-		Network:        "projects/" + project + "/global/networks/default",
-		ServiceAccount: "node@proj.iam.gserviceaccount.com",
-		Labels:         map[string]string{"flexslurm-cluster": "c1", "flexslurm-pool": "h200"},
-		Metadata:       map[string]string{"enable-oslogin": "TRUE"},
-		Description:    "h200 pool",
-	}
+	// The body flexslurm's templates have (shared/instancetemplate), with
+	// gcloud's choices above: no subnetwork, no external address, the same
+	// metadata.
+	spec := flexSpec(gTemplate)
+	spec.Properties.NetworkInterfaces = []instancetemplate.NetworkInterface{{Network: "projects/" + project + "/global/networks/default"}}
+	spec.Properties.Metadata = &instancetemplate.Metadata{Items: []instancetemplate.MetadataItem{{Key: "enable-oslogin", Value: "TRUE"}}}
 	if err := c.EnsureInstanceTemplate(ctx, spec, rid("template")); err != nil {
 		t.Fatal(err)
 	}

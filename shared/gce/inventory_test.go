@@ -21,7 +21,7 @@ func TestProjectWideListsAndDeletes(t *testing.T) {
 	}
 	h.tick(0)
 	other := flexSpec("loose")
-	other.Labels = map[string]string{"team": "x"}
+	other.Properties.Labels = map[string]string{"team": "x"}
 	if err := h.c.EnsureInstanceTemplate(h.ctx, other, rid("loose")); err != nil {
 		t.Fatal(err)
 	}

@@ -292,7 +292,7 @@ const minimalFlexSpec = `{
     { "id": "login", "machine_spec": { "machine_type": "n2-standard-4" },
       "scaling_spec": { "min_node_count": 1, "max_node_count": 1 }, "zone": "us-east5-a" },
     { "id": "gpu", "zone": "us-east5-a", "provisioning_model": "FLEX_START",
-      "flex_start_max_duration": "3600s",
+      "flex_start_max_duration": "3600s", "scaling_spec": { "max_node_count": 2 },
       "machine_spec": { "machine_type": "a3-megagpu-8g", "accelerator_type": "NVIDIA_H100_MEGA_80GB", "accelerator_count": 8 } }
   ],
   "orchestrator_spec": { "slurm_spec": {

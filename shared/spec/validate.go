@@ -21,6 +21,10 @@ var (
 	// poolIDRE bounds pool ids to 16 characters so that node and VM names
 	// built from cluster id, pool id and index fit Compute's 63.
 	poolIDRE = regexp.MustCompile(`^[a-z]([a-z0-9-]{0,14}[a-z0-9])?$`)
+	// nodeImageRE is node_image: an image or image family as a
+	// project-relative resource path
+	// (https://cloud.google.com/compute/docs/reference/rest/v1/images).
+	nodeImageRE = regexp.MustCompile(`^projects/[a-z0-9:.-]+/global/images/(family/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?$`)
 	// durationRE is flex_start_max_duration: whole seconds, "s" suffix.
 	durationRE = regexp.MustCompile(`^[0-9]+s$`)
 )
@@ -148,7 +152,7 @@ const clusterIDRule = "must be 1–10 lowercase letters and digits starting with
 // object.
 func (w *walker) nodePool(v *value, path, region string) (*NodePool, *poolRef) {
 	o := w.object(v, path, "id", "machine_spec", "provisioning_model", "flex_start_max_duration",
-		"scaling_spec", "zone", "enable_public_ips", "boot_disk")
+		"scaling_spec", "zone", "enable_public_ips", "boot_disk", "node_image")
 	if o == nil {
 		return nil, nil
 	}
@@ -190,6 +194,9 @@ func (w *walker) nodePool(v *value, path, region string) (*NodePool, *poolRef) {
 			}
 		}
 		gpu = at != "" || n > 0
+		if m, known := w.machine(mo, p.MachineSpec.MachineType, at, atOK, n, ok && n >= 0); known && m.Bundled() {
+			gpu = true
+		}
 	}
 
 	// Provisioning model. Omitted (or PROVISIONING_MODEL_UNSPECIFIED) means
@@ -261,11 +268,24 @@ func (w *walker) nodePool(v *value, path, region string) (*NodePool, *poolRef) {
 				w.add(so.get("min_node_count").pos, so.child("min_node_count"), "%d is greater than max_node_count %d", minN, maxN)
 				minOK = false
 			}
+			if maxOK && maxN > MaxPoolNodes {
+				w.add(so.get("max_node_count").pos, so.child("max_node_count"), "%d is above %d: a pool is one zonal MIG, which holds at most %d VMs, and one resize request cannot ask for more", maxN, MaxPoolNodes, MaxPoolNodes)
+			}
+			if maxOK && maxN == 0 && p.IsFlexStart() {
+				if so.get("max_node_count") != nil {
+					w.add(so.get("max_node_count").pos, so.child("max_node_count"), "is 0: a FLEX_START pool needs at least one node")
+				} else {
+					so.missingf("max_node_count", "is missing (0): a FLEX_START pool needs at least one node")
+				}
+			}
 			p.MinNodeCount, p.MaxNodeCount = minN, maxN
 			ref.minN, ref.maxN, ref.scalingOK = minN, maxN, minOK && maxOK
 		}
 	} else {
 		ref.scalingOK = true
+		if p.IsFlexStart() {
+			o.missingf("scaling_spec", "is missing: a FLEX_START pool needs max_node_count of at least 1")
+		}
 	}
 
 	if zone, ok := o.reqString("zone"); ok {
@@ -302,7 +322,71 @@ func (w *walker) nodePool(v *value, path, region string) (*NodePool, *poolRef) {
 	if p.BootDisk.Type == "" {
 		p.BootDisk.Type = defaultBootDiskType(p.MachineSpec.MachineType)
 	}
+	if img, ok := o.optString("node_image"); ok && img != "" {
+		p.NodeImage = img
+		if !nodeImageRE.MatchString(img) {
+			w.add(o.get("node_image").pos, o.child("node_image"), "%q is not an image (projects/PROJECT/global/images/NAME) or image family (projects/PROJECT/global/images/family/FAMILY)", img)
+		}
+	}
 	return p, ref
+}
+
+// MaxPoolNodes bounds max_node_count: each pool is one zonal managed
+// instance group, and "by default, you can create up to 1,000 VMs in a
+// zonal MIG" (https://cloud.google.com/compute/docs/instance-groups/creating-groups-of-managed-instances,
+// "Limitations"); a resize request asks for at most as many.
+const MaxPoolNodes = 1000
+
+// machine checks machine_type against the catalog (LookupMachine) and the
+// accelerator fields against it: an accelerator-optimized type takes only
+// its own GPU type and count (or none given), N1 only the GPU types and
+// counts that can be attached to it, a CPU type none. It returns the
+// machine and whether the type is known.
+func (w *walker) machine(mo *object, name, at string, atOK bool, n int, nOK bool) (Machine, bool) {
+	if name == "" {
+		return Machine{}, false
+	}
+	m, ok := LookupMachine(name)
+	if !ok {
+		w.add(mo.get("machine_type").pos, mo.child("machine_type"), "unknown machine type %q; flexslurm supports the accelerator-optimized a4-highgpu, a3-ultragpu, a3-megagpu, a3-highgpu, a2-ultragpu, a2-highgpu, a2-megagpu and g2-standard types, n1-standard with attached GPUs, and n2, c2 and e2 CPU types (docs/design.md, \"Machine types\")", name)
+		return Machine{}, false
+	}
+	if !atOK || !nOK {
+		return m, true
+	}
+	acc := AcceleratorName(at)
+	switch {
+	case at == "" && n > 0:
+		mo.missingf("accelerator_type", "is missing but accelerator_count is %d", n)
+	case at == "":
+	case m.Bundled():
+		if acc != m.Accelerator {
+			w.add(mo.get("accelerator_type").pos, mo.child("accelerator_type"), "%q does not match machine type %s, which comes with %d × %s (%s)", at, name, m.GPUs, m.Accelerator, apiAccelerator(m.Accelerator))
+		} else if n != 0 && n != m.GPUs {
+			w.add(mo.get("accelerator_count").pos, mo.child("accelerator_count"), "%d does not match machine type %s, which comes with %d GPUs", n, name, m.GPUs)
+		}
+	case len(m.Attachable) > 0:
+		counts, ok := m.Attachable[acc]
+		if !ok {
+			var types []string
+			for t := range m.Attachable {
+				types = append(types, apiAccelerator(t))
+			}
+			slices.Sort(types)
+			w.add(mo.get("accelerator_type").pos, mo.child("accelerator_type"), "%q cannot be attached to machine type %s (it takes %s)", at, name, strings.Join(types, ", "))
+		} else if n != 0 && !slices.Contains(counts, n) {
+			w.add(mo.get("accelerator_count").pos, mo.child("accelerator_count"), "%d %s GPUs cannot be attached to machine type %s (counts: %v)", n, at, name, counts)
+		}
+	default:
+		w.add(mo.get("accelerator_type").pos, mo.child("accelerator_type"), "machine type %s takes no accelerators, got %q", name, at)
+	}
+	return m, true
+}
+
+// apiAccelerator spells a Compute accelerator type as the managed Slurm API
+// does ("nvidia-h100-80gb" → "NVIDIA_H100_80GB").
+func apiAccelerator(name string) string {
+	return strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
 // defaultBootDiskType is the API's default: hyperdisk-balanced for A3 Ultra

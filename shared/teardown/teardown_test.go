@@ -17,6 +17,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/clock"
 	"github.com/flexslurm/flexslurm/shared/computesim"
 	"github.com/flexslurm/flexslurm/shared/gce"
+	"github.com/flexslurm/flexslurm/shared/instancetemplate"
 	"github.com/flexslurm/flexslurm/shared/naming"
 	"github.com/flexslurm/flexslurm/shared/teardown"
 )
@@ -70,12 +71,17 @@ func newWorld(t *testing.T) *world {
 
 func (w *world) template(name, machineType string, labels map[string]string) {
 	w.t.Helper()
-	spec := gce.TemplateSpec{
-		Name: name, MachineType: machineType, AcceleratorType: "nvidia-h100-80gb", AcceleratorCount: 8,
-		ProvisioningModel: gce.ProvisioningFlexStart, MaxRunDuration: 7 * 24 * time.Hour,
-		SourceImage: "projects/debian-cloud/global/images/family/debian-12",
-		Network:     "projects/proj/global/networks/default", Labels: labels,
-	}
+	no := false
+	spec := instancetemplate.Template{Name: name, Properties: instancetemplate.Properties{
+		MachineType: machineType,
+		Disks: []instancetemplate.Disk{{Boot: true, AutoDelete: true, Type: "PERSISTENT",
+			InitializeParams: instancetemplate.InitializeParams{SourceImage: "projects/debian-cloud/global/images/family/debian-12"}}},
+		NetworkInterfaces: []instancetemplate.NetworkInterface{{Network: "projects/proj/global/networks/default"}},
+		Scheduling: instancetemplate.Scheduling{ProvisioningModel: "FLEX_START", InstanceTerminationAction: "DELETE",
+			MaxRunDuration: &instancetemplate.Duration{Seconds: 7 * 24 * 3600}, OnHostMaintenance: "TERMINATE", AutomaticRestart: &no},
+		ReservationAffinity: &instancetemplate.ReservationAffinity{ConsumeReservationType: "NO_RESERVATION"},
+		Labels:              labels,
+	}}
 	if err := w.c.EnsureInstanceTemplate(w.ctx, spec, ""); err != nil {
 		w.t.Fatal(err)
 	}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bytes"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flexslurm/flexslurm/shared/clock"
+	"github.com/flexslurm/flexslurm/shared/computesim"
+	"github.com/flexslurm/flexslurm/shared/config"
+)
+
+const nodeSettingsJSON = `{
+  "image": "projects/schedmd-slurm-public/global/images/family/slurm-gcp-6-10-ubuntu-2204-lts-nvidia-570",
+  "service_account": "flexslurm-node@p.iam.gserviceaccount.com",
+  "conf_server": "flexvm-controller",
+  "munge_key_secret": "projects/p/secrets/flexvm-munge-key/versions/latest",
+  "home": {"type": "nfs", "source": "10.0.0.2:/home", "dir": "/home"},
+  "topics": {"jobs": "job-pending", "health": "health-failure"},
+  "binary_url": ""
+}`
+
+// apply resolves images through the Compute API before it publishes
+// anything: a pool's node_image that Compute does not have fails the
+// command, naming the pool and the JSON path.
+func TestApplyResolvesImagesFirst(t *testing.T) {
+	sim := computesim.New(computesim.Options{}, clock.NewManual(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)))
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	t.Setenv(config.EnvComputeEndpoint, srv.URL)
+	dir := t.TempDir()
+	settings := filepath.Join(dir, "node.json")
+	if err := os.WriteFile(settings, []byte(nodeSettingsJSON), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := os.ReadFile("../../examples/cluster_config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	withImage := strings.Replace(string(spec), `"id": "a3u",`, `"id": "a3u", "node_image": "projects/mine/global/images/family/gpu",`, 1)
+	if withImage == string(spec) {
+		t.Fatal("the example has no pool a3u to give a node_image")
+	}
+	specPath := filepath.Join(dir, "spec.json")
+	if err := os.WriteFile(specPath, []byte(withImage), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	rc := run([]string{"apply", "--project", "p", "--node-settings", settings, specPath}, &stdout, &stderr)
+	if rc != 1 || !strings.Contains(stderr.String(), "pool a3u: node_pools[") || !strings.Contains(stderr.String(), "projects/mine/global/images/family/gpu") {
+		t.Fatalf("rc %d, stderr:\n%s", rc, stderr.String())
+	}
+
+	// Bad settings are refused, naming the field.
+	if err := os.WriteFile(settings, []byte(strings.Replace(nodeSettingsJSON, `"10.0.0.2:/home"`, `""`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stderr.Reset()
+	if rc := run([]string{"apply", "--project", "p", "--node-settings", settings, "../../examples/cluster_config.json"}, &stdout, &stderr); rc != 1 || !strings.Contains(stderr.String(), "home.source") {
+		t.Errorf("rc %d, stderr:\n%s", rc, stderr.String())
+	}
+}
+
+func TestApplyUsage(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if rc := run([]string{"apply", "-h"}, &stdout, &stderr); rc != 0 || !strings.Contains(stdout.String(), "--node-settings FILE") {
+		t.Errorf("-h: rc %d, stdout %q", rc, stdout.String())
+	}
+	stdout.Reset()
+	if rc := run([]string{"apply", "--project", "p", "../../examples/cluster_config.json"}, &stdout, &stderr); rc != 2 {
+		t.Errorf("without --node-settings: rc %d", rc)
+	}
+}
