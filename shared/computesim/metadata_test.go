@@ -2,12 +2,12 @@ package computesim
 
 import (
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"net/http"
 	"testing"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
