@@ -232,8 +232,8 @@ func newFixture(t *testing.T, cfg nodeconfig.Config) *fixture {
 	f.o = Options{
 		Root: root, Exe: "/usr/local/bin/flexslurm", MetadataHost: "127.0.0.1:34567",
 		MungeKeyPath: filepath.Join(root, "etc/munge/munge.key"), MungedPidFile: filepath.Join(root, "run/munge/munged.pid"),
-		MungeSocket:  filepath.Join(root, "run/munge/munge.socket.2"),
-		MungedWait:   time.Second, SlurmdSettle: time.Millisecond,
+		MungeSocket: filepath.Join(root, "run/munge/munge.socket.2"),
+		MungedWait:  time.Second, SlurmdSettle: time.Millisecond,
 		Metadata: fakeMetadata{name: testVM, zone: "us-central1-a", project: "proj", attrs: map[string]string{nodeconfig.AttrConfig: raw}},
 		Secrets:  f.sec, Reporter: f.rep, Host: f.h,
 		Now: func() time.Time { return time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC) },
