@@ -68,6 +68,7 @@ func cmdNode(args []string, stdout, stderr io.Writer) int {
 	reportBoot := fs.Bool("report-boot", false, "start slurmd with -b (its start is the node's boot time), for a VM that does not really boot")
 	healthFromDir := fs.String("health-from-dir", "", "the hooks' health check reads recorded GPU outputs from `DIR`/NODE (local system)")
 	clk := fs.String("clock", "", "the hooks' simulated clock (local system)")
+	publishTimeout := fs.Duration("hooks-publish-timeout", 0, "the hooks' publish_timeout (0: their default)")
 	timeout := fs.Duration("timeout", 5*time.Minute, "deadline of the whole bootstrap")
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		if len(args) == 0 {
@@ -128,8 +129,8 @@ func cmdNode(args []string, stdout, stderr io.Writer) int {
 	res, err := node.Boot(ctx, node.Options{
 		Root: abs(*root), Exe: abs(*exe), HookDir: abs(*hookDir), MetadataHost: os.Getenv(envMetadataHost),
 		ReportBoot: *reportBoot, PubSubEmulatorHost: os.Getenv(envPubSubEmulatorHost), Clock: *clk,
-		HealthFromDir: abs(*healthFromDir),
-		Metadata:      metadata.NewClient(nil), Secrets: sm, Reporter: node.PubSubReporter{}, Host: node.OSHost{}, Log: log,
+		HealthFromDir: abs(*healthFromDir), PublishTimeout: *publishTimeout,
+		Metadata: metadata.NewClient(nil), Secrets: sm, Reporter: node.PubSubReporter{}, Host: node.OSHost{}, Log: log,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "flexslurm node boot: %s: %v\n", res.VM, err)

@@ -126,6 +126,9 @@ type Options struct {
 	// HealthFromDir, when set, makes the hooks' health check read recorded
 	// GPU outputs from HealthFromDir/NODE (local system only).
 	HealthFromDir string
+	// PublishTimeout is the hooks' publish_timeout; their default when
+	// zero.
+	PublishTimeout time.Duration
 	// MungedWait and SlurmdSettle bound the waits for munged's socket and
 	// for slurmd to stay up: 10 s and 5 s when zero.
 	MungedWait, SlurmdSettle time.Duration
@@ -193,10 +196,8 @@ func (o Options) path(p string) string { return filepath.Join(o.Root, p) }
 // Per-node paths, under Root.
 const (
 	vmNameDir  = "run/flexslurm/vm"
-	slurmdPid  = "run/flexslurm/slurmd.pid"
 	spoolDir   = "var/spool/flexslurm"
 	logDir     = "var/log/flexslurm"
-	slurmdLog  = "var/log/flexslurm/slurmd.log"
 	nodeHookFS = 0o755
 )
 
@@ -586,6 +587,7 @@ func (b *booter) hooksConfig() hooks.Config {
 		Topics:             hooks.Topics{Jobs: c.Topics.Jobs, Health: c.Topics.Health},
 		CheckCmd:           check,
 		Clock:              b.o.Clock,
+		PublishTimeout:     hooks.Duration(b.o.PublishTimeout),
 	}
 }
 
@@ -679,13 +681,23 @@ func SlurmdArgs(node, confServer string, reportBoot bool) []string {
 	return args
 }
 
+// slurmdPidPath and slurmdLogPath are per node, so that the simulated VMs
+// of the local system can share one root.
+func slurmdPidPath(root, node string) string {
+	return filepath.Join(root, "run/flexslurm", "slurmd-"+node+".pid")
+}
+
+func slurmdLogPath(root, node string) string {
+	return filepath.Join(root, logDir, "slurmd-"+node+".log")
+}
+
 func (b *booter) slurmd(ctx context.Context) error {
 	const step = event.BootstrapStepSlurmd
-	pidPath := b.o.path(slurmdPid)
+	pidPath := slurmdPidPath(b.o.Root, b.res.Node)
 	if pid := b.pidFrom(pidPath); pid > 0 && b.o.Host.Running(pid, "slurmd") {
 		return nil
 	}
-	logPath := b.o.path(slurmdLog)
+	logPath := slurmdLogPath(b.o.Root, b.res.Node)
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
 		return stepErr(step, "%w", err)
 	}
@@ -716,9 +728,9 @@ func (b *booter) slurmd(ctx context.Context) error {
 	return nil
 }
 
-// SlurmdPID returns the PID the bootstrap recorded for slurmd under root
-// (0 when none): the local system stops a simulated VM's slurmd by it.
-func SlurmdPID(root string) int {
+// SlurmdPID returns the PID the bootstrap recorded for node's slurmd under
+// root (0 when none): the local system stops a simulated VM's slurmd by it.
+func SlurmdPID(root, node string) int {
 	b := &booter{}
-	return b.pidFrom(filepath.Join(root, slurmdPid))
+	return b.pidFrom(slurmdPidPath(root, node))
 }

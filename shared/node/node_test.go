@@ -298,7 +298,7 @@ func TestBootAFreshVM(t *testing.T) {
 	if vm, _ := os.ReadFile(filepath.Join(root, "run/flexslurm/vm/flexvm-a3u-1")); strings.TrimSpace(string(vm)) != testVM {
 		t.Errorf("VM name file %q", vm)
 	}
-	if pid := SlurmdPID(root); pid == 0 || !f.h.Running(pid, "slurmd") {
+	if pid := SlurmdPID(root, "flexvm-a3u-1"); pid == 0 || !f.h.Running(pid, "slurmd") {
 		t.Errorf("slurmd PID %d not recorded or not running", pid)
 	}
 	if len(f.rep.got) != 0 {
@@ -418,7 +418,7 @@ func TestBootReportsItsFailure(t *testing.T) {
 			if _, err := event.DecodeBootstrap(data); err != nil {
 				t.Errorf("the report does not decode: %v", err)
 			}
-			if tc.step != event.BootstrapStepSlurmd && SlurmdPID(f.o.Root) != 0 {
+			if tc.step != event.BootstrapStepSlurmd && SlurmdPID(f.o.Root, "flexvm-a3u-1") != 0 {
 				t.Error("slurmd started after a failed step")
 			}
 		})
