@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,12 +9,17 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/flexslurm/flexslurm/shared/config"
 	"github.com/flexslurm/flexslurm/shared/event"
+	"github.com/flexslurm/flexslurm/shared/gce"
+	"github.com/flexslurm/flexslurm/shared/instancetemplate"
+	"github.com/flexslurm/flexslurm/shared/nodeconfig"
 	"github.com/flexslurm/flexslurm/shared/pubsub"
 	"github.com/flexslurm/flexslurm/shared/spec"
+	"github.com/flexslurm/flexslurm/shared/wire"
 )
 
 func cmdValidate(args []string, stdout, stderr io.Writer) int {
@@ -48,8 +54,9 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// ClusterMessage builds the cluster.applied payload of a validated spec.
-func ClusterMessage(c *spec.Cluster, now time.Time) ([]byte, error) {
+// ClusterMessage builds the cluster.applied payload of a validated spec and
+// its resolved node settings.
+func ClusterMessage(c *spec.Cluster, node nodeconfig.Settings, now time.Time) ([]byte, error) {
 	eff, err := c.EffectiveJSON()
 	if err != nil {
 		return nil, err
@@ -57,23 +64,49 @@ func ClusterMessage(c *spec.Cluster, now time.Time) ([]byte, error) {
 	return json.Marshal(event.Cluster{
 		Header:    event.Header{Version: event.SchemaVersion, Type: event.TypeClusterApply, Cluster: c.ID},
 		Spec:      eff,
+		Node:      &node,
 		AppliedAt: now.UTC(),
 	})
+}
+
+// LoadNodeSettings reads a node settings file (JSON, e.g. `terraform output
+// -json node_settings`); unknown fields are errors.
+func LoadNodeSettings(path string) (nodeconfig.Settings, error) {
+	var s nodeconfig.Settings
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return s, fmt.Errorf("node settings: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return s, fmt.Errorf("node settings %s: %w", path, err)
+	}
+	if err := s.Validate(false); err != nil {
+		return s, fmt.Errorf("node settings %s: %w", path, err)
+	}
+	return s, nil
 }
 
 func cmdApply(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	project := fs.String("project", os.Getenv(config.EnvProject), "Google Cloud project of the Pub/Sub topic (default $GOOGLE_CLOUD_PROJECT)")
+	project := fs.String("project", os.Getenv(config.EnvProject), "Google Cloud project of the Pub/Sub topic and the node pools (default $GOOGLE_CLOUD_PROJECT)")
 	topic := fs.String("topic", config.TopicClusterSpec, "topic the ScaleUp function reads cluster specs from")
+	nodeSettings := fs.String("node-settings", "", "node settings JSON file (required; e.g. the output of terraform output -json node_settings)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: flexslurm apply [--project P] [--topic T] FILE\n\nValidates the cluster spec and publishes it as a cluster.applied event: the\nScaleUp function brings static pools to min_node_count and releases surplus\nnodes. Honours PUBSUB_EMULATOR_HOST.")
+		fmt.Fprintln(fs.Output(), "usage: flexslurm apply [--project P] [--topic T] --node-settings FILE SPEC\n\nValidates the cluster spec, resolves the node settings' image families (and the\npools' node_image) to images through the Compute API, and publishes both as a\ncluster.applied event: the ScaleUp function creates the pools' templates and\nMIGs, brings static pools to min_node_count and releases surplus nodes.\nHonours PUBSUB_EMULATOR_HOST, FLEXSLURM_COMPUTE_ENDPOINT and\nGOOGLE_CLOUD_UNIVERSE_DOMAIN.")
 		fs.PrintDefaults()
+	}
+	if slices.ContainsFunc(args, func(a string) bool { return a == "-h" || a == "--help" || a == "-help" }) {
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return 0
 	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if fs.NArg() != 1 {
+	if fs.NArg() != 1 || *nodeSettings == "" {
 		fs.Usage()
 		return 2
 	}
@@ -86,13 +119,39 @@ func cmdApply(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "flexslurm apply: %v\n", err)
 		return 1
 	}
-	data, err := ClusterMessage(c, time.Now())
+	settings, err := LoadNodeSettings(*nodeSettings)
 	if err != nil {
 		fmt.Fprintf(stderr, "flexslurm apply: %v\n", err)
 		return 1
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	cfg, err := config.FromEnv(func(k string) string {
+		if k == config.EnvProject {
+			return *project
+		}
+		return os.Getenv(k)
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "flexslurm apply: %v\n", err)
+		return 1
+	}
+	cc, err := gce.New(ctx, *project, wire.ClientOptions(cfg, true)...)
+	if err != nil {
+		fmt.Fprintf(stderr, "flexslurm apply: %v\n", err)
+		return 1
+	}
+	defer cc.Close()
+	node, err := instancetemplate.Resolve(ctx, c, settings, cc.ResolveImage)
+	if err != nil {
+		fmt.Fprintf(stderr, "flexslurm apply: %v\n", joinLines(err.Error()))
+		return 1
+	}
+	data, err := ClusterMessage(c, node, time.Now())
+	if err != nil {
+		fmt.Fprintf(stderr, "flexslurm apply: %v\n", err)
+		return 1
+	}
 	ps, err := pubsub.New(ctx, *project)
 	if err != nil {
 		fmt.Fprintf(stderr, "flexslurm apply: %v\n", err)
@@ -104,6 +163,6 @@ func cmdApply(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "flexslurm apply: publishing to %s: %v\n", *topic, err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "cluster %s applied: published message %s to %s\n", c.ID, id, *topic)
+	fmt.Fprintf(stdout, "cluster %s applied (default node image %s): published message %s to %s\n", c.ID, node.Image, id, *topic)
 	return 0
 }

@@ -90,7 +90,7 @@ func (h *Handler) cluster(ctx context.Context, msg *event.Message) error {
 		Flow: Flow, EventID: msg.ID,
 		Scope: store.Scope{Cluster: c.ID, AllPools: true},
 		Decide: func(st *model.State, now time.Time) ([]plan.Action, error) {
-			return plan.ClusterApplied(st, c, effective, now), nil
+			return plan.ClusterApplied(st, c, *ev.Node, effective, now), nil
 		},
 	})
 	return err

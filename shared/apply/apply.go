@@ -32,6 +32,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/clock"
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/gce"
+	"github.com/flexslurm/flexslurm/shared/instancetemplate"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
 	"github.com/flexslurm/flexslurm/shared/plan"
@@ -43,7 +44,7 @@ import (
 // Every mutation is idempotent for a given name and request id: creating
 // what exists returns nil, deleting what is gone returns nil.
 type Compute interface {
-	EnsureInstanceTemplate(ctx context.Context, t gce.TemplateSpec, requestID string) error
+	EnsureInstanceTemplate(ctx context.Context, t instancetemplate.Template, requestID string) error
 	EnsureMIG(ctx context.Context, m gce.MIGSpec, requestID string) error
 	CreateResizeRequest(ctx context.Context, zone, mig string, rr gce.ResizeRequestSpec, requestID string) error
 	CancelResizeRequest(ctx context.Context, zone, mig, name, requestID string) error
@@ -618,7 +619,16 @@ func (r *Runner) ensurePool(ctx context.Context, cluster string, st *model.State
 	if !ok {
 		return fmt.Errorf("pool %s is not in the cluster spec", p.ID)
 	}
-	t := TemplateSpec(c, *sp, p.Template)
+	t, err := instancetemplate.Build(c, *sp, st.Cluster.Node)
+	if err != nil {
+		return fmt.Errorf("pool %s: %w", p.ID, err)
+	}
+	if t.Name != p.Template {
+		// The decision named the template from the same spec and settings;
+		// a different name means they changed since, and the next
+		// cluster.applied records the new one.
+		return fmt.Errorf("pool %s: recorded template %s, but the stored spec and node settings build %s", p.ID, p.Template, t.Name)
+	}
 	if err := r.d.Compute.EnsureInstanceTemplate(ctx, t, naming.RequestID("insert-template", t.Name)); err != nil {
 		return fmt.Errorf("ensuring instance template %s: %w", t.Name, err)
 	}
@@ -628,48 +638,6 @@ func (r *Runner) ensurePool(ctx context.Context, cluster string, st *model.State
 		return fmt.Errorf("ensuring MIG %s: %w", p.MIG, err)
 	}
 	return nil
-}
-
-// TemplateSpec builds the instance template of a pool: FLEX_START pools get
-// the pool's Compute run duration (600–604800 s) and the Flex-Start
-// scheduling that shared/gce sets; the VMs carry this cluster's labels.
-// Accelerator-optimized machine types (a2, a3, a4, g2) come with their GPUs,
-// so guest accelerators are only set for other machine types.
-func TemplateSpec(c *spec.Cluster, p spec.NodePool, name string) gce.TemplateSpec {
-	t := gce.TemplateSpec{
-		Name:              name,
-		MachineType:       p.MachineSpec.MachineType,
-		ProvisioningModel: "STANDARD",
-		BootDiskType:      p.BootDisk.Type,
-		BootDiskSizeGB:    int64(p.BootDisk.SizeGB),
-		Network:           c.Network.Network,
-		Subnetwork:        c.Network.Subnetwork,
-		PublicIP:          p.EnablePublicIPs,
-		Labels:            naming.Labels(c.ID, p.ID),
-		Metadata:          map[string]string{"flexslurm-cluster": c.ID, "flexslurm-pool": p.ID},
-		Description:       fmt.Sprintf("flexslurm node pool %s of cluster %s", p.ID, c.ID),
-	}
-	switch p.ProvisioningModel {
-	case spec.ProvisioningFlexStart:
-		t.ProvisioningModel = "FLEX_START"
-		t.MaxRunDuration = p.ComputeRunDuration()
-	case spec.ProvisioningSpot:
-		t.ProvisioningModel = "SPOT"
-	}
-	if p.MachineSpec.AcceleratorType != "" && p.MachineSpec.AcceleratorCount > 0 && !bundledGPUs(p.MachineSpec.MachineType) {
-		t.AcceleratorType = strings.ToLower(strings.ReplaceAll(p.MachineSpec.AcceleratorType, "_", "-"))
-		t.AcceleratorCount = int32(p.MachineSpec.AcceleratorCount)
-	}
-	return t
-}
-
-func bundledGPUs(machineType string) bool {
-	for _, prefix := range []string{"a2-", "a3-", "a4-", "a4x-", "g2-", "g4-"} {
-		if strings.HasPrefix(machineType, prefix) {
-			return true
-		}
-	}
-	return false
 }
 
 // Spec parses (and caches) the cluster spec stored in st.

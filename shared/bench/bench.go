@@ -35,6 +35,7 @@ import (
 
 	"github.com/flexslurm/flexslurm/shared/apply"
 	"github.com/flexslurm/flexslurm/shared/gce"
+	"github.com/flexslurm/flexslurm/shared/instancetemplate"
 	"github.com/flexslurm/flexslurm/shared/spec"
 )
 
@@ -189,7 +190,7 @@ func (c *CountingCompute) count(method string, start time.Time) {
 }
 
 // EnsureInstanceTemplate implements apply.Compute.
-func (c *CountingCompute) EnsureInstanceTemplate(ctx context.Context, t gce.TemplateSpec, requestID string) error {
+func (c *CountingCompute) EnsureInstanceTemplate(ctx context.Context, t instancetemplate.Template, requestID string) error {
 	defer c.count("EnsureInstanceTemplate", time.Now())
 	return c.Compute.EnsureInstanceTemplate(ctx, t, requestID)
 }

@@ -170,7 +170,7 @@ func flexTemplate(name string, maxRun int64) *computepb.InstanceTemplate {
 			}},
 			Disks: []*computepb.AttachedDisk{{
 				Boot: proto.Bool(true), AutoDelete: proto.Bool(true),
-				InitializeParams: &computepb.AttachedDiskInitializeParams{DiskSizeGb: proto.Int64(200), DiskType: proto.String("hyperdisk-balanced")},
+				InitializeParams: &computepb.AttachedDiskInitializeParams{DiskSizeGb: proto.Int64(200), DiskType: proto.String("hyperdisk-balanced"), SourceImage: proto.String(DebianFamily)},
 			}},
 			NetworkInterfaces: []*computepb.NetworkInterface{{
 				Network: proto.String("projects/proj/global/networks/default"),

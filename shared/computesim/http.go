@@ -110,6 +110,13 @@ func route(method, path string) (*request, *apiError) {
 		case n == 3 && del:
 			req.method, req.name = "instanceTemplates.delete", seg[2]
 		}
+	case n >= 3 && seg[0] == "global" && seg[1] == "images" && get:
+		switch {
+		case n == 3:
+			req.method, req.name = "images.get", seg[2]
+		case n == 4 && seg[2] == "family":
+			req.method, req.name = "images.getFromFamily", seg[3]
+		}
 	case n >= 3 && seg[0] == "global" && seg[1] == "operations":
 		req.name = seg[2]
 		switch {
@@ -206,7 +213,9 @@ func unsupported(method, path string) *apiError {
 // serveLocked validates the common parts of a call, applies request-ID
 // idempotency and error injection, and dispatches it.
 func (s *Sim) serveLocked(req *request) (proto.Message, *apiError) {
-	if s.opts.Project != "" && req.project != s.opts.Project {
+	// Images are read across projects (public images live in their
+	// publishers' projects).
+	if s.opts.Project != "" && req.project != s.opts.Project && !strings.HasPrefix(req.method, "images.") {
 		return nil, errNotFound("projects/" + req.project)
 	}
 	if req.zone != "" && !zoneName.MatchString(req.zone) {
@@ -281,6 +290,10 @@ func pathField(method string) string {
 		return "instanceTemplate"
 	case strings.HasPrefix(method, "instanceGroupManager"):
 		return "instanceGroupManager"
+	case method == "images.get":
+		return "image"
+	case method == "images.getFromFamily":
+		return "family"
 	}
 	return "instance"
 }
@@ -295,6 +308,10 @@ func (s *Sim) dispatchLocked(req *request) (proto.Message, *apiError) {
 		return s.templateListLocked(req)
 	case "instanceTemplates.delete":
 		return s.templateDeleteLocked(req)
+	case "images.get":
+		return s.imageGetLocked(req)
+	case "images.getFromFamily":
+		return s.imageFromFamilyLocked(req)
 	case "instanceGroupManagers.insert":
 		return s.migInsertLocked(req)
 	case "instanceGroupManagers.get":

@@ -29,6 +29,7 @@ type Sim struct {
 	watermark time.Time // latest instant the state has been brought to
 
 	templates map[string]*templateRec // key: projects/P/global/instanceTemplates/N
+	images    map[string]*imageRec    // key: projects/P/global/images/N (images.go)
 	migs      map[string]*migRec      // key: projects/P/zones/Z/instanceGroupManagers/N
 	instances map[string]*instanceRec // key: projects/P/zones/Z/instances/N
 	ops       map[string]*computepb.Operation

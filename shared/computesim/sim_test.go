@@ -94,6 +94,17 @@ func TestTemplateValidation(t *testing.T) {
 		}},
 		{"uppercase label", func(tp *computepb.InstanceTemplate) { tp.Properties.Labels["Pool"] = "x" }},
 		{"no machine type", func(tp *computepb.InstanceTemplate) { tp.Properties.MachineType = nil }},
+		{"boot disk without image", func(tp *computepb.InstanceTemplate) { tp.Properties.Disks[0].InitializeParams.SourceImage = nil }},
+		{"unknown image", func(tp *computepb.InstanceTemplate) {
+			tp.Properties.Disks[0].InitializeParams.SourceImage = proto.String("projects/debian-cloud/global/images/debian-13-nope")
+		}},
+		{"unknown family", func(tp *computepb.InstanceTemplate) {
+			tp.Properties.Disks[0].InitializeParams.SourceImage = proto.String("projects/debian-cloud/global/images/family/debian-99")
+		}},
+		{"malformed image", func(tp *computepb.InstanceTemplate) {
+			tp.Properties.Disks[0].InitializeParams.SourceImage = proto.String("debian-12")
+		}},
+		{"no disks", func(tp *computepb.InstanceTemplate) { tp.Properties.Disks = nil }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -134,7 +145,8 @@ func TestWireFormat(t *testing.T) {
 	}
 	base := "/compute/v1/projects/proj/global/instanceTemplates"
 	tpl := func(name, seconds string) string {
-		return `{"name":"` + name + `","properties":{"machineType":"n2-standard-4","scheduling":{"provisioningModel":"FLEX_START",` +
+		return `{"name":"` + name + `","properties":{"machineType":"n2-standard-4",` +
+			`"disks":[{"boot":true,"initializeParams":{"sourceImage":"` + DebianImage + `"}}],"scheduling":{"provisioningModel":"FLEX_START",` +
 			`"instanceTerminationAction":"DELETE","onHostMaintenance":"TERMINATE","maxRunDuration":{"seconds":` + seconds + `}}}}`
 	}
 	code, op := post(base, tpl("num", "3600"))

@@ -115,6 +115,9 @@ func checkProperties(p *computepb.InstanceProperties) *apiError {
 			boots++
 		}
 	}
+	if boots == 0 {
+		return errRequired("resource.properties.disks")
+	}
 	if boots > 1 {
 		return errInvalid("Invalid value for field 'resource.properties.disks': at most one boot disk is allowed.")
 	}
@@ -134,6 +137,9 @@ func (s *Sim) templateInsertLocked(req *request) (proto.Message, *apiError) {
 		return nil, errAlreadyExists(key)
 	}
 	if aerr := checkProperties(t.Properties); aerr != nil {
+		return nil, aerr
+	}
+	if aerr := s.checkBootDisksLocked("resource.properties", req.project, t.Properties.GetDisks()); aerr != nil {
 		return nil, aerr
 	}
 	t.Kind = strp("compute#instanceTemplate")

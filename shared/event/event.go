@@ -20,6 +20,8 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+
+	"github.com/flexslurm/flexslurm/shared/nodeconfig"
 )
 
 // SchemaVersion is the version of every payload defined here.
@@ -83,8 +85,11 @@ type Job struct {
 type Cluster struct {
 	Header
 	// Spec is the effective cluster spec (shared/spec EffectiveJSON).
-	Spec      json.RawMessage `json:"spec"`
-	AppliedAt time.Time       `json:"applied_at,omitzero"`
+	Spec json.RawMessage `json:"spec"`
+	// Node are the deployment's node settings, images resolved by
+	// `flexslurm apply` (shared/nodeconfig Settings).
+	Node      *nodeconfig.Settings `json:"node"`
+	AppliedAt time.Time            `json:"applied_at,omitzero"`
 }
 
 // Health verdicts a health.failure carries (the node-side check's verdict;
@@ -375,6 +380,12 @@ func DecodeCluster(data []byte) (*Cluster, error) {
 	}
 	if len(c.Spec) == 0 {
 		return nil, malformed("cluster.applied without a spec")
+	}
+	if c.Node == nil {
+		return nil, malformed("cluster.applied without node settings (node): apply it with flexslurm apply --node-settings")
+	}
+	if err := c.Node.Validate(true); err != nil {
+		return nil, malformed("cluster.applied node settings: %v", err)
 	}
 	return &c, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/flexslurm/flexslurm/shared/apply"
 	"github.com/flexslurm/flexslurm/shared/gce"
+	"github.com/flexslurm/flexslurm/shared/instancetemplate"
 )
 
 // readCache answers a Compute read (list or get) with the answer the same
@@ -160,7 +161,7 @@ func (c *readCache) GetInstance(ctx context.Context, zone, name string) (gce.Ins
 }
 
 // EnsureInstanceTemplate implements apply.Compute.
-func (c *readCache) EnsureInstanceTemplate(ctx context.Context, t gce.TemplateSpec, requestID string) error {
+func (c *readCache) EnsureInstanceTemplate(ctx context.Context, t instancetemplate.Template, requestID string) error {
 	return c.mutate(func() error { return c.inner.EnsureInstanceTemplate(ctx, t, requestID) })
 }
 

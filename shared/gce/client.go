@@ -31,7 +31,11 @@ import (
 	"cloud.google.com/go/compute/apiv1/computepb"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/flexslurm/flexslurm/shared/instancetemplate"
+	"github.com/flexslurm/flexslurm/shared/nodeconfig"
 )
 
 // Run-duration limits of the Compute API for scheduling.maxRunDuration and a
@@ -66,6 +70,7 @@ type Client struct {
 	migs      *compute.InstanceGroupManagersClient
 	rrs       *compute.InstanceGroupManagerResizeRequestsClient
 	instances *compute.InstancesClient
+	images    *compute.ImagesClient
 }
 
 // New creates the REST clients once. Pass option.WithEndpoint(url) and
@@ -92,6 +97,10 @@ func New(ctx context.Context, project string, opts ...option.ClientOption) (*Cli
 		c.Close()
 		return nil, fmt.Errorf("creating instances client: %w", err)
 	}
+	if c.images, err = compute.NewImagesRESTClient(ctx, opts...); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("creating images client: %w", err)
+	}
 	return c, nil
 }
 
@@ -109,6 +118,9 @@ func (c *Client) Close() error {
 	}
 	if c.instances != nil {
 		errs = append(errs, c.instances.Close())
+	}
+	if c.images != nil {
+		errs = append(errs, c.images.Close())
 	}
 	return errors.Join(errs...)
 }
@@ -194,167 +206,71 @@ func lastSegment(s string) string { return s[strings.LastIndexByte(s, '/')+1:] }
 // ---------------------------------------------------------------------------
 // Instance templates
 
-// TemplateSpec describes a global instance template.
-type TemplateSpec struct {
-	// Name is the template name (RFC 1035, 1–63 characters).
-	Name string
-	// MachineType is the machine type name, e.g. "a3-ultragpu-8g" (templates
-	// take the bare name, not a URL).
-	MachineType string
-	// AcceleratorType is the Compute accelerator type name, e.g.
-	// "nvidia-h200-141gb"; "" for none. The caller maps other vocabularies.
-	AcceleratorType string
-	// AcceleratorCount is the number of accelerators; 0 without
-	// AcceleratorType.
-	AcceleratorCount int32
-	// ProvisioningModel is "FLEX_START", "STANDARD" or "SPOT" (computepb
-	// Scheduling_* names); "" means STANDARD.
-	ProvisioningModel string
-	// MaxRunDuration is the VM run time, FLEX_START only: 600 s–604800 s
-	// (Compute API); an error before any call otherwise. Zero for other
-	// models.
-	MaxRunDuration time.Duration
-	// BootDiskType is the disk type name, e.g. "hyperdisk-balanced",
-	// "pd-ssd"; "" for the API default.
-	BootDiskType string
-	// BootDiskSizeGB is the boot disk size in GB; 0 for the image size.
-	BootDiskSizeGB int64
-	// SourceImage is the boot image, e.g.
-	// "projects/debian-cloud/global/images/family/debian-12". The real API
-	// requires one; "" omits it (the simulator accepts that).
-	SourceImage string
-	// Network and Subnetwork are full resource paths
-	// ("projects/P/global/networks/N", "projects/P/regions/R/subnetworks/S");
-	// at least one is required.
-	Network, Subnetwork string
-	// PublicIP gives the VM an ephemeral external IPv4 address.
-	PublicIP bool
-	// ServiceAccount is the email of the VMs' service account, with the
-	// cloud-platform scope; "" for none.
-	ServiceAccount string
-	// Labels are copied onto every VM.
-	Labels map[string]string
-	// Metadata is instance metadata (startup-script, ...).
-	Metadata map[string]string
-	// Description is the template description.
-	Description string
-}
-
-// templateResource validates t and builds the API resource. FLEX_START
-// templates get scheduling{provisioningModel FLEX_START,
-// instanceTerminationAction DELETE, maxRunDuration, onHostMaintenance
-// TERMINATE, automaticRestart false} and reservationAffinity NO_RESERVATION
-// (gcp.md §1.4).
-func (t TemplateSpec) templateResource() (*computepb.InstanceTemplate, error) {
+// templateResource checks an instance template body the way Compute does
+// for the fields flexslurm sets, and converts it to the client's type. The
+// body's JSON is the REST resource (instancetemplate.Template), so the
+// conversion is protojson's, field for field.
+func templateResource(t instancetemplate.Template) (*computepb.InstanceTemplate, error) {
 	if err := checkName("instance template", t.Name); err != nil {
 		return nil, err
 	}
-	switch {
-	case t.MachineType == "" || strings.Contains(t.MachineType, "/"):
-		return nil, fmt.Errorf("instance template %s: machine type %q: want a machine type name: %w", t.Name, t.MachineType, ErrInvalidSpec)
-	case t.AcceleratorType == "" && t.AcceleratorCount != 0, t.AcceleratorType != "" && t.AcceleratorCount <= 0:
-		return nil, fmt.Errorf("instance template %s: accelerator %q × %d: want a type with a positive count, or neither: %w",
-			t.Name, t.AcceleratorType, t.AcceleratorCount, ErrInvalidSpec)
-	case t.Network == "" && t.Subnetwork == "":
-		return nil, fmt.Errorf("instance template %s: no network or subnetwork: %w", t.Name, ErrInvalidSpec)
-	case t.BootDiskSizeGB < 0:
-		return nil, fmt.Errorf("instance template %s: boot disk size %d GB: %w", t.Name, t.BootDiskSizeGB, ErrInvalidSpec)
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("instance template %s: %s: %w", t.Name, fmt.Sprintf(format, a...), ErrInvalidSpec)
 	}
-	model := t.ProvisioningModel
-	if model == "" {
-		model = ProvisioningStandard
+	p := t.Properties
+	if p.MachineType == "" || strings.Contains(p.MachineType, "/") {
+		return nil, bad("machine type %q: want a machine type name", p.MachineType)
 	}
-	hasGPU := t.AcceleratorType != ""
-	sched := &computepb.Scheduling{ProvisioningModel: proto.String(model)}
-	var affinity *computepb.ReservationAffinity
-	switch model {
+	if len(p.NetworkInterfaces) == 0 || p.NetworkInterfaces[0].Network == "" && p.NetworkInterfaces[0].Subnetwork == "" {
+		return nil, bad("no network or subnetwork")
+	}
+	boots := 0
+	for i, d := range p.Disks {
+		if !d.Boot {
+			continue
+		}
+		boots++
+		// "When creating a new instance boot disk, one of
+		// initializeParams.sourceImage or sourceSnapshot or disks.source is
+		// required." (Compute v1 discovery document,
+		// AttachedDiskInitializeParams.sourceImage)
+		if d.InitializeParams.SourceImage == "" {
+			return nil, bad("disks[%d]: a boot disk needs initializeParams.sourceImage", i)
+		}
+		if d.InitializeParams.DiskSizeGb < 0 {
+			return nil, bad("disks[%d]: boot disk size %d GB", i, d.InitializeParams.DiskSizeGb)
+		}
+	}
+	if boots != 1 {
+		return nil, bad("%d boot disks: want one", boots)
+	}
+	for i, a := range p.GuestAccelerators {
+		if a.AcceleratorType == "" || strings.Contains(a.AcceleratorType, "/") || a.AcceleratorCount <= 0 {
+			return nil, bad("guestAccelerators[%d]: %q × %d: want a type name with a positive count", i, a.AcceleratorType, a.AcceleratorCount)
+		}
+	}
+	sc := p.Scheduling
+	switch sc.ProvisioningModel {
 	case ProvisioningFlexStart:
-		if err := checkRunDuration("instance template "+t.Name+": max run duration", t.MaxRunDuration); err != nil {
+		if sc.MaxRunDuration == nil {
+			return nil, bad("a FLEX_START template needs scheduling.maxRunDuration")
+		}
+		if err := checkRunDuration("instance template "+t.Name+": max run duration", time.Duration(sc.MaxRunDuration.Seconds)*time.Second); err != nil {
 			return nil, err
 		}
-		sched.InstanceTerminationAction = proto.String(computepb.Scheduling_DELETE.String())
-		sched.MaxRunDuration = durationpb(t.MaxRunDuration)
-		sched.OnHostMaintenance = proto.String(computepb.Scheduling_TERMINATE.String())
-		sched.AutomaticRestart = proto.Bool(false)
-		affinity = &computepb.ReservationAffinity{ConsumeReservationType: proto.String(computepb.ReservationAffinity_NO_RESERVATION.String())}
-	case ProvisioningSpot:
-		sched.InstanceTerminationAction = proto.String(computepb.Scheduling_DELETE.String())
-		sched.OnHostMaintenance = proto.String(computepb.Scheduling_TERMINATE.String())
-		sched.AutomaticRestart = proto.Bool(false)
-	case ProvisioningStandard:
-		if hasGPU {
-			// GPU VMs cannot live-migrate.
-			sched.OnHostMaintenance = proto.String(computepb.Scheduling_TERMINATE.String())
+		if sc.OnHostMaintenance != "TERMINATE" || sc.InstanceTerminationAction == "" {
+			return nil, bad("FLEX_START needs onHostMaintenance TERMINATE and an instanceTerminationAction")
+		}
+	case ProvisioningStandard, ProvisioningSpot:
+		if sc.MaxRunDuration != nil {
+			return nil, bad("max run duration is only set for FLEX_START, not %s", sc.ProvisioningModel)
 		}
 	default:
-		return nil, fmt.Errorf("instance template %s: provisioning model %q: want FLEX_START, STANDARD or SPOT: %w", t.Name, model, ErrInvalidSpec)
+		return nil, bad("provisioning model %q: want FLEX_START, STANDARD or SPOT", sc.ProvisioningModel)
 	}
-	if model != ProvisioningFlexStart && t.MaxRunDuration != 0 {
-		return nil, fmt.Errorf("instance template %s: max run duration is only set for FLEX_START, not %s: %w", t.Name, model, ErrInvalidSpec)
-	}
-	disk := &computepb.AttachedDisk{
-		Boot:             proto.Bool(true),
-		AutoDelete:       proto.Bool(true),
-		Type:             proto.String(computepb.AttachedDisk_PERSISTENT.String()),
-		InitializeParams: &computepb.AttachedDiskInitializeParams{},
-	}
-	if t.BootDiskType != "" {
-		disk.InitializeParams.DiskType = proto.String(t.BootDiskType)
-	}
-	if t.BootDiskSizeGB > 0 {
-		disk.InitializeParams.DiskSizeGb = proto.Int64(t.BootDiskSizeGB)
-	}
-	if t.SourceImage != "" {
-		disk.InitializeParams.SourceImage = proto.String(t.SourceImage)
-	}
-	nic := &computepb.NetworkInterface{}
-	if t.Network != "" {
-		nic.Network = proto.String(t.Network)
-	}
-	if t.Subnetwork != "" {
-		nic.Subnetwork = proto.String(t.Subnetwork)
-	}
-	if t.PublicIP {
-		nic.AccessConfigs = []*computepb.AccessConfig{{
-			Name: proto.String("External NAT"),
-			Type: proto.String(computepb.AccessConfig_ONE_TO_ONE_NAT.String()),
-		}}
-	}
-	props := &computepb.InstanceProperties{
-		MachineType:         proto.String(t.MachineType),
-		Disks:               []*computepb.AttachedDisk{disk},
-		NetworkInterfaces:   []*computepb.NetworkInterface{nic},
-		Scheduling:          sched,
-		ReservationAffinity: affinity,
-	}
-	if t.Description != "" {
-		props.Description = proto.String(t.Description)
-	}
-	if len(t.Labels) > 0 {
-		props.Labels = maps.Clone(t.Labels)
-	}
-	if len(t.Metadata) > 0 {
-		md := &computepb.Metadata{}
-		for _, k := range slices.Sorted(maps.Keys(t.Metadata)) {
-			md.Items = append(md.Items, &computepb.Items{Key: proto.String(k), Value: proto.String(t.Metadata[k])})
-		}
-		props.Metadata = md
-	}
-	if hasGPU {
-		props.GuestAccelerators = []*computepb.AcceleratorConfig{{
-			AcceleratorType:  proto.String(t.AcceleratorType),
-			AcceleratorCount: proto.Int32(t.AcceleratorCount),
-		}}
-	}
-	if t.ServiceAccount != "" {
-		props.ServiceAccounts = []*computepb.ServiceAccount{{
-			Email:  proto.String(t.ServiceAccount),
-			Scopes: []string{"https://www.googleapis.com/auth/cloud-platform"},
-		}}
-	}
-	tpl := &computepb.InstanceTemplate{Name: proto.String(t.Name), Properties: props}
-	if t.Description != "" {
-		tpl.Description = proto.String(t.Description)
+	tpl := &computepb.InstanceTemplate{}
+	if err := protojson.Unmarshal(t.JSON(), tpl); err != nil {
+		return nil, bad("%v", err)
 	}
 	return tpl, nil
 }
@@ -364,8 +280,8 @@ func (t TemplateSpec) templateResource() (*computepb.InstanceTemplate, error) {
 // templates are immutable, so a changed spec needs a new name. An invalid
 // spec (e.g. a FLEX_START MaxRunDuration outside 600–604800 s) is rejected
 // with ErrInvalidSpec before any call.
-func (c *Client) EnsureInstanceTemplate(ctx context.Context, t TemplateSpec, requestID string) error {
-	tpl, err := t.templateResource()
+func (c *Client) EnsureInstanceTemplate(ctx context.Context, t instancetemplate.Template, requestID string) error {
+	tpl, err := templateResource(t)
 	if err != nil {
 		return fmt.Errorf("creating instance template %s: %w", t.Name, err)
 	}
@@ -378,6 +294,32 @@ func (c *Client) EnsureInstanceTemplate(ctx context.Context, t TemplateSpec, req
 		return fmt.Errorf("creating instance template %s: %w", t.Name, mark(err))
 	}
 	return nil
+}
+
+// ResolveImage turns an image reference into the specific image it names
+// now: an image family ("projects/P/global/images/family/F") becomes the
+// family's latest image, as gcloud resolves one before it creates a
+// template (images.getFromFamily); a specific image
+// ("projects/P/global/images/NAME") is checked to exist (images.get). It
+// returns "projects/P/global/images/NAME".
+func (c *Client) ResolveImage(ctx context.Context, ref string) (string, error) {
+	project, name, family, err := nodeconfig.ParseImage(ref)
+	if err != nil {
+		return "", fmt.Errorf("image %w: %w", err, ErrInvalidSpec)
+	}
+	var img *computepb.Image
+	if family {
+		img, err = c.images.GetFromFamily(ctx, &computepb.GetFromFamilyImageRequest{Project: project, Family: name})
+	} else {
+		img, err = c.images.Get(ctx, &computepb.GetImageRequest{Project: project, Image: name})
+	}
+	if err != nil {
+		return "", fmt.Errorf("resolving image %s: %w", ref, mark(err))
+	}
+	if st := img.GetStatus(); st != "" && st != computepb.Image_READY.String() {
+		return "", fmt.Errorf("image %s is %s, not READY: %w", ref, st, ErrInvalidSpec)
+	}
+	return "projects/" + project + "/global/images/" + img.GetName(), nil
 }
 
 // ---------------------------------------------------------------------------

@@ -23,6 +23,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/clock"
 	"github.com/flexslurm/flexslurm/shared/computesim"
 	"github.com/flexslurm/flexslurm/shared/gce"
+	"github.com/flexslurm/flexslurm/shared/instancetemplate"
 )
 
 const (
@@ -94,25 +95,27 @@ func (h *harness) auditEntries() []map[string]any {
 	return append([]map[string]any(nil), h.audit...)
 }
 
-func flexSpec(name string) gce.TemplateSpec {
-	return gce.TemplateSpec{
-		Name:              name,
-		MachineType:       "a3-ultragpu-8g",
-		AcceleratorType:   "nvidia-h200-141gb",
-		AcceleratorCount:  8,
-		ProvisioningModel: gce.ProvisioningFlexStart,
-		MaxRunDuration:    2 * time.Hour,
-		BootDiskType:      "hyperdisk-balanced",
-		BootDiskSizeGB:    200,
-		SourceImage:       "projects/debian-cloud/global/images/family/debian-12",
-		Network:           "projects/proj/global/networks/default",
-		Subnetwork:        "projects/proj/regions/us-central1/subnetworks/default",
-		PublicIP:          true,
-		ServiceAccount:    "node@proj.iam.gserviceaccount.com",
-		Labels:            map[string]string{"flexslurm-cluster": "c1", "flexslurm-pool": "h200"},
-		Metadata:          map[string]string{"startup-script": "#!/bin/sh\necho hi", "enable-oslogin": "TRUE"},
-		Description:       "h200 pool",
-	}
+func flexSpec(name string) instancetemplate.Template {
+	no := false
+	return instancetemplate.Template{Name: name, Description: "h200 pool", Properties: instancetemplate.Properties{
+		Description: "h200 pool",
+		MachineType: "a3-ultragpu-8g",
+		Disks: []instancetemplate.Disk{{Boot: true, AutoDelete: true, Type: "PERSISTENT", InitializeParams: instancetemplate.InitializeParams{
+			DiskType: "hyperdisk-balanced", DiskSizeGb: 200, SourceImage: "projects/debian-cloud/global/images/family/debian-12"}}},
+		NetworkInterfaces: []instancetemplate.NetworkInterface{{
+			Network:       "projects/proj/global/networks/default",
+			Subnetwork:    "projects/proj/regions/us-central1/subnetworks/default",
+			AccessConfigs: []instancetemplate.AccessConfig{{Name: "External NAT", Type: "ONE_TO_ONE_NAT"}},
+		}},
+		ServiceAccounts:   []instancetemplate.ServiceAccount{{Email: "node@proj.iam.gserviceaccount.com", Scopes: []string{instancetemplate.CloudPlatformScope}}},
+		GuestAccelerators: []instancetemplate.Accelerator{{AcceleratorType: "nvidia-h200-141gb", AcceleratorCount: 8}},
+		Scheduling: instancetemplate.Scheduling{ProvisioningModel: "FLEX_START", InstanceTerminationAction: "DELETE",
+			MaxRunDuration: &instancetemplate.Duration{Seconds: 7200}, OnHostMaintenance: "TERMINATE", AutomaticRestart: &no},
+		ReservationAffinity: &instancetemplate.ReservationAffinity{ConsumeReservationType: "NO_RESERVATION"},
+		Labels:              map[string]string{"flexslurm-cluster": "c1", "flexslurm-pool": "h200"},
+		Metadata: &instancetemplate.Metadata{Items: []instancetemplate.MetadataItem{
+			{Key: "enable-oslogin", Value: "TRUE"}, {Key: "startup-script", Value: "#!/bin/sh\necho hi"}}},
+	}}
 }
 
 // pool creates template and MIG "c1-h200".
@@ -142,17 +145,23 @@ func TestTemplateMaxRunDurationRejected(t *testing.T) {
 	h := newHarness(t, computesim.Options{})
 	for _, tc := range []struct {
 		name string
-		edit func(*gce.TemplateSpec)
+		edit func(*instancetemplate.Template)
 	}{
-		{"599 s", func(s *gce.TemplateSpec) { s.MaxRunDuration = 599 * time.Second }},
-		{"604801 s", func(s *gce.TemplateSpec) { s.MaxRunDuration = 604801 * time.Second }},
-		{"zero", func(s *gce.TemplateSpec) { s.MaxRunDuration = 0 }},
-		{"standard with duration", func(s *gce.TemplateSpec) { s.ProvisioningModel = gce.ProvisioningStandard }},
-		{"unknown model", func(s *gce.TemplateSpec) { s.ProvisioningModel = "PREEMPTIBLE" }},
-		{"bad name", func(s *gce.TemplateSpec) { s.Name = "C1" }},
-		{"no network", func(s *gce.TemplateSpec) { s.Network, s.Subnetwork = "", "" }},
-		{"machine type URL", func(s *gce.TemplateSpec) { s.MachineType = "zones/z/machineTypes/a3-ultragpu-8g" }},
-		{"count without type", func(s *gce.TemplateSpec) { s.AcceleratorType = "" }},
+		{"599 s", func(s *instancetemplate.Template) { s.Properties.Scheduling.MaxRunDuration.Seconds = 599 }},
+		{"604801 s", func(s *instancetemplate.Template) { s.Properties.Scheduling.MaxRunDuration.Seconds = 604801 }},
+		{"zero", func(s *instancetemplate.Template) { s.Properties.Scheduling.MaxRunDuration = nil }},
+		{"standard with duration", func(s *instancetemplate.Template) {
+			s.Properties.Scheduling.ProvisioningModel = gce.ProvisioningStandard
+		}},
+		{"unknown model", func(s *instancetemplate.Template) { s.Properties.Scheduling.ProvisioningModel = "PREEMPTIBLE" }},
+		{"bad name", func(s *instancetemplate.Template) { s.Name = "C1" }},
+		{"no network", func(s *instancetemplate.Template) {
+			s.Properties.NetworkInterfaces[0].Network, s.Properties.NetworkInterfaces[0].Subnetwork = "", ""
+		}},
+		{"machine type URL", func(s *instancetemplate.Template) { s.Properties.MachineType = "zones/z/machineTypes/a3-ultragpu-8g" }},
+		{"count without type", func(s *instancetemplate.Template) { s.Properties.GuestAccelerators[0].AcceleratorType = "" }},
+		{"boot disk without image", func(s *instancetemplate.Template) { s.Properties.Disks[0].InitializeParams.SourceImage = "" }},
+		{"no boot disk", func(s *instancetemplate.Template) { s.Properties.Disks = nil }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := flexSpec("tpl")
@@ -202,7 +211,7 @@ func TestEnsureInstanceTemplate(t *testing.T) {
 	want := &computepb.InstanceProperties{
 		Description: proto.String("h200 pool"),
 		MachineType: proto.String("a3-ultragpu-8g"),
-		Labels:      spec.Labels,
+		Labels:      spec.Properties.Labels,
 		Metadata: &computepb.Metadata{Items: []*computepb.Items{
 			{Key: proto.String("enable-oslogin"), Value: proto.String("TRUE")},
 			{Key: proto.String("startup-script"), Value: proto.String("#!/bin/sh\necho hi")},
@@ -215,8 +224,8 @@ func TestEnsureInstanceTemplate(t *testing.T) {
 			},
 		}},
 		NetworkInterfaces: []*computepb.NetworkInterface{{
-			Network:       proto.String(spec.Network),
-			Subnetwork:    proto.String(spec.Subnetwork),
+			Network:       proto.String(spec.Properties.NetworkInterfaces[0].Network),
+			Subnetwork:    proto.String(spec.Properties.NetworkInterfaces[0].Subnetwork),
 			AccessConfigs: []*computepb.AccessConfig{{Name: proto.String("External NAT"), Type: proto.String("ONE_TO_ONE_NAT")}},
 		}},
 		GuestAccelerators: []*computepb.AcceleratorConfig{{AcceleratorType: proto.String("nvidia-h200-141gb"), AcceleratorCount: proto.Int32(8)}},
@@ -610,7 +619,7 @@ func TestListInstancesFilterAndPaging(t *testing.T) {
 	h := newHarness(t, computesim.Options{})
 	h.pool()
 	other := flexSpec("c1-b200-v1")
-	other.Labels = map[string]string{"flexslurm-cluster": "c1", "flexslurm-pool": "b200"}
+	other.Properties.Labels = map[string]string{"flexslurm-cluster": "c1", "flexslurm-pool": "b200"}
 	if err := h.c.EnsureInstanceTemplate(h.ctx, other, ""); err != nil {
 		t.Fatal(err)
 	}

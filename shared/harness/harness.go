@@ -32,6 +32,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/gce"
 	"github.com/flexslurm/flexslurm/shared/logx"
+	"github.com/flexslurm/flexslurm/shared/nodeconfig"
 	"github.com/flexslurm/flexslurm/shared/plan"
 	"github.com/flexslurm/flexslurm/shared/spec"
 	"github.com/flexslurm/flexslurm/shared/store"
@@ -232,9 +233,25 @@ func (h *Harness) Apply(ctx context.Context, c *spec.Cluster) error {
 	if err != nil {
 		return err
 	}
+	node := NodeSettings(c)
 	_, err = h.Publish(ctx, config.TopicClusterSpec, event.Cluster{
-		Header: event.Header{Version: 1, Type: event.TypeClusterApply, Cluster: c.ID}, Spec: eff, AppliedAt: h.Clock.Now()})
+		Header: event.Header{Version: 1, Type: event.TypeClusterApply, Cluster: c.ID}, Spec: eff, Node: &node, AppliedAt: h.Clock.Now()})
 	return err
+}
+
+// NodeSettings are the node settings the simulated system applies with a
+// spec: the simulator's default Slurm GPU image, and a node service
+// account, controller, munge-key secret and home mount of the cluster's
+// project.
+func NodeSettings(c *spec.Cluster) nodeconfig.Settings {
+	return nodeconfig.Settings{
+		Image:          computesim.SlurmGPUImage,
+		ServiceAccount: "flexslurm-node@" + c.Project + ".iam.gserviceaccount.com",
+		ConfServer:     c.ID + "-controller",
+		MungeKeySecret: "projects/" + c.Project + "/secrets/" + c.ID + "-munge-key/versions/latest",
+		Home:           nodeconfig.Mount{Storage: c.Slurm.HomeDirectoryStorage, Type: nodeconfig.MountNFS, Source: "10.0.0.2:/home", Dir: "/home"},
+		Topics:         nodeconfig.Topics{Jobs: config.TopicJobs, Health: config.TopicHealthFailure},
+	}
 }
 
 // TakeAudit returns and forgets the audit entries the simulator wrote.

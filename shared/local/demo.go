@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
+	"github.com/flexslurm/flexslurm/shared/nodeconfig"
 	"github.com/flexslurm/flexslurm/shared/spec"
 )
 
@@ -21,15 +24,41 @@ func (s *System) Apply(ctx context.Context, c *spec.Cluster) error {
 	if err != nil {
 		return err
 	}
+	node, err := s.NodeSettings(c)
+	if err != nil {
+		return err
+	}
 	data, err := json.Marshal(event.Cluster{
 		Header: event.Header{Version: event.SchemaVersion, Type: event.TypeClusterApply, Cluster: c.ID},
-		Spec:   eff, AppliedAt: s.Clock.Now(),
+		Spec:   eff, Node: &node, AppliedAt: s.Clock.Now(),
 	})
 	if err != nil {
 		return err
 	}
 	s.TL.Say(fmt.Sprintf("apply cluster spec %s (%s)", c.ID, s.Opts.SpecPath))
 	return s.publish(ctx, config.TopicClusterSpec, data)
+}
+
+// NodeSettings are the node settings of the local system: the simulator's
+// default Slurm GPU image, slurmd's conf server on this machine, the
+// cluster's munge-key secret in the local project, and homes bind-mounted
+// from a stand-in directory under the run directory (created here).
+func (s *System) NodeSettings(c *spec.Cluster) (nodeconfig.Settings, error) {
+	home, err := filepath.Abs(filepath.Join(s.Opts.RunDir, "home"))
+	if err != nil {
+		return nodeconfig.Settings{}, err
+	}
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		return nodeconfig.Settings{}, fmt.Errorf("home stand-in: %w", err)
+	}
+	return nodeconfig.Settings{
+		Image:          computesim.SlurmGPUImage,
+		ServiceAccount: "flexslurm-node@" + s.Opts.Project + ".iam.gserviceaccount.com",
+		ConfServer:     "localhost",
+		MungeKeySecret: "projects/" + s.Opts.Project + "/secrets/" + c.ID + "-munge-key/versions/latest",
+		Home:           nodeconfig.Mount{Storage: c.Slurm.HomeDirectoryStorage, Type: nodeconfig.MountBind, Source: home, Dir: "/home"},
+		Topics:         nodeconfig.Topics{Jobs: config.TopicJobs, Health: config.TopicHealthFailure},
+	}, nil
 }
 
 func (s *System) publish(ctx context.Context, topic string, data []byte) error {

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/flexslurm/flexslurm/shared/nodeconfig"
 )
 
 // NodeKind tells a static node (kept up to min_node_count whether or not a
@@ -277,10 +279,14 @@ type Cluster struct {
 	// Spec is the effective cluster spec JSON (shared/spec's EffectiveJSON).
 	Spec []byte `firestore:"spec" json:"spec"`
 	// SpecVersion increments with every applied spec that differs.
-	SpecVersion int64     `firestore:"spec_version" json:"spec_version"`
-	SpecSHA256  string    `firestore:"spec_sha256" json:"spec_sha256"`
-	Project     string    `firestore:"project" json:"project"`
-	UpdatedAt   time.Time `firestore:"updated_at" json:"updated_at,omitzero"`
+	SpecVersion int64  `firestore:"spec_version" json:"spec_version"`
+	SpecSHA256  string `firestore:"spec_sha256" json:"spec_sha256"`
+	Project     string `firestore:"project" json:"project"`
+	// Node are the deployment's node settings applied with the spec
+	// (images resolved): with the spec they determine every pool's
+	// instance template.
+	Node      nodeconfig.Settings `firestore:"node" json:"node"`
+	UpdatedAt time.Time           `firestore:"updated_at" json:"updated_at,omitzero"`
 }
 
 // SlurmNode is a node as the latest Slurm snapshot showed it.

@@ -8,19 +8,12 @@ import (
 	"slices"
 	"time"
 
+	"github.com/flexslurm/flexslurm/shared/instancetemplate"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
+	"github.com/flexslurm/flexslurm/shared/nodeconfig"
 	"github.com/flexslurm/flexslurm/shared/spec"
 )
-
-// TemplateContent is the part of a pool's spec that its instance template
-// is built from; its hash names the template (naming.Template).
-func TemplateContent(c *spec.Cluster, p spec.NodePool) string {
-	return fmt.Sprintf("machine=%s accel=%s x%d model=%s run=%ds disk=%s/%dGB net=%s sub=%s public=%t",
-		p.MachineSpec.MachineType, p.MachineSpec.AcceleratorType, p.MachineSpec.AcceleratorCount,
-		p.ProvisioningModel, int64(p.ComputeRunDuration()/time.Second), p.BootDisk.Type, p.BootDisk.SizeGB,
-		c.Network.Network, c.Network.Subnetwork, p.EnablePublicIPs)
-}
 
 // SpecSHA256 is the hex SHA-256 of an effective spec.
 func SpecSHA256(effective []byte) string {
@@ -36,25 +29,36 @@ func SpecSHA256(effective []byte) string {
 // serve no job. A pool dropped from the spec is marked removed: its idle
 // nodes are released now, busy ones once their jobs end (reconciler), and
 // its MIG is deleted when empty.
-func ClusterApplied(st *model.State, c *spec.Cluster, effective []byte, now time.Time) []Action {
+//
+// node are the deployment's node settings, images resolved: with the spec
+// they build every pool's instance template, whose name is a hash of its
+// body (shared/instancetemplate), so a change to either is a new template.
+func ClusterApplied(st *model.State, c *spec.Cluster, node nodeconfig.Settings, effective []byte, now time.Time) []Action {
 	b := newBuilder(st, now)
 	b.cluster = c.ID
 	sha := SpecSHA256(effective)
-	rec := model.Cluster{ID: c.ID, Spec: effective, SpecSHA256: sha, Project: c.Project, SpecVersion: 1, UpdatedAt: now}
+	rec := model.Cluster{ID: c.ID, Spec: effective, SpecSHA256: sha, Project: c.Project, Node: node, SpecVersion: 1, UpdatedAt: now}
 	if st.Cluster != nil {
 		rec.SpecVersion = st.Cluster.SpecVersion
 		if st.Cluster.SpecSHA256 != sha {
 			rec.SpecVersion++
 		}
 	}
-	if st.Cluster == nil || st.Cluster.SpecSHA256 != sha {
+	if st.Cluster == nil || st.Cluster.SpecSHA256 != sha || !reflect.DeepEqual(st.Cluster.Node, node) {
 		b.st.Cluster = &rec
 		b.add(PutCluster{Cluster: rec, Reason: fmt.Sprintf("cluster spec applied (version %d)", rec.SpecVersion)})
 	}
 	inSpec := map[string]bool{}
 	for _, sp := range c.FlexPools() {
 		inSpec[sp.ID] = true
-		tmpl := naming.Template(c.ID, sp.ID, TemplateContent(c, sp))
+		t, err := instancetemplate.Build(c, sp, node)
+		if err != nil {
+			// The event's spec and settings were validated; a pool whose
+			// template cannot be built is left as it is, loudly.
+			b.add(Alert{Pool: sp.ID, Reason: fmt.Sprintf("pool %s keeps its previous template: %v", sp.ID, err)})
+			continue
+		}
+		tmpl := t.Name
 		// Start from the stored record: backoff, breaker, capacity waits
 		// and conditions survive a spec change.
 		var pool model.Pool

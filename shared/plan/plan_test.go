@@ -12,6 +12,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
+	"github.com/flexslurm/flexslurm/shared/nodeconfig"
 	"github.com/flexslurm/flexslurm/shared/spec"
 )
 
@@ -35,13 +36,23 @@ func example(t *testing.T) (*spec.Cluster, []byte) {
 	return c, eff
 }
 
+// testNode are the node settings the plan tests apply with the spec.
+var testNode = nodeconfig.Settings{
+	Image:          "projects/schedmd-slurm-public/global/images/slurm-gcp-6-10-ubuntu-2204-lts-nvidia-570-v20251112",
+	ServiceAccount: "flexslurm-node@p.iam.gserviceaccount.com",
+	ConfServer:     "flexvm-controller",
+	MungeKeySecret: "projects/p/secrets/flexvm-munge-key/versions/latest",
+	Home:           nodeconfig.Mount{Type: nodeconfig.MountNFS, Source: "10.0.0.2:/home", Dir: "/home"},
+	Topics:         nodeconfig.Topics{Jobs: "job-pending", Health: "health-failure"},
+}
+
 // applied returns the state after the example cluster was applied and its
 // pool confirmed ready.
 func applied(t *testing.T) (*model.State, *spec.Cluster) {
 	t.Helper()
 	c, eff := example(t)
 	st := model.NewState()
-	Apply(st, ClusterApplied(st, c, eff, t0))
+	Apply(st, ClusterApplied(st, c, testNode, eff, t0))
 	st.Pools["a3u"].Ready = true
 	return st, c
 }
@@ -84,7 +95,7 @@ func kinds(actions []Action) []string {
 func TestClusterAppliedCreatesStaticNodes(t *testing.T) {
 	c, eff := example(t)
 	st := model.NewState()
-	got := ClusterApplied(st, c, eff, t0)
+	got := ClusterApplied(st, c, testNode, eff, t0)
 	want := []string{
 		"PutCluster",
 		"PutPool:a3u",
@@ -108,13 +119,37 @@ func TestClusterAppliedCreatesStaticNodes(t *testing.T) {
 	if !st.Pools["a3u"].Ready {
 		t.Fatal("the pool is not recorded ready with the request for its template and MIG")
 	}
-	if again := ClusterApplied(st, c, eff, t0.Add(time.Minute)); len(again) != 0 {
+	if again := ClusterApplied(st, c, testNode, eff, t0.Add(time.Minute)); len(again) != 0 {
 		t.Errorf("re-apply: %v", kinds(again))
 	}
 	// A pool not ready (its MIG found missing) is asked for again.
 	st.Pools["a3u"].Ready = false
-	if d := cmp.Diff([]string{"PutPool:a3u", "EnsurePool:a3u"}, kinds(ClusterApplied(st, c, eff, t0.Add(time.Minute)))); d != "" {
+	if d := cmp.Diff([]string{"PutPool:a3u", "EnsurePool:a3u"}, kinds(ClusterApplied(st, c, testNode, eff, t0.Add(time.Minute)))); d != "" {
 		t.Errorf("re-apply with a pool not ready (-want +got):\n%s", d)
+	}
+}
+
+// New node settings are a new template for every pool: the pool is asked
+// for again under the new name, and the cluster record keeps the settings.
+func TestClusterAppliedNodeSettingsChangeTemplate(t *testing.T) {
+	st, c := applied(t)
+	eff, _ := c.EffectiveJSON()
+	old := st.Pools["a3u"].Template
+	node := testNode
+	node.Image = "projects/schedmd-slurm-public/global/images/slurm-gcp-6-10-ubuntu-2204-lts-nvidia-570-v20260101"
+	got := ClusterApplied(st, c, node, eff, t0.Add(time.Minute))
+	if d := cmp.Diff([]string{"PutCluster", "PutPool:a3u", "PutPool:a3u", "EnsurePool:a3u"}, kinds(got)); d != "" {
+		t.Fatalf("new image (-want +got):\n%s", d)
+	}
+	Apply(st, got)
+	if st.Pools["a3u"].Template == old {
+		t.Errorf("template %s kept its name with a new image", old)
+	}
+	if d := cmp.Diff(node, st.Cluster.Node); d != "" {
+		t.Errorf("stored node settings (-want +got):\n%s", d)
+	}
+	if st.Cluster.SpecVersion != 1 {
+		t.Errorf("spec version %d: new node settings are not a new spec", st.Cluster.SpecVersion)
 	}
 }
 
@@ -129,7 +164,7 @@ func TestClusterResize(t *testing.T) {
 		}
 	}
 	eff2, _ := c2.EffectiveJSON()
-	got := ClusterApplied(st, &c2, eff2, t0)
+	got := ClusterApplied(st, &c2, testNode, eff2, t0)
 	want := []string{"PutCluster", "PutPool:a3u", "PutNode:flexvm-a3u-1/requested", "CreateResizeRequest:rr-flexvm-a3u-1-g1=flexvm-a3u-1-g1"}
 	if d := cmp.Diff(want, kinds(got)); d != "" {
 		t.Fatalf("raise min (-want +got):\n%s", d)
@@ -138,7 +173,7 @@ func TestClusterResize(t *testing.T) {
 	st.Nodes["flexvm-a3u-1"].Phase = model.PhaseRunning
 	// Lower min back to 1: the surplus static node is released.
 	eff1, _ := c.EffectiveJSON()
-	got = ClusterApplied(st, c, eff1, t0)
+	got = ClusterApplied(st, c, testNode, eff1, t0)
 	want = []string{"PutCluster", "PutPool:a3u", "DeleteVMs:flexvm-a3u-1-g1", "Slurm:power_down:flexvm-a3u-1", "PutNode:flexvm-a3u-1/deleting"}
 	if d := cmp.Diff(want, kinds(got)); d != "" {
 		t.Fatalf("lower min (-want +got):\n%s", d)

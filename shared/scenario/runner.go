@@ -24,6 +24,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/gce"
 	"github.com/flexslurm/flexslurm/shared/harness"
+	"github.com/flexslurm/flexslurm/shared/instancetemplate"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
 	"github.com/flexslurm/flexslurm/shared/plan"
@@ -504,8 +505,14 @@ func (r *runner) createForeign(i int, v ForeignVM) error {
 	}
 	tmpl := fmt.Sprintf("user-tmpl-%d", i)
 	ctx := r.ctx
-	err := r.oob.EnsureInstanceTemplate(ctx, gce.TemplateSpec{Name: tmpl, MachineType: "n2-standard-8", ProvisioningModel: "STANDARD",
-		Network: r.spec.Network.Network, Subnetwork: r.spec.Network.Subnetwork, Labels: v.Labels, Description: "not flexslurm's"}, "")
+	err := r.oob.EnsureInstanceTemplate(ctx, instancetemplate.Template{Name: tmpl, Description: "not flexslurm's", Properties: instancetemplate.Properties{
+		MachineType: "n2-standard-8",
+		Disks: []instancetemplate.Disk{{Boot: true, AutoDelete: true, Type: "PERSISTENT",
+			InitializeParams: instancetemplate.InitializeParams{SourceImage: computesim.DebianImage}}},
+		NetworkInterfaces: []instancetemplate.NetworkInterface{{Network: r.spec.Network.Network, Subnetwork: r.spec.Network.Subnetwork}},
+		Scheduling:        instancetemplate.Scheduling{ProvisioningModel: "STANDARD"},
+		Labels:            v.Labels,
+	}}, "")
 	if err != nil {
 		return err
 	}
@@ -1187,8 +1194,9 @@ func (r *runner) publishApply(ref *ClusterRef, faults *DeliveryFaults, label str
 	if err != nil {
 		return err
 	}
+	node := harness.NodeSettings(c)
 	return r.publish(config.TopicClusterSpec, event.Cluster{Header: event.Header{Version: event.SchemaVersion, Type: event.TypeClusterApply, Cluster: c.ID},
-		Spec: eff, AppliedAt: r.now()}, faults, label)
+		Spec: eff, Node: &node, AppliedAt: r.now()}, faults, label)
 }
 
 func (r *runner) publishTick(cluster string, faults *DeliveryFaults, label string) {

@@ -30,6 +30,7 @@ type (
 		Zone                 string          `json:"zone"`
 		EnablePublicIPs      bool            `json:"enable_public_ips"`
 		BootDisk             wireBootDisk    `json:"boot_disk"`
+		NodeImage            string          `json:"node_image,omitempty"`
 	}
 	wireMachineSpec struct {
 		MachineType      string `json:"machine_type"`
@@ -86,6 +87,7 @@ func (c *Cluster) EffectiveJSON() ([]byte, error) {
 			Zone:              p.Zone,
 			EnablePublicIPs:   p.EnablePublicIPs,
 			BootDisk:          wireBootDisk{BootDiskType: p.BootDisk.Type, BootDiskSizeGB: p.BootDisk.SizeGB},
+			NodeImage:         p.NodeImage,
 		}
 		if p.IsFlexStart() {
 			wp.FlexStartMaxDuration = fmt.Sprintf("%ds", int64(p.FlexStartMaxDuration/time.Second))

@@ -151,6 +151,11 @@ type NodePool struct {
 	EnablePublicIPs bool
 	// BootDisk is the effective boot disk.
 	BootDisk BootDisk
+	// NodeImage is node_image: the pool's boot image, as an image
+	// ("projects/P/global/images/NAME") or an image family
+	// ("projects/P/global/images/family/F"); empty for the deployment's
+	// default image. `flexslurm apply` resolves a family to an image.
+	NodeImage string
 }
 
 // MachineSpec is a node pool's machine_spec.

@@ -21,6 +21,10 @@ var (
 	// poolIDRE bounds pool ids to 16 characters so that node and VM names
 	// built from cluster id, pool id and index fit Compute's 63.
 	poolIDRE = regexp.MustCompile(`^[a-z]([a-z0-9-]{0,14}[a-z0-9])?$`)
+	// nodeImageRE is node_image: an image or image family as a
+	// project-relative resource path
+	// (https://cloud.google.com/compute/docs/reference/rest/v1/images).
+	nodeImageRE = regexp.MustCompile(`^projects/[a-z0-9:.-]+/global/images/(family/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?$`)
 	// durationRE is flex_start_max_duration: whole seconds, "s" suffix.
 	durationRE = regexp.MustCompile(`^[0-9]+s$`)
 )
@@ -148,7 +152,7 @@ const clusterIDRule = "must be 1–10 lowercase letters and digits starting with
 // object.
 func (w *walker) nodePool(v *value, path, region string) (*NodePool, *poolRef) {
 	o := w.object(v, path, "id", "machine_spec", "provisioning_model", "flex_start_max_duration",
-		"scaling_spec", "zone", "enable_public_ips", "boot_disk")
+		"scaling_spec", "zone", "enable_public_ips", "boot_disk", "node_image")
 	if o == nil {
 		return nil, nil
 	}
@@ -301,6 +305,12 @@ func (w *walker) nodePool(v *value, path, region string) (*NodePool, *poolRef) {
 	}
 	if p.BootDisk.Type == "" {
 		p.BootDisk.Type = defaultBootDiskType(p.MachineSpec.MachineType)
+	}
+	if img, ok := o.optString("node_image"); ok && img != "" {
+		p.NodeImage = img
+		if !nodeImageRE.MatchString(img) {
+			w.add(o.get("node_image").pos, o.child("node_image"), "%q is not an image (projects/PROJECT/global/images/NAME) or image family (projects/PROJECT/global/images/family/FAMILY)", img)
+		}
 	}
 	return p, ref
 }

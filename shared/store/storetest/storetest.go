@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/flexslurm/flexslurm/shared/nodeconfig"
 	"github.com/flexslurm/flexslurm/shared/store"
 )
 
@@ -113,7 +114,16 @@ func sampleCluster(id string) *model.Cluster {
 		SpecVersion: 3,
 		SpecSHA256:  "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
 		Project:     "flexslurm-test",
-		UpdatedAt:   T0.In(east),
+		Node: nodeconfig.Settings{
+			Image:          "projects/debian-cloud/global/images/debian-12-bookworm-v20251111",
+			PoolImages:     map[string]string{"a": "projects/p/global/images/custom-1"},
+			ServiceAccount: "flexslurm-node@flexslurm-test.iam.gserviceaccount.com",
+			ConfServer:     id + "-controller",
+			MungeKeySecret: "projects/flexslurm-test/secrets/" + id + "-munge-key/versions/latest",
+			Home:           nodeconfig.Mount{Storage: "projects/p/locations/us-central1-a/instances/home", Type: nodeconfig.MountNFS, Source: "10.0.0.2:/home", Dir: "/home"},
+			Topics:         nodeconfig.Topics{Jobs: "job-pending", Health: "health-failure"},
+		},
+		UpdatedAt: T0.In(east),
 	}
 }
 
