@@ -448,7 +448,6 @@ func TestLogSink(t *testing.T) {
 		`logName="projects/my-proj/logs/cloudaudit.googleapis.com%2Fsystem_event"`,
 		`resource.type="gce_instance"`,
 		`logName="projects/my-proj/logs/cloudaudit.googleapis.com%2Factivity"`,
-		`protoPayload.methodName="v1.compute.instances.delete"`,
 		`protoPayload.serviceName="compute.googleapis.com"`,
 	} {
 		if !strings.Contains(filter, want) {

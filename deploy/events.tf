@@ -6,8 +6,11 @@ locals {
   # (methodName without a version prefix: compute.instances.preempted,
   # hostError, deferredDelete and deferredStop at the max run duration, …);
   # VM deletes, including those a MIG makes at the end of a resize request's
-  # run duration, are Admin Activity logs with method
-  # v1.compute.instances.delete. gcp.md §0.5, §2.2, §2.4.
+  # run duration, are Admin Activity logs whose method carries the API
+  # version the caller used (v1.compute.instances.delete,
+  # beta.compute.instances.delete, …), matched by the decoder's own pattern
+  # (shared/event DeleteMethodPattern; https://cloud.google.com/compute/docs/logging/audit-logging).
+  # deploy/logfilter_test.go runs this filter over recorded entries.
   expiry_log_filter = <<-EOT
     (logName="projects/${var.project}/logs/cloudaudit.googleapis.com%2Fsystem_event"
       AND protoPayload.serviceName="compute.googleapis.com"
@@ -15,7 +18,7 @@ locals {
     OR
     (logName="projects/${var.project}/logs/cloudaudit.googleapis.com%2Factivity"
       AND protoPayload.serviceName="compute.googleapis.com"
-      AND protoPayload.methodName="v1.compute.instances.delete")
+      AND protoPayload.methodName=~"^[a-z0-9]+[.]compute[.]instances[.]delete$")
   EOT
 }
 

@@ -18,7 +18,8 @@ const (
 	// by users, not documented, so both these and AuditDelete are handled).
 	AuditDeferredDelete AuditKind = "deferredDelete"
 	AuditDeferredStop   AuditKind = "deferredStop"
-	// AuditDelete: v1.compute.instances.delete (Admin Activity), by a user,
+	// AuditDelete: VERSION.compute.instances.delete (Admin Activity: v1,
+	// beta, alpha; DeleteMethodPattern), by a user,
 	// by flexslurm, or by the MIG's service agent when a resize-request VM
 	// reaches the end of its run duration.
 	AuditDelete AuditKind = "delete"
@@ -70,6 +71,17 @@ type logEntry struct {
 }
 
 var instanceResourceRe = regexp.MustCompile(`^projects/([^/]+)/zones/([^/]+)/instances/([^/]+)$`)
+
+// DeleteMethodPattern matches the Admin Activity method name of a VM delete
+// through any Compute API version: v1.compute.instances.delete,
+// beta.compute.instances.delete, … (audit method names carry the version the
+// caller used; googleapis/google-cloudevents AUDIT_CATALOG.md lists both v1
+// and beta). It is RE2, as the Logging query language's =~ operator takes,
+// and deploy/events.tf's sink filter uses this exact pattern, so the sink
+// routes what the decoder recognises (deploy/logfilter_test.go).
+const DeleteMethodPattern = `^[a-z0-9]+[.]compute[.]instances[.]delete$`
+
+var deleteMethodRe = regexp.MustCompile(DeleteMethodPattern)
 
 var interruptions = map[string]bool{
 	"compute.instances.preempted":                  true,
@@ -125,7 +137,7 @@ func DecodeAudit(data []byte) (*Audit, error) {
 		a.Kind = AuditDeferredDelete
 	case method == "compute.instances.deferredStop":
 		a.Kind = AuditDeferredStop
-	case strings.HasSuffix(method, ".compute.instances.delete") && !a.SystemEvent:
+	case deleteMethodRe.MatchString(method) && !a.SystemEvent:
 		a.Kind = AuditDelete
 	case interruptions[method]:
 		a.Kind = AuditInterruption
