@@ -79,7 +79,20 @@ func newGuests(sim *computesim.Sim, exe, slurmRoot, logDir, healthDir, pubsubHos
 	if err := os.MkdirAll(g.root, 0o755); err != nil {
 		return nil, err
 	}
+	g.stopLeftovers()
 	return g, nil
+}
+
+// stopLeftovers stops the slurmds that an earlier run's bootstraps started
+// under the same root and left running (after a crash): the simulated VMs
+// are gone with that run.
+func (g *guests) stopLeftovers() {
+	files, _ := filepath.Glob(filepath.Join(g.root, "run/flexslurm/slurmd-*.pid"))
+	for _, f := range files {
+		name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "slurmd-"), ".pid")
+		g.stopSlurmd(name)
+		os.Remove(f)
+	}
 }
 
 // metadataServer returns VM vm's metadata server, starting it when needed.
