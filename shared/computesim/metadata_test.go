@@ -121,6 +121,16 @@ func TestMetadataServerAnswersTheGoClient(t *testing.T) {
 		t.Errorf("request without Metadata-Flavor: %d %q, header %q", resp.StatusCode, body, resp.Header.Get("Metadata-Flavor"))
 	}
 
+	// A request relayed by a proxy (X-Forwarded-For) is refused too.
+	req, _ := http.NewRequest(http.MethodGet, "http://"+ms.Addr()+"/computeMetadata/v1/instance/name", nil)
+	req.Header.Set("Metadata-Flavor", "Google")
+	req.Header.Set("X-Forwarded-For", "10.0.0.9")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 403 {
+		t.Errorf("request with X-Forwarded-For: %v, %v; want 403", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+
 	// Once the VM is gone, nothing is defined.
 	if err := do(e.inst.Delete(e.ctx, &computepb.DeleteInstanceRequest{Project: testProject, Zone: testZone, Instance: "pool-0"})); err != nil {
 		t.Fatal(err)
