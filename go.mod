@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	cloud.google.com/go/compute v1.75.0
+	cloud.google.com/go/compute/metadata v0.10.0
 	cloud.google.com/go/firestore v1.29.2
 	cloud.google.com/go/iam v1.14.0
 	cloud.google.com/go/pubsub/v2 v2.9.0
@@ -15,6 +16,7 @@ require (
 	github.com/googleapis/gax-go/v2 v2.27.0
 	github.com/hashicorp/hcl/v2 v2.25.0
 	github.com/zclconf/go-cty v1.19.0
+	golang.org/x/oauth2 v0.38.0
 	gonum.org/v1/plot v0.17.0
 	google.golang.org/api v0.315.0
 	google.golang.org/genproto v0.0.0-20261012220534-4341edf3f941
@@ -27,7 +29,6 @@ require (
 	cloud.google.com/go v0.123.0 // indirect
 	cloud.google.com/go/auth v0.24.1-0.20261001053825-dbc26066f70a // indirect
 	cloud.google.com/go/auth/oauth2adapt v0.3.1 // indirect
-	cloud.google.com/go/compute/metadata v0.10.0 // indirect
 	cloud.google.com/go/functions v1.19.3 // indirect
 	cloud.google.com/go/longrunning v1.3.0 // indirect
 	codeberg.org/go-fonts/liberation v0.5.0 // indirect
@@ -63,7 +64,6 @@ require (
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/mod v0.43.0 // indirect
 	golang.org/x/net v0.62.0 // indirect
-	golang.org/x/oauth2 v0.38.0 // indirect
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect

@@ -26,7 +26,7 @@ func cmdLocal(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&o.Speedup, "speedup", 10080, "simulated clock speed-up over wall time (10080: a week per minute)")
 	fs.DurationVar(&o.CapacityDelay, "capacity-delay", 30*time.Minute, "simulated wait for Flex-Start capacity per resize request")
 	fs.DurationVar(&o.TickEvery, "tick", time.Second, "wall-clock period of the reconcile tick")
-	fs.StringVar(&o.Project, "project", "flexslurm-local", "emulated Google Cloud project")
+	fs.StringVar(&o.Project, "project", "", "emulated Google Cloud project (default: the spec's)")
 	fs.StringVar(&o.RunDir, "run-dir", ".run/local", "directory for the logs of the emulators, simulator, functions and Slurm")
 	fs.BoolVar(&o.NoSlurm, "no-slurm", false, "run without Slurm (no slurmctld or slurmd; the demo publishes the hooks' job reports itself)")
 	fs.BoolVar(&o.MakeBeforeBreak, "make-before-break", false, "request static nodes' successors ahead of their end (its lead time is inflated by the scaled clock)")

@@ -2,7 +2,8 @@
 // min_node_count when a cluster spec is applied (cluster-spec topic),
 // provisions Flex-Start capacity for pending Slurm jobs (job-pending topic),
 // never beyond max_node_count, and releases the VMs of nodes Slurm powers
-// down (node.suspend, node.resume_failed on the same topic). Decisions live in shared/plan; this package
+// down (node.suspend, node.resume_failed on the same topic) or whose
+// bootstrap failed (node.bootstrap_failed). Decisions live in shared/plan; this package
 // only decodes, scopes and hands over to shared/apply.
 package scaleup
 
@@ -62,6 +63,8 @@ func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
 		err = h.job(ctx, msg)
 	case event.TypeNodeSuspend, event.TypeResumeFailed:
 		err = h.power(ctx, msg)
+	case event.TypeBootstrapFail:
+		err = h.bootstrap(ctx, msg)
 	default:
 		err = fmt.Errorf("%w: type %q is not handled by ScaleUp", event.ErrMalformed, hdr.Type)
 	}
@@ -155,6 +158,24 @@ func (h *Handler) power(ctx context.Context, msg *event.Message) error {
 		Flow: Flow, EventID: msg.ID, Scope: scope,
 		Decide: func(st *model.State, now time.Time) ([]plan.Action, error) {
 			return plan.NodePower(st, ev, now)
+		},
+	})
+	return err
+}
+
+func (h *Handler) bootstrap(ctx context.Context, msg *event.Message) error {
+	ev, err := event.DecodeBootstrap(msg.Data)
+	if err != nil {
+		return err
+	}
+	scope := store.Scope{Cluster: ev.Cluster}
+	if _, p, _, ok := naming.ParseNodeName(ev.Node); ok {
+		scope.Pools = []string{p}
+	}
+	_, err = h.r.Process(ctx, apply.Input{
+		Flow: Flow, EventID: msg.ID, Scope: scope,
+		Decide: func(st *model.State, now time.Time) ([]plan.Action, error) {
+			return plan.NodeBootstrapFailed(st, ev, now)
 		},
 	})
 	return err

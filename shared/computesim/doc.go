@@ -26,7 +26,10 @@
 //   - the Cloud Audit Logs entries that a Logging sink → Pub/Sub would deliver
 //     when a VM is deleted (at the end of its run duration or by an API call),
 //     handed to an injected sink;
-//   - an error-injection seam and introspection for tests and demos.
+//   - an error-injection seam and introspection for tests and demos;
+//   - each VM's metadata server on a listener of its own (metadata.go), and
+//     a minimal Secret Manager versions:access endpoint
+//     (secretmanager.go), so that a node's bootstrap runs unmodified.
 //
 // # Wire format
 //

@@ -41,18 +41,19 @@ func malformed(format string, args ...any) error {
 
 // Payload types, in the "type" field of every payload.
 const (
-	TypeJobPending    = "job.pending"          // Slurm put the job in PENDING and asked for nodes (ResumeProgram), or it was requeued
-	TypeJobStarted    = "job.started"          // the job started (PrologSlurmctld)
-	TypeJobFinished   = "job.finished"         // the job ended (EpilogSlurmctld)
-	TypeJobCancelled  = "job.cancelled"        // the job was cancelled while pending
-	TypeClusterApply  = "cluster.applied"      // a validated cluster spec was applied (created or resized)
-	TypeHealthFailure = "health.failure"       // a node's health check failed or was inconclusive
-	TypeReconcileTick = "reconcile.tick"       // Cloud Scheduler's periodic tick
-	TypeSlurmCommand  = "slurm.command"        // a command for the Slurm agent
-	TypeNodeSuspend   = "node.suspend"         // Slurm powered nodes down (SuspendProgram): release their VMs
-	TypeResumeFailed  = "node.resume_failed"   // Slurm gave up on nodes it resumed (ResumeFailProgram)
-	TypeSlurmSnapshot = "slurm.snapshot"       // the agent's periodic view of Slurm, for the reconciler
-	TypeCommandResult = "slurm.command_result" // the agent's report of one command it ran
+	TypeJobPending    = "job.pending"           // Slurm put the job in PENDING and asked for nodes (ResumeProgram), or it was requeued
+	TypeJobStarted    = "job.started"           // the job started (PrologSlurmctld)
+	TypeJobFinished   = "job.finished"          // the job ended (EpilogSlurmctld)
+	TypeJobCancelled  = "job.cancelled"         // the job was cancelled while pending
+	TypeClusterApply  = "cluster.applied"       // a validated cluster spec was applied (created or resized)
+	TypeHealthFailure = "health.failure"        // a node's health check failed or was inconclusive
+	TypeReconcileTick = "reconcile.tick"        // Cloud Scheduler's periodic tick
+	TypeSlurmCommand  = "slurm.command"         // a command for the Slurm agent
+	TypeNodeSuspend   = "node.suspend"          // Slurm powered nodes down (SuspendProgram): release their VMs
+	TypeResumeFailed  = "node.resume_failed"    // Slurm gave up on nodes it resumed (ResumeFailProgram)
+	TypeBootstrapFail = "node.bootstrap_failed" // a VM's bootstrap (flexslurm node boot) failed: its node will not register
+	TypeSlurmSnapshot = "slurm.snapshot"        // the agent's periodic view of Slurm, for the reconciler
+	TypeCommandResult = "slurm.command_result"  // the agent's report of one command it ran
 )
 
 // Header is common to every payload.
@@ -131,6 +132,66 @@ type Node struct {
 	Nodes      []string  `json:"nodes"`            // Slurm node names (expanded hostlist), at most 10000
 	Reason     string    `json:"reason,omitempty"` // at most 512 bytes
 	ReportedAt time.Time `json:"reported_at,omitzero"`
+}
+
+// Bootstrap steps a node.bootstrap_failed names (Bootstrap.Step).
+const (
+	BootstrapStepIdentity = "identity" // instance name, zone, project or the node config attribute
+	BootstrapStepFirewall = "firewall" // restricting the metadata server to root
+	BootstrapStepMungeKey = "munge_key"
+	BootstrapStepHome     = "home"
+	BootstrapStepMunged   = "munged"
+	BootstrapStepHooks    = "hooks"
+	BootstrapStepSlurmd   = "slurmd"
+)
+
+// Bootstrap reports that a VM's bootstrap failed (type
+// node.bootstrap_failed), published by the VM to the job-pending topic: its
+// node will not register in Slurm. flexslurm counts it toward the pool's
+// bootstrap breaker and replaces the VM.
+type Bootstrap struct {
+	Header
+	Node   string `json:"node"`    // Slurm node name
+	VMName string `json:"vm_name"` // "<node>-g<generation>"
+	// Step is the step that failed (BootstrapStep*).
+	Step string `json:"step"`
+	// Error is the failure, at most 512 bytes.
+	Error    string    `json:"error,omitempty"`
+	FailedAt time.Time `json:"failed_at,omitzero"`
+}
+
+var bootstrapSteps = []string{BootstrapStepIdentity, BootstrapStepFirewall, BootstrapStepMungeKey, BootstrapStepHome,
+	BootstrapStepMunged, BootstrapStepHooks, BootstrapStepSlurmd}
+
+// DecodeBootstrap decodes and validates a node.bootstrap_failed payload.
+func DecodeBootstrap(data []byte) (*Bootstrap, error) {
+	var b Bootstrap
+	if err := decodeStrict(data, &b); err != nil {
+		return nil, err
+	}
+	if _, err := PeekHeader(data); err != nil {
+		return nil, err
+	}
+	if b.Type != TypeBootstrapFail {
+		return nil, malformed("type %q is not %s", b.Type, TypeBootstrapFail)
+	}
+	if !ValidNodeName(b.Node) {
+		return nil, malformed("node %q is not a valid node name", b.Node)
+	}
+	if gen, ok := strings.CutPrefix(b.VMName, b.Node+"-g"); !ok || gen == "" || strings.Trim(gen, "0123456789") != "" || !ValidNodeName(b.VMName) {
+		return nil, malformed("vm_name %q is not a VM of node %s (<node>-g<generation>)", b.VMName, b.Node)
+	}
+	found := false
+	for _, s := range bootstrapSteps {
+		found = found || s == b.Step
+	}
+	if !found {
+		return nil, malformed("step %q is not one of %s", b.Step, strings.Join(bootstrapSteps, ", "))
+	}
+	if len(b.Error) > MaxHealthReasonBytes {
+		return nil, malformed("error of %d bytes is above the limit of %d", len(b.Error), MaxHealthReasonBytes)
+	}
+	return &b, nil
 }
 
 // SnapshotNode is one node in a Slurm snapshot.

@@ -233,6 +233,9 @@ func (s *System) demoSlurm(ctx context.Context, ss *slurmSide) error {
 		fmt.Sprintf("%s was provisioned again for job %s (VM %s, %s)", busy, pinned, n.VMName, n.Phase))
 	ss.scancel(ctx, pinned)
 
-	s.TL.Step(6, "invariants")
+	s.TL.Step(6, fmt.Sprintf("no user job becomes root of the cluster: on %s, booted by flexslurm node boot, a job of nobody reads neither the munge key nor the node service account's token; root's does", static))
+	ok = s.demoNoRootJobs(ctx, ss, static, part, stepWait) && ok
+
+	s.TL.Step(7, "invariants")
 	return s.invariants(ctx, pool.ID, true, started, ok, check, "demo finished: every outcome matches the seed, with real Slurm jobs")
 }

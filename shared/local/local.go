@@ -48,7 +48,9 @@ type Options struct {
 	// TickEvery is the wall-clock period of the reconcile tick (Cloud
 	// Scheduler's stand-in). Default 1 s.
 	TickEvery time.Duration
-	// Project is the (emulated) Google Cloud project. Default "flexslurm-local".
+	// Project is the (emulated) Google Cloud project. Default: the spec's
+	// (its name's projects/PROJECT), the project a deployment's functions,
+	// topics and node config share.
 	Project string
 	// RunDir receives logs. Default .run/local.
 	RunDir string
@@ -84,9 +86,6 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.TickEvery <= 0 {
 		o.TickEvery = time.Second
-	}
-	if o.Project == "" {
-		o.Project = "flexslurm-local"
 	}
 	if o.RunDir == "" {
 		o.RunDir = filepath.Join(".run", "local")
@@ -190,6 +189,9 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 	c, err := spec.Load(opts.SpecPath)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Project == "" {
+		opts.Project = c.Project
 	}
 	if _, err := emulator.Locate(); err != nil {
 		return nil, fmt.Errorf("the local system needs the Firestore and Pub/Sub emulators: %w", err)

@@ -50,14 +50,16 @@ const (
 	localSnapshotEvery = 2 * time.Second
 )
 
-// slurmSide is the local system's Slurm: munged, slurmctld with one CLOUD
-// partition per partition of the spec's Flex-Start pools, the hooks
-// (linked to the flexslurm binary and configured to publish to the Pub/Sub
-// emulator), the agent, and one slurmd per running VM — started when the
-// Compute simulator shows the VM RUNNING and stopped when it stops, as the
-// VM's guest would.
+// slurmSide is the local system's Slurm: munged, slurmctld (configless)
+// with one CLOUD partition per partition of the spec's Flex-Start pools,
+// the controller-side hooks (linked to the flexslurm binary and configured
+// to publish to the Pub/Sub emulator), the agent, and the guests of the
+// running VMs: when the Compute simulator shows a VM RUNNING, its guest
+// runs `flexslurm node boot` (guests), which starts the node's slurmd and
+// installs the node-side hooks; when it stops, so does its slurmd.
 type slurmSide struct {
 	lc        *slurm.LocalCluster
+	g         *guests
 	r         *slurm.Runner
 	tl        *Timeline
 	healthDir string
@@ -69,7 +71,8 @@ type slurmSide struct {
 	agent  chan error // Run's result
 
 	mu     sync.Mutex
-	vms    map[string]string // node → the VM its slurmd runs for (or starts for)
+	vms    map[string]string              // node → the VM its slurmd runs for (or starts for)
+	insts  map[string]computesim.Instance // node → that VM
 	locks  map[string]*sync.Mutex
 	wg     sync.WaitGroup
 	closed bool
@@ -122,7 +125,8 @@ func (s *System) startSlurm(ctx context.Context) (*slurmSide, error) {
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	ss := &slurmSide{lc: lc, r: lc.Runner(), tl: s.TL, cluster: s.Spec.ID, log: log, ctx: sctx, cancel: cancel,
-		healthDir: filepath.Join(lc.Root, "health"), vms: map[string]string{}, locks: map[string]*sync.Mutex{}}
+		healthDir: filepath.Join(lc.Root, "health"), vms: map[string]string{}, insts: map[string]computesim.Instance{},
+		locks: map[string]*sync.Mutex{}}
 	ok := false
 	defer func() {
 		if !ok {
@@ -151,7 +155,10 @@ func (s *System) startSlurm(ctx context.Context) (*slurmSide, error) {
 	if err := lc.WriteConfig(s.Spec, slurm.ConfigOptions{
 		Exe: exe, SuspendTimeout: localSuspendTimeout, HealthCheckInterval: -1, DefaultTime: time.Hour,
 		SchedInterval: localSchedInterval,
-		Extra:         []string{fmt.Sprintf("AuthInfo=cred_expire=%d", localCredExpire)},
+		// Nodes fetch slurm.conf from slurmctld; their hooks are where
+		// each VM's bootstrap links them.
+		Configless: true, NodeHookDir: guestHookDir(lc.Root),
+		Extra: []string{fmt.Sprintf("AuthInfo=cred_expire=%d", localCredExpire)},
 	}); err != nil {
 		return nil, err
 	}
@@ -177,6 +184,9 @@ func (s *System) startSlurm(ctx context.Context) (*slurmSide, error) {
 		return nil, err
 	}
 	if err := lc.Start(ctx); err != nil {
+		return nil, err
+	}
+	if ss.g, err = newGuests(s.Sim, exe, lc.Root, filepath.Join(lc.Root, "log"), ss.healthDir, s.Emu.PubSub.Addr(), s.Clock.String()); err != nil {
 		return nil, err
 	}
 	s.TL.Say(fmt.Sprintf("Slurm up: munged and slurmctld, slurm.conf %s, partitions %v; hooks in %s", lc.ConfPath, partitions(lc), lc.HookDir()))
@@ -323,9 +333,10 @@ func (ss *slurmSide) do(node string, f func()) {
 	}()
 }
 
-// vmRunning starts the node's slurmd for a VM that became RUNNING (created,
-// or back from a host repair), MinNodeStartDelay later: a VM's slurmd
-// registers after the resume request that powered the node up.
+// vmRunning boots a VM that became RUNNING (created, or back from a host
+// repair) — `flexslurm node boot`, which starts the node's slurmd —
+// MinNodeStartDelay later: a VM's slurmd registers after the resume
+// request that powered the node up.
 func (ss *slurmSide) vmRunning(in computesim.Instance) {
 	node := ss.nodeOf(in.Name)
 	if node == "" {
@@ -336,7 +347,7 @@ func (ss *slurmSide) vmRunning(in computesim.Instance) {
 		ss.mu.Lock()
 		prev := ss.vms[node]
 		ss.mu.Unlock()
-		if prev != "" && prev != in.Name && ss.lc.NodeRunning(node) {
+		if prev != "" && prev != in.Name && ss.g.slurmdRunning(node) {
 			ss.stopNode(node, prev, "its VM was replaced")
 		}
 		// A VM that (re)starts runs on a host with healthy GPUs.
@@ -349,6 +360,7 @@ func (ss *slurmSide) vmRunning(in computesim.Instance) {
 		}
 		ss.mu.Lock()
 		ss.vms[node] = in.Name
+		ss.insts[node] = in
 		ss.mu.Unlock()
 		// A node Slurm is still powering down (the previous VM's end)
 		// ignores a registration: a real VM boots for longer than
@@ -365,12 +377,14 @@ func (ss *slurmSide) vmRunning(in computesim.Instance) {
 			}
 			seen = time.Now()
 		}
-		if err := ss.lc.StartNodeAfter(ss.ctx, node, seen); err != nil {
-			ss.log.Error("starting slurmd", "node", node, "vm", in.Name, "error", err)
-			ss.tl.Say(fmt.Sprintf("slurmd of %s did not start: %v", node, err))
+		if err := ss.bootAfter(node, in, seen); err != nil {
+			ss.log.Error("booting the VM", "node", node, "vm", in.Name, "error", err)
+			if ss.ctx.Err() == nil && !errors.Is(err, errVMGone) {
+				ss.tl.Say(fmt.Sprintf("VM %s did not boot: %v", in.Name, err))
+			}
 			return
 		}
-		ss.tl.Say(fmt.Sprintf("VM %s booted: slurmd -D -b -N %s started", in.Name, node))
+		ss.tl.Say(fmt.Sprintf("VM %s booted (flexslurm node boot): slurmd -N %s --conf-server started", in.Name, node))
 	})
 }
 
@@ -392,13 +406,33 @@ func (ss *slurmSide) vmStopping(in computesim.Instance, why string) {
 	})
 }
 
+// bootAfter runs the VM's bootstrap once MinNodeStartDelay has passed since
+// resumedAt.
+func (ss *slurmSide) bootAfter(node string, in computesim.Instance, resumedAt time.Time) error {
+	if wait := time.Until(resumedAt.Add(slurm.MinNodeStartDelay)); wait > 0 {
+		select {
+		case <-ss.ctx.Done():
+			return ss.ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+	return ss.g.boot(ss.ctx, in)
+}
+
 func (ss *slurmSide) stopNode(node, vm, why string) {
+	// The VM's end: its slurmd, then what still runs for the node (jobs,
+	// slurmstepd), then its metadata server and the rule that guarded it.
+	ss.g.stopSlurmd(node)
 	if err := ss.lc.StopNode(node); err != nil {
 		ss.log.Error("stopping slurmd", "node", node, "vm", vm, "error", err)
+	}
+	if err := ss.g.shutdown(vm); err != nil {
+		ss.log.Error("ending the VM's guest", "node", node, "vm", vm, "error", err)
 	}
 	ss.mu.Lock()
 	if ss.vms[node] == vm {
 		delete(ss.vms, node)
+		delete(ss.insts, node)
 	}
 	ss.mu.Unlock()
 	ss.tl.Say(fmt.Sprintf("VM %s %s: slurmd of %s stopped", vm, why, node))
@@ -429,7 +463,7 @@ func (ss *slurmSide) watchPowerUps(every time.Duration) {
 		}
 		ss.mu.Unlock()
 		for _, name := range nodes {
-			if !ss.lc.NodeRunning(name) {
+			if !ss.g.slurmdRunning(name) {
 				delete(started, name)
 				continue
 			}
@@ -443,14 +477,14 @@ func (ss *slurmSide) watchPowerUps(every time.Duration) {
 			delete(started, name)
 			ss.mu.Lock()
 			vm := ss.vms[name]
+			in := ss.insts[name]
 			ss.mu.Unlock()
 			node := name
 			ss.do(node, func() {
-				if err := ss.lc.StopNode(node); err != nil {
-					ss.log.Error("restarting slurmd", "node", node, "error", err)
-					return
-				}
-				if err := ss.lc.StartNodeAfter(ss.ctx, node, time.Now()); err != nil {
+				ss.g.stopSlurmd(node)
+				// The bootstrap again: every other step is in place, so it
+				// only starts slurmd.
+				if err := ss.bootAfter(node, in, time.Now()); err != nil {
 					ss.log.Error("restarting slurmd", "node", node, "error", err)
 					return
 				}
@@ -475,7 +509,23 @@ func (ss *slurmSide) stop() {
 			ss.log.Error("the agent did not stop within 15 s")
 		}
 	}
+	if ss.g != nil {
+		ss.mu.Lock()
+		running := map[string]string{}
+		for n, vm := range ss.vms {
+			running[n] = vm
+		}
+		ss.mu.Unlock()
+		for n, vm := range running {
+			ss.stopNode(n, vm, "stops with the local system")
+		}
+	}
 	if err := ss.lc.Stop(); err != nil {
 		ss.log.Error("stopping Slurm", "error", err)
+	}
+	if ss.g != nil {
+		if err := ss.g.close(); err != nil {
+			ss.log.Error("ending the VMs' guests", "error", err)
+		}
 	}
 }

@@ -198,13 +198,14 @@ func (b *builder) queueTimedOut(pool *model.Pool, node model.Node, rr ObservedRe
 	return true
 }
 
-// bootstrapFailed counts a VM whose node never registered in Slurm, and
-// opens the pool's breaker at the threshold.
-func (b *builder) bootstrapFailed(pool *model.Pool, node model.Node) {
+// bootstrapFailed counts a VM whose node never registered in Slurm (what
+// says so: the reconciler, or the VM's own bootstrap), and opens the
+// pool's breaker at the threshold.
+func (b *builder) bootstrapFailed(pool *model.Pool, node model.Node, what string) {
 	p := *b.st.Pools[pool.ID]
 	p.BootstrapFailures++
 	b.add(Metric{Name: MetricBootstrapFailures, Labels: map[string]string{"pool": p.ID}, Reason: node.VMName})
-	why := fmt.Sprintf("VM %s ran but node %s never registered in Slurm (%d consecutive)", node.VMName, node.Name, p.BootstrapFailures)
+	why := fmt.Sprintf("%s (%d consecutive)", what, p.BootstrapFailures)
 	if p.BootstrapFailures >= b.pol.BreakerThreshold {
 		p.BreakerOpenedAt = b.now
 		p.Condition, p.ConditionSince = fmt.Sprintf("BootstrapFailures: %d consecutive nodes never registered; provisioning stopped until %s", p.BootstrapFailures, b.now.Add(b.pol.BreakerCooldown).Format(time.RFC3339)), b.now

@@ -381,21 +381,29 @@ func (b *builder) act(pool *model.Pool, node model.Node, vm VM, outcome Outcome,
 		return false
 	case OutcomeReplace:
 		if !node.Registered {
-			b.bootstrapFailed(pool, node)
+			b.bootstrapFailed(pool, node, fmt.Sprintf("VM %s ran but node %s never registered in Slurm", node.VMName, node.Name))
 			pool = b.st.Pools[pool.ID]
 		}
-		del(node.VMName, why)
-		if kindOf(node, pool) == model.NodeStatic {
-			b.generationEnded(pool, node, model.EndLost, why+": replaced")
-		} else {
-			b.slurm(event.SlurmPowerDownForce, []string{node.Name}, "", "flexslurm: "+rule.Why, node.VMName)
-			node.Phase = model.PhaseDeleting
-			node.LastEnd = model.EndLost
-			b.putNode(node, why+": released")
-		}
+		b.replaceLost(pool, node, why, "flexslurm: "+rule.Why)
 		return true
 	}
 	return false
+}
+
+// replaceLost deletes a node's VM that will never serve: a static node
+// gets a new generation at once, a dynamic node is powered down in Slurm
+// (its job, requeued, asks for it again).
+func (b *builder) replaceLost(pool *model.Pool, node model.Node, why, slurmReason string) {
+	b.add(DeleteVMs{Pool: pool.ID, VMs: []string{node.VMName},
+		RequestID: naming.RequestID("delete-instances", pool.MIG+"/"+node.VMName), Reason: why})
+	if kindOf(node, pool) == model.NodeStatic {
+		b.generationEnded(pool, node, model.EndLost, why+": replaced")
+		return
+	}
+	b.slurm(event.SlurmPowerDownForce, []string{node.Name}, "", slurmReason, node.VMName)
+	node.Phase = model.PhaseDeleting
+	node.LastEnd = model.EndLost
+	b.putNode(node, why+": released")
 }
 
 // reconcileRequested follows the resize request of a requested node whose

@@ -33,6 +33,10 @@ const (
 // HookNames lists every hook, in slurm.conf order.
 var HookNames = []string{HookResume, HookSuspend, HookResumeFail, HookPrologCtld, HookEpilogCtld, HookProlog, HookEpilog, HookHealth}
 
+// nodeHooks run on the nodes (as root, by slurmd); the others beside
+// slurmctld.
+var nodeHooks = []string{HookProlog, HookEpilog, HookHealth}
+
 // hookParams maps each hook to its slurm.conf parameter.
 var hookParams = map[string]string{
 	HookResume:     "ResumeProgram",
@@ -99,6 +103,14 @@ type ConfigOptions struct {
 	Exe string
 	// HookDir receives the hook links; "<Root>/hooks" when empty.
 	HookDir string
+	// NodeHookDir, when set, is where the node-side hooks (Prolog, Epilog,
+	// HealthCheckProgram) are named in slurm.conf: the directory that each
+	// node's bootstrap (`flexslurm node boot --hook-dir`) fills with links
+	// and their hooks.json. Empty: HookDir.
+	NodeHookDir string
+	// Configless adds enable_configless to SlurmctldParameters: slurmds
+	// started with --conf-server fetch slurm.conf from slurmctld.
+	Configless bool
 	// ResumeTimeout, SuspendTime and SuspendTimeout: DefaultResumeTimeout,
 	// DefaultSuspendTime and DefaultSuspendTimeout when zero. Whole
 	// seconds; ResumeTimeout at most 65535 s.
@@ -218,7 +230,11 @@ func BuildConfig(c *spec.Cluster, o ConfigOptions, root, hookDir string) ([]byte
 	w("KillWait=5")
 	w("# Power saving: Flex-Start nodes are CLOUD nodes, powered up by ResumeProgram.")
 	w("PrivateData=cloud")
-	w("SlurmctldParameters=idle_on_node_suspend")
+	if o.Configless {
+		w("SlurmctldParameters=idle_on_node_suspend,enable_configless")
+	} else {
+		w("SlurmctldParameters=idle_on_node_suspend")
+	}
 	w("ResumeTimeout=%d", int(o.ResumeTimeout/time.Second))
 	w("SuspendTime=%d", int(o.SuspendTime/time.Second))
 	w("SuspendTimeout=%d", int(o.SuspendTimeout/time.Second))
@@ -245,7 +261,11 @@ func BuildConfig(c *spec.Cluster, o ConfigOptions, root, hookDir string) ([]byte
 		if h == HookHealth && o.HealthCheckInterval < 0 {
 			continue
 		}
-		w("%s=%s", hookParams[h], filepath.Join(hookDir, HookLinkPrefix+h))
+		dir := hookDir
+		if o.NodeHookDir != "" && slices.Contains(nodeHooks, h) {
+			dir = o.NodeHookDir
+		}
+		w("%s=%s", hookParams[h], filepath.Join(dir, HookLinkPrefix+h))
 	}
 	if o.HealthCheckInterval >= 0 {
 		w("HealthCheckInterval=%d", int(o.HealthCheckInterval/time.Second))

@@ -378,6 +378,22 @@ func TestBuildConfig(t *testing.T) {
 	if _, _, err := BuildConfig(c, ConfigOptions{Exe: "flexslurm"}, "/x", "/y"); err == nil {
 		t.Errorf("relative Exe: want an error")
 	}
+	if strings.Contains(text, "enable_configless") {
+		t.Errorf("configless without Configless:\n%s", text)
+	}
+	cl, _, err := BuildConfig(c, ConfigOptions{Exe: "/f", Configless: true, NodeHookDir: "/etc/flexslurm/hooks"}, "/x", "/y")
+	for _, line := range []string{
+		"SlurmctldParameters=idle_on_node_suspend,enable_configless",
+		"Prolog=/etc/flexslurm/hooks/flexslurm-hook-prolog",
+		"Epilog=/etc/flexslurm/hooks/flexslurm-hook-epilog",
+		"HealthCheckProgram=/etc/flexslurm/hooks/flexslurm-hook-healthcheck",
+		"PrologSlurmctld=/y/flexslurm-hook-prolog-ctld",
+		"ResumeProgram=/y/flexslurm-hook-resume",
+	} {
+		if err != nil || !strings.Contains(string(cl), "\n"+line+"\n") {
+			t.Errorf("configless slurm.conf lacks %q (%v):\n%s", line, err, cl)
+		}
+	}
 	if _, _, err := BuildConfig(c, ConfigOptions{Exe: "/f", ResumeTimeout: 70000 * time.Second}, "/x", "/y"); err == nil {
 		t.Errorf("ResumeTimeout above 65535 s: want an error")
 	}

@@ -1,0 +1,75 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/flexslurm/flexslurm/shared/slurm"
+)
+
+// probeScript is a job that tries to become root of the cluster: read the
+// munge key, and fetch the node service account's token from the VM's
+// metadata server at addr. It prints key=READ|DENIED token=GOT|DENIED.
+func probeScript(addr string) string {
+	return "if /usr/bin/cat /etc/munge/munge.key >/dev/null 2>&1; then k=READ; else k=DENIED; fi; " +
+		"if /usr/bin/curl -sf -m 5 -o /dev/null -H 'Metadata-Flavor: Google' " +
+		"http://" + addr + "/computeMetadata/v1/instance/service-accounts/default/token; then t=GOT; else t=DENIED; fi; " +
+		"echo key=$k token=$t"
+}
+
+// demoNoRootJobs submits, to node (up, booted by `flexslurm node boot`), a
+// job as the unprivileged user nobody and the same job as root: nobody
+// must read neither the munge key nor the node service account's token,
+// root must get both (so the check can fail). It returns whether both
+// hold.
+func (s *System) demoNoRootJobs(ctx context.Context, ss *slurmSide, node, part string, wait time.Duration) bool {
+	ss.mu.Lock()
+	vm := ss.vms[node]
+	ss.mu.Unlock()
+	addr := ss.g.metadataAddr(vm)
+	if addr == "" {
+		return s.TL.Check(false, fmt.Sprintf("VM %s of %s has a metadata server", vm, node))
+	}
+	outDir := ss.lc.HookLogDir() // mode 1777: nobody writes its output there
+	submit := func(user string) (string, error) {
+		args := []string{"--parsable", "-p", part, "-N", "1", "-w", node, "--time", "5", "-J", "probe-" + user,
+			"--chdir", "/tmp", "-o", filepath.Join(outDir, "probe-%j.out"), "--wrap", probeScript(addr)}
+		var cmd *exec.Cmd
+		if user == "root" {
+			cmd = exec.CommandContext(ctx, "/usr/bin/sbatch", args...)
+		} else {
+			cmd = exec.CommandContext(ctx, "/usr/sbin/runuser", append([]string{"-u", user, "--", "/usr/bin/sbatch"}, args...)...)
+		}
+		cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+		cmd.Dir = "/tmp"
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("sbatch as %s: %w: %s", user, err, strings.TrimSpace(string(out)))
+		}
+		id, _, _ := strings.Cut(strings.TrimSpace(string(out)), ";")
+		return id, nil
+	}
+	result := func(user string) string {
+		id, err := submit(user)
+		if err != nil {
+			ss.tl.Say(err.Error())
+			return ""
+		}
+		var jl slurm.JobInfo
+		if !s.waitFor(ctx, wait, ss.jobIs(ctx, id, &jl, func(j slurm.JobInfo) bool { return j.State == slurm.JobCompleted })) {
+			ss.tl.Say(fmt.Sprintf("job %s of %s did not complete (%s)", id, user, jl.State))
+			return ""
+		}
+		b, _ := os.ReadFile(filepath.Join(outDir, "probe-"+id+".out"))
+		return strings.TrimSpace(string(b))
+	}
+	nobody := result("nobody")
+	root := result("root")
+	ok := s.TL.Check(nobody == "key=DENIED token=DENIED", fmt.Sprintf("a job of nobody on %s reads neither the munge key nor the node service account's token (%q)", node, nobody))
+	return s.TL.Check(root == "key=READ token=GOT", fmt.Sprintf("the same job as root on %s reads both (%q): the check can fail", node, root)) && ok
+}

@@ -1,0 +1,83 @@
+package node
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"hash/crc32"
+	"strings"
+
+	"golang.org/x/oauth2/google"
+	"google.golang.org/api/option"
+	secretmanager "google.golang.org/api/secretmanager/v1"
+
+	"github.com/flexslurm/flexslurm/shared/event"
+	"github.com/flexslurm/flexslurm/shared/pubsub"
+)
+
+// SecretManager reads secret versions with the Secret Manager REST client
+// (google.golang.org/api/secretmanager/v1) and the VM's service account's
+// token from the metadata server.
+type SecretManager struct {
+	svc *secretmanager.Service
+}
+
+// NewSecretManager returns a client of endpoint ("" for
+// https://secretmanager.googleapis.com/).
+func NewSecretManager(ctx context.Context, endpoint string) (*SecretManager, error) {
+	opts := []option.ClientOption{option.WithTokenSource(google.ComputeTokenSource("", "https://www.googleapis.com/auth/cloud-platform"))}
+	if endpoint != "" {
+		if !strings.HasSuffix(endpoint, "/") {
+			endpoint += "/"
+		}
+		opts = append(opts, option.WithEndpoint(endpoint))
+	}
+	svc, err := secretmanager.NewService(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("secret manager client: %w", err)
+	}
+	return &SecretManager{svc: svc}, nil
+}
+
+// Access implements Secrets, checking the payload's CRC32C when the API
+// sends one.
+func (m *SecretManager) Access(ctx context.Context, version string) ([]byte, error) {
+	r, err := m.svc.Projects.Secrets.Versions.Access(version).Context(ctx).Do()
+	if err != nil {
+		return nil, err
+	}
+	if r.Payload == nil {
+		return nil, fmt.Errorf("secret version %s: no payload", version)
+	}
+	data, err := base64.StdEncoding.DecodeString(r.Payload.Data)
+	if err != nil {
+		return nil, fmt.Errorf("secret version %s: payload: %w", version, err)
+	}
+	if r.Payload.DataCrc32c != 0 && int64(crc32.Checksum(data, crc32.MakeTable(crc32.Castagnoli))) != r.Payload.DataCrc32c {
+		return nil, fmt.Errorf("secret version %s: payload does not match its CRC32C", version)
+	}
+	return data, nil
+}
+
+// PubSubReporter publishes node.bootstrap_failed with the Pub/Sub client
+// (the emulator when PUBSUB_EMULATOR_HOST is set; otherwise the VM's
+// service account, through the metadata server).
+type PubSubReporter struct{}
+
+// BootstrapFailed implements Reporter.
+func (PubSubReporter) BootstrapFailed(ctx context.Context, project, topic string, ev event.Bootstrap) error {
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	c, err := pubsub.New(ctx, project)
+	if err != nil {
+		return fmt.Errorf("pubsub client: %w", err)
+	}
+	defer c.Close()
+	if _, err := c.Publish(ctx, topic, data, map[string]string{"type": ev.Type, "cluster": ev.Cluster}); err != nil {
+		return fmt.Errorf("publishing %s to %s: %w", ev.Type, topic, err)
+	}
+	return nil
+}

@@ -1,0 +1,216 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/compute/apiv1/computepb"
+	"cloud.google.com/go/compute/metadata"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/flexslurm/flexslurm/shared/clock"
+	"github.com/flexslurm/flexslurm/shared/computesim"
+	"github.com/flexslurm/flexslurm/shared/nodeconfig"
+)
+
+// needRoot skips a test that needs root, iptables, runuser, curl and the
+// munge user — loudly, or fails it when FLEXSLURM_REQUIRE_SLURM=1 (the
+// machines that run the local Slurm have them).
+func needRoot(t *testing.T) {
+	t.Helper()
+	var missing []string
+	if os.Geteuid() != 0 {
+		missing = append(missing, "root")
+	}
+	for _, p := range []string{IptablesPath, RunuserPath, MountPath, "/usr/bin/curl", "/usr/bin/umount"} {
+		if _, err := os.Stat(p); err != nil {
+			missing = append(missing, p)
+		}
+	}
+	for _, u := range []string{"munge", "nobody"} {
+		if _, err := user.Lookup(u); err != nil {
+			missing = append(missing, "user "+u)
+		}
+	}
+	if len(missing) == 0 {
+		if out, err := exec.Command(IptablesPath, "-w", "-L", "OUTPUT", "-n").CombinedOutput(); err != nil {
+			missing = append(missing, "a working iptables ("+strings.TrimSpace(string(out))+")")
+		}
+	}
+	if len(missing) > 0 {
+		msg := "SKIPPED LOUDLY: this test needs " + strings.Join(missing, ", ")
+		if os.Getenv("FLEXSLURM_REQUIRE_SLURM") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+}
+
+// simHost is the real machine, but for munged and slurmd, which need a
+// Slurm controller (the local system's end-to-end runs start them).
+type simHost struct {
+	OSHost
+	pidFile, socket string
+	started         []string
+}
+
+func (h *simHost) Run(ctx context.Context, program string, args ...string) (int, []byte, error) {
+	if program == RunuserPath {
+		h.started = append(h.started, "munged")
+		err := errors.Join(os.WriteFile(h.pidFile, []byte(strconv.Itoa(os.Getpid())), 0o644), os.WriteFile(h.socket, nil, 0o644))
+		return 0, nil, err
+	}
+	return h.OSHost.Run(ctx, program, args...)
+}
+
+func (h *simHost) Start(program string, args []string, logPath string) (int, error) {
+	h.started = append(h.started, filepath.Base(program)+" "+strings.Join(args, " "))
+	return os.Getpid(), nil
+}
+
+func (h *simHost) Running(pid int, name string) bool {
+	return pid == os.Getpid() && (name == "slurmd" || name == "munged")
+}
+
+// TestBootOnThisHostLetsOnlyRootAtTheTokenAndTheKey boots a simulated VM
+// through the real metadata and Secret Manager clients, the real iptables,
+// mount and chown, then checks as nobody that neither the node service
+// account's token nor the munge key can be had, while root (and munge)
+// can. nobody gets the token before the bootstrap, so the check can fail.
+func TestBootOnThisHostLetsOnlyRootAtTheTokenAndTheKey(t *testing.T) {
+	needRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	// A VM whose template carries its pool's node config.
+	root := t.TempDir()
+	homeSrc := filepath.Join(root, "srv-home")
+	if err := os.MkdirAll(homeSrc, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig()
+	cfg.Home = nodeconfig.Mount{Type: nodeconfig.MountBind, Source: homeSrc, Dir: "/home"}
+	raw, _ := cfg.Encode()
+	sim := computesim.New(computesim.Options{Project: "proj"}, clock.NewManual(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)))
+	api := httptest.NewServer(sim)
+	defer api.Close()
+	if err := createVM(ctx, api.URL, raw); err != nil {
+		t.Fatal(err)
+	}
+	tokens := computesim.NewTokens()
+	ms, err := sim.StartMetadataServer("us-central1-a", testVM, "127.0.0.1:0", tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ms.Close()
+	sm := &computesim.SecretManager{Tokens: tokens}
+	key := []byte(strings.Repeat("0123456789abcdef", 64))
+	if _, err := sm.AddVersion("projects/proj/secrets/flexvm-munge-key", key); err != nil {
+		t.Fatal(err)
+	}
+	smSrv := httptest.NewServer(sm)
+	defer smSrv.Close()
+	t.Setenv("GCE_METADATA_HOST", ms.Addr())
+	tokenURL := "http://" + ms.Addr() + "/computeMetadata/v1/instance/service-accounts/default/token"
+
+	// Before the bootstrap any user gets the token.
+	if out, err := asUser("nobody", "/usr/bin/curl", "-sSf", "-m", "5", "-H", "Metadata-Flavor: Google", tokenURL); err != nil {
+		t.Fatalf("before the bootstrap nobody cannot fetch the token either (%v: %s): the check below proves nothing", err, out)
+	}
+
+	rule, _ := FirewallRule(ms.Addr())
+	t.Cleanup(func() {
+		if err := RemoveFirewall(context.Background(), OSHost{}, rule); err != nil {
+			t.Errorf("removing the rule: %v", err)
+		}
+	})
+	home := filepath.Join(root, "home")
+	t.Cleanup(func() { _ = exec.Command("/usr/bin/umount", home).Run() })
+
+	secrets, err := NewSecretManager(ctx, smSrv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &simHost{pidFile: filepath.Join(root, "munged.pid"), socket: filepath.Join(root, "munge.socket.2")}
+	o := Options{Root: root, Exe: "/usr/local/bin/flexslurm", MetadataHost: ms.Addr(),
+		MungeKeyPath: filepath.Join(root, "etc/munge/munge.key"), MungedPidFile: h.pidFile, MungeSocket: h.socket,
+		Metadata: metadata.NewClient(nil), Secrets: secrets, Reporter: &fakeReporter{}, Host: h, SlurmdSettle: time.Millisecond}
+	res, err := Boot(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Node != "flexvm-a3u-1" || len(h.started) != 2 || h.started[1] != "slurmd -D --conf-server 10.0.0.5:6817 -N flexvm-a3u-1" {
+		t.Errorf("booted %+v, started %q", res, h.started)
+	}
+	if m, err := (OSHost{}).Mounted(home); err != nil || !m {
+		t.Errorf("home not mounted on %s: %v", home, err)
+	}
+
+	// The token: root only.
+	if out, err := asUser("nobody", "/usr/bin/curl", "-sSf", "-m", "5", "-H", "Metadata-Flavor: Google", tokenURL); err == nil {
+		t.Errorf("nobody fetched the node service account's token after the bootstrap: %s", out)
+	}
+	if _, err := metadata.NewClient(nil).GetWithContext(ctx, "instance/service-accounts/default/token"); err != nil {
+		t.Errorf("root cannot fetch the token: %v", err)
+	}
+	// The key: munge only (every directory above it is searchable).
+	for _, d := range []string{filepath.Dir(root), root, filepath.Join(root, "etc"), filepath.Join(root, "etc/munge")} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := asUser("nobody", "/usr/bin/cat", o.MungeKeyPath); err == nil {
+		t.Errorf("nobody read the munge key: %d bytes", len(out))
+	}
+	if out, err := asUser("munge", "/usr/bin/cat", o.MungeKeyPath); err != nil || string(out) != string(key) {
+		t.Errorf("munge cannot read its key (%v): %.60s", err, out)
+	}
+
+	// Again: nothing to do.
+	if res, err := Boot(ctx, o); err != nil || len(res.Did) != 0 {
+		t.Errorf("second run: %v, changed %v", err, res.Did)
+	}
+	out, _ := exec.Command(IptablesPath, "-w", "-S", "OUTPUT").CombinedOutput()
+	if n := strings.Count(string(out), "--dport "+ms.Addr()[strings.LastIndexByte(ms.Addr(), ':')+1:]); n != 1 {
+		t.Errorf("%d copies of the rule in OUTPUT:\n%s", n, out)
+	}
+}
+
+func asUser(u string, argv ...string) ([]byte, error) {
+	cmd := exec.Command(RunuserPath, append([]string{"-u", u, "--"}, argv...)...)
+	cmd.Dir = "/"
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return out, err
+	}
+	return out, err
+}
+
+// createVM creates VM flexvm-a3u-1-g2 through the simulator's API.
+func createVM(ctx context.Context, url, nodeAttr string) error {
+	return simCreate(ctx, url, &computepb.InstanceTemplate{
+		Name: proto.String("tpl"),
+		Properties: &computepb.InstanceProperties{
+			MachineType: proto.String("a3-ultragpu-8g"),
+			Metadata:    &computepb.Metadata{Items: []*computepb.Items{{Key: proto.String(nodeconfig.AttrConfig), Value: proto.String(nodeAttr)}}},
+			Disks: []*computepb.AttachedDisk{{Boot: proto.Bool(true), AutoDelete: proto.Bool(true),
+				InitializeParams: &computepb.AttachedDiskInitializeParams{SourceImage: proto.String("projects/debian-cloud/global/images/family/debian-12")}}},
+			NetworkInterfaces: []*computepb.NetworkInterface{{Network: proto.String("global/networks/default")}},
+			ServiceAccounts: []*computepb.ServiceAccount{{Email: proto.String("node@proj.iam.gserviceaccount.com"),
+				Scopes: []string{"https://www.googleapis.com/auth/cloud-platform"}}},
+			Scheduling: &computepb.Scheduling{ProvisioningModel: proto.String("FLEX_START"), InstanceTerminationAction: proto.String("DELETE"),
+				OnHostMaintenance: proto.String("TERMINATE"), AutomaticRestart: proto.Bool(false), MaxRunDuration: &computepb.Duration{Seconds: proto.Int64(7200)}},
+			ReservationAffinity: &computepb.ReservationAffinity{ConsumeReservationType: proto.String("NO_RESERVATION")},
+		},
+	}, testVM)
+}

@@ -1,0 +1,736 @@
+// Package node is the bootstrap of a node pool's VM (`flexslurm node
+// boot`): it learns the VM's identity and its pool's settings from the
+// metadata server, restricts the metadata server to root, installs the
+// munge key from Secret Manager, mounts the cluster's home directories,
+// starts munged and slurmd (configless), installs the node-side hooks, and
+// reports a failure (node.bootstrap_failed) instead of hanging. Every step
+// checks before it acts, so a re-run or a reboot converges. docs/node.md
+// describes it.
+//
+// External programs, processes and ownership go through Host, the
+// metadata server through Metadata, Secret Manager through Secrets and
+// the failure report through Reporter, so the logic is tested without
+// root; files are written under Options.Root with the os package.
+//
+// This package imports shared/event, shared/hooks, shared/naming,
+// shared/nodeconfig and shared/slurm only; no Google client (see
+// clients.go for the production adapters).
+package node
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flexslurm/flexslurm/shared/event"
+	"github.com/flexslurm/flexslurm/shared/hooks"
+	"github.com/flexslurm/flexslurm/shared/naming"
+	"github.com/flexslurm/flexslurm/shared/nodeconfig"
+	"github.com/flexslurm/flexslurm/shared/slurm"
+)
+
+// Metadata is what the bootstrap reads from the metadata server;
+// *metadata.Client (cloud.google.com/go/compute/metadata) satisfies it.
+type Metadata interface {
+	InstanceNameWithContext(ctx context.Context) (string, error)
+	ZoneWithContext(ctx context.Context) (string, error)
+	ProjectIDWithContext(ctx context.Context) (string, error)
+	InstanceAttributeValueWithContext(ctx context.Context, attr string) (string, error)
+}
+
+// Secrets reads the payload of a Secret Manager secret version
+// ("projects/P/secrets/S/versions/V").
+type Secrets interface {
+	Access(ctx context.Context, version string) ([]byte, error)
+}
+
+// Reporter publishes a failed bootstrap to topic in project.
+type Reporter interface {
+	BootstrapFailed(ctx context.Context, project, topic string, ev event.Bootstrap) error
+}
+
+// Host is the machine: programs, processes, mounts and file ownership.
+type Host interface {
+	// Run runs program (an absolute path) to completion and returns its
+	// exit status and combined output; err is for a program that could
+	// not run or was stopped by ctx.
+	Run(ctx context.Context, program string, args ...string) (status int, out []byte, err error)
+	// Start starts program as a daemon in a session of its own, its
+	// output appended to logPath, and returns its PID. It does not wait.
+	Start(program string, args []string, logPath string) (pid int, err error)
+	// Running reports whether process pid runs program name
+	// (/proc/PID/comm), a zombie being dead.
+	Running(pid int, name string) bool
+	// Stop ends process pid: TERM, then KILL after grace.
+	Stop(pid int, grace time.Duration)
+	// Mounted reports whether dir is a mount point.
+	Mounted(dir string) (bool, error)
+	// LookupUser returns the uid and gid of a user.
+	LookupUser(name string) (uid, gid int, err error)
+	// Owner returns the uid and gid that own path.
+	Owner(path string) (uid, gid int, err error)
+	// Chown changes the owner of path.
+	Chown(path string, uid, gid int) error
+}
+
+// DefaultMetadataHost is Compute Engine's metadata server
+// (https://cloud.google.com/compute/docs/metadata/querying-metadata:
+// 169.254.169.254, also reached as metadata.google.internal, port 80).
+const DefaultMetadataHost = "169.254.169.254:80"
+
+// Programs, by absolute path (hooks and boot scripts run without PATH).
+const (
+	IptablesPath = "/usr/sbin/iptables"
+	MountPath    = "/usr/bin/mount"
+	RunuserPath  = "/usr/sbin/runuser"
+	MungedPath   = "/usr/sbin/munged"
+	SlurmdPath   = "/usr/sbin/slurmd"
+)
+
+// Options configures a bootstrap. Paths are absolute; per-node files are
+// written under Root, so several simulated VMs can share one host. The
+// munge key, munged and the metadata-server rule are the machine's own
+// (simulated VMs share one kernel and one munged).
+type Options struct {
+	// Root prefixes every per-node path ("/" on a VM).
+	Root string
+	// Exe is the flexslurm binary the hook links point to.
+	Exe string
+	// MetadataHost is the metadata server as host:port (GCE_METADATA_HOST
+	// or DefaultMetadataHost); only root may reach it afterwards.
+	MetadataHost string
+	// MungeKeyPath, MungedPidFile and MungeSocket: /etc/munge/munge.key,
+	// /run/munge/munged.pid and /run/munge/munge.socket.2 when empty.
+	MungeKeyPath, MungedPidFile, MungeSocket string
+	// HookDir holds the node-side hook links and their hooks.json:
+	// Root/etc/flexslurm/hooks when empty. The controller's slurm.conf
+	// names its links (Prolog, Epilog, HealthCheckProgram).
+	HookDir string
+	// ReportBoot starts slurmd with -b (its start is the node's boot
+	// time): needed when the "VM" does not really boot, as in the local
+	// system.
+	ReportBoot bool
+	// PubSubEmulatorHost and Clock go into the hooks' configuration (local
+	// system only).
+	PubSubEmulatorHost, Clock string
+	// HealthFromDir, when set, makes the hooks' health check read recorded
+	// GPU outputs from HealthFromDir/NODE (local system only).
+	HealthFromDir string
+	// PublishTimeout is the hooks' publish_timeout; their default when
+	// zero.
+	PublishTimeout time.Duration
+	// MungedWait and SlurmdSettle bound the waits for munged's socket and
+	// for slurmd to stay up: 10 s and 5 s when zero.
+	MungedWait, SlurmdSettle time.Duration
+
+	Metadata Metadata
+	Secrets  Secrets
+	Reporter Reporter
+	Host     Host
+	Log      *slog.Logger
+	Now      func() time.Time
+}
+
+// Result is what a bootstrap found and did.
+type Result struct {
+	VM, Node, Zone, Project string
+	Config                  nodeconfig.Config
+	// Did lists what was changed ("firewall rule added", "munge key
+	// written", ...); empty when everything was already in place.
+	Did []string
+}
+
+// StepError is a failed step.
+type StepError struct {
+	Step string // event.BootstrapStep*
+	Err  error
+}
+
+func (e *StepError) Error() string { return e.Step + ": " + e.Err.Error() }
+func (e *StepError) Unwrap() error { return e.Err }
+
+func stepErr(step string, format string, a ...any) error {
+	return &StepError{Step: step, Err: fmt.Errorf(format, a...)}
+}
+
+func (o Options) withDefaults() Options {
+	def := func(s *string, v string) {
+		if *s == "" {
+			*s = v
+		}
+	}
+	def(&o.Root, "/")
+	def(&o.MetadataHost, DefaultMetadataHost)
+	def(&o.MungeKeyPath, "/etc/munge/munge.key")
+	def(&o.MungedPidFile, "/run/munge/munged.pid")
+	def(&o.MungeSocket, "/run/munge/munge.socket.2")
+	def(&o.HookDir, filepath.Join(o.Root, "etc/flexslurm/hooks"))
+	if o.MungedWait <= 0 {
+		o.MungedWait = 10 * time.Second
+	}
+	if o.SlurmdSettle <= 0 {
+		o.SlurmdSettle = 5 * time.Second
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// path returns p (absolute) under the root.
+func (o Options) path(p string) string { return filepath.Join(o.Root, p) }
+
+// Per-node paths, under Root.
+const (
+	vmNameDir  = "run/flexslurm/vm"
+	spoolDir   = "var/spool/flexslurm"
+	logDir     = "var/log/flexslurm"
+	nodeHookFS = 0o755
+)
+
+// NodeHooks are the hooks slurmd runs on a node, as root.
+var NodeHooks = []string{slurm.HookProlog, slurm.HookEpilog, slurm.HookHealth}
+
+// Boot runs the bootstrap. On failure it returns a *StepError and, once
+// the node's configuration is known (the project and topic to publish
+// to), reports node.bootstrap_failed; a VM that cannot even read its
+// configuration is left to the reconciler, which sees it never register.
+func Boot(ctx context.Context, o Options) (Result, error) {
+	o = o.withDefaults()
+	var errs []error
+	if !filepath.IsAbs(o.Root) {
+		errs = append(errs, fmt.Errorf("root %q: want an absolute directory", o.Root))
+	}
+	if !filepath.IsAbs(o.Exe) {
+		errs = append(errs, fmt.Errorf("exe %q: want the flexslurm binary's absolute path", o.Exe))
+	}
+	if o.Metadata == nil || o.Secrets == nil || o.Host == nil {
+		errs = append(errs, errors.New("metadata, secrets and host are required"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Result{}, err
+	}
+	b := &booter{o: o}
+	err := b.run(ctx)
+	if err != nil && b.res.Config.Project != "" && o.Reporter != nil {
+		step := event.BootstrapStepIdentity
+		var se *StepError
+		if errors.As(err, &se) {
+			step = se.Step
+		}
+		msg := err.Error()
+		if len(msg) > event.MaxHealthReasonBytes {
+			msg = msg[:event.MaxHealthReasonBytes-3] + "..."
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+		defer cancel()
+		ev := event.Bootstrap{Header: event.Header{Version: event.SchemaVersion, Type: event.TypeBootstrapFail, Cluster: b.cluster},
+			Node: b.res.Node, VMName: b.res.VM, Step: step, Error: msg, FailedAt: o.Now().UTC()}
+		if rerr := o.Reporter.BootstrapFailed(rctx, b.res.Config.Project, b.res.Config.Topics.Jobs, ev); rerr != nil {
+			o.Log.Error("reporting the failed bootstrap", "error", rerr)
+			err = errors.Join(err, fmt.Errorf("reporting the failure: %w", rerr))
+		} else {
+			o.Log.Info("failed bootstrap reported", "node", ev.Node, "vm", ev.VMName, "step", step)
+		}
+	}
+	return b.res, err
+}
+
+type booter struct {
+	o       Options
+	res     Result
+	cluster string // of the VM's name
+}
+
+func (b *booter) did(what string) {
+	b.res.Did = append(b.res.Did, what)
+	b.o.Log.Info(what, "node", b.res.Node)
+}
+
+func (b *booter) run(ctx context.Context) error {
+	// 1. Identity and settings.
+	if err := b.identity(ctx); err != nil {
+		return err
+	}
+	// 2. Only root may reach the metadata server (the node service
+	// account's token), before anything a user could run.
+	if err := b.firewall(ctx); err != nil {
+		return err
+	}
+	// 3. The munge key.
+	keyChanged, err := b.mungeKey(ctx)
+	if err != nil {
+		return err
+	}
+	// 4. Home directories.
+	if err := b.home(ctx); err != nil {
+		return err
+	}
+	// 5. munged, with this key.
+	if err := b.munged(ctx, keyChanged); err != nil {
+		return err
+	}
+	// 6. The node-side hooks, before slurmd runs its first health check.
+	if err := b.hooks(); err != nil {
+		return err
+	}
+	// 7. slurmd, configless.
+	return b.slurmd(ctx)
+}
+
+func (b *booter) identity(ctx context.Context) error {
+	m := b.o.Metadata
+	name, err := m.InstanceNameWithContext(ctx)
+	if err != nil {
+		return stepErr(event.BootstrapStepIdentity, "instance name from the metadata server: %w", err)
+	}
+	node, cluster, pool, _, ok := naming.ParseVMName(name)
+	if !ok {
+		return stepErr(event.BootstrapStepIdentity, "instance name %q is not a flexslurm node VM (<cluster>-<pool>-<index>-g<generation>)", name)
+	}
+	b.res.VM, b.res.Node = name, node
+	if b.res.Zone, err = m.ZoneWithContext(ctx); err != nil {
+		return stepErr(event.BootstrapStepIdentity, "zone from the metadata server: %w", err)
+	}
+	if b.res.Project, err = m.ProjectIDWithContext(ctx); err != nil {
+		return stepErr(event.BootstrapStepIdentity, "project from the metadata server: %w", err)
+	}
+	raw, err := m.InstanceAttributeValueWithContext(ctx, nodeconfig.AttrConfig)
+	if err != nil {
+		return stepErr(event.BootstrapStepIdentity, "instance attribute %s: %w", nodeconfig.AttrConfig, err)
+	}
+	cfg, err := nodeconfig.Decode(raw)
+	if err != nil {
+		return stepErr(event.BootstrapStepIdentity, "%w", err)
+	}
+	b.res.Config, b.cluster = cfg, cluster
+	if cfg.Cluster != cluster || cfg.Pool != pool {
+		return stepErr(event.BootstrapStepIdentity, "VM %s is a VM of cluster %s pool %s, but its %s attribute is for cluster %s pool %s",
+			name, cluster, pool, nodeconfig.AttrConfig, cfg.Cluster, cfg.Pool)
+	}
+	b.o.Log.Info("identity", "vm", name, "node", node, "zone", b.res.Zone, "project", b.res.Project, "pool", pool)
+	return nil
+}
+
+// FirewallRule returns the iptables arguments (after -C/-I/-D OUTPUT) of
+// the rule that rejects connections to the metadata server at host
+// ("IP:PORT") from every user but root.
+func FirewallRule(host string) ([]string, error) {
+	h, port, err := net.SplitHostPort(host)
+	if err != nil {
+		return nil, fmt.Errorf("metadata host %q: want IP:PORT: %w", host, err)
+	}
+	ip := net.ParseIP(h)
+	if ip == nil || ip.To4() == nil {
+		return nil, fmt.Errorf("metadata host %q: want an IPv4 address (iptables)", host)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return nil, fmt.Errorf("metadata host %q: port %q is not 1–65535", host, port)
+	}
+	return []string{"-d", ip.String() + "/32", "-p", "tcp", "--dport", port,
+		"-m", "owner", "!", "--uid-owner", "0", "-j", "REJECT", "--reject-with", "tcp-reset"}, nil
+}
+
+// metadataHostPort completes a GCE_METADATA_HOST value without a port
+// (the client then uses port 80).
+func metadataHostPort(h string) string {
+	if _, _, err := net.SplitHostPort(h); err != nil {
+		return net.JoinHostPort(h, "80")
+	}
+	return h
+}
+
+func (b *booter) firewall(ctx context.Context) error {
+	rule, err := FirewallRule(metadataHostPort(b.o.MetadataHost))
+	if err != nil {
+		return stepErr(event.BootstrapStepFirewall, "%w", err)
+	}
+	added, err := EnsureFirewall(ctx, b.o.Host, rule)
+	if err != nil {
+		return stepErr(event.BootstrapStepFirewall, "%w", err)
+	}
+	if added {
+		b.did("metadata server restricted to root")
+	}
+	return nil
+}
+
+// EnsureFirewall inserts rule into the OUTPUT chain unless iptables -C
+// finds it there; it reports whether it inserted it.
+func EnsureFirewall(ctx context.Context, h Host, rule []string) (bool, error) {
+	st, out, err := h.Run(ctx, IptablesPath, append([]string{"-w", "-C", "OUTPUT"}, rule...)...)
+	if err != nil {
+		return false, fmt.Errorf("iptables -C: %w", err)
+	}
+	if st == 0 {
+		return false, nil
+	}
+	if st != 1 {
+		return false, fmt.Errorf("iptables -C exited %d: %s", st, bytes.TrimSpace(out))
+	}
+	if st, out, err = h.Run(ctx, IptablesPath, append([]string{"-w", "-I", "OUTPUT"}, rule...)...); err != nil || st != 0 {
+		return false, fmt.Errorf("iptables -I exited %d: %s%v", st, bytes.TrimSpace(out), errOrEmpty(err))
+	}
+	return true, nil
+}
+
+// RemoveFirewall deletes every copy of rule from the OUTPUT chain (the
+// local system, when a simulated VM stops).
+func RemoveFirewall(ctx context.Context, h Host, rule []string) error {
+	for range 10 {
+		st, out, err := h.Run(ctx, IptablesPath, append([]string{"-w", "-D", "OUTPUT"}, rule...)...)
+		if err != nil {
+			return fmt.Errorf("iptables -D: %w", err)
+		}
+		if st == 1 {
+			return nil // no (more) such rule
+		}
+		if st != 0 {
+			return fmt.Errorf("iptables -D exited %d: %s", st, bytes.TrimSpace(out))
+		}
+	}
+	return nil
+}
+
+func errOrEmpty(err error) string {
+	if err == nil {
+		return ""
+	}
+	return " (" + err.Error() + ")"
+}
+
+func (b *booter) mungeKey(ctx context.Context) (changed bool, err error) {
+	const step = event.BootstrapStepMungeKey
+	key, err := b.o.Secrets.Access(ctx, b.res.Config.MungeKeySecret)
+	if err != nil {
+		return false, stepErr(step, "reading secret %s: %w", b.res.Config.MungeKeySecret, err)
+	}
+	// munged requires at least 32 bytes (mungekey(8): the default is 1024
+	// bits, the minimum 256).
+	if len(key) < 32 {
+		return false, stepErr(step, "secret %s holds %d bytes: a munge key has at least 32", b.res.Config.MungeKeySecret, len(key))
+	}
+	uid, gid, err := b.o.Host.LookupUser("munge")
+	if err != nil {
+		return false, stepErr(step, "user munge: %w", err)
+	}
+	path := b.o.MungeKeyPath
+	cur, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, stepErr(step, "reading %s: %w", path, err)
+	}
+	if !bytes.Equal(cur, key) {
+		if err := b.writeKey(path, key, uid, gid); err != nil {
+			return false, stepErr(step, "%w", err)
+		}
+		b.did("munge key written")
+		return true, nil
+	}
+	// Same key: check and fix its mode and owner.
+	st, err := os.Lstat(path)
+	if err != nil {
+		return false, stepErr(step, "%w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return false, stepErr(step, "%s is not a regular file", path)
+	}
+	if st.Mode().Perm() != 0o400 {
+		if err := os.Chmod(path, 0o400); err != nil {
+			return false, stepErr(step, "%w", err)
+		}
+		b.did(fmt.Sprintf("munge key mode %v set to 0400", st.Mode().Perm()))
+	}
+	if ou, og, err := b.o.Host.Owner(path); err != nil {
+		return false, stepErr(step, "%w", err)
+	} else if ou != uid || og != gid {
+		if err := b.o.Host.Chown(path, uid, gid); err != nil {
+			return false, stepErr(step, "giving %s to munge: %w", path, err)
+		}
+		b.did("munge key given to munge:munge")
+	}
+	return false, nil
+}
+
+// writeKey replaces path with key, mode 0400 owned by uid:gid, through a
+// rename in the same directory: munged never sees a partial key.
+func (b *booter) writeKey(path string, key []byte, uid, gid int) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".munge.key.*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	if err := f.Chmod(0o400); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(key); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := b.o.Host.Chown(tmp, uid, gid); err != nil {
+		return fmt.Errorf("giving %s to munge: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+func (b *booter) home(ctx context.Context) error {
+	const step = event.BootstrapStepHome
+	m := b.res.Config.Home
+	dir := b.o.path(m.Dir)
+	mounted, err := b.o.Host.Mounted(dir)
+	if err != nil {
+		return stepErr(step, "%w", err)
+	}
+	if mounted {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return stepErr(step, "%w", err)
+	}
+	var args []string
+	switch m.Type {
+	case nodeconfig.MountNFS:
+		args = []string{"-t", "nfs", "-o", "hard,timeo=600,retrans=3", m.Source, dir}
+	case nodeconfig.MountBind:
+		args = []string{"--bind", m.Source, dir}
+	}
+	st, out, err := b.o.Host.Run(ctx, MountPath, args...)
+	if err != nil || st != 0 {
+		return stepErr(step, "mount %s: exit %d: %s%s", strings.Join(args, " "), st, bytes.TrimSpace(out), errOrEmpty(err))
+	}
+	b.did(fmt.Sprintf("%s mounted on %s (%s)", m.Source, dir, m.Type))
+	return nil
+}
+
+func (b *booter) pidFrom(path string) int {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(raw)))
+	return pid
+}
+
+func (b *booter) munged(ctx context.Context, keyChanged bool) error {
+	const step = event.BootstrapStepMunged
+	pid := b.pidFrom(b.o.MungedPidFile)
+	if pid > 0 && b.o.Host.Running(pid, "munged") {
+		if !keyChanged {
+			return nil
+		}
+		b.o.Host.Stop(pid, 5*time.Second)
+		b.did("munged stopped: its key changed")
+	}
+	st, out, err := b.o.Host.Run(ctx, RunuserPath, "-u", "munge", "--", MungedPath)
+	if err != nil || st != 0 {
+		return stepErr(step, "starting munged: exit %d: %s%s", st, bytes.TrimSpace(out), errOrEmpty(err))
+	}
+	deadline := time.Now().Add(b.o.MungedWait)
+	for {
+		if _, err := os.Stat(b.o.MungeSocket); err == nil {
+			if pid := b.pidFrom(b.o.MungedPidFile); pid > 0 && b.o.Host.Running(pid, "munged") {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			return stepErr(step, "munged did not come up within %s (no socket %s or no live PID in %s)", b.o.MungedWait, b.o.MungeSocket, b.o.MungedPidFile)
+		}
+		select {
+		case <-ctx.Done():
+			return stepErr(step, "waiting for munged: %w", ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	b.did("munged started")
+	return nil
+}
+
+// HooksConfig is the node-side hooks' configuration for this node.
+func (b *booter) hooksConfig() hooks.Config {
+	c := b.res.Config
+	check := []string{b.o.Exe, "health", "check", "--accelerator-count", strconv.Itoa(c.GPUCount)}
+	if b.o.HealthFromDir != "" {
+		check = append(check, "--from-dir", filepath.Join(b.o.HealthFromDir, "%n"))
+	}
+	return hooks.Config{
+		Cluster: c.Cluster, Project: c.Project,
+		SpoolDir: b.o.path(spoolDir), LogDir: b.o.path(logDir), VMNameDir: b.o.path(vmNameDir),
+		PubSubEmulatorHost: b.o.PubSubEmulatorHost,
+		Topics:             hooks.Topics{Jobs: c.Topics.Jobs, Health: c.Topics.Health},
+		CheckCmd:           check,
+		Clock:              b.o.Clock,
+		PublishTimeout:     hooks.Duration(b.o.PublishTimeout),
+	}
+}
+
+func (b *booter) hooks() error {
+	const step = event.BootstrapStepHooks
+	cfg := b.hooksConfig()
+	if err := cfg.Validate(); err != nil {
+		return stepErr(step, "hooks configuration: %w", err)
+	}
+	for _, d := range []struct {
+		path string
+		mode fs.FileMode
+	}{{b.o.HookDir, nodeHookFS}, {cfg.VMNameDir, 0o755}, {cfg.SpoolDir, 0o777 | fs.ModeSticky}, {cfg.LogDir, 0o777 | fs.ModeSticky}} {
+		if err := ensureDir(d.path, d.mode); err != nil {
+			return stepErr(step, "%w", err)
+		}
+	}
+	for _, h := range NodeHooks {
+		link := filepath.Join(b.o.HookDir, slurm.HookLinkPrefix+h)
+		if cur, err := os.Readlink(link); err == nil && cur == b.o.Exe {
+			continue
+		}
+		tmp := link + ".new"
+		os.Remove(tmp)
+		if err := os.Symlink(b.o.Exe, tmp); err != nil {
+			return stepErr(step, "linking hook %s: %w", h, err)
+		}
+		if err := os.Rename(tmp, link); err != nil {
+			return stepErr(step, "linking hook %s: %w", h, err)
+		}
+		b.did("hook linked: " + link)
+	}
+	path := filepath.Join(b.o.HookDir, hooks.ConfigFileName)
+	if cur, err := hooks.LoadConfig(path); err != nil || !equalConfig(cur, cfg) {
+		if err := hooks.WriteConfig(path, cfg); err != nil {
+			return stepErr(step, "%w", err)
+		}
+		b.did("hooks configuration written: " + path)
+	}
+	vmFile := filepath.Join(cfg.VMNameDir, b.res.Node)
+	if cur, err := os.ReadFile(vmFile); err != nil || strings.TrimSpace(string(cur)) != b.res.VM {
+		if err := writeFileAtomic(vmFile, []byte(b.res.VM+"\n"), 0o644); err != nil {
+			return stepErr(step, "%w", err)
+		}
+		b.did("VM name recorded for the hooks")
+	}
+	return nil
+}
+
+func equalConfig(a, c hooks.Config) bool {
+	return a.Cluster == c.Cluster && a.Project == c.Project && a.SpoolDir == c.SpoolDir && a.LogDir == c.LogDir &&
+		a.VMNameDir == c.VMNameDir && a.PubSubEmulatorHost == c.PubSubEmulatorHost && a.Topics == c.Topics &&
+		slices.Equal(a.CheckCmd, c.CheckCmd) && a.Clock == c.Clock && a.Spec == c.Spec && a.SlurmBinDir == c.SlurmBinDir &&
+		a.PublishTimeout == c.PublishTimeout && a.CheckTimeout == c.CheckTimeout && a.PrologCtldWaitReady == c.PrologCtldWaitReady &&
+		a.LogLevel == c.LogLevel
+}
+
+func ensureDir(path string, mode fs.FileMode) error {
+	if err := os.MkdirAll(path, 0o755); err != nil {
+		return err
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if st.Mode()&(fs.ModePerm|fs.ModeSticky) != mode {
+		return os.Chmod(path, mode)
+	}
+	return nil
+}
+
+func writeFileAtomic(path string, data []byte, mode fs.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, data, mode); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// SlurmdArgs are slurmd's arguments for node in configless mode: in the
+// foreground (the bootstrap detaches it and knows its PID), fetching its
+// configuration from confServer.
+func SlurmdArgs(node, confServer string, reportBoot bool) []string {
+	args := []string{"-D", "--conf-server", confServer, "-N", node}
+	if reportBoot {
+		args = append(args, "-b")
+	}
+	return args
+}
+
+// slurmdPidPath and slurmdLogPath are per node, so that the simulated VMs
+// of the local system can share one root.
+func slurmdPidPath(root, node string) string {
+	return filepath.Join(root, "run/flexslurm", "slurmd-"+node+".pid")
+}
+
+func slurmdLogPath(root, node string) string {
+	return filepath.Join(root, logDir, "slurmd-"+node+".log")
+}
+
+func (b *booter) slurmd(ctx context.Context) error {
+	const step = event.BootstrapStepSlurmd
+	pidPath := slurmdPidPath(b.o.Root, b.res.Node)
+	if pid := b.pidFrom(pidPath); pid > 0 && b.o.Host.Running(pid, "slurmd") {
+		return nil
+	}
+	logPath := slurmdLogPath(b.o.Root, b.res.Node)
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+		return stepErr(step, "%w", err)
+	}
+	pid, err := b.o.Host.Start(SlurmdPath, SlurmdArgs(b.res.Node, b.res.Config.ConfServer, b.o.ReportBoot), logPath)
+	if err != nil {
+		return stepErr(step, "starting slurmd: %w", err)
+	}
+	if err := writeFileAtomic(pidPath, []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
+		b.o.Host.Stop(pid, 5*time.Second)
+		return stepErr(step, "%w", err)
+	}
+	// slurmd fetches its configuration from the controller and registers
+	// within a second; one that exits within the settle time (no
+	// configuration, a rejected credential, a bad node name) has failed.
+	select {
+	case <-ctx.Done():
+		return stepErr(step, "waiting for slurmd: %w", ctx.Err())
+	case <-time.After(b.o.SlurmdSettle):
+	}
+	if !b.o.Host.Running(pid, "slurmd") {
+		tail, _ := os.ReadFile(logPath)
+		if len(tail) > 400 {
+			tail = tail[len(tail)-400:]
+		}
+		return stepErr(step, "slurmd -N %s exited within %s: %s", b.res.Node, b.o.SlurmdSettle, bytes.TrimSpace(tail))
+	}
+	b.did(fmt.Sprintf("slurmd started (pid %d, --conf-server %s)", pid, b.res.Config.ConfServer))
+	return nil
+}
+
+// SlurmdPID returns the PID the bootstrap recorded for node's slurmd under
+// root (0 when none): the local system stops a simulated VM's slurmd by it.
+func SlurmdPID(root, node string) int {
+	b := &booter{}
+	return b.pidFrom(slurmdPidPath(root, node))
+}

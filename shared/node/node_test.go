@@ -1,0 +1,464 @@
+package node
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/flexslurm/flexslurm/shared/event"
+	"github.com/flexslurm/flexslurm/shared/hooks"
+	"github.com/flexslurm/flexslurm/shared/nodeconfig"
+)
+
+const testVM = "flexvm-a3u-1-g2"
+
+func testConfig() nodeconfig.Config {
+	return nodeconfig.Config{Version: nodeconfig.Version, Cluster: "flexvm", Pool: "a3u", Project: "proj",
+		ConfServer: "10.0.0.5:6817", MungeKeySecret: "projects/proj/secrets/flexvm-munge-key/versions/latest",
+		Home: nodeconfig.Mount{Type: nodeconfig.MountBind, Source: "/srv/home", Dir: "/home"}, GPUCount: 8,
+		Topics: nodeconfig.Topics{Jobs: "job-pending", Health: "health-failure"}}
+}
+
+type fakeMetadata struct {
+	name, zone, project string
+	attrs               map[string]string
+}
+
+func (m fakeMetadata) InstanceNameWithContext(context.Context) (string, error) { return m.name, nil }
+func (m fakeMetadata) ZoneWithContext(context.Context) (string, error)         { return m.zone, nil }
+func (m fakeMetadata) ProjectIDWithContext(context.Context) (string, error)    { return m.project, nil }
+func (m fakeMetadata) InstanceAttributeValueWithContext(_ context.Context, k string) (string, error) {
+	v, ok := m.attrs[k]
+	if !ok {
+		return "", fmt.Errorf("%s not defined", k)
+	}
+	return v, nil
+}
+
+type fakeSecrets struct {
+	key []byte
+	err error
+}
+
+func (s *fakeSecrets) Access(_ context.Context, v string) ([]byte, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	return s.key, nil
+}
+
+type report struct {
+	project, topic string
+	ev             event.Bootstrap
+}
+
+type fakeReporter struct{ got []report }
+
+func (r *fakeReporter) BootstrapFailed(_ context.Context, project, topic string, ev event.Bootstrap) error {
+	r.got = append(r.got, report{project, topic, ev})
+	return nil
+}
+
+// fakeHost records commands and plays iptables, mount, munged and slurmd.
+type fakeHost struct {
+	t      *testing.T
+	o      *Options
+	mu     sync.Mutex
+	cmds   []string
+	rules  map[string]bool
+	mounts map[string]bool
+	procs  map[int]string
+	nextID int
+	owners map[string][2]int
+	// slurmdDies makes a started slurmd exit at once.
+	slurmdDies bool
+}
+
+func newFakeHost(t *testing.T) *fakeHost {
+	return &fakeHost{t: t, rules: map[string]bool{}, mounts: map[string]bool{}, procs: map[int]string{}, nextID: 100, owners: map[string][2]int{}}
+}
+
+func (h *fakeHost) Run(_ context.Context, program string, args ...string) (int, []byte, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	line := filepath.Base(program) + " " + strings.Join(args, " ")
+	h.cmds = append(h.cmds, line)
+	switch program {
+	case IptablesPath:
+		rule := strings.Join(args[3:], " ")
+		switch args[1] {
+		case "-C":
+			if h.rules[rule] {
+				return 0, nil, nil
+			}
+			return 1, []byte("iptables: Bad rule (does a matching rule exist in that chain?)."), nil
+		case "-I":
+			h.rules[rule] = true
+			return 0, nil, nil
+		case "-D":
+			if !h.rules[rule] {
+				return 1, nil, nil
+			}
+			delete(h.rules, rule)
+			return 0, nil, nil
+		}
+	case MountPath:
+		h.mounts[args[len(args)-1]] = true
+		return 0, nil, nil
+	case RunuserPath:
+		h.nextID++
+		h.procs[h.nextID] = "munged"
+		if err := os.WriteFile(h.o.MungedPidFile, []byte(fmt.Sprint(h.nextID)), 0o644); err != nil {
+			h.t.Fatal(err)
+		}
+		if err := os.WriteFile(h.o.MungeSocket, nil, 0o644); err != nil {
+			h.t.Fatal(err)
+		}
+		return 0, nil, nil
+	}
+	return 127, []byte("unexpected program"), nil
+}
+
+func (h *fakeHost) Start(program string, args []string, logPath string) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.cmds = append(h.cmds, "start "+filepath.Base(program)+" "+strings.Join(args, " "))
+	h.nextID++
+	if !h.slurmdDies {
+		h.procs[h.nextID] = filepath.Base(program)
+	} else {
+		_ = os.WriteFile(logPath, []byte("fatal: Unable to establish controller machine"), 0o644)
+	}
+	return h.nextID, nil
+}
+
+func (h *fakeHost) Running(pid int, name string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.procs[pid] == name
+}
+
+func (h *fakeHost) Stop(pid int, _ time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.cmds = append(h.cmds, fmt.Sprintf("stop %s", h.procs[pid]))
+	delete(h.procs, pid)
+}
+
+func (h *fakeHost) Mounted(dir string) (bool, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.mounts[dir], nil
+}
+
+func (h *fakeHost) LookupUser(name string) (int, int, error) {
+	if name != "munge" {
+		return 0, 0, fmt.Errorf("no user %s", name)
+	}
+	return 105, 107, nil
+}
+
+func (h *fakeHost) Owner(path string) (int, int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.mu.Unlock()
+	o := h.ownerOf(path)
+	h.mu.Lock()
+	return o[0], o[1], nil
+}
+
+func (h *fakeHost) Chown(path string, uid, gid int) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.owners[path] = [2]int{uid, gid}
+	return nil
+}
+
+// renamed follows a chown of a temporary file to the path it was renamed to.
+func (h *fakeHost) ownerOf(path string) [2]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if o, ok := h.owners[path]; ok {
+		return o
+	}
+	for p, o := range h.owners {
+		if strings.HasPrefix(filepath.Base(p), ".munge.key.") && filepath.Dir(p) == filepath.Dir(path) {
+			return o
+		}
+	}
+	return [2]int{}
+}
+
+func (h *fakeHost) commands() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := slices.Clone(h.cmds)
+	h.cmds = nil
+	return out
+}
+
+type fixture struct {
+	o   Options
+	h   *fakeHost
+	sec *fakeSecrets
+	rep *fakeReporter
+}
+
+func newFixture(t *testing.T, cfg nodeconfig.Config) *fixture {
+	t.Helper()
+	root := t.TempDir()
+	raw, err := cfg.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"etc/munge", "run/munge"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := &fixture{h: newFakeHost(t), sec: &fakeSecrets{key: []byte(strings.Repeat("k", 1024))}, rep: &fakeReporter{}}
+	f.o = Options{
+		Root: root, Exe: "/usr/local/bin/flexslurm", MetadataHost: "127.0.0.1:34567",
+		MungeKeyPath: filepath.Join(root, "etc/munge/munge.key"), MungedPidFile: filepath.Join(root, "run/munge/munged.pid"),
+		MungeSocket: filepath.Join(root, "run/munge/munge.socket.2"),
+		MungedWait:  time.Second, SlurmdSettle: time.Millisecond,
+		Metadata: fakeMetadata{name: testVM, zone: "us-central1-a", project: "proj", attrs: map[string]string{nodeconfig.AttrConfig: raw}},
+		Secrets:  f.sec, Reporter: f.rep, Host: f.h,
+		Now: func() time.Time { return time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC) },
+	}
+	f.h.o = &f.o
+	return f
+}
+
+const wantRule = "-d 127.0.0.1/32 -p tcp --dport 34567 -m owner ! --uid-owner 0 -j REJECT --reject-with tcp-reset"
+
+func TestBootAFreshVM(t *testing.T) {
+	f := newFixture(t, testConfig())
+	res, err := Boot(context.Background(), f.o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := f.o.Root
+	want := []string{
+		"iptables -w -C OUTPUT " + wantRule,
+		"iptables -w -I OUTPUT " + wantRule,
+		"mount --bind /srv/home " + filepath.Join(root, "home"),
+		"runuser -u munge -- /usr/sbin/munged",
+		"start slurmd -D --conf-server 10.0.0.5:6817 -N flexvm-a3u-1",
+	}
+	if d := cmp.Diff(want, f.h.commands()); d != "" {
+		t.Errorf("commands (-want +got):\n%s", d)
+	}
+	if res.Node != "flexvm-a3u-1" || res.VM != testVM || res.Zone != "us-central1-a" || res.Project != "proj" {
+		t.Errorf("identity %+v", res)
+	}
+	// The munge key: the secret's bytes, 0400, munge:munge.
+	key, err := os.ReadFile(f.o.MungeKeyPath)
+	if err != nil || string(key) != string(f.sec.key) {
+		t.Fatalf("munge key %d bytes, %v", len(key), err)
+	}
+	st, _ := os.Stat(f.o.MungeKeyPath)
+	if st.Mode().Perm() != 0o400 {
+		t.Errorf("munge key mode %v, want 0400", st.Mode().Perm())
+	}
+	if o := f.h.ownerOf(f.o.MungeKeyPath); o != [2]int{105, 107} {
+		t.Errorf("munge key owner %v, want munge (105:107)", o)
+	}
+	// The node-side hooks: links to the binary, and their configuration.
+	hookDir := filepath.Join(root, "etc/flexslurm/hooks")
+	for _, h := range []string{"prolog", "epilog", "healthcheck"} {
+		if l, err := os.Readlink(filepath.Join(hookDir, "flexslurm-hook-"+h)); err != nil || l != f.o.Exe {
+			t.Errorf("hook %s links to %q, %v", h, l, err)
+		}
+	}
+	hc, err := hooks.LoadConfig(filepath.Join(hookDir, hooks.ConfigFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantHC := hooks.Config{Cluster: "flexvm", Project: "proj",
+		SpoolDir: filepath.Join(root, "var/spool/flexslurm"), LogDir: filepath.Join(root, "var/log/flexslurm"),
+		VMNameDir: filepath.Join(root, "run/flexslurm/vm"),
+		Topics:    hooks.Topics{Jobs: "job-pending", Health: "health-failure"},
+		CheckCmd:  []string{f.o.Exe, "health", "check", "--accelerator-count", "8"}}
+	if d := cmp.Diff(wantHC, hc); d != "" {
+		t.Errorf("hooks.json (-want +got):\n%s", d)
+	}
+	if vm, _ := os.ReadFile(filepath.Join(root, "run/flexslurm/vm/flexvm-a3u-1")); strings.TrimSpace(string(vm)) != testVM {
+		t.Errorf("VM name file %q", vm)
+	}
+	if pid := SlurmdPID(root, "flexvm-a3u-1"); pid == 0 || !f.h.Running(pid, "slurmd") {
+		t.Errorf("slurmd PID %d not recorded or not running", pid)
+	}
+	if len(f.rep.got) != 0 {
+		t.Errorf("a successful bootstrap reported %v", f.rep.got)
+	}
+}
+
+func TestBootIsIdempotent(t *testing.T) {
+	f := newFixture(t, testConfig())
+	if _, err := Boot(context.Background(), f.o); err != nil {
+		t.Fatal(err)
+	}
+	f.h.commands()
+	res, err := Boot(context.Background(), f.o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Did) != 0 {
+		t.Errorf("second run changed %v", res.Did)
+	}
+	if d := cmp.Diff([]string{"iptables -w -C OUTPUT " + wantRule}, f.h.commands()); d != "" {
+		t.Errorf("second run's commands (-want +got):\n%s", d)
+	}
+	// After a reboot: slurmd and munged gone, home unmounted, the key's
+	// mode changed by hand; the rule is gone with the reboot too.
+	f.h.procs = map[int]string{}
+	f.h.mounts = map[string]bool{}
+	f.h.rules = map[string]bool{}
+	if err := os.Chmod(f.o.MungeKeyPath, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.h.owners = map[string][2]int{f.o.MungeKeyPath: {0, 0}}
+	res, err = Boot(context.Background(), f.o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantDid := []string{"metadata server restricted to root", "munge key mode -rw-r--r-- set to 0400", "munge key given to munge:munge",
+		"/srv/home mounted on " + filepath.Join(f.o.Root, "home") + " (bind)", "munged started",
+		"slurmd started (pid N, --conf-server 10.0.0.5:6817)"}
+	if d := cmp.Diff(wantDid, res.Did, cmp.Transformer("pid", func(s string) string {
+		return regexp.MustCompile(`pid [0-9]+`).ReplaceAllString(s, "pid N")
+	})); d != "" {
+		t.Errorf("after a reboot (-want +got):\n%s", d)
+	}
+	if st, _ := os.Stat(f.o.MungeKeyPath); st.Mode().Perm() != 0o400 {
+		t.Errorf("key mode %v", st.Mode().Perm())
+	}
+}
+
+func TestBootRestartsMungedWhenTheKeyChanges(t *testing.T) {
+	f := newFixture(t, testConfig())
+	if _, err := Boot(context.Background(), f.o); err != nil {
+		t.Fatal(err)
+	}
+	f.h.commands()
+	f.sec.key = []byte(strings.Repeat("n", 1024))
+	res, err := Boot(context.Background(), f.o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"iptables -w -C OUTPUT " + wantRule, "stop munged", "runuser -u munge -- /usr/sbin/munged"}
+	if d := cmp.Diff(want, f.h.commands()); d != "" {
+		t.Errorf("commands (-want +got):\n%s", d)
+	}
+	if !slices.Contains(res.Did, "munge key written") {
+		t.Errorf("did %v", res.Did)
+	}
+	if key, _ := os.ReadFile(f.o.MungeKeyPath); string(key) != string(f.sec.key) {
+		t.Error("the new key was not written")
+	}
+}
+
+func TestBootReportsItsFailure(t *testing.T) {
+	other := testConfig()
+	other.Pool = "h200"
+	for _, tc := range []struct {
+		name     string
+		cfg      nodeconfig.Config
+		setup    func(*fixture)
+		step     string
+		reported bool
+	}{
+		{"secret unreadable", testConfig(), func(f *fixture) { f.sec.err = errors.New("googleapi: Error 403: Permission denied") }, event.BootstrapStepMungeKey, true},
+		{"short key", testConfig(), func(f *fixture) { f.sec.key = []byte("short") }, event.BootstrapStepMungeKey, true},
+		{"slurmd exits", testConfig(), func(f *fixture) { f.h.slurmdDies = true }, event.BootstrapStepSlurmd, true},
+		{"config of another pool", other, func(*fixture) {}, event.BootstrapStepIdentity, true},
+		{"metadata server not root-only", testConfig(), func(f *fixture) { f.o.MetadataHost = "metadata.google.internal:80" }, event.BootstrapStepFirewall, true},
+		{"no config attribute", testConfig(), func(f *fixture) {
+			m := f.o.Metadata.(fakeMetadata)
+			m.attrs = nil
+			f.o.Metadata = m
+		}, event.BootstrapStepIdentity, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, tc.cfg)
+			tc.setup(f)
+			_, err := Boot(context.Background(), f.o)
+			var se *StepError
+			if !errors.As(err, &se) || se.Step != tc.step {
+				t.Fatalf("error %v, want a failure of step %s", err, tc.step)
+			}
+			if !tc.reported {
+				if len(f.rep.got) != 0 {
+					t.Errorf("reported %v without a node config", f.rep.got)
+				}
+				return
+			}
+			if len(f.rep.got) != 1 {
+				t.Fatalf("reports %v, want one", f.rep.got)
+			}
+			r := f.rep.got[0]
+			if r.project != "proj" || r.topic != "job-pending" || r.ev.Type != event.TypeBootstrapFail || r.ev.Node != "flexvm-a3u-1" ||
+				r.ev.VMName != testVM || r.ev.Step != tc.step || r.ev.Cluster != "flexvm" || r.ev.Error == "" {
+				t.Errorf("report %+v", r)
+			}
+			data, _ := jsonMarshal(r.ev)
+			if _, err := event.DecodeBootstrap(data); err != nil {
+				t.Errorf("the report does not decode: %v", err)
+			}
+			if tc.step != event.BootstrapStepSlurmd && SlurmdPID(f.o.Root, "flexvm-a3u-1") != 0 {
+				t.Error("slurmd started after a failed step")
+			}
+		})
+	}
+}
+
+func TestFirewallRule(t *testing.T) {
+	if r, err := FirewallRule("169.254.169.254:80"); err != nil || strings.Join(r, " ") != "-d 169.254.169.254/32 -p tcp --dport 80 -m owner ! --uid-owner 0 -j REJECT --reject-with tcp-reset" {
+		t.Errorf("GCE rule %q, %v", r, err)
+	}
+	for _, bad := range []string{"metadata.google.internal:80", "169.254.169.254", "[::1]:80", "10.0.0.1:0"} {
+		if _, err := FirewallRule(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if metadataHostPort("169.254.169.254") != "169.254.169.254:80" {
+		t.Error("a host without a port is not on port 80")
+	}
+	h := newFakeHost(t)
+	rule, _ := FirewallRule("127.0.0.1:9")
+	for i, want := range []bool{true, false} {
+		if added, err := EnsureFirewall(context.Background(), h, rule); err != nil || added != want {
+			t.Errorf("EnsureFirewall #%d: added %v, %v", i, added, err)
+		}
+	}
+	if err := RemoveFirewall(context.Background(), h, rule); err != nil || len(h.rules) != 0 {
+		t.Errorf("RemoveFirewall: %v, rules left %v", err, h.rules)
+	}
+}
+
+func TestMountedIn(t *testing.T) {
+	table := `22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
+98 22 0:50 / /run/vm\040one/home rw - nfs 10.0.0.2:/home rw
+`
+	for dir, want := range map[string]bool{"/": true, "/run/vm one/home": true, "/home": false} {
+		got, err := mountedIn(bufio.NewScanner(strings.NewReader(table)), dir)
+		if err != nil || got != want {
+			t.Errorf("%s: %v, %v; want %v", dir, got, err, want)
+		}
+	}
+}
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
