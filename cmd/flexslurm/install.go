@@ -178,6 +178,7 @@ func cmdInstall(args []string, stdout, stderr io.Writer) int {
 	for _, l := range install.SlurmConfLines() {
 		fmt.Fprintln(stdout, "  "+l)
 	}
+	fmt.Fprintln(stdout, "SlurmctldParameters must include enable_configless (nodes run slurmd --conf-server).")
 	fmt.Fprintln(stdout, "Power saving (SuspendTime, SuspendTimeout, ResumeTimeout, CLOUD nodes): see docs/slurm.md.")
 	return 0
 }

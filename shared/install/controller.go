@@ -21,6 +21,7 @@ import (
 
 	"github.com/flexslurm/flexslurm/shared/agent"
 	"github.com/flexslurm/flexslurm/shared/hooks"
+	"github.com/flexslurm/flexslurm/shared/node"
 	"github.com/flexslurm/flexslurm/shared/slurm"
 )
 
@@ -187,12 +188,17 @@ func (c Controller) layout() []Item {
 // HookPath is the link slurm.conf names for hook name.
 func HookPath(name string) string { return filepath.Join(HookDir, slurm.HookLinkPrefix+name) }
 
-// SlurmConfLines are the slurm.conf parameters that run the controller
-// hooks.
+// SlurmConfLines are the slurm.conf parameters that run flexslurm's hooks:
+// the controller hooks installed here, and the node-side hooks that each
+// node's bootstrap installs in node.DefaultHookDir (nodes read the
+// controller's slurm.conf in configless mode, docs/node.md).
 func SlurmConfLines() []string {
-	lines := make([]string, 0, len(ControllerHooks))
+	lines := make([]string, 0, len(ControllerHooks)+3)
 	for _, h := range ControllerHooks {
 		lines = append(lines, slurm.HookParam(h)+"="+HookPath(h))
+	}
+	for _, h := range slurm.NodeHooks() {
+		lines = append(lines, slurm.HookParam(h)+"="+filepath.Join(node.DefaultHookDir, slurm.HookLinkPrefix+h))
 	}
 	return lines
 }

@@ -307,6 +307,9 @@ func TestUnitAndSlurmConf(t *testing.T) {
 		"ResumeFailProgram=/usr/local/libexec/flexslurm/flexslurm-hook-resume-fail",
 		"PrologSlurmctld=/usr/local/libexec/flexslurm/flexslurm-hook-prolog-ctld",
 		"EpilogSlurmctld=/usr/local/libexec/flexslurm/flexslurm-hook-epilog-ctld",
+		"Prolog=/etc/flexslurm/hooks/flexslurm-hook-prolog",
+		"Epilog=/etc/flexslurm/hooks/flexslurm-hook-epilog",
+		"HealthCheckProgram=/etc/flexslurm/hooks/flexslurm-hook-healthcheck",
 	}
 	if diff := cmp.Diff(want, SlurmConfLines()); diff != "" {
 		t.Errorf("slurm.conf lines (-want +got):\n%s", diff)

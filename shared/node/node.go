@@ -39,6 +39,13 @@ import (
 	"github.com/flexslurm/flexslurm/shared/slurm"
 )
 
+
+// DefaultHookDir is where a node's bootstrap installs the node-side hook
+// links (Prolog, Epilog, HealthCheckProgram) and their hooks.json; the
+// controller's slurm.conf names them there (shared/install prints those
+// lines), since in configless mode every node reads the controller's
+// slurm.conf.
+const DefaultHookDir = "/etc/flexslurm/hooks"
 // Metadata is what the bootstrap reads from the metadata server;
 // *metadata.Client (cloud.google.com/go/compute/metadata) satisfies it.
 type Metadata interface {
@@ -174,7 +181,7 @@ func (o Options) withDefaults() Options {
 	def(&o.MungeKeyPath, "/etc/munge/munge.key")
 	def(&o.MungedPidFile, "/run/munge/munged.pid")
 	def(&o.MungeSocket, "/run/munge/munge.socket.2")
-	def(&o.HookDir, filepath.Join(o.Root, "etc/flexslurm/hooks"))
+	def(&o.HookDir, filepath.Join(o.Root, DefaultHookDir))
 	if o.MungedWait <= 0 {
 		o.MungedWait = 10 * time.Second
 	}

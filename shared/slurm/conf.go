@@ -37,6 +37,10 @@ var HookNames = []string{HookResume, HookSuspend, HookResumeFail, HookPrologCtld
 // slurmctld.
 var nodeHooks = []string{HookProlog, HookEpilog, HookHealth}
 
+// NodeHooks are the hooks slurmd runs on the nodes (as root): Prolog,
+// Epilog and HealthCheckProgram.
+func NodeHooks() []string { return slices.Clone(nodeHooks) }
+
 // hookParams maps each hook to its slurm.conf parameter.
 var hookParams = map[string]string{
 	HookResume:     "ResumeProgram",
