@@ -39,13 +39,13 @@ import (
 	"github.com/flexslurm/flexslurm/shared/slurm"
 )
 
-
 // DefaultHookDir is where a node's bootstrap installs the node-side hook
 // links (Prolog, Epilog, HealthCheckProgram) and their hooks.json; the
 // controller's slurm.conf names them there (shared/install prints those
 // lines), since in configless mode every node reads the controller's
 // slurm.conf.
 const DefaultHookDir = "/etc/flexslurm/hooks"
+
 // Metadata is what the bootstrap reads from the metadata server;
 // *metadata.Client (cloud.google.com/go/compute/metadata) satisfies it.
 type Metadata interface {
