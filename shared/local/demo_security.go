@@ -14,11 +14,16 @@ import (
 
 // probeScript is a job that tries to become root of the cluster: read the
 // munge key, and fetch the node service account's token from the VM's
-// metadata server at addr. It prints key=READ|DENIED token=GOT|DENIED.
+// metadata server at addr. It prints key=READ|DENIED and token=GOT when it
+// got a token, token=REFUSED when the connection was refused (curl exit 7:
+// the bootstrap's firewall rule rejects it), or token=ERR<curl exit code>
+// otherwise (e.g. 28, a timeout on a loaded machine), so that a slow
+// metadata server is never mistaken for a refusal.
 func probeScript(addr string) string {
 	return "if /usr/bin/cat /etc/munge/munge.key >/dev/null 2>&1; then k=READ; else k=DENIED; fi; " +
-		"if /usr/bin/curl -sf -m 5 -o /dev/null -H 'Metadata-Flavor: Google' " +
-		"http://" + addr + "/computeMetadata/v1/instance/service-accounts/default/token; then t=GOT; else t=DENIED; fi; " +
+		"/usr/bin/curl -sf -m 60 -o /dev/null -H 'Metadata-Flavor: Google' " +
+		"http://" + addr + "/computeMetadata/v1/instance/service-accounts/default/token; rc=$?; " +
+		"case $rc in 0) t=GOT;; 7) t=REFUSED;; *) t=ERR$rc;; esac; " +
 		"echo key=$k token=$t"
 }
 
@@ -70,6 +75,6 @@ func (s *System) demoNoRootJobs(ctx context.Context, ss *slurmSide, node, part s
 	}
 	nobody := result("nobody")
 	root := result("root")
-	ok := s.TL.Check(nobody == "key=DENIED token=DENIED", fmt.Sprintf("a job of nobody on %s reads neither the munge key nor the node service account's token (%q)", node, nobody))
+	ok := s.TL.Check(nobody == "key=DENIED token=REFUSED", fmt.Sprintf("a job of nobody on %s reads neither the munge key nor the node service account's token (%q)", node, nobody))
 	return s.TL.Check(root == "key=READ token=GOT", fmt.Sprintf("the same job as root on %s reads both (%q): the check can fail", node, root)) && ok
 }

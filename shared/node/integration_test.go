@@ -123,7 +123,7 @@ func TestBootOnThisHostLetsOnlyRootAtTheTokenAndTheKey(t *testing.T) {
 	tokenURL := "http://" + ms.Addr() + "/computeMetadata/v1/instance/service-accounts/default/token"
 
 	// Before the bootstrap any user gets the token.
-	if out, err := asUser("nobody", "/usr/bin/curl", "-sSf", "-m", "5", "-H", "Metadata-Flavor: Google", tokenURL); err != nil {
+	if out, err := asUser("nobody", "/usr/bin/curl", "-sSf", "-m", "60", "-H", "Metadata-Flavor: Google", tokenURL); err != nil {
 		t.Fatalf("before the bootstrap nobody cannot fetch the token either (%v: %s): the check below proves nothing", err, out)
 	}
 
@@ -156,8 +156,15 @@ func TestBootOnThisHostLetsOnlyRootAtTheTokenAndTheKey(t *testing.T) {
 	}
 
 	// The token: root only.
-	if out, err := asUser("nobody", "/usr/bin/curl", "-sSf", "-m", "5", "-H", "Metadata-Flavor: Google", tokenURL); err == nil {
+	// Refused (curl exit 7), not merely slow: a timeout on a loaded
+	// machine would prove nothing.
+	out, err := asUser("nobody", "/usr/bin/curl", "-sSf", "-m", "60", "-H", "Metadata-Flavor: Google", tokenURL)
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
 		t.Errorf("nobody fetched the node service account's token after the bootstrap: %s", out)
+	case !errors.As(err, &ee) || ee.ExitCode() != 7:
+		t.Errorf("nobody's token request failed otherwise than refused (%v: %s): want curl's exit 7, connection refused", err, out)
 	}
 	if _, err := metadata.NewClient(nil).GetWithContext(ctx, "instance/service-accounts/default/token"); err != nil {
 		t.Errorf("root cannot fetch the token: %v", err)
@@ -179,7 +186,7 @@ func TestBootOnThisHostLetsOnlyRootAtTheTokenAndTheKey(t *testing.T) {
 	if res, err := Boot(ctx, o); err != nil || len(res.Did) != 0 {
 		t.Errorf("second run: %v, changed %v", err, res.Did)
 	}
-	out, _ := exec.Command(IptablesPath, "-w", "-S", "OUTPUT").CombinedOutput()
+	out, _ = exec.Command(IptablesPath, "-w", "-S", "OUTPUT").CombinedOutput()
 	if n := strings.Count(string(out), "--dport "+ms.Addr()[strings.LastIndexByte(ms.Addr(), ':')+1:]); n != 1 {
 		t.Errorf("%d copies of the rule in OUTPUT:\n%s", n, out)
 	}
@@ -188,12 +195,7 @@ func TestBootOnThisHostLetsOnlyRootAtTheTokenAndTheKey(t *testing.T) {
 func asUser(u string, argv ...string) ([]byte, error) {
 	cmd := exec.Command(RunuserPath, append([]string{"-u", u, "--"}, argv...)...)
 	cmd.Dir = "/"
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return out, err
-	}
-	return out, err
+	return cmd.CombinedOutput()
 }
 
 // createVM creates VM flexvm-a3u-1-g2 through the simulator's API.

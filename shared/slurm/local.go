@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -602,6 +603,14 @@ func (l *LocalCluster) NodeRunning(name string) bool {
 // survive their slurmd in a session of their own — as the end of its VM
 // would. Stopping a node that does not run is a no-op.
 func (l *LocalCluster) StopNode(name string) error {
+	// A VM that ends reports nothing: freeze the node's job steps first, so
+	// that no slurmstepd tells slurmctld its job was killed (which would end
+	// the job FAILED instead of letting Slurm requeue it when the node goes
+	// DOWN) while slurmd shuts down or the processes are killed one by one.
+	frozen := nodeProcesses(name)
+	for _, pid := range frozen {
+		_ = syscall.Kill(pid, syscall.SIGSTOP)
+	}
 	l.mu.Lock()
 	d := l.daemons["slurmd:"+name]
 	delete(l.daemons, "slurmd:"+name)
@@ -610,7 +619,12 @@ func (l *LocalCluster) StopNode(name string) error {
 		l.stopDaemon(d, 10*time.Second)
 		l.log().Info("slurmd stopped", "node", name, "pid", d.pid())
 	}
-	pids := nodeProcesses(name)
+	pids := frozen
+	for _, pid := range nodeProcesses(name) {
+		if !slices.Contains(pids, pid) {
+			pids = append(pids, pid)
+		}
+	}
 	for _, pid := range pids {
 		l.log().Info("killing a process of the stopped node", "node", name, "pid", pid, "program", procName(pid))
 		_ = syscall.Kill(pid, syscall.SIGKILL)
