@@ -21,7 +21,7 @@ const nodeSettingsJSON = `{
   "munge_key_secret": "projects/p/secrets/flexvm-munge-key/versions/latest",
   "home": {"type": "nfs", "source": "10.0.0.2:/home", "dir": "/home"},
   "topics": {"jobs": "job-pending", "health": "health-failure"},
-  "binary_url": ""
+  "binary_url": "gs://flexslurm-releases/flexslurm"
 }`
 
 // apply resolves images through the Compute API before it publishes
@@ -62,6 +62,33 @@ func TestApplyResolvesImagesFirst(t *testing.T) {
 	stderr.Reset()
 	if rc := run([]string{"apply", "--project", "p", "--node-settings", settings, "../../examples/cluster_config.json"}, &stdout, &stderr); rc != 1 || !strings.Contains(stderr.String(), "home.source") {
 		t.Errorf("rc %d, stderr:\n%s", rc, stderr.String())
+	}
+}
+
+// Cluster Toolkit's public slurm-gcp images do not carry flexslurm: with no
+// binary_url to install it from, their VMs would bill and never join Slurm,
+// so apply refuses such settings before it calls anything.
+func TestApplyRefusesAnImageWithoutTheBinary(t *testing.T) {
+	t.Setenv(config.EnvComputeEndpoint, "http://127.0.0.1:1") // never called
+	dir := t.TempDir()
+	settings := filepath.Join(dir, "node.json")
+	noURL := strings.Replace(nodeSettingsJSON, `"gs://flexslurm-releases/flexslurm"`, `""`, 1)
+	if err := os.WriteFile(settings, []byte(noURL), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	rc := run([]string{"apply", "--project", "p", "--node-settings", settings, "../../examples/cluster_config.json"}, &stdout, &stderr)
+	if rc != 1 || !strings.Contains(stderr.String(), "binary_url: empty") || !strings.Contains(stderr.String(), "schedmd-slurm-public") {
+		t.Fatalf("rc %d, stderr:\n%s", rc, stderr.String())
+	}
+	// Another image may carry the binary.
+	own := strings.Replace(noURL, "projects/schedmd-slurm-public/global/images/family/slurm-gcp-6-10-ubuntu-2204-lts-nvidia-570", "projects/mine/global/images/family/gpu", 1)
+	if err := os.WriteFile(settings, []byte(own), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stderr.Reset()
+	if rc := run([]string{"apply", "--project", "p", "--node-settings", settings, "../../examples/cluster_config.json"}, &stdout, &stderr); strings.Contains(stderr.String(), "binary_url") {
+		t.Errorf("rc %d: an image outside schedmd-slurm-public refused for its binary:\n%s", rc, stderr.String())
 	}
 }
 

@@ -124,6 +124,10 @@ func cmdApply(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "flexslurm apply: %v\n", err)
 		return 1
 	}
+	if err := binaryOnImages(c, settings); err != nil {
+		fmt.Fprintf(stderr, "flexslurm apply: node settings %s: %v\n", *nodeSettings, err)
+		return 1
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cfg, err := config.FromEnv(func(k string) string {
@@ -165,4 +169,31 @@ func cmdApply(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "cluster %s applied (default node image %s): published message %s to %s\n", c.ID, node.Image, id, *topic)
 	return 0
+}
+
+// imagesWithoutFlexslurm are image projects whose images are known not to
+// carry the flexslurm binary: Cluster Toolkit's public slurm-gcp images.
+var imagesWithoutFlexslurm = []string{"schedmd-slurm-public"}
+
+// binaryOnImages refuses node settings under which VMs would boot an image
+// known to lack /usr/local/sbin/flexslurm with no binary_url to install it
+// from: such VMs would bill and never join Slurm.
+func binaryOnImages(c *spec.Cluster, s nodeconfig.Settings) error {
+	if s.BinaryURL != "" {
+		return nil
+	}
+	refs := []string{s.Image}
+	for _, p := range c.FlexPools() {
+		if p.NodeImage != "" {
+			refs = append(refs, p.NodeImage)
+		}
+	}
+	for _, ref := range refs {
+		project, _, _, err := nodeconfig.ParseImage(ref)
+		if err == nil && slices.Contains(imagesWithoutFlexslurm, project) {
+			return fmt.Errorf("binary_url: empty, and image %s does not carry %s, so its VMs would never join Slurm: "+
+				"set binary_url (Terraform: node_binary_url) to a gs:// copy of the flexslurm binary, or boot an image that carries it", ref, nodeconfig.BinaryPath)
+		}
+	}
+	return nil
 }
