@@ -52,13 +52,44 @@ func (s *System) NodeSettings(c *spec.Cluster) (nodeconfig.Settings, error) {
 		return nodeconfig.Settings{}, fmt.Errorf("home stand-in: %w", err)
 	}
 	return nodeconfig.Settings{
-		Image:          computesim.SlurmGPUImage,
+		Image:          s.nodeImage(),
 		ServiceAccount: "flexslurm-node@" + s.Opts.Project + ".iam.gserviceaccount.com",
 		ConfServer:     "localhost",
 		MungeKeySecret: "projects/" + s.Opts.Project + "/secrets/" + c.ID + "-munge-key/versions/latest",
 		Home:           nodeconfig.Mount{Storage: c.Slurm.HomeDirectoryStorage, Type: nodeconfig.MountBind, Source: home, Dir: "/home"},
 		Topics:         nodeconfig.Topics{Jobs: config.TopicJobs, Health: config.TopicHealthFailure},
 	}, nil
+}
+
+// nodeImage is the local VMs' boot image: an image of the local project
+// that, like an operator's own node image, carries flexslurm (the local
+// guests run this machine's binary), added to the simulator on first use.
+func (s *System) nodeImage() string {
+	const name, family = "flexslurm-node-v1", "flexslurm-node"
+	s.Sim.AddImage(s.Opts.Project, name, family)
+	return "projects/" + s.Opts.Project + "/global/images/" + name
+}
+
+// writeNodeSettings writes the node settings of the local system's spec to
+// the run directory, for `flexslurm apply --node-settings` against it.
+func (s *System) writeNodeSettings() (string, error) {
+	c, err := spec.Load(s.Opts.SpecPath)
+	if err != nil {
+		return "", err
+	}
+	ns, err := s.NodeSettings(c)
+	if err != nil {
+		return "", err
+	}
+	b, err := json.MarshalIndent(ns, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(s.Opts.RunDir, "node-settings.json")
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return "", fmt.Errorf("writing the local node settings: %w", err)
+	}
+	return path, nil
 }
 
 func (s *System) publish(ctx context.Context, topic string, data []byte) error {

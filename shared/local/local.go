@@ -160,20 +160,27 @@ func Run(ctx context.Context, opts Options) (err error) {
 		slurmHelp = fmt.Sprintf("  sinfo; sbatch -p %s -N 1 --wrap 'sleep 30'; squeue   # real Slurm: jobs power nodes up\n",
 			ss.lc.Nodes()[0].Partition)
 	}
+	settingsPath, err := s.writeNodeSettings()
+	if err != nil {
+		return err
+	}
 	exe := opts.Exe
 	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, settingsPath); err == nil && !strings.HasPrefix(rel, "..") {
+			settingsPath = rel
+		}
 		if rel, err := filepath.Rel(wd, exe); err == nil && !strings.HasPrefix(rel, "..") {
 			exe = rel
 		}
 	}
 	fmt.Fprintf(opts.Out, "\nflexslurm is running (simulated clock ×%g). In another shell:\n"+
-		"  export %s=%s FIRESTORE_EMULATOR_HOST=%s PUBSUB_EMULATOR_HOST=%s %s=%s\n"+
+		"  export %s=%s FIRESTORE_EMULATOR_HOST=%s PUBSUB_EMULATOR_HOST=%s %s=%s %s=%s\n"+
 		"  export CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE=%s/compute/v1/ CLOUDSDK_AUTH_DISABLE_CREDENTIALS=true CLOUDSDK_CORE_PROJECT=%s   # gcloud compute … against the simulator (docs/compute-contract.md)\n"+
 		"  %s status --dead-letter   # pools, nodes, requests, backoff, dead letters\n"+
-		"  %s apply %s   # apply a changed spec (created or resized)\n"+
+		"  %s apply --node-settings %s %s   # apply a changed spec (created or resized)\n"+
 		"%sCtrl-C stops everything.\n\n",
 		opts.Speedup, config.EnvProject, opts.Project, s.Emu.Firestore.Addr(), s.Emu.PubSub.Addr(),
-		config.EnvClock, s.Clock.String(), s.SimURL, opts.Project, exe, exe, opts.SpecPath, slurmHelp)
+		config.EnvClock, s.Clock.String(), config.EnvComputeEndpoint, s.SimURL, s.SimURL, opts.Project, exe, exe, settingsPath, opts.SpecPath, slurmHelp)
 	<-ctx.Done()
 	fmt.Fprintln(opts.Out, "\nstopping: Slurm, functions, Compute simulator, emulators")
 	return nil
