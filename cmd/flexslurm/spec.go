@@ -164,7 +164,7 @@ func cmdApply(args []string, stdout, stderr io.Writer) int {
 	defer ps.Close()
 	id, err := ps.Publish(ctx, *topic, data, map[string]string{"cluster": c.ID})
 	if err != nil {
-		fmt.Fprintf(stderr, "flexslurm apply: publishing to %s: %v\n", *topic, err)
+		fmt.Fprintf(stderr, "flexslurm apply: %v\n", err)
 		return 1
 	}
 	fmt.Fprintf(stdout, "cluster %s applied (default node image %s): published message %s to %s\n", c.ID, node.Image, id, *topic)

@@ -150,7 +150,7 @@ func Collect(ctx context.Context, src Source, at time.Time, o Options) (*Snapsho
 	if o.Cluster == "" {
 		var err error
 		if ids, err = src.Clusters(ctx); err != nil {
-			return nil, fmt.Errorf("listing clusters: %w", err)
+			return nil, err
 		}
 	}
 	snap := &Snapshot{At: at}

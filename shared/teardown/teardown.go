@@ -129,7 +129,7 @@ func (r *Report) Clean() bool { return len(r.Remaining) == 0 }
 // and leftovers are in the report, which is then not Clean.
 func Run(ctx context.Context, c Compute, o Options) (*Report, error) {
 	if err := plan.CheckTeardownCluster(o.Cluster); err != nil {
-		return nil, fmt.Errorf("teardown: %w", err)
+		return nil, fmt.Errorf("listing cluster resources: %w", err)
 	}
 	if o.Wait <= 0 {
 		o.Wait = DefaultWait
@@ -327,14 +327,14 @@ func (r *runner) inventory(ctx context.Context) (plan.TeardownInventory, error) 
 	}
 	tpls, err := r.c.ListInstanceTemplates(ctx)
 	if err != nil {
-		return inv, fmt.Errorf("teardown: %w", err)
+		return inv, fmt.Errorf("listing cluster resources: %w", err)
 	}
 	for _, t := range tpls {
 		inv.Templates = append(inv.Templates, plan.TeardownTemplate{Name: t.Name, Path: t.Path, Labels: t.Labels})
 	}
 	migs, err := r.c.ListMIGsAllScopes(ctx)
 	if err = unreachable(err); err != nil {
-		return inv, fmt.Errorf("teardown: %w", err)
+		return inv, fmt.Errorf("listing cluster resources: %w", err)
 	}
 	for _, m := range migs {
 		inv.MIGs = append(inv.MIGs, plan.TeardownMIG{Zone: m.Zone, Region: m.Region, Name: m.Name, Templates: m.Templates})
@@ -346,7 +346,7 @@ func (r *runner) inventory(ctx context.Context) (plan.TeardownInventory, error) 
 			continue // deleted since it was listed
 		}
 		if err != nil {
-			return inv, fmt.Errorf("teardown: %w", err)
+			return inv, fmt.Errorf("listing cluster resources: %w", err)
 		}
 		for _, rr := range rrs {
 			inv.ResizeRequests = append(inv.ResizeRequests, plan.TeardownResizeRequest{Zone: rr.Zone, MIG: rr.MIG, Name: rr.Name, State: rr.State})
@@ -354,7 +354,7 @@ func (r *runner) inventory(ctx context.Context) (plan.TeardownInventory, error) 
 	}
 	vms, err := r.c.ListInstancesAllZones(ctx, plan.TeardownClusterLabels(r.o.Cluster))
 	if err = unreachable(err); err != nil {
-		return inv, fmt.Errorf("teardown: %w", err)
+		return inv, fmt.Errorf("listing cluster resources: %w", err)
 	}
 	for _, v := range vms {
 		inv.VMs = append(inv.VMs, plan.TeardownVM{Zone: v.Zone, Name: v.Name, ID: v.ID, Status: v.Status, Labels: v.Labels, MIG: v.MIG})
