@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -24,7 +23,6 @@ func init() {
 
 func cmdAgent(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var o agent.Options
 	specPath := fs.String("spec", "", "cluster spec (cluster_config.json); the agent acts on its Flex-Start nodes only (required)")
 	fs.StringVar(&o.Project, "project", os.Getenv(config.EnvProject), "Google Cloud project of the topics (default $"+config.EnvProject+")")
@@ -43,17 +41,14 @@ func cmdAgent(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(fs.Output(), "usage: flexslurm agent --spec FILE --project P [flags]\n\nRuns beside slurmctld (as root or the SlurmUser): applies the slurm.command\nmessages of the functions through scontrol, idempotently, reporting each as a\nslurm.command_result, and publishes a slurm.snapshot of the cluster's nodes\nand jobs every --snapshot-every. Stops on SIGINT/SIGTERM.\n\nIt consumes the subscription deploy/ creates (--subscription) and creates\nnothing unless --create-subscription is given. A missing subscription or a\nmissing role (roles/pubsub.subscriber on the subscription) stops it with an\nerror naming them; a publish refused for lack of roles/pubsub.publisher is\nlogged naming the topic. `flexslurm install controller` installs it as a\nsystemd service.")
 		fs.PrintDefaults()
 	}
-	if wantsHelp(args) {
-		fs.SetOutput(stdout)
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
+	if noArgs(fs, stderr) {
 		return 2
 	}
 	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(*level)); err != nil || *specPath == "" || o.Project == "" || fs.NArg() > 0 {
+	if err := lvl.UnmarshalText([]byte(*level)); err != nil || *specPath == "" || o.Project == "" {
 		fmt.Fprintln(stderr, "flexslurm agent: --spec and --project are required; --log-level is DEBUG, INFO, WARN or ERROR")
 		fs.Usage()
 		return 2
@@ -76,18 +71,4 @@ func cmdAgent(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-// wantsHelp reports whether args ask for the usage (-h, -help, --help),
-// which then goes to stdout.
-func wantsHelp(args []string) bool {
-	for _, a := range args {
-		if a == "--" {
-			return false
-		}
-		if a == "-h" || a == "-help" || a == "--help" {
-			return true
-		}
-	}
-	return false
 }

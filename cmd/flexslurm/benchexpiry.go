@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,6 +17,10 @@ import (
 
 func init() {
 	commands["bench"] = command{"simulate flexslurm over time and print what it achieves (bench expiry: make-before-break vs recreate)", cmdBench}
+	for name := range benchSubcommands {
+		subcommands["bench"] = append(subcommands["bench"], name)
+	}
+	slices.Sort(subcommands["bench"])
 }
 
 // benchSubcommands are the subcommands of `flexslurm bench`.
@@ -24,12 +29,11 @@ var benchSubcommands = map[string]func(args []string, stdout, stderr io.Writer) 
 }
 
 func cmdBench(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || benchSubcommands[args[0]] == nil {
-		fmt.Fprintln(stderr, "usage: flexslurm bench expiry [FLAGS]\n\nexpiry: a week of a static Flex-Start pool whose VMs reach their max run\n        duration, under make-before-break (the default policy) and\n        recreate-after-termination, side by side; run 'flexslurm bench expiry -h'.")
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			return 0
-		}
-		return 2
+	usage := func(w io.Writer) {
+		fmt.Fprintln(w, "usage: flexslurm bench expiry [FLAGS]\n\nexpiry: a week of a static Flex-Start pool whose VMs reach their max run\n        duration, under make-before-break (the default policy) and\n        recreate-after-termination, side by side; run 'flexslurm bench expiry -h'.")
+	}
+	if code, ok := subcommand("bench", args, stdout, stderr, usage); !ok {
+		return code
 	}
 	return benchSubcommands[args[0]](args[1:], stdout, stderr)
 }
@@ -60,7 +64,6 @@ func (l *durationList) Set(v string) error {
 
 func cmdBenchExpiry(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench expiry", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	seed := fs.Uint64("seed", 1, "seed of the capacity waits and the job workload (the same for every strategy)")
 	nodes := fs.Int("nodes", expirybench.DefaultNodes, "min_node_count: the static nodes")
 	maxNodes := fs.Int("max-nodes", 0, "max_node_count (default 2 × nodes: room for successors)")
@@ -81,7 +84,7 @@ func cmdBenchExpiry(args []string, stdout, stderr io.Writer) int {
 	lead := fs.Duration("lead", 0, "fix make-before-break's lead time (plan.Policy.LeadTime; default flexslurm's: the 90th percentile of recent capacity waits, at least 30m)")
 	direct := fs.Bool("direct-compute", false, "send every Compute read through the apiv1 adapter (no read cache; same results, slower)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, `usage: flexslurm bench expiry [--seed S] [--nodes N] [--week D] [--out DIR] [FLAGS]
+		fmt.Fprintln(fs.Output(), `usage: flexslurm bench expiry [--seed S] [--nodes N] [--week D] [--out DIR] [FLAGS]
 
 Simulates, for each max run duration, a warm-up and a week of a static
 Flex-Start pool whose VMs all reach their max run duration, with random
@@ -99,14 +102,18 @@ least min_node_count nodes were usable (VM running, registered in Slurm, not
 drained). Also writes one timeline picture per duration to --out.`)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
+	}
+	if noArgs(fs, stderr) {
 		return 2
 	}
-	if fs.NArg() > 0 || len(durations) == 0 || *lead < 0 {
-		fs.Usage()
+	if len(durations) == 0 {
+		fmt.Fprintln(stderr, "flexslurm bench expiry: --durations: want at least one duration")
+		return 2
+	}
+	if *lead < 0 {
+		fmt.Fprintf(stderr, "flexslurm bench expiry: --lead %s: want a duration not negative\n", *lead)
 		return 2
 	}
 	ext := strings.ToLower(*format)

@@ -22,7 +22,6 @@ func init() {
 
 func cmdChaos(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	seeds := fs.Int("seeds", 1, "number of seeds to run")
 	seed := fs.Uint64("seed", 1, "first seed")
 	horizon := fs.Duration("horizon", 0, "simulated time over which events are generated (default 30h)")
@@ -33,14 +32,17 @@ func cmdChaos(args []string, stdout, stderr io.Writer) int {
 	var policy policyFlag
 	fs.Var(&policy, "policy", "set a decision knob in every scenario, KNOB=VALUE (plan.Policy field in snake_case, e.g. queue_timeout=2h); repeatable")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: flexslurm chaos [--seeds N] [--seed S] [--horizon D] [--policy KNOB=VALUE] [--no-shrink] [--out DIR] [-v]\n\nGenerates a random workload for each of the seeds S … S+N-1 (jobs submitted and\ncancelled, expiries, health failures, capacity delays, Compute errors), with\nevery message duplicated, delayed, reordered and crashed at random, runs it\nin-process and checks the invariants after every event. A failing seed is shrunk\nto a minimal scenario file, printed (replay it with `flexslurm scenario run`).\nExit status 1 when a seed fails.")
+		fmt.Fprintln(fs.Output(), "usage: flexslurm chaos [--seeds N] [--seed S] [--horizon D] [--policy KNOB=VALUE] [--no-shrink] [--out DIR] [-v]\n\nGenerates a random workload for each of the seeds S … S+N-1 (jobs submitted and\ncancelled, expiries, health failures, capacity delays, Compute errors), with\nevery message duplicated, delayed, reordered and crashed at random, runs it\nin-process and checks the invariants after every event. A failing seed is shrunk\nto a minimal scenario file, printed (replay it with `flexslurm scenario run`).\nExit status 1 when a seed fails.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
+	}
+	if noArgs(fs, stderr) {
 		return 2
 	}
-	if fs.NArg() > 0 || *seeds < 1 {
-		fs.Usage()
+	if *seeds < 1 {
+		fmt.Fprintf(stderr, "flexslurm chaos: --seeds %d: want at least 1\n", *seeds)
 		return 2
 	}
 	if *out != "" {

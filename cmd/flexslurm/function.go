@@ -14,21 +14,24 @@ import (
 // entryPoints lists the registered entry points, as deployed.
 var entryPoints = []string{flexslurm.EntryScaleUp, flexslurm.EntryExpiry, flexslurm.EntryRepair, flexslurm.EntryReconcile}
 
+const functionUsage = "usage: flexslurm function serve --target NAME [--host H] [--port P]"
+
 func cmdFunction(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "serve" {
-		fmt.Fprintln(stderr, "usage: flexslurm function serve --target NAME [--host H] [--port P]")
-		return 2
+	if code, ok := subcommand("function", args, stdout, stderr, func(w io.Writer) { fmt.Fprintln(w, functionUsage) }); !ok {
+		return code
 	}
 	fs := flag.NewFlagSet("function serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	target := fs.String("target", os.Getenv("FUNCTION_TARGET"), "entry point to serve: ScaleUp, Expiry, Repair or Reconcile")
 	host := fs.String("host", "127.0.0.1", "address to listen on")
 	port := fs.String("port", envOr("PORT", "8080"), "port to listen on")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: flexslurm function serve --target NAME [--host H] [--port P]\n\nServes one entry point with functions-framework-go exactly as Cloud Functions\ndoes (FUNCTION_TARGET, at path /), configured from the environment\n(GOOGLE_CLOUD_PROJECT, FIRESTORE_EMULATOR_HOST, PUBSUB_EMULATOR_HOST,\nFLEXSLURM_COMPUTE_ENDPOINT, FLEXSLURM_CLOCK, …).")
+		fmt.Fprintln(fs.Output(), functionUsage+"\n\nServes one entry point with functions-framework-go exactly as Cloud Functions\ndoes (FUNCTION_TARGET, at path /), configured from the environment\n(GOOGLE_CLOUD_PROJECT, FIRESTORE_EMULATOR_HOST, PUBSUB_EMULATOR_HOST,\nFLEXSLURM_COMPUTE_ENDPOINT, FLEXSLURM_CLOCK, …).")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args[1:]); err != nil {
+	if code, done := parseFlags(fs, args[1:], stdout, stderr); done {
+		return code
+	}
+	if noArgs(fs, stderr) {
 		return 2
 	}
 	known := false

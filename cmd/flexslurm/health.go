@@ -23,6 +23,7 @@ func init() {
 		"check this node's GPUs (health check [--from-dir DIR]); exit 0 PASS, 1 FAIL, 2 INCONCLUSIVE",
 		cmdHealth,
 	}
+	subcommands["health"] = []string{"check"}
 }
 
 // healthUsageExit is the exit status of a usage error of `flexslurm
@@ -65,16 +66,14 @@ flags:`)
 
 // runHealth is cmdHealth with its context.
 func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "check" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			healthUsage(stdout)
-			return 0
+	// A usage error exits 64, not 2: 2 is the INCONCLUSIVE verdict.
+	if code, ok := subcommand("health", args, stdout, stderr, healthUsage); !ok {
+		if code != 0 {
+			return healthUsageExit
 		}
-		healthUsage(stderr)
-		return healthUsageExit
+		return 0
 	}
 	fs := flag.NewFlagSet("health check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	fromDir := fs.String("from-dir", "", "read recorded tool outputs from `DIR` instead of running the tools")
 	count := fs.Int("accelerator-count", 0, "GPUs the node must have (the pool's accelerator_count); 0 skips the count")
 	timeout := fs.Duration("timeout", 0, "overall deadline of the check (e.g. 50s); 0 leaves only the per-probe budgets")
@@ -90,14 +89,14 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.StringVar(&tools.Journalctl, "journalctl", "", "absolute path of journalctl, read for the kernel log when there is no dmesg (default: looked up)")
 	toolPath := fs.String("tool-path", os.Getenv("PATH"), "colon-separated `DIRS` searched for the tools before the system directories")
 	fs.Usage = func() {
-		healthUsage(stderr)
+		healthUsage(fs.Output())
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+	if code, done := parseFlags(fs, args[1:], stdout, stderr); done {
+		if code != 0 {
+			return healthUsageExit
 		}
-		return healthUsageExit
+		return 0
 	}
 	opts, err := healthOptions(*count, *timeout, *skip, *budgets)
 	opts.ExpectNVLink, opts.NVLinkReplayFailAt, opts.NVLinkCRCFailAt = *expectNVLink, *replayFailAt, *crcFailAt

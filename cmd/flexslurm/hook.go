@@ -15,6 +15,7 @@ import (
 
 func init() {
 	commands["hook"] = command{"run a Slurm hook: resume, suspend, resume-fail, prolog-ctld, epilog-ctld, prolog, epilog, healthcheck", cmdHook}
+	subcommands["hook"] = slurm.HookNames
 	// Slurm runs hook programs with no arguments of our choosing, so each
 	// hook is a link named flexslurm-hook-NAME to this binary: run as such,
 	// it is `flexslurm hook NAME ARGS…`.
@@ -26,5 +27,5 @@ func init() {
 func cmdHook(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return hooks.Command(ctx, args, os.Args[0], os.Getenv, stderr)
+	return hooks.Command(ctx, args, os.Args[0], os.Getenv, stdout, stderr)
 }

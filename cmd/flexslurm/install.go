@@ -19,6 +19,7 @@ import (
 
 func init() {
 	commands["install"] = command{"install the controller side on a Slurm controller (install controller --project P --spec FILE)", cmdInstall}
+	subcommands["install"] = []string{"controller"}
 }
 
 func installUsage(w io.Writer) {
@@ -44,20 +45,11 @@ flags:
 }
 
 func cmdInstall(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "controller" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			installUsage(stdout)
-			return 0
-		}
-		installUsage(stderr)
-		return 2
+	if code, ok := subcommand("install", args, stdout, stderr, installUsage); !ok {
+		return code
 	}
 	args = args[1:]
 	fs := flag.NewFlagSet("install controller", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	if wantsHelp(args) {
-		fs.SetOutput(stdout)
-	}
 	project := fs.String("project", "", "Google Cloud project of the topics (required)")
 	specPath := fs.String("spec", "", "cluster spec (cluster_config.json) to install (required)")
 	binary := fs.String("binary", "", "absolute path of the flexslurm binary the hooks and the agent run (default: this program)")
@@ -71,11 +63,8 @@ func cmdInstall(args []string, stdout, stderr io.Writer) int {
 		installUsage(fs.Output())
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
 	}
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "flexslurm install controller: %v\n", err)

@@ -19,7 +19,6 @@ import (
 
 func cmdLocal(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("local", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	o := local.Options{Out: stdout}
 	fs.StringVar(&o.SpecPath, "spec", "examples/cluster_config.json", "cluster spec to apply")
 	fs.BoolVar(&o.Demo, "demo", false, "drive the seed's lifecycle, print the timeline and check every outcome (exit 1 if any differs)")
@@ -32,17 +31,13 @@ func cmdLocal(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.MakeBeforeBreak, "make-before-break", false, "request static nodes' successors ahead of their end (its lead time is inflated by the scaled clock)")
 	fs.DurationVar(&o.IdleTimeout, "idle-timeout", 14*24*time.Hour, "simulated time an idle dynamic node is kept before flexslurm releases it")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: flexslurm local [--demo] [flags]\n\nRuns the whole system on this machine: the Firestore and Pub/Sub emulators, the\nCompute Engine simulator, the four functions served by functions-framework,\nwired by Pub/Sub push subscriptions, and a real Slurm cluster (munged,\nslurmctld, the hooks and the agent; one slurmd per running VM), installed\nwith apt-get when missing. Ctrl-C stops everything.")
+		fmt.Fprintln(fs.Output(), "usage: flexslurm local [--demo] [flags]\n\nRuns the whole system on this machine: the Firestore and Pub/Sub emulators, the\nCompute Engine simulator, the four functions served by functions-framework,\nwired by Pub/Sub push subscriptions, and a real Slurm cluster (munged,\nslurmctld, the hooks and the agent; one slurmd per running VM), installed\nwith apt-get when missing. Ctrl-C stops everything.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "flexslurm local: unexpected argument %q (flags go before any argument; see --help)\n", fs.Arg(0))
+	if noArgs(fs, stderr) {
 		return 2
 	}
 	// SIGHUP too: closing the terminal stops everything, as Ctrl-C does.
@@ -65,17 +60,19 @@ func cmdLocal(args []string, stdout, stderr io.Writer) int {
 
 func cmdComputeSim(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("compute-sim", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:8787", "address to listen on")
 	speedup := fs.Float64("speedup", 1, "simulated clock speed-up over wall time")
 	project := fs.String("project", "", "only serve this project (default: any)")
 	capacity := fs.Duration("capacity-delay", 0, "simulated wait for capacity per resize request")
 	style := fs.String("expiry-log", computesim.ExpiryLogDeferredDelete, "how an expiry is logged: deferredDelete or migDelete")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: flexslurm compute-sim [flags]\n\nServes the Compute Engine REST paths flexslurm uses (instance templates, zonal\nMIGs, resize requests, instances, operations) with the real wire format. Point\nclients at it with option.WithEndpoint(\"http://ADDR\") and\noption.WithoutAuthentication().")
+		fmt.Fprintln(fs.Output(), "usage: flexslurm compute-sim [flags]\n\nServes the Compute Engine REST paths flexslurm uses (instance templates, zonal\nMIGs, resize requests, instances, operations) with the real wire format. Point\nclients at it with option.WithEndpoint(\"http://ADDR\") and\noption.WithoutAuthentication().")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
+	}
+	if noArgs(fs, stderr) {
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -21,6 +20,7 @@ import (
 
 func init() {
 	commands["node"] = command{"bootstrap this node VM (node boot): munge key, home, munged, slurmd, hooks", cmdNode}
+	subcommands["node"] = []string{"boot"}
 }
 
 // Environment of `flexslurm node boot`: the endpoints, the only difference
@@ -61,7 +61,6 @@ flags:`)
 
 func cmdNode(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("node boot", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	root := fs.String("root", "/", "`DIR` under which the node's own files are written (several simulated VMs on one host)")
 	exe := fs.String("exe", "", "the flexslurm binary the hooks link to (default: this program)")
 	hookDir := fs.String("hook-dir", "", "`DIR` of the node-side hook links and hooks.json (default ROOT/etc/flexslurm/hooks)")
@@ -70,25 +69,12 @@ func cmdNode(args []string, stdout, stderr io.Writer) int {
 	clk := fs.String("clock", "", "the hooks' simulated clock (local system)")
 	publishTimeout := fs.Duration("hooks-publish-timeout", 0, "the hooks' publish_timeout (0: their default)")
 	timeout := fs.Duration("timeout", 5*time.Minute, "deadline of the whole bootstrap")
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		if len(args) == 0 {
-			nodeUsage(stderr, fs)
-			return 2
-		}
-		nodeUsage(stdout, fs)
-		return 0
+	fs.Usage = func() { nodeUsage(fs.Output(), fs) }
+	if code, ok := subcommand("node", args, stdout, stderr, func(w io.Writer) { nodeUsage(w, fs) }); !ok {
+		return code
 	}
-	if args[0] != "boot" {
-		fmt.Fprintf(stderr, "flexslurm node: unknown subcommand %q (want boot)\n", args[0])
-		return 2
-	}
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			nodeUsage(stdout, fs)
-			return 0
-		}
-		fmt.Fprintf(stderr, "flexslurm node boot: %v\n", err)
-		return 2
+	if code, done := parseFlags(fs, args[1:], stdout, stderr); done {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "flexslurm node boot: unexpected arguments %q\n", fs.Args())

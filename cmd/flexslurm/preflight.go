@@ -38,7 +38,6 @@ func cmdPreflight(args []string, stdout, stderr io.Writer) int {
 // (tests point it at a fake server).
 func runPreflight(args []string, stdout, stderr io.Writer, extra ...option.ClientOption) int {
 	fs := flag.NewFlagSet("preflight", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var o preflight.Options
 	fs.StringVar(&o.Project, "project", os.Getenv(config.EnvProject), "project id (default $"+config.EnvProject+"); S3NS ids carry the s3ns: prefix")
 	fs.StringVar(&o.Universe, "universe-domain", os.Getenv(config.EnvUniverseDomain), "universe domain, e.g. s3nsapis.fr (default $"+config.EnvUniverseDomain+", else googleapis.com)")
@@ -46,7 +45,7 @@ func runPreflight(args []string, stdout, stderr io.Writer, extra ...option.Clien
 	fs.StringVar(&o.AgentDomain, "agent-domain", "", "domain of the service agent's address after the @ (default: found in the policy, else cloudservices.gserviceaccount.com)")
 	timeout := fs.Duration("timeout", 30*time.Second, "time allowed for the API calls")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: flexslurm preflight --project P [--universe-domain D] [--project-number N] [--agent-domain A]\n\n"+
+		fmt.Fprintln(fs.Output(), "usage: flexslurm preflight --project P [--universe-domain D] [--project-number N] [--agent-domain A]\n\n"+
 			"Checks the seed's prerequisite in the project's IAM policy: the Google APIs service\n"+
 			"agent (PROJECT_NUMBER@cloudservices.gserviceaccount.com; the domain differs per\n"+
 			"universe) must hold roles/editor (or roles/owner), or both\n"+
@@ -56,11 +55,10 @@ func runPreflight(args []string, stdout, stderr io.Writer, extra ...option.Clien
 			"Exit status: 0 met, 1 a role is missing, 2 bad usage, 3 could not check.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return preflightUsage
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
 	}
-	if fs.NArg() != 0 {
-		fs.Usage()
+	if noArgs(fs, stderr) {
 		return preflightUsage
 	}
 	if o.Project == "" {

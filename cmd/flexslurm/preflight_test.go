@@ -45,7 +45,7 @@ func TestPreflightCommand(t *testing.T) {
 		stderr string // substring
 	}{
 		{name: "no project", args: nil, code: preflightUsage, stderr: "no project"},
-		{name: "stray argument", args: []string{"--project", "p", "x"}, code: preflightUsage, stderr: "usage:"},
+		{name: "stray argument", args: []string{"--project", "p", "x"}, code: preflightUsage, stderr: `unexpected argument "x"`},
 		{name: "bad number", args: []string{"--project", "p", "--project-number", "x1"}, policy: `{}`, code: preflightUsage, stderr: "not a number"},
 		{
 			name: "editor", args: []string{"--project", "p"}, code: preflightOK,

@@ -14,26 +14,26 @@ import (
 
 func init() {
 	commands["scenario"] = command{"run scenario files in-process on a virtual clock (scenario run FILE...)", cmdScenario}
+	subcommands["scenario"] = []string{"run"}
 }
 
 func cmdScenario(args []string, stdout, stderr io.Writer) int {
-	usage := func() {
-		fmt.Fprintln(stderr, "usage: flexslurm scenario run [-v] [-trace] [-log FILE] FILE...\n\nRuns each scenario file (docs/scenarios.md) against the four functions, the\nin-memory store and the Compute Engine simulator on a virtual clock, and\nprints every failed assertion (every assertion with -v). A FILE may be a\ndirectory: its *.yaml files are run. The exit status is 1 when an assertion\nfails or a file does not run, 2 on a usage error.")
+	usage := func(w io.Writer) {
+		fmt.Fprintln(w, "usage: flexslurm scenario run [-v] [-trace] [-log FILE] FILE...\n\nRuns each scenario file (docs/scenarios.md) against the four functions, the\nin-memory store and the Compute Engine simulator on a virtual clock, and\nprints every failed assertion (every assertion with -v). A FILE may be a\ndirectory: its *.yaml files are run. The exit status is 1 when an assertion\nfails or a file does not run, 2 on a usage error.")
 	}
-	if len(args) == 0 || args[0] != "run" {
-		usage()
-		return 2
+	if code, ok := subcommand("scenario", args, stdout, stderr, usage); !ok {
+		return code
 	}
 	fs := flag.NewFlagSet("scenario run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	verbose := fs.Bool("v", false, "print every assertion, not only failures")
 	trace := fs.Bool("trace", false, "print the timeline of each run (deliveries, crashes, commands)")
 	logPath := fs.String("log", "", "append the functions' structured logs to this file")
-	fs.Usage = func() { usage(); fs.PrintDefaults() }
-	if err := fs.Parse(args[1:]); err != nil {
-		return 2
+	fs.Usage = func() { usage(fs.Output()); fs.PrintDefaults() }
+	if code, done := parseFlags(fs, args[1:], stdout, stderr); done {
+		return code
 	}
 	if fs.NArg() == 0 {
+		fmt.Fprintln(stderr, "flexslurm scenario run: no FILE given")
 		fs.Usage()
 		return 2
 	}

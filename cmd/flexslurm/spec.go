@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"time"
 
 	"github.com/flexslurm/flexslurm/shared/config"
@@ -24,14 +23,14 @@ import (
 
 func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: flexslurm validate FILE\n\nParses a managed-Slurm cluster_config.json, applies the defaults and prints the\neffective spec. Every problem is listed by JSON path; the exit status is 1 when\nthere is any.")
+		fmt.Fprintln(fs.Output(), "usage: flexslurm validate FILE\n\nParses a managed-Slurm cluster_config.json, applies the defaults and prints the\neffective spec. Every problem is listed by JSON path; the exit status is 1 when\nthere is any.")
 	}
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
 	}
 	if fs.NArg() != 1 {
+		fmt.Fprintf(stderr, "flexslurm validate: want one FILE, got %d argument(s) %q\n", fs.NArg(), fs.Args())
 		fs.Usage()
 		return 2
 	}
@@ -90,7 +89,6 @@ func LoadNodeSettings(path string) (nodeconfig.Settings, error) {
 
 func cmdApply(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	project := fs.String("project", os.Getenv(config.EnvProject), "Google Cloud project of the Pub/Sub topic and the node pools (default $GOOGLE_CLOUD_PROJECT)")
 	topic := fs.String("topic", config.TopicClusterSpec, "topic the ScaleUp function reads cluster specs from")
 	nodeSettings := fs.String("node-settings", "", "node settings JSON file (required; e.g. the output of terraform output -json node_settings)")
@@ -98,15 +96,16 @@ func cmdApply(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(fs.Output(), "usage: flexslurm apply [--project P] [--topic T] --node-settings FILE SPEC\n\nValidates the cluster spec, resolves the node settings' image families (and the\npools' node_image) to images through the Compute API, and publishes both as a\ncluster.applied event: the ScaleUp function creates the pools' templates and\nMIGs, brings static pools to min_node_count and releases surplus nodes.\nHonours PUBSUB_EMULATOR_HOST, FLEXSLURM_COMPUTE_ENDPOINT and\nGOOGLE_CLOUD_UNIVERSE_DOMAIN.")
 		fs.PrintDefaults()
 	}
-	if slices.ContainsFunc(args, func(a string) bool { return a == "-h" || a == "--help" || a == "-help" }) {
-		fs.SetOutput(stdout)
-		fs.Usage()
-		return 0
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
 	}
-	if err := fs.Parse(args); err != nil {
+	if fs.NArg() != 1 {
+		fmt.Fprintf(stderr, "flexslurm apply: want one SPEC, got %d argument(s) %q\n", fs.NArg(), fs.Args())
+		fs.Usage()
 		return 2
 	}
-	if fs.NArg() != 1 || *nodeSettings == "" {
+	if *nodeSettings == "" {
+		fmt.Fprintln(stderr, "flexslurm apply: --node-settings is required")
 		fs.Usage()
 		return 2
 	}

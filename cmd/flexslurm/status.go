@@ -80,7 +80,6 @@ func openStatus(ctx context.Context, f statusFlags) (*statusBackends, error) {
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer, open statusOpener) int {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var f statusFlags
 	fs.StringVar(&f.project, "project", os.Getenv(config.EnvProject), "Google Cloud project of the Firestore database (default $"+config.EnvProject+")")
 	fs.StringVar(&f.database, "database", os.Getenv(config.EnvFirestoreDatabase), "Firestore database id (default $"+config.EnvFirestoreDatabase+", else (default))")
@@ -92,7 +91,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer, ope
 	fs.BoolVar(&f.deadLetter, "dead-letter", false, "peek each dead-letter subscription to count its messages (pull without ack; needs roles/pubsub.subscriber on them)")
 	fs.IntVar(&f.limit, "dead-letter-limit", 1000, "most messages counted per dead-letter subscription")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: flexslurm status [--watch] [--project P] [--cluster C] [--dead-letter]\n\n"+
+		fmt.Fprintln(fs.Output(), "usage: flexslurm status [--watch] [--project P] [--cluster C] [--dead-letter]\n\n"+
 			"Reads flexslurm's state in Firestore and prints, per node pool: the static minimum\n"+
 			"and the maximum, nodes by phase, each node's VM, generation and time left before\n"+
 			"Compute Engine terminates it, resize requests in flight and their age, backoff and\n"+
@@ -101,12 +100,11 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer, ope
 			"against `flexslurm local` (pass that system's --project and --clock).")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
 	}
 	switch {
-	case fs.NArg() != 0:
-		fs.Usage()
+	case noArgs(fs, stderr):
 		return 2
 	case f.project == "":
 		fmt.Fprintf(stderr, "flexslurm status: no project: pass --project or set %s\n", config.EnvProject)

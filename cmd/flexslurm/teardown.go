@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -72,7 +71,6 @@ func cmdTeardown(args []string, stdout, stderr io.Writer) int {
 // it at a simulator).
 func runTeardown(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...option.ClientOption) int {
 	fs := flag.NewFlagSet("teardown", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var o teardown.Options
 	fs.StringVar(&o.Project, "project", os.Getenv(config.EnvProject), "project id (default $"+config.EnvProject+")")
 	fs.StringVar(&o.Cluster, "cluster", "", "cluster id, as in the spec (required)")
@@ -83,13 +81,8 @@ func runTeardown(ctx context.Context, args []string, stdout, stderr io.Writer, e
 		fmt.Fprintln(fs.Output(), teardownHelp)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fs.Usage()
-			return teardownClean
-		}
-		return teardownUsage
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
 	}
 	var problems []string
 	if fs.NArg() > 0 {

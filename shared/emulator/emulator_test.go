@@ -371,6 +371,13 @@ func TestMainUsage(t *testing.T) {
 		if got := Main(tc.args, &stdout, &stderr); got != tc.want {
 			t.Errorf("Main(%q) = %d, want %d\nstderr:\n%s", tc.args, got, tc.want, stderr.String())
 		}
+		// The usage asked for goes to stdout, alone; a usage error to stderr.
+		if tc.want == 0 && (!strings.HasPrefix(stdout.String(), "usage:") || stderr.Len() != 0) {
+			t.Errorf("Main(%q): stdout %q, stderr %q; want the usage on stdout only", tc.args, stdout.String(), stderr.String())
+		}
+		if tc.want != 0 && (stdout.Len() != 0 || stderr.Len() == 0) {
+			t.Errorf("Main(%q): stdout %q, stderr %q; want the error on stderr only", tc.args, stdout.String(), stderr.String())
+		}
 	}
 }
 

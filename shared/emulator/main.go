@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/flexslurm/flexslurm/shared/cli"
 )
 
 const usage = `usage:
@@ -76,34 +78,30 @@ func (c *commonFlags) validate() error {
 	return nil
 }
 
-func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+func newFlagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("flexslurm emulators "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, usage, "\nflags of ", name, ":\n")
+		fmt.Fprint(fs.Output(), usage, "\nflags of ", name, ":\n")
 		fs.PrintDefaults()
 	}
 	return fs
 }
 
 // parseFlags parses args and returns the exit status to use when parsing
-// ends the command (help or an error), or -1 to carry on.
-func parseFlags(fs *flag.FlagSet, args []string) int {
-	switch err := fs.Parse(args); {
-	case errors.Is(err, flag.ErrHelp):
-		return 0
-	case err != nil:
-		return exitUsage
+// ends the command (-h: 0, usage on stdout; a bad flag: 2), else -1.
+func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
+	if code, done := cli.Parse(fs, args, stdout, stderr); done {
+		return code
 	}
 	return -1
 }
 
 func mainRun(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("run", stderr)
+	fs := newFlagSet("run")
 	var c commonFlags
 	c.register(fs)
 	optional := fs.Bool("optional", false, "when the emulators are not installed, say so loudly and run the command without them")
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := parseFlags(fs, args, stdout, stderr); code >= 0 {
 		return code
 	}
 	if fs.NArg() == 0 {
@@ -151,13 +149,13 @@ func runPlain(argv []string, stdout, stderr io.Writer) int {
 }
 
 func mainStart(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("start", stderr)
+	fs := newFlagSet("start")
 	var c commonFlags
 	c.register(fs)
 	host := fs.String("host", "127.0.0.1", "address both emulators listen on")
 	fsPort := fs.Int("firestore-port", 0, "Firestore emulator port (0 picks a free one)")
 	psPort := fs.Int("pubsub-port", 0, "Pub/Sub emulator port (0 picks a free one)")
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := parseFlags(fs, args, stdout, stderr); code >= 0 {
 		return code
 	}
 	if fs.NArg() > 0 {

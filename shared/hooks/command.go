@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flexslurm/flexslurm/shared/cli"
 	"github.com/flexslurm/flexslurm/shared/clock"
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/logx"
@@ -45,13 +46,15 @@ flags:`
 
 // Command runs `flexslurm hook NAME …`: args starts with the hook name,
 // argv0 is the program's argv[0] (to find hooks.json beside a hook link),
-// getenv reads the environment. It returns the exit status.
-func Command(ctx context.Context, args []string, argv0 string, getenv func(string) string, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+// getenv reads the environment. The usage asked for (-h) goes to stdout,
+// everything else to stderr. It returns the exit status.
+func Command(ctx context.Context, args []string, argv0 string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
 		fmt.Fprintln(stderr, Usage)
-		if len(args) == 0 {
-			return 2
-		}
+		return cli.ExitUsage
+	}
+	if cli.IsHelp(args[0]) {
+		fmt.Fprintln(stdout, Usage)
 		return 0
 	}
 	name := args[0]
@@ -60,7 +63,6 @@ func Command(ctx context.Context, args []string, argv0 string, getenv func(strin
 		return 2
 	}
 	fs := flag.NewFlagSet("hook "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var f Config
 	configPath := fs.String("config", "", "hook config file (default: see above)")
 	fs.StringVar(&f.Cluster, "cluster", "", "cluster id")
@@ -74,14 +76,11 @@ func Command(ctx context.Context, args []string, argv0 string, getenv func(strin
 	checkCmd := fs.String("check-cmd", "", "health check command: absolute program path and arguments separated by spaces (no shell)")
 	vmName := fs.String("vm-name", "", "VM this node-side hook runs on (<node>-g<generation>)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, Usage)
+		fmt.Fprintln(fs.Output(), Usage)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, done := cli.Parse(fs, args[1:], stdout, stderr); done {
+		return code
 	}
 	path := ConfigPath(*configPath, argv0, getenv)
 	cfg, err := LoadConfig(path)

@@ -441,17 +441,23 @@ func TestNodeCheckFailure(t *testing.T) {
 }
 
 func TestCommandUsageErrors(t *testing.T) {
-	var stderr strings.Builder
+	var stdout, stderr strings.Builder
 	getenv := func(string) string { return "" }
-	if code := Command(context.Background(), []string{"nope"}, "flexslurm", getenv, &stderr); code != 2 {
-		t.Errorf("unknown hook: exit %d", code)
+	if code := Command(context.Background(), []string{"nope"}, "flexslurm", getenv, &stdout, &stderr); code != 2 || stdout.Len() != 0 {
+		t.Errorf("unknown hook: exit %d, stdout %q", code, stdout.String())
 	}
+	stderr.Reset()
+	if code := Command(context.Background(), []string{"resume", "-h"}, "flexslurm", getenv, &stdout, &stderr); code != 0 ||
+		!strings.HasPrefix(stdout.String(), "usage: flexslurm hook") || !strings.Contains(stdout.String(), "-check-cmd") || stderr.Len() != 0 {
+		t.Errorf("resume -h: exit %d, stdout %q, stderr %q; want the usage on stdout", code, stdout.String(), stderr.String())
+	}
+	stdout.Reset()
 	stderr.Reset()
 	cfg := filepath.Join(t.TempDir(), "hooks.json")
 	if err := WriteConfig(cfg, Config{Cluster: "flexvm"}); err != nil {
 		t.Fatal(err)
 	}
-	if code := Command(context.Background(), []string{"suspend", "--config", cfg, "flexvm-a3u-1"}, "flexslurm", getenv, &stderr); code != 2 ||
+	if code := Command(context.Background(), []string{"suspend", "--config", cfg, "flexvm-a3u-1"}, "flexslurm", getenv, &stdout, &stderr); code != 2 ||
 		!strings.Contains(stderr.String(), "project is required") {
 		t.Errorf("config without project: exit %d, stderr %q", code, stderr.String())
 	}
