@@ -87,7 +87,14 @@ func cmdInstall(args []string, stdout, stderr io.Writer) int {
 		c.OwnerUID, c.OwnerGID = os.Geteuid(), os.Getegid()
 	}
 	if err := resolveSlurmUser(&c, r, *slurmUser, *slurmConf); err != nil {
-		return fail(err)
+		if !*uninstall {
+			return fail(err)
+		}
+		// What an install created is removed whoever owns it: an
+		// uninstall needs no slurm.conf (it may be restored already).
+		if err := resolveSlurmUser(&c, r, "root", *slurmConf); err != nil {
+			return fail(err)
+		}
 	}
 	systemctl := ""
 	if onHost && !*dryRun {
@@ -108,7 +115,10 @@ func cmdInstall(args []string, stdout, stderr io.Writer) int {
 				return fail(err)
 			}
 		}
-		fmt.Fprintln(stdout, "\nRemove the flexslurm hook lines from slurm.conf (ResumeProgram, SuspendProgram, ResumeFailProgram, PrologSlurmctld, EpilogSlurmctld), then run `scontrol reconfigure`.")
+		fmt.Fprintln(stdout, "\nRemove flexslurm's lines from slurm.conf (its NodeName and PartitionName lines, and these), then restart slurmctld:")
+		for _, l := range install.SlurmConfLines() {
+			fmt.Fprintln(stdout, "  "+l)
+		}
 		return 0
 	}
 
@@ -149,13 +159,10 @@ func cmdInstall(args []string, stdout, stderr io.Writer) int {
 	}
 	switch {
 	case systemctl != "":
-		verb := "start" // a no-op when it runs
-		for _, ch := range changes {
-			if ch.Action != "unchanged" {
-				verb = "restart"
-			}
-		}
-		for _, args := range [][]string{{"daemon-reload"}, {"enable", install.UnitName}, {verb, install.UnitName}} {
+		// Restart even when no installed file changed: after an upgrade the
+		// binary the unit runs changed in place, and a restart is safe (the
+		// agent's ledger runs each command once).
+		for _, args := range [][]string{{"daemon-reload"}, {"enable", install.UnitName}, {"restart", install.UnitName}} {
 			if err := runSystemctl(stdout, systemctl, args...); err != nil {
 				return fail(fmt.Errorf("%w (the files are installed; start the agent by hand)", err))
 			}
@@ -163,12 +170,13 @@ func cmdInstall(args []string, stdout, stderr io.Writer) int {
 	case onHost && !*dryRun:
 		fmt.Fprintf(stdout, "\nsystemctl not found: start the agent as %s with the ExecStart line of %s.\n", c.SlurmUser, install.UnitPath)
 	}
-	fmt.Fprintln(stdout, "\nSet these lines in slurm.conf (the SlurmUser runs them), then run `scontrol reconfigure`:")
+	fmt.Fprintln(stdout, "\nSet these lines in slurm.conf (the SlurmUser runs them), then restart slurmctld (new NodeName lines need it;\n`scontrol reconfigure` is enough when only these lines change):")
 	for _, l := range install.SlurmConfLines() {
 		fmt.Fprintln(stdout, "  "+l)
 	}
 	fmt.Fprintln(stdout, "SlurmctldParameters must include enable_configless (nodes run slurmd --conf-server).")
-	fmt.Fprintln(stdout, "Power saving (SuspendTime, SuspendTimeout, ResumeTimeout, CLOUD nodes): see docs/slurm.md.")
+	fmt.Fprintln(stdout, "HealthCheckInterval must be set (e.g. 300): Slurm's default, 0, never runs HealthCheckProgram.")
+	fmt.Fprintln(stdout, "Nodes, partitions and power saving (CLOUD nodes, SuspendExcNodes, ResumeTimeout): see docs/slurm.md.")
 	return 0
 }
 

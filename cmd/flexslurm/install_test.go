@@ -61,8 +61,15 @@ func TestInstallController(t *testing.T) {
 	}
 
 	stdout.Reset()
+	// An uninstall needs no slurm.conf: the operator may have restored it.
+	if err := os.Remove(filepath.Join(root, "etc/slurm/slurm.conf")); err != nil {
+		t.Fatal(err)
+	}
 	if code := run([]string{"install", "controller", "--uninstall", "--root", root}, &stdout, &stderr); code != 0 {
 		t.Fatalf("uninstall: exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "HealthCheckProgram=/etc/flexslurm/hooks/flexslurm-hook-healthcheck") {
+		t.Errorf("uninstall does not list every slurm.conf line to remove:\n%s", stdout.String())
 	}
 	for _, p := range []string{install.UnitPath, install.HooksConfigPath, install.HookDir, install.SpoolDir} {
 		if _, err := os.Lstat(filepath.Join(root, p)); err == nil {
