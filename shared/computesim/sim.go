@@ -32,6 +32,10 @@ type Sim struct {
 	images    map[string]*imageRec    // key: projects/P/global/images/N (images.go)
 	migs      map[string]*migRec      // key: projects/P/zones/Z/instanceGroupManagers/N
 	instances map[string]*instanceRec // key: projects/P/zones/Z/instances/N
+	// deletedRRs are the resize requests resizeRequests.delete removed,
+	// kept for ResizeRequestHistory (introspection only; the API no
+	// longer shows them).
+	deletedRRs []*rrRec
 	ops       map[string]*computepb.Operation
 	reqIDs    map[string]requestRec // key: project|zone|requestId (zone "" for global)
 
@@ -65,6 +69,7 @@ type rrRec struct {
 	created, acceptAt   time.Time
 	capacityAt          time.Time // set when ACCEPTED
 	provisionedInstance []string
+	deleted             time.Time // when resizeRequests.delete removed it (history only)
 }
 
 type deleteCause int
@@ -171,6 +176,10 @@ type ResizeRequest struct {
 	CapacityAt time.Time
 	// ErrorCode and ErrorMessage are status.error of a FAILED request.
 	ErrorCode, ErrorMessage string
+	// Deleted is when resizeRequests.delete removed the request (zero
+	// while it exists); only ResizeRequestHistory returns such requests,
+	// with the state they were deleted in.
+	Deleted time.Time
 }
 
 // MIG is a managed instance group as seen through the introspection API.
@@ -480,11 +489,27 @@ func (s *Sim) Instances() []Instance {
 func (s *Sim) ResizeRequests() []ResizeRequest {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.resizeRequestsLocked(false)
+}
+
+// ResizeRequestHistory returns every resize request of every MIG and every
+// one deleted with resizeRequests.delete (Deleted set, in the state it was
+// deleted in), ordered by creation: what was ever asked for.
+func (s *Sim) ResizeRequestHistory() []ResizeRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.resizeRequestsLocked(true)
+}
+
+func (s *Sim) resizeRequestsLocked(history bool) []ResizeRequest {
 	var recs []*rrRec
 	for _, m := range s.migs {
 		for _, rr := range m.rrs {
 			recs = append(recs, rr)
 		}
+	}
+	if history {
+		recs = append(recs, s.deletedRRs...)
 	}
 	slices.SortFunc(recs, func(a, b *rrRec) int { return cmpSeq(a.seq, b.seq) })
 	out := make([]ResizeRequest, 0, len(recs))
@@ -501,6 +526,7 @@ func (s *Sim) ResizeRequests() []ResizeRequest {
 			RunDuration: rr.runDuration,
 			Created:     rr.created,
 			CapacityAt:  rr.capacityAt,
+			Deleted:     rr.deleted,
 		}
 		if errs := rr.pb.GetStatus().GetError().GetErrors(); len(errs) > 0 {
 			r.ErrorCode, r.ErrorMessage = errs[0].GetCode(), errs[0].GetMessage()

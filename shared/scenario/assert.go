@@ -259,7 +259,7 @@ func (r *runner) selectRRs(rc *RRCheck) []computesim.ResizeRequest {
 		re = regexp.MustCompile(rc.Match)
 	}
 	var out []computesim.ResizeRequest
-	for _, rr := range r.h.Sim.ResizeRequests() {
+	for _, rr := range r.h.Sim.ResizeRequestHistory() {
 		if rc.Name != "" && rr.Name != rc.Name {
 			continue
 		}
@@ -297,7 +297,7 @@ func (r *runner) checkRRs(rc *RRCheck, add addFunc) {
 		names = append(names, rr.Name)
 		described = append(described, rr.Name+"="+rr.State)
 	}
-	for _, rr := range r.h.Sim.ResizeRequests() {
+	for _, rr := range r.h.Sim.ResizeRequestHistory() {
 		states[rr.Name] = rr.State
 	}
 	sort.Strings(names)
