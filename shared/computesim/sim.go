@@ -36,8 +36,8 @@ type Sim struct {
 	// kept for ResizeRequestHistory (introspection only; the API no
 	// longer shows them).
 	deletedRRs []*rrRec
-	ops       map[string]*computepb.Operation
-	reqIDs    map[string]requestRec // key: project|zone|requestId (zone "" for global)
+	ops        map[string]*computepb.Operation
+	reqIDs     map[string]requestRec // key: project|zone|requestId (zone "" for global)
 
 	calls      []Call
 	audit      []AuditEntry

@@ -450,7 +450,7 @@ func TestReconcile(t *testing.T) {
 			name: "a requested VM that came up is recorded running",
 			obs: ObservedPool{Listed: true, MIGExists: true, VMs: []VM{{Name: "flexvm-a3u-0-g1", ID: "9", Status: "RUNNING", Created: t0, TerminationTime: t0.Add(7 * 24 * time.Hour)}},
 				ResizeRequests: []ObservedResizeRequest{{Name: "rr-flexvm-a3u-0-g1", State: "SUCCEEDED", Created: t0}}},
-			now:  t0.Add(time.Minute),
+			now: t0.Add(time.Minute),
 			want: []string{"PutNode:flexvm-a3u-0/running", "PutPool:a3u", "Slurm:reservation_create:flexvm-a3u-0",
 				"DeleteResizeRequest:rr-flexvm-a3u-0-g1/SUCCEEDED"},
 		},
