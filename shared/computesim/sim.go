@@ -85,6 +85,7 @@ type instanceRec struct {
 	project, zone, name string
 	pb                  *computepb.Instance
 	mig, rr             string
+	template            string // the MIG's template when the VM was created
 	created             time.Time
 	termination         time.Time // zero: no run-duration limit
 
@@ -138,6 +139,11 @@ type Instance struct {
 	MIG string
 	// ResizeRequest is the resize request that created the VM, "" for none.
 	ResizeRequest string
+	// Template is the name of the instance template the VM was created
+	// from (its MIG's template at that time), "" for none.
+	Template string
+	// BootDiskSizeGB is the boot disk's size (0 when unknown).
+	BootDiskSizeGB int64
 	// MachineType is the bare machine type name.
 	MachineType string
 	// ProvisioningModel is scheduling.provisioningModel (FLEX_START, ...).
@@ -457,6 +463,7 @@ func (s *Sim) snapshotLocked(in *instanceRec) Instance {
 		Status:            in.pb.GetStatus(),
 		MIG:               in.mig,
 		ResizeRequest:     in.rr,
+		Template:          in.template,
 		MachineType:       lastSegment(in.pb.GetMachineType()),
 		ProvisioningModel: in.pb.GetScheduling().GetProvisioningModel(),
 		Labels:            maps.Clone(in.pb.GetLabels()),
@@ -466,6 +473,11 @@ func (s *Sim) snapshotLocked(in *instanceRec) Instance {
 	}
 	if nics := in.pb.GetNetworkInterfaces(); len(nics) > 0 {
 		out.NetworkIP = nics[0].GetNetworkIP()
+	}
+	for _, d := range in.pb.GetDisks() {
+		if d.GetBoot() {
+			out.BootDiskSizeGB = d.GetDiskSizeGb()
+		}
 	}
 	return out
 }
