@@ -48,6 +48,9 @@ type Compute interface {
 	EnsureMIG(ctx context.Context, m gce.MIGSpec, requestID string) error
 	CreateResizeRequest(ctx context.Context, zone, mig string, rr gce.ResizeRequestSpec, requestID string) error
 	CancelResizeRequest(ctx context.Context, zone, mig, name, requestID string) error
+	// DeleteResizeRequest deletes an inactive (SUCCEEDED, FAILED,
+	// CANCELLED) resize request; one already gone is done (nil).
+	DeleteResizeRequest(ctx context.Context, zone, mig, name, requestID string) error
 	DeleteInstances(ctx context.Context, zone, mig string, names []string, requestID string) error
 	ListInstances(ctx context.Context, zone string, labels map[string]string) ([]gce.Instance, error)
 	ListResizeRequests(ctx context.Context, zone, mig string) ([]gce.ResizeRequest, error)
@@ -525,6 +528,12 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 			return nil
 		}
 		return err
+	case plan.DeleteResizeRequest:
+		p, err := poolOf(a.Pool)
+		if err != nil {
+			return err
+		}
+		return r.d.Compute.DeleteResizeRequest(ctx, p.Zone, p.MIG, a.Name, a.RequestID)
 	case plan.DeleteVMs:
 		p, err := poolOf(a.Pool)
 		if err != nil {
@@ -674,6 +683,8 @@ func logAction(log *slog.Logger, a plan.Action, status string, extra ...any) {
 		args = append(args, "pool", a.Pool, "resize_request", a.Name, "vms", strings.Join(a.VMs, ","), "job", a.JobID)
 	case plan.CancelResizeRequest:
 		args = append(args, "pool", a.Pool, "resize_request", a.Name)
+	case plan.DeleteResizeRequest:
+		args = append(args, "pool", a.Pool, "resize_request", a.Name, "state", a.State)
 	case plan.DeleteVMs:
 		args = append(args, "pool", a.Pool, "vms", strings.Join(a.VMs, ","))
 	case plan.ReportHostAsFaulty:

@@ -111,7 +111,7 @@ func PoolID(i, n int) string {
 }
 
 // Mutations are the apply.Compute methods that change Compute state.
-var Mutations = []string{"EnsureInstanceTemplate", "EnsureMIG", "CreateResizeRequest", "CancelResizeRequest", "DeleteInstances", "DeleteMIG"}
+var Mutations = []string{"EnsureInstanceTemplate", "EnsureMIG", "CreateResizeRequest", "CancelResizeRequest", "DeleteResizeRequest", "DeleteInstances", "DeleteMIG"}
 
 // Lists are the apply.Compute methods that list Compute resources.
 var Lists = []string{"ListInstances", "ListResizeRequests", "ListMIGs"}
@@ -211,6 +211,12 @@ func (c *CountingCompute) CreateResizeRequest(ctx context.Context, zone, mig str
 func (c *CountingCompute) CancelResizeRequest(ctx context.Context, zone, mig, name, requestID string) error {
 	defer c.count("CancelResizeRequest", time.Now())
 	return c.Compute.CancelResizeRequest(ctx, zone, mig, name, requestID)
+}
+
+// DeleteResizeRequest implements apply.Compute.
+func (c *CountingCompute) DeleteResizeRequest(ctx context.Context, zone, mig, name, requestID string) error {
+	defer c.count("DeleteResizeRequest", time.Now())
+	return c.Compute.DeleteResizeRequest(ctx, zone, mig, name, requestID)
 }
 
 // DeleteInstances implements apply.Compute.

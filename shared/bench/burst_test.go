@@ -352,7 +352,7 @@ func checkBurst(tb testing.TB, ctx context.Context, h *harness.Harness) (vms, re
 	if len(got) != len(want) {
 		tb.Errorf("%d VMs, want %d (every node backed once)", len(got), len(want))
 	}
-	rrs := h.Sim.ResizeRequests()
+	rrs := h.Sim.ResizeRequestHistory()
 	rrSeen := map[string]bool{}
 	for _, rr := range rrs {
 		if rrSeen[rr.Name] {

@@ -194,6 +194,9 @@ func (s *Sim) createInstanceLocked(m *migRec, name, rrName string, run time.Dura
 		rr:      rrName,
 		created: at,
 	}
+	if t := s.templates[m.templateKey]; t != nil {
+		in.template = t.pb.GetName()
+	}
 	if run > 0 {
 		in.termination = at.Add(run)
 		if pb.Scheduling == nil {

@@ -265,8 +265,8 @@ func (s *Sim) migDeleteInstancesLocked(req *request) (proto.Message, *apiError) 
 }
 
 // migResizeLocked serves resize?size=N: VMs are created RUNNING at once from
-// the template, or the newest are deleted. While a resize request is queued
-// the target size cannot be changed (per the resize-request documentation).
+// the template, or the newest are deleted. While a resize request is active
+// the target size cannot be changed (checkResizeWithQueuedRequests).
 func (s *Sim) migResizeLocked(req *request) (proto.Message, *apiError) {
 	m, aerr := s.migLocked(req)
 	if aerr != nil {
@@ -280,8 +280,8 @@ func (s *Sim) migResizeLocked(req *request) (proto.Message, *apiError) {
 	if err != nil || size < 0 {
 		return nil, errInvalidField("size", raw, "Must be an integer greater than or equal to 0.")
 	}
-	if activeRequests(m) > 0 {
-		return nil, errInvalid("The target size of managed instance group '%s' cannot be changed while it has active resize requests.", m.name)
+	if aerr := checkResizeWithQueuedRequests(m); aerr != nil {
+		return nil, aerr
 	}
 	var live []*instanceRec
 	for _, in := range s.migMembersLocked(m) {

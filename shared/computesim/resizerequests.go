@@ -142,5 +142,7 @@ func (s *Sim) rrDeleteLocked(req *request) (proto.Message, *apiError) {
 		return nil, aerr
 	}
 	delete(m.rrs, req.rr)
+	rr.deleted = req.now
+	s.deletedRRs = append(s.deletedRRs, rr)
 	return s.newOpLocked(req.project, req.zone, opTypeOf(req.method), rr.pb.GetSelfLink(), rr.pb.GetId(), s.callerPrincipal(req.project), req.now), nil
 }

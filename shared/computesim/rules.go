@@ -156,3 +156,48 @@ func checkResizeRequestDelete(m *migRec, rr *rrRec) *apiError {
 	}
 	return nil
 }
+
+// What a MIG with active (CREATING or ACCEPTED) resize requests refuses.
+// The evidence and flexslurm's decision are in docs/design.md, "One MIG per
+// pool, or not"; in short:
+//
+//   - instanceGroupManagers.delete while the MIG creates VMs for a request:
+//     "Compute Engine waits until the MIG has finished creating the
+//     requested number of VMs and the state of the resize request
+//     transitions to SUCCEEDED before deleting the MIG"
+//     (https://cloud.google.com/compute/docs/instance-groups/about-resize-requests-mig).
+//     The simulator creates a request's VMs in one instant when capacity
+//     comes, so there is no creating window to wait for; a queued request
+//     is removed with its MIG, as the same page says ("this deletion also
+//     removes any resize requests and VMs in the MIG"). flexslurm deletes a
+//     pool's MIG only once no request is active.
+//   - instanceGroupManagers.resize: on CREATING "the MIG's target size
+//     increases by the number of VMs specified in the request" (same page),
+//     and summaries of that page say the target size cannot be changed
+//     while a request is ACCEPTED. No Google page read says so in those
+//     words, so the simulator takes the stricter reading and refuses
+//     (checkResizeWithQueuedRequests); flexslurm never calls resize.
+//   - instanceGroupManagers.deleteInstances of VMs that run, while another
+//     request is ACCEPTED: no Google source read states a refusal, and
+//     Cluster Toolkit's flex-start code (GoogleCloudPlatform/cluster-toolkit,
+//     slurm_files/scripts/mig_flex.py) deletes provisioned VMs with it. Its
+//     comment that deleting instances "will not work if MIG didn't obtain
+//     capacity yet" concerns the request's own VMs, which flexslurm never
+//     deletes (it cancels the request instead). The simulator accepts it;
+//     scenarios/release-refused-while-another-request-queued.yaml injects
+//     the refusal to show that flexslurm fails safe if Compute refuses.
+//   - instanceGroupManagers.setInstanceTemplate: no refusal documented, so
+//     the simulator accepts it with requests queued. It creates every VM
+//     from the MIG's template at the time it creates it, so a request
+//     queued before a template change gets the new one. Which template
+//     Compute uses for such a request is not documented either; flexslurm
+//     does not depend on it (a VM of an older template ends by its expiry).
+
+// checkResizeWithQueuedRequests refuses resize on a MIG with an active
+// resize request (the stricter reading above).
+func checkResizeWithQueuedRequests(m *migRec) *apiError {
+	if activeRequests(m) > 0 {
+		return errInvalid("The target size of managed instance group '%s' cannot be changed while it has active resize requests.", m.name)
+	}
+	return nil
+}

@@ -32,8 +32,12 @@ type Sim struct {
 	images    map[string]*imageRec    // key: projects/P/global/images/N (images.go)
 	migs      map[string]*migRec      // key: projects/P/zones/Z/instanceGroupManagers/N
 	instances map[string]*instanceRec // key: projects/P/zones/Z/instances/N
-	ops       map[string]*computepb.Operation
-	reqIDs    map[string]requestRec // key: project|zone|requestId (zone "" for global)
+	// deletedRRs are the resize requests resizeRequests.delete removed,
+	// kept for ResizeRequestHistory (introspection only; the API no
+	// longer shows them).
+	deletedRRs []*rrRec
+	ops        map[string]*computepb.Operation
+	reqIDs     map[string]requestRec // key: project|zone|requestId (zone "" for global)
 
 	calls      []Call
 	audit      []AuditEntry
@@ -65,6 +69,7 @@ type rrRec struct {
 	created, acceptAt   time.Time
 	capacityAt          time.Time // set when ACCEPTED
 	provisionedInstance []string
+	deleted             time.Time // when resizeRequests.delete removed it (history only)
 }
 
 type deleteCause int
@@ -80,6 +85,7 @@ type instanceRec struct {
 	project, zone, name string
 	pb                  *computepb.Instance
 	mig, rr             string
+	template            string // the MIG's template when the VM was created
 	created             time.Time
 	termination         time.Time // zero: no run-duration limit
 
@@ -133,6 +139,11 @@ type Instance struct {
 	MIG string
 	// ResizeRequest is the resize request that created the VM, "" for none.
 	ResizeRequest string
+	// Template is the name of the instance template the VM was created
+	// from (its MIG's template at that time), "" for none.
+	Template string
+	// BootDiskSizeGB is the boot disk's size (0 when unknown).
+	BootDiskSizeGB int64
 	// MachineType is the bare machine type name.
 	MachineType string
 	// ProvisioningModel is scheduling.provisioningModel (FLEX_START, ...).
@@ -171,6 +182,10 @@ type ResizeRequest struct {
 	CapacityAt time.Time
 	// ErrorCode and ErrorMessage are status.error of a FAILED request.
 	ErrorCode, ErrorMessage string
+	// Deleted is when resizeRequests.delete removed the request (zero
+	// while it exists); only ResizeRequestHistory returns such requests,
+	// with the state they were deleted in.
+	Deleted time.Time
 }
 
 // MIG is a managed instance group as seen through the introspection API.
@@ -448,6 +463,7 @@ func (s *Sim) snapshotLocked(in *instanceRec) Instance {
 		Status:            in.pb.GetStatus(),
 		MIG:               in.mig,
 		ResizeRequest:     in.rr,
+		Template:          in.template,
 		MachineType:       lastSegment(in.pb.GetMachineType()),
 		ProvisioningModel: in.pb.GetScheduling().GetProvisioningModel(),
 		Labels:            maps.Clone(in.pb.GetLabels()),
@@ -457,6 +473,11 @@ func (s *Sim) snapshotLocked(in *instanceRec) Instance {
 	}
 	if nics := in.pb.GetNetworkInterfaces(); len(nics) > 0 {
 		out.NetworkIP = nics[0].GetNetworkIP()
+	}
+	for _, d := range in.pb.GetDisks() {
+		if d.GetBoot() {
+			out.BootDiskSizeGB = d.GetDiskSizeGb()
+		}
 	}
 	return out
 }
@@ -480,11 +501,27 @@ func (s *Sim) Instances() []Instance {
 func (s *Sim) ResizeRequests() []ResizeRequest {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.resizeRequestsLocked(false)
+}
+
+// ResizeRequestHistory returns every resize request of every MIG and every
+// one deleted with resizeRequests.delete (Deleted set, in the state it was
+// deleted in), ordered by creation: what was ever asked for.
+func (s *Sim) ResizeRequestHistory() []ResizeRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.resizeRequestsLocked(true)
+}
+
+func (s *Sim) resizeRequestsLocked(history bool) []ResizeRequest {
 	var recs []*rrRec
 	for _, m := range s.migs {
 		for _, rr := range m.rrs {
 			recs = append(recs, rr)
 		}
+	}
+	if history {
+		recs = append(recs, s.deletedRRs...)
 	}
 	slices.SortFunc(recs, func(a, b *rrRec) int { return cmpSeq(a.seq, b.seq) })
 	out := make([]ResizeRequest, 0, len(recs))
@@ -501,6 +538,7 @@ func (s *Sim) ResizeRequests() []ResizeRequest {
 			RunDuration: rr.runDuration,
 			Created:     rr.created,
 			CapacityAt:  rr.capacityAt,
+			Deleted:     rr.deleted,
 		}
 		if errs := rr.pb.GetStatus().GetError().GetErrors(); len(errs) > 0 {
 			r.ErrorCode, r.ErrorMessage = errs[0].GetCode(), errs[0].GetMessage()

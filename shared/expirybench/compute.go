@@ -180,6 +180,11 @@ func (c *readCache) CancelResizeRequest(ctx context.Context, zone, mig, name, re
 	return c.mutate(func() error { return c.inner.CancelResizeRequest(ctx, zone, mig, name, requestID) })
 }
 
+// DeleteResizeRequest implements apply.Compute.
+func (c *readCache) DeleteResizeRequest(ctx context.Context, zone, mig, name, requestID string) error {
+	return c.mutate(func() error { return c.inner.DeleteResizeRequest(ctx, zone, mig, name, requestID) })
+}
+
 // DeleteInstances implements apply.Compute.
 func (c *readCache) DeleteInstances(ctx context.Context, zone, mig string, names []string, requestID string) error {
 	return c.mutate(func() error { return c.inner.DeleteInstances(ctx, zone, mig, names, requestID) })

@@ -370,7 +370,7 @@ func (r *runner) pendingSuccessors() []link {
 // capacityAt is when capacity for a VM's resize request arrives (zero while
 // it is not ACCEPTED).
 func (r *runner) capacityAt(vm string) time.Time {
-	for _, rr := range r.h.Sim.ResizeRequests() {
+	for _, rr := range r.h.Sim.ResizeRequestHistory() {
 		if slices.Contains(rr.Instances, vm) {
 			return rr.CapacityAt
 		}
@@ -380,7 +380,7 @@ func (r *runner) capacityAt(vm string) time.Time {
 
 // requestDead reports whether the resize request for vm was cancelled or failed.
 func (r *runner) requestDead(vm string) bool {
-	for _, rr := range r.h.Sim.ResizeRequests() {
+	for _, rr := range r.h.Sim.ResizeRequestHistory() {
 		if slices.Contains(rr.Instances, vm) {
 			return rr.State == "CANCELLED" || rr.State == "FAILED"
 		}

@@ -127,7 +127,7 @@ func TestQueueTimeoutResubmits(t *testing.T) {
 		must(t, h.Tick(ctx))
 	}
 	states := map[string]string{}
-	for _, rr := range h.Sim.ResizeRequests() {
+	for _, rr := range h.Sim.ResizeRequestHistory() {
 		if strings.Contains(rr.Name, "-j7-") {
 			states[rr.Name] = rr.State
 		}

@@ -106,7 +106,7 @@ func TestShortMaxRunDuration(t *testing.T) {
 	must(t, h.Advance(ctx, 90*time.Second))
 	must(t, h.Tick(ctx))
 	var rr computesim.ResizeRequest
-	for _, r := range h.Sim.ResizeRequests() {
+	for _, r := range h.Sim.ResizeRequestHistory() {
 		rr = r
 	}
 	if rr.RunDuration != 600*time.Second {

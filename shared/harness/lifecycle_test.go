@@ -88,7 +88,7 @@ func settle(t *testing.T, h *Harness, ctx context.Context) {
 // resizeRequestsCreated counts the resize requests that exist or existed in
 // Compute (a repeated call with the same name and request id creates none).
 func resizeRequestsCreated(h *Harness) int {
-	return len(h.Sim.ResizeRequests())
+	return len(h.Sim.ResizeRequestHistory())
 }
 
 // TestSeedLifecycle runs the seed's rules end to end through the functions.
@@ -130,6 +130,26 @@ func TestSeedLifecycle(t *testing.T) {
 	}
 	if d := cmp.Diff([]string{"flexvm-a3u-0-g2", "flexvm-a3u-1-g2"}, h.VMs()); d != "" {
 		t.Fatalf("VMs after expiry (-want +got):\n%s", d)
+	}
+	// Every request whose outcome is recorded is deleted from the MIG (its
+	// VMs stay): after one more pass the MIG lists no request at all,
+	// while the VMs they created still run.
+	must(t, h.Tick(ctx))
+	var live []string
+	for _, rr := range h.Sim.ResizeRequests() {
+		live = append(live, rr.Name+"="+rr.State)
+	}
+	if len(live) != 0 {
+		t.Fatalf("resize requests left in the MIG after their outcome was recorded: %v", live)
+	}
+	deleted := 0
+	for _, rr := range h.Sim.ResizeRequestHistory() {
+		if !rr.Deleted.IsZero() {
+			deleted++
+		}
+	}
+	if deleted != resizeRequestsCreated(h) || deleted < 4 {
+		t.Fatalf("%d of %d resize requests deleted, want all (at least 4)", deleted, resizeRequestsCreated(h))
 	}
 
 	// A GPU fault on job 102's node, which Slurm requeued and drained: the
@@ -320,7 +340,7 @@ func TestCancelledJobCancelsOnlyItsOwnRequest(t *testing.T) {
 	_, err = h.Publish(ctx, config.TopicJobs, jobReport(event.TypeJobCancelled, "7"))
 	must(t, err)
 	states := map[string]string{}
-	for _, rr := range h.Sim.ResizeRequests() {
+	for _, rr := range h.Sim.ResizeRequestHistory() {
 		states[rr.Name] = rr.State
 	}
 	want := map[string]string{"rr-flexvm-a3u-0-g1": "ACCEPTED", "rr-flexvm-a3u-j7-g1": "CANCELLED", "rr-flexvm-a3u-j8-g1": "ACCEPTED"}

@@ -222,7 +222,7 @@ func (s *System) resizeRequestsCreated() int {
 }
 
 func (s *System) requestState(name string) string {
-	for _, rr := range s.Sim.ResizeRequests() {
+	for _, rr := range s.Sim.ResizeRequestHistory() {
 		if rr.Name == name {
 			return rr.State
 		}

@@ -91,6 +91,19 @@ type CancelResizeRequest struct {
 	Reason    string
 }
 
+// DeleteResizeRequest deletes a resize request that reached a final state
+// (SUCCEEDED, FAILED or CANCELLED) once its outcome is recorded, so the
+// MIG's list of requests stays short. Its VMs stay (the discovery
+// document's instanceGroupManagerResizeRequests.delete: "Deletes the
+// specified, inactive resize request"). A request already gone is done.
+type DeleteResizeRequest struct {
+	Pool      string
+	Name      string
+	State     string // the final state it was seen in
+	RequestID string
+	Reason    string
+}
+
 // DeleteVMs deletes VMs of the pool's MIG. Only VMs that belong to the pool
 // (by name and label) are ever named.
 type DeleteVMs struct {
@@ -167,6 +180,7 @@ func (a PutJob) Why() string              { return a.Reason }
 func (a EnsurePool) Why() string          { return a.Reason }
 func (a CreateResizeRequest) Why() string { return a.Reason }
 func (a CancelResizeRequest) Why() string { return a.Reason }
+func (a DeleteResizeRequest) Why() string { return a.Reason }
 func (a DeleteVMs) Why() string           { return a.Reason }
 func (a SlurmCommand) Why() string        { return a.Reason }
 func (a DeleteMIG) Why() string           { return a.Reason }
@@ -192,6 +206,9 @@ func (a CreateResizeRequest) String() string {
 }
 func (a CancelResizeRequest) String() string {
 	return fmt.Sprintf("cancel resize request %s in pool %s", a.Name, a.Pool)
+}
+func (a DeleteResizeRequest) String() string {
+	return fmt.Sprintf("delete %s resize request %s in pool %s", a.State, a.Name, a.Pool)
 }
 func (a DeleteVMs) String() string {
 	return fmt.Sprintf("delete VMs %s of pool %s", strings.Join(a.VMs, ","), a.Pool)

@@ -28,6 +28,8 @@ func EncodeExternal(actions []Action) ([]byte, error) {
 			kind = "create_resize_request"
 		case CancelResizeRequest:
 			kind = "cancel_resize_request"
+		case DeleteResizeRequest:
+			kind = "delete_resize_request"
 		case DeleteVMs:
 			kind = "delete_vms"
 		case SlurmCommand:
@@ -69,6 +71,8 @@ func DecodeExternal(data []byte) ([]Action, error) {
 			a, err = decodeAs[CreateResizeRequest](e.Data)
 		case "cancel_resize_request":
 			a, err = decodeAs[CancelResizeRequest](e.Data)
+		case "delete_resize_request":
+			a, err = decodeAs[DeleteResizeRequest](e.Data)
 		case "delete_vms":
 			a, err = decodeAs[DeleteVMs](e.Data)
 		case "slurm_command":

@@ -76,6 +76,8 @@ func kinds(actions []Action) []string {
 			out = append(out, "CreateResizeRequest:"+a.Name+"="+strings.Join(a.VMs, ","))
 		case CancelResizeRequest:
 			out = append(out, "CancelResizeRequest:"+a.Name)
+		case DeleteResizeRequest:
+			out = append(out, "DeleteResizeRequest:"+a.Name+"/"+a.State)
 		case DeleteVMs:
 			out = append(out, "DeleteVMs:"+strings.Join(a.VMs, ","))
 		case SlurmCommand:
@@ -448,8 +450,9 @@ func TestReconcile(t *testing.T) {
 			name: "a requested VM that came up is recorded running",
 			obs: ObservedPool{Listed: true, MIGExists: true, VMs: []VM{{Name: "flexvm-a3u-0-g1", ID: "9", Status: "RUNNING", Created: t0, TerminationTime: t0.Add(7 * 24 * time.Hour)}},
 				ResizeRequests: []ObservedResizeRequest{{Name: "rr-flexvm-a3u-0-g1", State: "SUCCEEDED", Created: t0}}},
-			now:  t0.Add(time.Minute),
-			want: []string{"PutNode:flexvm-a3u-0/running", "PutPool:a3u", "Slurm:reservation_create:flexvm-a3u-0"},
+			now: t0.Add(time.Minute),
+			want: []string{"PutNode:flexvm-a3u-0/running", "PutPool:a3u", "Slurm:reservation_create:flexvm-a3u-0",
+				"DeleteResizeRequest:rr-flexvm-a3u-0-g1/SUCCEEDED"},
 		},
 		{
 			name: "a request lost in a crash is issued again after the grace period, same name",
@@ -507,7 +510,22 @@ func TestReconcile(t *testing.T) {
 			obs:  ObservedPool{Listed: true, MIGExists: true, ResizeRequests: []ObservedResizeRequest{{Name: "rr-flexvm-a3u-0-g1", State: "FAILED", Created: t0}}},
 			now:  t0.Add(10 * time.Minute),
 			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "PutNode:flexvm-a3u-0/requested",
-				"CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
+				"CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2", "DeleteResizeRequest:rr-flexvm-a3u-0-g1/FAILED"},
+		},
+		{
+			name: "finished requests no node waits on are deleted; queued and still-awaited ones are not",
+			obs: ObservedPool{Listed: true, MIGExists: true, VMs: []VM{{Name: "flexvm-a3u-0-g1", Status: "RUNNING", Created: t0, TerminationTime: t0.Add(time.Hour)}},
+				ResizeRequests: []ObservedResizeRequest{
+					{Name: "rr-flexvm-a3u-0-g1", State: "SUCCEEDED", Created: t0},
+					{Name: "rr-flexvm-a3u-j5-g1", State: "CANCELLED", Created: t0},
+					{Name: "rr-flexvm-a3u-j6-g1", State: "FAILED", Created: t0},
+					{Name: "rr-flexvm-a3u-j7-g1", State: "ACCEPTED", Created: t0.Add(9 * time.Minute)},
+					{Name: "rr-flexvm-a3u-j8-g1", State: "CREATING", Created: t0.Add(9 * time.Minute)},
+				}},
+			prepare: func(st *model.State) { running(st, "flexvm-a3u-0", t0.Add(time.Hour)) },
+			now:     t0.Add(10 * time.Minute),
+			want: []string{"DeleteResizeRequest:rr-flexvm-a3u-0-g1/SUCCEEDED", "DeleteResizeRequest:rr-flexvm-a3u-j5-g1/CANCELLED",
+				"DeleteResizeRequest:rr-flexvm-a3u-j6-g1/FAILED"},
 		},
 	}
 	for _, tc := range tests {
@@ -554,7 +572,8 @@ func TestEncodeExternalRoundTrip(t *testing.T) {
 	}
 	acts = append(acts, SlurmCommand{ID: "x", Command: event.SlurmDrain, Nodes: []string{"flexvm-a3u-1"}, Reason: "r"},
 		DeleteVMs{Pool: "a3u", VMs: []string{"flexvm-a3u-1-g1"}, RequestID: "id", Reason: "r"},
-		CancelResizeRequest{Pool: "a3u", Name: "rr", RequestID: "id", Reason: "r"}, EnsurePool{Pool: "a3u", Reason: "r"},
+		CancelResizeRequest{Pool: "a3u", Name: "rr", RequestID: "id", Reason: "r"},
+		DeleteResizeRequest{Pool: "a3u", Name: "rr", State: "CANCELLED", RequestID: "id", Reason: "r"}, EnsurePool{Pool: "a3u", Reason: "r"},
 		ReportHostAsFaulty{Pool: "a3u", Node: "flexvm-a3u-1", Generation: 3, VM: "flexvm-a3u-1-g3", Behavior: FaultBehavior,
 			Description: "health check failed: Xid 79", JobID: "7", RequestID: "id", Reason: "r"})
 	data, err := EncodeExternal(acts)

@@ -230,6 +230,7 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 	b.ensureStatic(pool, "reconciler: static pool below min_node_count")
 	b.orphans(pool, po, pol)
 	b.unwantedRequests(pool, po, pol)
+	b.finishedRequests(pool, po)
 	if pool.Removed {
 		b.removedPool(pool, po)
 	}
@@ -520,6 +521,27 @@ func (b *builder) unwantedRequests(pool *model.Pool, po ObservedPool, pol Policy
 		b.add(CancelResizeRequest{Pool: pool.ID, Name: rr.Name,
 			RequestID: naming.RequestID("cancel-resize-request", pool.MIG+"/"+rr.Name),
 			Reason:    fmt.Sprintf("reconciler: resize request %s is queued but no node waits for it", rr.Name)})
+	}
+}
+
+// finishedRequests deletes the resize requests that reached a final state
+// (SUCCEEDED, FAILED, CANCELLED) and whose outcome is recorded: no node
+// waits on them any more (its VM runs, or its generation ended — possibly
+// in this very pass, whose records commit before any action runs). A
+// request a node still waits on is kept: it is how the reconciler learns
+// what became of that node's VM. Compute refuses to delete an active
+// request, and this never asks it to.
+func (b *builder) finishedRequests(pool *model.Pool, po ObservedPool) {
+	for _, rr := range po.ResizeRequests {
+		if rr.State != "SUCCEEDED" && rr.State != "FAILED" && rr.State != "CANCELLED" {
+			continue
+		}
+		if b.requestWanted(rr.Name) {
+			continue
+		}
+		b.add(DeleteResizeRequest{Pool: pool.ID, Name: rr.Name, State: rr.State,
+			RequestID: naming.RequestID("delete-resize-request", fmt.Sprintf("%s/%s#%d", pool.MIG, rr.Name, pool.MIGIncarnation)),
+			Reason:    fmt.Sprintf("reconciler: resize request %s is %s and its outcome is recorded: deleted so the MIG's list stays short", rr.Name, rr.State)})
 	}
 }
 

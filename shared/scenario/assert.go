@@ -147,6 +147,7 @@ func listOf(names []string) string {
 func (r *runner) checkVMs(v *VMCheck, add addFunc) {
 	w := r.vmView()
 	var names []string
+	var sel []computesim.Instance
 	for _, vm := range w.all {
 		if r.ours(vm) == v.Foreign {
 			continue
@@ -163,6 +164,7 @@ func (r *runner) checkVMs(v *VMCheck, add addFunc) {
 			}
 		}
 		names = append(names, vm.Name)
+		sel = append(sel, vm)
 	}
 	sort.Strings(names)
 	what := "VMs"
@@ -182,6 +184,48 @@ func (r *runner) checkVMs(v *VMCheck, add addFunc) {
 	if v.Count.set() {
 		ok, exp := v.Count.expect(len(names))
 		add(what+" count", ok, exp, fmt.Sprintf("%d %s", len(names), listOf(names)))
+	}
+	r.checkVMProperties(v, what, sel, add)
+}
+
+// checkVMProperties checks what every selected VM must have: its boot disk
+// size, the template its pool's record names now, an end no later than a
+// given time.
+func (r *runner) checkVMProperties(v *VMCheck, what string, sel []computesim.Instance, add addFunc) {
+	sort.Slice(sel, func(i, j int) bool { return sel[i].Name < sel[j].Name })
+	if v.BootDiskSizeGB != 0 {
+		var bad []string
+		for _, vm := range sel {
+			if vm.BootDiskSizeGB != v.BootDiskSizeGB {
+				bad = append(bad, fmt.Sprintf("%s=%dGB", vm.Name, vm.BootDiskSizeGB))
+			}
+		}
+		add(what+" boot disk size", len(bad) == 0, fmt.Sprintf("%d GB on every VM", v.BootDiskSizeGB), listOf(bad))
+	}
+	if v.PoolTemplate {
+		st := r.state()
+		var bad []string
+		for _, vm := range sel {
+			p, ok := st.Pools[vm.Labels[naming.LabelPool]]
+			if !ok || p.Template == "" || vm.Template != p.Template {
+				want := "(no pool record)"
+				if ok {
+					want = p.Template
+				}
+				bad = append(bad, fmt.Sprintf("%s from %s, pool's %s", vm.Name, vm.Template, want))
+			}
+		}
+		add(what+" created from their pool's current template", len(bad) == 0, "every VM", listOf(bad))
+	}
+	if v.EndBy != nil {
+		limit := r.start.Add(time.Duration(*v.EndBy))
+		var bad []string
+		for _, vm := range sel {
+			if vm.TerminationTime.IsZero() || vm.TerminationTime.After(limit) {
+				bad = append(bad, fmt.Sprintf("%s ends %s", vm.Name, FormatDuration(vm.TerminationTime.Sub(r.start))))
+			}
+		}
+		add(what+" end by "+FormatDuration(time.Duration(*v.EndBy)), len(bad) == 0, "every VM", listOf(bad))
 	}
 }
 
@@ -259,7 +303,7 @@ func (r *runner) selectRRs(rc *RRCheck) []computesim.ResizeRequest {
 		re = regexp.MustCompile(rc.Match)
 	}
 	var out []computesim.ResizeRequest
-	for _, rr := range r.h.Sim.ResizeRequests() {
+	for _, rr := range r.h.Sim.ResizeRequestHistory() {
 		if rc.Name != "" && rr.Name != rc.Name {
 			continue
 		}
@@ -297,7 +341,7 @@ func (r *runner) checkRRs(rc *RRCheck, add addFunc) {
 		names = append(names, rr.Name)
 		described = append(described, rr.Name+"="+rr.State)
 	}
-	for _, rr := range r.h.Sim.ResizeRequests() {
+	for _, rr := range r.h.Sim.ResizeRequestHistory() {
 		states[rr.Name] = rr.State
 	}
 	sort.Strings(names)

@@ -566,6 +566,15 @@ type VMCheck struct {
 	IncludeStopping bool `yaml:"include_stopping,omitempty"`
 	// Foreign selects the VMs that are not this cluster's instead.
 	Foreign bool `yaml:"foreign,omitempty"`
+	// BootDiskSizeGB, when set, is the boot disk size every selected VM
+	// must have (what its instance template gave it).
+	BootDiskSizeGB int64 `yaml:"boot_disk_size_gb,omitempty"`
+	// PoolTemplate, when true, requires every selected VM to have been
+	// created from the instance template its pool's record names now.
+	PoolTemplate bool `yaml:"pool_template,omitempty"`
+	// EndBy, when set, requires every selected VM to end (its termination
+	// time) no later than this offset from the start.
+	EndBy *Duration `yaml:"end_by,omitempty"`
 }
 
 // NodeCheck checks a node record; only the fields given are compared.

@@ -647,7 +647,7 @@ func (r *runner) afterEvent() {
 	w := r.vmView()
 	r.slurm.update(r.now(), w.byNode)
 	r.collectCommands()
-	for _, rr := range r.h.Sim.ResizeRequests() {
+	for _, rr := range r.h.Sim.ResizeRequestHistory() {
 		r.rrSeen[rr.Name] = true
 		if r.o.Trace && r.rrStates[rr.Name] != rr.State {
 			r.tracef("resize request %s %s (%s)", rr.Name, rr.State, strings.Join(rr.Instances, ","))
