@@ -220,17 +220,25 @@ func (b *builder) repairStep(pool *model.Pool, node model.Node, why, jobID strin
 	switch {
 	case !needed:
 		b.replaceVM(pool, node, why, "", false)
-	case b.hostRepairPossible(node):
+	case b.hostRepairPossible(pool, node):
 		b.hostRepair(pool, node, why)
 	default:
+		if ok, whyNot := poolHostRepair(pool); !ok {
+			why += ": no host repair (" + whyNot + ")"
+		}
 		b.replaceVM(pool, node, why, jobID, waiting)
 	}
 }
 
 // hostRepairPossible reports whether a node's VM can be moved to a healthy
-// host: host repair is enabled, the VM runs, it was not host-repaired
-// already, and it does not end within the repair timeout.
-func (b *builder) hostRepairPossible(n model.Node) bool {
+// host: Compute Engine repairs hosts of the pool's VMs (HostRepairSupported:
+// reservation-bound, an eligible machine family — never Flex-Start), host
+// repair is enabled, the VM runs, it was not host-repaired already, and it
+// does not end within the repair timeout.
+func (b *builder) hostRepairPossible(pool *model.Pool, n model.Node) bool {
+	if ok, _ := poolHostRepair(pool); !ok {
+		return false
+	}
 	return !b.pol.DisableHostRepair && n.Phase == model.PhaseRunning && n.VMName != "" && n.HostRepaired != n.Generation &&
 		(n.TerminationTime.IsZero() || n.TerminationTime.Sub(b.now) > b.pol.RepairTimeout)
 }
