@@ -403,12 +403,14 @@ func (b *builder) inconclusive(pool *model.Pool, node model.Node, h *event.Healt
 // returns true when it decided for the node (the table is not consulted).
 //   - host repair: the VM RUNNING again, restarted at or after the repair
 //     was asked for → Slurm resumes the node, the repair ends
-//     (repair_succeeded); still REPAIRING (or RUNNING, not restarted) past
-//     Policy.RepairTimeout → deleted and replaced with an alert; RUNNING
-//     and not restarted past Policy.RequestGrace → asked for again (same
-//     request id: a crash between the commit and the call); otherwise
-//     wait. A VM gone or stopped is left to the table (the generation
-//     ends).
+//     (repair_succeeded); TERMINATED (a VM without automaticRestart stays
+//     stopped after its repair) within Policy.RepairTimeout → started
+//     (StartVM, deterministic request id); still REPAIRING, stopped, or
+//     RUNNING not restarted past Policy.RepairTimeout → deleted and
+//     replaced with an alert; RUNNING and not restarted past
+//     Policy.RequestGrace → asked for again (same request id: a crash
+//     between the commit and the call); otherwise wait. A VM gone or
+//     stopping is left to the table (the generation ends).
 //   - awaiting drain: the fresh snapshot, taken after the repair started,
 //     shows the node drained → the repair step.
 func (b *builder) reconcileRepair(pool *model.Pool, node model.Node, vm VM, present bool) bool {
@@ -418,13 +420,19 @@ func (b *builder) reconcileRepair(pool *model.Pool, node model.Node, vm VM, pres
 	switch node.Repair {
 	case model.RepairHost:
 		class := ClassifyVM(vm.Status, present)
-		if class != VMRunning && class != VMRepairing && class != VMProvisioning {
+		stopped := present && vm.Status == "TERMINATED"
+		if class != VMRunning && class != VMRepairing && class != VMProvisioning && !stopped {
 			return false
 		}
 		since := b.now.Sub(node.RepairSince)
 		switch {
 		case class == VMRunning && !vm.LastStart.IsZero() && !vm.LastStart.Before(node.RepairSince.Truncate(time.Second)):
 			b.hostRepaired(pool, node, vm)
+		case stopped && since < b.pol.RepairTimeout:
+			b.add(StartVM{Pool: pool.ID, Node: node.Name, Generation: node.Generation, VM: node.VMName,
+				RequestID: naming.RequestID("start-instance", pool.Zone+"/"+node.VMName),
+				Reason: fmt.Sprintf("reconciler: VM %s is stopped after its host repair (asked for at %s; automaticRestart is off): starting it",
+					node.VMName, node.RepairSince.Format(time.RFC3339))})
 		case since >= b.pol.RepairTimeout:
 			b.hostRepairFallback(pool, node, fmt.Sprintf("reconciler: host repair of %s asked for at %s is not done after %s (VM %s)",
 				node.VMName, node.RepairSince.Format(time.RFC3339), shortDuration(b.pol.RepairTimeout), vm.Status), "timeout")

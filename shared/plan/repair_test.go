@@ -576,6 +576,39 @@ func TestReconcileRepair(t *testing.T) {
 			want:    nil,
 		},
 		{
+			name:    "host repair done, the VM stopped (automaticRestart off): started, the repair goes on",
+			prepare: inRepair(model.RepairHost, t0),
+			vm:      vm0("TERMINATED", t0.Add(-time.Hour)),
+			slurm:   map[string]string{"flexvm-a3u-0": "DOWN+CLOUD+DRAIN+NOT_RESPONDING"},
+			at:      12 * time.Minute,
+			want:    []string{"StartVM:flexvm-a3u-0-g1"},
+			check: func(t *testing.T, got []Action) {
+				s, _ := find[StartVM](got)
+				want := StartVM{Pool: "a3u", Node: "flexvm-a3u-0", Generation: 1, VM: "flexvm-a3u-0-g1",
+					RequestID: naming.RequestID("start-instance", "us-central1-a/flexvm-a3u-0-g1")}
+				s.Reason = ""
+				if d := cmp.Diff(want, s); d != "" {
+					t.Errorf("start (-want +got):\n%s", d)
+				}
+			},
+		},
+		{
+			name:    "started after its repair: RUNNING since the start, Slurm resumes the node",
+			prepare: inRepair(model.RepairHost, t0),
+			vm:      vm0("RUNNING", t0.Add(13*time.Minute)),
+			slurm:   map[string]string{"flexvm-a3u-0": "IDLE+CLOUD+DRAIN"},
+			at:      15 * time.Minute,
+			want:    []string{"Slurm:resume:flexvm-a3u-0", "PutNode:flexvm-a3u-0/running", "Metric:repair_succeeded"},
+		},
+		{
+			name:    "still stopped past the timeout (the start did not take): replaced",
+			prepare: inRepair(model.RepairHost, t0),
+			vm:      vm0("TERMINATED", t0.Add(-time.Hour)),
+			at:      20 * time.Minute,
+			want: []string{"Alert:a3u", "Metric:repair_fallback", "DeleteVMs:flexvm-a3u-0-g1", "Slurm:reservation_delete:flexvm-a3u-0",
+				"PutNode:flexvm-a3u-0/requested", "CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
+		},
+		{
 			name:    "host repair past the timeout: alert, VM deleted and replaced (static: new generation)",
 			prepare: inRepair(model.RepairHost, t0),
 			vm:      vm0("REPAIRING", t0.Add(-time.Hour)),
