@@ -134,11 +134,28 @@ func wait(ctx context.Context) func(*compute.Operation, error) error {
 	return func(op *compute.Operation, err error) error { return waitOp(ctx, op, err) }
 }
 
+// maxOperationWait bounds each wait for an operation (a variable for
+// tests). The operations flexslurm waits for (template and MIG inserts,
+// setInstanceTemplate, deleting an empty MIG, deleteInstances, resize
+// request insert, cancel and delete) end within seconds, far below a
+// function's timeout; one that does not is left to Compute, which carries
+// it on: the caller gets a transient error, and its retry with the same
+// request id is answered with the same operation (docs/design.md, "Waits
+// on Compute operations").
+var maxOperationWait = time.Minute
+
 func waitOp(ctx context.Context, op *compute.Operation, err error) error {
 	if err != nil {
 		return err
 	}
-	return opError(op, op.Wait(ctx))
+	wctx, cancel := context.WithTimeout(ctx, maxOperationWait)
+	defer cancel()
+	werr := op.Wait(wctx)
+	if werr != nil && ctx.Err() == nil && errors.Is(wctx.Err(), context.DeadlineExceeded) {
+		werr = fmt.Errorf("operation %s not done after %s; Compute carries it on and a retry with the same request id finds it: %w",
+			op.Name(), maxOperationWait, context.DeadlineExceeded)
+	}
+	return opError(op, werr)
 }
 
 // started takes a mutation's results without waiting for its operation:

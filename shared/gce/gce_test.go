@@ -841,3 +841,37 @@ func TestEnsureMIGSetsItsTemplate(t *testing.T) {
 		t.Errorf("template after a failed set: %s", migs[0].Template)
 	}
 }
+
+// TestOperationWaitIsBounded: an operation that does not end (a host
+// repair, which runs 10–12 minutes; the simulated clock does not move) is
+// waited for at most the bound, then reported as a transient error that
+// names it.
+func TestOperationWaitIsBounded(t *testing.T) {
+	defer gce.SetMaxOperationWait(300 * time.Millisecond)()
+	h := newHarness(t, computesim.Options{RepairDelay: 11 * time.Minute})
+	h.reservationVM("rb-0")
+	ic, err := compute.NewInstancesRESTClient(h.ctx, option.WithEndpoint(h.url), option.WithoutAuthentication())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ic.Close()
+	op, err := ic.ReportHostAsFaulty(h.ctx, &computepb.ReportHostAsFaultyInstanceRequest{Project: project, Zone: zone, Instance: "rb-0",
+		InstancesReportHostAsFaultyRequestResource: &computepb.InstancesReportHostAsFaultyRequest{
+			DisruptionSchedule: proto.String("IMMEDIATE"),
+			FaultReasons:       []*computepb.InstancesReportHostAsFaultyRequestFaultReason{{Behavior: proto.String("PERFORMANCE")}},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = gce.WaitOp(h.ctx, op, nil)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the wait took %s, bound 300ms", took)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) || gce.Classify(err) != gce.ClassTransient || !strings.Contains(err.Error(), op.Name()) {
+		t.Errorf("unfinished operation: %v (class %s), want a transient deadline error naming %s", err, gce.Classify(err), op.Name())
+	}
+	if h.ctx.Err() != nil {
+		t.Error("the caller's context ended: the bound must be the wait's own")
+	}
+}
