@@ -205,8 +205,8 @@ func (s *System) requestState(name string) string {
 // come up; a pending job gets dynamic nodes through one resize request; a
 // static node expires and is recreated; a dynamic node expires with no
 // pending job and is not recreated, and with a pending job it is; a GPU
-// health failure has the VM repaired on a healthy host for the requeued
-// job. It returns an error if any outcome differs.
+// health failure has the Flex-Start VM deleted and replaced for the
+// requeued job. It returns an error if any outcome differs.
 func (s *System) Demo(ctx context.Context) error {
 	if ss := s.slurm.Load(); ss != nil {
 		return s.demoSlurm(ctx, ss)
