@@ -173,18 +173,6 @@ func TestSeedLifecycle(t *testing.T) {
 	}
 }
 
-// physicalHost returns the simulator's physical host of a VM.
-func physicalHost(t *testing.T, h *Harness, vm string) string {
-	t.Helper()
-	for _, in := range h.Sim.Instances() {
-		if in.Name == vm {
-			return in.PhysicalHost
-		}
-	}
-	t.Fatalf("no VM %s", vm)
-	return ""
-}
-
 // TestRedeliveredJobPendingCreatesNothingTwice: the same message delivered
 // twice, and the same job reported again under a new message id.
 func TestRedeliveredJobPendingCreatesNothingTwice(t *testing.T) {
