@@ -3,12 +3,14 @@
 // with its verdict (shared/plan.Repair; docs/design.md, "Health repair").
 //
 // On FAIL the node is drained in Slurm and, once Slurm has drained it (the
-// hook's drained flag, or the latest Slurm snapshot), repaired: Compute
-// Engine is asked to take the VM's host out of service and restart the VM
-// on a healthy one (instances.reportHostAsFaulty, IMMEDIATE), which keeps
-// the capacity Flex-Start granted; when host repair is not possible, is
-// refused or times out, the VM is deleted and replaced (a static node, or
-// a dynamic node whose job is pending or was requeued, at once). A dynamic
+// hook's drained flag, or the latest Slurm snapshot), repaired: a
+// Flex-Start VM is deleted and replaced (a static node, or a dynamic node
+// whose job is pending or was requeued, at once), since Compute Engine
+// repairs hosts only of reservation-bound A4X Max, A4X, A4 and A3 Ultra VMs
+// (plan.HostRepairSupported). For such a VM the function starts the host
+// repair (instances.reportHostAsFaulty, IMMEDIATE) and returns without
+// waiting for its 10–12 minute operation; the reconciler follows it, and
+// the VM is deleted and replaced when the repair is refused or times out. A dynamic
 // node no job waits for is deleted, not replaced. Repairs beyond the
 // pool's repair budget are blocked (logged, alerted, counted) and started
 // by the reconciler as others finish. On INCONCLUSIVE the verdict is

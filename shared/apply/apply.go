@@ -60,6 +60,9 @@ type Compute interface {
 	// ReportHostAsFaulty asks Compute Engine to restart a VM on a healthy
 	// host (disruption schedule IMMEDIATE; gcp.md §1.6).
 	ReportHostAsFaulty(ctx context.Context, zone, name, behavior, description, requestID string) error
+	// StartInstance starts a stopped VM (a host-repaired VM whose
+	// automaticRestart is false stays stopped).
+	StartInstance(ctx context.Context, zone, name, requestID string) error
 }
 
 // Publisher publishes one message and waits for the server's ack.
@@ -420,6 +423,13 @@ func Replay(st *model.State, stored []plan.Action, hasNote bool) []plan.Action {
 				continue
 			}
 		}
+		if h, ok := a.(plan.StartVM); ok {
+			// Likewise a start after a host repair.
+			n, ok := st.Nodes[h.Node]
+			if !ok || n.Generation != h.Generation || n.VMName != h.VM || n.Repair != model.RepairHost {
+				continue
+			}
+		}
 		out = append(out, a)
 	}
 	return out
@@ -600,6 +610,26 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 			}
 		}
 		return r.d.Compute.ReportHostAsFaulty(ctx, p.Zone, a.VM, a.Behavior, truncate(a.Description, plan.MaxFaultDescription), a.RequestID)
+	case plan.StartVM:
+		p, err := poolOf(a.Pool)
+		if err != nil {
+			return err
+		}
+		// Only a VM named and labelled as this cluster's and pool's is
+		// ever started.
+		if node, c, pool, _, ok := naming.ParseVMName(a.VM); !ok || c != cluster || pool != a.Pool || node != a.Node {
+			return fmt.Errorf("%w: refusing to start %s: not named as node %s's VM in pool %s of cluster %s", errNotOurs, a.VM, a.Node, a.Pool, cluster)
+		}
+		inst, err := r.d.Compute.GetInstance(ctx, p.Zone, a.VM)
+		if err != nil {
+			return fmt.Errorf("reading VM %s before starting it: %w", a.VM, err)
+		}
+		for k, v := range naming.Labels(cluster, a.Pool) {
+			if inst.Labels[k] != v {
+				return fmt.Errorf("%w: refusing to start %s: label %s=%q, not %q (not this cluster's VM)", errNotOurs, a.VM, k, inst.Labels[k], v)
+			}
+		}
+		return r.d.Compute.StartInstance(ctx, p.Zone, a.VM, a.RequestID)
 	case plan.DeleteMIG:
 		p, err := poolOf(a.Pool)
 		if err != nil {
@@ -689,6 +719,8 @@ func logAction(log *slog.Logger, a plan.Action, status string, extra ...any) {
 		args = append(args, "pool", a.Pool, "vms", strings.Join(a.VMs, ","))
 	case plan.ReportHostAsFaulty:
 		args = append(args, "pool", a.Pool, "node", a.Node, "vm", a.VM, "generation", a.Generation, "behavior", a.Behavior)
+	case plan.StartVM:
+		args = append(args, "pool", a.Pool, "node", a.Node, "vm", a.VM, "generation", a.Generation)
 	case plan.SlurmCommand:
 		args = append(args, "slurm_command", a.Command, "nodes", strings.Join(a.Nodes, ","), "job", a.JobID)
 	case plan.EnsurePool:

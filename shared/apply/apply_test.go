@@ -42,18 +42,20 @@ func TestEventNoteStaysWithinTheCap(t *testing.T) {
 }
 
 // TestReplayRepairsAHostOnlyWhileItsRepairIsInProgress: a redelivered
-// health event asks for its host repair again only while the node is still
-// in that repair of that generation.
+// health event asks for its host repair again, and a replayed reconcile
+// pass starts the repaired VM again, only while the node is still in that
+// repair of that generation.
 func TestReplayRepairsAHostOnlyWhileItsRepairIsInProgress(t *testing.T) {
 	repair := plan.ReportHostAsFaulty{Pool: "a3u", Node: "flexvm-a3u-0", Generation: 1, VM: "flexvm-a3u-0-g1",
 		Behavior: plan.FaultBehavior, RequestID: "r", Reason: "r"}
+	start := plan.StartVM{Pool: "a3u", Node: "flexvm-a3u-0", Generation: 1, VM: "flexvm-a3u-0-g1", RequestID: "s", Reason: "r"}
 	drain := plan.SlurmCommand{ID: "d", Command: "drain", Nodes: []string{"flexvm-a3u-0"}, Reason: "r"}
 	for _, tc := range []struct {
 		name string
 		node model.Node
 		want int
 	}{
-		{"in host repair", model.Node{Generation: 1, VMName: "flexvm-a3u-0-g1", Repair: model.RepairHost}, 2},
+		{"in host repair", model.Node{Generation: 1, VMName: "flexvm-a3u-0-g1", Repair: model.RepairHost}, 3},
 		{"repaired", model.Node{Generation: 1, VMName: "flexvm-a3u-0-g1", HostRepaired: 1}, 1},
 		{"replaced", model.Node{Generation: 2, VMName: "flexvm-a3u-0-g2", Phase: model.PhaseRequested}, 1},
 		{"awaiting another drain", model.Node{Generation: 1, VMName: "flexvm-a3u-0-g1", Repair: model.RepairAwaitDrain}, 1},
@@ -66,7 +68,7 @@ func TestReplayRepairsAHostOnlyWhileItsRepairIsInProgress(t *testing.T) {
 				n.Phase = model.PhaseRunning
 			}
 			st.Nodes[n.Name] = &n
-			got := Replay(st, []plan.Action{drain, repair}, true)
+			got := Replay(st, []plan.Action{drain, repair, start}, true)
 			if len(got) != tc.want {
 				t.Errorf("replayed %v, want %d actions", got, tc.want)
 			}

@@ -261,6 +261,12 @@ func (c *CountingCompute) ReportHostAsFaulty(ctx context.Context, zone, name, be
 	return c.Compute.ReportHostAsFaulty(ctx, zone, name, behavior, description, requestID)
 }
 
+// StartInstance implements apply.Compute.
+func (c *CountingCompute) StartInstance(ctx context.Context, zone, name, requestID string) error {
+	defer c.count("StartInstance", time.Now())
+	return c.Compute.StartInstance(ctx, zone, name, requestID)
+}
+
 // Table is the result of a run: sections of measurements, each a Markdown
 // table with its own columns and the targets it was measured against. It is
 // safe for concurrent use.

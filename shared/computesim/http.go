@@ -34,7 +34,7 @@ func (r *request) mutating() bool {
 		"instanceGroupManagers.setInstanceTemplate",
 		"instanceGroupManagerResizeRequests.insert", "instanceGroupManagerResizeRequests.cancel",
 		"instanceGroupManagerResizeRequests.delete",
-		"instances.delete", "instances.reportHostAsFaulty", "instances.insert":
+		"instances.delete", "instances.reportHostAsFaulty", "instances.insert", "instances.start":
 		return true
 	}
 	return false
@@ -174,6 +174,8 @@ func zonalMethod(method string, seg []string, req *request) string {
 			return "instances.delete"
 		case n == 3 && post && seg[2] == "reportHostAsFaulty":
 			return "instances.reportHostAsFaulty"
+		case n == 3 && post && seg[2] == "start":
+			return "instances.start"
 		}
 	case "instanceGroupManagers":
 		if n >= 2 {
@@ -345,6 +347,8 @@ func (s *Sim) dispatchLocked(req *request) (proto.Message, *apiError) {
 		return s.instanceDeleteLocked(req)
 	case "instances.reportHostAsFaulty":
 		return s.instanceReportHostAsFaultyLocked(req)
+	case "instances.start":
+		return s.instanceStartLocked(req)
 	case "zones.get":
 		return s.zoneGetLocked(req)
 	case "zoneOperations.get", "zoneOperations.wait", "globalOperations.get", "globalOperations.wait":

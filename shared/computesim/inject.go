@@ -132,6 +132,8 @@ func opTypeOf(method string) string {
 		return "insert"
 	case "instanceTemplates.delete", "instanceGroupManagers.delete", "instances.delete":
 		return "delete"
+	case "instances.start":
+		return "start"
 	}
 	return "compute." + method
 }

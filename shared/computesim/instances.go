@@ -1,9 +1,11 @@
 package computesim
 
 import (
+	"fmt"
 	"maps"
 	"net"
 	"slices"
+	"strings"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
 	"google.golang.org/protobuf/proto"
@@ -70,10 +72,20 @@ func callerIP(req *request) string {
 }
 
 // instanceReportHostAsFaultyLocked serves reportHostAsFaulty (gcp.md §1.6).
-// With disruptionSchedule IMMEDIATE the VM goes REPAIRING and, after
-// Options.RepairDelay, RUNNING again on a new physical host with the same ID
-// and termination time. FUTURE is validated and recorded but changes nothing
-// (it acts at the next maintenance event, which the simulator does not model).
+// Compute accepts it only for a running VM that "uses an A4X Max, A4X, A4,
+// or A3 Ultra machine type" and "uses the reservation-bound provisioning
+// model" (https://cloud.google.com/ai-hypercomputer/docs/manage/report-faulty-host,
+// "Limitations"); any other VM is refused with
+// INSTANCES_WITHOUT_RESERVATION_NOT_SUPPORTED
+// (https://cloud.google.com/ai-hypercomputer/docs/troubleshooting/troubleshoot-faulty-host-api).
+// With disruptionSchedule IMMEDIATE the VM goes REPAIRING and its operation
+// stays RUNNING for Options.RepairDelay (the docs give 10–12 minutes); then
+// the operation is DONE and the VM is on a new physical host with the same
+// ID: RUNNING again, or TERMINATED (stopped) when scheduling.automaticRestart
+// is false, as the docs say of such VMs (Cluster Toolkit's repair script
+// starts them again). FUTURE is validated and recorded but changes nothing
+// (it acts at the next maintenance event, which the simulator does not
+// model).
 func (s *Sim) instanceReportHostAsFaultyLocked(req *request) (proto.Message, *apiError) {
 	in, aerr := s.instanceLocked(req)
 	if aerr != nil {
@@ -105,13 +117,79 @@ func (s *Sim) instanceReportHostAsFaultyLocked(req *request) (proto.Message, *ap
 				"Must be CHIP_ERROR, PERFORMANCE, SILENT_DATA_CORRUPTION or UNRECOVERABLE_GPU_ERROR.")
 		}
 	}
+	if aerr := hostRepairRefusal(in); aerr != nil {
+		return nil, aerr
+	}
 	if in.pb.GetStatus() != statusRunning || !in.deleteAt.IsZero() {
 		return nil, errNotReady(instanceKey(req.project, req.zone, req.name))
 	}
+	op := s.newOpLocked(req.project, req.zone, opTypeOf(req.method), in.pb.GetSelfLink(), in.pb.GetId(), s.callerPrincipal(req.project), req.now)
 	if body.GetDisruptionSchedule() == immediate {
 		in.pb.Status = strp(statusRepairing)
 		in.repairAt = req.now.Add(s.opts.RepairDelay)
+		if s.opts.RepairDelay > 0 {
+			// The operation runs until the repair ends (finishRepairLocked).
+			op.Status = computepb.Operation_RUNNING.Enum()
+			op.Progress = i32p(0)
+			op.EndTime = nil
+			in.repairOp = opKey(req.project, req.zone, op.GetName())
+		}
 		s.hookLocked(s.opts.OnInstanceRepairing, in)
 	}
+	return op, nil
+}
+
+// HostRepairFamilies are the machine families (machine type prefixes) whose
+// hosts Compute repairs on request: A4X Max, A4X, A4, A3 Ultra
+// (https://cloud.google.com/ai-hypercomputer/docs/manage/report-faulty-host).
+var HostRepairFamilies = []string{"a4x-maxgpu-", "a4x-highgpu-", "a4-highgpu-", "a3-ultragpu-"}
+
+// ErrHostRepairUnsupported is the error code Compute gives a
+// reportHostAsFaulty on a VM that is not reservation-bound, or not of an
+// eligible machine family, as Google's troubleshooting page names it
+// (https://cloud.google.com/ai-hypercomputer/docs/troubleshooting/troubleshoot-faulty-host-api).
+// The page names the code, not the HTTP status: the simulator answers 400,
+// as Compute does for the other requests it refuses for what the VM is.
+const ErrHostRepairUnsupported = "INSTANCES_WITHOUT_RESERVATION_NOT_SUPPORTED"
+
+// hostRepairRefusal refuses a host repair of a VM that is not
+// reservation-bound (scheduling.provisioningModel RESERVATION_BOUND) or not
+// of a HostRepairFamilies machine type.
+func hostRepairRefusal(in *instanceRec) *apiError {
+	pm := in.pb.GetScheduling().GetProvisioningModel()
+	mt := lastSegment(in.pb.GetMachineType())
+	eligible := false
+	for _, f := range HostRepairFamilies {
+		if strings.HasPrefix(mt, f) {
+			eligible = true
+		}
+	}
+	if pm == computepb.Scheduling_RESERVATION_BOUND.String() && eligible {
+		return nil
+	}
+	if pm == "" {
+		pm = "STANDARD"
+	}
+	return &apiError{code: 400, reason: ErrHostRepairUnsupported, message: fmt.Sprintf(
+		"Reporting a faulty host is supported only for reservation-bound instances of A4X Max, A4X, A4 and A3 Ultra machine types; instance '%s' has provisioning model %s and machine type %s.",
+		in.pb.GetName(), pm, mt)}
+}
+
+// instanceStartLocked serves instances.start: a stopped (TERMINATED) VM
+// starts again, RUNNING with a new lastStartTimestamp
+// (https://cloud.google.com/compute/docs/reference/rest/v1/instances/start).
+// A VM in any other state is refused as not ready: the simulator does not
+// accept a start that Compute might reject.
+func (s *Sim) instanceStartLocked(req *request) (proto.Message, *apiError) {
+	in, aerr := s.instanceLocked(req)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if in.pb.GetStatus() != statusTerminated || !in.deleteAt.IsZero() {
+		return nil, errNotReady(instanceKey(req.project, req.zone, req.name))
+	}
+	in.pb.Status = strp(statusRunning)
+	in.pb.LastStartTimestamp = strp(formatTime(req.now))
+	s.hookLocked(s.opts.OnInstanceRunning, in)
 	return s.newOpLocked(req.project, req.zone, opTypeOf(req.method), in.pb.GetSelfLink(), in.pb.GetId(), s.callerPrincipal(req.project), req.now), nil
 }

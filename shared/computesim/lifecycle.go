@@ -18,9 +18,10 @@ var (
 	stateFailed    = computepb.InstanceGroupManagerResizeRequest_FAILED.String()
 	stateCancelled = computepb.InstanceGroupManagerResizeRequest_CANCELLED.String()
 
-	statusRunning   = computepb.Instance_RUNNING.String()
-	statusStopping  = computepb.Instance_STOPPING.String()
-	statusRepairing = computepb.Instance_REPAIRING.String()
+	statusRunning    = computepb.Instance_RUNNING.String()
+	statusTerminated = computepb.Instance_TERMINATED.String()
+	statusStopping   = computepb.Instance_STOPPING.String()
+	statusRepairing  = computepb.Instance_REPAIRING.String()
 
 	actionNone     = computepb.ManagedInstance_NONE.String()
 	actionDeleting = computepb.ManagedInstance_DELETING.String()
@@ -288,6 +289,7 @@ func (s *Sim) expireLocked(in *instanceRec, at time.Time) {
 func (s *Sim) beginDeleteLocked(in *instanceRec, at time.Time, cause deleteCause, principal string, shrink bool) *computepb.Operation {
 	in.pb.Status = strp(statusStopping)
 	in.repairAt = time.Time{}
+	s.endRepairOpLocked(in, at)
 	in.deleteAt = at.Add(s.opts.DeleteDelay)
 	in.deleteCause = cause
 	in.deletePrincipal = principal
@@ -322,13 +324,38 @@ func (s *Sim) finishDeleteLocked(in *instanceRec, at time.Time) {
 	s.hookLocked(s.opts.OnInstanceDeleted, in)
 }
 
-// finishRepairLocked brings a REPAIRING VM back to RUNNING on a new host.
+// finishRepairLocked ends a host repair: the VM is on a new host, RUNNING
+// again, or TERMINATED (stopped) when scheduling.automaticRestart is false
+// (https://cloud.google.com/ai-hypercomputer/docs/manage/report-faulty-host);
+// the repair's operation is DONE.
 func (s *Sim) finishRepairLocked(in *instanceRec, at time.Time) {
 	in.repairAt = time.Time{}
+	s.endRepairOpLocked(in, at)
+	s.newHostLocked(in)
+	if ar := in.pb.GetScheduling().AutomaticRestart; ar != nil && !*ar {
+		in.pb.Status = strp(statusTerminated)
+		in.pb.LastStopTimestamp = strp(formatTime(at))
+		return
+	}
 	in.pb.Status = strp(statusRunning)
 	in.pb.LastStartTimestamp = strp(formatTime(at))
-	s.newHostLocked(in)
 	s.hookLocked(s.opts.OnInstanceRunning, in)
+}
+
+// endRepairOpLocked marks the VM's running host-repair operation DONE. A
+// repair cut short by the VM's deletion or the end of its run also ends
+// its operation; Google's docs do not say with which outcome, and the
+// simulator reports none.
+func (s *Sim) endRepairOpLocked(in *instanceRec, at time.Time) {
+	if in.repairOp == "" {
+		return
+	}
+	if op := s.ops[in.repairOp]; op != nil {
+		op.Status = computepb.Operation_DONE.Enum()
+		op.Progress = i32p(100)
+		op.EndTime = strp(formatTime(at))
+	}
+	in.repairOp = ""
 }
 
 // activeRequests counts CREATING and ACCEPTED resize requests of m.

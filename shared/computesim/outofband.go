@@ -45,3 +45,27 @@ func (s *Sim) AddInstance(project, zone, name string, labels map[string]string) 
 	runEffects(eff)
 	return out, nil
 }
+
+// SetReservationBound makes a VM reservation-bound
+// (scheduling.provisioningModel RESERVATION_BOUND, with automaticRestart as
+// given), as if it had been created from a reservation-bound template: for
+// tests of host repair, which Compute accepts only for such VMs of the A4X
+// Max, A4X, A4 and A3 Ultra families, while flexslurm's own templates are
+// Flex-Start. project "" means Options.Project.
+func (s *Sim) SetReservationBound(project, zone, name string, automaticRestart bool) error {
+	if project == "" {
+		project = s.opts.Project
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := s.instances[instanceKey(project, zone, name)]
+	if in == nil {
+		return fmt.Errorf("instance %s not found", name)
+	}
+	if in.pb.Scheduling == nil {
+		in.pb.Scheduling = &computepb.Scheduling{}
+	}
+	in.pb.Scheduling.ProvisioningModel = strp(computepb.Scheduling_RESERVATION_BOUND.String())
+	in.pb.Scheduling.AutomaticRestart = &automaticRestart
+	return nil
+}

@@ -96,6 +96,7 @@ type instanceRec struct {
 	callerIP        string // of the instances.delete call, for its audit entry
 	userAgent       string
 	repairAt        time.Time // non-zero while REPAIRING
+	repairOp        string    // key of the running host-repair operation
 	host            int
 }
 

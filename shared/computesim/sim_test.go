@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	compute "cloud.google.com/go/compute/apiv1"
 	"cloud.google.com/go/compute/apiv1/computepb"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -211,7 +212,7 @@ func TestWireFormat(t *testing.T) {
 		t.Errorf("duplicate: %d %v", code, body)
 	}
 	// Unsimulated path → 501.
-	code, _ = post("/compute/v1/projects/proj/zones/us-central1-a/instances/x/start", "")
+	code, _ = post("/compute/v1/projects/proj/zones/us-central1-a/instances/x/stop", "")
 	if code != 501 {
 		t.Errorf("unsimulated path: HTTP %d, want 501", code)
 	}
@@ -861,45 +862,151 @@ func TestErrorInjection(t *testing.T) {
 	}
 }
 
+// reservationTemplate is a reservation-bound template of machineType,
+// whose VMs stay stopped after host maintenance (automaticRestart false)
+// unless restart is set.
+func reservationTemplate(name, machineType string, restart bool) *computepb.InstanceTemplate {
+	t := flexTemplate(name, 0)
+	p := t.Properties
+	p.MachineType = proto.String(machineType)
+	p.ReservationAffinity = &computepb.ReservationAffinity{ConsumeReservationType: proto.String("SPECIFIC_RESERVATION"),
+		Key: proto.String("compute.googleapis.com/reservation-name"), Values: []string{"res-1"}}
+	p.Scheduling = &computepb.Scheduling{ProvisioningModel: proto.String("RESERVATION_BOUND"),
+		OnHostMaintenance: proto.String("TERMINATE"), AutomaticRestart: proto.Bool(restart)}
+	if machineType != "a3-ultragpu-8g" {
+		p.GuestAccelerators = nil
+	}
+	return t
+}
+
 func TestReportHostAsFaulty(t *testing.T) {
-	e := newEnv(t, Options{RepairDelay: 5 * time.Minute})
+	e := newEnv(t, Options{RepairDelay: 11 * time.Minute})
 	e.setup()
 	if err := e.insertRR("pool", namedRR("rr", 7200, "pool-0"), ""); err != nil {
 		t.Fatal(err)
 	}
 	e.advance(0)
 	e.advance(0)
-	before := e.sim.Instances()[0]
-	report := func(schedule, behavior string) error {
-		return do(e.inst.ReportHostAsFaulty(e.ctx, &computepb.ReportHostAsFaultyInstanceRequest{
-			Project: testProject, Zone: testZone, Instance: "pool-0",
+	report := func(vm, schedule, behavior, rid string) (*compute.Operation, error) {
+		req := &computepb.ReportHostAsFaultyInstanceRequest{
+			Project: testProject, Zone: testZone, Instance: vm,
 			InstancesReportHostAsFaultyRequestResource: &computepb.InstancesReportHostAsFaultyRequest{
 				DisruptionSchedule: proto.String(schedule),
 				FaultReasons:       []*computepb.InstancesReportHostAsFaultyRequestFaultReason{{Behavior: proto.String(behavior), Description: proto.String("xid 79")}},
 			},
-		}))
+		}
+		if rid != "" {
+			req.RequestId = proto.String(rid)
+		}
+		return e.inst.ReportHostAsFaulty(e.ctx, req)
 	}
-	wantHTTP(t, report("SOON", "PERFORMANCE"), 400, "invalid")
-	wantHTTP(t, report("IMMEDIATE", "BROKEN"), 400, "invalid")
-	if err := report("IMMEDIATE", "UNRECOVERABLE_GPU_ERROR"); err != nil {
+	_, err := report("pool-0", "SOON", "PERFORMANCE", "")
+	wantHTTP(t, err, 400, "invalid")
+	_, err = report("pool-0", "IMMEDIATE", "BROKEN", "")
+	wantHTTP(t, err, 400, "invalid")
+	// A Flex-Start VM: refused, and left running.
+	_, err = report("pool-0", "IMMEDIATE", "UNRECOVERABLE_GPU_ERROR", "")
+	wantHTTP(t, err, 400, ErrHostRepairUnsupported)
+	if vm, _ := e.getInstance("pool-0"); vm.GetStatus() != "RUNNING" {
+		t.Fatalf("refused Flex-Start VM: status %s", vm.GetStatus())
+	}
+
+	// Reservation-bound VMs: A3 Ultra stays stopped after its repair; A3
+	// Mega is not an eligible family.
+	for _, tp := range []*computepb.InstanceTemplate{
+		reservationTemplate("rb", "a3-ultragpu-8g", false),
+		reservationTemplate("rb-restart", "a4-highgpu-8g", true),
+		reservationTemplate("rb-mega", "a3-megagpu-8g", false),
+	} {
+		if err := e.insertTemplate(tp); err != nil {
+			t.Fatalf("template %s: %v", tp.GetName(), err)
+		}
+		if err := do(e.inst.Insert(e.ctx, &computepb.InsertInstanceRequest{Project: testProject, Zone: testZone,
+			SourceInstanceTemplate: proto.String("global/instanceTemplates/" + tp.GetName()),
+			InstanceResource:       &computepb.Instance{Name: proto.String(tp.GetName() + "-0")}})); err != nil {
+			t.Fatalf("VM from %s: %v", tp.GetName(), err)
+		}
+	}
+	_, err = report("rb-mega-0", "IMMEDIATE", "UNRECOVERABLE_GPU_ERROR", "")
+	wantHTTP(t, err, 400, ErrHostRepairUnsupported)
+
+	host := func(name string) string {
+		for _, in := range e.sim.Instances() {
+			if in.Name == name {
+				return in.PhysicalHost
+			}
+		}
+		t.Fatalf("no VM %s", name)
+		return ""
+	}
+	before := host("rb-0")
+	_, err = e.inst.Start(e.ctx, &computepb.StartInstanceRequest{Project: testProject, Zone: testZone, Instance: "rb-0"})
+	wantHTTP(t, err, 400, "resourceNotReady") // running: nothing to start
+	rid := "8b5e3f0a-8f6f-4a55-9d7c-7a7b1c2d3e4f"
+	op, err := report("rb-0", "IMMEDIATE", "UNRECOVERABLE_GPU_ERROR", rid)
+	if err != nil {
 		t.Fatal(err)
 	}
-	vm, _ := e.getInstance("pool-0")
+	if op.Done() {
+		t.Fatal("the host-repair operation is DONE at once; Compute takes 10–12 minutes")
+	}
+	if _, err := report("rb-restart-0", "IMMEDIATE", "CHIP_ERROR", ""); err != nil {
+		t.Fatal(err)
+	}
+	vm, _ := e.getInstance("rb-0")
 	if vm.GetStatus() != "REPAIRING" {
 		t.Fatalf("status = %s", vm.GetStatus())
 	}
-	wantHTTP(t, report("IMMEDIATE", "PERFORMANCE"), 400, "resourceNotReady")
-	e.advance(5 * time.Minute)
-	after := e.sim.Instances()[0]
-	if after.Status != "RUNNING" || after.ID != before.ID || after.PhysicalHost == before.PhysicalHost || !after.TerminationTime.Equal(before.TerminationTime) {
-		t.Errorf("before %+v\nafter %+v", before, after)
+	_, err = report("rb-0", "IMMEDIATE", "PERFORMANCE", "")
+	wantHTTP(t, err, 400, "resourceNotReady")
+	poll := func() *computepb.Operation {
+		t.Helper()
+		got, err := e.zops.Get(e.ctx, &computepb.GetZoneOperationRequest{Project: testProject, Zone: testZone, Operation: op.Name()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
 	}
-	if diff := cmp.Diff([]string{"pool-0"}, e.repairin); diff != "" {
+	e.advance(10 * time.Minute)
+	if got := poll(); got.GetStatus() != computepb.Operation_RUNNING || got.GetEndTime() != "" {
+		t.Fatalf("after 10 minutes the operation is %s (end %q), want RUNNING", got.GetStatus(), got.GetEndTime())
+	}
+	if vm, _ := e.getInstance("rb-0"); vm.GetStatus() != "REPAIRING" {
+		t.Fatalf("after 10 minutes: %s", vm.GetStatus())
+	}
+	// The same request id answers with the same, still running, operation.
+	again, err := report("rb-0", "IMMEDIATE", "UNRECOVERABLE_GPU_ERROR", rid)
+	if err != nil || again.Name() != op.Name() {
+		t.Fatalf("repeated request id: %v, operation %s, want %s", err, again.Name(), op.Name())
+	}
+	e.advance(time.Minute)
+	if got := poll(); got.GetStatus() != computepb.Operation_DONE || got.GetError() != nil {
+		t.Fatalf("after 11 minutes the operation is %s, error %v", got.GetStatus(), got.GetError())
+	}
+	vm, _ = e.getInstance("rb-0")
+	if vm.GetStatus() != "TERMINATED" || vm.GetLastStopTimestamp() == "" {
+		t.Fatalf("automaticRestart=false: after the repair status %s, lastStop %q; want TERMINATED (stopped)", vm.GetStatus(), vm.GetLastStopTimestamp())
+	}
+	if host("rb-0") == before {
+		t.Error("the VM is on the same host after its repair")
+	}
+	if vm, _ := e.getInstance("rb-restart-0"); vm.GetStatus() != "RUNNING" {
+		t.Errorf("automaticRestart=true: after the repair status %s, want RUNNING", vm.GetStatus())
+	}
+	e.advance(time.Minute)
+	if err := do(e.inst.Start(e.ctx, &computepb.StartInstanceRequest{Project: testProject, Zone: testZone, Instance: "rb-0",
+		RequestId: proto.String("0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9")})); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	vm, _ = e.getInstance("rb-0")
+	if vm.GetStatus() != "RUNNING" || vm.GetLastStartTimestamp() != formatTime(e.clk.Now()) {
+		t.Errorf("started: status %s lastStart %s, want RUNNING at %s", vm.GetStatus(), vm.GetLastStartTimestamp(), formatTime(e.clk.Now()))
+	}
+	if diff := cmp.Diff([]string{"rb-0", "rb-restart-0"}, e.repairin); diff != "" {
 		t.Errorf("OnInstanceRepairing (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"pool-0", "pool-0"}, e.running); diff != "" {
-		t.Errorf("OnInstanceRunning (-want +got):\n%s", diff)
-	}
+	_, err = e.inst.Start(e.ctx, &computepb.StartInstanceRequest{Project: testProject, Zone: testZone, Instance: "ghost"})
+	wantHTTP(t, err, 404, "notFound")
 }
 
 func TestOperationsAndExpireNow(t *testing.T) {

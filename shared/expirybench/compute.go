@@ -199,3 +199,8 @@ func (c *readCache) DeleteMIG(ctx context.Context, zone, name, requestID string)
 func (c *readCache) ReportHostAsFaulty(ctx context.Context, zone, name, behavior, description, requestID string) error {
 	return c.mutate(func() error { return c.inner.ReportHostAsFaulty(ctx, zone, name, behavior, description, requestID) })
 }
+
+// StartInstance implements apply.Compute.
+func (c *readCache) StartInstance(ctx context.Context, zone, name, requestID string) error {
+	return c.mutate(func() error { return c.inner.StartInstance(ctx, zone, name, requestID) })
+}

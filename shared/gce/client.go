@@ -134,11 +134,46 @@ func wait(ctx context.Context) func(*compute.Operation, error) error {
 	return func(op *compute.Operation, err error) error { return waitOp(ctx, op, err) }
 }
 
+// maxOperationWait bounds each wait for an operation (a variable for
+// tests). The operations flexslurm waits for (template and MIG inserts,
+// setInstanceTemplate, deleting an empty MIG, deleteInstances, resize
+// request insert, cancel and delete) end within seconds, far below a
+// function's timeout; one that does not is left to Compute, which carries
+// it on: the caller gets a transient error, and its retry with the same
+// request id is answered with the same operation (docs/design.md, "Waits
+// on Compute operations").
+var maxOperationWait = time.Minute
+
 func waitOp(ctx context.Context, op *compute.Operation, err error) error {
 	if err != nil {
 		return err
 	}
-	werr := op.Wait(ctx)
+	wctx, cancel := context.WithTimeout(ctx, maxOperationWait)
+	defer cancel()
+	werr := op.Wait(wctx)
+	if werr != nil && ctx.Err() == nil && errors.Is(wctx.Err(), context.DeadlineExceeded) {
+		werr = fmt.Errorf("operation %s not done after %s; Compute carries it on and a retry with the same request id finds it: %w",
+			op.Name(), maxOperationWait, context.DeadlineExceeded)
+	}
+	return opError(op, werr)
+}
+
+// started takes a mutation's results without waiting for its operation:
+// for calls whose operation runs long (a host repair takes 10–12 minutes)
+// and whose outcome the reconciler observes on the resource itself. It
+// returns the call's error, or the error of an operation that is already
+// DONE with errors (a repeated request id answered with the original,
+// failed, operation).
+func started(op *compute.Operation, err error) error {
+	if err != nil {
+		return err
+	}
+	return opError(op, nil)
+}
+
+// opError turns an operation that ended DONE with errors into an
+// *OperationError; otherwise it returns werr.
+func opError(op *compute.Operation, werr error) error {
 	if p := op.Proto(); p.GetStatus() == computepb.Operation_DONE {
 		if errs := p.GetError().GetErrors(); len(errs) > 0 {
 			oe := &OperationError{
@@ -788,9 +823,18 @@ func (c *Client) GetInstance(ctx context.Context, zone, name string) (Instance, 
 }
 
 // ReportHostAsFaulty reports the VM's host as faulty with disruption schedule
-// IMMEDIATE (gcp.md §1.6): Compute takes the host out of service and restarts
-// the VM elsewhere (it goes REPAIRING, then RUNNING). behavior is CHIP_ERROR,
-// PERFORMANCE, SILENT_DATA_CORRUPTION or UNRECOVERABLE_GPU_ERROR.
+// IMMEDIATE (gcp.md §1.6): Compute takes the host out of service and
+// repairs the VM (it goes REPAIRING, then RUNNING again, or stays
+// TERMINATED when scheduling.automaticRestart is false). Compute accepts it
+// only for reservation-bound A4X Max, A4X, A4 and A3 Ultra VMs and refuses
+// others with INSTANCES_WITHOUT_RESERVATION_NOT_SUPPORTED
+// (https://cloud.google.com/ai-hypercomputer/docs/manage/report-faulty-host).
+// behavior is CHIP_ERROR, PERFORMANCE, SILENT_DATA_CORRUPTION or
+// UNRECOVERABLE_GPU_ERROR.
+//
+// It returns once Compute has accepted the request and does not wait for
+// the operation, which takes 10–12 minutes (same page): longer than a
+// function may run. The reconciler follows the VM's status to the end.
 func (c *Client) ReportHostAsFaulty(ctx context.Context, zone, name, behavior, description, requestID string) error {
 	if _, ok := computepb.InstancesReportHostAsFaultyRequestFaultReason_Behavior_value[behavior]; !ok ||
 		strings.HasSuffix(behavior, "UNSPECIFIED") || strings.HasPrefix(behavior, "UNDEFINED") {
@@ -800,7 +844,7 @@ func (c *Client) ReportHostAsFaulty(ctx context.Context, zone, name, behavior, d
 	if description != "" {
 		reason.Description = proto.String(description)
 	}
-	err := wait(ctx)(c.instances.ReportHostAsFaulty(ctx, &computepb.ReportHostAsFaultyInstanceRequest{
+	err := started(c.instances.ReportHostAsFaulty(ctx, &computepb.ReportHostAsFaultyInstanceRequest{
 		Project:  c.project,
 		Zone:     zone,
 		Instance: name,
@@ -812,6 +856,26 @@ func (c *Client) ReportHostAsFaulty(ctx context.Context, zone, name, behavior, d
 	}))
 	if err != nil {
 		return fmt.Errorf("reporting host of %s as faulty: %w", name, mark(err))
+	}
+	return nil
+}
+
+// StartInstance starts a stopped (TERMINATED) VM: a host-repaired VM whose
+// scheduling.automaticRestart is false stays stopped after its repair, and
+// Cluster Toolkit's repair script starts it again
+// (https://cloud.google.com/compute/docs/reference/rest/v1/instances/start).
+// requestID makes a repeated call start nothing twice. Like
+// ReportHostAsFaulty it returns once Compute has accepted the request; the
+// reconciler sees the VM RUNNING.
+func (c *Client) StartInstance(ctx context.Context, zone, name, requestID string) error {
+	err := started(c.instances.Start(ctx, &computepb.StartInstanceRequest{
+		Project:   c.project,
+		Zone:      zone,
+		Instance:  name,
+		RequestId: optRequestID(requestID),
+	}))
+	if err != nil {
+		return fmt.Errorf("starting instance %s: %w", name, mark(err))
 	}
 	return nil
 }

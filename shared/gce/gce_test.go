@@ -17,6 +17,7 @@ import (
 	"cloud.google.com/go/compute/apiv1/computepb"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
+	"google.golang.org/api/googleapi"
 	"google.golang.org/api/option"
 	"google.golang.org/protobuf/proto"
 
@@ -668,55 +669,116 @@ func TestListInstancesFilterAndPaging(t *testing.T) {
 	}
 }
 
+// reservationVM creates VM name, reservation-bound A3 Ultra whose
+// automaticRestart is false, outside any MIG (as an operator's
+// reservation-bound node would be).
+func (h *harness) reservationVM(name string) {
+	h.t.Helper()
+	ic, err := compute.NewInstancesRESTClient(h.ctx, option.WithEndpoint(h.url), option.WithoutAuthentication())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer ic.Close()
+	op, err := ic.Insert(h.ctx, &computepb.InsertInstanceRequest{Project: project, Zone: zone, InstanceResource: &computepb.Instance{
+		Name:        proto.String(name),
+		MachineType: proto.String("zones/" + zone + "/machineTypes/a3-ultragpu-8g"),
+		Disks: []*computepb.AttachedDisk{{Boot: proto.Bool(true), AutoDelete: proto.Bool(true),
+			InitializeParams: &computepb.AttachedDiskInitializeParams{SourceImage: proto.String(computesim.DebianFamily)}}},
+		NetworkInterfaces: []*computepb.NetworkInterface{{Network: proto.String("global/networks/default")}},
+		ReservationAffinity: &computepb.ReservationAffinity{ConsumeReservationType: proto.String("SPECIFIC_RESERVATION"),
+			Key: proto.String("compute.googleapis.com/reservation-name"), Values: []string{"res-1"}},
+		Scheduling: &computepb.Scheduling{ProvisioningModel: proto.String("RESERVATION_BOUND"),
+			OnHostMaintenance: proto.String("TERMINATE"), AutomaticRestart: proto.Bool(false)},
+	}})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := op.Wait(h.ctx); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
 func TestReportHostAsFaulty(t *testing.T) {
-	h := newHarness(t, computesim.Options{RepairDelay: 3 * time.Minute})
+	h := newHarness(t, computesim.Options{RepairDelay: 11 * time.Minute})
 	h.pool()
 	if err := h.c.CreateResizeRequest(h.ctx, zone, "c1-h200", gce.ResizeRequestSpec{Name: "rr", Instances: []string{"c1-h200-0"}}, ""); err != nil {
 		t.Fatal(err)
 	}
 	h.tick(0)
 	h.tick(0)
-	before := h.sim.Instances()[0]
 	if err := h.c.ReportHostAsFaulty(h.ctx, zone, "c1-h200-0", "BROKEN", "", ""); !errors.Is(err, gce.ErrInvalidSpec) {
 		t.Errorf("unknown behavior: %v", err)
 	}
-	if err := h.c.ReportHostAsFaulty(h.ctx, zone, "c1-h200-0", "UNRECOVERABLE_GPU_ERROR", "Xid 79", rid("repair c1-h200-0")); err != nil {
-		t.Fatal(err)
+	// A Flex-Start VM: refused, a permanent error (not "not ready").
+	err := h.c.ReportHostAsFaulty(h.ctx, zone, "c1-h200-0", "UNRECOVERABLE_GPU_ERROR", "Xid 79", rid("repair c1-h200-0"))
+	var ge *googleapi.Error
+	if !errors.As(err, &ge) || ge.Code != 400 || len(ge.Errors) != 1 || ge.Errors[0].Reason != computesim.ErrHostRepairUnsupported ||
+		gce.Classify(err) != gce.ClassPermanent || gce.IsNotReady(err) {
+		t.Fatalf("host repair of a Flex-Start VM: %v (class %s), want a permanent INSTANCES_WITHOUT_RESERVATION_NOT_SUPPORTED", err, gce.Classify(err))
 	}
-	vm, err := h.c.GetInstance(h.ctx, zone, "c1-h200-0")
+
+	h.reservationVM("rb-0")
+	before := h.sim.Instances()
+	// The call returns at once, while the repair's operation runs on
+	// (the simulated clock does not move: a wait would never end).
+	done := make(chan error, 1)
+	go func() {
+		done <- h.c.ReportHostAsFaulty(h.ctx, zone, "rb-0", "UNRECOVERABLE_GPU_ERROR", "Xid 79", rid("repair rb-0"))
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("ReportHostAsFaulty waits for the 11-minute operation")
+	}
+	vm, err := h.c.GetInstance(h.ctx, zone, "rb-0")
 	if err != nil || vm.Status != "REPAIRING" {
 		t.Fatalf("after report: %+v %v", vm, err)
 	}
 	started := vm.LastStart
-	if started.IsZero() {
-		t.Error("LastStart is not read from lastStartTimestamp")
-	}
 	// The same request again is answered from Compute's request-id cache:
 	// no second repair. Another request on a VM that is not RUNNING is
 	// refused as not ready.
-	if err := h.c.ReportHostAsFaulty(h.ctx, zone, "c1-h200-0", "UNRECOVERABLE_GPU_ERROR", "Xid 79", rid("repair c1-h200-0")); err != nil {
+	if err := h.c.ReportHostAsFaulty(h.ctx, zone, "rb-0", "UNRECOVERABLE_GPU_ERROR", "Xid 79", rid("repair rb-0")); err != nil {
 		t.Errorf("repeated request id: %v", err)
 	}
-	err = h.c.ReportHostAsFaulty(h.ctx, zone, "c1-h200-0", "UNRECOVERABLE_GPU_ERROR", "Xid 79", rid("another"))
+	err = h.c.ReportHostAsFaulty(h.ctx, zone, "rb-0", "UNRECOVERABLE_GPU_ERROR", "Xid 79", rid("another"))
 	if !gce.IsNotReady(err) || gce.Classify(err) != gce.ClassTransient {
 		t.Errorf("report on a REPAIRING VM: %v (class %s), want not ready", err, gce.Classify(err))
 	}
-	h.tick(3 * time.Minute)
-	vm, err = h.c.GetInstance(h.ctx, zone, "c1-h200-0")
-	if err != nil || vm.Status != "RUNNING" || vm.ID != before.ID {
-		t.Fatalf("after repair: %+v %v", vm, err)
+	if err := h.c.StartInstance(h.ctx, zone, "rb-0", rid("start rb-0")); !gce.IsNotReady(err) {
+		t.Errorf("start of a REPAIRING VM: %v, want not ready", err)
 	}
-	if !vm.LastStart.After(started.Add(2 * time.Minute)) {
-		t.Errorf("LastStart after repair = %s, want the restart, after %s", vm.LastStart, started)
+	h.tick(11 * time.Minute)
+	vm, err = h.c.GetInstance(h.ctx, zone, "rb-0")
+	if err != nil || vm.Status != "TERMINATED" {
+		t.Fatalf("after repair (automaticRestart false): %+v %v, want TERMINATED", vm, err)
+	}
+	h.tick(time.Minute)
+	if err := h.c.StartInstance(h.ctx, zone, "rb-0", rid("start rb-0 after repair")); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	vm, err = h.c.GetInstance(h.ctx, zone, "rb-0")
+	if err != nil || vm.Status != "RUNNING" || !vm.LastStart.After(started.Add(11*time.Minute)) {
+		t.Fatalf("after start: %+v %v; want RUNNING, started after %s", vm, err, started.Add(11*time.Minute))
 	}
 	if gce.IsNotReady(nil) || gce.IsNotReady(errors.New("resourceNotReady")) {
 		t.Error("IsNotReady matches an error without a Compute code")
 	}
-	if after := h.sim.Instances()[0]; after.PhysicalHost == before.PhysicalHost {
-		t.Error("the VM is back on the same host")
+	for _, after := range h.sim.Instances() {
+		for _, b := range before {
+			if after.Name == "rb-0" && b.Name == "rb-0" && after.PhysicalHost == b.PhysicalHost {
+				t.Error("the VM is back on the same host")
+			}
+		}
 	}
 	if err := h.c.ReportHostAsFaulty(h.ctx, zone, "ghost", "PERFORMANCE", "", ""); !gce.IsNotFound(err) {
 		t.Errorf("missing VM: %v", err)
+	}
+	if err := h.c.StartInstance(h.ctx, zone, "ghost", ""); !gce.IsNotFound(err) {
+		t.Errorf("start of a missing VM: %v", err)
 	}
 }
 
@@ -777,5 +839,39 @@ func TestEnsureMIGSetsItsTemplate(t *testing.T) {
 	}
 	if migs := h.sim.MIGs(); migs[0].Template != "c1-h200-v2" {
 		t.Errorf("template after a failed set: %s", migs[0].Template)
+	}
+}
+
+// TestOperationWaitIsBounded: an operation that does not end (a host
+// repair, which runs 10–12 minutes; the simulated clock does not move) is
+// waited for at most the bound, then reported as a transient error that
+// names it.
+func TestOperationWaitIsBounded(t *testing.T) {
+	defer gce.SetMaxOperationWait(300 * time.Millisecond)()
+	h := newHarness(t, computesim.Options{RepairDelay: 11 * time.Minute})
+	h.reservationVM("rb-0")
+	ic, err := compute.NewInstancesRESTClient(h.ctx, option.WithEndpoint(h.url), option.WithoutAuthentication())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ic.Close()
+	op, err := ic.ReportHostAsFaulty(h.ctx, &computepb.ReportHostAsFaultyInstanceRequest{Project: project, Zone: zone, Instance: "rb-0",
+		InstancesReportHostAsFaultyRequestResource: &computepb.InstancesReportHostAsFaultyRequest{
+			DisruptionSchedule: proto.String("IMMEDIATE"),
+			FaultReasons:       []*computepb.InstancesReportHostAsFaultyRequestFaultReason{{Behavior: proto.String("PERFORMANCE")}},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = gce.WaitOp(h.ctx, op, nil)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the wait took %s, bound 300ms", took)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) || gce.Classify(err) != gce.ClassTransient || !strings.Contains(err.Error(), op.Name()) {
+		t.Errorf("unfinished operation: %v (class %s), want a transient deadline error naming %s", err, gce.Classify(err), op.Name())
+	}
+	if h.ctx.Err() != nil {
+		t.Error("the caller's context ended: the bound must be the wait's own")
 	}
 }

@@ -13,11 +13,21 @@ import (
 	"github.com/flexslurm/flexslurm/shared/config"
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/flexslurm/flexslurm/shared/store"
 )
 
 // repairHarness applies the example cluster (static node flexvm-a3u-0
-// running) and counts the VMs the simulator put into REPAIRING.
+// running), makes its pool and VM reservation-bound (reservationBound) and
+// counts the VMs the simulator put into REPAIRING.
 func repairHarness(t *testing.T, o Options) (*Harness, context.Context, *atomic.Int32) {
+	t.Helper()
+	h, ctx, repairs := flexHarness(t, o)
+	reservationBound(t, h, ctx, "flexvm-a3u-0-g1", true)
+	return h, ctx, repairs
+}
+
+// flexHarness is repairHarness with the example's Flex-Start pool as it is.
+func flexHarness(t *testing.T, o Options) (*Harness, context.Context, *atomic.Int32) {
 	t.Helper()
 	var repairs atomic.Int32
 	o.Sim.OnInstanceRepairing = func(computesim.Instance) { repairs.Add(1) }
@@ -28,6 +38,80 @@ func repairHarness(t *testing.T, o Options) (*Harness, context.Context, *atomic.
 		t.Fatalf("static node: %s", n.Phase)
 	}
 	return h, ctx, &repairs
+}
+
+// reservationBound turns the example's Flex-Start pool a3u (a3-ultragpu-8g)
+// into a reservation-bound one, whose hosts Compute Engine repairs: the
+// pool record's provisioning model, and the VM's scheduling in the
+// simulator. flexslurm manages only Flex-Start pools, so no spec yields
+// such a pool.
+func reservationBound(t *testing.T, h *Harness, ctx context.Context, vm string, automaticRestart bool) {
+	t.Helper()
+	must(t, h.Store.Update(ctx, store.Scope{Cluster: "flexvm", Pools: []string{"a3u"}}, func(st *model.State) error {
+		st.Pools["a3u"].ProvisioningModel = "RESERVATION"
+		return nil
+	}))
+	must(t, h.Sim.SetReservationBound("", "us-central1-a", vm, automaticRestart))
+}
+
+// TestFlexStartFailIsReplacedWithoutHostRepair: the example's Flex-Start
+// pool as applied: a FAIL deletes and replaces the VM and never calls
+// reportHostAsFaulty, which Compute refuses for Flex-Start VMs.
+func TestFlexStartFailIsReplacedWithoutHostRepair(t *testing.T) {
+	h, ctx, repairs := flexHarness(t, Options{})
+	must(t, h.Deliver(ctx, config.TopicHealthFailure, "fail-1", failEvent("flexvm-a3u-0", 1, true)))
+	n := node(t, h, "flexvm-a3u-0")
+	if n.Generation != 2 || n.Phase != model.PhaseRequested || n.LastEnd != model.EndHealth || n.Repair != model.RepairNone {
+		t.Fatalf("after the FAIL: gen %d %s last end %q repair %q", n.Generation, n.Phase, n.LastEnd, n.Repair)
+	}
+	settle(t, h, ctx)
+	if d := cmp.Diff([]string{"flexvm-a3u-0-g2"}, h.VMs()); d != "" || repairs.Load() != 0 {
+		t.Errorf("VMs %v (diff %s), %d host repairs", h.VMs(), d, repairs.Load())
+	}
+}
+
+// TestHostRepairLeavesTheVMStoppedAndTheReconcilerStartsIt: a
+// reservation-bound VM without automaticRestart; the Repair function
+// starts the 11-minute host repair and returns; the VM stays stopped after
+// it; the reconciler starts it, then resumes the node: same generation,
+// nothing deleted.
+func TestHostRepairLeavesTheVMStoppedAndTheReconcilerStartsIt(t *testing.T) {
+	h, ctx, repairs := flexHarness(t, Options{Sim: computesim.Options{RepairDelay: 11 * time.Minute}})
+	reservationBound(t, h, ctx, "flexvm-a3u-0-g1", false)
+	must(t, h.Deliver(ctx, config.TopicHealthFailure, "fail-1", failEvent("flexvm-a3u-0", 1, true)))
+	if n := node(t, h, "flexvm-a3u-0"); n.Repair != model.RepairHost || repairs.Load() != 1 {
+		t.Fatalf("after the FAIL: repair %q, %d host repairs", n.Repair, repairs.Load())
+	}
+	must(t, h.Advance(ctx, 5*time.Minute))
+	must(t, h.Tick(ctx))
+	if n := node(t, h, "flexvm-a3u-0"); n.Repair != model.RepairHost || n.Generation != 1 {
+		t.Fatalf("while repairing: repair %q gen %d", n.Repair, n.Generation)
+	}
+	must(t, h.Advance(ctx, 7*time.Minute))
+	status := func() string {
+		for _, in := range h.Sim.Instances() {
+			if in.Name == "flexvm-a3u-0-g1" {
+				return in.Status
+			}
+		}
+		return ""
+	}
+	if s := status(); s != "TERMINATED" {
+		t.Fatalf("after the repair: VM %s, want TERMINATED (automaticRestart off)", s)
+	}
+	must(t, h.Tick(ctx)) // starts it
+	if s := status(); s != "RUNNING" {
+		t.Fatalf("after the reconciler: VM %s, want RUNNING", s)
+	}
+	must(t, h.Advance(ctx, time.Minute))
+	must(t, h.Tick(ctx)) // sees it running: the repair ends
+	n := node(t, h, "flexvm-a3u-0")
+	if n.Repair != model.RepairNone || n.HostRepaired != 1 || n.Generation != 1 || n.Phase != model.PhaseRunning {
+		t.Fatalf("after the start: repair %q host repaired %d gen %d %s", n.Repair, n.HostRepaired, n.Generation, n.Phase)
+	}
+	if d := cmp.Diff([]string{"flexvm-a3u-0-g1"}, h.VMs()); d != "" {
+		t.Errorf("VMs (-want +got):\n%s", d)
+	}
 }
 
 func failEvent(node string, gen int64, drained bool) []byte {
@@ -45,9 +129,14 @@ func TestHostRepairRefusedIsReplaced(t *testing.T) {
 		name         string
 		status       int
 		reason, code string
+		// late: the refusal comes in the operation, which the function
+		// does not wait for; the reconciler's second ask (same request
+		// id, past the request grace) is answered with that failed
+		// operation.
+		late bool
 	}{
 		{name: "400 invalid", status: 400, reason: "invalid"},
-		{name: "operation UNSUPPORTED_OPERATION", status: 400, code: "UNSUPPORTED_OPERATION"},
+		{name: "operation UNSUPPORTED_OPERATION", status: 400, code: "UNSUPPORTED_OPERATION", late: true},
 		{name: "400 resourceNotReady", status: 400, reason: "resourceNotReady"},
 		{name: "VM gone", status: 404, reason: "notFound"},
 	} {
@@ -55,6 +144,13 @@ func TestHostRepairRefusedIsReplaced(t *testing.T) {
 			h, ctx, repairs := repairHarness(t, Options{})
 			h.Sim.InjectError(computesim.Match{Method: "POST", Path: `/instances/[^/]+/reportHostAsFaulty$`}, tc.status, tc.reason, tc.code, 1)
 			must(t, h.Deliver(ctx, config.TopicHealthFailure, "fail-1", failEvent("flexvm-a3u-0", 1, true)))
+			if tc.late {
+				if n := node(t, h, "flexvm-a3u-0"); n.Repair != model.RepairHost || n.Generation != 1 {
+					t.Fatalf("refused in the operation, before the reconciler: repair %q gen %d", n.Repair, n.Generation)
+				}
+				must(t, h.Advance(ctx, 3*time.Minute))
+				must(t, h.Tick(ctx))
+			}
 			n := node(t, h, "flexvm-a3u-0")
 			if n.Generation != 2 || n.Phase != model.PhaseRequested || n.LastEnd != model.EndHealth || n.Repair != model.RepairNone {
 				t.Fatalf("after the refusal: gen %d %s last end %q repair %q", n.Generation, n.Phase, n.LastEnd, n.Repair)

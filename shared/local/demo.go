@@ -236,8 +236,8 @@ func (s *System) requestState(name string) string {
 // come up; a pending job gets dynamic nodes through one resize request; a
 // static node expires and is recreated; a dynamic node expires with no
 // pending job and is not recreated, and with a pending job it is; a GPU
-// health failure has the VM repaired on a healthy host for the requeued
-// job. It returns an error if any outcome differs.
+// health failure has the Flex-Start VM deleted and replaced for the
+// requeued job. It returns an error if any outcome differs.
 func (s *System) Demo(ctx context.Context) error {
 	if ss := s.slurm.Load(); ss != nil {
 		return s.demoSlurm(ctx, ss)
@@ -318,7 +318,7 @@ func (s *System) Demo(ctx context.Context) error {
 		check(s.vmStatus(model.VMName(idle, 2)) == "" && s.vmStatus(model.VMName(idle, 1)) == "", idle+" has no VM")
 	}
 
-	s.TL.Step(6, "job 102 starts; a GPU health check fails on its node; Slurm requeues the job: the VM is repaired on a healthy host at once")
+	s.TL.Step(6, "job 102 starts; a GPU health check fails on its node; Slurm requeues the job: the Flex-Start VM (no host repair for Flex-Start) is deleted and replaced for the job at once")
 	if served != "" {
 		if err := s.Job(ctx, event.TypeJobStarted, "102", 0, false); err != nil {
 			return err
@@ -337,14 +337,13 @@ func (s *System) Demo(ctx context.Context) error {
 			}
 			return false
 		}), "Slurm was asked to drain "+served)
-		check(s.waitFor(ctx, stepWait, func() bool {
-			vm := s.vm(faulty.Name)
-			return vm.Status == "RUNNING" && vm.PhysicalHost != faulty.PhysicalHost
-		}), fmt.Sprintf("%s was restarted on a healthy host (instances.reportHostAsFaulty), keeping its capacity", faulty.Name))
+		check(s.waitFor(ctx, stepWait, func() bool { return s.vmStatus(faulty.Name) == "" }),
+			fmt.Sprintf("%s was deleted: Compute Engine repairs hosts of reservation-bound VMs only, never of Flex-Start VMs", faulty.Name))
 		check(s.waitFor(ctx, stepWait, func() bool {
 			n, ok := s.TL.Node(served)
-			return ok && n.Phase == model.PhaseRunning && n.VMName == faulty.Name && n.Repair == model.RepairNone
-		}), fmt.Sprintf("%s is back in service for job 102, same generation", served))
+			j, jok := s.TL.Job("102")
+			return ok && n.VMName != faulty.Name && n.Repair == model.RepairNone && jok && j.State == model.JobPending
+		}), fmt.Sprintf("%s left its failed VM and job 102 waits for its replacement", served))
 	} else {
 		check(false, "skipped: no node serves job 102")
 	}

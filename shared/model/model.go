@@ -238,6 +238,13 @@ type Pool struct {
 	RunDuration    time.Duration `firestore:"run_duration" json:"run_duration"`
 	// Ready is true once the template and MIG are known to exist.
 	Ready bool `firestore:"ready" json:"ready"`
+	// ProvisioningModel and MachineType are the pool spec's
+	// provisioning_model (FLEX_START, RESERVATION, …) and
+	// machine_spec.machine_type; they decide whether Compute Engine can
+	// repair a host of the pool (shared/plan.HostRepairSupported). A record
+	// written before they existed has them empty: no host repair.
+	ProvisioningModel string `firestore:"provisioning_model" json:"provisioning_model,omitempty"`
+	MachineType       string `firestore:"machine_type" json:"machine_type,omitempty"`
 	// CapacityWaits are the most recent waits for capacity (request to VM
 	// creation), in seconds, newest last; their 90th percentile sizes the
 	// make-before-break lead time.

@@ -138,6 +138,22 @@ type ReportHostAsFaulty struct {
 	Reason      string
 }
 
+// StartVM starts a node's VM that its host repair left stopped: a VM whose
+// scheduling.automaticRestart is false stays TERMINATED after
+// instances.reportHostAsFaulty
+// (https://cloud.google.com/ai-hypercomputer/docs/manage/report-faulty-host;
+// Cluster Toolkit's repair script starts it again), so the reconciler
+// starts it (instances.start). Node and Generation name the node
+// generation in host repair; RequestID is deterministic per VM.
+type StartVM struct {
+	Pool       string
+	Node       string
+	Generation int64
+	VM         string
+	RequestID  string
+	Reason     string
+}
+
 // DeleteMIG deletes the empty MIG of a pool removed from the spec.
 type DeleteMIG struct {
 	Pool      string
@@ -185,6 +201,7 @@ func (a DeleteVMs) Why() string           { return a.Reason }
 func (a SlurmCommand) Why() string        { return a.Reason }
 func (a DeleteMIG) Why() string           { return a.Reason }
 func (a ReportHostAsFaulty) Why() string  { return a.Reason }
+func (a StartVM) Why() string             { return a.Reason }
 func (a ForgetPool) Why() string          { return a.Reason }
 func (a Alert) Why() string               { return a.Reason }
 
@@ -223,6 +240,9 @@ func (a SlurmCommand) String() string {
 func (a Alert) String() string { return fmt.Sprintf("alert pool %s node %s", a.Pool, a.Node) }
 func (a ReportHostAsFaulty) String() string {
 	return fmt.Sprintf("report the host of VM %s of pool %s as faulty (%s)", a.VM, a.Pool, a.Behavior)
+}
+func (a StartVM) String() string {
+	return fmt.Sprintf("start VM %s of pool %s after its host repair", a.VM, a.Pool)
 }
 func (a DeleteMIG) String() string {
 	return fmt.Sprintf("delete the empty MIG of removed pool %s", a.Pool)

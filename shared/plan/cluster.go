@@ -70,6 +70,7 @@ func ClusterApplied(st *model.State, c *spec.Cluster, node nodeconfig.Settings, 
 		pool.ID, pool.Zone, pool.MIG, pool.Template = sp.ID, sp.Zone, naming.MIG(c.ID, sp.ID), tmpl
 		pool.MinNodes, pool.MaxNodes = sp.MinNodeCount, sp.MaxNodeCount
 		pool.MaxRunDuration, pool.RunDuration = sp.FlexStartMaxDuration, sp.ComputeRunDuration()
+		pool.ProvisioningModel, pool.MachineType = string(sp.ProvisioningModel), sp.MachineSpec.MachineType
 		pool.Removed = false
 		if existed {
 			pool.Ready = old.Ready && old.Template == tmpl && old.MIG == pool.MIG && old.Zone == pool.Zone

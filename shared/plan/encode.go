@@ -38,6 +38,8 @@ func EncodeExternal(actions []Action) ([]byte, error) {
 			kind = "delete_mig"
 		case ReportHostAsFaulty:
 			kind = "report_host_as_faulty"
+		case StartVM:
+			kind = "start_vm"
 		case Alert, Metric:
 			continue // logged when decided; nothing to replay
 		default:
@@ -81,6 +83,8 @@ func DecodeExternal(data []byte) ([]Action, error) {
 			a, err = decodeAs[DeleteMIG](e.Data)
 		case "report_host_as_faulty":
 			a, err = decodeAs[ReportHostAsFaulty](e.Data)
+		case "start_vm":
+			a, err = decodeAs[StartVM](e.Data)
 		default:
 			return nil, fmt.Errorf("decoding actions: unknown kind %q", e.Kind)
 		}

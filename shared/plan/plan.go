@@ -93,7 +93,9 @@ type Policy struct {
 	// DisableHostRepair turns host repair off: a node that failed its
 	// health check then always has its VM deleted and replaced, instead of
 	// first asking Compute Engine to move the VM to a healthy host
-	// (instances.reportHostAsFaulty, gcp.md §1.6).
+	// (instances.reportHostAsFaulty). Host repair applies only to pools
+	// HostRepairSupported accepts (reservation-bound A4X Max, A4X, A4, A3
+	// Ultra), never to Flex-Start pools.
 	DisableHostRepair bool
 	// RepairTimeout: a host repair whose VM is not RUNNING again, restarted
 	// (lastStartTimestamp at or after the request), this long after it was

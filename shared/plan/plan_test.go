@@ -86,6 +86,8 @@ func kinds(actions []Action) []string {
 			out = append(out, "Alert:"+a.Pool)
 		case ReportHostAsFaulty:
 			out = append(out, "ReportHost:"+a.VM)
+		case StartVM:
+			out = append(out, "StartVM:"+a.VM)
 		}
 		if a.Why() == "" {
 			out = append(out, "MISSING REASON")
@@ -575,7 +577,8 @@ func TestEncodeExternalRoundTrip(t *testing.T) {
 		CancelResizeRequest{Pool: "a3u", Name: "rr", RequestID: "id", Reason: "r"},
 		DeleteResizeRequest{Pool: "a3u", Name: "rr", State: "CANCELLED", RequestID: "id", Reason: "r"}, EnsurePool{Pool: "a3u", Reason: "r"},
 		ReportHostAsFaulty{Pool: "a3u", Node: "flexvm-a3u-1", Generation: 3, VM: "flexvm-a3u-1-g3", Behavior: FaultBehavior,
-			Description: "health check failed: Xid 79", JobID: "7", RequestID: "id", Reason: "r"})
+			Description: "health check failed: Xid 79", JobID: "7", RequestID: "id", Reason: "r"},
+		StartVM{Pool: "a3u", Node: "flexvm-a3u-1", Generation: 3, VM: "flexvm-a3u-1-g3", RequestID: "id", Reason: "r"})
 	data, err := EncodeExternal(acts)
 	if err != nil {
 		t.Fatal(err)

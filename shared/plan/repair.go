@@ -220,17 +220,25 @@ func (b *builder) repairStep(pool *model.Pool, node model.Node, why, jobID strin
 	switch {
 	case !needed:
 		b.replaceVM(pool, node, why, "", false)
-	case b.hostRepairPossible(node):
+	case b.hostRepairPossible(pool, node):
 		b.hostRepair(pool, node, why)
 	default:
+		if ok, whyNot := poolHostRepair(pool); !ok {
+			why += ": no host repair (" + whyNot + ")"
+		}
 		b.replaceVM(pool, node, why, jobID, waiting)
 	}
 }
 
 // hostRepairPossible reports whether a node's VM can be moved to a healthy
-// host: host repair is enabled, the VM runs, it was not host-repaired
-// already, and it does not end within the repair timeout.
-func (b *builder) hostRepairPossible(n model.Node) bool {
+// host: Compute Engine repairs hosts of the pool's VMs (HostRepairSupported:
+// reservation-bound, an eligible machine family — never Flex-Start), host
+// repair is enabled, the VM runs, it was not host-repaired already, and it
+// does not end within the repair timeout.
+func (b *builder) hostRepairPossible(pool *model.Pool, n model.Node) bool {
+	if ok, _ := poolHostRepair(pool); !ok {
+		return false
+	}
 	return !b.pol.DisableHostRepair && n.Phase == model.PhaseRunning && n.VMName != "" && n.HostRepaired != n.Generation &&
 		(n.TerminationTime.IsZero() || n.TerminationTime.Sub(b.now) > b.pol.RepairTimeout)
 }
@@ -395,12 +403,14 @@ func (b *builder) inconclusive(pool *model.Pool, node model.Node, h *event.Healt
 // returns true when it decided for the node (the table is not consulted).
 //   - host repair: the VM RUNNING again, restarted at or after the repair
 //     was asked for → Slurm resumes the node, the repair ends
-//     (repair_succeeded); still REPAIRING (or RUNNING, not restarted) past
-//     Policy.RepairTimeout → deleted and replaced with an alert; RUNNING
-//     and not restarted past Policy.RequestGrace → asked for again (same
-//     request id: a crash between the commit and the call); otherwise
-//     wait. A VM gone or stopped is left to the table (the generation
-//     ends).
+//     (repair_succeeded); TERMINATED (a VM without automaticRestart stays
+//     stopped after its repair) within Policy.RepairTimeout → started
+//     (StartVM, deterministic request id); still REPAIRING, stopped, or
+//     RUNNING not restarted past Policy.RepairTimeout → deleted and
+//     replaced with an alert; RUNNING and not restarted past
+//     Policy.RequestGrace → asked for again (same request id: a crash
+//     between the commit and the call); otherwise wait. A VM gone or
+//     stopping is left to the table (the generation ends).
 //   - awaiting drain: the fresh snapshot, taken after the repair started,
 //     shows the node drained → the repair step.
 func (b *builder) reconcileRepair(pool *model.Pool, node model.Node, vm VM, present bool) bool {
@@ -410,13 +420,19 @@ func (b *builder) reconcileRepair(pool *model.Pool, node model.Node, vm VM, pres
 	switch node.Repair {
 	case model.RepairHost:
 		class := ClassifyVM(vm.Status, present)
-		if class != VMRunning && class != VMRepairing && class != VMProvisioning {
+		stopped := present && vm.Status == "TERMINATED"
+		if class != VMRunning && class != VMRepairing && class != VMProvisioning && !stopped {
 			return false
 		}
 		since := b.now.Sub(node.RepairSince)
 		switch {
 		case class == VMRunning && !vm.LastStart.IsZero() && !vm.LastStart.Before(node.RepairSince.Truncate(time.Second)):
 			b.hostRepaired(pool, node, vm)
+		case stopped && since < b.pol.RepairTimeout:
+			b.add(StartVM{Pool: pool.ID, Node: node.Name, Generation: node.Generation, VM: node.VMName,
+				RequestID: naming.RequestID("start-instance", pool.Zone+"/"+node.VMName),
+				Reason: fmt.Sprintf("reconciler: VM %s is stopped after its host repair (asked for at %s; automaticRestart is off): starting it",
+					node.VMName, node.RepairSince.Format(time.RFC3339))})
 		case since >= b.pol.RepairTimeout:
 			b.hostRepairFallback(pool, node, fmt.Sprintf("reconciler: host repair of %s asked for at %s is not done after %s (VM %s)",
 				node.VMName, node.RepairSince.Format(time.RFC3339), shortDuration(b.pol.RepairTimeout), vm.Status), "timeout")

@@ -35,6 +35,17 @@ func rkinds(actions []Action) []string {
 	return out
 }
 
+// reservationBound returns the applied example cluster with its pool made
+// one whose hosts Compute Engine repairs: reservation-bound A3 Ultra. The
+// example's pool is Flex-Start, whose failed VMs are always replaced.
+func reservationBound(t *testing.T) *model.State {
+	t.Helper()
+	st, _ := applied(t)
+	p := st.Pools["a3u"]
+	p.ProvisioningModel, p.MachineType = "RESERVATION", "a3-ultragpu-8g"
+	return st
+}
+
 // fail is a FAIL from the node-side hooks, checked at t0.
 func fail(node string, gen int64, job, jobState string, drained bool) *event.Health {
 	h := health(node, gen, job, jobState)
@@ -283,7 +294,7 @@ func TestRepairFail(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			st, _ := applied(t)
+			st := reservationBound(t)
 			if tc.prepare != nil {
 				tc.prepare(st)
 			}
@@ -329,7 +340,7 @@ func TestRepairRejects(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			st, _ := applied(t)
+			st := reservationBound(t)
 			if tc.prepare != nil {
 				tc.prepare(st)
 			}
@@ -344,7 +355,7 @@ func TestRepairRejects(t *testing.T) {
 // VMs flexvm-a3u-<i>-g1), the first `repairing` of them in host repair.
 func poolOf(t *testing.T, size, repairing int) *model.State {
 	t.Helper()
-	st, _ := applied(t)
+	st := reservationBound(t)
 	p := st.Pools["a3u"]
 	p.MinNodes, p.MaxNodes = size, size
 	for i := 0; i < size; i++ {
@@ -565,6 +576,39 @@ func TestReconcileRepair(t *testing.T) {
 			want:    nil,
 		},
 		{
+			name:    "host repair done, the VM stopped (automaticRestart off): started, the repair goes on",
+			prepare: inRepair(model.RepairHost, t0),
+			vm:      vm0("TERMINATED", t0.Add(-time.Hour)),
+			slurm:   map[string]string{"flexvm-a3u-0": "DOWN+CLOUD+DRAIN+NOT_RESPONDING"},
+			at:      12 * time.Minute,
+			want:    []string{"StartVM:flexvm-a3u-0-g1"},
+			check: func(t *testing.T, got []Action) {
+				s, _ := find[StartVM](got)
+				want := StartVM{Pool: "a3u", Node: "flexvm-a3u-0", Generation: 1, VM: "flexvm-a3u-0-g1",
+					RequestID: naming.RequestID("start-instance", "us-central1-a/flexvm-a3u-0-g1")}
+				s.Reason = ""
+				if d := cmp.Diff(want, s); d != "" {
+					t.Errorf("start (-want +got):\n%s", d)
+				}
+			},
+		},
+		{
+			name:    "started after its repair: RUNNING since the start, Slurm resumes the node",
+			prepare: inRepair(model.RepairHost, t0),
+			vm:      vm0("RUNNING", t0.Add(13*time.Minute)),
+			slurm:   map[string]string{"flexvm-a3u-0": "IDLE+CLOUD+DRAIN"},
+			at:      15 * time.Minute,
+			want:    []string{"Slurm:resume:flexvm-a3u-0", "PutNode:flexvm-a3u-0/running", "Metric:repair_succeeded"},
+		},
+		{
+			name:    "still stopped past the timeout (the start did not take): replaced",
+			prepare: inRepair(model.RepairHost, t0),
+			vm:      vm0("TERMINATED", t0.Add(-time.Hour)),
+			at:      20 * time.Minute,
+			want: []string{"Alert:a3u", "Metric:repair_fallback", "DeleteVMs:flexvm-a3u-0-g1", "Slurm:reservation_delete:flexvm-a3u-0",
+				"PutNode:flexvm-a3u-0/requested", "CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
+		},
+		{
 			name:    "host repair past the timeout: alert, VM deleted and replaced (static: new generation)",
 			prepare: inRepair(model.RepairHost, t0),
 			vm:      vm0("REPAIRING", t0.Add(-time.Hour)),
@@ -658,7 +702,7 @@ func TestReconcileRepair(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			st, _ := applied(t)
+			st := reservationBound(t)
 			running(st, "flexvm-a3u-0", t0.Add(farEnd))
 			st.Nodes["flexvm-a3u-0"].VMID = "100"
 			tc.prepare(st)
@@ -692,7 +736,7 @@ func TestTableDoesNotFightARepair(t *testing.T) {
 		for _, status := range []string{"REPAIRING", "RUNNING", "STAGING"} {
 			for _, kind := range []model.NodeKind{model.NodeStatic, model.NodeDynamic} {
 				t.Run(state+"/"+status+"/"+string(kind), func(t *testing.T) {
-					st, _ := applied(t)
+					st := reservationBound(t)
 					running(st, "flexvm-a3u-0", t0.Add(farEnd))
 					n := st.Nodes["flexvm-a3u-0"]
 					n.Kind, n.Repair, n.RepairSince = kind, model.RepairHost, t0
@@ -780,7 +824,7 @@ func TestBlockedRepairWaitsForTheDrain(t *testing.T) {
 }
 
 func TestRepairedDynamicNodeWithoutJobIsDeletedAfterTheDrain(t *testing.T) {
-	st, _ := applied(t)
+	st := reservationBound(t)
 	running(st, "flexvm-a3u-0", t0.Add(farEnd))
 	dynRunning(t, st, model.JobRunning)
 	got, err := Repair(st, fail("flexvm-a3u-1", 1, "7", "running", false), t0, Policy{})
@@ -846,7 +890,7 @@ func TestHostRepairFailed(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			st, _ := applied(t)
+			st := reservationBound(t)
 			tc.prepare(st)
 			got, err := HostRepairFailed(st, tc.node, tc.gen, "UNSUPPORTED_OPERATION", t0.Add(time.Minute), Policy{})
 			if tc.wantErr {
@@ -903,7 +947,7 @@ func TestInconclusive(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			st, _ := applied(t)
+			st := reservationBound(t)
 			running(st, "flexvm-a3u-0", t0.Add(farEnd))
 			if tc.prepare != nil {
 				tc.prepare(st)
@@ -931,7 +975,7 @@ func TestInconclusive(t *testing.T) {
 		})
 	}
 	// The drain reason says how often and within what.
-	st, _ := applied(t)
+	st := reservationBound(t)
 	running(st, "flexvm-a3u-0", t0.Add(farEnd))
 	got, _ := Repair(st, inconclusiveEv("flexvm-a3u-0", 1), t0, Policy{InconclusiveLimit: 1})
 	if c, _ := find[SlurmCommand](got); c.Reason != "flexslurm: health check inconclusive 1 times within 24h: drained for diagnosis (flexvm-a3u-0-g1)" {
@@ -942,7 +986,7 @@ func TestInconclusive(t *testing.T) {
 // TestRepairLifecycle walks one static node from its FAIL to a repaired VM,
 // then a second FAIL on the same VM to its replacement.
 func TestRepairLifecycle(t *testing.T) {
-	st, _ := applied(t)
+	st := reservationBound(t)
 	running(st, "flexvm-a3u-0", t0.Add(farEnd))
 	st.Nodes["flexvm-a3u-0"].VMID = "100"
 	step := func(acts []Action, err error) []Action {
@@ -1016,5 +1060,75 @@ func TestSlurmDrained(t *testing.T) {
 		if got := SlurmDrained(v.Nodes["n"]); got != want {
 			t.Errorf("%s: drained %v, want %v", state, got, want)
 		}
+	}
+}
+
+func TestHostRepairSupported(t *testing.T) {
+	tests := []struct {
+		model, machine string
+		want           bool
+		whyNot         string
+	}{
+		{"RESERVATION", "a3-ultragpu-8g", true, ""},
+		{"RESERVATION", "a4-highgpu-8g", true, ""},
+		{"RESERVATION", "a4x-highgpu-4g", true, ""},
+		{"RESERVATION", "a4x-maxgpu-4g-metal", true, ""},
+		{"RESERVATION", "A3-UltraGPU-8g", true, ""},
+		{"FLEX_START", "a3-ultragpu-8g", false, "provisioning model FLEX_START is not reservation-bound"},
+		{"SPOT", "a4-highgpu-8g", false, "provisioning model SPOT is not reservation-bound"},
+		{"ON_DEMAND", "a4-highgpu-8g", false, "provisioning model ON_DEMAND is not reservation-bound"},
+		{"", "a3-ultragpu-8g", false, "provisioning model unknown is not reservation-bound"},
+		{"RESERVATION", "a3-megagpu-8g", false, `machine type "a3-megagpu-8g" is not of an A4X Max, A4X, A4 or A3 Ultra family`},
+		{"RESERVATION", "a3-highgpu-8g", false, `machine type "a3-highgpu-8g" is not of an A4X Max, A4X, A4 or A3 Ultra family`},
+		{"RESERVATION", "a3-ultragpu", false, `machine type "a3-ultragpu" is not of an A4X Max, A4X, A4 or A3 Ultra family`},
+		{"RESERVATION", "", false, `machine type "" is not of an A4X Max, A4X, A4 or A3 Ultra family`},
+	}
+	for _, tc := range tests {
+		got, whyNot := HostRepairSupported(tc.model, tc.machine)
+		if got != tc.want || whyNot != tc.whyNot {
+			t.Errorf("HostRepairSupported(%q, %q) = %v, %q; want %v, %q", tc.model, tc.machine, got, whyNot, tc.want, tc.whyNot)
+		}
+	}
+}
+
+// TestFlexStartFailIsReplacedNotHostRepaired: the example's Flex-Start
+// pool (a3-ultragpu-8g, FLEX_START) never asks Compute Engine for a host
+// repair, which it refuses for Flex-Start VMs: a failed GPU drains the
+// node, deletes its VM and replaces it, within the same repair budget.
+func TestFlexStartFailIsReplacedNotHostRepaired(t *testing.T) {
+	st, _ := applied(t)
+	if p := st.Pools["a3u"]; p.ProvisioningModel != "FLEX_START" || p.MachineType != "a3-ultragpu-8g" {
+		t.Fatalf("pool a3u records %q %q, want FLEX_START a3-ultragpu-8g from the spec", p.ProvisioningModel, p.MachineType)
+	}
+	running(st, "flexvm-a3u-0", t0.Add(farEnd))
+
+	got, err := Repair(st, fail("flexvm-a3u-0", 1, "", "", false), t0, Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"Slurm:drain:flexvm-a3u-0", "PutNode:flexvm-a3u-0/running/await_drain"}
+	if d := cmp.Diff(want, rkinds(got)); d != "" {
+		t.Fatalf("FAIL, not drained yet (-want +got):\n%s", d)
+	}
+	Apply(st, got)
+
+	st.Slurm = slurmView(t0.Add(time.Minute), map[string]string{"flexvm-a3u-0": "IDLE+CLOUD+DRAIN"})
+	got = about(Reconcile(st, listed(st), t0.Add(time.Minute), Policy{}), "flexvm-a3u-0")
+	if _, ok := find[ReportHostAsFaulty](got); ok {
+		t.Fatalf("a Flex-Start VM was host-repaired: %v", rkinds(got))
+	}
+	del, ok := find[DeleteVMs](got)
+	if !ok || len(del.VMs) != 1 || del.VMs[0] != "flexvm-a3u-0-g1" {
+		t.Fatalf("drained Flex-Start node: want its VM deleted, got %v", rkinds(got))
+	}
+	if !strings.Contains(del.Reason, "no host repair (provisioning model FLEX_START is not reservation-bound)") {
+		t.Errorf("delete reason %q does not say why there is no host repair", del.Reason)
+	}
+	if _, ok := find[CreateResizeRequest](got); !ok {
+		t.Errorf("static Flex-Start node not replaced: %v", rkinds(got))
+	}
+	n := lastNode(t, got, "flexvm-a3u-0")
+	if n.Generation != 2 || n.Phase != model.PhaseRequested || n.Repair != model.RepairNone {
+		t.Errorf("node after replacement: gen %d phase %s repair %q", n.Generation, n.Phase, n.Repair)
 	}
 }

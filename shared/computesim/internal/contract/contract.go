@@ -59,6 +59,7 @@ var Served = []string{
 	"instances.insert",
 	"instances.list",
 	"instances.reportHostAsFaulty",
+	"instances.start",
 	"zoneOperations.get",
 	"zoneOperations.wait",
 	"zones.get",
