@@ -99,11 +99,12 @@ func (b *builder) backOff(pool *model.Pool, class, code, why string) {
 // succeeded clears a pool's backoff (and a quota or provisioning condition)
 // after capacity was granted.
 func (b *builder) succeeded(pool *model.Pool) {
-	if pool.BackoffAttempts == 0 && pool.BackoffReason == "" && !isCapacityCondition(pool.Condition) {
+	if pool.BackoffAttempts == 0 && pool.BackoffReason == "" && !isCapacityCondition(pool.Condition) && pool.Shortage == nil {
 		return
 	}
 	p := *pool
 	p.BackoffAttempts, p.BackoffReason, p.BackoffUntil = 0, "", time.Time{}
+	p.Shortage = nil
 	if isCapacityCondition(p.Condition) {
 		p.Condition, p.ConditionSince = "", time.Time{}
 	}
@@ -150,12 +151,18 @@ func (b *builder) queuedShortage(pool *model.Pool, rrs []ObservedResizeRequest) 
 		}
 	}
 	if short == nil {
-		if !isShortageCondition(pool.Condition) {
+		if pool.Shortage == nil && !isShortageCondition(pool.Condition) {
 			return
 		}
 		p := *pool
-		why := fmt.Sprintf("reconciler: no queued request of pool %s reports a shortage any more (was %s)", p.ID, p.Condition)
-		p.Condition, p.ConditionSince = "", time.Time{}
+		why := fmt.Sprintf("reconciler: no queued request of pool %s reports a shortage any more", p.ID)
+		if p.Shortage != nil {
+			why += fmt.Sprintf(" (was %s %s on %s since %s)", p.Shortage.Class, p.Shortage.Code, p.Shortage.Request, p.Shortage.Since.UTC().Format(time.RFC3339))
+		}
+		p.Shortage = nil
+		if isShortageCondition(p.Condition) {
+			p.Condition, p.ConditionSince = "", time.Time{}
+		}
 		if p.BackoffReason == ClassCapacity || p.BackoffReason == ClassQuota {
 			p.BackoffAttempts, p.BackoffReason, p.BackoffUntil = 0, "", time.Time{}
 		}
@@ -163,19 +170,25 @@ func (b *builder) queuedShortage(pool *model.Pool, rrs []ObservedResizeRequest) 
 		return
 	}
 	la := short.LastAttempt
+	p := *pool
+	old := pool.Shortage
+	begins := old == nil || old.Class != la.Class || old.Code != la.Code
+	sh := model.Shortage{Class: la.Class, Code: la.Code, Message: la.Message, Request: short.Name, Since: b.now}
+	if !begins {
+		sh.Since = old.Since
+	}
+	var reasons []string
+	if old == nil || *old != sh {
+		p.Shortage = &sh
+		reasons = append(reasons, "shortage recorded")
+	}
 	kind := CondWaitingForCapacity
 	if la.Class == ClassQuota {
 		kind = CondWaitingForQuota
 	}
-	cond := fmt.Sprintf("%s: %s: %s (resize request %s queued since %s)", kind, la.Code, la.Message, short.Name, short.Created.UTC().Format(time.RFC3339))
-	p := *pool
-	var reasons []string
-	begins := !hasPrefix(p.Condition, kind+": "+la.Code+":")
+	cond := fmt.Sprintf("%s: %s: %s (resize request %s stays queued)", kind, la.Code, la.Message, short.Name)
 	if cond != p.Condition && (p.Condition == "" || isCapacityCondition(p.Condition)) {
-		p.Condition = cond
-		if begins {
-			p.ConditionSince = b.now
-		}
+		p.Condition, p.ConditionSince = cond, sh.Since
 		reasons = append(reasons, "condition "+cond)
 	}
 	if !b.now.Before(p.BackoffUntil) {

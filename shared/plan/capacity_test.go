@@ -35,15 +35,20 @@ func withJob7(t *testing.T, st *model.State, _ *model.Pool) {
 // its place (never cancelled or re-created); the condition and backoff
 // clear with the error.
 func TestQueuedShortage(t *testing.T) {
-	capCond := "WaitingForCapacity: ZONE_RESOURCE_POOL_EXHAUSTED: " + stockoutMsg + " (resize request rr-flexvm-a3u-0-g1 queued since 2026-11-30T12:00:00Z)"
-	quotaCond := "WaitingForQuota: QUOTA_EXCEEDED: " + quotaMsg + " (resize request rr-flexvm-a3u-j7-g1 queued since 2026-11-30T12:00:00Z)"
+	capCond := "WaitingForCapacity: ZONE_RESOURCE_POOL_EXHAUSTED: " + stockoutMsg + " (resize request rr-flexvm-a3u-0-g1 stays queued)"
+	quotaCond := "WaitingForQuota: QUOTA_EXCEEDED: " + quotaMsg + " (resize request rr-flexvm-a3u-j7-g1 stays queued)"
 	type poolWant struct {
 		Condition      string
 		ConditionSince time.Time
 		Attempts       int
 		Reason         string
 		Until          time.Time
+		Shortage       *model.Shortage
 	}
+	capShort := func(since time.Time) *model.Shortage {
+		return &model.Shortage{Class: ClassCapacity, Code: stockout.Code, Message: stockoutMsg, Request: "rr-flexvm-a3u-0-g1", Since: since}
+	}
+	quotaShort := &model.Shortage{Class: ClassQuota, Code: quota.Code, Message: quotaMsg, Request: "rr-flexvm-a3u-j7-g1", Since: t0.Add(10 * time.Minute)}
 	now := t0.Add(10 * time.Minute)
 	tests := []struct {
 		name    string
@@ -56,7 +61,7 @@ func TestQueuedShortage(t *testing.T) {
 			name: "a stock-out on the queued request: condition, alert, capacity backoff; the request is left alone",
 			rrs:  []ObservedResizeRequest{queued("rr-flexvm-a3u-0-g1", stockout)},
 			want: []string{"Alert:a3u", "PutPool:a3u"},
-			pool: poolWant{capCond, now, 1, ClassCapacity, now.Add(2 * time.Minute)},
+			pool: poolWant{capCond, now, 1, ClassCapacity, now.Add(2 * time.Minute), capShort(now)},
 		},
 		{
 			name:    "quota wins over capacity, whatever the order",
@@ -64,47 +69,62 @@ func TestQueuedShortage(t *testing.T) {
 			rrs: []ObservedResizeRequest{queued("rr-flexvm-a3u-0-g1", stockout),
 				{Name: "rr-flexvm-a3u-j7-g1", State: "ACCEPTED", Created: t0, LastAttempt: quota}},
 			want: []string{"Alert:a3u", "PutPool:a3u"},
-			pool: poolWant{quotaCond, now, 1, ClassQuota, now.Add(10 * time.Minute)},
+			pool: poolWant{quotaCond, now, 1, ClassQuota, now.Add(10 * time.Minute), quotaShort},
 		},
 		{
 			name: "the same shortage on a later pass within the backoff changes nothing",
 			prepare: func(_ *testing.T, _ *model.State, p *model.Pool) {
 				p.Condition, p.ConditionSince = capCond, t0
+				p.Shortage = &model.Shortage{Class: ClassCapacity, Code: stockout.Code, Message: stockoutMsg, Request: "rr-flexvm-a3u-0-g1", Since: t0}
 				p.BackoffAttempts, p.BackoffReason, p.BackoffUntil = 1, ClassCapacity, now.Add(time.Minute)
 			},
 			rrs:  []ObservedResizeRequest{queued("rr-flexvm-a3u-0-g1", stockout)},
 			want: nil,
-			pool: poolWant{capCond, t0, 1, ClassCapacity, now.Add(time.Minute)},
+			pool: poolWant{capCond, t0, 1, ClassCapacity, now.Add(time.Minute), capShort(t0)},
 		},
 		{
 			name: "the shortage lasting past the backoff: the backoff doubles, no second alert",
 			prepare: func(_ *testing.T, _ *model.State, p *model.Pool) {
 				p.Condition, p.ConditionSince = capCond, t0
+				p.Shortage = &model.Shortage{Class: ClassCapacity, Code: stockout.Code, Message: stockoutMsg, Request: "rr-flexvm-a3u-0-g1", Since: t0}
 				p.BackoffAttempts, p.BackoffReason, p.BackoffUntil = 1, ClassCapacity, now
 			},
 			rrs:  []ObservedResizeRequest{queued("rr-flexvm-a3u-0-g1", stockout)},
 			want: []string{"PutPool:a3u"},
-			pool: poolWant{capCond, t0, 2, ClassCapacity, now.Add(4 * time.Minute)},
+			pool: poolWant{capCond, t0, 2, ClassCapacity, now.Add(4 * time.Minute), capShort(t0)},
 		},
 		{
 			name: "a stock-out turning into a quota error is a new condition and alert",
 			prepare: func(t *testing.T, st *model.State, p *model.Pool) {
 				withJob7(t, st, p)
 				p.Condition, p.ConditionSince = capCond, t0
+				p.Shortage = &model.Shortage{Class: ClassCapacity, Code: stockout.Code, Message: stockoutMsg, Request: "rr-flexvm-a3u-0-g1", Since: t0}
 				p.BackoffAttempts, p.BackoffReason, p.BackoffUntil = 1, ClassCapacity, now.Add(time.Minute)
 			},
 			rrs:  []ObservedResizeRequest{{Name: "rr-flexvm-a3u-j7-g1", State: "ACCEPTED", Created: t0, LastAttempt: quota}, queued("rr-flexvm-a3u-0-g1", AttemptError{})},
 			want: []string{"Alert:a3u", "PutPool:a3u"},
-			pool: poolWant{quotaCond, now, 1, ClassCapacity, now.Add(time.Minute)},
+			pool: poolWant{quotaCond, now, 1, ClassCapacity, now.Add(time.Minute), quotaShort},
 		},
 		{
 			name: "the error cleared while still queued: condition and backoff cleared",
 			prepare: func(_ *testing.T, _ *model.State, p *model.Pool) {
 				p.Condition, p.ConditionSince = capCond, t0
+				p.Shortage = &model.Shortage{Class: ClassCapacity, Code: stockout.Code, Message: stockoutMsg, Request: "rr-flexvm-a3u-0-g1", Since: t0}
 				p.BackoffAttempts, p.BackoffReason, p.BackoffUntil = 3, ClassCapacity, now.Add(time.Hour)
 			},
 			rrs:  []ObservedResizeRequest{queued("rr-flexvm-a3u-0-g1", AttemptError{})},
 			want: []string{"PutPool:a3u"},
+			pool: poolWant{},
+		},
+		{
+			name: "the request succeeded: condition, shortage and backoff cleared",
+			prepare: func(_ *testing.T, _ *model.State, p *model.Pool) {
+				p.Condition, p.ConditionSince = capCond, t0
+				p.Shortage = &model.Shortage{Class: ClassCapacity, Code: stockout.Code, Message: stockoutMsg, Request: "rr-flexvm-a3u-0-g1", Since: t0}
+				p.BackoffAttempts, p.BackoffReason, p.BackoffUntil = 2, ClassCapacity, now.Add(time.Hour)
+			},
+			rrs:  []ObservedResizeRequest{{Name: "rr-flexvm-a3u-0-g1", State: "SUCCEEDED", Created: t0}},
+			want: []string{"PutPool:a3u", "PutNode:flexvm-a3u-0/requested"},
 			pool: poolWant{},
 		},
 		{
@@ -114,7 +134,7 @@ func TestQueuedShortage(t *testing.T) {
 			},
 			rrs:  []ObservedResizeRequest{queued("rr-flexvm-a3u-0-g1", stockout)},
 			want: []string{"Alert:a3u", "PutPool:a3u"},
-			pool: poolWant{"BootstrapFailures: 3 consecutive nodes never registered", t0, 1, ClassCapacity, now.Add(2 * time.Minute)},
+			pool: poolWant{"BootstrapFailures: 3 consecutive nodes never registered", t0, 1, ClassCapacity, now.Add(2 * time.Minute), capShort(now)},
 		},
 		{
 			name: "a permanent code in lastAttempt is not a shortage",
@@ -141,7 +161,7 @@ func TestQueuedShortage(t *testing.T) {
 			}
 			Apply(st, acts)
 			p := st.Pools["a3u"]
-			if d := cmp.Diff(tc.pool, poolWant{p.Condition, p.ConditionSince, p.BackoffAttempts, p.BackoffReason, p.BackoffUntil}); d != "" {
+			if d := cmp.Diff(tc.pool, poolWant{p.Condition, p.ConditionSince, p.BackoffAttempts, p.BackoffReason, p.BackoffUntil, p.Shortage}); d != "" {
 				t.Errorf("pool (-want +got):\n%s", d)
 			}
 		})
