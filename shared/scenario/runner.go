@@ -1166,6 +1166,7 @@ func (r *runner) exec(i int, s *Step) error {
 			until = FormatDuration(cs.Until.Sub(r.start))
 		}
 		r.tracef("shortage %s (%s) in %s/%s until %s", cs.Name, orAny(cs.Code), orAny(cs.Zone), orAny(cs.MachineType), until)
+		r.compute.addShortage(cs.Until)
 		r.h.Sim.SetShortage(cs)
 		return nil
 	case len(s.Assert) > 0:
