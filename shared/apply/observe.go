@@ -48,6 +48,10 @@ func (r *Runner) Observe(ctx context.Context, cluster string, st *model.State) p
 			if rr.State == "FAILED" {
 				o.ErrorClass = provisioningClass(gce.ClassifyCode(rr.ErrorCode))
 			}
+			if rr.State == gce.StateAccepted && rr.LastAttemptCode != "" {
+				o.LastAttempt = plan.AttemptError{Class: provisioningClass(gce.ClassifyCode(rr.LastAttemptCode)),
+					Code: rr.LastAttemptCode, Message: rr.LastAttemptMessage}
+			}
 			op.ResizeRequests = append(op.ResizeRequests, o)
 		}
 		obs.Pools[p.ID] = op

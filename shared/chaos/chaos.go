@@ -16,8 +16,9 @@
 //     a pool at once, beyond its repair budget), inconclusive health
 //     verdicts repeated on one node, host repairs that take a while or
 //     that Compute refuses or fails for a while;
-//   - capacity delays changing, Compute stock-outs, quota errors and
-//     transient 500s for a while;
+//   - capacity delays changing, Compute stock-outs and quota shortages
+//     (requests queue and report them in status.lastAttempt.error), and
+//     transient 500s, for a while;
 //   - every message duplicated, delayed or crashed at random
 //     (scenario.RandomFaults), scheduler ticks and Slurm snapshots every
 //     reconcile period, Slurm suspending idle dynamic nodes after
@@ -198,13 +199,17 @@ func Generate(seed uint64, o Options) *scenario.File {
 	}
 	afterFault := time.Duration(0)
 	if rng.IntN(10) < 3 {
-		add(between(time.Hour, o.Horizon-3*time.Hour), scenario.Step{ComputeError: &scenario.ComputeErrorStep{Name: "stockout", Method: "POST",
-			Path: "/resizeRequests$", Code: "ZONE_RESOURCE_POOL_EXHAUSTED", For: dur(between(30*time.Minute, 3*time.Hour).Round(time.Minute))}})
+		// A stock-out does not fail the insert: requests queue and report
+		// it in status.lastAttempt.error (docs/design.md, "Capacity").
+		add(between(time.Hour, o.Horizon-3*time.Hour), scenario.Step{Shortage: &scenario.ShortageStep{Name: "stockout",
+			Code: "ZONE_RESOURCE_POOL_EXHAUSTED", For: dur(between(30*time.Minute, 3*time.Hour).Round(time.Minute))}})
 		afterFault = max(afterFault, time.Hour) // plan.Policy BackoffCap
 	}
 	if rng.IntN(10) < 2 {
-		add(between(time.Hour, o.Horizon-3*time.Hour), scenario.Step{ComputeError: &scenario.ComputeErrorStep{Name: "quota", Method: "POST",
-			Path: "/resizeRequests$", Code: "QUOTA_EXCEEDED", For: dur(between(time.Hour, 2*time.Hour).Round(time.Minute))}})
+		// Nor does a quota shortage: the request stays pending until there
+		// is enough quota.
+		add(between(time.Hour, o.Horizon-3*time.Hour), scenario.Step{Shortage: &scenario.ShortageStep{Name: "quota",
+			Code: "QUOTA_EXCEEDED", Limit: 8, For: dur(between(time.Hour, 2*time.Hour).Round(time.Minute))}})
 		afterFault = max(afterFault, 2*time.Hour) // plan.Policy QuotaBackoffCap
 	}
 	if rng.IntN(10) < 3 {

@@ -27,6 +27,9 @@
 //     when a VM is deleted (at the end of its run duration or by an API call),
 //     handed to an injected sink;
 //   - an error-injection seam and introspection for tests and demos;
+//   - shortages of capacity or quota as Compute reports them (shortage.go):
+//     resize requests stay ACCEPTED with each provisioning attempt's error
+//     in status.lastAttempt.error, cleared when they turn final;
 //   - each VM's metadata server on a listener of its own (metadata.go), and
 //     a minimal Secret Manager versions:access endpoint
 //     (secretmanager.go), so that a node's bootstrap runs unmodified.
@@ -87,6 +90,9 @@
 //     free and its capacity delay has passed. A real MIG does not create an
 //     instance over an existing name either.
 //   - Queued (ACCEPTED) resize-request VMs are not listed as managed instances.
+//   - A request short of capacity or quota is attempted at its capacity
+//     delay, then every Options.AttemptInterval (default 5 minutes) and when
+//     the shortage ends; Compute does not document its retry cadence.
 //   - Deleting a MIG member with instances.delete shrinks the MIG's target size
 //     instead of letting the MIG recreate it.
 //   - The metadata key created-by holds

@@ -32,6 +32,9 @@ type Injection struct {
 	// operation that ends DONE with error.errors[{code: Code}] (e.g.
 	// ZONE_RESOURCE_POOL_EXHAUSTED, QUOTA_EXCEEDED) instead of an HTTP error.
 	// Nothing changes state. Non-mutating calls always get an HTTP error.
+	// A resize request short of capacity or quota does not fail at insert
+	// on Compute: it queues, and each attempt's error shows in
+	// status.lastAttempt.error; model that with SetShortage.
 	Code string
 	// Message is the error message; a default naming the injection is used
 	// if empty.

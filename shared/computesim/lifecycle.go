@@ -71,6 +71,9 @@ func (s *Sim) provisionLocked(m *migRec, rr *rrRec, at time.Time) {
 		rr.provisionedInstance = append(rr.provisionedInstance, in.name)
 	}
 	rr.pb.State = strp(stateSucceeded)
+	if rr.pb.Status != nil {
+		rr.pb.Status.LastAttempt = nil // cleared when the request turns final
+	}
 }
 
 func (s *Sim) templateRunDurationLocked(m *migRec) time.Duration {

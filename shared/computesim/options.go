@@ -50,6 +50,10 @@ type Options struct {
 	// it is accepted. Nil means zero: capacity is available at the first Tick
 	// after acceptance.
 	CapacityDelay func(zone, machineType string) time.Duration
+	// AttemptInterval is how often a queued request short of capacity or
+	// quota (SetShortage) is attempted again; each attempt replaces its
+	// status.lastAttempt.error. Default DefaultAttemptInterval.
+	AttemptInterval time.Duration
 	// AcceptDelay is how long a resize request stays CREATING before it is
 	// ACCEPTED. Default zero (accepted at the next Tick).
 	AcceptDelay time.Duration

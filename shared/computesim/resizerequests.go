@@ -127,6 +127,9 @@ func (s *Sim) rrCancelLocked(req *request) (proto.Message, *apiError) {
 		return nil, aerr
 	}
 	rr.pb.State = strp(stateCancelled)
+	if rr.pb.Status != nil {
+		rr.pb.Status.LastAttempt = nil // cleared when the request turns final
+	}
 	m.pb.TargetSize = i32p(m.pb.GetTargetSize() - int32(rr.count))
 	return s.newOpLocked(req.project, req.zone, opTypeOf(req.method), rr.pb.GetSelfLink(), rr.pb.GetId(), s.callerPrincipal(req.project), req.now), nil
 }

@@ -42,6 +42,7 @@ type Sim struct {
 	calls      []Call
 	audit      []AuditEntry
 	injections []*Injection
+	shortages  []Shortage
 	effects    []func()
 }
 
@@ -187,6 +188,9 @@ type ResizeRequest struct {
 	// while it exists); only ResizeRequestHistory returns such requests,
 	// with the state they were deleted in.
 	Deleted time.Time
+	// LastAttemptCode and LastAttemptMessage are status.lastAttempt.error
+	// of a queued request short of capacity or quota (SetShortage).
+	LastAttemptCode, LastAttemptMessage string
 }
 
 // MIG is a managed instance group as seen through the introspection API.
@@ -345,7 +349,7 @@ func (s *Sim) rrDueLocked(m *migRec, rr *rrRec) (dueItem, bool) {
 				return dueItem{}, false // waits until the name is free
 			}
 		}
-		return dueItem{rr.capacityAt, rr.seq, func(at time.Time) { s.provisionLocked(m, rr, at) }}, true
+		return dueItem{rr.capacityAt, rr.seq, func(at time.Time) { s.attemptLocked(m, rr, at) }}, true
 	}
 	return dueItem{}, false
 }
@@ -544,6 +548,9 @@ func (s *Sim) resizeRequestsLocked(history bool) []ResizeRequest {
 		if errs := rr.pb.GetStatus().GetError().GetErrors(); len(errs) > 0 {
 			r.ErrorCode, r.ErrorMessage = errs[0].GetCode(), errs[0].GetMessage()
 		}
+		if errs := rr.pb.GetStatus().GetLastAttempt().GetError().GetErrors(); len(errs) > 0 {
+			r.LastAttemptCode, r.LastAttemptMessage = errs[0].GetCode(), errs[0].GetMessage()
+		}
 		out = append(out, r)
 	}
 	return out
@@ -635,6 +642,8 @@ func (s *Sim) FailResizeRequest(zone, mig, name, code, message string) error {
 			return fmt.Errorf("computesim: resize request %s is %s, not active", name, st)
 		}
 		rr.pb.State = strp(stateFailed)
+		// status.error is set on the transition to FAILED, and
+		// lastAttempt is cleared (it describes queued requests only).
 		rr.pb.Status = &computepb.InstanceGroupManagerResizeRequestStatus{Error: &computepb.Error{
 			Errors: []*computepb.Errors{{Code: strp(code), Message: strp(message)}},
 		}}

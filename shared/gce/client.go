@@ -572,10 +572,17 @@ type ResizeRequest struct {
 	Instances []string
 	// Created is the creation time (UTC).
 	Created time.Time
-	// ErrorCode and ErrorMessage are the first of status.error (why it
-	// FAILED) or, failing that, of status.lastAttempt.error (the latest
-	// transient provisioning error while ACCEPTED).
+	// ErrorCode and ErrorMessage are the first of status.error: why it
+	// FAILED (set only on that transition).
 	ErrorCode, ErrorMessage string
+	// LastAttemptCode and LastAttemptMessage are the first of
+	// status.lastAttempt.error: the error of the latest provisioning
+	// attempt of a queued (ACCEPTED) request, such as
+	// ZONE_RESOURCE_POOL_EXHAUSTED or QUOTA_EXCEEDED. A request short of
+	// capacity or quota stays queued and reports it only here; Compute
+	// clears it when the request turns final (Compute v1 discovery
+	// document, InstanceGroupManagerResizeRequestStatus.lastAttempt).
+	LastAttemptCode, LastAttemptMessage string
 }
 
 // CreateResizeRequest asks MIG mig for the VMs named in rr (per-instance
@@ -628,12 +635,11 @@ func toResizeRequest(zone, mig string, r *computepb.InstanceGroupManagerResizeRe
 	for _, pic := range r.GetInstances() {
 		out.Instances = append(out.Instances, pic.GetName())
 	}
-	errs := r.GetStatus().GetError().GetErrors()
-	if len(errs) == 0 {
-		errs = r.GetStatus().GetLastAttempt().GetError().GetErrors()
-	}
-	if len(errs) > 0 {
+	if errs := r.GetStatus().GetError().GetErrors(); len(errs) > 0 {
 		out.ErrorCode, out.ErrorMessage = errs[0].GetCode(), errs[0].GetMessage()
+	}
+	if errs := r.GetStatus().GetLastAttempt().GetError().GetErrors(); len(errs) > 0 {
+		out.LastAttemptCode, out.LastAttemptMessage = errs[0].GetCode(), errs[0].GetMessage()
 	}
 	return out
 }

@@ -875,3 +875,33 @@ func TestOperationWaitIsBounded(t *testing.T) {
 		t.Error("the caller's context ended: the bound must be the wait's own")
 	}
 }
+
+// A queued request short of capacity reports the latest attempt's error in
+// LastAttemptCode/LastAttemptMessage, not ErrorCode; both clear when it
+// succeeds.
+func TestResizeRequestLastAttempt(t *testing.T) {
+	h := newHarness(t, computesim.Options{})
+	h.pool()
+	h.sim.SetShortage(computesim.Shortage{Name: "stockout", Message: "no H200 here"})
+	if err := h.c.CreateResizeRequest(h.ctx, zone, "c1-h200", gce.ResizeRequestSpec{Name: "rr-1", Instances: []string{"c1-h200-0"}}, ""); err != nil {
+		t.Fatal(err)
+	}
+	h.tick(time.Minute)
+	rrs, err := h.c.ListResizeRequests(h.ctx, zone, "c1-h200")
+	if err != nil || len(rrs) != 1 {
+		t.Fatalf("list = %+v %v", rrs, err)
+	}
+	got := rrs[0]
+	if got.State != gce.StateAccepted || got.ErrorCode != "" || got.LastAttemptCode != "ZONE_RESOURCE_POOL_EXHAUSTED" || got.LastAttemptMessage != "no H200 here" {
+		t.Errorf("queued request = %+v", got)
+	}
+	if c := gce.ClassifyCode(got.LastAttemptCode); c != gce.ClassCapacity {
+		t.Errorf("class of %s = %v", got.LastAttemptCode, c)
+	}
+	h.sim.ClearShortage("stockout")
+	h.tick(time.Hour)
+	got, err = h.c.GetResizeRequest(h.ctx, zone, "c1-h200", "rr-1")
+	if err != nil || got.State != gce.StateSucceeded || got.LastAttemptCode != "" || got.LastAttemptMessage != "" {
+		t.Errorf("after the shortage = %+v %v", got, err)
+	}
+}

@@ -33,24 +33,33 @@ func rrInserts(h *Harness, from, to time.Time) int {
 	return n
 }
 
-// A stock-out: the job stays pending, the pool backs off, and once capacity
-// is back the job is served with no manual step. No delete is issued for a
-// VM that was never created.
+// A stock-out, as Compute reports it: the job's resize request is accepted
+// and stays queued with ZONE_RESOURCE_POOL_EXHAUSTED in
+// status.lastAttempt.error. The reconciler records the shortage and backs
+// the pool off new requests, never cancels or re-creates the queued one,
+// and once capacity is back the job is served with no manual step and the
+// shortage clears. No delete is issued for a VM that was never created.
 func TestStockOutThenRecovery(t *testing.T) {
 	h, ctx := newHarness(t, Options{})
 	must(t, h.Apply(ctx, exampleSpec(t)))
 	settle(t, h, ctx)
-	h.Sim.InjectError(rrInsert, 0, "", "ZONE_RESOURCE_POOL_EXHAUSTED", 0) // every insert, until cleared
+	start := h.Clock.Now()
+	h.Sim.SetShortage(computesim.Shortage{Name: "stockout"})
 	_, err := h.Publish(ctx, config.TopicJobs, jobPending("7", 1))
-	must(t, err) // acknowledged: the backoff, not a redelivery, retries
-	if p := pool(t, h); p.BackoffReason != plan.ClassCapacity || p.BackoffAttempts != 1 {
-		t.Fatalf("pool after a stock-out: reason %q attempts %d", p.BackoffReason, p.BackoffAttempts)
-	}
+	must(t, err)
 	for i := 0; i < 6; i++ {
 		must(t, h.Advance(ctx, 10*time.Minute))
 		must(t, h.Tick(ctx))
 	}
-	h.Sim.ClearInjections()
+	p := pool(t, h)
+	if p.Shortage == nil || p.Shortage.Class != plan.ClassCapacity || p.Shortage.Code != "ZONE_RESOURCE_POOL_EXHAUSTED" ||
+		p.BackoffReason != plan.ClassCapacity || !strings.HasPrefix(p.Condition, plan.CondWaitingForCapacity+": ZONE_RESOURCE_POOL_EXHAUSTED") {
+		t.Fatalf("pool during the stock-out: shortage %+v backoff %q condition %q", p.Shortage, p.BackoffReason, p.Condition)
+	}
+	if n := rrInserts(h, start, h.Clock.Now()); n != 1 {
+		t.Errorf("resize request inserts during the stock-out = %d, want 1 (the queued request keeps its place)", n)
+	}
+	h.Sim.ClearShortage("stockout")
 	for i := 0; i < 12 && len(h.VMs()) < 2; i++ {
 		must(t, h.Advance(ctx, 10*time.Minute))
 		must(t, h.Tick(ctx))
@@ -65,40 +74,42 @@ func TestStockOutThenRecovery(t *testing.T) {
 	if n.Phase != model.PhaseRunning || n.JobID != "7" {
 		t.Fatalf("job 7's node after recovery: %s job %q", n.Phase, n.JobID)
 	}
-	if p := pool(t, h); p.BackoffAttempts != 0 || p.BackoffReason != "" {
-		t.Errorf("backoff not cleared after success: %+v", p)
+	if p := pool(t, h); p.BackoffAttempts != 0 || p.BackoffReason != "" || p.Shortage != nil || p.Condition != "" {
+		t.Errorf("shortage, condition or backoff not cleared after success: %+v", p)
 	}
 	for _, c := range h.Sim.Calls() {
-		if strings.HasSuffix(c.Path, "/deleteInstances") {
-			t.Errorf("a delete was issued: %s %s", c.Method, c.Path)
+		if strings.HasSuffix(c.Path, "/deleteInstances") || strings.HasSuffix(c.Path, "/cancel") {
+			t.Errorf("a delete or cancel was issued: %s %s", c.Method, c.Path)
 		}
 	}
 }
 
-// Quota errors for two hours: attempts per hour are bounded by the
-// backoff, an operator-visible condition is raised, and the job is served
-// once quota is granted.
-func TestQuotaErrorsForTwoHours(t *testing.T) {
+// Quota short for two hours: the request stays pending with QUOTA_EXCEEDED
+// in its lastAttempt, the pool shows a WaitingForQuota condition with
+// Compute's message, and the job is served once quota is granted.
+func TestQuotaShortForTwoHours(t *testing.T) {
 	h, ctx := newHarness(t, Options{})
 	must(t, h.Apply(ctx, exampleSpec(t)))
 	settle(t, h, ctx)
 	start := h.Clock.Now()
-	h.Sim.InjectError(rrInsert, 0, "", "QUOTA_EXCEEDED", 0)
+	h.Sim.SetShortage(computesim.Shortage{Name: "quota", Code: "QUOTA_EXCEEDED", Metric: "compute.googleapis.com/preemptible_nvidia_h200_gpus", Limit: 8})
 	_, err := h.Publish(ctx, config.TopicJobs, jobPending("7", 1))
 	must(t, err)
 	for h.Clock.Now().Before(start.Add(2 * time.Hour)) {
 		must(t, h.Advance(ctx, time.Minute))
 		must(t, h.Tick(ctx)) // a reconcile tick every simulated minute
 	}
-	if p := pool(t, h); !strings.HasPrefix(p.Condition, "QuotaExceeded") {
-		t.Fatalf("no operator-visible condition: %q", p.Condition)
+	p := pool(t, h)
+	if want := plan.CondWaitingForQuota + ": QUOTA_EXCEEDED: Quota 'PREEMPTIBLE_NVIDIA_H200_GPUS' exceeded."; !strings.HasPrefix(p.Condition, want) {
+		t.Fatalf("condition %q, want %q…", p.Condition, want)
 	}
-	first, second := rrInserts(h, start, start.Add(time.Hour)), rrInserts(h, start.Add(time.Hour), start.Add(2*time.Hour))
-	// Backoff 10, 20, 40, 80 min: attempts at 0, 10, 30, 70 min (and 150).
-	if first > 3 || second > 2 || first+second < 3 {
-		t.Errorf("resize request attempts per hour: %d then %d, want at most 3 then 2 (backoff 10 min doubling)", first, second)
+	if p.BackoffReason != plan.ClassQuota {
+		t.Errorf("backoff %q, want quota", p.BackoffReason)
 	}
-	h.Sim.ClearInjections()
+	if n := rrInserts(h, start, h.Clock.Now()); n != 1 {
+		t.Errorf("resize request inserts while short of quota = %d, want 1", n)
+	}
+	h.Sim.ClearShortage("quota")
 	for i := 0; i < 200 && len(h.VMs()) < 2; i++ {
 		must(t, h.Advance(ctx, time.Minute))
 		must(t, h.Tick(ctx))
@@ -107,8 +118,32 @@ func TestQuotaErrorsForTwoHours(t *testing.T) {
 	if len(h.VMs()) != 2 {
 		t.Fatalf("job not served after quota returned: VMs %v", h.VMs())
 	}
-	if p := pool(t, h); p.Condition != "" {
-		t.Errorf("condition not cleared after success: %q", p.Condition)
+	if p := pool(t, h); p.Condition != "" || p.Shortage != nil {
+		t.Errorf("condition not cleared after success: %q %+v", p.Condition, p.Shortage)
+	}
+}
+
+// A resize request refused at insert with a capacity error (rare: Compute
+// queues requests short of capacity) still backs the pool off, and the job
+// is served once inserts succeed.
+func TestInsertTimeStockOut(t *testing.T) {
+	h, ctx := newHarness(t, Options{})
+	must(t, h.Apply(ctx, exampleSpec(t)))
+	settle(t, h, ctx)
+	h.Sim.InjectError(rrInsert, 0, "", "ZONE_RESOURCE_POOL_EXHAUSTED", 0) // every insert, until cleared
+	_, err := h.Publish(ctx, config.TopicJobs, jobPending("7", 1))
+	must(t, err) // acknowledged: the backoff, not a redelivery, retries
+	if p := pool(t, h); p.BackoffReason != plan.ClassCapacity || p.BackoffAttempts != 1 {
+		t.Fatalf("pool after a refused insert: reason %q attempts %d", p.BackoffReason, p.BackoffAttempts)
+	}
+	h.Sim.ClearInjections()
+	for i := 0; i < 12 && len(h.VMs()) < 2; i++ {
+		must(t, h.Advance(ctx, 10*time.Minute))
+		must(t, h.Tick(ctx))
+	}
+	settle(t, h, ctx)
+	if len(h.VMs()) != 2 {
+		t.Fatalf("VMs after recovery: %v", h.VMs())
 	}
 }
 

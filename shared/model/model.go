@@ -271,6 +271,10 @@ type Pool struct {
 	// "QuotaExceeded: …", "QueueTimeouts: …", "BootstrapFailures: …".
 	Condition      string    `firestore:"condition" json:"condition,omitempty"`
 	ConditionSince time.Time `firestore:"condition_since" json:"condition_since,omitzero"`
+	// Shortage is what Compute reports of a queued (ACCEPTED) resize
+	// request of the pool that is short of capacity or quota: the error of
+	// its latest attempt (status.lastAttempt.error). nil when none.
+	Shortage *Shortage `firestore:"shortage,omitempty" json:"shortage,omitempty"`
 	// BootstrapFailures counts consecutive VMs whose node never registered
 	// in Slurm; at Policy.BreakerThreshold the breaker opens
 	// (BreakerOpenedAt) and provisioning stops until the cool-down ends and
@@ -278,6 +282,21 @@ type Pool struct {
 	BootstrapFailures int       `firestore:"bootstrap_failures" json:"bootstrap_failures,omitempty"`
 	BreakerOpenedAt   time.Time `firestore:"breaker_opened_at" json:"breaker_opened_at,omitzero"`
 	UpdatedAt         time.Time `firestore:"updated_at" json:"updated_at,omitzero"`
+}
+
+// Shortage is a pool's queued request waiting for capacity or quota, as
+// Compute reports it. A record is replaced, never changed in place.
+type Shortage struct {
+	// Class is "capacity" or "quota".
+	Class string `firestore:"class" json:"class"`
+	// Code and Message are the Compute error of the latest attempt, e.g.
+	// ZONE_RESOURCE_POOL_EXHAUSTED or QUOTA_EXCEEDED.
+	Code    string `firestore:"code" json:"code"`
+	Message string `firestore:"message" json:"message"`
+	// Request is the queued resize request that reports it; Since is when
+	// flexslurm first saw this class and code.
+	Request string    `firestore:"request" json:"request"`
+	Since   time.Time `firestore:"since" json:"since,omitzero"`
 }
 
 // Cluster is the stored cluster record: the effective spec as applied.

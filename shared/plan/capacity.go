@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/flexslurm/flexslurm/shared/model"
@@ -98,11 +99,12 @@ func (b *builder) backOff(pool *model.Pool, class, code, why string) {
 // succeeded clears a pool's backoff (and a quota or provisioning condition)
 // after capacity was granted.
 func (b *builder) succeeded(pool *model.Pool) {
-	if pool.BackoffAttempts == 0 && pool.BackoffReason == "" && !isCapacityCondition(pool.Condition) {
+	if pool.BackoffAttempts == 0 && pool.BackoffReason == "" && !isCapacityCondition(pool.Condition) && pool.Shortage == nil {
 		return
 	}
 	p := *pool
 	p.BackoffAttempts, p.BackoffReason, p.BackoffUntil = 0, "", time.Time{}
+	p.Shortage = nil
 	if isCapacityCondition(p.Condition) {
 		p.Condition, p.ConditionSince = "", time.Time{}
 	}
@@ -110,7 +112,101 @@ func (b *builder) succeeded(pool *model.Pool) {
 }
 
 func isCapacityCondition(c string) bool {
-	return len(c) > 0 && (hasPrefix(c, "QuotaExceeded") || hasPrefix(c, "ProvisioningError") || hasPrefix(c, "QueueTimeouts"))
+	return len(c) > 0 && (hasPrefix(c, "QuotaExceeded") || hasPrefix(c, "ProvisioningError") || hasPrefix(c, "QueueTimeouts") || isShortageCondition(c))
+}
+
+// Conditions of a pool whose queued request reports a shortage.
+const (
+	CondWaitingForCapacity = "WaitingForCapacity"
+	CondWaitingForQuota    = "WaitingForQuota"
+)
+
+func isShortageCondition(c string) bool {
+	return hasPrefix(c, CondWaitingForCapacity+":") || hasPrefix(c, CondWaitingForQuota+":")
+}
+
+// queuedShortage follows what Compute reports of a pool's queued requests.
+// A resize request short of capacity or quota does not fail: it stays
+// ACCEPTED, keeps its place in the queue, and carries the error of its
+// latest attempt in status.lastAttempt.error, cleared when it turns final
+// (docs/design.md, "Capacity"). While one of the pool's queued requests
+// reports such an error, the pool shows it as its condition (with the
+// Compute code and message), the operator is alerted when it begins or its
+// code changes, and the pool is in backoff so that no new request is
+// created for it; the queued request itself is never cancelled or
+// re-created because of it. When no queued request reports a shortage any
+// more (the error cleared, or the request ended), the condition and that
+// backoff are cleared. Quota wins over capacity (it needs an operator);
+// among requests of one class, the first by name.
+func (b *builder) queuedShortage(pool *model.Pool, rrs []ObservedResizeRequest) {
+	var short *ObservedResizeRequest
+	for i := range rrs {
+		rr := &rrs[i]
+		if rr.State != "ACCEPTED" || (rr.LastAttempt.Class != ClassCapacity && rr.LastAttempt.Class != ClassQuota) {
+			continue
+		}
+		if short == nil || (short.LastAttempt.Class != ClassQuota && rr.LastAttempt.Class == ClassQuota) ||
+			(short.LastAttempt.Class == rr.LastAttempt.Class && rr.Name < short.Name) {
+			short = rr
+		}
+	}
+	if short == nil {
+		if pool.Shortage == nil && !isShortageCondition(pool.Condition) {
+			return
+		}
+		p := *pool
+		why := fmt.Sprintf("reconciler: no queued request of pool %s reports a shortage any more", p.ID)
+		if p.Shortage != nil {
+			why += fmt.Sprintf(" (was %s %s on %s since %s)", p.Shortage.Class, p.Shortage.Code, p.Shortage.Request, p.Shortage.Since.UTC().Format(time.RFC3339))
+		}
+		p.Shortage = nil
+		if isShortageCondition(p.Condition) {
+			p.Condition, p.ConditionSince = "", time.Time{}
+		}
+		if p.BackoffReason == ClassCapacity || p.BackoffReason == ClassQuota {
+			p.BackoffAttempts, p.BackoffReason, p.BackoffUntil = 0, "", time.Time{}
+		}
+		b.putPool(p, why+": condition and backoff cleared")
+		return
+	}
+	la := short.LastAttempt
+	p := *pool
+	old := pool.Shortage
+	begins := old == nil || old.Class != la.Class || old.Code != la.Code
+	sh := model.Shortage{Class: la.Class, Code: la.Code, Message: la.Message, Request: short.Name, Since: b.now}
+	if !begins {
+		sh.Since = old.Since
+	}
+	var reasons []string
+	if old == nil || *old != sh {
+		p.Shortage = &sh
+		reasons = append(reasons, "shortage recorded")
+	}
+	kind := CondWaitingForCapacity
+	if la.Class == ClassQuota {
+		kind = CondWaitingForQuota
+	}
+	cond := fmt.Sprintf("%s: %s: %s (resize request %s stays queued)", kind, la.Code, la.Message, short.Name)
+	if cond != p.Condition && (p.Condition == "" || isCapacityCondition(p.Condition)) {
+		p.Condition, p.ConditionSince = cond, sh.Since
+		reasons = append(reasons, "condition "+cond)
+	}
+	if !b.now.Before(p.BackoffUntil) {
+		p.BackoffAttempts++
+		p.BackoffReason = la.Class
+		d := b.pol.backoff(la.Class, p.BackoffAttempts)
+		p.BackoffUntil = b.now.Add(d)
+		reasons = append(reasons, fmt.Sprintf("no new request before %s (backoff %s, %d)", p.BackoffUntil.Format(time.RFC3339), d, p.BackoffAttempts))
+		b.add(Metric{Name: MetricBackoff, Labels: map[string]string{"pool": p.ID, "reason": la.Class}, Reason: p.BackoffUntil.Format(time.RFC3339)})
+	}
+	why := fmt.Sprintf("resize request %s queued, its last attempt failed with %s error %s: %s", short.Name, la.Class, la.Code, la.Message)
+	if begins {
+		b.add(Alert{Pool: p.ID, Reason: fmt.Sprintf("pool %s is short of %s: %s; the request stays queued and no new one is made until it clears", p.ID, la.Class, why)})
+		b.add(Metric{Name: MetricProvisioningErrors, Labels: map[string]string{"pool": p.ID, "class": la.Class, "code": la.Code}, Reason: why})
+	}
+	if len(reasons) > 0 {
+		b.putPool(p, "reconciler: "+why+": "+strings.Join(reasons, "; "))
+	}
 }
 
 func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }

@@ -31,10 +31,23 @@ type ObservedResizeRequest struct {
 	State   string // CREATING, ACCEPTED, SUCCEEDED, FAILED, CANCELLED
 	VMs     []string
 	Created time.Time
-	// ErrorCode is the Compute error code of a FAILED request (or of the
-	// last attempt of a queued one); ErrorClass its class (ClassCapacity,
-	// ClassQuota, ClassPermanent, or "" for others).
+	// ErrorCode is the Compute error code of a FAILED request
+	// (status.error); ErrorClass its class (ClassCapacity, ClassQuota,
+	// ClassPermanent, or "" for others).
 	ErrorCode, ErrorClass string
+	// LastAttempt is the error of the latest provisioning attempt of a
+	// queued (ACCEPTED) request (status.lastAttempt.error); zero when none.
+	LastAttempt AttemptError
+}
+
+// AttemptError is a provisioning attempt's error as Compute reported it.
+type AttemptError struct {
+	// Class is ClassCapacity, ClassQuota, ClassPermanent, or "" when the
+	// code is none of them.
+	Class string
+	// Code and Message are the Compute error code and message, for
+	// operators.
+	Code, Message string
 }
 
 // ObservedPool is what Compute showed of one pool in one pass. Listed is
@@ -143,6 +156,8 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 	for _, rr := range po.ResizeRequests {
 		rrs[rr.Name] = rr
 	}
+	b.queuedShortage(pool, po.ResizeRequests)
+	pool = b.st.Pools[pool.ID]
 	// The MIG was deleted out of band: its requests are gone with it and
 	// its VMs too. Recreate it before any new request, and re-plan every
 	// node that waited on it.

@@ -75,6 +75,12 @@ func (r *runner) evaluate(c Check, step int) []Result {
 	if v := c.VMs; v != nil {
 		r.checkVMs(v, add)
 	}
+	if len(c.Pools) > 0 {
+		st := r.state()
+		for _, pc := range c.Pools {
+			checkPool(st, pc, r.now(), add)
+		}
+	}
 	if len(c.Nodes) > 0 || len(c.Jobs) > 0 {
 		var ids []string
 		for _, j := range c.Jobs {
@@ -275,6 +281,48 @@ func reasonSuffix(r string) string {
 }
 
 func quote(s string) string { return fmt.Sprintf("%q", s) }
+
+func checkPool(st *model.State, pc PoolCheck, now time.Time, add addFunc) {
+	p, ok := st.Pools[pc.ID]
+	name := "pool " + pc.ID
+	if !ok {
+		add(name, false, "a pool record", "no record")
+		return
+	}
+	if pc.Shortage != "" || pc.ShortageCode != "" {
+		got, code := "none", ""
+		if p.Shortage != nil {
+			got, code = p.Shortage.Class, p.Shortage.Code
+		}
+		if pc.Shortage != "" {
+			add(name+" shortage", got == pc.Shortage, pc.Shortage, got)
+		}
+		if pc.ShortageCode != "" {
+			add(name+" shortage code", code == pc.ShortageCode, pc.ShortageCode, noneIfEmpty(code))
+		}
+	}
+	if pc.Condition != "" {
+		if pc.Condition == "none" {
+			add(name+" condition", p.Condition == "", "none", noneIfEmpty(p.Condition))
+		} else {
+			add(name+" condition", strings.HasPrefix(p.Condition, pc.Condition), pc.Condition+"…", noneIfEmpty(p.Condition))
+		}
+	}
+	if pc.Backoff != "" {
+		got := "none"
+		if now.Before(p.BackoffUntil) {
+			got = p.BackoffReason
+		}
+		add(name+" backoff", got == pc.Backoff, pc.Backoff, got)
+	}
+}
+
+func noneIfEmpty(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
 
 func checkJob(st *model.State, jc JobCheck, add addFunc) {
 	j, ok := st.Jobs[jc.ID]

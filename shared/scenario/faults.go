@@ -83,9 +83,12 @@ type computeFaults struct {
 	now    func() time.Time
 	sim    *computesim.Sim
 	faults []*computeFault
-	calls  []CallRecord
-	rids   map[string]time.Time // zone|requestId → when Compute remembered it
-	next   atomic.Pointer[http.Handler]
+	// shortages are the ends of the shortage steps' windows (a zero time
+	// for a shortage until the end): capacity is unavailable until then.
+	shortages []time.Time
+	calls     []CallRecord
+	rids      map[string]time.Time // zone|requestId → when Compute remembered it
+	next      atomic.Pointer[http.Handler]
 }
 
 // requestIDWindow is how long Compute remembers a requestId (computesim).
@@ -222,7 +225,7 @@ func (c *computeFaults) since(n int) []CallRecord {
 
 // blockedUntil is the latest instant a fault on POST calls to path (any
 // path for "") was, or will be for a window, in force: the end of its
-// window, or the last call it failed.
+// window, or the last call it failed; or a shortage ends.
 func (c *computeFaults) blockedUntil(path string) time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -242,7 +245,27 @@ func (c *computeFaults) blockedUntil(path string) time.Time {
 			out = end
 		}
 	}
+	// A shortage blocks provisioning, whatever the calls: requests queue
+	// until it ends.
+	for _, end := range c.shortages {
+		if end.IsZero() {
+			end = farFuture
+		}
+		if end.After(out) {
+			out = end
+		}
+	}
 	return out
+}
+
+// farFuture stands for the end of a shortage that lasts until the end.
+var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// addShortage records a shortage's end (zero: until the end).
+func (c *computeFaults) addShortage(until time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.shortages = append(c.shortages, until)
 }
 
 // crashPoint is a parsed crash point (CrashStep.Point).

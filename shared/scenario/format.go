@@ -256,6 +256,7 @@ type Step struct {
 	Release           *ReleaseStep           `yaml:"release,omitempty"`
 	Crash             *CrashStep             `yaml:"crash,omitempty"`
 	ComputeError      *ComputeErrorStep      `yaml:"compute_error,omitempty"`
+	Shortage          *ShortageStep          `yaml:"shortage,omitempty"`
 	Assert            []Check                `yaml:"assert,omitempty"`
 	Always            *Watch                 `yaml:"always,omitempty"`
 
@@ -504,6 +505,33 @@ type ComputeErrorStep struct {
 	Until   *At      `yaml:"until,omitempty"`
 }
 
+// ShortageStep makes Compute short of capacity or quota, as Compute
+// reports it: resize requests still queue (insert succeeds), stay ACCEPTED
+// and carry each provisioning attempt's error in status.lastAttempt.error
+// until the shortage ends, then are provisioned (docs/scenarios.md). It
+// lasts For (or until Until); with neither, until the end.
+type ShortageStep struct {
+	// Name identifies the shortage; a later shortage of the same name
+	// replaces it. Default "shortage-<step index>".
+	Name string `yaml:"name,omitempty"`
+	// Zone and MachineType select the requests short; empty matches any.
+	Zone        string `yaml:"zone,omitempty"`
+	MachineType string `yaml:"machine_type,omitempty"`
+	// Code is ZONE_RESOURCE_POOL_EXHAUSTED (default),
+	// ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS, RESOURCE_POOL_EXHAUSTED or
+	// QUOTA_EXCEEDED.
+	Code    string `yaml:"code,omitempty"`
+	Message string `yaml:"message,omitempty"`
+	// Metric and Limit describe a quota shortage (errorDetails.quotaInfo).
+	Metric string   `yaml:"metric,omitempty"`
+	Limit  float64  `yaml:"limit,omitempty"`
+	For    Duration `yaml:"for,omitempty"`
+	Until  *At      `yaml:"until,omitempty"`
+}
+
+// ShortageCodes are the codes a shortage step accepts.
+var ShortageCodes = []string{"ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", "RESOURCE_POOL_EXHAUSTED", "QUOTA_EXCEEDED"}
+
 // Watch checks assertions after every event for a while: from its step
 // until For later (or Until, or the end).
 type Watch struct {
@@ -525,6 +553,7 @@ type Check struct {
 	SlurmCommands  *CommandCheck    `yaml:"slurm_commands,omitempty"`
 	SlurmNodes     []SlurmNodeCheck `yaml:"slurm_nodes,omitempty"`
 	Counter        *CounterCheck    `yaml:"counter,omitempty"`
+	Pools          []PoolCheck      `yaml:"pools,omitempty"`
 	// Invariant evaluates one named invariant now, strictly (no grace):
 	// one_vm_per_node, one_request_per_node, no_unrecorded_vm,
 	// static_at_min, no_idle_dynamic_vm, repair_progress (no node left in
@@ -592,6 +621,21 @@ type NodeCheck struct {
 	Repair string `yaml:"repair,omitempty"`
 	// HostRepaired is the generation whose VM was host-repaired (0: none).
 	HostRepaired *int64 `yaml:"host_repaired,omitempty"`
+}
+
+// PoolCheck checks a pool record; only the fields given are compared.
+type PoolCheck struct {
+	ID string `yaml:"id"`
+	// Shortage is the class of the shortage the pool records (capacity,
+	// quota), or none; ShortageCode its Compute code.
+	Shortage     string `yaml:"shortage,omitempty"`
+	ShortageCode string `yaml:"shortage_code,omitempty"`
+	// Condition is a prefix of the pool's condition; "none" for no
+	// condition.
+	Condition string `yaml:"condition,omitempty"`
+	// Backoff is the class of the backoff in force (capacity, quota,
+	// permanent), or none.
+	Backoff string `yaml:"backoff,omitempty"`
 }
 
 // JobCheck checks a job record.

@@ -324,7 +324,7 @@ func (s *Step) validate(p *problems, path string, f *File) {
 	acts := s.actions()
 	switch len(acts) {
 	case 0:
-		p.add(s.line, path, "a step needs one action (apply, job, health, power, snapshot, tick, advance, expire, delete_vm, delete_mig, fail_resize_request, capacity, submit, cancel, deliveries, duplicate, release, crash, compute_error, assert, always)")
+		p.add(s.line, path, "a step needs one action (apply, job, health, power, snapshot, tick, advance, expire, delete_vm, delete_mig, fail_resize_request, capacity, submit, cancel, deliveries, duplicate, release, crash, compute_error, shortage, assert, always)")
 		return
 	case 1:
 	default:
@@ -453,6 +453,13 @@ func (s *Step) validate(p *problems, path string, f *File) {
 		if ce.Times < 0 {
 			p.add(s.line, path+".compute_error.times", "must be ≥ 0")
 		}
+	case s.Shortage != nil:
+		if sh := s.Shortage; sh.Code != "" && !contains(ShortageCodes, sh.Code) {
+			p.add(s.line, path+".shortage.code", "unknown code %q; codes: %s", sh.Code, strings.Join(ShortageCodes, ", "))
+		}
+		if s.Shortage.Limit < 0 {
+			p.add(s.line, path+".shortage.limit", "must be ≥ 0")
+		}
 	case len(s.Assert) > 0:
 		for i, c := range s.Assert {
 			c.validate(p, fmt.Sprintf("%s.assert[%d]", path, i), f)
@@ -548,6 +555,18 @@ func (c *Check) validate(p *problems, path string, f *File) {
 			p.add(line, fmt.Sprintf("%s.jobs[%d].id", path, i), "required")
 		}
 	}
+	for i, pc := range c.Pools {
+		n++
+		if pc.ID == "" {
+			p.add(line, fmt.Sprintf("%s.pools[%d].id", path, i), "required")
+		}
+		if pc.Shortage != "" && !contains([]string{"capacity", "quota", "none"}, pc.Shortage) {
+			p.add(line, fmt.Sprintf("%s.pools[%d].shortage", path, i), "want capacity, quota or none, got %q", pc.Shortage)
+		}
+		if pc.Backoff != "" && !contains([]string{"capacity", "quota", "permanent", "none"}, pc.Backoff) {
+			p.add(line, fmt.Sprintf("%s.pools[%d].backoff", path, i), "want capacity, quota, permanent or none, got %q", pc.Backoff)
+		}
+	}
 	for i, sn := range c.SlurmNodes {
 		n++
 		if sn.Name == "" {
@@ -569,7 +588,7 @@ func (c *Check) validate(p *problems, path string, f *File) {
 		}
 	}
 	if n == 0 {
-		p.add(line, path, "a check needs at least one of vms, nodes, jobs, resize_requests, slurm_commands, slurm_nodes, counter, invariant")
+		p.add(line, path, "a check needs at least one of vms, nodes, jobs, pools, resize_requests, slurm_commands, slurm_nodes, counter, invariant")
 	}
 }
 

@@ -1148,6 +1148,27 @@ func (r *runner) exec(i int, s *Step) error {
 	case s.ComputeError != nil:
 		r.addComputeFault(i, *s.ComputeError)
 		return nil
+	case s.Shortage != nil:
+		sh := *s.Shortage
+		cs := computesim.Shortage{Name: sh.Name, Zone: sh.Zone, MachineType: sh.MachineType, Code: sh.Code, Message: sh.Message,
+			Metric: sh.Metric, Limit: sh.Limit}
+		if cs.Name == "" {
+			cs.Name = fmt.Sprintf("shortage-%d", i)
+		}
+		switch {
+		case sh.Until != nil:
+			cs.Until = r.start.Add(sh.Until.Offset)
+		case sh.For > 0:
+			cs.Until = now.Add(sh.For.D())
+		}
+		until := "the end"
+		if !cs.Until.IsZero() {
+			until = FormatDuration(cs.Until.Sub(r.start))
+		}
+		r.tracef("shortage %s (%s) in %s/%s until %s", cs.Name, orAny(cs.Code), orAny(cs.Zone), orAny(cs.MachineType), until)
+		r.compute.addShortage(cs.Until)
+		r.h.Sim.SetShortage(cs)
+		return nil
 	case len(s.Assert) > 0:
 		for _, c := range s.Assert {
 			r.record(r.evaluate(c, i))

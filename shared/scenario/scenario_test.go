@@ -108,6 +108,9 @@ func TestStrictDecodingNamesPathAndLine(t *testing.T) {
 		{"bad health verdict", base + "steps:\n  - health: {node: flexvm-a3u-0, verdict: PASS}\n", `steps[0].health.verdict (line 11): want FAIL or INCONCLUSIVE, got "PASS"`},
 		{"drained INCONCLUSIVE", base + "steps:\n  - health: {node: flexvm-a3u-0, verdict: INCONCLUSIVE, drained: true}\n", `steps[0].health.drained (line 11): only a FAIL`},
 		{"unknown repair state", base + "steps:\n  - assert:\n      - nodes: [{name: flexvm-a3u-0, repair: fixing}]\n", `unknown repair state "fixing"; states: none, await_drain, host_repair, blocked, diagnosis`},
+		{"unknown shortage code", base + "steps:\n  - shortage: {code: INVALID_FIELD_VALUE}\n", `steps[0].shortage.code (line 11): unknown code "INVALID_FIELD_VALUE"`},
+		{"bad pool shortage", base + "steps:\n  - assert:\n      - pools: [{id: a3u, shortage: stock}]\n", `want capacity, quota or none, got "stock"`},
+		{"pool check without id", base + "steps:\n  - assert:\n      - pools: [{condition: none}]\n", `steps[0].assert[0].pools[0].id (line 12): required`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.text))
@@ -339,6 +342,38 @@ steps:
 		var b strings.Builder
 		rep.Write(&b, true)
 		t.Errorf("unexpected failures:\n%s", b.String())
+	}
+}
+
+// TestShortage: a shortage queues the request (no failed call), the pool
+// checks see the shortage, and a wrong expectation fails.
+func TestShortage(t *testing.T) {
+	rep := run(t, base+`
+invariants:
+  static_at_min: {within: 20m}
+steps:
+  - at: 30m
+    shortage: {name: out, for: 2h}
+  - job: {type: pending, id: "7", partition: a3u, count: 1}
+  - at: 1h
+    assert:
+      - name: queued
+        resize_requests: {job: "7", state: ACCEPTED, count: 1}
+        counter: {counter: compute_calls, path: /resizeRequests$, outcome: error, count: 0}
+      - name: right
+        pools: [{id: a3u, shortage: capacity, shortage_code: ZONE_RESOURCE_POOL_EXHAUSTED, condition: "WaitingForCapacity:", backoff: capacity}]
+      - name: wrong
+        pools: [{id: a3u, shortage: quota, condition: none}]
+  - at: 3h
+    assert:
+      - name: served
+        nodes: [{name: flexvm-a3u-1, phase: running, job: "7"}]
+        pools: [{id: a3u, shortage: none, condition: none, backoff: none}]
+`)
+	if d := cmp.Diff([]string{"wrong: pool a3u shortage", "wrong: pool a3u condition"}, failures(rep)); d != "" {
+		var b strings.Builder
+		rep.Write(&b, true)
+		t.Errorf("failed checks (-want +got):\n%s\n%s", d, b.String())
 	}
 }
 

@@ -28,6 +28,15 @@ func TestPoolControls(t *testing.T) {
 		}},
 		{"backoff over", &model.Pool{BackoffUntil: at.Add(-time.Minute), BackoffAttempts: 1, BackoffReason: "quota", Condition: "QuotaExceeded: QUOTA_EXCEEDED"},
 			Controls{Backoff: "expired (1 quota failures; next attempt allowed)", Breaker: "none", Condition: "QuotaExceeded: QUOTA_EXCEEDED"}},
+		{"a queued request short of capacity", &model.Pool{
+			BackoffUntil: at.Add(8 * time.Minute), BackoffAttempts: 3, BackoffReason: "capacity",
+			Condition: "WaitingForCapacity: ZONE_RESOURCE_POOL_EXHAUSTED: no room (resize request rr-1 stays queued)",
+			Shortage:  &model.Shortage{Class: "capacity", Code: "ZONE_RESOURCE_POOL_EXHAUSTED", Message: "no room", Request: "rr-1", Since: at.Add(-2 * time.Hour)},
+		}, Controls{
+			Backoff: "capacity until 2026-11-30T12:08:00Z (failure 3)", Breaker: "none",
+			Condition: "WaitingForCapacity: ZONE_RESOURCE_POOL_EXHAUSTED: no room (resize request rr-1 stays queued)",
+			Shortage:  "capacity: ZONE_RESOURCE_POOL_EXHAUSTED on rr-1 for " + Human(2*time.Hour) + " (since 2026-11-30T10:00:00Z)",
+		}},
 	}
 	for _, tc := range tests {
 		if d := cmp.Diff(tc.want, poolControls(tc.pool, at)); d != "" {

@@ -110,6 +110,11 @@ type Controls struct {
 	Backoff   string // e.g. "capacity until 12:05:00Z (failure 3)"; "none"
 	Breaker   string // e.g. "open since 11:50:00Z (3 bootstrap failures)"; "none"
 	Condition string // operator-visible condition, e.g. "QuotaExceeded: QUOTA_EXCEEDED"; "" when healthy
+	// Shortage is what Compute reports of a queued request short of
+	// capacity or quota, e.g. "capacity: ZONE_RESOURCE_POOL_EXHAUSTED on
+	// rr-x for 2h (since …)" (the message is in the condition); "" when
+	// none.
+	Shortage string
 	// Overlap is the make-before-break overlap accumulated (node-time).
 	Overlap time.Duration
 }
@@ -133,6 +138,10 @@ func poolControls(p *model.Pool, at time.Time) Controls {
 		c.Breaker = fmt.Sprintf("closed (%d consecutive bootstrap failures)", p.BootstrapFailures)
 	}
 	c.Condition = p.Condition
+	if sh := p.Shortage; sh != nil {
+		c.Shortage = fmt.Sprintf("%s: %s on %s for %s (since %s)", sh.Class, sh.Code, sh.Request, Human(at.Sub(sh.Since)),
+			sh.Since.UTC().Format(time.RFC3339))
+	}
 	c.Overlap = time.Duration(p.OverlapSeconds) * time.Second
 	return c
 }
@@ -347,6 +356,9 @@ func renderPool(b *strings.Builder, p Pool) {
 	fmt.Fprintf(b, "    backoff: %s · breaker: %s\n", p.Controls.Backoff, p.Controls.Breaker)
 	if p.Controls.Condition != "" {
 		fmt.Fprintf(b, "    condition: %s\n", p.Controls.Condition)
+	}
+	if p.Controls.Shortage != "" {
+		fmt.Fprintf(b, "    short of %s: the request stays queued, new requests wait for the backoff\n", p.Controls.Shortage)
 	}
 	if p.Controls.Overlap > 0 {
 		fmt.Fprintf(b, "    make-before-break overlap: %.1f node-hours\n", p.Controls.Overlap.Hours())

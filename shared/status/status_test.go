@@ -36,7 +36,12 @@ func fixture(t *testing.T, s store.Store) {
 		st.Pools["gpu"] = &model.Pool{ID: "gpu", Zone: "us-central1-a", MIG: "c1-gpu", Template: "c1-gpu-t3",
 			MinNodes: 1, MaxNodes: 4, MaxRunDuration: 7 * 24 * time.Hour, RunDuration: 7 * 24 * time.Hour, Ready: true, UpdatedAt: now.Add(-time.Hour)}
 		st.Pools["cpu"] = &model.Pool{ID: "cpu", Zone: "us-central1-b", MinNodes: 0, MaxNodes: 2,
-			RunDuration: 10 * time.Minute, UpdatedAt: now.Add(-time.Hour)}
+			RunDuration: 10 * time.Minute, UpdatedAt: now.Add(-time.Hour),
+			BackoffUntil: now.Add(30 * time.Minute), BackoffAttempts: 4, BackoffReason: "quota",
+			Condition:      "WaitingForQuota: QUOTA_EXCEEDED: Quota 'PREEMPTIBLE_CPUS' exceeded.  Limit: 24.0 in region us-central1. (resize request c1-cpu-j43-g1 stays queued)",
+			ConditionSince: now.Add(-90 * time.Minute),
+			Shortage: &model.Shortage{Class: "quota", Code: "QUOTA_EXCEEDED", Message: "Quota 'PREEMPTIBLE_CPUS' exceeded.  Limit: 24.0 in region us-central1.",
+				Request: "c1-cpu-j43-g1", Since: now.Add(-90 * time.Minute)}}
 		add := func(n *model.Node) { n.UpdatedAt = now.Add(-2 * time.Minute); st.Nodes[n.Name] = n }
 		add(&model.Node{Name: "c1-gpu-0", Pool: "gpu", Index: 0, Kind: model.NodeStatic, Generation: 2, Phase: model.PhaseRunning,
 			VMName: "c1-gpu-0-g2", VMID: "123", RequestedAt: now.Add(-26 * time.Hour), RunningAt: now.Add(-25 * time.Hour),
