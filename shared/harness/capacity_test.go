@@ -185,6 +185,14 @@ func TestMIGDeletedOutOfBand(t *testing.T) {
 	must(t, h.Tick(ctx))
 	// Someone deletes the MIG while the static node's request is queued.
 	must(t, h.gce.DeleteMIG(ctx, "us-central1-a", "fs-flexvm-a3u", ""))
+	// Within ObserveGrace of the pool's record, a missing MIG may still be
+	// on its way (the pool is recorded ready before its MIG is created):
+	// nothing is re-planned yet.
+	must(t, h.Tick(ctx))
+	if migs := h.Sim.MIGs(); len(migs) != 0 {
+		t.Fatalf("MIG recreated within the observe grace: %v", migs)
+	}
+	must(t, h.Advance(ctx, plan.DefaultObserveGrace))
 	must(t, h.Tick(ctx))
 	must(t, h.Tick(ctx))
 	if migs := h.Sim.MIGs(); len(migs) != 1 {

@@ -156,6 +156,14 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 	for _, rr := range po.ResizeRequests {
 		rrs[rr.Name] = rr
 	}
+	// A pool is recorded ready in the transaction that asks for its
+	// template and MIG, before they exist (commit, then act): a MIG missing
+	// within ObserveGrace of the pool record's last change may still be on
+	// its way, and taking it for deleted would plan a second VM for every
+	// node already requested in it. Decide nothing for the pool this pass.
+	if pool.Ready && !po.MIGExists && !pool.Removed && b.now.Sub(pool.UpdatedAt) < pol.ObserveGrace {
+		return
+	}
 	b.queuedShortage(pool, po.ResizeRequests)
 	pool = b.st.Pools[pool.ID]
 	// The MIG was deleted out of band: its requests are gone with it and
