@@ -1,10 +1,8 @@
 package computesim
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"slices"
-	"strconv"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -81,43 +79,13 @@ func paginateScoped(items []scopedItem, q map[string][]string) (map[string][]pro
 		}
 		return 0
 	})
-	size := maxPageSize
-	if v := get("maxResults"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || n > maxPageSize {
-			return nil, "", errInvalidField("maxResults", v, "Must be between 0 and 500, inclusive.")
-		}
-		if n > 0 {
-			size = n
-		}
+	start, end, next, aerr := pageWindow(kept, key, less, get)
+	if aerr != nil {
+		return nil, "", aerr
 	}
-	start := 0
-	if tok := get("pageToken"); tok != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(tok)
-		var after aggToken
-		if err == nil {
-			err = json.Unmarshal(raw, &after)
-		}
-		if err != nil {
-			return nil, "", errInvalidField("pageToken", tok, "Invalid page token.")
-		}
-		start = len(kept)
-		for i, it := range kept {
-			if less(after, key(it)) {
-				start = i
-				break
-			}
-		}
-	}
-	end := min(start+size, len(kept))
 	out := map[string][]proto.Message{}
 	for _, it := range kept[start:end] {
 		out[it.scope] = append(out[it.scope], it.msg)
-	}
-	next := ""
-	if end < len(kept) {
-		b, _ := json.Marshal(key(kept[end-1]))
-		next = base64.RawURLEncoding.EncodeToString(b)
 	}
 	return out, next, nil
 }

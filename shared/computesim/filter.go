@@ -447,25 +447,41 @@ func paginate[T proto.Message](msgs []T, q map[string][]string, paged bool) ([]T
 		}
 		return out, "", nil
 	}
+	start, end, next, aerr := pageWindow(items, key, less, get)
+	if aerr != nil {
+		return nil, "", aerr
+	}
+	out := make([]T, 0, end-start)
+	for _, it := range items[start:end] {
+		out = append(out, it.msg.(T))
+	}
+	return out, next, nil
+}
+
+// pageWindow reads a list call's maxResults and pageToken and returns the
+// window [start, end) of items (sorted by key under less) that the page
+// holds, and the next page's token ("" on the last page). A token is the
+// JSON of the last key of the previous page, so a page resumes after it
+// even when items came or went in between.
+func pageWindow[E, K any](items []E, key func(E) K, less func(a, b K) bool, get func(string) string) (start, end int, next string, aerr *apiError) {
 	size := maxPageSize
 	if v := get("maxResults"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 || n > maxPageSize {
-			return nil, "", errInvalidField("maxResults", v, "Must be between 0 and 500, inclusive.")
+			return 0, 0, "", errInvalidField("maxResults", v, "Must be between 0 and 500, inclusive.")
 		}
 		if n > 0 {
 			size = n
 		}
 	}
-	start := 0
 	if tok := get("pageToken"); tok != "" {
 		raw, err := base64.RawURLEncoding.DecodeString(tok)
-		var after pageToken
+		var after K
 		if err == nil {
 			err = json.Unmarshal(raw, &after)
 		}
 		if err != nil {
-			return nil, "", errInvalidField("pageToken", tok, "Invalid page token.")
+			return 0, 0, "", errInvalidField("pageToken", tok, "Invalid page token.")
 		}
 		start = len(items)
 		for i, it := range items {
@@ -475,15 +491,10 @@ func paginate[T proto.Message](msgs []T, q map[string][]string, paged bool) ([]T
 			}
 		}
 	}
-	end := min(start+size, len(items))
-	out := make([]T, 0, end-start)
-	for _, it := range items[start:end] {
-		out = append(out, it.msg.(T))
-	}
-	next := ""
+	end = min(start+size, len(items))
 	if end < len(items) {
 		b, _ := json.Marshal(key(items[end-1]))
 		next = base64.RawURLEncoding.EncodeToString(b)
 	}
-	return out, next, nil
+	return start, end, next, nil
 }
