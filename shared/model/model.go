@@ -245,9 +245,10 @@ type Pool struct {
 	// written before they existed has them empty: no host repair.
 	ProvisioningModel string `firestore:"provisioning_model" json:"provisioning_model,omitempty"`
 	MachineType       string `firestore:"machine_type" json:"machine_type,omitempty"`
-	// CapacityWaits are the most recent waits for capacity (request to VM
-	// creation), in seconds, newest last; their 90th percentile sizes the
-	// make-before-break lead time.
+	// CapacityWaits are the most recent waits for capacity (request to
+	// registration in Slurm, or to VM creation without Slurm), in seconds,
+	// newest last; the make-before-break lead time is learnt from them
+	// (shared/plan, docs/design.md "Make-before-break").
 	CapacityWaits []int64 `firestore:"capacity_waits" json:"capacity_waits,omitempty"`
 	// OverlapSeconds accumulates node-seconds during which a static node
 	// and its successor both ran (the cost of make-before-break).

@@ -2,8 +2,8 @@ package plan
 
 import (
 	"fmt"
+	"math"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -12,35 +12,101 @@ import (
 	"github.com/flexslurm/flexslurm/shared/naming"
 )
 
-// maxCapacityWaits is how many recent capacity waits a pool keeps.
-const maxCapacityWaits = 20
+// maxCapacityWaits is how many recent capacity waits a pool keeps: about
+// a week of hand-overs of an 8-node pool of 1-day VMs, enough for the tail
+// of the wait to show.
+const maxCapacityWaits = 32
+
+// Lead estimation from waits (learnLead). A capacity wait is modelled as
+// log-normal, the usual shape of a queue for a scarce resource: positive,
+// skewed, with a tail of hours. Until a pool has many waits, their spread
+// is pooled with a prior spread of leadPriorSigma (in log space), weighted
+// as leadPriorWeight waits, so that a few close waits do not promise a
+// short tail.
+const (
+	leadPriorSigma  = 1.0
+	leadPriorWeight = 4.0
+)
 
 // leadTime is how long before a static node's termination its successor is
-// requested: Policy.LeadTime when set, else the 90th percentile of the
-// pool's recent capacity waits, at least Policy.LeadFloor, at most half the
-// run duration.
+// requested: Policy.LeadTime when set, else learnt from the pool's recent
+// waits to registration (learnLead), sized so that late successors keep the
+// pool below min_node_count for at most 1 − Policy.TargetAvailability of the
+// time, at least Policy.LeadFloor and at most Policy.LeadMaxShare of the max
+// run duration; never more than half the max run duration.
 func (b *builder) leadTime(pool *model.Pool) time.Duration {
 	lead := b.pol.LeadTime
 	if lead <= 0 {
-		lead = b.pol.LeadFloor
-		if w := percentile(pool.CapacityWaits, 0.9); w > lead {
-			lead = w
-		}
+		ceiling := time.Duration(float64(pool.MaxRunDuration) * b.pol.LeadMaxShare)
+		lead = learnLead(pool.CapacityWaits, pool.MaxRunDuration, pool.MinNodes, b.pol.TargetAvailability, b.pol.LeadFloor, ceiling)
 	}
 	if limit := pool.MaxRunDuration / 2; limit > 0 && lead > limit {
-		lead = limit
+		lead = limit // a run shorter than twice the floor
 	}
 	return lead
 }
 
-func percentile(secs []int64, q float64) time.Duration {
-	if len(secs) == 0 {
-		return 0
+// learnLead sizes a make-before-break lead time from the waits (seconds,
+// request to registration) a pool's successors had. A successor whose wait
+// W exceeds the lead L leaves the pool one node short for W − L after its
+// predecessor ends. A pool of nodes static nodes whose VMs run maxRun makes
+// nodes hand-overs per maxRun, so the pool stays at min_node_count for a
+// share target of the time when each hand-over is late by at most
+// (1 − target) × maxRun / nodes on average. learnLead fits a log-normal to
+// the waits (leadPriorSigma pooled in while they are few; the spread of the
+// next wait also counts the uncertainty of their mean) and returns the
+// shortest lead, rounded up to the minute, whose expected lateness
+// E[(W − L)⁺] is within that budget, bounded to [floor, ceiling]. The
+// ceiling, a share of maxRun, bounds what the lead costs: an early
+// successor runs beside its predecessor for at most the lead. Without any
+// wait, the floor: a pool's nodes record their own waits when they
+// register, long before the first of them ends, so only a pool whose record
+// lost them has none.
+func learnLead(waits []int64, maxRun time.Duration, nodes int, target float64, floor, ceiling time.Duration) time.Duration {
+	if ceiling < floor {
+		ceiling = floor
 	}
-	s := append([]int64(nil), secs...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	i := int(float64(len(s)-1)*q + 0.5)
-	return time.Duration(s[i]) * time.Second
+	if len(waits) == 0 || maxRun <= 0 {
+		return min(floor, ceiling)
+	}
+	n := float64(len(waits))
+	var mu, ss float64
+	for _, w := range waits {
+		mu += math.Log(float64(max(w, 1)))
+	}
+	mu /= n
+	for _, w := range waits {
+		d := math.Log(float64(max(w, 1))) - mu
+		ss += d * d
+	}
+	sigma := math.Sqrt((leadPriorWeight*leadPriorSigma*leadPriorSigma + ss) / (leadPriorWeight + n - 1) * (1 + 1/n))
+	budget := (1 - target) * maxRun.Seconds() / float64(max(nodes, 1))
+	late := func(l time.Duration) float64 { return lognormalExcess(mu, sigma, l.Seconds()) }
+	if late(ceiling) > budget {
+		return ceiling
+	}
+	if late(floor) <= budget {
+		return floor
+	}
+	lo, hi := math.Log(floor.Seconds()), math.Log(ceiling.Seconds())
+	for range 60 {
+		mid := (lo + hi) / 2
+		if lognormalExcess(mu, sigma, math.Exp(mid)) > budget {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	lead := (time.Duration(math.Exp(hi)*float64(time.Second)) + time.Minute - 1).Truncate(time.Minute)
+	return min(max(lead, floor), ceiling)
+}
+
+// lognormalExcess is E[(W − l)⁺] for ln W ~ N(mu, sigma²):
+// e^(mu+sigma²/2) Φ((mu + sigma² − ln l)/sigma) − l Φ((mu − ln l)/sigma).
+func lognormalExcess(mu, sigma, l float64) float64 {
+	phi := func(x float64) float64 { return 0.5 * math.Erfc(-x/math.Sqrt2) }
+	ll := math.Log(l)
+	return max(0, math.Exp(mu+sigma*sigma/2)*phi((mu+sigma*sigma-ll)/sigma)-l*phi((mu-ll)/sigma))
 }
 
 // recordCapacityWait notes how long a generation waited until it could
@@ -181,10 +247,12 @@ func (b *builder) followSuccessor(pool *model.Pool, old model.Node, slurm *model
 	if !registered {
 		return
 	}
-	if old.Kind == model.NodeStatic && b.successorLate(pool, s.Name) {
-		// Another hand-over of the pool is late: keep this old node serving
-		// (its end-of-life reservation keeps long jobs off) so that it can
-		// cover for the late one until its own termination.
+	if old.Kind == model.NodeStatic && (b.successorLate(pool, slurm, s.Name) || b.usableStatic(pool, slurm, old.Name) < pool.MinNodes) {
+		// Another static node of the pool is on its way (a late successor,
+		// or a node recreated after its predecessor ended), or the pool
+		// would be short without this node: keep it serving (its
+		// end-of-life reservation keeps long jobs off) so that it covers
+		// until its own termination.
 		return
 	}
 	if old.Kind == model.NodeStatic {
@@ -248,13 +316,40 @@ func (b *builder) endAtConfiguredDuration(pool *model.Pool, node model.Node, vm 
 // MetricOverlap counts make-before-break overlap seconds.
 const MetricOverlap = "make_before_break_overlap_seconds"
 
-// successorLate reports whether a successor of the pool other than except
-// is requested or running but not yet registered in Slurm.
-func (b *builder) successorLate(pool *model.Pool, except string) bool {
+// successorLate reports whether a static node of the pool other than
+// except is requested or running but not yet registered in Slurm: a
+// successor still waiting for capacity or booting, whether its predecessor
+// still runs or already ended (the link is cleared then, the node stays
+// static), or a static node recreated after its termination. Without a
+// Slurm view, a running VM counts as arrived.
+func (b *builder) successorLate(pool *model.Pool, slurm *model.SlurmView, except string) bool {
 	for _, n := range b.st.PoolNodes(pool.ID) {
-		if n.Name != except && n.Predecessor != "" && n.Phase.Serving() && !n.Registered {
+		if n.Name == except || n.Kind != model.NodeStatic || !n.Phase.Serving() {
+			continue
+		}
+		if n.Phase != model.PhaseRunning || (slurm != nil && !n.Registered) {
 			return true
 		}
 	}
 	return false
+}
+
+// usableStatic counts the pool's static nodes other than except that serve
+// jobs now: VM running and, when Slurm is known, idle or busy there (not
+// drained, down or booting); without Slurm, every running one.
+func (b *builder) usableStatic(pool *model.Pool, slurm *model.SlurmView, except string) int {
+	count := 0
+	for _, n := range b.st.PoolNodes(pool.ID) {
+		if n.Name == except || n.Kind != model.NodeStatic || n.Phase != model.PhaseRunning {
+			continue
+		}
+		if slurm == nil {
+			count++
+			continue
+		}
+		if sn, ok := slurm.Nodes[n.Name]; ok && slices.Contains([]SlurmClass{SlurmIdle, SlurmBusy}, ClassifySlurm(sn)) {
+			count++
+		}
+	}
+	return count
 }

@@ -73,10 +73,23 @@ type Policy struct {
 	// is then only recreated after Compute ended its VM.
 	RecreateAfterTermination bool
 	// LeadTime fixes how long before a static node's termination its
-	// successor is requested; 0 sizes it from the pool's recent capacity
-	// waits (their 90th percentile), never below LeadFloor and never above
-	// half the run duration. LeadFloor defaults to 30 min.
+	// successor is requested (at most half the run duration); 0 learns it
+	// from the pool's recent waits to registration, so that successors
+	// arriving after their predecessor's end keep the pool below
+	// min_node_count for at most 1 − TargetAvailability of the time
+	// (docs/design.md, "Make-before-break"), never below LeadFloor and never
+	// above LeadMaxShare of the max run duration. LeadFloor defaults to
+	// 30 min.
 	LeadTime, LeadFloor time.Duration
+	// TargetAvailability is the share of the time a static pool should
+	// hold min_node_count usable nodes across the expiries of its VMs; it
+	// sizes the learnt lead time. Default 0.999.
+	TargetAvailability float64
+	// LeadMaxShare bounds the learnt lead time to this share of the pool's
+	// max run duration, which bounds what make-before-break costs: a
+	// successor runs beside its predecessor for at most the lead. Default
+	// 1/8 (3 h for 1-day VMs).
+	LeadMaxShare float64
 	// IdleTimeout: a dynamic node that Slurm shows idle (no job) for this
 	// long, with no pending job waiting for it, is released — its VM
 	// deleted and the node powered down in Slurm. flexslurm's slurm.conf
@@ -145,6 +158,10 @@ const (
 	// budget's defaults (Policy.RepairMaxUnhealthy, Policy.RepairMinBudget).
 	DefaultRepairMaxUnhealthy = 0.2
 	DefaultRepairMinBudget    = 1
+	// DefaultTargetAvailability and DefaultLeadMaxShare are
+	// Policy.TargetAvailability's and Policy.LeadMaxShare's defaults.
+	DefaultTargetAvailability = 0.999
+	DefaultLeadMaxShare       = 1.0 / 8
 )
 
 func (p Policy) withDefaults() Policy {
@@ -178,6 +195,14 @@ func (p Policy) withDefaults() Policy {
 	def(&p.QueueTimeout, 6*time.Hour)
 	def(&p.BreakerCooldown, 30*time.Minute)
 	def(&p.LeadFloor, 30*time.Minute)
+	if p.TargetAvailability <= 0 {
+		p.TargetAvailability = DefaultTargetAvailability
+	}
+	p.TargetAvailability = min(p.TargetAvailability, 1) // 1: always the most lead
+	if p.LeadMaxShare <= 0 {
+		p.LeadMaxShare = DefaultLeadMaxShare
+	}
+	p.LeadMaxShare = min(p.LeadMaxShare, 0.5)
 	def(&p.EOLReservation, time.Hour)
 	def(&p.IdleTimeout, 10*time.Minute)
 	def(&p.RepairTimeout, DefaultRepairTimeout)

@@ -1,0 +1,271 @@
+package plan
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/flexslurm/flexslurm/shared/model"
+)
+
+// minutes turns wait minutes into the seconds a pool record keeps.
+func minutes(m ...float64) []int64 {
+	out := make([]int64, len(m))
+	for i, v := range m {
+		out[i] = int64(v * 60)
+	}
+	return out
+}
+
+// lognormalWaits draws n waits (seconds) with median med and log spread
+// sigma, from a fixed seed.
+func lognormalWaits(n int, med time.Duration, sigma float64, seed uint64) []int64 {
+	r := rand.New(rand.NewPCG(seed, 7))
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = int64(med.Seconds() * math.Exp(sigma*r.NormFloat64()))
+	}
+	return out
+}
+
+func TestLognormalExcess(t *testing.T) {
+	// E[(W − l)⁺] for ln W ~ N(0, 1) at l = 1: e^½ Φ(1) − Φ(0).
+	if got, want := lognormalExcess(0, 1, 1), math.Exp(0.5)*0.841344746-0.5; math.Abs(got-want) > 1e-6 {
+		t.Errorf("lognormalExcess(0, 1, 1) = %v, want %v", got, want)
+	}
+	// Far below every wait, the excess is the mean e^(μ+σ²/2).
+	if got, want := lognormalExcess(math.Log(1200), 0.5, 1e-9), 1200*math.Exp(0.125); math.Abs(got-want) > 1e-6*want {
+		t.Errorf("lognormalExcess at 0 = %v, want the mean %v", got, want)
+	}
+	// Against a sample mean of (W − l)⁺.
+	r := rand.New(rand.NewPCG(1, 2))
+	mu, sigma, l := math.Log(1200), 1.0, 3600.0
+	var sum float64
+	const n = 400000
+	for range n {
+		sum += max(0, math.Exp(mu+sigma*r.NormFloat64())-l)
+	}
+	if got, want := lognormalExcess(mu, sigma, l), sum/n; math.Abs(got-want) > 0.02*want {
+		t.Errorf("lognormalExcess(ln 1200, 1, 3600) = %v, sample mean %v", got, want)
+	}
+}
+
+func TestLearnLead(t *testing.T) {
+	const floor = 30 * time.Minute
+	day, week := 24*time.Hour, 7*24*time.Hour
+	heavy := lognormalWaits(32, 25*time.Minute, 1, 1)
+	tests := []struct {
+		name           string
+		waits          []int64
+		maxRun         time.Duration
+		nodes          int
+		target         float64
+		ceiling        time.Duration
+		atLeast, below time.Duration // the lead is in [atLeast, below)
+	}{
+		{name: "no wait yet: the floor", maxRun: week, nodes: 8, target: 0.999, ceiling: week / 8, atLeast: floor, below: floor + 1},
+		{name: "waits of a minute, a modest target: the floor", waits: minutes(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1),
+			maxRun: week, nodes: 8, target: 0.99, ceiling: week / 8, atLeast: floor, below: floor + 1},
+		// The seed this replaces sized the lead from the 90th percentile of
+		// these (7th of 8: 52 min); waits of the same pool later reached
+		// 1h39m.
+		{name: "eight waits of a pool's first fill, 7-day VMs: hours, not the 90th percentile", waits: minutes(12, 17, 19, 25, 31, 38, 52, 66),
+			maxRun: week, nodes: 8, target: 0.999, ceiling: week / 8, atLeast: 2 * time.Hour, below: 8 * time.Hour},
+		{name: "waits of hours, 1-day VMs: bounded by the ceiling, a share of the max run duration", waits: minutes(180, 240, 300, 200, 260, 320, 190, 210),
+			maxRun: day, nodes: 8, target: 0.999, ceiling: day / 8, atLeast: 3 * time.Hour, below: 3*time.Hour + 1},
+		{name: "32 heavy-tailed waits, 7-day VMs", waits: heavy, maxRun: week, nodes: 8, target: 0.999, ceiling: week / 8, atLeast: 2 * time.Hour, below: 8 * time.Hour},
+		{name: "a ceiling below the floor: the floor", waits: minutes(20, 30), maxRun: time.Hour, nodes: 1, target: 0.999, ceiling: 7 * time.Minute, atLeast: floor, below: floor + 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := learnLead(tt.waits, tt.maxRun, tt.nodes, tt.target, floor, tt.ceiling)
+			if got < tt.atLeast || got >= tt.below {
+				t.Fatalf("learnLead = %s, want in [%s, %s)", got, tt.atLeast, tt.below)
+			}
+			if got%time.Minute != 0 {
+				t.Errorf("learnLead = %s, want whole minutes", got)
+			}
+		})
+	}
+
+	// Between floor and ceiling the lead is the shortest whole minute whose
+	// expected lateness, under the fitted log-normal, is within the budget.
+	t.Run("the shortest lead within the budget", func(t *testing.T) {
+		waits := minutes(12, 17, 19, 25, 31, 38, 52, 66)
+		got := learnLead(waits, week, 8, 0.999, floor, week/8)
+		var mu, ss float64
+		for _, w := range waits {
+			mu += math.Log(float64(w)) / 8
+		}
+		for _, w := range waits {
+			ss += (math.Log(float64(w)) - mu) * (math.Log(float64(w)) - mu)
+		}
+		sigma := math.Sqrt((4 + ss) / (4 + 7) * (1 + 1.0/8))
+		budget := 0.001 * week.Seconds() / 8
+		if e := lognormalExcess(mu, sigma, got.Seconds()); e > budget {
+			t.Errorf("lead %s: expected lateness %.1fs over the budget %.1fs", got, e, budget)
+		}
+		if e := lognormalExcess(mu, sigma, (got - time.Minute).Seconds()); e <= budget {
+			t.Errorf("lead %s − 1m: expected lateness %.1fs already within the budget %.1fs", got, e, budget)
+		}
+	})
+
+	// The lead grows with what the waits leave unknown and with what a late
+	// hand-over costs.
+	lead := func(w []int64, maxRun time.Duration, nodes int, target float64) time.Duration {
+		return learnLead(w, maxRun, nodes, target, floor, 100*time.Hour)
+	}
+	same := lognormalWaits(32, 25*time.Minute, 0.6, 3)
+	orders := []struct {
+		name          string
+		shorter, more time.Duration
+	}{
+		{"few waits give a longer lead than many of the same spread", lead(same, week, 8, 0.999), lead(same[:5], week, 8, 0.999)},
+		{"a heavier tail gives a longer lead", lead(lognormalWaits(32, 25*time.Minute, 0.4, 4), week, 8, 0.999), lead(lognormalWaits(32, 25*time.Minute, 1.2, 4), week, 8, 0.999)},
+		{"shorter runs (more hand-overs) give a longer lead", lead(same, week, 8, 0.999), lead(same, day, 8, 0.999)},
+		{"more static nodes give a longer lead", lead(same, week, 8, 0.999), lead(same, week, 64, 0.999)},
+		{"a higher target gives a longer lead", lead(same, week, 8, 0.99), lead(same, week, 8, 0.999)},
+	}
+	for _, o := range orders {
+		if o.shorter >= o.more {
+			t.Errorf("%s: %s, then %s", o.name, o.shorter, o.more)
+		}
+	}
+}
+
+func TestLeadTimePolicy(t *testing.T) {
+	st, _ := applied(t)
+	pool := *st.Pools["a3u"] // 7 days
+	pool.CapacityWaits = minutes(12, 17, 19, 25, 31, 38, 52, 66)
+	pool.MinNodes, pool.MaxNodes = 8, 16
+	tests := []struct {
+		name string
+		pol  Policy
+		run  time.Duration
+		want time.Duration
+	}{
+		{"a fixed lead", Policy{LeadTime: 2 * time.Hour}, 7 * 24 * time.Hour, 2 * time.Hour},
+		{"a fixed lead, at most half the run", Policy{LeadTime: 2 * time.Hour}, 3 * time.Hour, 90 * time.Minute},
+		{"learnt, at most LeadMaxShare of the run", Policy{LeadMaxShare: 0.01}, 7 * 24 * time.Hour, 100*time.Minute + 48*time.Second},
+		{"learnt, never more than half a short run", Policy{}, 40 * time.Minute, 20 * time.Minute},
+		{"learnt", Policy{}, 7 * 24 * time.Hour, learnLead(pool.CapacityWaits, 7*24*time.Hour, pool.MinNodes, DefaultTargetAvailability, 30*time.Minute, 21*time.Hour)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newBuilder(st, t0)
+			b.pol = tt.pol.withDefaults()
+			p := pool
+			p.MaxRunDuration = tt.run
+			if got := b.leadTime(&p); got != tt.want {
+				t.Errorf("leadTime = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// The hand-over: an old static node whose successor is usable in Slurm is
+// drained (it stops counting as static) only when no other static node of
+// the pool is still on its way and the pool keeps min_node_count usable
+// static nodes without it; drained and idle, its VM is released.
+func TestHandOver(t *testing.T) {
+	end := t0.Add(2 * time.Hour)
+	setup := func(t *testing.T) (*model.State, *model.Pool, map[string]string) {
+		st, _ := applied(t)
+		p := st.Pools["a3u"]
+		p.MinNodes, p.MaxNodes = 3, 6
+		b := newBuilder(st, t0)
+		names := map[string]string{}
+		for i, role := range []string{"old", "succ", "b", "c"} {
+			n := b.node(p, i)
+			n.Kind, n.Phase, n.Generation = model.NodeStatic, model.PhaseRunning, 1
+			n.VMName, n.TerminationTime, n.Registered, n.RunningAt = n.Name+"-g1", t0.Add(7*24*time.Hour), true, t0.Add(-time.Hour)
+			st.Nodes[n.Name] = &n
+			names[role] = n.Name
+		}
+		old, succ := st.Nodes[names["old"]], st.Nodes[names["succ"]]
+		old.Successor, old.TerminationTime = succ.Name, end
+		succ.Predecessor = old.Name
+		return st, p, names
+	}
+	idle := func(names map[string]string, override map[string]string) *model.SlurmView {
+		nodes := map[string]string{}
+		for _, n := range names {
+			nodes[n] = "idle"
+		}
+		for role, s := range override {
+			nodes[names[role]] = s
+		}
+		return slurmView(t0, nodes)
+	}
+	tests := []struct {
+		name    string
+		prepare func(st *model.State, names map[string]string)
+		slurm   map[string]string // role → Slurm state; nil: no Slurm view
+		noSlurm bool
+		want    []string
+	}{
+		{name: "successor usable, the pool full without the old node: drained", want: []string{"PutNode:flexvm-a3u-0/running", "Slurm:drain:flexvm-a3u-0"}},
+		{name: "successor still booting in Slurm: kept", slurm: map[string]string{"succ": "idle+POWERING_UP"}},
+		{name: "successor up but still under an old drain: kept", slurm: map[string]string{"succ": "idle+DRAIN"}},
+		{name: "another static node drained: the pool would be short, kept", slurm: map[string]string{"b": "idle+DRAIN"}},
+		{name: "another static node down: kept", slurm: map[string]string{"c": "down"}},
+		{name: "busy nodes count as usable: drained", slurm: map[string]string{"b": "allocated", "c": "mixed"}, want: []string{"PutNode:flexvm-a3u-0/running", "Slurm:drain:flexvm-a3u-0"}},
+		{
+			name: "a successor whose predecessor already ended, still waiting for capacity: kept",
+			prepare: func(st *model.State, names map[string]string) {
+				d := *st.Nodes[names["c"]]
+				d.Name, d.Index, d.Phase, d.Registered, d.VMName = "flexvm-a3u-4", 4, model.PhaseRequested, false, "flexvm-a3u-4-g1"
+				st.Nodes[d.Name] = &d
+			},
+		},
+		{
+			name: "a static node recreated after its termination, running, not registered yet: kept",
+			prepare: func(st *model.State, names map[string]string) {
+				st.Nodes[names["c"]].Registered = false
+			},
+			slurm: map[string]string{"c": "idle+POWERING_UP"},
+		},
+		{
+			name: "without a Slurm view a running VM counts: drained",
+			prepare: func(st *model.State, names map[string]string) {
+				st.Nodes[names["c"]].Registered = false
+			},
+			noSlurm: true, want: []string{"PutNode:flexvm-a3u-0/running", "Slurm:drain:flexvm-a3u-0"},
+		},
+		{
+			name: "handed over, drained and idle: released",
+			prepare: func(st *model.State, names map[string]string) {
+				st.Nodes[names["old"]].Kind = model.NodeDynamic
+			},
+			slurm: map[string]string{"old": "idle+DRAIN"},
+			want:  []string{"DeleteVMs:flexvm-a3u-0-g1", "Slurm:power_down:flexvm-a3u-0", "Slurm:reservation_delete:flexvm-a3u-0", "PutNode:flexvm-a3u-0/deleting"},
+		},
+		{
+			name: "handed over, drained, its job still running: kept",
+			prepare: func(st *model.State, names map[string]string) {
+				st.Nodes[names["old"]].Kind = model.NodeDynamic
+			},
+			slurm: map[string]string{"old": "allocated+DRAIN"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st, p, names := setup(t)
+			if tt.prepare != nil {
+				tt.prepare(st, names)
+			}
+			var view *model.SlurmView
+			if !tt.noSlurm {
+				view = idle(names, tt.slurm)
+			}
+			b := newBuilder(st, t0)
+			b.followSuccessor(p, *b.st.Nodes[names["old"]], view)
+			if diff := cmp.Diff(tt.want, kinds(b.out)); diff != "" {
+				t.Errorf("actions (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
