@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -62,9 +63,56 @@ func (l *durationList) Set(v string) error {
 	return nil
 }
 
+// seedList is a list of seeds: comma-separated seeds and ranges a-b.
+type seedList []uint64
+
+func (l *seedList) String() string {
+	var s []string
+	for _, v := range *l {
+		s = append(s, strconv.FormatUint(v, 10))
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *seedList) Set(v string) error {
+	var out seedList
+	seen := map[uint64]bool{}
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		lo, hi, isRange := strings.Cut(f, "-")
+		a, err := strconv.ParseUint(lo, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%q: want a seed or a range of seeds a-b", f)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.ParseUint(hi, 10, 64); err != nil || b < a {
+				return fmt.Errorf("%q: want a range a-b with a ≤ b", f)
+			}
+			if b-a >= 1000 {
+				return fmt.Errorf("%q: at most 1000 seeds", f)
+			}
+		}
+		for s := a; ; s++ {
+			if seen[s] {
+				return fmt.Errorf("seed %d given twice", s)
+			}
+			seen[s] = true
+			out = append(out, s)
+			if s == b {
+				break
+			}
+		}
+	}
+	*l = out
+	return nil
+}
+
 func cmdBenchExpiry(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench expiry", flag.ContinueOnError)
 	seed := fs.Uint64("seed", 1, "seed of the capacity waits and the job workload (the same for every strategy)")
+	var seeds seedList
+	fs.Var(&seeds, "seeds", "run several seeds, e.g. 1-10 or 1,4,7-9: the tables, timelines and episodes of the first, then each strategy's min / median / max over all (instead of --seed)")
 	nodes := fs.Int("nodes", expirybench.DefaultNodes, "min_node_count: the static nodes")
 	maxNodes := fs.Int("max-nodes", 0, "max_node_count (default 2 × nodes: room for successors)")
 	week := fs.Duration("week", expirybench.DefaultPeriod, "measured period, after the warm-up")
@@ -99,7 +147,10 @@ by side, from one run of each:
 
 Static availability is the fraction of the measured period during which at
 least min_node_count nodes were usable (VM running, registered in Slurm, not
-drained). Also writes one timeline picture per duration to --out.`)
+drained). Also writes one timeline picture per duration to --out. With
+--seeds, the first seed's tables and pictures, then the spread over the
+seeds (min / median / max), with the VM time each strategy pays relative to
+recreate-after-termination's.`)
 		fs.PrintDefaults()
 	}
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
@@ -121,16 +172,27 @@ drained). Also writes one timeline picture per duration to --out.`)
 		fmt.Fprintf(stderr, "flexslurm bench expiry: --format %q: want svg or png\n", *format)
 		return 2
 	}
+	seedSet := false
+	fs.Visit(func(f *flag.Flag) { seedSet = seedSet || f.Name == "seed" })
+	if len(seeds) > 0 && seedSet {
+		fmt.Fprintln(stderr, "flexslurm bench expiry: --seed and --seeds: give one of them")
+		return 2
+	}
+	if len(seeds) == 0 {
+		seeds = seedList{*seed}
+	}
 	var cfgs []expirybench.Config
-	for _, d := range durations {
-		cfg := expirybench.Config{Seed: *seed, Nodes: *nodes, MaxNodes: *maxNodes, MaxRunDuration: d, WarmUp: *warmUp, Period: *week,
-			Tick: *tick, BootTime: *boot, Load: *load, DirectCompute: *direct,
-			Wait: expirybench.WaitDist{Median: *median, Sigma: *sigma, Spread: *spread}}
-		if err := cfg.Validate(); err != nil {
-			fmt.Fprintf(stderr, "flexslurm bench expiry: %v\n", err)
-			return 2
+	for _, sd := range seeds {
+		for _, d := range durations {
+			cfg := expirybench.Config{Seed: sd, Nodes: *nodes, MaxNodes: *maxNodes, MaxRunDuration: d, WarmUp: *warmUp, Period: *week,
+				Tick: *tick, BootTime: *boot, Load: *load, DirectCompute: *direct,
+				Wait: expirybench.WaitDist{Median: *median, Sigma: *sigma, Spread: *spread}}
+			if err := cfg.Validate(); err != nil {
+				fmt.Fprintf(stderr, "flexslurm bench expiry: %v\n", err)
+				return 2
+			}
+			cfgs = append(cfgs, cfg)
 		}
-		cfgs = append(cfgs, cfg)
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		fmt.Fprintf(stderr, "flexslurm bench expiry: %v\n", err)
@@ -151,6 +213,10 @@ drained). Also writes one timeline picture per duration to --out.`)
 		return 1
 	}
 	wall := time.Since(start)
+	all := results
+	// The first seed's runs: tables, timelines, episodes.
+	results = results[:len(durations)*len(strategies)]
+	cfgs = cfgs[:len(durations)]
 	if err := expirybench.WriteTable(stdout, results, *markdown); err != nil {
 		fmt.Fprintf(stderr, "flexslurm bench expiry: %v\n", err)
 		return 1
@@ -183,13 +249,20 @@ drained). Also writes one timeline picture per duration to --out.`)
 		fmt.Fprintln(stdout)
 		expirybench.WriteEpisodes(stdout, results)
 	}
-	if f := expirybench.Findings(results); len(f) > 0 {
+	if len(seeds) > 1 {
+		fmt.Fprintln(stdout)
+		if err := expirybench.WriteSpread(stdout, all, *markdown); err != nil {
+			fmt.Fprintf(stderr, "flexslurm bench expiry: %v\n", err)
+			return 1
+		}
+	}
+	if f := expirybench.Findings(all); len(f) > 0 {
 		fmt.Fprintf(stdout, "\nmake-before-break intervals below min_node_count that late capacity does not explain (%d):\n", len(f))
 		for _, line := range f {
 			fmt.Fprintf(stdout, "  %s\n", line)
 		}
 	}
-	fmt.Fprintf(stdout, "\n%d runs in %s\n", len(results), wall.Round(10*time.Millisecond))
+	fmt.Fprintf(stdout, "\n%d runs in %s\n", len(all), wall.Round(10*time.Millisecond))
 	return 0
 }
 

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestBenchExpiryCommand(t *testing.T) {
@@ -45,9 +47,47 @@ func TestBenchExpiryCommand(t *testing.T) {
 		{"bench", "expiry", "--durations", "5m"},
 		{"bench", "expiry", "extra"},
 		{"bench", "expiry", "--lead", "-1m"},
+		{"bench", "expiry", "--seeds", "3-1"},
+		{"bench", "expiry", "--seeds", "1,x"},
+		{"bench", "expiry", "--seeds", "1-3,2"},
+		{"bench", "expiry", "--seeds", "1-2", "--seed", "4"},
 	} {
 		if code := run(bad, &out, &errb); code != 2 {
 			t.Errorf("%v: exit %d, want 2", bad, code)
+		}
+	}
+}
+
+// --seeds prints the first seed's table, then the spread over the seeds.
+func TestBenchExpirySeeds(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	args := []string{"bench", "expiry", "--seeds", "4-5", "--nodes", "2", "--warmup", "3h", "--week", "6h", "--durations", "3h", "--out", dir}
+	if code := run(args, &out, &errb); code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	text := out.String()
+	for _, want := range []string{"; seed 4\n", "max run duration 3h, 2 seeds (4–5): min / median / max", "extra VM time vs recreate-after-termination", "; seeds 4–5\n", "6 runs in"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "; seed 5\n") {
+		t.Errorf("output has a table of the second seed:\n%s", text)
+	}
+}
+
+func TestSeedList(t *testing.T) {
+	var l seedList
+	if err := l.Set("1-3, 7,9-10"); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(seedList{1, 2, 3, 7, 9, 10}, l); diff != "" {
+		t.Errorf("seeds (-want +got):\n%s", diff)
+	}
+	for _, bad := range []string{"", "a", "3-1", "1-", "1,1", "0-5000"} {
+		if err := l.Set(bad); err == nil {
+			t.Errorf("Set(%q): no error", bad)
 		}
 	}
 }
