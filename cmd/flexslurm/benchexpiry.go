@@ -129,7 +129,7 @@ func cmdBenchExpiry(args []string, stdout, stderr io.Writer) int {
 	format := fs.String("format", "svg", "picture format: svg or png")
 	markdown := fs.Bool("markdown", false, "print the tables as Markdown")
 	verbose := fs.Bool("v", false, "also list every interval below min_node_count, with its cause")
-	lead := fs.Duration("lead", 0, "fix make-before-break's lead time (plan.Policy.LeadTime; default flexslurm's: the 90th percentile of recent capacity waits, at least 30m)")
+	lead := fs.Duration("lead", 0, "fix make-before-break's lead time (plan.Policy.LeadTime; default flexslurm's: learnt from the pool's recent waits to registration, docs/design.md)")
 	direct := fs.Bool("direct-compute", false, "send every Compute read through the apiv1 adapter (no read cache; same results, slower)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), `usage: flexslurm bench expiry [--seed S] [--nodes N] [--week D] [--out DIR] [FLAGS]

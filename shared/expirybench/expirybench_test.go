@@ -15,8 +15,8 @@ import (
 )
 
 // shortConfig is a day of a 3-node pool whose VMs last 6 h, with capacity
-// waits of 2–10 min: always well inside the 30 min lead time (the floor; the
-// 90th percentile of such waits is below it) even with the 5 min boot.
+// waits of 2–10 min: always well inside the lead time (at least its 30 min
+// floor) even with the 5 min boot.
 func shortConfig(seed uint64) Config {
 	return Config{Seed: seed, Nodes: 3, MaxNodes: 6, MaxRunDuration: 6 * time.Hour, WarmUp: 6 * time.Hour, Period: 24 * time.Hour,
 		Wait: WaitDist{Median: 6 * time.Minute, Spread: 4 * time.Minute}}

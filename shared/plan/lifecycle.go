@@ -21,8 +21,10 @@ const maxCapacityWaits = 32
 // log-normal, the usual shape of a queue for a scarce resource: positive,
 // skewed, with a tail of hours. Until a pool has many waits, their spread
 // is pooled with a prior spread of leadPriorSigma (in log space), weighted
-// as leadPriorWeight waits, so that a few close waits do not promise a
-// short tail.
+// as leadPriorWeight waits, so that a few widely spread waits count for
+// what they show; and the spread is never taken below leadPriorSigma, so
+// that close waits (a few, or many that include the same boot time) do not
+// promise a short tail that a pool's dozens of waits cannot show.
 const (
 	leadPriorSigma  = 1.0
 	leadPriorWeight = 4.0
@@ -53,8 +55,9 @@ func (b *builder) leadTime(pool *model.Pool) time.Duration {
 // nodes hand-overs per maxRun, so the pool stays at min_node_count for a
 // share target of the time when each hand-over is late by at most
 // (1 − target) × maxRun / nodes on average. learnLead fits a log-normal to
-// the waits (leadPriorSigma pooled in while they are few; the spread of the
-// next wait also counts the uncertainty of their mean) and returns the
+// the waits (leadPriorSigma pooled in while they are few, and the least
+// spread it assumes; the spread of the next wait also counts the
+// uncertainty of their mean) and returns the
 // shortest lead, rounded up to the minute, whose expected lateness
 // E[(W − L)⁺] is within that budget, bounded to [floor, ceiling]. The
 // ceiling, a share of maxRun, bounds what the lead costs: an early
@@ -79,7 +82,7 @@ func learnLead(waits []int64, maxRun time.Duration, nodes int, target float64, f
 		d := math.Log(float64(max(w, 1))) - mu
 		ss += d * d
 	}
-	sigma := math.Sqrt((leadPriorWeight*leadPriorSigma*leadPriorSigma + ss) / (leadPriorWeight + n - 1) * (1 + 1/n))
+	sigma := max(leadPriorSigma, math.Sqrt((leadPriorWeight*leadPriorSigma*leadPriorSigma+ss)/(leadPriorWeight+n-1))) * math.Sqrt(1+1/n)
 	budget := (1 - target) * maxRun.Seconds() / float64(max(nodes, 1))
 	late := func(l time.Duration) float64 { return lognormalExcess(mu, sigma, l.Seconds()) }
 	if late(ceiling) > budget {
