@@ -212,9 +212,18 @@ func (i Installation) Version(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("slurmctld -V of Slurm %s: %w", i.Name, err)
 	}
-	m := versionRE.FindStringSubmatch(strings.TrimSpace(string(out)))
+	v, err := parseVersion(string(out))
+	if err != nil {
+		return "", fmt.Errorf("slurmctld -V of Slurm %s: %w", i.Name, err)
+	}
+	return v, nil
+}
+
+// parseVersion reads `slurmctld -V` ("slurm 22.05.8", "slurm-wlm 24.11.5").
+func parseVersion(out string) (string, error) {
+	m := versionRE.FindStringSubmatch(strings.TrimSpace(out))
 	if m == nil {
-		return "", fmt.Errorf("slurmctld -V of Slurm %s printed %q, not \"slurm X.Y.Z\"", i.Name, strings.TrimSpace(string(out)))
+		return "", fmt.Errorf("printed %q, not \"slurm X.Y.Z\"", strings.TrimSpace(out))
 	}
 	return m[1] + "." + m[2] + "." + m[3], nil
 }

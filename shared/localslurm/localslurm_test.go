@@ -149,3 +149,16 @@ func TestUnescapeMount(t *testing.T) {
 }
 
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
+
+func TestParseVersion(t *testing.T) {
+	for in, want := range map[string]string{"slurm 22.05.8\n": "22.05.8", "slurm-wlm 24.11.5\n": "24.11.5", "slurm 23.11.0-0rc1": "23.11.0-0rc1"} {
+		if got, err := parseVersion(in); err != nil || got != want {
+			t.Errorf("parseVersion(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "slurmctld: error: x", "slurm 24"} {
+		if got, err := parseVersion(in); err == nil {
+			t.Errorf("parseVersion(%q) = %q, want an error", in, got)
+		}
+	}
+}

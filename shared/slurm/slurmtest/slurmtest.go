@@ -156,6 +156,14 @@ func Run(t *testing.T, o Options, body func(t *testing.T, c *Cluster)) {
 			t.Fatal(err)
 		}
 	}
+	// One Pub/Sub emulator for every release, too.
+	if o.PubSub && os.Geteuid() == 0 {
+		stop, err := startPubSub()
+		defer stop()
+		if err != nil {
+			t.Logf("SKIP (loud): %v", err) // each release's Setup says so again, and Require skips
+		}
+	}
 	for _, inst := range localslurm.Installations() {
 		t.Run("slurm-"+inst.Name, func(t *testing.T) {
 			c, teardown := Setup(o, inst)
