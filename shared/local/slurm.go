@@ -153,14 +153,7 @@ func (s *System) startSlurm(ctx context.Context) (*slurmSide, error) {
 	if err := copyExe(o.Exe, exe); err != nil {
 		return nil, fmt.Errorf("copying the flexslurm binary for the hooks: %w", err)
 	}
-	if err := lc.WriteConfig(s.Spec, slurm.ConfigOptions{
-		Exe: exe, SuspendTimeout: localSuspendTimeout, HealthCheckInterval: -1, DefaultTime: time.Hour,
-		SchedInterval: localSchedInterval,
-		// Nodes fetch slurm.conf from slurmctld; their hooks are where
-		// each VM's bootstrap links them.
-		Configless: true, NodeHookDir: guestHookDir(lc.Root),
-		Extra: []string{fmt.Sprintf("AuthInfo=cred_expire=%d", localCredExpire)},
-	}); err != nil {
+	if err := lc.WriteConfig(s.Spec, localSlurmConfig(lc.Root, exe)); err != nil {
 		return nil, err
 	}
 	specPath := filepath.Join(lc.HookDir(), "cluster_config.json")
@@ -223,6 +216,19 @@ func (s *System) startSlurm(ctx context.Context) (*slurmSide, error) {
 	go func() { defer ss.wg.Done(); ss.watchPowerUps(time.Second) }()
 	ok = true
 	return ss, nil
+}
+
+// localSlurmConfig is the local system's slurm.conf (hooks linked to exe,
+// cluster directory root): production's, with the short timings above.
+func localSlurmConfig(root, exe string) slurm.ConfigOptions {
+	return slurm.ConfigOptions{
+		Exe: exe, SuspendTimeout: localSuspendTimeout, HealthCheckInterval: -1, DefaultTime: time.Hour,
+		SchedInterval: localSchedInterval,
+		// Nodes fetch slurm.conf from slurmctld; their hooks are where
+		// each VM's bootstrap links them.
+		Configless: true, NodeHookDir: guestHookDir(root),
+		Extra: []string{fmt.Sprintf("AuthInfo=cred_expire=%d", localCredExpire)},
+	}
 }
 
 // copyExe copies the program src to dst (mode 0755), through a rename.

@@ -43,8 +43,9 @@ const (
 	EnvRequire2411 = "FLEXSLURM_REQUIRE_SLURM2411"
 )
 
-// requireEnv returns the variable that makes inst required.
-func requireEnv(inst localslurm.Installation) string {
+// RequireEnv returns the variable that, set to "1", makes a missing inst
+// fail tests instead of skipping them: EnvRequire or EnvRequire2411.
+func RequireEnv(inst localslurm.Installation) string {
 	if inst.Chrooted() {
 		return EnvRequire2411
 	}
@@ -375,7 +376,7 @@ func (c *Cluster) Require(t testing.TB) {
 	if !Unavailable(c.Err) {
 		t.Fatalf("setting up the Slurm test cluster: %v", c.Err)
 	}
-	if env := requireEnv(c.Inst); os.Getenv(env) == "1" {
+	if env := RequireEnv(c.Inst); os.Getenv(env) == "1" {
 		t.Fatalf("FAIL: Slurm %s is required (%s=1) but not available: %v", c.Inst.Name, env, c.Err)
 	}
 	t.Skipf("SKIP (loud): Slurm %s integration test cannot run here: %v", c.Inst.Name, c.Err)
