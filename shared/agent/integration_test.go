@@ -21,7 +21,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/testenv"
 )
 
-// cl is the real Slurm cluster of this test binary.
+// cl is the real Slurm cluster that TestWithSlurm runs its subtests on.
 var cl *slurmtest.Cluster
 
 // Topics of the agent under test, unique to this test binary.
@@ -31,12 +31,27 @@ var (
 	snapshotTopic = slurmtest.Topic("snapshot")
 )
 
-func TestMain(m *testing.M) {
-	var teardown func()
-	cl, teardown = slurmtest.Setup(slurmtest.Options{PubSub: true})
-	code := m.Run()
-	teardown()
-	os.Exit(code)
+// TestWithSlurm runs the tests that drive a real slurmctld once per Slurm
+// release (slurmtest.Run), as subtests named by release and test:
+// TestWithSlurm/slurm-24.11/NodeCommands.
+func TestWithSlurm(t *testing.T) {
+	slurmtest.Run(t, slurmtest.Options{PubSub: true}, func(t *testing.T, c *slurmtest.Cluster) {
+		cl = c
+		defer func() { cl = nil }()
+		for _, tc := range []struct {
+			name string
+			f    func(*testing.T)
+		}{
+			{"NodeCommands", testNodeCommands},
+			{"JobCommands", testJobCommands},
+			{"ReservationCommands", testReservationCommands},
+			{"Refusals", testRefusals},
+			{"SnapshotAndSpool", testSnapshotAndSpool},
+			{"PowerDownForceOfAGoneVM", testPowerDownForceOfAGoneVM},
+		} {
+			t.Run(tc.name, tc.f)
+		}
+	})
 }
 
 // harness runs the agent for one test and talks to it over Pub/Sub.
@@ -160,11 +175,11 @@ func node(t *testing.T, name string) slurm.NodeInfo {
 	return n
 }
 
-// TestNodeCommands applies every node command to real nodes — drain,
+// testNodeCommands applies every node command to real nodes — drain,
 // resume, down, power_up, power_down, power_down_force, update_address —
 // checking Slurm's state after each, that a redelivered command is skipped,
 // and that a repeated command finds nothing to do.
-func TestNodeCommands(t *testing.T) {
+func testNodeCommands(t *testing.T) {
 	h := startAgent(t)
 	ctx := context.Background()
 	up, down, dyn := "flexci-gpu-0", "flexci-gpu-1", "flexci-gpu-3"
@@ -235,9 +250,9 @@ func TestNodeCommands(t *testing.T) {
 	h.unchanged(event.SlurmCommand{Command: event.SlurmPowerDown, Nodes: []string{up}})
 }
 
-// TestJobCommands requeues a running job, starts it again at once with
+// testJobCommands requeues a running job, starts it again at once with
 // start_now, and checks both are idempotent.
-func TestJobCommands(t *testing.T) {
+func testJobCommands(t *testing.T) {
 	h := startAgent(t)
 	ctx := context.Background()
 	n := "flexci-gpu-0"
@@ -268,10 +283,10 @@ func TestJobCommands(t *testing.T) {
 	h.unchanged(event.SlurmCommand{Command: event.SlurmStartNow, JobID: "999999"})
 }
 
-// TestReservationCommands creates, moves and deletes a maintenance
+// testReservationCommands creates, moves and deletes a maintenance
 // reservation, and checks that the agent never touches a reservation
 // without the flexslurm- prefix.
-func TestReservationCommands(t *testing.T) {
+func testReservationCommands(t *testing.T) {
 	h := startAgent(t)
 	ctx := context.Background()
 	name := "flexslurm-eol-test"
@@ -320,9 +335,9 @@ func TestReservationCommands(t *testing.T) {
 	h.unchanged(event.SlurmCommand{Command: event.SlurmReservationDelete, Reservation: name})
 }
 
-// TestRefusals sends commands the agent must not apply: foreign nodes,
+// testRefusals sends commands the agent must not apply: foreign nodes,
 // another cluster's command (ignored: no result), a malformed command.
-func TestRefusals(t *testing.T) {
+func testRefusals(t *testing.T) {
 	h := startAgent(t)
 	for _, nodes := range [][]string{{"flexci-gpu-7"}, {"flexci-big-0", "other-gpu-0"}} {
 		if r := h.run(event.SlurmCommand{Command: event.SlurmDrain, Nodes: nodes, Reason: "x"}); r.OK || r.Skipped {
@@ -341,10 +356,10 @@ func TestRefusals(t *testing.T) {
 	}
 }
 
-// TestSnapshotAndSpool checks the periodic snapshot against Slurm's real
+// testSnapshotAndSpool checks the periodic snapshot against Slurm's real
 // 22.05 output (every node of the cluster, a held job, no ended job) and
 // that the agent publishes what the hooks left in their spool.
-func TestSnapshotAndSpool(t *testing.T) {
+func testSnapshotAndSpool(t *testing.T) {
 	h := startAgent(t)
 	held := cl.Sbatch(t, "true", "-H", "-p", "big")
 	t.Cleanup(func() { cl.Cancel(held) })

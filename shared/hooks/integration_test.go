@@ -18,21 +18,40 @@ import (
 
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/hooks"
+	"github.com/flexslurm/flexslurm/shared/localslurm"
 	"github.com/flexslurm/flexslurm/shared/slurm"
 	"github.com/flexslurm/flexslurm/shared/slurm/slurmtest"
 )
 
-// cl is the real Slurm cluster of this test binary; its hooks are the
+// cl is the real Slurm cluster that TestWithSlurm runs its subtests on;
+// its hooks are the
 // flexslurm binary built from this module, publishing to a Pub/Sub
 // emulator.
 var cl *slurmtest.Cluster
 
-func TestMain(m *testing.M) {
-	var teardown func()
-	cl, teardown = slurmtest.Setup(slurmtest.Options{PubSub: true})
-	code := m.Run()
-	teardown()
-	os.Exit(code)
+// TestWithSlurm runs the tests that drive a real slurmctld once per Slurm
+// release (slurmtest.Run), as subtests named by release and test:
+// TestWithSlurm/slurm-24.11/JobLifecycleThroughSlurm.
+func TestWithSlurm(t *testing.T) {
+	slurmtest.Run(t, slurmtest.Options{PubSub: true}, func(t *testing.T, c *slurmtest.Cluster) {
+		cl = c
+		defer func() { cl = nil }()
+		for _, tc := range []struct {
+			name string
+			f    func(*testing.T)
+		}{
+			{"JobLifecycleThroughSlurm", testJobLifecycleThroughSlurm},
+			{"PrologFailure", testPrologFailure},
+			{"HealthCheckProgramDrainsARunningNode", testHealthCheckProgramDrainsARunningNode},
+			{"EpilogOfAJobCancelledWhilePoweringUp", testEpilogOfAJobCancelledWhilePoweringUp},
+			{"EpilogOfARequeuedJob", testEpilogOfARequeuedJob},
+			{"ResumeFallsBackToSpoolWhenPubSubIsDown", testResumeFallsBackToSpoolWhenPubSubIsDown},
+			{"ResumeProgram64Nodes", testResumeProgram64Nodes},
+			{"EpilogOfAJobRequeuedByPowerDownForce", testEpilogOfAJobRequeuedByPowerDownForce},
+		} {
+			t.Run(tc.name, tc.f)
+		}
+	})
 }
 
 // hookConfig returns the cluster's hook config with the PrologSlurmctld
@@ -104,14 +123,14 @@ func hookRuns(t *testing.T, name string) []map[string]any {
 	return out
 }
 
-// TestJobLifecycleThroughSlurm submits a 2-node job on powered-down
+// testJobLifecycleThroughSlurm submits a 2-node job on powered-down
 // dynamic nodes: slurmctld runs the real ResumeProgram, which publishes one
 // job.pending naming the job's nodes; the nodes come up (slurmd started
 // 2 s after the resume call, as a VM would), PrologSlurmctld publishes
 // job.started, the job runs, EpilogSlurmctld publishes job.finished. Once
 // idle for SuspendTime, Slurm suspends the dynamic nodes and SuspendProgram
 // publishes node.suspend; the static node is never suspended.
-func TestJobLifecycleThroughSlurm(t *testing.T) {
+func testJobLifecycleThroughSlurm(t *testing.T) {
 	cl.Require(t)
 	writeHooks(t, hookConfig(t))
 	jobs := cl.NewInbox(t, cl.JobsTopic)
@@ -199,11 +218,11 @@ func TestJobLifecycleThroughSlurm(t *testing.T) {
 	}
 }
 
-// TestPrologFailure makes the health check fail on a static node: the
+// testPrologFailure makes the health check fail on a static node: the
 // prolog drains the node with the check's reasons, publishes health.failure
 // (node, VM and generation, job, job state "pending") and fails, so Slurm
 // requeues the job and holds it.
-func TestPrologFailure(t *testing.T) {
+func testPrologFailure(t *testing.T) {
 	cl.Require(t)
 	c := hookConfig(t)
 	c.CheckCmd = []string{"/bin/sh", "-c", `echo '{"verdict": "FAIL", "reasons": ["GPU 3: 2 uncorrectable ECC errors"]}'; exit 1`}
@@ -244,10 +263,10 @@ func TestPrologFailure(t *testing.T) {
 	}
 }
 
-// TestHealthCheckProgramDrainsARunningNode runs the healthcheck hook the
+// testHealthCheckProgramDrainsARunningNode runs the healthcheck hook the
 // way slurmd runs HealthCheckProgram — environment SLURMD_NODENAME only,
 // no PATH, no SLURM_CONF — on a node running a job.
-func TestHealthCheckProgramDrainsARunningNode(t *testing.T) {
+func testHealthCheckProgramDrainsARunningNode(t *testing.T) {
 	cl.Require(t)
 	c := hookConfig(t)
 	writeHooks(t, c)
@@ -286,10 +305,10 @@ func TestHealthCheckProgramDrainsARunningNode(t *testing.T) {
 	}
 }
 
-// TestEpilogOfAJobCancelledWhilePoweringUp cancels a job whose node never
+// testEpilogOfAJobCancelledWhilePoweringUp cancels a job whose node never
 // came up: EpilogSlurmctld reports job.cancelled, so its queued capacity is
 // released.
-func TestEpilogOfAJobCancelledWhilePoweringUp(t *testing.T) {
+func testEpilogOfAJobCancelledWhilePoweringUp(t *testing.T) {
 	cl.Require(t)
 	c := cl.BaseHookConfig()
 	c.LogLevel = "DEBUG"
@@ -305,10 +324,10 @@ func TestEpilogOfAJobCancelledWhilePoweringUp(t *testing.T) {
 	jobs.Wait(t, 10*time.Second, "job.cancelled", isJob(event.TypeJobCancelled, id))
 }
 
-// TestEpilogOfARequeuedJob requeues a running job: its EpilogSlurmctld
+// testEpilogOfARequeuedJob requeues a running job: its EpilogSlurmctld
 // reports nothing (the job is pending again, not finished), and it starts
 // again once start_now clears Slurm's 2-minute requeue delay.
-func TestEpilogOfARequeuedJob(t *testing.T) {
+func testEpilogOfARequeuedJob(t *testing.T) {
 	cl.Require(t)
 	writeHooks(t, cl.BaseHookConfig())
 	jobs := cl.NewInbox(t, cl.JobsTopic)
@@ -340,10 +359,10 @@ func TestEpilogOfARequeuedJob(t *testing.T) {
 	}
 }
 
-// TestResumeFallsBackToSpoolWhenPubSubIsDown runs SuspendProgram with
+// testResumeFallsBackToSpoolWhenPubSubIsDown runs SuspendProgram with
 // Pub/Sub unreachable: it returns within its publish timeout with the event
 // spooled, and the next hook run publishes it.
-func TestResumeFallsBackToSpoolWhenPubSubIsDown(t *testing.T) {
+func testResumeFallsBackToSpoolWhenPubSubIsDown(t *testing.T) {
 	cl.Require(t)
 	jobs := cl.NewInbox(t, cl.JobsTopic)
 	down := cl.BaseHookConfig()
@@ -437,11 +456,11 @@ func productionHooks() hooks.Config {
 	return c
 }
 
-// TestResumeProgram64Nodes runs ResumeProgram on a 64-node hostlist (64
+// testResumeProgram64Nodes runs ResumeProgram on a 64-node hostlist (64
 // one-node jobs, described by the real slurmctld) 20 times: each run
 // publishes its 64 job.pending, and 19 of the 20 (p95) take less than 1 s —
 // one slow run is tolerated on a loaded test machine.
-func TestResumeProgram64Nodes(t *testing.T) {
+func testResumeProgram64Nodes(t *testing.T) {
 	cl.Require(t)
 	writeHooks(t, productionHooks())
 	jobs := cl.NewInbox(t, cl.JobsTopic)
@@ -469,8 +488,12 @@ func TestResumeProgram64Nodes(t *testing.T) {
 
 // BenchmarkResumeProgram64Nodes measures the wall time of ResumeProgram for
 // a 64-node hostlist against the real slurmctld and Pub/Sub emulator, and
-// reports its 99th percentile.
+// reports its 99th percentile (on the host's Slurm).
 func BenchmarkResumeProgram64Nodes(b *testing.B) {
+	c, teardown := slurmtest.Setup(slurmtest.Options{PubSub: true}, localslurm.Host())
+	defer teardown()
+	cl = c
+	defer func() { cl = nil }()
 	cl.Require(b)
 	if err := cl.WriteHooks(productionHooks()); err != nil {
 		b.Fatal(err)

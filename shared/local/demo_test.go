@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/flexslurm/flexslurm/shared/emulator"
-	"github.com/flexslurm/flexslurm/shared/slurm"
+	"github.com/flexslurm/flexslurm/shared/localslurm"
 	"github.com/flexslurm/flexslurm/shared/slurm/slurmtest"
 )
 
@@ -103,7 +103,7 @@ func slurmPossible() error {
 	if os.Geteuid() != 0 {
 		return errors.New("the local Slurm cluster starts munged, slurmctld and slurmd, which needs root")
 	}
-	if err := slurm.Installed(); err != nil {
+	if err := localslurm.Host().Installed(); err != nil {
 		if _, aerr := os.Stat("/usr/bin/apt-get"); aerr != nil {
 			return err
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/agent"
 	"github.com/flexslurm/flexslurm/shared/computesim"
 	"github.com/flexslurm/flexslurm/shared/hooks"
+	"github.com/flexslurm/flexslurm/shared/localslurm"
 	"github.com/flexslurm/flexslurm/shared/logx"
 	"github.com/flexslurm/flexslurm/shared/naming"
 	"github.com/flexslurm/flexslurm/shared/slurm"
@@ -58,7 +59,7 @@ const (
 // runs `flexslurm node boot` (guests), which starts the node's slurmd and
 // installs the node-side hooks; when it stops, so does its slurmd.
 type slurmSide struct {
-	lc        *slurm.LocalCluster
+	lc        *localslurm.LocalCluster
 	g         *guests
 	r         *slurm.Runner
 	tl        *Timeline
@@ -99,19 +100,19 @@ func (s *System) startSlurm(ctx context.Context) (*slurmSide, error) {
 		logf.Close()
 		return nil, err
 	}
-	if err := slurm.Reachable(root, false); err != nil {
+	if err := localslurm.Reachable(root, false); err != nil {
 		fallback := filepath.Join(os.TempDir(), "flexslurm-local-slurm")
 		s.TL.Say(fmt.Sprintf("Slurm's directory is %s: the slurm user cannot reach %s (%v)", fallback, root, err))
 		root = fallback
 	}
-	lc, err := slurm.NewLocalCluster(root)
+	lc, err := localslurm.New(root, localslurm.Host())
 	if err != nil {
 		logf.Close()
 		return nil, err
 	}
 	lc.Log = log
-	if err := lc.Lock(ctx, false); errors.Is(err, slurm.ErrBusy) {
-		s.TL.Say("waiting for this host's local Slurm cluster (" + slurm.HostLockPath + ", held by another flexslurm local or a Slurm test)")
+	if err := lc.Lock(ctx, false); errors.Is(err, localslurm.ErrBusy) {
+		s.TL.Say("waiting for this host's local Slurm cluster (" + localslurm.HostLockPath + ", held by another flexslurm local or a Slurm test)")
 		wctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
 		err = lc.Lock(wctx, true)
 		cancel()
@@ -135,7 +136,7 @@ func (s *System) startSlurm(ctx context.Context) (*slurmSide, error) {
 		}
 	}()
 
-	if err := slurm.Installed(); err != nil {
+	if err := lc.Inst.Installed(); err != nil {
 		s.TL.Say("installing Slurm and munge with apt-get (" + err.Error() + ")")
 	}
 	if err := lc.Install(ctx); err != nil {
@@ -152,14 +153,7 @@ func (s *System) startSlurm(ctx context.Context) (*slurmSide, error) {
 	if err := copyExe(o.Exe, exe); err != nil {
 		return nil, fmt.Errorf("copying the flexslurm binary for the hooks: %w", err)
 	}
-	if err := lc.WriteConfig(s.Spec, slurm.ConfigOptions{
-		Exe: exe, SuspendTimeout: localSuspendTimeout, HealthCheckInterval: -1, DefaultTime: time.Hour,
-		SchedInterval: localSchedInterval,
-		// Nodes fetch slurm.conf from slurmctld; their hooks are where
-		// each VM's bootstrap links them.
-		Configless: true, NodeHookDir: guestHookDir(lc.Root),
-		Extra: []string{fmt.Sprintf("AuthInfo=cred_expire=%d", localCredExpire)},
-	}); err != nil {
+	if err := lc.WriteConfig(s.Spec, localSlurmConfig(lc.Root, exe)); err != nil {
 		return nil, err
 	}
 	specPath := filepath.Join(lc.HookDir(), "cluster_config.json")
@@ -224,6 +218,19 @@ func (s *System) startSlurm(ctx context.Context) (*slurmSide, error) {
 	return ss, nil
 }
 
+// localSlurmConfig is the local system's slurm.conf (hooks linked to exe,
+// cluster directory root): production's, with the short timings above.
+func localSlurmConfig(root, exe string) slurm.ConfigOptions {
+	return slurm.ConfigOptions{
+		Exe: exe, SuspendTimeout: localSuspendTimeout, HealthCheckInterval: -1, DefaultTime: time.Hour,
+		SchedInterval: localSchedInterval,
+		// Nodes fetch slurm.conf from slurmctld; their hooks are where
+		// each VM's bootstrap links them.
+		Configless: true, NodeHookDir: guestHookDir(root),
+		Extra: []string{fmt.Sprintf("AuthInfo=cred_expire=%d", localCredExpire)},
+	}
+}
+
 // copyExe copies the program src to dst (mode 0755), through a rename.
 func copyExe(src, dst string) error {
 	b, err := os.ReadFile(src)
@@ -240,7 +247,7 @@ func copyExe(src, dst string) error {
 	return os.Rename(tmp, dst)
 }
 
-func partitions(lc *slurm.LocalCluster) []string {
+func partitions(lc *localslurm.LocalCluster) []string {
 	var out []string
 	for _, n := range lc.Nodes() {
 		if len(out) == 0 || out[len(out)-1] != n.Partition {
@@ -409,7 +416,7 @@ func (ss *slurmSide) vmStopping(in computesim.Instance, why string) {
 // bootAfter runs the VM's bootstrap once MinNodeStartDelay has passed since
 // resumedAt.
 func (ss *slurmSide) bootAfter(node string, in computesim.Instance, resumedAt time.Time) error {
-	if wait := time.Until(resumedAt.Add(slurm.MinNodeStartDelay)); wait > 0 {
+	if wait := time.Until(resumedAt.Add(localslurm.MinNodeStartDelay)); wait > 0 {
 		select {
 		case <-ss.ctx.Done():
 			return ss.ctx.Err()
@@ -471,7 +478,7 @@ func (ss *slurmSide) watchPowerUps(every time.Duration) {
 				started[name] = time.Now()
 			}
 			n, err := ss.node(ss.ctx, name)
-			if err != nil || !n.Has(slurm.FlagPoweringUp) || time.Since(started[name]) < slurm.MinNodeStartDelay+time.Second {
+			if err != nil || !n.Has(slurm.FlagPoweringUp) || time.Since(started[name]) < localslurm.MinNodeStartDelay+time.Second {
 				continue
 			}
 			delete(started, name)

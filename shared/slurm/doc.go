@@ -1,5 +1,5 @@
 // Package slurm is flexslurm's interface to Slurm (tested against Slurm
-// 22.05, the Debian 12 packages; the JSON shapes of 23.02+ are read too):
+// 22.05 and 24.11, the Debian 12 and 13 packages: docs/slurm-versions.md):
 //
 //   - hostlists: ExpandHostlist and CompressHostlist, with Slurm's grammar;
 //   - node names: ValidNodeName, and Topology, the nodes and partitions of a
@@ -13,10 +13,10 @@
 //   - parsers of `scontrol show node|job|reservation -o`, of `squeue --json`
 //     and `sinfo --json` (22.05 ignores their filters: callers filter) and
 //     of `squeue --Format`;
-//   - LocalCluster: a whole Slurm cluster on one host (munged, slurmctld,
-//     one slurmd per node), with its slurm.conf built from a cluster spec
-//     (BuildConfig) and the hooks linked to the flexslurm binary, for
-//     `flexslurm local` and the integration tests (slurmtest).
+//   - BuildConfig: the slurm.conf of a cluster spec, with the hooks linked
+//     to the flexslurm binary. shared/localslurm runs a whole Slurm cluster
+//     on one host with it, for `flexslurm local` and the integration tests
+//     (slurmtest); this package holds no such development tooling.
 //
 // docs/slurm.md describes the hooks, the agent and the local cluster.
 package slurm

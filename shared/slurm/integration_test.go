@@ -2,7 +2,6 @@ package slurm_test
 
 import (
 	"context"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -14,15 +13,28 @@ import (
 	"github.com/flexslurm/flexslurm/shared/slurm/slurmtest"
 )
 
-// cl is the real single-host Slurm cluster of this test binary.
+// cl is the real single-host Slurm cluster that TestWithSlurm runs its
+// subtests on.
 var cl *slurmtest.Cluster
 
-func TestMain(m *testing.M) {
-	var teardown func()
-	cl, teardown = slurmtest.Setup(slurmtest.Options{})
-	code := m.Run()
-	teardown()
-	os.Exit(code)
+// TestWithSlurm runs the tests that drive a real slurmctld once per Slurm
+// release (slurmtest.Run), as subtests named by release and test:
+// TestWithSlurm/slurm-24.11/HostlistAgreesWithScontrol.
+func TestWithSlurm(t *testing.T) {
+	slurmtest.Run(t, slurmtest.Options{}, func(t *testing.T, c *slurmtest.Cluster) {
+		cl = c
+		defer func() { cl = nil }()
+		for _, tc := range []struct {
+			name string
+			f    func(*testing.T)
+		}{
+			{"HostlistAgreesWithScontrol", testHostlistAgreesWithScontrol},
+			{"RealOutputParsers", testRealOutputParsers},
+			{"StopNodeEndsItsJobs", testStopNodeEndsItsJobs},
+		} {
+			t.Run(tc.name, tc.f)
+		}
+	})
 }
 
 func ctx(t *testing.T) context.Context {
@@ -31,9 +43,9 @@ func ctx(t *testing.T) context.Context {
 	return c
 }
 
-// TestHostlistAgreesWithScontrol expands and compresses hostlists the way
+// testHostlistAgreesWithScontrol expands and compresses hostlists the way
 // Slurm itself does (`scontrol show hostnames`).
-func TestHostlistAgreesWithScontrol(t *testing.T) {
+func testHostlistAgreesWithScontrol(t *testing.T) {
 	cl.Require(t)
 	for _, expr := range []string{
 		"flexci-gpu-[0-3]", "flexci-gpu-1", "flexci-big-[0-9,11,20-22],flexci-gpu-0", "n[008-011]",
@@ -64,11 +76,11 @@ func TestHostlistAgreesWithScontrol(t *testing.T) {
 	}
 }
 
-// TestRealOutputParsers reads the same cluster through sinfo --json,
+// testRealOutputParsers reads the same cluster through sinfo --json,
 // squeue --json, scontrol show node|job -o and squeue --Format, and checks
 // that every view agrees, on powered-down, up, drained and down nodes and
 // on held, pending and running jobs.
-func TestRealOutputParsers(t *testing.T) {
+func testRealOutputParsers(t *testing.T) {
 	cl.Require(t)
 	c := ctx(t)
 	nodes, err := cl.R.Nodes(c)
@@ -195,9 +207,9 @@ func TestRealOutputParsers(t *testing.T) {
 	}
 }
 
-// TestStopNodeEndsItsJobs stops a node under a running job as the end of its
+// testStopNodeEndsItsJobs stops a node under a running job as the end of its
 // VM would: the job's processes, which outlive slurmd, are gone too.
-func TestStopNodeEndsItsJobs(t *testing.T) {
+func testStopNodeEndsItsJobs(t *testing.T) {
 	cl.Require(t)
 	c := ctx(t)
 	node := "flexci-gpu-0"

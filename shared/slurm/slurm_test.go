@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -423,54 +422,5 @@ func TestRunnerNeverUsesAShellAndReportsErrors(t *testing.T) {
 	unreachable := &CommandError{Argv: []string{"scontrol"}, ExitCode: 1, Stderr: "slurm_load_jobs error: Unable to contact slurm controller (connect failure)"}
 	if !IsTransient(unreachable) {
 		t.Errorf("IsTransient(%v) = false", unreachable)
-	}
-}
-
-func TestReachable(t *testing.T) {
-	dir := t.TempDir() // mode 0700: the slurm user could not enter it
-	exe := filepath.Join(dir, "flexslurm")
-	if err := os.WriteFile(exe, []byte("x"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := Reachable(exe, true); err == nil || !strings.Contains(err.Error(), "cannot reach") {
-		t.Errorf("Reachable(%s) under a 0700 directory = %v, want an error", exe, err)
-	}
-	for _, d := range []string{dir, filepath.Dir(dir)} { // both made 0700 by t.TempDir
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := Reachable(exe, true); err != nil {
-		t.Errorf("Reachable(%s) = %v", exe, err)
-	}
-	if err := os.Chmod(exe, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := Reachable(exe, true); err == nil {
-		t.Errorf("Reachable(%s) of a 0700 binary = nil, want an error", exe)
-	}
-}
-
-// TestClearDir empties slurmctld's state directory for a clean start (-c
-// alone keeps the reservations), keeping the directory and its mode.
-func TestClearDir(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "state")
-	if err := os.MkdirAll(filepath.Join(dir, "hash.1"), 0o750); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{"resv_state", "resv_state.old", filepath.Join("hash.1", "job.1")} {
-		if err := os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := clearDir(dir); err != nil {
-		t.Fatal(err)
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil || len(entries) != 0 {
-		t.Errorf("after clearDir: %v entries, error %v; want an empty directory", len(entries), err)
-	}
-	if err := clearDir(filepath.Join(dir, "missing")); err == nil {
-		t.Error("clearDir of a missing directory: want an error")
 	}
 }

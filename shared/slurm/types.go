@@ -197,15 +197,21 @@ func (j JobInfo) Pending() bool { return j.State == JobPending }
 func (j JobInfo) Finished() bool { return slices.Contains(terminalJobStates, j.State) }
 
 // Held reports whether a pending job is held (by a user, an administrator,
-// or a requeue after a launch failure): it will not start before
-// `scontrol release`.
+// or a requeue in held state): it will not start before `scontrol
+// release`. The reasons differ by release and by output: JobHeldUser and
+// JobHeldAdmin everywhere; after a launch failure
+// "launch_failed_requeued_held" (scontrol) or the description "launch
+// failed requeued held" (squeue --json); after `scontrol requeuehold`,
+// 24.11's scontrol prints "job_requeued_in_held_state" (description "job
+// requeued in held state"). docs/slurm-versions.md.
 func (j JobInfo) Held() bool {
 	if !j.Pending() {
 		return false
 	}
-	r := strings.ToLower(j.Reason)
-	return strings.HasPrefix(r, "jobheld") || strings.Contains(r, "requeued_held") ||
-		strings.Contains(strings.ToLower(j.Description), "requeued held")
+	r := strings.ReplaceAll(strings.ToLower(j.Reason), " ", "_")
+	d := strings.ReplaceAll(strings.ToLower(j.Description), " ", "_")
+	return strings.HasPrefix(r, "jobheld") || strings.Contains(r, "requeued_held") || strings.Contains(r, "requeued_in_held_state") ||
+		strings.Contains(d, "requeued_held") || strings.Contains(d, "requeued_in_held_state")
 }
 
 // Reservation is one Slurm reservation as `scontrol show reservation`

@@ -9,11 +9,10 @@ import (
 )
 
 // Package slurmfuzz holds the fuzz targets of shared/slurm's parsers, apart
-// from that package's tests (which start a real slurmctld in TestMain, once
-// per fuzzing worker otherwise): no panic, no unbounded allocation, and what
-// parses is consistent. Seed corpora are the recorded 22.05 outputs under
-// shared/slurm/testdata plus hand-written 23.02+ shapes; `go test` runs them,
-// `make fuzz` explores.
+// from that package's tests (which start real slurmctlds): no panic, no
+// unbounded allocation, and what parses is consistent. Seed corpora are the
+// recorded 22.05 and 24.11 outputs under shared/slurm/testdata plus
+// hand-written 23.02+ shapes; `go test` runs them, `make fuzz` explores.
 
 func FuzzHostlist(f *testing.F) {
 	for _, s := range []string{"flexvm-a3u-[0-3]", "a3u-[0-1,5,7-9]", "n1,n2,n[3-4]", "x-[001-010]", "bad-[3-1]", "a[", "[]", "n-[0-99999999]"} {

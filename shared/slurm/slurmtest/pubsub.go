@@ -30,7 +30,7 @@ func startPubSub() (func(), error) {
 	}
 	os.Setenv(testenv.EnvPubSubHost, p.Addr())
 	fmt.Fprintf(os.Stderr, "slurmtest: Pub/Sub emulator pid %d at %s\n", p.PID(), p.Addr())
-	return func() { p.Stop() }, nil
+	return func() { p.Stop(); os.Unsetenv(testenv.EnvPubSubHost) }, nil
 }
 
 // runSuffix keeps this test binary's topics apart from others' on a shared

@@ -1,16 +1,19 @@
 // Package slurmtest gives integration tests a real single-host Slurm
-// cluster (shared/slurm LocalCluster): munged, slurmctld and one slurmd per
-// node the test starts, configured for a small test cluster spec, with the
-// hooks linked to a flexslurm binary built from this module.
+// cluster (shared/localslurm LocalCluster): munged, slurmctld and one slurmd
+// per node the test starts, configured for a small test cluster spec, with
+// the hooks linked to a flexslurm binary built from this module.
 //
-// One cluster runs per host (slurm.conf and the Slurm ports are
-// machine-wide), so Setup waits for the host lock of shared/slurm
-// LocalCluster (held by test binaries of other packages, or a running
-// `flexslurm local`); the kernel releases it when the process ends.
-// Where Slurm cannot be installed or started (not root, no apt-get, a daemon
-// failing), Require skips the test loudly — or fails it when
-// FLEXSLURM_REQUIRE_SLURM=1 (CI). Teardown cancels every job, then stops
-// every daemon it started, by PID.
+// Run runs a test body once per Slurm release (localslurm.Installations:
+// the host's 22.05 and the 24.11 chroot), each in a subtest named
+// "slurm-<release>" on a cluster of that release. One cluster runs per host
+// (slurm.conf and the Slurm ports are machine-wide), so Setup waits for the
+// host lock of localslurm (held by test binaries of other packages, or a
+// running `flexslurm local`); the kernel releases it when the process ends.
+// Where a release cannot be installed or started (not root, no apt-get, no
+// chroot, a daemon failing), Require skips the test loudly — or fails it
+// when FLEXSLURM_REQUIRE_SLURM=1 (22.05, the host's) or
+// FLEXSLURM_REQUIRE_SLURM2411=1 (the 24.11 chroot) is set (CI). Teardown
+// cancels every job, then stops every daemon it started, by PID.
 package slurmtest
 
 import (
@@ -27,13 +30,27 @@ import (
 	"time"
 
 	"github.com/flexslurm/flexslurm/shared/hooks"
+	"github.com/flexslurm/flexslurm/shared/localslurm"
 	"github.com/flexslurm/flexslurm/shared/slurm"
 	"github.com/flexslurm/flexslurm/shared/spec"
 	"github.com/flexslurm/flexslurm/shared/testenv"
 )
 
-// EnvRequire, set to "1", turns Require's skips into failures.
-const EnvRequire = "FLEXSLURM_REQUIRE_SLURM"
+// EnvRequire, set to "1", turns Require's skips of the host's Slurm (22.05)
+// into failures; EnvRequire2411 those of the Slurm 24.11 chroot.
+const (
+	EnvRequire     = "FLEXSLURM_REQUIRE_SLURM"
+	EnvRequire2411 = "FLEXSLURM_REQUIRE_SLURM2411"
+)
+
+// RequireEnv returns the variable that, set to "1", makes a missing inst
+// fail tests instead of skipping them: EnvRequire or EnvRequire2411.
+func RequireEnv(inst localslurm.Installation) string {
+	if inst.Chrooted() {
+		return EnvRequire2411
+	}
+	return EnvRequire
+}
 
 // ClusterID is the id of the test cluster.
 const ClusterID = "flexci"
@@ -80,16 +97,26 @@ type Options struct {
 	// (PUBSUB_EMULATOR_HOST, or one started for the test binary), on the
 	// topics JobsTopic and HealthTopic. Without one, Require skips.
 	PubSub bool
+
+	// exe is a flexslurm binary already built (by Run, once for every
+	// release); empty: Setup builds one.
+	exe string
 }
 
 // Cluster is the running test cluster.
 type Cluster struct {
-	*slurm.LocalCluster
+	*localslurm.LocalCluster
+	// Inst is the Slurm installation the cluster runs.
+	Inst localslurm.Installation
+	// Version is its release as slurmctld reports it ("24.11.5"); "" when
+	// not installed.
+	Version string
 	// Spec is the test cluster spec (SpecJSON).
 	Spec *spec.Cluster
 	// Topology is Spec's topology.
 	Topology *slurm.Topology
-	// Exe is the flexslurm binary the hooks run.
+	// Exe is the flexslurm binary the hooks run (in Dir, or one that Run
+	// built for every release).
 	Exe string
 	// Dir is the scratch directory (Exe, Root).
 	Dir string
@@ -104,20 +131,72 @@ type Cluster struct {
 	stopPubSub func()
 }
 
-// Setup prepares the test cluster for one test binary — call it from
-// TestMain before m.Run and call the returned teardown after. It takes the
+// Run runs body once per Slurm installation (localslurm.Installations),
+// each in a subtest named "slurm-<release>" ("slurm-22.05",
+// "slurm-24.11") with a cluster of that installation set up before and torn
+// down after. A release that cannot run here skips its subtest loudly (or
+// fails it: EnvRequire, EnvRequire2411).
+func Run(t *testing.T, o Options, body func(t *testing.T, c *Cluster)) {
+	t.Helper()
+	// One flexslurm binary for every release (a build takes most of a
+	// minute on a loaded machine).
+	if os.Geteuid() == 0 {
+		dir, err := os.MkdirTemp("", "flexslurm-slurmtest-exe-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(dir)
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		o.exe = filepath.Join(dir, "flexslurm")
+		err = build(ctx, o.exe)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One Pub/Sub emulator for every release, too.
+	if o.PubSub && os.Geteuid() == 0 {
+		stop, err := startPubSub()
+		defer stop()
+		if err != nil {
+			t.Logf("SKIP (loud): %v", err) // each release's Setup says so again, and Require skips
+		}
+	}
+	for _, inst := range localslurm.Installations() {
+		t.Run("slurm-"+inst.Name, func(t *testing.T) {
+			c, teardown := Setup(o, inst)
+			defer teardown()
+			c.Require(t)
+			t.Logf("Slurm %s (%s)", c.Version, installationPlace(inst))
+			body(t, c)
+		})
+	}
+}
+
+func installationPlace(inst localslurm.Installation) string {
+	if inst.Chrooted() {
+		return "chroot " + inst.Root
+	}
+	return "host"
+}
+
+// Setup prepares a test cluster of installation inst — Run calls it; a
+// benchmark may call it and call the returned teardown after. It takes the
 // host lock, installs Slurm when missing and possible, builds flexslurm,
 // writes the configuration and starts munged and slurmctld. When Slurm
 // cannot run here, the returned Cluster has Err set (and a loud note is
 // printed) so that Require skips.
-func Setup(o Options) (*Cluster, func()) {
-	c := &Cluster{}
+func Setup(o Options, inst localslurm.Installation) (*Cluster, func()) {
+	c := &Cluster{Inst: inst}
 	c.Err = c.setup(o)
 	switch {
 	case Unavailable(c.Err):
-		fmt.Fprintf(os.Stderr, "SKIP (loud): Slurm integration tests cannot run: %v\n", c.Err)
+		fmt.Fprintf(os.Stderr, "SKIP (loud): Slurm %s integration tests cannot run: %v\n", inst.Name, c.Err)
 	case c.Err != nil:
-		fmt.Fprintf(os.Stderr, "FAIL: setting up the Slurm test cluster: %v\n", c.Err)
+		fmt.Fprintf(os.Stderr, "FAIL: setting up the Slurm %s test cluster: %v\n", inst.Name, c.Err)
 	}
 	return c, c.teardown
 }
@@ -129,10 +208,10 @@ func (c *Cluster) setup(o Options) error {
 	}
 	c.Spec, c.Topology = sp, slurm.TopologyOf(sp)
 	if os.Geteuid() != 0 {
-		if err := slurm.Installed(); err != nil {
+		if err := c.Inst.Installed(); err != nil {
 			return err
 		}
-		return fmt.Errorf("%w: the tests start munged, slurmctld and slurmd, which needs root", slurm.ErrUnavailable)
+		return fmt.Errorf("%w: the tests start munged, slurmctld and slurmd, which needs root", localslurm.ErrUnavailable)
 	}
 	c.Dir, err = os.MkdirTemp("", "flexslurm-slurmtest-")
 	if err != nil {
@@ -141,7 +220,7 @@ func (c *Cluster) setup(o Options) error {
 	if err := os.Chmod(c.Dir, 0o755); err != nil {
 		return err
 	}
-	lc, err := slurm.NewLocalCluster(filepath.Join(c.Dir, "root"))
+	lc, err := localslurm.New(filepath.Join(c.Dir, "root"), c.Inst)
 	if err != nil {
 		return err
 	}
@@ -152,7 +231,7 @@ func (c *Cluster) setup(o Options) error {
 		stop, err := startPubSub()
 		c.stopPubSub = stop
 		if err != nil {
-			return fmt.Errorf("%w: %v", slurm.ErrUnavailable, err)
+			return fmt.Errorf("%w: %v", localslurm.ErrUnavailable, err)
 		}
 	}
 	lc.Log = o.Log
@@ -161,8 +240,8 @@ func (c *Cluster) setup(o Options) error {
 	}
 	// One cluster per host: wait for test binaries of other packages (and
 	// `flexslurm local`) to finish with it.
-	if err := lc.Lock(context.Background(), false); errors.Is(err, slurm.ErrBusy) {
-		fmt.Fprintf(os.Stderr, "waiting for the host's local Slurm cluster (%s, held by another process)…\n", slurm.HostLockPath)
+	if err := lc.Lock(context.Background(), false); errors.Is(err, localslurm.ErrBusy) {
+		fmt.Fprintf(os.Stderr, "waiting for the host's local Slurm cluster (%s, held by another process)…\n", localslurm.HostLockPath)
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 		err = lc.Lock(ctx, true)
 		cancel()
@@ -179,9 +258,14 @@ func (c *Cluster) setup(o Options) error {
 	if err := lc.Install(ctx); err != nil {
 		return err
 	}
-	c.Exe = filepath.Join(c.Dir, "flexslurm")
-	if err := build(ctx, c.Exe); err != nil {
-		return err
+	if c.Version, err = c.Inst.Version(ctx); err != nil {
+		return fmt.Errorf("%w: %v", localslurm.ErrUnavailable, err)
+	}
+	if c.Exe = o.exe; c.Exe == "" {
+		c.Exe = filepath.Join(c.Dir, "flexslurm")
+		if err := build(ctx, c.Exe); err != nil {
+			return err
+		}
 	}
 	cfg := o.Config
 	cfg.Exe = c.Exe
@@ -249,6 +333,7 @@ func (c *Cluster) BaseHookConfig() hooks.Config {
 		PubSubEmulatorHost: host,
 		PublishTimeout:     hooks.Duration(timeout),
 		Topics:             hooks.Topics{Jobs: c.JobsTopic, Health: c.HealthTopic},
+		SlurmBinDir:        c.BinDir,
 	}
 }
 
@@ -262,6 +347,9 @@ func (c *Cluster) WriteHooks(cfg hooks.Config) error {
 }
 
 func (c *Cluster) teardown() {
+	if c == nil {
+		return
+	}
 	if c.LocalCluster != nil {
 		if err := c.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "slurmtest: stopping the Slurm cluster: %v\n", err)
@@ -275,8 +363,9 @@ func (c *Cluster) teardown() {
 	}
 }
 
-// Require skips t loudly when Slurm cannot run here (Err wraps
-// slurm.ErrUnavailable), or fails it when FLEXSLURM_REQUIRE_SLURM=1; any
+// Require skips t loudly when the cluster's Slurm cannot run here (Err
+// wraps localslurm.ErrUnavailable), or fails it when FLEXSLURM_REQUIRE_SLURM=1
+// (the host's Slurm) or FLEXSLURM_REQUIRE_SLURM2411=1 (the 24.11 chroot); any
 // other setup failure (flexslurm does not build, a broken configuration)
 // fails t.
 func (c *Cluster) Require(t testing.TB) {
@@ -287,14 +376,14 @@ func (c *Cluster) Require(t testing.TB) {
 	if !Unavailable(c.Err) {
 		t.Fatalf("setting up the Slurm test cluster: %v", c.Err)
 	}
-	if os.Getenv(EnvRequire) == "1" {
-		t.Fatalf("FAIL: Slurm is required (%s=1) but not available: %v", EnvRequire, c.Err)
+	if env := RequireEnv(c.Inst); os.Getenv(env) == "1" {
+		t.Fatalf("FAIL: Slurm %s is required (%s=1) but not available: %v", c.Inst.Name, env, c.Err)
 	}
-	t.Skipf("SKIP (loud): Slurm integration test cannot run here: %v", c.Err)
+	t.Skipf("SKIP (loud): Slurm %s integration test cannot run here: %v", c.Inst.Name, c.Err)
 }
 
 // Unavailable reports whether err means Slurm cannot run here.
-func Unavailable(err error) bool { return errors.Is(err, slurm.ErrUnavailable) }
+func Unavailable(err error) bool { return errors.Is(err, localslurm.ErrUnavailable) }
 
 // Sbatch submits a batch job (sbatch --parsable ARGS --wrap SCRIPT) and
 // returns its id.

@@ -1,4 +1,4 @@
-package slurm
+package localslurm
 
 import (
 	"bytes"
@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/flexslurm/flexslurm/shared/proc"
+	"github.com/flexslurm/flexslurm/shared/slurm"
 	"github.com/flexslurm/flexslurm/shared/spec"
 )
 
@@ -40,19 +40,31 @@ const MinNodeStartDelay = 2 * time.Second
 
 // LocalCluster runs a whole Slurm cluster on this host: munged, slurmctld,
 // and one slurmd per node (slurmd -D -b -N NODE on its own port), each
-// started and stopped by PID. It backs `flexslurm local` and the
-// integration tests. Only one can run per host: it owns
-// /etc/slurm/slurm.conf and the Slurm ports. Methods are safe for
-// concurrent use.
+// started and stopped by PID, from one Installation (the host's packages,
+// or a chroot). It backs `flexslurm local` and the integration tests. Only
+// one can run per host: it owns slurm.conf and the Slurm ports. Methods are
+// safe for concurrent use.
 type LocalCluster struct {
 	// Root holds everything but slurm.conf: state/, log/, run/, spool/,
-	// hooks/. Absolute; the SlurmUser must be able to reach it.
+	// hooks/. Absolute; the SlurmUser must be able to reach it. In a
+	// chroot installation it is bind-mounted at the same path inside the
+	// chroot, so every path means the same on both sides.
 	Root string
-	// ConfPath is where slurm.conf is written: DefaultConfPath.
+	// Inst is the Slurm installation the daemons and commands come from.
+	Inst Installation
+	// ConfPath is where slurm.conf is written, as a host path: the
+	// installation's slurm.DefaultConfPath.
 	ConfPath string
-	// BinDir and SbinDir hold the client commands and the daemons:
-	// /usr/bin and /usr/sbin.
+	// BinDir holds the client commands (a host path): /usr/bin for the
+	// host installation; for a chroot, Root/slurm-bin, whose scripts run
+	// the chroot's commands (ChrootBinDir). SbinDir holds the daemons, as
+	// seen inside the installation: /usr/sbin.
 	BinDir, SbinDir string
+	// Binds are more host directories that a chroot installation's
+	// daemons and hooks must see at the same path (Root, and the
+	// directories of the flexslurm binary and of the hooks, are bound
+	// without being listed).
+	Binds []string
 	// KeepState starts slurmctld without -c, keeping jobs and node states
 	// from an earlier run in Root/state.
 	KeepState bool
@@ -60,11 +72,13 @@ type LocalCluster struct {
 	Log *slog.Logger
 
 	mu        sync.Mutex
-	nodes     map[string]LocalNode
+	nodes     map[string]slurm.LocalNode
 	hookDir   string
 	daemons   map[string]*daemon // "munged", "slurmctld", "slurmd:NODE"
 	mungeOurs bool
 	lockFile  *os.File
+	exeDir    string   // the directory of the hooks' flexslurm binary
+	mounts    []string // chroot mount points, in mount order
 }
 
 // HostLockPath is the lock that allows one LocalCluster per host: it owns
@@ -120,13 +134,21 @@ func (l *LocalCluster) unlock() {
 	}
 }
 
-// NewLocalCluster returns a LocalCluster rooted at root (made absolute).
-func NewLocalCluster(root string) (*LocalCluster, error) {
+// New returns a LocalCluster of installation inst rooted at root (made
+// absolute).
+func New(root string, inst Installation) (*LocalCluster, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		return nil, fmt.Errorf("local Slurm root %s: %w", root, err)
 	}
-	return &LocalCluster{Root: abs, ConfPath: DefaultConfPath, BinDir: DefaultBinDir, SbinDir: "/usr/sbin",
+	if inst.Name == "" {
+		return nil, fmt.Errorf("local Slurm root %s: the installation has no name", root)
+	}
+	bin := slurm.DefaultBinDir
+	if inst.Chrooted() {
+		bin = filepath.Join(abs, "slurm-bin")
+	}
+	return &LocalCluster{Root: abs, Inst: inst, ConfPath: inst.Path(slurm.DefaultConfPath), BinDir: bin, SbinDir: "/usr/sbin",
 		daemons: map[string]*daemon{}}, nil
 }
 
@@ -138,7 +160,7 @@ func (l *LocalCluster) log() *slog.Logger {
 }
 
 // Runner returns a Runner for this cluster's client commands.
-func (l *LocalCluster) Runner() *Runner { return &Runner{BinDir: l.BinDir, Log: l.Log} }
+func (l *LocalCluster) Runner() *slurm.Runner { return &slurm.Runner{BinDir: l.BinDir, Log: l.Log} }
 
 // HookDir returns the directory of the hook links (after WriteConfig).
 func (l *LocalCluster) HookDir() string {
@@ -176,10 +198,10 @@ func (l *LocalCluster) SetNodeVM(name, vm string) error {
 }
 
 // Nodes returns the nodes of the written configuration, in spec order.
-func (l *LocalCluster) Nodes() []LocalNode {
+func (l *LocalCluster) Nodes() []slurm.LocalNode {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make([]LocalNode, 0, len(l.nodes))
+	out := make([]slurm.LocalNode, 0, len(l.nodes))
 	for _, n := range l.nodes {
 		out = append(out, n)
 	}
@@ -187,61 +209,9 @@ func (l *LocalCluster) Nodes() []LocalNode {
 	return out
 }
 
-// requiredFiles are what a local cluster needs installed.
-var requiredFiles = []string{"/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/sbin/munged", "/usr/bin/scontrol",
-	"/usr/bin/sinfo", "/usr/bin/squeue", "/usr/bin/sbatch", "/usr/bin/scancel", "/etc/munge/munge.key"}
-
-// Installed reports, as an error wrapping ErrUnavailable, what is missing
-// for a local cluster; nil when everything is there.
-func Installed() error {
-	var missing []string
-	for _, f := range requiredFiles {
-		if _, err := os.Stat(f); err != nil {
-			missing = append(missing, f)
-		}
-	}
-	for _, u := range []string{"slurm", "munge"} {
-		if _, err := user.Lookup(u); err != nil {
-			missing = append(missing, "user "+u)
-		}
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("%w: missing %s (Debian/Ubuntu: apt-get install --no-install-recommends %s)",
-			ErrUnavailable, strings.Join(missing, ", "), strings.Join(Packages, " "))
-	}
-	return nil
-}
-
-// Install installs Slurm and munge with apt-get when they are missing. It
-// needs root and apt-get; otherwise, or when apt-get fails, it returns an
-// error wrapping ErrUnavailable that says what to do.
-func (l *LocalCluster) Install(ctx context.Context) error {
-	if Installed() == nil {
-		return nil
-	}
-	if os.Geteuid() != 0 {
-		return fmt.Errorf("%w: Slurm is not installed and installing it needs root; run as root: "+
-			"apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends %s",
-			ErrUnavailable, strings.Join(Packages, " "))
-	}
-	const aptGet = "/usr/bin/apt-get"
-	if _, err := os.Stat(aptGet); err != nil {
-		return fmt.Errorf("%w: Slurm is not installed and there is no %s to install it (%v); install Slurm 22.05+ "+
-			"(slurmctld, slurmd, client commands) and munge by other means", ErrUnavailable, aptGet, err)
-	}
-	env := []string{"DEBIAN_FRONTEND=noninteractive", "PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
-	for _, args := range [][]string{{"update", "-q"}, append([]string{"install", "-y", "-q", "--no-install-recommends"}, Packages...)} {
-		start := time.Now()
-		cmd := exec.CommandContext(ctx, aptGet, args...)
-		cmd.Env = env
-		out, err := cmd.CombinedOutput()
-		l.log().Info("apt-get", "args", args, "elapsed_ms", time.Since(start).Milliseconds(), "error", err)
-		if err != nil {
-			return fmt.Errorf("%w: apt-get %s: %v: %s", ErrUnavailable, strings.Join(args, " "), err, tail(out, 1500))
-		}
-	}
-	return Installed()
-}
+// Install makes sure the cluster's installation has Slurm and munge: see
+// Installation.Install.
+func (l *LocalCluster) Install(ctx context.Context) error { return l.Inst.Install(ctx, l.log()) }
 
 func tail(b []byte, n int) string {
 	s := strings.TrimSpace(string(b))
@@ -251,11 +221,12 @@ func tail(b []byte, n int) string {
 	return s
 }
 
-// WriteConfig writes slurm.conf for cluster c (BuildConfig) to ConfPath,
-// creates Root's directories with the owners the daemons need, and links
-// every hook name in the hook directory to o.Exe. It checks that the
-// SlurmUser can reach Root and run o.Exe.
-func (l *LocalCluster) WriteConfig(c *spec.Cluster, o ConfigOptions) error {
+// WriteConfig writes slurm.conf for cluster c (slurm.BuildConfig) to
+// ConfPath, creates Root's directories with the owners the daemons need,
+// and links every hook name in the hook directory to o.Exe. It checks that
+// the SlurmUser can reach Root and run o.Exe. For a chroot installation it
+// also writes the client command scripts of BinDir.
+func (l *LocalCluster) WriteConfig(c *spec.Cluster, o slurm.ConfigOptions) error {
 	if err := l.Lock(context.Background(), false); err != nil {
 		return err
 	}
@@ -263,16 +234,14 @@ func (l *LocalCluster) WriteConfig(c *spec.Cluster, o ConfigOptions) error {
 	if hookDir == "" {
 		hookDir = filepath.Join(l.Root, "hooks")
 	}
-	conf, nodes, err := BuildConfig(c, o, l.Root, hookDir)
+	conf, nodes, err := slurm.BuildConfig(c, o, l.Root, hookDir)
 	if err != nil {
 		return fmt.Errorf("writing slurm.conf for cluster %s: %w", c.ID, err)
 	}
-	su, err := user.Lookup("slurm")
+	uid, gid, err := l.Inst.LookupUser("slurm")
 	if err != nil {
-		return fmt.Errorf("%w: no slurm user: %v", ErrUnavailable, err)
+		return err
 	}
-	uid, _ := strconv.Atoi(su.Uid)
-	gid, _ := strconv.Atoi(su.Gid)
 	if err := Reachable(l.Root, false); err != nil {
 		return fmt.Errorf("local Slurm root: %w", err)
 	}
@@ -306,8 +275,13 @@ func (l *LocalCluster) WriteConfig(c *spec.Cluster, o ConfigOptions) error {
 			}
 		}
 	}
-	for _, h := range HookNames {
-		link := filepath.Join(hookDir, HookLinkPrefix+h)
+	if l.Inst.Chrooted() {
+		if err := writeChrootBin(l.BinDir, l.Inst.Root); err != nil {
+			return err
+		}
+	}
+	for _, h := range slurm.HookNames {
+		link := filepath.Join(hookDir, slurm.HookLinkPrefix+h)
 		tmp := link + ".new"
 		os.Remove(tmp)
 		if err := os.Symlink(o.Exe, tmp); err != nil {
@@ -323,14 +297,25 @@ func (l *LocalCluster) WriteConfig(c *spec.Cluster, o ConfigOptions) error {
 	if err := writeFileAtomic(l.ConfPath, conf, 0o644); err != nil {
 		return fmt.Errorf("writing %s: %w", l.ConfPath, err)
 	}
+	if l.Inst.CgroupConf != "" {
+		p := filepath.Join(filepath.Dir(l.ConfPath), "cgroup.conf")
+		if err := writeFileAtomic(p, []byte(l.Inst.CgroupConf), 0o644); err != nil {
+			return fmt.Errorf("writing %s: %w", p, err)
+		}
+	}
 	l.mu.Lock()
 	l.hookDir = hookDir
-	l.nodes = map[string]LocalNode{}
+	l.exeDir = filepath.Dir(o.Exe)
+	l.Binds = append(l.Binds, hookDir)
+	if o.NodeHookDir != "" {
+		l.Binds = append(l.Binds, o.NodeHookDir)
+	}
+	l.nodes = map[string]slurm.LocalNode{}
 	for _, n := range nodes {
 		l.nodes[n.Name] = n
 	}
 	l.mu.Unlock()
-	l.log().Info("slurm.conf written", "path", l.ConfPath, "cluster", c.ID, "nodes", len(nodes), "hooks", hookDir)
+	l.log().Info("slurm.conf written", "path", l.ConfPath, "slurm", l.Inst.Name, "cluster", c.ID, "nodes", len(nodes), "hooks", hookDir)
 	return nil
 }
 
@@ -388,13 +373,19 @@ func (d *daemon) running() bool {
 // first. A slurmctld that is not this cluster's and already answers is an
 // error.
 func (l *LocalCluster) Start(ctx context.Context) error {
-	if err := Installed(); err != nil {
+	if err := l.Inst.Installed(); err != nil {
 		return err
 	}
 	if err := l.Lock(ctx, false); err != nil {
 		return err
 	}
 	l.stopLeftovers()
+	if l.Inst.Chrooted() {
+		if err := l.mountChroot(); err != nil {
+			l.unmountChroot()
+			return err
+		}
+	}
 	if err := l.startMunge(ctx); err != nil {
 		return err
 	}
@@ -432,7 +423,7 @@ func (l *LocalCluster) Start(ctx context.Context) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	l.log().Info("slurmctld up", "pid", d.pid(), "conf", l.ConfPath)
+	l.log().Info("slurmctld up", "pid", d.pid(), "conf", l.ConfPath, "slurm", l.Inst.Name)
 	return nil
 }
 
@@ -461,26 +452,23 @@ func (l *LocalCluster) logTail(name string) string {
 	return strings.Join(parts, "; ")
 }
 
-const mungePidFile = "/run/munge/munged.pid"
-
 func (l *LocalCluster) startMunge(ctx context.Context) error {
-	if b, err := os.ReadFile(mungePidFile); err == nil {
+	runDir := l.Inst.Path("/run/munge")
+	if b, err := os.ReadFile(filepath.Join(runDir, "munged.pid")); err == nil {
 		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pidAlive(pid) && procName(pid) == "munged" {
 			l.log().Info("munged already running", "pid", pid)
 			return nil
 		}
 	}
-	mu, err := user.Lookup("munge")
+	uid, gid, err := l.Inst.LookupUser("munge")
 	if err != nil {
-		return fmt.Errorf("%w: no munge user: %v", ErrUnavailable, err)
+		return err
 	}
-	uid, _ := strconv.Atoi(mu.Uid)
-	gid, _ := strconv.Atoi(mu.Gid)
-	if err := os.MkdirAll("/run/munge", 0o755); err != nil {
-		return fmt.Errorf("creating /run/munge: %w", err)
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		return fmt.Errorf("creating %s: %w", runDir, err)
 	}
-	if err := os.Chown("/run/munge", uid, gid); err != nil {
-		return fmt.Errorf("giving /run/munge to munge: %w", err)
+	if err := os.Chown(runDir, uid, gid); err != nil {
+		return fmt.Errorf("giving %s to munge: %w", runDir, err)
 	}
 	cred := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 	d, err := l.spawn("munged", filepath.Join(l.SbinDir, "munged"), []string{"-F", "--force"}, cred)
@@ -488,7 +476,7 @@ func (l *LocalCluster) startMunge(ctx context.Context) error {
 		return err
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		if _, err := os.Stat("/run/munge/munge.socket.2"); err == nil {
+		if _, err := os.Stat(filepath.Join(runDir, "munge.socket.2")); err == nil {
 			break
 		}
 		if !d.running() || time.Now().After(deadline) || ctx.Err() != nil {
@@ -504,9 +492,10 @@ func (l *LocalCluster) startMunge(ctx context.Context) error {
 	return nil
 }
 
-// spawn starts a daemon in its own session, logging to Root/log/NAME.stdout,
-// recording its PID in Root/run/NAME.bgpid; the kernel sends it SIGTERM if
-// this process dies without stopping it.
+// spawn starts a daemon in its own session (in the installation's chroot,
+// path being a path inside it), logging to Root/log/NAME.stdout, recording
+// its PID in Root/run/NAME.bgpid; the kernel sends it SIGTERM if this
+// process dies without stopping it.
 func (l *LocalCluster) spawn(name, path string, args []string, cred *syscall.Credential) (*daemon, error) {
 	logPath := filepath.Join(l.Root, "log", strings.ReplaceAll(name, ":", "-")+".stdout")
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -517,7 +506,7 @@ func (l *LocalCluster) spawn(name, path string, args []string, cred *syscall.Cre
 	cmd.Dir = l.Root
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGTERM, Credential: cred}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGTERM, Credential: cred, Chroot: l.Inst.Root}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
@@ -564,7 +553,7 @@ func (l *LocalCluster) StartNode(ctx context.Context, name string) error {
 	d := l.daemons["slurmd:"+name]
 	l.mu.Unlock()
 	if l.nodes != nil && !known {
-		return fmt.Errorf("starting node %s: %w: not in slurm.conf", name, ErrNotFound)
+		return fmt.Errorf("starting node %s: %w: not in slurm.conf", name, slurm.ErrNotFound)
 	}
 	if d != nil && d.running() {
 		return nil
@@ -648,8 +637,8 @@ func (l *LocalCluster) StopNode(name string) error {
 
 // Stop cancels every job (and waits, up to 30 s, until the running nodes
 // have ended them), then stops every slurmd, slurmctld, and munged if this
-// cluster started it — each by PID, TERM then KILL — and releases the host
-// lock.
+// cluster started it — each by PID, TERM then KILL —, unmounts what Start
+// mounted in a chroot, and releases the host lock.
 func (l *LocalCluster) Stop() error {
 	l.mu.Lock()
 	ctld := l.daemons["slurmctld"]
@@ -688,6 +677,11 @@ func (l *LocalCluster) Stop() error {
 		os.Remove(l.pidFile("munged"))
 		l.log().Info("munged stopped", "pid", munge.pid())
 	}
+	if l.Inst.Chrooted() {
+		if err := l.unmountChroot(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	l.unlock()
 	return errors.Join(errs...)
 }
@@ -721,7 +715,7 @@ func (l *LocalCluster) cancelAllJobs() error {
 	if len(running) == 0 {
 		return nil
 	}
-	var left []JobInfo
+	var left []slurm.JobInfo
 	for ctx.Err() == nil {
 		left, err = r.JobsOnNodes(ctx, running, "RUNNING,COMPLETING,CONFIGURING,SUSPENDED")
 		if err == nil && len(left) == 0 {
