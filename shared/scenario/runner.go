@@ -55,6 +55,11 @@ type RunOptions struct {
 	// StopOnFailure ends the run at the first failed assertion or
 	// invariant (the report holds what ran).
 	StopOnFailure bool
+	// Loopback serves the simulator to flexslurm's Compute clients on a
+	// loopback HTTP server, as `flexslurm local` does. By default the same
+	// clients reach it in-process (computesim.InProcess): the same requests,
+	// JSON and simulator code, without a socket, several times faster.
+	Loopback bool
 }
 
 // Run loads a scenario file and runs it. The error is for a file that does
@@ -291,10 +296,8 @@ func newRunner(ctx context.Context, f *File, o RunOptions) (*runner, error) {
 	}
 	// flexslurm's Compute client reaches the simulator through the fault
 	// layer; the harness's own client is left unused.
-	r.srv = httptest.NewServer(&forward{compute: r.compute})
-	r.client, err = gce.New(ctx, harness.Project, option.WithEndpoint(r.srv.URL), option.WithoutAuthentication())
+	r.client, err = r.computeClient(ctx, &forward{compute: r.compute})
 	if err != nil {
-		r.srv.Close()
 		return nil, fmt.Errorf("creating the Compute client: %w", err)
 	}
 	logw := o.Log
@@ -325,8 +328,7 @@ func newRunner(ctx context.Context, f *File, o RunOptions) (*runner, error) {
 	r.compute.sim = r.h.Sim
 	next := http.Handler(r.h.Sim)
 	r.compute.next.Store(&next)
-	r.oobSrv = httptest.NewServer(r.h.Sim)
-	r.oob, err = gce.New(ctx, harness.Project, option.WithEndpoint(r.oobSrv.URL), option.WithoutAuthentication())
+	r.oob, err = r.computeClient(ctx, r.h.Sim)
 	if err != nil {
 		r.close()
 		return nil, fmt.Errorf("creating the out-of-band Compute client: %w", err)
@@ -352,6 +354,27 @@ func newRunner(ctx context.Context, f *File, o RunOptions) (*runner, error) {
 		r.nextSnapshot = start.Add(e)
 	}
 	return r, nil
+}
+
+// computeClient is a Compute client served by h: over a loopback server
+// (RunOptions.Loopback, closed by close) or in-process.
+func (r *runner) computeClient(ctx context.Context, h http.Handler) (*gce.Client, error) {
+	if !r.o.Loopback {
+		return gce.New(ctx, harness.Project, option.WithEndpoint(computesim.InProcessEndpoint),
+			option.WithHTTPClient(computesim.InProcessClient(h)))
+	}
+	srv := httptest.NewServer(h)
+	c, err := gce.New(ctx, harness.Project, option.WithEndpoint(srv.URL), option.WithoutAuthentication())
+	if err != nil {
+		srv.Close()
+		return nil, err
+	}
+	if r.srv == nil {
+		r.srv = srv
+	} else {
+		r.oobSrv = srv
+	}
+	return c, nil
 }
 
 func (r *runner) close() {
