@@ -1,11 +1,9 @@
 package computesim
 
 import (
-	"encoding/json"
 	"slices"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -54,12 +52,8 @@ func paginateScoped(items []scopedItem, q map[string][]string) (map[string][]pro
 	var kept []scopedItem
 	for _, it := range items {
 		if filter != nil {
-			b, err := protojson.Marshal(it.msg)
+			obj, err := jsonView(it.msg)
 			if err != nil {
-				return nil, "", &apiError{code: 500, reason: "internalError", message: err.Error()}
-			}
-			var obj map[string]any
-			if err := json.Unmarshal(b, &obj); err != nil {
 				return nil, "", &apiError{code: 500, reason: "internalError", message: err.Error()}
 			}
 			if !filter.eval(obj) {

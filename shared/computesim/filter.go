@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -401,12 +400,8 @@ func paginate[T proto.Message](msgs []T, q map[string][]string, paged bool) ([]T
 	}
 	var items []listItem
 	for _, m := range msgs {
-		b, err := protojson.Marshal(m)
+		obj, err := jsonView(m)
 		if err != nil {
-			return nil, "", &apiError{code: 500, reason: "internalError", message: err.Error()}
-		}
-		var obj map[string]any
-		if err := json.Unmarshal(b, &obj); err != nil {
 			return nil, "", &apiError{code: 500, reason: "internalError", message: err.Error()}
 		}
 		if filter != nil && !filter.eval(obj) {
