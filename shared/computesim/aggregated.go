@@ -49,10 +49,14 @@ func paginateScoped(items []scopedItem, q map[string][]string) (map[string][]pro
 	if err != nil {
 		return nil, "", errInvalidField("filter", get("filter"), "Invalid list filter expression: "+err.Error()+".")
 	}
+	var only map[string]bool
+	if filter != nil {
+		only = filterFields(filter)
+	}
 	var kept []scopedItem
 	for _, it := range items {
 		if filter != nil {
-			obj, err := jsonView(it.msg)
+			obj, err := jsonView(it.msg, only)
 			if err != nil {
 				return nil, "", &apiError{code: 500, reason: "internalError", message: err.Error()}
 			}

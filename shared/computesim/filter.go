@@ -398,9 +398,15 @@ func paginate[T proto.Message](msgs []T, q map[string][]string, paged bool) ([]T
 	if err != nil {
 		return nil, "", errInvalidField("filter", get("filter"), "Invalid list filter expression: "+err.Error()+".")
 	}
+	var only map[string]bool
+	if filter != nil {
+		only = filterFields(filter, "name", "creationTimestamp")
+	} else {
+		only = map[string]bool{"name": true, "creationTimestamp": true}
+	}
 	var items []listItem
 	for _, m := range msgs {
-		obj, err := jsonView(m)
+		obj, err := jsonView(m, only)
 		if err != nil {
 			return nil, "", &apiError{code: 500, reason: "internalError", message: err.Error()}
 		}

@@ -26,8 +26,11 @@ import (
 // standard base64; enums by name (by number when unknown); maps as objects
 // with string keys. Well-known types (google.protobuf.*), which have their
 // own JSON forms, go through protojson.
-func jsonView(m proto.Message) (map[string]any, error) {
-	v, err := jsonMessage(m.ProtoReflect())
+//
+// With only non-nil, the object holds only the top-level fields it names
+// (by JSON name): a filter looks nothing else up (filterFields).
+func jsonView(m proto.Message, only map[string]bool) (map[string]any, error) {
+	v, err := jsonMessage(m.ProtoReflect(), only)
 	if err != nil {
 		return nil, err
 	}
@@ -38,7 +41,7 @@ func jsonView(m proto.Message) (map[string]any, error) {
 	return obj, nil
 }
 
-func jsonMessage(m protoreflect.Message) (any, error) {
+func jsonMessage(m protoreflect.Message, only map[string]bool) (any, error) {
 	if strings.HasPrefix(string(m.Descriptor().FullName()), "google.protobuf.") {
 		b, err := protojson.Marshal(m.Interface())
 		if err != nil {
@@ -53,6 +56,9 @@ func jsonMessage(m protoreflect.Message) (any, error) {
 	obj := map[string]any{}
 	var err error
 	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if only != nil && !only[fd.JSONName()] {
+			return true
+		}
 		var jv any
 		switch {
 		case fd.IsList():
@@ -118,7 +124,7 @@ func jsonSingular(fd protoreflect.FieldDescriptor, v protoreflect.Value) (any, e
 		}
 		return float64(v.Enum()), nil
 	case protoreflect.MessageKind, protoreflect.GroupKind:
-		return jsonMessage(v.Message())
+		return jsonMessage(v.Message(), nil)
 	}
 	return nil, fmt.Errorf("field %s: unsupported kind %s", fd.FullName(), fd.Kind())
 }
@@ -136,4 +142,43 @@ func jsonFloat(f float64, bits int) any {
 	}
 	g, _ := strconv.ParseFloat(strconv.FormatFloat(f, 'g', -1, bits), 64)
 	return g
+}
+
+// filterFields returns the top-level fields (JSON names) e looks up, plus
+// extra: a jsonView of those alone evaluates e as the whole object does,
+// since lookup of any other path is not reached.
+func filterFields(e filterExpr, extra ...string) map[string]bool {
+	out, all := map[string]bool{}, false
+	for _, f := range extra {
+		out[f] = true
+	}
+	var walk func(filterExpr)
+	walk = func(e filterExpr) {
+		switch x := e.(type) {
+		case andExpr:
+			for _, c := range x {
+				walk(c)
+			}
+		case orExpr:
+			for _, c := range x {
+				walk(c)
+			}
+		case groupExpr:
+			walk(x.e)
+		case notExpr:
+			walk(x.e)
+		case cmpExpr:
+			if len(x.path) > 0 {
+				out[x.path[0]] = true
+			}
+		default:
+			// An expression this walk does not know: view everything.
+			all = true
+		}
+	}
+	walk(e)
+	if all {
+		return nil
+	}
+	return out
 }

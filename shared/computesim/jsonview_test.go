@@ -123,7 +123,7 @@ func TestJSONViewMatchesProtojson(t *testing.T) {
 			if err := json.Unmarshal(b, &want); err != nil {
 				t.Fatal(err)
 			}
-			got, err := jsonView(m.Interface())
+			got, err := jsonView(m.Interface(), nil)
 			if err != nil {
 				t.Fatalf("%s: %v", m.Descriptor().FullName(), err)
 			}
@@ -138,7 +138,47 @@ func TestJSONViewMatchesProtojson(t *testing.T) {
 			t.Errorf("no field of kind %s was exercised", k)
 		}
 	}
-	if _, err := jsonView(&computepb.Instance{Name: proto.String("\xff")}); err == nil {
+	if _, err := jsonView(&computepb.Instance{Name: proto.String("\xff")}, nil); err == nil {
 		t.Error("invalid UTF-8 was accepted (protojson rejects it)")
+	}
+}
+
+// TestFilterOnFieldsItNames: a filter evaluated on the view of the fields
+// it names agrees with its evaluation on the whole object.
+func TestFilterOnFieldsItNames(t *testing.T) {
+	filters := []string{`labels.RUNNING = "a3u-0"`, `(labels.RUNNING = "a3u-0") (status != RUNNING)`, `name eq "a3u-.*"`,
+		`NOT name:*`, `(scheduling.provisioningModel = "x y\"z\\") OR (status != RUNNING)`, `id > 5`, `disks.boot = true`}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, text := range filters {
+		f, err := parseFilter(text)
+		if err != nil {
+			t.Fatalf("%s: %v", text, err)
+		}
+		only := filterFields(f)
+		if only == nil || len(only) == 0 {
+			t.Fatalf("%s: no fields named", text)
+		}
+		matched := 0
+		for i := 0; i < 200; i++ {
+			m := (&computepb.Instance{}).ProtoReflect()
+			fill(rng, m, 3)
+			full, err := jsonView(m.Interface(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			part, err := jsonView(m.Interface(), only)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(part) >= len(full) && len(full) > len(only) {
+				t.Fatalf("%s: the view of %v keeps %d of %d fields", text, only, len(part), len(full))
+			}
+			if a, b := f.eval(full), f.eval(part); a != b {
+				t.Fatalf("%s: %t on the whole object, %t on the fields it names", text, a, b)
+			} else if a {
+				matched++
+			}
+		}
+		t.Logf("%s: %d of 200 matched", text, matched)
 	}
 }

@@ -254,6 +254,11 @@ type runner struct {
 	// foreignCalls are the calls it found naming a foreign resource.
 	foreignScanned int
 	foreignCalls   []string
+	// resvScanned counts the Slurm commands foreignReservations has
+	// scanned for resvPrefix; resvFound are the violations it found.
+	resvPrefix  string
+	resvScanned int
+	resvFound   []string
 
 	nextTick, nextSnapshot time.Time
 	step                   int
