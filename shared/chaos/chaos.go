@@ -468,6 +468,12 @@ func clone(f *scenario.File) *scenario.File {
 	return &g
 }
 
+// GCPercent is the garbage collector setting (debug.SetGCPercent) for a
+// process that runs many seeds, as `flexslurm chaos` does: a seed's live
+// heap is a few MiB of short-lived requests and copies of the state, so
+// collecting less often saves CPU (docs/chaos.md) for little memory.
+const GCPercent = 400
+
 // Summary aggregates seeds.
 type Summary struct {
 	// Seeds counts the seeds run; Failed are the failing ones.

@@ -2,6 +2,8 @@ package chaos
 
 import (
 	"fmt"
+	"runtime/debug"
+	"syscall"
 	"testing"
 	"time"
 
@@ -61,4 +63,33 @@ func TestRunParallelIsDeterministic(t *testing.T) {
 	if s1.Messages == 0 || s1.Crashes == 0 {
 		t.Errorf("no deliveries or crashes: %+v", s1)
 	}
+}
+
+// BenchmarkRun reports the throughput of `flexslurm chaos`: seeds 1…N of
+// the default workload (30 h of events, 6 h of tail), on GOMAXPROCS seeds
+// at once with the command's garbage collector setting, in seeds per wall
+// second and CPU seconds (user+sys) per seed. BENCHMARKS.md records it.
+func BenchmarkRun(b *testing.B) {
+	ctx := testContext(b)
+	defer debug.SetGCPercent(debug.SetGCPercent(GCPercent))
+	cpu0 := cpuTime(b)
+	start := time.Now()
+	s, err := Run(ctx, 1, b.N, RunOptions{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	wall := time.Since(start)
+	b.ReportMetric(float64(s.Seeds)/wall.Seconds(), "seeds/s")
+	b.ReportMetric((cpuTime(b)-cpu0).Seconds()/float64(s.Seeds), "cpu-s/seed")
+	b.ReportMetric(float64(s.Messages)/float64(s.Seeds), "deliveries/seed")
+	b.ReportMetric(float64(s.Crashes)/float64(s.Seeds), "crashes/seed")
+}
+
+// cpuTime is the process's user+sys CPU time.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/api/option"
@@ -60,6 +61,9 @@ type RunOptions struct {
 	// clients reach it in-process (computesim.InProcess): the same requests,
 	// JSON and simulator code, without a socket, several times faster.
 	Loopback bool
+	// noStateReuse makes every check read the store afresh (tests check
+	// that reusing a read until the next write changes no outcome).
+	noStateReuse bool
 }
 
 // Run loads a scenario file and runs it. The error is for a file that does
@@ -254,6 +258,11 @@ type runner struct {
 	// foreignCalls are the calls it found naming a foreign resource.
 	foreignScanned int
 	foreignCalls   []string
+	// store is the harness's store; stateCache is the whole state as of
+	// store generation stateGen (runner.state).
+	store      *genStore
+	stateCache *model.State
+	stateGen   uint64
 	// resvScanned counts the Slurm commands foreignReservations has
 	// scanned for resvPrefix; resvFound are the violations it found.
 	resvPrefix  string
@@ -269,6 +278,23 @@ type runner struct {
 	stopped                bool
 	lastInstant            time.Time
 	instantEvents          int
+}
+
+// genStore counts the writes to a store, so that a read can be reused
+// until the next one (runner.state).
+type genStore struct {
+	store.Store
+	gen atomic.Uint64
+}
+
+func (g *genStore) Update(ctx context.Context, scope store.Scope, fn func(st *model.State) error) error {
+	defer g.gen.Add(1)
+	return g.Store.Update(ctx, scope, fn)
+}
+
+func (g *genStore) ForgetEvents(ctx context.Context, cluster string, before time.Time) (int, error) {
+	defer g.gen.Add(1)
+	return g.Store.ForgetEvents(ctx, cluster, before)
 }
 
 // forward is an http.Handler whose target is set once the simulator exists.
@@ -295,6 +321,7 @@ func newRunner(ctx context.Context, f *File, o RunOptions) (*runner, error) {
 	r.capacity = append([]CapacityDelay(nil), f.Simulator.CapacityDelays...)
 	r.compute = &computeFaults{rids: map[string]time.Time{}}
 
+	r.store = &genStore{Store: store.NewMemory(func() time.Time { return r.h.Clock.Now() })}
 	var pol plan.Policy
 	if err := f.Policy.ApplyTo(&pol); err != nil {
 		return nil, err
@@ -321,6 +348,7 @@ func newRunner(ctx context.Context, f *File, o RunOptions) (*runner, error) {
 		},
 		Policy:  pol,
 		Log:     logw,
+		Store:   r.store,
 		Compute: func(apply.Compute) apply.Compute { return r.client },
 		Fault:   r.fault,
 	})
