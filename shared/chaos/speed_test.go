@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"context"
 	"fmt"
 	"runtime/debug"
 	"syscall"
@@ -70,7 +71,8 @@ func TestRunParallelIsDeterministic(t *testing.T) {
 // at once with the command's garbage collector setting, in seeds per wall
 // second and CPU seconds (user+sys) per seed. BENCHMARKS.md records it.
 func BenchmarkRun(b *testing.B) {
-	ctx := testContext(b)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
 	defer debug.SetGCPercent(debug.SetGCPercent(GCPercent))
 	cpu0 := cpuTime(b)
 	start := time.Now()
