@@ -8,6 +8,9 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
 	"sort"
 	"strings"
 
@@ -29,10 +32,12 @@ func cmdChaos(args []string, stdout, stderr io.Writer) int {
 	shrinkAll := fs.Bool("shrink-all", false, "shrink every failing seed, not only the first of each failure signature")
 	out := fs.String("out", "", "also write each failing seed's minimal scenario to DIR/chaos-seed-S.yaml")
 	verbose := fs.Bool("v", false, "print one line per seed")
+	parallel := fs.Int("parallel", runtime.GOMAXPROCS(0), "how many seeds run at once (outcomes and output do not depend on it)")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to FILE (go tool pprof)")
 	var policy policyFlag
 	fs.Var(&policy, "policy", "set a decision knob in every scenario, KNOB=VALUE (plan.Policy field in snake_case, e.g. queue_timeout=2h); repeatable")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: flexslurm chaos [--seeds N] [--seed S] [--horizon D] [--policy KNOB=VALUE] [--no-shrink] [--out DIR] [-v]\n\nGenerates a random workload for each of the seeds S … S+N-1 (jobs submitted and\ncancelled, expiries, health failures, capacity delays, Compute errors), with\nevery message duplicated, delayed, reordered and crashed at random, runs it\nin-process and checks the invariants after every event. A failing seed is shrunk\nto a minimal scenario file, printed (replay it with `flexslurm scenario run`).\nExit status 1 when a seed fails.")
+		fmt.Fprintln(fs.Output(), "usage: flexslurm chaos [--seeds N] [--seed S] [--horizon D] [--policy KNOB=VALUE] [--no-shrink] [--out DIR] [--parallel N] [--cpuprofile FILE] [-v]\n\nGenerates a random workload for each of the seeds S … S+N-1 (jobs submitted and\ncancelled, expiries, health failures, capacity delays, Compute errors), with\nevery message duplicated, delayed, reordered and crashed at random, runs it\nin-process and checks the invariants after every event. A failing seed is shrunk\nto a minimal scenario file, printed (replay it with `flexslurm scenario run`).\nExit status 1 when a seed fails.")
 		fs.PrintDefaults()
 	}
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
@@ -45,15 +50,35 @@ func cmdChaos(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "flexslurm chaos: --seeds %d: want at least 1\n", *seeds)
 		return 2
 	}
+	if *parallel < 1 {
+		fmt.Fprintf(stderr, "flexslurm chaos: --parallel %d: want at least 1\n", *parallel)
+		return 2
+	}
 	if *out != "" {
 		if err := os.MkdirAll(*out, 0o755); err != nil {
 			fmt.Fprintf(stderr, "flexslurm chaos: %v\n", err)
 			return 2
 		}
 	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintf(stderr, "flexslurm chaos: --cpuprofile: %v\n", err)
+			return 2
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "flexslurm chaos: --cpuprofile: %v\n", err)
+			return 2
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if os.Getenv("GOGC") == "" {
+		defer debug.SetGCPercent(debug.SetGCPercent(chaos.GCPercent))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	opts := chaos.RunOptions{Options: chaos.Options{Horizon: *horizon, Policy: scenario.Policy(policy)}, Shrink: !*noShrink, ShrinkAll: *shrinkAll}
+	opts := chaos.RunOptions{Options: chaos.Options{Horizon: *horizon, Policy: scenario.Policy(policy)}, Shrink: !*noShrink, ShrinkAll: *shrinkAll, Parallel: *parallel}
 	sum, err := chaos.Run(ctx, *seed, *seeds, opts, func(o chaos.Outcome) {
 		if o.Failed() {
 			reportSeed(stdout, o, *out, !*noShrink)

@@ -33,8 +33,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flexslurm/flexslurm/shared/plan"
@@ -322,6 +325,8 @@ type RunOptions struct {
 	Shrink, ShrinkAll bool
 	// MaxShrinkRuns bounds the runs spent shrinking one seed; default 300.
 	MaxShrinkRuns int
+	// Parallel is how many seeds Run runs at once; default GOMAXPROCS.
+	Parallel int
 }
 
 // RunSeed generates and runs one seed, stopping at the first violated
@@ -463,6 +468,12 @@ func clone(f *scenario.File) *scenario.File {
 	return &g
 }
 
+// GCPercent is the garbage collector setting (debug.SetGCPercent) for a
+// process that runs many seeds, as `flexslurm chaos` does: a seed's live
+// heap is a few MiB of short-lived requests and copies of the state, so
+// collecting less often saves CPU (docs/chaos.md) for little memory.
+const GCPercent = 400
+
 // Summary aggregates seeds.
 type Summary struct {
 	// Seeds counts the seeds run; Failed are the failing ones.
@@ -495,16 +506,66 @@ func (s Summary) SeedsPerSecond() float64 {
 // Run runs seeds first, first+1, …, first+n-1 and collects the failures;
 // with o.Shrink it shrinks the first failing seed of each signature (every
 // failing seed with o.ShrinkAll). progress, if set, is called after each
-// seed.
+// seed, in seed order.
+//
+// Seeds run on o.Parallel goroutines (default GOMAXPROCS): each seed's run
+// is independent of the others (its own simulator, store, clock and random
+// sources), so its outcome is the same as when run alone. Outcomes are
+// collected, shrunk and reported in seed order, so the summary, the choice
+// of which seed of a signature is shrunk and the output do not depend on
+// the parallelism.
 func Run(ctx context.Context, first uint64, n int, o RunOptions, progress func(Outcome)) (Summary, error) {
 	start := time.Now()
 	var s Summary
 	shrunk := map[string]bool{}
+	workers := o.Parallel
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	workers = max(1, min(workers, n))
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // before wg.Wait: stops the workers on an early return
+	// results[i] receives seed first+i's outcome; next hands out indices.
+	results := make([]chan Outcome, n)
+	for i := range results {
+		results[i] = make(chan Outcome, 1)
+	}
+	var next atomic.Int64
+	// A worker runs at most window seeds ahead of the collector, so that
+	// a slow seed (or a long shrink) does not pile up finished outcomes.
+	window := make(chan struct{}, 4*workers)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case window <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					<-window
+					return
+				}
+				results[i] <- RunSeed(ctx, first+uint64(i), RunOptions{Options: o.Options})
+			}
+		}()
+	}
 	for i := 0; i < n; i++ {
+		var out Outcome
+		select {
+		case out = <-results[i]:
+			<-window
+		case <-ctx.Done():
+			return s, fmt.Errorf("chaos run interrupted after %d seeds: %w", s.Seeds, ctx.Err())
+		}
 		if err := ctx.Err(); err != nil {
 			return s, fmt.Errorf("chaos run interrupted after %d seeds: %w", s.Seeds, err)
 		}
-		out := RunSeed(ctx, first+uint64(i), RunOptions{Options: o.Options})
 		if out.Failed() && o.Shrink && (o.ShrinkAll || !shrunk[out.Signature()]) && ctx.Err() == nil {
 			shrunk[out.Signature()] = true
 			out = shrinkOutcome(ctx, out, o)

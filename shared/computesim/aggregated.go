@@ -1,11 +1,9 @@
 package computesim
 
 import (
-	"encoding/json"
 	"slices"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -51,15 +49,15 @@ func paginateScoped(items []scopedItem, q map[string][]string) (map[string][]pro
 	if err != nil {
 		return nil, "", errInvalidField("filter", get("filter"), "Invalid list filter expression: "+err.Error()+".")
 	}
+	var only map[string]bool
+	if filter != nil {
+		only = filterFields(filter)
+	}
 	var kept []scopedItem
 	for _, it := range items {
 		if filter != nil {
-			b, err := protojson.Marshal(it.msg)
+			obj, err := jsonView(it.msg, only)
 			if err != nil {
-				return nil, "", &apiError{code: 500, reason: "internalError", message: err.Error()}
-			}
-			var obj map[string]any
-			if err := json.Unmarshal(b, &obj); err != nil {
 				return nil, "", &apiError{code: 500, reason: "internalError", message: err.Error()}
 			}
 			if !filter.eval(obj) {

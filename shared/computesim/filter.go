@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -399,14 +398,16 @@ func paginate[T proto.Message](msgs []T, q map[string][]string, paged bool) ([]T
 	if err != nil {
 		return nil, "", errInvalidField("filter", get("filter"), "Invalid list filter expression: "+err.Error()+".")
 	}
+	var only map[string]bool
+	if filter != nil {
+		only = filterFields(filter, "name", "creationTimestamp")
+	} else {
+		only = map[string]bool{"name": true, "creationTimestamp": true}
+	}
 	var items []listItem
 	for _, m := range msgs {
-		b, err := protojson.Marshal(m)
+		obj, err := jsonView(m, only)
 		if err != nil {
-			return nil, "", &apiError{code: 500, reason: "internalError", message: err.Error()}
-		}
-		var obj map[string]any
-		if err := json.Unmarshal(b, &obj); err != nil {
 			return nil, "", &apiError{code: 500, reason: "internalError", message: err.Error()}
 		}
 		if filter != nil && !filter.eval(obj) {

@@ -54,11 +54,23 @@ func (r *runner) ours(vm computesim.Instance) bool {
 
 // state reads the stored records: every pool, node and active job, plus the
 // jobs named.
+//
+// The whole state (no jobs named) is read once per store write and shared
+// by the checks until the next one (invariants run after every event, and
+// most events change nothing): callers must not modify it.
 func (r *runner) state(jobs ...string) *model.State {
+	whole := len(jobs) == 0 && !r.o.noStateReuse
+	gen := r.store.gen.Load()
+	if whole && r.stateCache != nil && r.stateGen == gen {
+		return r.stateCache
+	}
 	st, err := r.h.Store.Read(r.ctx, store.Scope{Cluster: r.spec.ID, AllPools: true, Jobs: jobs})
 	if err != nil {
 		r.note("reading the store: %v", err)
 		return model.NewState()
+	}
+	if whole {
+		r.stateCache, r.stateGen = st, gen
 	}
 	return st
 }

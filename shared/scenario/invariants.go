@@ -415,6 +415,9 @@ func (r *runner) foreignTouched(w world) []string {
 	calls := r.compute.since(r.foreignScanned)
 	r.foreignScanned += len(calls)
 	for _, f := range r.foreign {
+		if len(calls) == 0 {
+			break
+		}
 		re := regexp.MustCompile(`(^|[^a-z0-9-])(` + regexp.QuoteMeta(f.Name) + `|` + regexp.QuoteMeta(f.MIG) + `)([^a-z0-9-]|$)`)
 		for _, c := range calls {
 			if c.Method == "GET" || !(strings.Contains(c.Path+c.Body, f.Name) || strings.Contains(c.Path+c.Body, f.MIG)) {
@@ -432,9 +435,14 @@ func (r *runner) foreignTouched(w world) []string {
 // name lacks prefix: the value of any field whose key mentions a
 // reservation ("reservation", "reservation_name", …), or the name field of
 // a command about reservations.
+//
+// Commands are scanned once each, as they come (r.cmds only grows and the
+// prefix is the run's): a chaos run checks this after every event.
 func (r *runner) foreignReservations(prefix string) []string {
-	var out []string
-	for _, c := range r.cmds {
+	if r.resvPrefix != prefix {
+		r.resvPrefix, r.resvScanned, r.resvFound = prefix, 0, nil
+	}
+	for _, c := range r.cmds[r.resvScanned:] {
 		about := strings.Contains(strings.ToLower(c.Command), "reservation")
 		for _, k := range sortedKeys(c.Raw) {
 			v := c.Raw[k]
@@ -444,12 +452,13 @@ func (r *runner) foreignReservations(prefix string) []string {
 			}
 			for _, name := range stringsIn(v) {
 				if !strings.HasPrefix(name, prefix) {
-					out = append(out, fmt.Sprintf("command %s at %s names reservation %q (%s)", c.Command, FormatDuration(c.At.Sub(r.start)), name, k))
+					r.resvFound = append(r.resvFound, fmt.Sprintf("command %s at %s names reservation %q (%s)", c.Command, FormatDuration(c.At.Sub(r.start)), name, k))
 				}
 			}
 		}
 	}
-	return out
+	r.resvScanned = len(r.cmds)
+	return append([]string(nil), r.resvFound...)
 }
 
 func stringsIn(v any) []string {

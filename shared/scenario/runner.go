@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/api/option"
@@ -55,6 +56,14 @@ type RunOptions struct {
 	// StopOnFailure ends the run at the first failed assertion or
 	// invariant (the report holds what ran).
 	StopOnFailure bool
+	// Loopback serves the simulator to flexslurm's Compute clients on a
+	// loopback HTTP server, as `flexslurm local` does. By default the same
+	// clients reach it in-process (computesim.InProcess): the same requests,
+	// JSON and simulator code, without a socket, several times faster.
+	Loopback bool
+	// noStateReuse makes every check read the store afresh (tests check
+	// that reusing a read until the next write changes no outcome).
+	noStateReuse bool
 }
 
 // Run loads a scenario file and runs it. The error is for a file that does
@@ -249,6 +258,16 @@ type runner struct {
 	// foreignCalls are the calls it found naming a foreign resource.
 	foreignScanned int
 	foreignCalls   []string
+	// store is the harness's store; stateCache is the whole state as of
+	// store generation stateGen (runner.state).
+	store      *genStore
+	stateCache *model.State
+	stateGen   uint64
+	// resvScanned counts the Slurm commands foreignReservations has
+	// scanned for resvPrefix; resvFound are the violations it found.
+	resvPrefix  string
+	resvScanned int
+	resvFound   []string
 
 	nextTick, nextSnapshot time.Time
 	step                   int
@@ -259,6 +278,23 @@ type runner struct {
 	stopped                bool
 	lastInstant            time.Time
 	instantEvents          int
+}
+
+// genStore counts the writes to a store, so that a read can be reused
+// until the next one (runner.state).
+type genStore struct {
+	store.Store
+	gen atomic.Uint64
+}
+
+func (g *genStore) Update(ctx context.Context, scope store.Scope, fn func(st *model.State) error) error {
+	defer g.gen.Add(1)
+	return g.Store.Update(ctx, scope, fn)
+}
+
+func (g *genStore) ForgetEvents(ctx context.Context, cluster string, before time.Time) (int, error) {
+	defer g.gen.Add(1)
+	return g.Store.ForgetEvents(ctx, cluster, before)
 }
 
 // forward is an http.Handler whose target is set once the simulator exists.
@@ -285,16 +321,15 @@ func newRunner(ctx context.Context, f *File, o RunOptions) (*runner, error) {
 	r.capacity = append([]CapacityDelay(nil), f.Simulator.CapacityDelays...)
 	r.compute = &computeFaults{rids: map[string]time.Time{}}
 
+	r.store = &genStore{Store: store.NewMemory(func() time.Time { return r.h.Clock.Now() })}
 	var pol plan.Policy
 	if err := f.Policy.ApplyTo(&pol); err != nil {
 		return nil, err
 	}
 	// flexslurm's Compute client reaches the simulator through the fault
 	// layer; the harness's own client is left unused.
-	r.srv = httptest.NewServer(&forward{compute: r.compute})
-	r.client, err = gce.New(ctx, harness.Project, option.WithEndpoint(r.srv.URL), option.WithoutAuthentication())
+	r.client, err = r.computeClient(ctx, &forward{compute: r.compute})
 	if err != nil {
-		r.srv.Close()
 		return nil, fmt.Errorf("creating the Compute client: %w", err)
 	}
 	logw := o.Log
@@ -313,6 +348,7 @@ func newRunner(ctx context.Context, f *File, o RunOptions) (*runner, error) {
 		},
 		Policy:  pol,
 		Log:     logw,
+		Store:   r.store,
 		Compute: func(apply.Compute) apply.Compute { return r.client },
 		Fault:   r.fault,
 	})
@@ -325,8 +361,7 @@ func newRunner(ctx context.Context, f *File, o RunOptions) (*runner, error) {
 	r.compute.sim = r.h.Sim
 	next := http.Handler(r.h.Sim)
 	r.compute.next.Store(&next)
-	r.oobSrv = httptest.NewServer(r.h.Sim)
-	r.oob, err = gce.New(ctx, harness.Project, option.WithEndpoint(r.oobSrv.URL), option.WithoutAuthentication())
+	r.oob, err = r.computeClient(ctx, r.h.Sim)
 	if err != nil {
 		r.close()
 		return nil, fmt.Errorf("creating the out-of-band Compute client: %w", err)
@@ -352,6 +387,27 @@ func newRunner(ctx context.Context, f *File, o RunOptions) (*runner, error) {
 		r.nextSnapshot = start.Add(e)
 	}
 	return r, nil
+}
+
+// computeClient is a Compute client served by h: over a loopback server
+// (RunOptions.Loopback, closed by close) or in-process.
+func (r *runner) computeClient(ctx context.Context, h http.Handler) (*gce.Client, error) {
+	if !r.o.Loopback {
+		return gce.New(ctx, harness.Project, option.WithEndpoint(computesim.InProcessEndpoint),
+			option.WithHTTPClient(computesim.InProcessClient(h)))
+	}
+	srv := httptest.NewServer(h)
+	c, err := gce.New(ctx, harness.Project, option.WithEndpoint(srv.URL), option.WithoutAuthentication())
+	if err != nil {
+		srv.Close()
+		return nil, err
+	}
+	if r.srv == nil {
+		r.srv = srv
+	} else {
+		r.oobSrv = srv
+	}
+	return c, nil
 }
 
 func (r *runner) close() {
