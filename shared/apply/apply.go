@@ -458,7 +458,7 @@ func Redrive(st *model.State) []plan.Action {
 				}
 				out = append(out, plan.CreateResizeRequest{Pool: p.ID, Name: n.ResizeRequest, VMs: vms,
 					RunDuration: p.RunDuration, JobID: n.JobID,
-					RequestID: naming.RequestID("create-resize-request", p.MIG+"/"+n.ResizeRequest),
+					RequestID: naming.CreateResizeRequestID(p.MIG, n.ResizeRequest),
 					Reason:    "re-driving an in-flight resize request"})
 			case model.PhaseDeleting:
 				deleting = append(deleting, n.VMName)
@@ -466,7 +466,7 @@ func Redrive(st *model.State) []plan.Action {
 		}
 		for _, vm := range deleting {
 			out = append(out, plan.DeleteVMs{Pool: p.ID, VMs: []string{vm},
-				RequestID: naming.RequestID("delete-instances", p.MIG+"/"+vm), Reason: "re-driving an in-flight deletion"})
+				RequestID: naming.DeleteInstancesRequestID(p.MIG, vm), Reason: "re-driving an in-flight deletion"})
 		}
 	}
 	return out
@@ -668,12 +668,12 @@ func (r *Runner) ensurePool(ctx context.Context, cluster string, st *model.State
 		// cluster.applied records the new one.
 		return fmt.Errorf("pool %s: recorded template %s, but the stored spec and node settings build %s", p.ID, p.Template, t.Name)
 	}
-	if err := r.d.Compute.EnsureInstanceTemplate(ctx, t, naming.RequestID("insert-template", t.Name)); err != nil {
+	if err := r.d.Compute.EnsureInstanceTemplate(ctx, t, naming.InsertTemplateRequestID(t.Name)); err != nil {
 		return fmt.Errorf("ensuring instance template %s: %w", t.Name, err)
 	}
 	m := gce.MIGSpec{Zone: p.Zone, Name: p.MIG, Template: p.Template, BaseInstanceName: cluster + "-" + p.ID,
 		Description: fmt.Sprintf("flexslurm node pool %s of cluster %s", p.ID, cluster)}
-	if err := r.d.Compute.EnsureMIG(ctx, m, naming.RequestID("insert-mig", fmt.Sprintf("%s/%s#%d", p.Zone, p.MIG, p.MIGIncarnation))); err != nil {
+	if err := r.d.Compute.EnsureMIG(ctx, m, naming.InsertMIGRequestID(p.Zone, p.MIG, p.MIGIncarnation)); err != nil {
 		return fmt.Errorf("ensuring MIG %s: %w", p.MIG, err)
 	}
 	return nil

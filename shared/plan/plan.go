@@ -301,7 +301,7 @@ func (b *builder) provisionNode(pool *model.Pool, n model.Node, jobID, reason st
 	b.putNode(n, reason)
 	b.add(CreateResizeRequest{
 		Pool: pool.ID, Name: rr, VMs: []string{n.VMName}, RunDuration: pool.RunDuration,
-		JobID: jobID, RequestID: naming.RequestID("create-resize-request", pool.MIG+"/"+rr), Reason: reason,
+		JobID: jobID, RequestID: naming.CreateResizeRequestID(pool.MIG, rr), Reason: reason,
 	})
 }
 
@@ -344,17 +344,17 @@ func (b *builder) release(pool *model.Pool, n model.Node, reason string, tellSlu
 			// later create a second VM for it. Its other waiting nodes end
 			// their generation too, and their job is re-planned.
 			b.add(CancelResizeRequest{Pool: pool.ID, Name: n.ResizeRequest,
-				RequestID: naming.RequestID("cancel-resize-request", pool.MIG+"/"+n.ResizeRequest), Reason: reason})
+				RequestID: naming.CancelResizeRequestID(pool.MIG, n.ResizeRequest), Reason: reason})
 			b.endSharedRequest(pool, n, reason)
 		}
 		// The VM may appear if the request was fulfilled meanwhile: deleting
 		// it by name is harmless when it does not exist.
 		b.add(DeleteVMs{Pool: pool.ID, VMs: []string{n.VMName},
-			RequestID: naming.RequestID("delete-instances", pool.MIG+"/"+n.VMName), Reason: reason})
+			RequestID: naming.DeleteInstancesRequestID(pool.MIG, n.VMName), Reason: reason})
 		n.Phase = model.PhaseDeleting
 	case model.PhaseRunning:
 		b.add(DeleteVMs{Pool: pool.ID, VMs: []string{n.VMName},
-			RequestID: naming.RequestID("delete-instances", pool.MIG+"/"+n.VMName), Reason: reason})
+			RequestID: naming.DeleteInstancesRequestID(pool.MIG, n.VMName), Reason: reason})
 		if tellSlurm {
 			b.slurm(event.SlurmPowerDown, []string{n.Name}, "", reason, n.VMName)
 		}
@@ -378,7 +378,7 @@ func (b *builder) endSharedRequest(pool *model.Pool, n model.Node, reason string
 		}
 		other := *o
 		b.add(DeleteVMs{Pool: pool.ID, VMs: []string{other.VMName},
-			RequestID: naming.RequestID("delete-instances", pool.MIG+"/"+other.VMName), Reason: reason})
+			RequestID: naming.DeleteInstancesRequestID(pool.MIG, other.VMName), Reason: reason})
 		other.Phase = model.PhaseDeleting
 		other.LastEnd = model.EndReleased
 		b.putNode(other, fmt.Sprintf("its resize request %s was cancelled with %s's: %s", n.ResizeRequest, n.Name, reason))
@@ -507,7 +507,7 @@ func (b *builder) provisionJob(j model.Job, why string) bool {
 	}
 	b.add(CreateResizeRequest{
 		Pool: pool.ID, Name: rr, VMs: vms, RunDuration: pool.RunDuration, JobID: j.ID,
-		RequestID: naming.RequestID("create-resize-request", pool.MIG+"/"+rr),
+		RequestID: naming.CreateResizeRequestID(pool.MIG, rr),
 		Reason:    fmt.Sprintf("job %s is pending and needs %d VMs: %s", j.ID, len(vms), why),
 	})
 	return true

@@ -254,7 +254,7 @@ func (b *builder) hostRepair(pool *model.Pool, node model.Node, why string) {
 func (b *builder) reportHost(pool *model.Pool, node model.Node, reason string) ReportHostAsFaulty {
 	return ReportHostAsFaulty{Pool: pool.ID, Node: node.Name, Generation: node.Generation, VM: node.VMName,
 		Behavior: FaultBehavior, Description: truncate(node.RepairReason, MaxFaultDescription), JobID: node.RepairJob,
-		RequestID: naming.RequestID("report-host-as-faulty", pool.Zone+"/"+node.VMName), Reason: reason}
+		RequestID: naming.ReportHostAsFaultyRequestID(pool.Zone, node.VMName), Reason: reason}
 }
 
 // replaceVM deletes a failed node's VM and, when the node must serve
@@ -262,7 +262,7 @@ func (b *builder) reportHost(pool *model.Pool, node model.Node, reason string) R
 // node gets a new generation, a dynamic node is provisioned for the job.
 func (b *builder) replaceVM(pool *model.Pool, node model.Node, why, jobID string, waiting bool) {
 	b.add(DeleteVMs{Pool: pool.ID, VMs: []string{node.VMName},
-		RequestID: naming.RequestID("delete-instances", pool.MIG+"/"+node.VMName), Reason: why})
+		RequestID: naming.DeleteInstancesRequestID(pool.MIG, node.VMName), Reason: why})
 	node.LastEnd = model.EndHealth
 	b.endOfLifeDone(node)
 	j, known := b.st.Jobs[jobID]
@@ -430,7 +430,7 @@ func (b *builder) reconcileRepair(pool *model.Pool, node model.Node, vm VM, pres
 			b.hostRepaired(pool, node, vm)
 		case stopped && since < b.pol.RepairTimeout:
 			b.add(StartVM{Pool: pool.ID, Node: node.Name, Generation: node.Generation, VM: node.VMName,
-				RequestID: naming.RequestID("start-instance", pool.Zone+"/"+node.VMName),
+				RequestID: naming.StartInstanceRequestID(pool.Zone, node.VMName),
 				Reason: fmt.Sprintf("reconciler: VM %s is stopped after its host repair (asked for at %s; automaticRestart is off): starting it",
 					node.VMName, node.RepairSince.Format(time.RFC3339))})
 		case since >= b.pol.RepairTimeout:

@@ -221,7 +221,7 @@ func (r *runner) phase(n int, step func(i int)) {
 }
 
 func (r *runner) requestID(op, resource string) string {
-	return naming.RequestID("teardown-"+op, r.o.RunID+"/"+resource)
+	return naming.TeardownRequestID(r.o.RunID, op, resource)
 }
 
 func (r *runner) record(it plan.TeardownItem, verb string, err error) {
