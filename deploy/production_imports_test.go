@@ -1,4 +1,4 @@
-package flexslurm
+package deploy
 
 import (
 	"os/exec"
@@ -7,11 +7,12 @@ import (
 	"testing"
 )
 
-const module = "github.com/flexslurm/flexslurm"
+const modulePath = "github.com/flexslurm/flexslurm"
 
-// productionPackages is what runs in Google Cloud or beside slurmctld and on
-// the nodes: the deployed functions (this root package and functions/…) and
-// everything they, the agent, the hooks and the installers are built from.
+// productionPackages (relative to the module root) is what runs in Google
+// Cloud or beside slurmctld and on the nodes: the deployed functions (the
+// root package and functions/…) and everything they, the agent, the hooks
+// and the installers are built from.
 var productionPackages = []string{
 	".",
 	"./functions/...",
@@ -46,15 +47,15 @@ var productionPackages = []string{
 // developmentTooling is what exists to simulate, drive or measure the
 // system on a workstation or in CI; no production package may link it.
 var developmentTooling = []string{
-	module + "/shared/bench",
-	module + "/shared/chaos",
-	module + "/shared/computesim",
-	module + "/shared/emulator",
-	module + "/shared/expirybench",
-	module + "/shared/harness",
-	module + "/shared/local",
-	module + "/shared/scenario",
-	module + "/shared/testenv",
+	modulePath + "/shared/bench",
+	modulePath + "/shared/chaos",
+	modulePath + "/shared/computesim",
+	modulePath + "/shared/emulator",
+	modulePath + "/shared/expirybench",
+	modulePath + "/shared/harness",
+	modulePath + "/shared/local",
+	modulePath + "/shared/scenario",
+	modulePath + "/shared/testenv",
 }
 
 // isDevelopmentTooling reports whether import path p is development tooling
@@ -66,10 +67,10 @@ func isDevelopmentTooling(p string) bool {
 			return true
 		}
 	}
-	if !strings.HasPrefix(p, module+"/") {
+	if !strings.HasPrefix(p, modulePath+"/") {
 		return false
 	}
-	for _, el := range strings.Split(strings.TrimPrefix(p, module+"/"), "/") {
+	for _, el := range strings.Split(strings.TrimPrefix(p, modulePath+"/"), "/") {
 		if strings.Contains(el, "localslurm") {
 			return true
 		}
@@ -114,7 +115,7 @@ func forbiddenChains(roots []string, imports map[string][]string) []string {
 // harness, the local cluster…) through its non-test imports.
 func TestProductionImportsNoDevelopmentTooling(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs go list over the module; skipped in -short mode")
+		t.Skip("runs go list over the modulePath; skipped in -short mode")
 	}
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -122,14 +123,16 @@ func TestProductionImportsNoDevelopmentTooling(t *testing.T) {
 	}
 	// Roots: the production packages themselves.
 	args := append([]string{"list", "-e", "-f", "{{if .Error}}ERROR {{.ImportPath}}: {{.Error}}{{else}}{{.ImportPath}}{{end}}"}, productionPackages...)
-	out, err := exec.Command(goBin, args...).CombinedOutput()
+	list := func(args []string) ([]byte, error) {
+		cmd := exec.Command(goBin, args...)
+		cmd.Dir = ".." // the modulePath root, which productionPackages are relative to
+		return cmd.CombinedOutput()
+	}
+	out, err := list(args)
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
-	var roots []string
-	for _, line := range strings.Fields(strings.TrimSpace(string(out))) {
-		roots = append(roots, line)
-	}
+	roots := strings.Fields(strings.TrimSpace(string(out)))
 	for _, r := range roots {
 		if r == "ERROR" {
 			t.Fatalf("go list could not load a production package (renamed or removed? update productionPackages):\n%s", out)
@@ -138,7 +141,7 @@ func TestProductionImportsNoDevelopmentTooling(t *testing.T) {
 	// The non-test import graph of everything they link (go list -deps
 	// leaves test files out).
 	args = append([]string{"list", "-deps", "-f", "{{.ImportPath}} {{join .Imports \" \"}}"}, productionPackages...)
-	out, err = exec.Command(goBin, args...).CombinedOutput()
+	out, err = list(args)
 	if err != nil {
 		t.Fatalf("go list -deps: %v\n%s", err, out)
 	}
@@ -158,7 +161,7 @@ func TestProductionImportsNoDevelopmentTooling(t *testing.T) {
 }
 
 func TestForbiddenChainsNamesTheChain(t *testing.T) {
-	m := func(s string) string { return module + "/" + s }
+	m := func(s string) string { return modulePath + "/" + s }
 	imports := map[string][]string{
 		m("functions/scaleup"):       {"context", m("shared/apply")},
 		m("shared/apply"):            {m("shared/gce"), m("shared/computesim")},
