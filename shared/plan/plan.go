@@ -29,7 +29,8 @@ type Policy struct {
 	RequestGrace time.Duration
 	// OrphanGrace is how old a VM labelled as this cluster's, with no node
 	// record naming it, must be before it is deleted. Default 5 min
-	// (slurm-gcp waits 90 s, ParallelCluster 300 s: anchors.md).
+	// (slurm-gcp waits 90 s, https://github.com/GoogleCloudPlatform/cluster-toolkit/blob/main/community/modules/scheduler/schedmd-slurm-gcp-v6-controller/modules/slurm_files/scripts/slurmsync.py;
+	// ParallelCluster 300 s, orphaned_instance_timeout in https://github.com/aws/aws-parallelcluster-node/blob/develop/src/slurm_plugin/clustermgtd.py).
 	OrphanGrace time.Duration
 	// ExpirySlack: a VM that vanishes within this much of its termination
 	// time counts as expired rather than lost. Default 2 min.
@@ -116,7 +117,7 @@ type Policy struct {
 	// the node stays drained, an alert and the repair_blocked metric say
 	// so — and the reconciler starts it, oldest first, as repairs finish.
 	// Default 0.2 (Karpenter's node repair stops above 20 % unhealthy
-	// nodes in a pool: anchors.md, "Node auto-repair").
+	// nodes in a pool: https://github.com/kubernetes-sigs/karpenter/tree/main/pkg/controllers/node/health).
 	RepairMaxUnhealthy float64
 	// RepairMinBudget is the budget's absolute floor: a pool can always
 	// repair this many nodes at once (a one-node pool can repair its node).

@@ -26,7 +26,7 @@ import (
 // ErrUnavailable marks a machine where a local Slurm cluster cannot run:
 // Slurm is not installed and cannot be (not root, no apt-get), or its
 // daemons do not start. Tests skip on it.
-var ErrUnavailable = errors.New("Slurm is not available on this machine")
+var ErrUnavailable = errors.New("Slurm is not available on this machine") //lint:ignore ST1005 a product name
 
 // Packages is what Install installs (Debian/Ubuntu names).
 var Packages = []string{"slurmctld", "slurmd", "slurm-client", "munge"}
@@ -226,7 +226,7 @@ func (l *LocalCluster) Install(ctx context.Context) error {
 	}
 	const aptGet = "/usr/bin/apt-get"
 	if _, err := os.Stat(aptGet); err != nil {
-		return fmt.Errorf("%w: Slurm is not installed and there is no %s to install it (%v); install Slurm 22.05+ "+
+		return fmt.Errorf("%w: Slurm is not installed and there is no %s to install it (%w); install Slurm 22.05+ "+
 			"(slurmctld, slurmd, client commands) and munge by other means", ErrUnavailable, aptGet, err)
 	}
 	env := []string{"DEBIAN_FRONTEND=noninteractive", "PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
@@ -237,7 +237,7 @@ func (l *LocalCluster) Install(ctx context.Context) error {
 		out, err := cmd.CombinedOutput()
 		l.log().Info("apt-get", "args", args, "elapsed_ms", time.Since(start).Milliseconds(), "error", err)
 		if err != nil {
-			return fmt.Errorf("%w: apt-get %s: %v: %s", ErrUnavailable, strings.Join(args, " "), err, tail(out, 1500))
+			return fmt.Errorf("%w: apt-get %s: %w: %s", ErrUnavailable, strings.Join(args, " "), err, tail(out, 1500))
 		}
 	}
 	return Installed()
@@ -269,7 +269,7 @@ func (l *LocalCluster) WriteConfig(c *spec.Cluster, o ConfigOptions) error {
 	}
 	su, err := user.Lookup("slurm")
 	if err != nil {
-		return fmt.Errorf("%w: no slurm user: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: no slurm user: %w", ErrUnavailable, err)
 	}
 	uid, _ := strconv.Atoi(su.Uid)
 	gid, _ := strconv.Atoi(su.Gid)
@@ -472,7 +472,7 @@ func (l *LocalCluster) startMunge(ctx context.Context) error {
 	}
 	mu, err := user.Lookup("munge")
 	if err != nil {
-		return fmt.Errorf("%w: no munge user: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: no munge user: %w", ErrUnavailable, err)
 	}
 	uid, _ := strconv.Atoi(mu.Uid)
 	gid, _ := strconv.Atoi(mu.Gid)

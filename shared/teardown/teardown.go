@@ -8,7 +8,7 @@
 // out and reports. The order is the one in which nothing re-creates or leaks
 // anything: queued resize requests are cancelled first (a cancelled request
 // creates no VMs; cancel is only for ACCEPTED requests and delete only for
-// inactive ones, gcp.md §1.3), then every request is deleted, then the MIGs
+// inactive ones, https://cloud.google.com/compute/docs/instance-groups/manage-resize-requests-mig), then every request is deleted, then the MIGs
 // (deleting a MIG deletes its VMs; Compute makes the deletion wait while a
 // request is creating VMs), then the cluster's VMs in no MIG, then the
 // templates, which Compute refuses to delete while a MIG uses them. Every

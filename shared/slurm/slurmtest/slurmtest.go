@@ -21,7 +21,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -152,7 +151,7 @@ func (c *Cluster) setup(o Options) error {
 		stop, err := startPubSub()
 		c.stopPubSub = stop
 		if err != nil {
-			return fmt.Errorf("%w: %v", slurm.ErrUnavailable, err)
+			return fmt.Errorf("%w: %w", slurm.ErrUnavailable, err)
 		}
 	}
 	lc.Log = o.Log
@@ -214,7 +213,7 @@ func (c *Cluster) setup(o Options) error {
 func build(ctx context.Context, out string) error {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		return fmt.Errorf("building flexslurm needs the go command on PATH: %w", err)
 	}
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, goBin, "build", "-o", out, "github.com/flexslurm/flexslurm/cmd/flexslurm")
