@@ -2,9 +2,18 @@
 GO  ?= go
 BIN := bin/flexslurm
 
-.PHONY: build demo local test vet fmt fuzz bench clean
+.PHONY: build demo local test vet staticcheck fmt fuzz bench clean
 
-FUZZTIME ?= 10s
+# FUZZTIME is an execution count ("2000x"), not a duration: with a duration
+# the fuzzing coordinator's deadline can race a worker still running an
+# input and fail the target with "context deadline exceeded", which a
+# loaded machine makes likely (https://go.dev/issue/75804); a count has no
+# deadline and only runs slower there. FUZZPARALLEL bounds the workers
+# (-parallel, GOMAXPROCS) so that they do not starve one another.
+FUZZTIME ?= 2000x
+FUZZPARALLEL ?= 1
+# staticcheck, pinned: 2026.2.2 supports Go 1.26.
+STATICCHECK_VERSION ?= v0.8.2
 
 build:
 	$(GO) build -o $(BIN) ./cmd/flexslurm
@@ -28,16 +37,21 @@ vet:
 	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy: run 'go mod tidy'"; $(GO) mod tidy -diff; exit 1; }
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 
+# Lints with staticcheck at the pinned version (fetched from the module
+# proxy by go run, not added to go.mod).
+staticcheck:
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
-# Every fuzz target (go test -fuzz), FUZZTIME each; their seed corpora also
-# run in `make test`.
+# Every fuzz target (go test -fuzz), FUZZTIME each, one worker; their seed
+# corpora also run in `make test`.
 fuzz:
 	@set -e; for pkg in $$($(GO) list ./...); do \
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
 	    echo "== fuzz $$pkg $$f ($(FUZZTIME))"; \
-	    $(GO) test $$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME); \
+	    GOMAXPROCS=$(FUZZPARALLEL) $(GO) test $$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -parallel $(FUZZPARALLEL); \
 	  done; \
 	done
 

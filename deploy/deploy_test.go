@@ -455,7 +455,8 @@ func TestLogSink(t *testing.T) {
 		}
 	}
 	// A methodName filter on the system events would drop deferredDelete
-	// and deferredStop, whose names are not documented (gcp.md §2.2).
+	// and deferredStop, whose names are not documented (https://cloud.google.com/compute/docs/logging/audit-logging lists
+	// neither).
 	if sys := filter[:strings.Index(filter, "%2Factivity")]; strings.Contains(sys, "methodName") {
 		t.Errorf("the system_event part filters on methodName:\n%s", filter)
 	}

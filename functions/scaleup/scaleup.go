@@ -78,7 +78,7 @@ func (h *Handler) cluster(ctx context.Context, msg *event.Message) error {
 	}
 	c, err := spec.Parse(ev.Spec)
 	if err != nil {
-		return fmt.Errorf("%w: cluster.applied carries an invalid spec: %v", event.ErrMalformed, err)
+		return fmt.Errorf("%w: cluster.applied carries an invalid spec: %w", event.ErrMalformed, err)
 	}
 	if c.ID != ev.Cluster {
 		return fmt.Errorf("%w: cluster.applied for %q carries the spec of %q", event.ErrMalformed, ev.Cluster, c.ID)
@@ -87,7 +87,7 @@ func (h *Handler) cluster(ctx context.Context, msg *event.Message) error {
 		// Every pool's template must be buildable from this spec and
 		// these settings (e.g. a node_image resolved by flexslurm apply).
 		if _, err := instancetemplate.Build(c, sp, *ev.Node); err != nil {
-			return fmt.Errorf("%w: cluster.applied for %q: %v", event.ErrMalformed, ev.Cluster, err)
+			return fmt.Errorf("%w: cluster.applied for %q: %w", event.ErrMalformed, ev.Cluster, err)
 		}
 	}
 	effective, err := c.EffectiveJSON()

@@ -34,6 +34,7 @@ import (
 
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/slurm"
+	"github.com/flexslurm/flexslurm/shared/text"
 )
 
 // Agent applies Slurm commands for one cluster. Apply and Snapshot are
@@ -94,7 +95,7 @@ func (a *Agent) Handle(ctx context.Context, c *event.SlurmCommand) (event.Comman
 	if a.Ledger != nil {
 		if e, ok := a.Ledger.Get(c.ID); ok {
 			res.OK, res.Skipped, res.At = e.OK, true, a.now().UTC()
-			res.Detail = bound(fmt.Sprintf("command %s was already handled at %s (ok=%v): %s", c.ID,
+			res.Detail = text.Truncate(fmt.Sprintf("command %s was already handled at %s (ok=%v): %s", c.ID,
 				e.At.UTC().Format(time.RFC3339), e.OK, e.Detail), maxDetail)
 			a.log().Info("slurm command already handled", "id", c.ID, "command", c.Command)
 			return res, nil
@@ -111,7 +112,7 @@ func (a *Agent) Handle(ctx context.Context, c *event.SlurmCommand) (event.Comman
 	if err != nil {
 		res.Detail = err.Error()
 	}
-	res.Detail = bound(res.Detail, maxDetail)
+	res.Detail = text.Truncate(res.Detail, maxDetail)
 	level := slog.LevelInfo
 	if err != nil {
 		level = slog.LevelError
@@ -120,7 +121,7 @@ func (a *Agent) Handle(ctx context.Context, c *event.SlurmCommand) (event.Comman
 		"reservation", c.Reservation, "ok", res.OK, "skipped", res.Skipped, "detail", res.Detail,
 		"elapsed_ms", time.Since(start).Milliseconds())
 	if a.Ledger != nil {
-		if lerr := a.Ledger.Record(c.ID, LedgerEntry{At: res.At, Command: c.Command, OK: res.OK, Detail: bound(res.Detail, 256)}); lerr != nil {
+		if lerr := a.Ledger.Record(c.ID, LedgerEntry{At: res.At, Command: c.Command, OK: res.OK, Detail: text.Truncate(res.Detail, 256)}); lerr != nil {
 			a.log().Error("recording the command in the ledger", "id", c.ID, "error", lerr)
 		}
 	}
@@ -154,7 +155,7 @@ func (a *Agent) apply(ctx context.Context, c *event.SlurmCommand) (outcome, erro
 		return outcome{}, fmt.Errorf("unknown command %q", c.Command)
 	}
 	if err != nil && !errors.Is(err, ErrRetry) && slurm.IsTransient(err) {
-		err = fmt.Errorf("%w: %v", ErrRetry, err)
+		err = fmt.Errorf("%w: %w", ErrRetry, err)
 	}
 	return out, err
 }
@@ -309,7 +310,7 @@ func (a *Agent) job(ctx context.Context, c *event.SlurmCommand) (outcome, error)
 		if wait := time.Until(j.SubmitTime.Add(1100 * time.Millisecond)); !j.SubmitTime.IsZero() && wait > 0 && wait < 2*time.Second {
 			select {
 			case <-ctx.Done():
-				return outcome{}, fmt.Errorf("%w: %v", ErrRetry, ctx.Err())
+				return outcome{}, fmt.Errorf("%w: %w", ErrRetry, ctx.Err())
 			case <-time.After(wait):
 			}
 		}
@@ -399,16 +400,4 @@ func absDur(d time.Duration) time.Duration {
 		return -d
 	}
 	return d
-}
-
-// bound cuts s to at most n bytes on a rune boundary.
-func bound(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n - len("…")
-	for cut > 0 && (s[cut]&0xC0) == 0x80 {
-		cut--
-	}
-	return s[:cut] + "…"
 }

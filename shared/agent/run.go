@@ -18,6 +18,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/pubsub"
 	"github.com/flexslurm/flexslurm/shared/slurm"
 	"github.com/flexslurm/flexslurm/shared/spec"
+	"github.com/flexslurm/flexslurm/shared/text"
 )
 
 // Defaults of Options.
@@ -291,8 +292,8 @@ func (r *runner) malformed(ctx context.Context, m *pubsubv2.Message, err error) 
 	}
 	r.publish(ctx, r.o.ResultsTopic, event.TypeCommandResult, event.CommandResult{
 		Header: event.Header{Version: event.SchemaVersion, Type: event.TypeCommandResult, Cluster: r.a.Cluster},
-		ID:     bound(loose.ID, 128), Command: bound(loose.Command, 64), OK: false,
-		Detail: bound("malformed command: "+err.Error(), maxDetail), At: r.a.now().UTC(),
+		ID:     text.Truncate(loose.ID, 128), Command: text.Truncate(loose.Command, 64), OK: false,
+		Detail: text.Truncate("malformed command: "+err.Error(), maxDetail), At: r.a.now().UTC(),
 	})
 }
 

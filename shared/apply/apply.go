@@ -38,6 +38,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/plan"
 	"github.com/flexslurm/flexslurm/shared/spec"
 	"github.com/flexslurm/flexslurm/shared/store"
+	"github.com/flexslurm/flexslurm/shared/text"
 )
 
 // Compute is the part of Compute Engine flexslurm acts on (shared/gce.Client).
@@ -58,7 +59,7 @@ type Compute interface {
 	GetInstance(ctx context.Context, zone, name string) (gce.Instance, error)
 	DeleteMIG(ctx context.Context, zone, name, requestID string) error
 	// ReportHostAsFaulty asks Compute Engine to restart a VM on a healthy
-	// host (disruption schedule IMMEDIATE; gcp.md §1.6).
+	// host (disruption schedule IMMEDIATE; https://cloud.google.com/compute/docs/reference/rest/v1/instances/reportHostAsFaulty).
 	ReportHostAsFaulty(ctx context.Context, zone, name, behavior, description, requestID string) error
 	// StartInstance starts a stopped VM (a host-repaired VM whose
 	// automaticRestart is false stays stopped).
@@ -189,7 +190,7 @@ func (r *Runner) Process(ctx context.Context, in Input) (Result, error) {
 		res.Duplicate = true
 		st, rerr := r.d.Store.Read(ctx, in.Scope)
 		if rerr != nil {
-			return res, fmt.Errorf("%w: reading state to replay event %s: %v", ErrTransient, in.EventID, rerr)
+			return res, fmt.Errorf("%w: reading state to replay event %s: %w", ErrTransient, in.EventID, rerr)
 		}
 		var dup *store.DuplicateError
 		var stored []plan.Action
@@ -210,7 +211,7 @@ func (r *Runner) Process(ctx context.Context, in Input) (Result, error) {
 		log.Warn("event rejected", "reason", err.Error())
 		return res, nil
 	case err != nil:
-		return res, fmt.Errorf("%w: recording decision for event %s: %v", ErrTransient, in.EventID, err)
+		return res, fmt.Errorf("%w: recording decision for event %s: %w", ErrTransient, in.EventID, err)
 	}
 	for _, a := range res.Actions {
 		if plan.IsRecord(a) {
@@ -219,13 +220,13 @@ func (r *Runner) Process(ctx context.Context, in Input) (Result, error) {
 	}
 	if r.d.Fault != nil {
 		if err := r.d.Fault("commit", nil); err != nil {
-			return res, fmt.Errorf("%w: crash after commit of event %s: %v", ErrTransient, in.EventID, err)
+			return res, fmt.Errorf("%w: crash after commit of event %s: %w", ErrTransient, in.EventID, err)
 		}
 	}
 	res.Failed = r.Execute(ctx, in.Scope.Cluster, after, plan.External(res.Actions), log)
 	for _, f := range res.Failed {
 		if errors.Is(f.Err, errCrash) {
-			return res, fmt.Errorf("%w: crash before %s: %v", ErrTransient, f.Action, f.Err)
+			return res, fmt.Errorf("%w: crash before %s: %w", ErrTransient, f.Action, f.Err)
 		}
 	}
 	var retry error
@@ -249,7 +250,7 @@ func (r *Runner) Process(ctx context.Context, in Input) (Result, error) {
 			continue
 		}
 		if (f.Class == gce.ClassTransient || f.Class == gce.ClassRateLimit) && retry == nil {
-			retry = fmt.Errorf("%w: %d of the event's actions failed, first: %v", ErrTransient, len(res.Failed), f.Err)
+			retry = fmt.Errorf("%w: %d of the event's actions failed, first: %w", ErrTransient, len(res.Failed), f.Err)
 		}
 	}
 	return res, retry
@@ -284,7 +285,7 @@ func (r *Runner) provisioningFailed(ctx context.Context, cluster string, c plan.
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("%w: recording the failure of resize request %s: %v", ErrTransient, c.Name, err)
+		return fmt.Errorf("%w: recording the failure of resize request %s: %w", ErrTransient, c.Name, err)
 	}
 	for _, a := range acts {
 		logAction(log, a, "recorded")
@@ -327,7 +328,7 @@ func (r *Runner) hostRepairFailed(ctx context.Context, cluster string, hr plan.R
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("%w: recording the refused host repair of %s: %v", ErrTransient, hr.VM, err)
+		return fmt.Errorf("%w: recording the refused host repair of %s: %w", ErrTransient, hr.VM, err)
 	}
 	for _, a := range acts {
 		if plan.IsRecord(a) {
@@ -339,7 +340,7 @@ func (r *Runner) hostRepairFailed(ctx context.Context, cluster string, hr plan.R
 		if ff.Class == gce.ClassTransient || ff.Class == gce.ClassRateLimit || errors.Is(ff.Err, errCrash) {
 			// The node is recorded deleting or requested: the reconciler
 			// re-drives the deletion and the request if this is not retried.
-			return fmt.Errorf("%w: replacing %s after its refused host repair: %v", ErrTransient, hr.VM, ff.Err)
+			return fmt.Errorf("%w: replacing %s after its refused host repair: %w", ErrTransient, hr.VM, ff.Err)
 		}
 	}
 	return nil
@@ -458,7 +459,7 @@ func Redrive(st *model.State) []plan.Action {
 				}
 				out = append(out, plan.CreateResizeRequest{Pool: p.ID, Name: n.ResizeRequest, VMs: vms,
 					RunDuration: p.RunDuration, JobID: n.JobID,
-					RequestID: naming.RequestID("create-resize-request", p.MIG+"/"+n.ResizeRequest),
+					RequestID: naming.CreateResizeRequestID(p.MIG, n.ResizeRequest),
 					Reason:    "re-driving an in-flight resize request"})
 			case model.PhaseDeleting:
 				deleting = append(deleting, n.VMName)
@@ -466,7 +467,7 @@ func Redrive(st *model.State) []plan.Action {
 		}
 		for _, vm := range deleting {
 			out = append(out, plan.DeleteVMs{Pool: p.ID, VMs: []string{vm},
-				RequestID: naming.RequestID("delete-instances", p.MIG+"/"+vm), Reason: "re-driving an in-flight deletion"})
+				RequestID: naming.DeleteInstancesRequestID(p.MIG, vm), Reason: "re-driving an in-flight deletion"})
 		}
 	}
 	return out
@@ -480,7 +481,7 @@ func (r *Runner) Execute(ctx context.Context, cluster string, st *model.State, a
 		if r.d.Fault != nil {
 			if err := r.d.Fault("action", a); err != nil {
 				// A crash: nothing after this point happens.
-				failed = append(failed, ActionError{Action: a, Class: gce.ClassTransient, Err: fmt.Errorf("%w: %v", errCrash, err)})
+				failed = append(failed, ActionError{Action: a, Class: gce.ClassTransient, Err: fmt.Errorf("%w: %w", errCrash, err)})
 				return failed
 			}
 		}
@@ -526,7 +527,7 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 		}
 		return r.d.Compute.CreateResizeRequest(ctx, p.Zone, p.MIG, gce.ResizeRequestSpec{
 			Name: a.Name, Instances: a.VMs, RunDuration: a.RunDuration,
-			Description: truncate("flexslurm: "+a.Reason, 2048),
+			Description: text.Truncate("flexslurm: "+a.Reason, 2048),
 		}, a.RequestID)
 	case plan.CancelResizeRequest:
 		p, err := poolOf(a.Pool)
@@ -609,7 +610,7 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 				return fmt.Errorf("%w: refusing to repair %s: label %s=%q, not %q (not this cluster's VM)", errNotOurs, a.VM, k, inst.Labels[k], v)
 			}
 		}
-		return r.d.Compute.ReportHostAsFaulty(ctx, p.Zone, a.VM, a.Behavior, truncate(a.Description, plan.MaxFaultDescription), a.RequestID)
+		return r.d.Compute.ReportHostAsFaulty(ctx, p.Zone, a.VM, a.Behavior, text.Truncate(a.Description, plan.MaxFaultDescription), a.RequestID)
 	case plan.StartVM:
 		p, err := poolOf(a.Pool)
 		if err != nil {
@@ -668,12 +669,12 @@ func (r *Runner) ensurePool(ctx context.Context, cluster string, st *model.State
 		// cluster.applied records the new one.
 		return fmt.Errorf("pool %s: recorded template %s, but the stored spec and node settings build %s", p.ID, p.Template, t.Name)
 	}
-	if err := r.d.Compute.EnsureInstanceTemplate(ctx, t, naming.RequestID("insert-template", t.Name)); err != nil {
+	if err := r.d.Compute.EnsureInstanceTemplate(ctx, t, naming.InsertTemplateRequestID(t.Name)); err != nil {
 		return fmt.Errorf("ensuring instance template %s: %w", t.Name, err)
 	}
 	m := gce.MIGSpec{Zone: p.Zone, Name: p.MIG, Template: p.Template, BaseInstanceName: cluster + "-" + p.ID,
 		Description: fmt.Sprintf("flexslurm node pool %s of cluster %s", p.ID, cluster)}
-	if err := r.d.Compute.EnsureMIG(ctx, m, naming.RequestID("insert-mig", fmt.Sprintf("%s/%s#%d", p.Zone, p.MIG, p.MIGIncarnation))); err != nil {
+	if err := r.d.Compute.EnsureMIG(ctx, m, naming.InsertMIGRequestID(p.Zone, p.MIG, p.MIGIncarnation)); err != nil {
 		return fmt.Errorf("ensuring MIG %s: %w", p.MIG, err)
 	}
 	return nil
@@ -744,11 +745,4 @@ func logAction(log *slog.Logger, a plan.Action, status string, extra ...any) {
 		lvl = slog.LevelWarn
 	}
 	log.Log(context.Background(), lvl, a.String(), args...)
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }

@@ -54,6 +54,11 @@ func Outcome(log *slog.Logger, err error) error {
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, ErrTransient):
+		// Checked first: a transient failure wraps its cause, which may
+		// itself wrap a sentinel below; it is still retried.
+		log.Error("event failed: will be redelivered", "error", err.Error())
+		return err
 	case errors.Is(err, event.ErrMalformed):
 		log.Error("malformed event acknowledged without action", "error", err.Error())
 		return nil

@@ -10,7 +10,7 @@ import (
 )
 
 // The audit LogEntry JSON written for VM deletions, in the shape a Logging
-// sink publishes to Pub/Sub (gcp.md §2.3–2.4): Admin Activity entries for API
+// sink publishes to Pub/Sub (https://cloud.google.com/logging/docs/export/pubsub, https://cloud.google.com/compute/docs/logging/audit-logging): Admin Activity entries for API
 // and MIG deletions (methodName v1.compute.instances.delete, severity NOTICE,
 // two entries per operation: first and last) and a System Event entry for the
 // end of a run (methodName compute.instances.deferredDelete, severity INFO,

@@ -71,7 +71,7 @@ func callerIP(req *request) string {
 	return host
 }
 
-// instanceReportHostAsFaultyLocked serves reportHostAsFaulty (gcp.md §1.6).
+// instanceReportHostAsFaultyLocked serves reportHostAsFaulty (https://cloud.google.com/compute/docs/reference/rest/v1/instances/reportHostAsFaulty).
 // Compute accepts it only for a running VM that "uses an A4X Max, A4X, A4,
 // or A3 Ultra machine type" and "uses the reservation-bound provisioning
 // model" (https://cloud.google.com/ai-hypercomputer/docs/manage/report-faulty-host,

@@ -274,7 +274,7 @@ func (s *Sim) migMembersLocked(m *migRec) []*instanceRec {
 }
 
 // expireLocked ends a VM's run: Compute deletes resize-request VMs at the end
-// of their run duration (gcp.md §1.2). The MIG's target size shrinks.
+// of their run duration (https://cloud.google.com/compute/docs/instance-groups/about-resize-requests-mig). The MIG's target size shrinks.
 func (s *Sim) expireLocked(in *instanceRec, at time.Time) {
 	in.termination = at
 	s.setTerminationLocked(in)

@@ -9,7 +9,7 @@ import (
 // "Specifies the instance template to use when the MIG creates new VMs.
 // Existing VMs are not affected."
 // (https://cloud.google.com/compute/docs/reference/rest/v1/instanceGroupManagers/setInstanceTemplate).
-// A MIG keeps its template until this call (gcp.md Correction 4).
+// A MIG keeps its template until this call (https://cloud.google.com/compute/docs/reference/rest/v1/instanceGroupManagers/setInstanceTemplate).
 func (s *Sim) migSetTemplateLocked(req *request) (proto.Message, *apiError) {
 	m, aerr := s.migLocked(req)
 	if aerr != nil {

@@ -54,7 +54,7 @@ func failOp(op *computepb.Operation, httpStatus int, code, message string) {
 	op.Error = &computepb.Error{Errors: []*computepb.Errors{{Code: strp(code), Message: strp(message)}}}
 	if httpStatus >= 200 && httpStatus <= 299 {
 		// Some failed operations carry no HTTP error status at all; for
-		// them (*compute.Operation).Wait returns nil (gcp.md §0.3).
+		// them (*compute.Operation).Wait returns nil (https://github.com/googleapis/google-cloud-go/blob/main/compute/apiv1/operations.go).
 		return
 	}
 	op.HttpErrorStatusCode = i32p(int32(httpStatus))

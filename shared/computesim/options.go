@@ -8,7 +8,7 @@ import (
 
 // Expiry audit-log styles (Options.ExpiryLogStyle). Whether Compute Engine logs
 // the end-of-run deletion of a resize-request VM as a system event or as a MIG
-// delete is not documented (gcp.md §2.2), so flexslurm must handle both.
+// delete is not documented (https://cloud.google.com/compute/docs/logging/audit-logging lists neither), so flexslurm must handle both.
 const (
 	// ExpiryLogDeferredDelete emits one System Event entry,
 	// methodName compute.instances.deferredDelete, principal system@google.com,
@@ -27,7 +27,7 @@ const (
 const DefaultProjectNumber = "123456789012"
 
 // AuditTimestampAttr is the Pub/Sub message attribute a Logging sink sets to
-// the entry's timestamp (RFC 3339 with nanoseconds; gcp.md §2.4).
+// the entry's timestamp (RFC 3339 with nanoseconds; https://cloud.google.com/logging/docs/export/pubsub).
 const AuditTimestampAttr = "logging.googleapis.com/timestamp"
 
 // Options configures a simulator. The zero value is usable: any project,

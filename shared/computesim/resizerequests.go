@@ -8,7 +8,7 @@ import (
 )
 
 // maxResizeRequestVMs is the number of VMs one resize request may ask for
-// (1000; release-note summary in gcp.md §1.3).
+// (1000; docs/compute-contract.md gives its source).
 const maxResizeRequestVMs = 1000
 
 func rrKey(m *migRec, name string) string {

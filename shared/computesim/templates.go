@@ -14,7 +14,7 @@ import (
 
 // Run-duration limits of the Compute API for scheduling.maxRunDuration and a
 // resize request's requestedRunDuration: 600–604800 s (10 min to 7 days;
-// gcp.md §1.2).
+// https://cloud.google.com/compute/docs/instance-groups/about-resize-requests-mig).
 const (
 	MinRunDuration = 600 * time.Second
 	MaxRunDuration = 604800 * time.Second

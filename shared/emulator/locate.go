@@ -35,8 +35,8 @@ const (
 // Errors returned (wrapped) by Locate and the Start functions when a piece is
 // missing. Test with errors.Is; the message says how to install it.
 var (
-	ErrFirestoreNotFound = errors.New("Firestore emulator not found")
-	ErrPubSubNotFound    = errors.New("Pub/Sub emulator not found")
+	ErrFirestoreNotFound = errors.New("Firestore emulator not found") //lint:ignore ST1005 a product name
+	ErrPubSubNotFound    = errors.New("Pub/Sub emulator not found")   //lint:ignore ST1005 a product name
 	ErrJavaNotFound      = errors.New("java not found")
 )
 

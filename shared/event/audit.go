@@ -14,8 +14,8 @@ type AuditKind string
 const (
 	// AuditDeferredDelete / AuditDeferredStop: the system events logged when
 	// a VM's max run duration elapses with termination action DELETE / STOP
-	// (compute.instances.deferredDelete / deferredStop; gcp.md §2.2 — reported
-	// by users, not documented, so both these and AuditDelete are handled).
+	// (compute.instances.deferredDelete / deferredStop — reported by users;
+	// https://cloud.google.com/compute/docs/logging/audit-logging does not list them, so both these and AuditDelete are handled).
 	AuditDeferredDelete AuditKind = "deferredDelete"
 	AuditDeferredStop   AuditKind = "deferredStop"
 	// AuditDelete: VERSION.compute.instances.delete (Admin Activity: v1,
@@ -91,7 +91,7 @@ var interruptions = map[string]bool{
 }
 
 // DecodeAudit decodes a LogEntry JSON delivered by a Logging sink to Pub/Sub
-// (gcp.md §2.3–2.4). Only entries about Compute Engine instances decode; any
+// (https://cloud.google.com/logging/docs/export/pubsub, https://cloud.google.com/compute/docs/logging/audit-logging). Only entries about Compute Engine instances decode; any
 // other entry is ErrMalformed.
 func DecodeAudit(data []byte) (*Audit, error) {
 	if len(data) > MaxPayloadBytes {
@@ -149,7 +149,7 @@ func DecodeAudit(data []byte) (*Audit, error) {
 
 // ServiceAgent reports whether principal is a project's Google APIs service
 // agent (PROJECT_NUMBER@cloudservices.<domain>), the identity under which a
-// MIG deletes its VMs. The domain differs per universe (gcp.md §5.5), so any
+// MIG deletes its VMs. The domain differs per universe (https://documentation.s3ns.fr/docs/overview/tpc-key-differences), so any
 // domain is accepted.
 func ServiceAgent(principal string) bool {
 	local, domain, ok := strings.Cut(principal, "@")

@@ -516,7 +516,7 @@ type Message struct {
 }
 
 // pushEnvelope is the data of a google.cloud.pubsub.topic.v1.messagePublished
-// CloudEvent (gcp.md §3.1). Real deliveries may also carry message.@type and
+// CloudEvent (https://github.com/googleapis/google-cloudevents/blob/main/proto/google/events/cloud/pubsub/v1/data.proto). Real deliveries may also carry message.@type and
 // the legacy message_id/publish_time duplicates, which are ignored here.
 type pushEnvelope struct {
 	Message struct {

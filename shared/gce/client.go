@@ -3,9 +3,9 @@
 // through the cloud.google.com/go/compute/apiv1 REST clients only.
 //
 // It owns the translation between flexslurm's plain Go values and the
-// Compute API: building Flex-Start templates (gcp.md §1.4), waiting for every
+// Compute API: building Flex-Start templates (https://docs.cloud.google.com/ai-hypercomputer/docs/create/create-mig-with-a4-or-a3ultra), waiting for every
 // operation and treating an operation that ended DONE with errors as an
-// error (gcp.md §0.3), idempotent creation (409 → nil) and deletion (404 →
+// error (https://github.com/googleapis/google-cloud-go/blob/main/compute/apiv1/operations.go), idempotent creation (409 → nil) and deletion (404 →
 // nil), and classifying errors by code into a small set of classes (Classify)
 // so that decision code never sees Compute codes.
 //
@@ -40,7 +40,7 @@ import (
 
 // Run-duration limits of the Compute API for scheduling.maxRunDuration and a
 // resize request's requestedRunDuration: 600–604800 s (10 min to 7 days;
-// gcp.md §0.7).
+// https://cloud.google.com/compute/docs/instance-groups/about-resize-requests-mig).
 const (
 	MinRunDuration = 600 * time.Second
 	MaxRunDuration = 604800 * time.Second
@@ -128,7 +128,7 @@ func (c *Client) Close() error {
 // wait returns a function that takes a mutation's results, waits for its
 // operation and turns an operation that ended DONE with errors into an
 // *OperationError: op.Wait alone reports such an operation only when it also
-// carries a non-2xx httpErrorStatusCode (gcp.md §0.3). Use it as
+// carries a non-2xx httpErrorStatusCode (https://github.com/googleapis/google-cloud-go/blob/main/compute/apiv1/operations.go). Use it as
 // wait(ctx)(client.Insert(ctx, req)).
 func wait(ctx context.Context) func(*compute.Operation, error) error {
 	return func(op *compute.Operation, err error) error { return waitOp(ctx, op, err) }
@@ -399,7 +399,7 @@ func (c *Client) templatePath(ref string) string {
 
 // EnsureMIG creates a zonal MIG with target size 0, repairs off
 // (instanceLifecyclePolicy.defaultActionOnFailure DO_NOTHING) and no
-// autoscaler, as resize requests require (gcp.md §1.4). A MIG of that name
+// autoscaler, as resize requests require (https://cloud.google.com/compute/docs/instance-groups/create-mig-with-gpu-vms). A MIG of that name
 // that already exists (409) counts as success once it uses m.Template: a
 // MIG with another template is pointed at this one (setInstanceTemplate).
 func (c *Client) EnsureMIG(ctx context.Context, m MIGSpec, requestID string) error {
@@ -436,7 +436,7 @@ func (c *Client) EnsureMIG(ctx context.Context, m MIGSpec, requestID string) err
 	}
 	// The MIG may have existed before (409, or a repeated request id that
 	// returns the first insert's operation): it keeps its template until
-	// setInstanceTemplate (gcp.md Correction 4), so point it at this one.
+	// setInstanceTemplate (https://cloud.google.com/compute/docs/reference/rest/v1/instanceGroupManagers/setInstanceTemplate), so point it at this one.
 	// New VMs (resize requests) use it; existing VMs are not affected.
 	cur, err := c.migs.Get(ctx, &computepb.GetInstanceGroupManagerRequest{Project: c.project, Zone: m.Zone, InstanceGroupManager: m.Name})
 	if err != nil {
@@ -829,7 +829,7 @@ func (c *Client) GetInstance(ctx context.Context, zone, name string) (Instance, 
 }
 
 // ReportHostAsFaulty reports the VM's host as faulty with disruption schedule
-// IMMEDIATE (gcp.md §1.6): Compute takes the host out of service and
+// IMMEDIATE (https://cloud.google.com/compute/docs/reference/rest/v1/instances/reportHostAsFaulty): Compute takes the host out of service and
 // repairs the VM (it goes REPAIRING, then RUNNING again, or stays
 // TERMINATED when scheduling.automaticRestart is false). Compute accepts it
 // only for reservation-bound A4X Max, A4X, A4 and A3 Ultra VMs and refuses

@@ -100,7 +100,7 @@ var (
 )
 
 // OperationError is an operation that ended DONE with error.errors[]
-// (gcp.md §0.3): the call was accepted but the work failed.
+// (https://github.com/googleapis/google-cloud-go/blob/main/compute/apiv1/operations.go): the call was accepted but the work failed.
 type OperationError struct {
 	// Op is the operation name.
 	Op string

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/flexslurm/flexslurm/shared/text"
 )
 
 // DCGM error categories (dcgmErrorCategory_t, "Diagnostic Errors" in the
@@ -113,7 +115,7 @@ func parseDCGMDiag(data []byte) (dcgmReport, error) {
 	}
 	var top map[string]json.RawMessage
 	if err := json.NewDecoder(bytes.NewReader(data[start:])).Decode(&top); err != nil {
-		return rep, fmt.Errorf("%w: %v", errNoDCGMJSON, err)
+		return rep, fmt.Errorf("%w: %w", errNoDCGMJSON, err)
 	}
 	raw, ok := top["DCGM GPU Diagnostic"]
 	if !ok {
@@ -164,7 +166,7 @@ func convertDCGMResult(category, test string, r dcgmJSONResult) (dcgmResult, err
 		} else {
 			var o dcgmJSONWarning
 			if err := json.Unmarshal(raw, &o); err != nil {
-				return res, fmt.Errorf("warning %s is neither a string nor an object", truncate(string(raw), 80))
+				return res, fmt.Errorf("warning %s is neither a string nor an object", text.Truncate(string(raw), 80))
 			}
 			w.Text = o.Warning
 			if o.ErrorID != nil {
@@ -189,7 +191,7 @@ func convertDCGMResult(category, test string, r dcgmJSONResult) (dcgmResult, err
 		case json.Unmarshal(r.Info, &one) == nil:
 			res.Info = []string{one}
 		default:
-			return res, fmt.Errorf("info %s is neither a string nor a list of strings", truncate(string(r.Info), 80))
+			return res, fmt.Errorf("info %s is neither a string nor a list of strings", text.Truncate(string(r.Info), 80))
 		}
 	}
 	return res, nil
@@ -207,7 +209,7 @@ func scalarString(raw json.RawMessage) (string, error) {
 	}
 	var n json.Number
 	if err := json.Unmarshal(raw, &n); err != nil {
-		return "", fmt.Errorf("GPU id %s is neither a string nor a number", truncate(string(raw), 80))
+		return "", fmt.Errorf("GPU id %s is neither a string nor a number", text.Truncate(string(raw), 80))
 	}
 	return n.String(), nil
 }
@@ -440,5 +442,5 @@ func (r dcgmResult) detail() string {
 	if len(parts) == 0 {
 		return ""
 	}
-	return ": " + truncate(strings.Join(parts, "; "), 400)
+	return ": " + text.Truncate(strings.Join(parts, "; "), 400)
 }

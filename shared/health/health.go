@@ -46,6 +46,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/flexslurm/flexslurm/shared/event"
+	"github.com/flexslurm/flexslurm/shared/text"
 )
 
 // Verdict is the outcome of a probe or of a whole check.
@@ -377,14 +378,14 @@ func (r Result) Summary() string {
 		s = string(Inconclusive)
 	}
 	if len(r.Reasons) == 0 {
-		return truncate(sanitize(s), limit)
+		return text.Truncate(sanitize(s), limit)
 	}
 	more := ""
 	if n := len(r.Reasons) - 1; n > 0 {
 		more = fmt.Sprintf(" (+%d more)", n)
 	}
 	head := sanitize(s + ": " + r.Reasons[0])
-	return truncate(head, limit-len(more)) + more
+	return text.Truncate(head, limit-len(more)) + more
 }
 
 // sanitize replaces control characters and invalid UTF-8 with spaces and
@@ -411,20 +412,6 @@ func sanitize(s string) string {
 	return strings.TrimRight(b.String(), " ")
 }
 
-// truncate cuts s to at most n bytes on a rune boundary, marking the cut
-// with "...".
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const mark = "..."
-	cut := max(n-len(mark), 0)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + mark[:min(len(mark), n)]
-}
-
 // dedupe removes repeated strings, keeping the first occurrence.
 func dedupe(in []string) []string {
 	seen := make(map[string]bool, len(in))
@@ -448,7 +435,7 @@ func bound(in []string) []string {
 			out = append(out, fmt.Sprintf("... and %d more", len(in)-i))
 			break
 		}
-		out = append(out, truncate(sanitize(s), event.MaxHealthReasonBytes))
+		out = append(out, text.Truncate(sanitize(s), event.MaxHealthReasonBytes))
 	}
 	return out
 }

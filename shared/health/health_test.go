@@ -183,7 +183,10 @@ func TestCheckRunsProbesConcurrently(t *testing.T) {
 	if res.Verdict != Pass {
 		t.Fatalf("verdict %s: %q", res.Verdict, res.Reasons)
 	}
-	if elapsed := time.Since(start); elapsed > 2*time.Second {
+	// Run one after another, each probe would wait out its 3 s budget
+	// for the others and be inconclusive: the Pass above is the proof. The
+	// bound below is only a backstop, loose for a loaded machine.
+	if elapsed := time.Since(start); elapsed > 10*time.Second {
 		t.Errorf("probes did not run concurrently: %s", elapsed)
 	}
 }
@@ -272,7 +275,7 @@ func TestSummary(t *testing.T) {
 		{"more reasons", Result{Verdict: Inconclusive, Reasons: []string{"a", "b", "c"}}, "INCONCLUSIVE: a (+2 more)"},
 		{"newlines", Result{Verdict: Fail, Reasons: []string{"x\ny\tz"}}, "FAIL: x y z"},
 		{"empty verdict", Result{}, "INCONCLUSIVE"},
-		{"long", Result{Verdict: Fail, Reasons: []string{long, "b"}}, "FAIL: " + strings.Repeat("é", 90) + "... (+1 more)"},
+		{"long", Result{Verdict: Fail, Reasons: []string{long, "b"}}, "FAIL: " + strings.Repeat("é", 90) + "… (+1 more)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -300,7 +303,7 @@ func TestBound(t *testing.T) {
 		t.Errorf("bound(16 reasons) = %q, want all 16 kept", got)
 	}
 	huge := bound([]string{strings.Repeat("x", 2000), "bad \xff utf8\x00 and\r\nlines"})
-	if len(huge[0]) != event.MaxHealthReasonBytes || !strings.HasSuffix(huge[0], "...") {
+	if len(huge[0]) != event.MaxHealthReasonBytes || !strings.HasSuffix(huge[0], "…") {
 		t.Errorf("long reason: %d bytes, suffix %q", len(huge[0]), huge[0][len(huge[0])-5:])
 	}
 	if huge[1] != "bad utf8 and lines" {

@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/flexslurm/flexslurm/shared/text"
 )
 
 // kernelEventKind says what a kernel log line reported.
@@ -143,7 +145,7 @@ func judgeKernelLog(out Output, _ Options) findings {
 	}
 	for _, k := range order {
 		g := groups[k]
-		sample := truncate(g.first.Message, 240)
+		sample := text.Truncate(g.first.Message, 240)
 		times := "1 time"
 		if g.count > 1 {
 			times = fmt.Sprintf("%d times", g.count)
@@ -179,7 +181,7 @@ func judgeKernelLog(out Output, _ Options) findings {
 		}
 		what := fmt.Sprintf("Xid 154 (GPU_RECOVERY_ACTION_CHANGED) on PCI %s: latest recovery action %q", e.PCI, action)
 		if recoveryActionFails(action) {
-			f.failf("%s: %s", what, truncate(e.Message, 240))
+			f.failf("%s: %s", what, text.Truncate(e.Message, 240))
 		} else {
 			f.warnf("%s", what)
 		}

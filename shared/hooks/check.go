@@ -9,9 +9,9 @@ import (
 	"os/exec"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/flexslurm/flexslurm/shared/event"
+	"github.com/flexslurm/flexslurm/shared/text"
 )
 
 // Verdicts of a health check.
@@ -83,9 +83,7 @@ func checkReasons(out []byte) []string {
 	if t := bytes.TrimSpace(out); len(t) > 0 && t[0] == '{' && json.Unmarshal(t, &doc) == nil {
 		raw = doc.Reasons
 	} else {
-		for _, l := range strings.Split(string(out), "\n") {
-			raw = append(raw, l)
-		}
+		raw = append(raw, strings.Split(string(out), "\n")...)
 	}
 	return BoundReasons(raw)
 }
@@ -102,21 +100,9 @@ func BoundReasons(in []string) []string {
 		if len(out) == event.MaxHealthReasons {
 			break
 		}
-		out = append(out, truncate(r, event.MaxHealthReasonBytes))
+		out = append(out, text.Truncate(r, event.MaxHealthReasonBytes))
 	}
 	return out
-}
-
-// truncate cuts s to at most n bytes on a rune boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n - len("…")
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }
 
 type limited struct {

@@ -71,7 +71,7 @@ func newGuests(sim *computesim.Sim, exe, slurmRoot, logDir, healthDir, pubsubHos
 		meta: map[string]*computesim.MetadataServer{}, keyed: map[string]bool{}, mungeKey: key}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, fmt.Errorf("Secret Manager stand-in: %w", err)
+		return nil, fmt.Errorf("Secret Manager stand-in: %w", err) //lint:ignore ST1005 a product name
 	}
 	g.secretsSrv = &http.Server{Handler: g.secrets, ReadHeaderTimeout: 10 * time.Second}
 	go g.secretsSrv.Serve(ln)

@@ -26,7 +26,7 @@ import (
 // ErrUnavailable marks a machine where a local Slurm cluster cannot run:
 // Slurm is not installed and cannot be (not root, no apt-get), or its
 // daemons do not start. Tests skip on it.
-var ErrUnavailable = errors.New("Slurm is not available on this machine")
+var ErrUnavailable = errors.New("Slurm is not available on this machine") //lint:ignore ST1005 a product name
 
 // Packages is what Install installs (Debian/Ubuntu names).
 var Packages = []string{"slurmctld", "slurmd", "slurm-client", "munge"}
@@ -240,7 +240,7 @@ func (l *LocalCluster) WriteConfig(c *spec.Cluster, o slurm.ConfigOptions) error
 	}
 	uid, gid, err := l.Inst.LookupUser("slurm")
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: no slurm user: %w", ErrUnavailable, err)
 	}
 	if err := Reachable(l.Root, false); err != nil {
 		return fmt.Errorf("local Slurm root: %w", err)
@@ -462,7 +462,7 @@ func (l *LocalCluster) startMunge(ctx context.Context) error {
 	}
 	uid, gid, err := l.Inst.LookupUser("munge")
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: no munge user: %w", ErrUnavailable, err)
 	}
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		return fmt.Errorf("creating %s: %w", runDir, err)

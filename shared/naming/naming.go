@@ -62,9 +62,80 @@ var namespace = uuid.MustParse("6f0b6c3e-5a0f-4f5e-9a43-5f1e7c2d9b10")
 
 // RequestID is the Compute requestId (a UUID, as the API requires) for one
 // operation on one resource: a name-based (SHA-1) UUID of "op/resource", so
-// a retried call carries the same id and Compute performs it once.
+// a retried call carries the same id and Compute performs it once. Callers
+// use the per-operation constructors below rather than assembling
+// "op/resource" themselves.
 func RequestID(op, resource string) string {
 	return uuid.NewSHA1(namespace, []byte(op+"/"+resource)).String()
+}
+
+// One constructor per Compute operation flexslurm performs: each builds the
+// RequestID of that operation on that resource, so a decision and the
+// re-drive of the same operation (shared/apply) name it identically. The
+// strings they hash are fixed: changing one would give an in-flight
+// operation a new id after an upgrade, and Compute would perform it twice.
+
+// DeleteInstancesRequestID is the request id of
+// instanceGroupManagers.deleteInstances removing VM vm from MIG mig.
+func DeleteInstancesRequestID(mig, vm string) string {
+	return RequestID("delete-instances", mig+"/"+vm)
+}
+
+// CreateResizeRequestID is the request id of
+// instanceGroupManagerResizeRequests.insert creating resize request rr in
+// MIG mig.
+func CreateResizeRequestID(mig, rr string) string {
+	return RequestID("create-resize-request", mig+"/"+rr)
+}
+
+// CancelResizeRequestID is the request id of
+// instanceGroupManagerResizeRequests.cancel of resize request rr in MIG mig.
+func CancelResizeRequestID(mig, rr string) string {
+	return RequestID("cancel-resize-request", mig+"/"+rr)
+}
+
+// DeleteResizeRequestID is the request id of
+// instanceGroupManagerResizeRequests.delete of resize request rr in
+// incarnation incarnation of MIG mig (a recreated MIG may hold a request of
+// the same name).
+func DeleteResizeRequestID(mig, rr string, incarnation int) string {
+	return RequestID("delete-resize-request", fmt.Sprintf("%s/%s#%d", mig, rr, incarnation))
+}
+
+// ReportHostAsFaultyRequestID is the request id of
+// instances.reportHostAsFaulty on VM vm in zone zone.
+func ReportHostAsFaultyRequestID(zone, vm string) string {
+	return RequestID("report-host-as-faulty", zone+"/"+vm)
+}
+
+// StartInstanceRequestID is the request id of instances.start of VM vm in
+// zone zone.
+func StartInstanceRequestID(zone, vm string) string {
+	return RequestID("start-instance", zone+"/"+vm)
+}
+
+// InsertTemplateRequestID is the request id of instanceTemplates.insert of
+// template template (template names carry a hash of their content).
+func InsertTemplateRequestID(template string) string {
+	return RequestID("insert-template", template)
+}
+
+// InsertMIGRequestID is the request id of instanceGroupManagers.insert of
+// incarnation incarnation of MIG mig in zone zone.
+func InsertMIGRequestID(zone, mig string, incarnation int) string {
+	return RequestID("insert-mig", fmt.Sprintf("%s/%s#%d", zone, mig, incarnation))
+}
+
+// DeleteMIGRequestID is the request id of instanceGroupManagers.delete of
+// incarnation incarnation of MIG mig in zone zone.
+func DeleteMIGRequestID(zone, mig string, incarnation int) string {
+	return RequestID("delete-mig", fmt.Sprintf("%s/%s#%d", zone, mig, incarnation))
+}
+
+// TeardownRequestID is the request id of teardown operation op (e.g.
+// "delete-mig") on resource in teardown run runID.
+func TeardownRequestID(runID, op, resource string) string {
+	return RequestID("teardown-"+op, runID+"/"+resource)
 }
 
 // CommandID is the deterministic id of a Slurm command, so the agent runs a

@@ -115,8 +115,8 @@ type DeleteVMs struct {
 
 // ReportHostAsFaulty asks Compute Engine to take the host of a node's VM
 // out of service and restart the VM on a healthy host
-// (instances.reportHostAsFaulty with disruptionSchedule IMMEDIATE, gcp.md
-// §1.6): the VM goes REPAIRING, then RUNNING again with the same name, id
+// (instances.reportHostAsFaulty with disruptionSchedule IMMEDIATE,
+// https://cloud.google.com/compute/docs/reference/rest/v1/instances/reportHostAsFaulty): the VM goes REPAIRING, then RUNNING again with the same name, id
 // and termination time, keeping the capacity Flex-Start granted. Node and
 // Generation name the node generation it repairs; JobID is the job that
 // waits for it ("" when none), so a refusal can replace the VM for it

@@ -79,7 +79,7 @@ func Expiry(st *model.State, a *event.Audit, now time.Time, pol Policy) ([]Actio
 	if a.Kind == event.AuditDeferredStop || a.Kind == event.AuditInterruption {
 		// The VM may still exist, stopped: make sure it is gone.
 		b.add(DeleteVMs{Pool: poolID, VMs: []string{a.Instance},
-			RequestID: naming.RequestID("delete-instances", pool.MIG+"/"+a.Instance), Reason: why})
+			RequestID: naming.DeleteInstancesRequestID(pool.MIG, a.Instance), Reason: why})
 	}
 	b.generationEnded(pool, node, end, why)
 	return b.out, nil

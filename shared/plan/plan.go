@@ -29,7 +29,8 @@ type Policy struct {
 	RequestGrace time.Duration
 	// OrphanGrace is how old a VM labelled as this cluster's, with no node
 	// record naming it, must be before it is deleted. Default 5 min
-	// (slurm-gcp waits 90 s, ParallelCluster 300 s: anchors.md).
+	// (slurm-gcp waits 90 s, https://github.com/GoogleCloudPlatform/cluster-toolkit/blob/main/community/modules/scheduler/schedmd-slurm-gcp-v6-controller/modules/slurm_files/scripts/slurmsync.py;
+	// ParallelCluster 300 s, orphaned_instance_timeout in https://github.com/aws/aws-parallelcluster-node/blob/develop/src/slurm_plugin/clustermgtd.py).
 	OrphanGrace time.Duration
 	// ExpirySlack: a VM that vanishes within this much of its termination
 	// time counts as expired rather than lost. Default 2 min.
@@ -129,7 +130,7 @@ type Policy struct {
 	// the node stays drained, an alert and the repair_blocked metric say
 	// so — and the reconciler starts it, oldest first, as repairs finish.
 	// Default 0.2 (Karpenter's node repair stops above 20 % unhealthy
-	// nodes in a pool: anchors.md, "Node auto-repair").
+	// nodes in a pool: https://github.com/kubernetes-sigs/karpenter/tree/main/pkg/controllers/node/health).
 	RepairMaxUnhealthy float64
 	// RepairMinBudget is the budget's absolute floor: a pool can always
 	// repair this many nodes at once (a one-node pool can repair its node).
@@ -326,7 +327,7 @@ func (b *builder) provisionNode(pool *model.Pool, n model.Node, jobID, reason st
 	b.putNode(n, reason)
 	b.add(CreateResizeRequest{
 		Pool: pool.ID, Name: rr, VMs: []string{n.VMName}, RunDuration: pool.RunDuration,
-		JobID: jobID, RequestID: naming.RequestID("create-resize-request", pool.MIG+"/"+rr), Reason: reason,
+		JobID: jobID, RequestID: naming.CreateResizeRequestID(pool.MIG, rr), Reason: reason,
 	})
 }
 
@@ -369,17 +370,17 @@ func (b *builder) release(pool *model.Pool, n model.Node, reason string, tellSlu
 			// later create a second VM for it. Its other waiting nodes end
 			// their generation too, and their job is re-planned.
 			b.add(CancelResizeRequest{Pool: pool.ID, Name: n.ResizeRequest,
-				RequestID: naming.RequestID("cancel-resize-request", pool.MIG+"/"+n.ResizeRequest), Reason: reason})
+				RequestID: naming.CancelResizeRequestID(pool.MIG, n.ResizeRequest), Reason: reason})
 			b.endSharedRequest(pool, n, reason)
 		}
 		// The VM may appear if the request was fulfilled meanwhile: deleting
 		// it by name is harmless when it does not exist.
 		b.add(DeleteVMs{Pool: pool.ID, VMs: []string{n.VMName},
-			RequestID: naming.RequestID("delete-instances", pool.MIG+"/"+n.VMName), Reason: reason})
+			RequestID: naming.DeleteInstancesRequestID(pool.MIG, n.VMName), Reason: reason})
 		n.Phase = model.PhaseDeleting
 	case model.PhaseRunning:
 		b.add(DeleteVMs{Pool: pool.ID, VMs: []string{n.VMName},
-			RequestID: naming.RequestID("delete-instances", pool.MIG+"/"+n.VMName), Reason: reason})
+			RequestID: naming.DeleteInstancesRequestID(pool.MIG, n.VMName), Reason: reason})
 		if tellSlurm {
 			b.slurm(event.SlurmPowerDown, []string{n.Name}, "", reason, n.VMName)
 		}
@@ -403,7 +404,7 @@ func (b *builder) endSharedRequest(pool *model.Pool, n model.Node, reason string
 		}
 		other := *o
 		b.add(DeleteVMs{Pool: pool.ID, VMs: []string{other.VMName},
-			RequestID: naming.RequestID("delete-instances", pool.MIG+"/"+other.VMName), Reason: reason})
+			RequestID: naming.DeleteInstancesRequestID(pool.MIG, other.VMName), Reason: reason})
 		other.Phase = model.PhaseDeleting
 		other.LastEnd = model.EndReleased
 		b.putNode(other, fmt.Sprintf("its resize request %s was cancelled with %s's: %s", n.ResizeRequest, n.Name, reason))
@@ -532,7 +533,7 @@ func (b *builder) provisionJob(j model.Job, why string) bool {
 	}
 	b.add(CreateResizeRequest{
 		Pool: pool.ID, Name: rr, VMs: vms, RunDuration: pool.RunDuration, JobID: j.ID,
-		RequestID: naming.RequestID("create-resize-request", pool.MIG+"/"+rr),
+		RequestID: naming.CreateResizeRequestID(pool.MIG, rr),
 		Reason:    fmt.Sprintf("job %s is pending and needs %d VMs: %s", j.ID, len(vms), why),
 	})
 	return true

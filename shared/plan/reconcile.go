@@ -278,7 +278,7 @@ func (b *builder) removedPool(pool *model.Pool, po ObservedPool) {
 		}
 	}
 	if po.MIGExists {
-		b.add(DeleteMIG{Pool: pool.ID, RequestID: naming.RequestID("delete-mig", fmt.Sprintf("%s/%s#%d", pool.Zone, pool.MIG, pool.MIGIncarnation)),
+		b.add(DeleteMIG{Pool: pool.ID, RequestID: naming.DeleteMIGRequestID(pool.Zone, pool.MIG, pool.MIGIncarnation),
 			Reason: fmt.Sprintf("reconciler: pool %s was removed from the spec and its MIG %s is empty", pool.ID, pool.MIG)})
 		return
 	}
@@ -292,7 +292,7 @@ func (b *builder) act(pool *model.Pool, node model.Node, vm VM, outcome Outcome,
 	why := "reconciler: " + rule.Why
 	del := func(name, reason string) {
 		b.add(DeleteVMs{Pool: pool.ID, VMs: []string{name},
-			RequestID: naming.RequestID("delete-instances", pool.MIG+"/"+name), Reason: reason})
+			RequestID: naming.DeleteInstancesRequestID(pool.MIG, name), Reason: reason})
 	}
 	switch outcome {
 	case OutcomeOK, OutcomeWait:
@@ -419,7 +419,7 @@ func (b *builder) act(pool *model.Pool, node model.Node, vm VM, outcome Outcome,
 // (its job, requeued, asks for it again).
 func (b *builder) replaceLost(pool *model.Pool, node model.Node, why, slurmReason string) {
 	b.add(DeleteVMs{Pool: pool.ID, VMs: []string{node.VMName},
-		RequestID: naming.RequestID("delete-instances", pool.MIG+"/"+node.VMName), Reason: why})
+		RequestID: naming.DeleteInstancesRequestID(pool.MIG, node.VMName), Reason: why})
 	if kindOf(node, pool) == model.NodeStatic {
 		b.generationEnded(pool, node, model.EndLost, why+": replaced")
 		return
@@ -448,7 +448,7 @@ func (b *builder) reconcileRequested(pool *model.Pool, node model.Node, rrs map[
 			}
 		}
 		b.add(CreateResizeRequest{Pool: pool.ID, Name: node.ResizeRequest, VMs: vms, RunDuration: pool.RunDuration,
-			JobID: node.JobID, RequestID: naming.RequestID("create-resize-request", pool.MIG+"/"+node.ResizeRequest),
+			JobID: node.JobID, RequestID: naming.CreateResizeRequestID(pool.MIG, node.ResizeRequest),
 			Reason: fmt.Sprintf("reconciler: resize request %s is not visible %s after it was recorded: issuing it again", node.ResizeRequest, b.now.Sub(node.RequestedAt).Round(time.Second))})
 		return false
 	case rr.State == "FAILED" && rr.ErrorClass != "":
@@ -525,7 +525,7 @@ func (b *builder) orphans(pool *model.Pool, po ObservedPool, pol Policy) {
 	sort.Strings(names)
 	for _, name := range names {
 		b.add(DeleteVMs{Pool: pool.ID, VMs: []string{name},
-			RequestID: naming.RequestID("delete-instances", pool.MIG+"/"+name),
+			RequestID: naming.DeleteInstancesRequestID(pool.MIG, name),
 			Reason:    fmt.Sprintf("reconciler: VM %s is labelled as pool %s's but no node record names it (orphan older than %s)", name, pool.ID, pol.OrphanGrace)})
 	}
 }
@@ -542,7 +542,7 @@ func (b *builder) unwantedRequests(pool *model.Pool, po ObservedPool, pol Policy
 			continue
 		}
 		b.add(CancelResizeRequest{Pool: pool.ID, Name: rr.Name,
-			RequestID: naming.RequestID("cancel-resize-request", pool.MIG+"/"+rr.Name),
+			RequestID: naming.CancelResizeRequestID(pool.MIG, rr.Name),
 			Reason:    fmt.Sprintf("reconciler: resize request %s is queued but no node waits for it", rr.Name)})
 	}
 }
@@ -563,7 +563,7 @@ func (b *builder) finishedRequests(pool *model.Pool, po ObservedPool) {
 			continue
 		}
 		b.add(DeleteResizeRequest{Pool: pool.ID, Name: rr.Name, State: rr.State,
-			RequestID: naming.RequestID("delete-resize-request", fmt.Sprintf("%s/%s#%d", pool.MIG, rr.Name, pool.MIGIncarnation)),
+			RequestID: naming.DeleteResizeRequestID(pool.MIG, rr.Name, pool.MIGIncarnation),
 			Reason:    fmt.Sprintf("reconciler: resize request %s is %s and its outcome is recorded: deleted so the MIG's list stays short", rr.Name, rr.State)})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
+	"github.com/flexslurm/flexslurm/shared/text"
 )
 
 // Metric names of health repair (labels: pool; repair_fallback also
@@ -25,7 +26,7 @@ const (
 )
 
 // FaultBehavior is the fault reason flexslurm reports with a host repair
-// (instances.reportHostAsFaulty faultReasons[].behavior, gcp.md §1.6). The
+// (instances.reportHostAsFaulty faultReasons[].behavior, https://cloud.google.com/compute/docs/reference/rest/v1/instances/reportHostAsFaulty). The
 // node-side checks report GPU faults (Xid, ECC, NVLink, DCGM) as free text
 // that does not tell the API's other behaviors (CHIP_ERROR, PERFORMANCE,
 // SILENT_DATA_CORRUPTION) apart reliably, so one behavior is used for all.
@@ -147,7 +148,7 @@ func Repair(st *model.State, h *event.Health, now time.Time, pol Policy) ([]Acti
 	}
 
 	// A new repair (or a FAIL on a node drained for diagnosis).
-	node.Repair, node.RepairSince, node.RepairReason = model.RepairNone, now, truncate(reason, MaxFaultDescription)
+	node.Repair, node.RepairSince, node.RepairReason = model.RepairNone, now, text.Truncate(reason, MaxFaultDescription)
 	b.slurm(event.SlurmDrain, []string{node.Name}, "", fmt.Sprintf("flexslurm: %s (%s)", reason, node.VMName), b.drainParts(node)...)
 	if unhealthy, allowed, serving := b.repairBudget(pool, node.Name); unhealthy >= allowed {
 		node.Repair = model.RepairBlocked
@@ -253,8 +254,8 @@ func (b *builder) hostRepair(pool *model.Pool, node model.Node, why string) {
 
 func (b *builder) reportHost(pool *model.Pool, node model.Node, reason string) ReportHostAsFaulty {
 	return ReportHostAsFaulty{Pool: pool.ID, Node: node.Name, Generation: node.Generation, VM: node.VMName,
-		Behavior: FaultBehavior, Description: truncate(node.RepairReason, MaxFaultDescription), JobID: node.RepairJob,
-		RequestID: naming.RequestID("report-host-as-faulty", pool.Zone+"/"+node.VMName), Reason: reason}
+		Behavior: FaultBehavior, Description: text.Truncate(node.RepairReason, MaxFaultDescription), JobID: node.RepairJob,
+		RequestID: naming.ReportHostAsFaultyRequestID(pool.Zone, node.VMName), Reason: reason}
 }
 
 // replaceVM deletes a failed node's VM and, when the node must serve
@@ -262,7 +263,7 @@ func (b *builder) reportHost(pool *model.Pool, node model.Node, reason string) R
 // node gets a new generation, a dynamic node is provisioned for the job.
 func (b *builder) replaceVM(pool *model.Pool, node model.Node, why, jobID string, waiting bool) {
 	b.add(DeleteVMs{Pool: pool.ID, VMs: []string{node.VMName},
-		RequestID: naming.RequestID("delete-instances", pool.MIG+"/"+node.VMName), Reason: why})
+		RequestID: naming.DeleteInstancesRequestID(pool.MIG, node.VMName), Reason: why})
 	node.LastEnd = model.EndHealth
 	b.endOfLifeDone(node)
 	j, known := b.st.Jobs[jobID]
@@ -379,7 +380,7 @@ func (b *builder) inconclusive(pool *model.Pool, node model.Node, h *event.Healt
 	if len(h.Reasons) > 0 {
 		detail = h.Reasons[0]
 	}
-	seen := fmt.Sprintf("health check inconclusive on %s (%s): %d within %s", node.VMName, truncate(detail, 200), node.InconclusiveCount, shortDuration(window))
+	seen := fmt.Sprintf("health check inconclusive on %s (%s): %d within %s", node.VMName, text.Truncate(detail, 200), node.InconclusiveCount, shortDuration(window))
 	b.add(Metric{Name: MetricInconclusive, Labels: map[string]string{"pool": pool.ID}, Reason: seen})
 	switch {
 	case node.Repair.UnderRepair() || node.Repair == model.RepairBlocked:
@@ -392,9 +393,9 @@ func (b *builder) inconclusive(pool *model.Pool, node model.Node, h *event.Healt
 		msg := fmt.Sprintf("health check inconclusive %d times within %s: drained for diagnosis", node.InconclusiveCount, shortDuration(window))
 		b.slurm(event.SlurmDrain, []string{node.Name}, "", fmt.Sprintf("flexslurm: %s (%s)", msg, node.VMName),
 			node.VMName, "diagnosis", node.InconclusiveSince.UTC().Format(time.RFC3339Nano))
-		node.Repair, node.RepairSince, node.RepairReason = model.RepairDiagnosis, b.now, truncate("health check inconclusive: "+detail, MaxFaultDescription)
+		node.Repair, node.RepairSince, node.RepairReason = model.RepairDiagnosis, b.now, text.Truncate("health check inconclusive: "+detail, MaxFaultDescription)
 		b.putNode(node, seen+": "+msg)
-		b.add(Alert{Pool: pool.ID, Node: node.Name, Reason: fmt.Sprintf("%s: %s (last: %s); no VM action, an operator resumes or replaces it", node.Name, msg, truncate(detail, 200))})
+		b.add(Alert{Pool: pool.ID, Node: node.Name, Reason: fmt.Sprintf("%s: %s (last: %s); no VM action, an operator resumes or replaces it", node.Name, msg, text.Truncate(detail, 200))})
 		b.add(Metric{Name: MetricRepairDiagnosis, Labels: map[string]string{"pool": pool.ID}, Reason: msg})
 	}
 }
@@ -430,7 +431,7 @@ func (b *builder) reconcileRepair(pool *model.Pool, node model.Node, vm VM, pres
 			b.hostRepaired(pool, node, vm)
 		case stopped && since < b.pol.RepairTimeout:
 			b.add(StartVM{Pool: pool.ID, Node: node.Name, Generation: node.Generation, VM: node.VMName,
-				RequestID: naming.RequestID("start-instance", pool.Zone+"/"+node.VMName),
+				RequestID: naming.StartInstanceRequestID(pool.Zone, node.VMName),
 				Reason: fmt.Sprintf("reconciler: VM %s is stopped after its host repair (asked for at %s; automaticRestart is off): starting it",
 					node.VMName, node.RepairSince.Format(time.RFC3339))})
 		case since >= b.pol.RepairTimeout:
@@ -509,7 +510,7 @@ func (b *builder) unblockRepairs(pool *model.Pool) {
 func faultReason(reasons []string) string {
 	r := "health check failed"
 	if len(reasons) > 0 {
-		r += ": " + truncate(reasons[0], 300)
+		r += ": " + text.Truncate(reasons[0], 300)
 		if len(reasons) > 1 {
 			r += fmt.Sprintf(" (+%d more)", len(reasons)-1)
 		}
@@ -527,17 +528,6 @@ func shortDuration(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
-}
-
-// truncate bounds s to n bytes without splitting a UTF-8 sequence.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n]
 }
 
 func jobIfWaiting(id string, waiting bool) string {

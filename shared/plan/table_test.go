@@ -64,7 +64,7 @@ func TestEveryRowIsReachable(t *testing.T) {
 }
 
 // TestClassifySlurm covers states seen on a real Slurm 22.05 cluster
-// (shared/reference/slurm.md §6).
+// (https://slurm.schedmd.com/sinfo.html, https://slurm.schedmd.com/power_save.html).
 func TestClassifySlurm(t *testing.T) {
 	tests := []struct {
 		state string

@@ -282,7 +282,7 @@ func PlanTeardown(cluster string, inv TeardownInventory) TeardownPlan {
 // TeardownRRStep is the next step for one resize request.
 type TeardownRRStep int
 
-// Steps for a resize request (gcp.md §1.3: cancel is only for ACCEPTED
+// Steps for a resize request (https://cloud.google.com/compute/docs/instance-groups/manage-resize-requests-mig: cancel is only for ACCEPTED
 // requests, delete only for inactive ones).
 const (
 	// RRWait: CREATING (or a state not known here): look again later.

@@ -4,7 +4,8 @@
 // domain differs per universe) creates and deletes the node pools' VMs for
 // their managed instance groups, so it must hold roles/editor (roles/owner
 // also does), or both roles/compute.instanceAdmin.v1 and
-// roles/iam.serviceAccountUser (gcp.md §5.4, §6).
+// roles/iam.serviceAccountUser (https://docs.cloud.google.com/gemini-enterprise-agent-platform/machine-learning/training/training-clusters/using-flex-start-vms-with-slurm-clusters; the policy is read as
+// https://cloud.google.com/resource-manager/reference/rest/v3/projects/getIamPolicy describes).
 //
 // The check reads the project's IAM policy through the Resource Manager v3
 // API (GetProject for the project number, GetIamPolicy with policy version
@@ -62,14 +63,14 @@ const DefaultUniverse = "googleapis.com"
 const AgentLocalPrefix = "cloudservices."
 
 // knownAgentDomains is the service agent's domain per universe, where it is
-// documented (gcp.md §5.4).
+// documented (https://docs.cloud.google.com/gemini-enterprise-agent-platform/machine-learning/training/training-clusters/using-flex-start-vms-with-slurm-clusters).
 var knownAgentDomains = map[string]string{
 	DefaultUniverse: "cloudservices.gserviceaccount.com",
 }
 
 // plausibleAgentDomains lists, per universe whose service-agent domain is
 // not documented, the forms its service-account domains suggest (S3NS key
-// differences page, gcp.md §5.5). They are only offered as hints.
+// differences page, https://documentation.s3ns.fr/docs/overview/tpc-key-differences). They are only offered as hints.
 var plausibleAgentDomains = map[string][]string{
 	"s3nsapis.fr": {
 		"cloudservices.s3ns-system.iam.gserviceaccount.com",

@@ -86,8 +86,7 @@ func Marshal(f *File) ([]byte, error) {
 }
 
 var (
-	unmarshalerType = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
-	leafType        = reflect.TypeOf((*leaf)(nil)).Elem()
+	leafType = reflect.TypeOf((*leaf)(nil)).Elem()
 )
 
 // checkKnownKeys walks a YAML node beside the Go type it decodes into and

@@ -15,7 +15,7 @@ import (
 
 // The Slurm model plays slurmctld, its power-saving hooks and the flexslurm
 // agent, with the behaviour observed on a real Slurm 22.05 with CLOUD nodes
-// (shared/reference/slurm.md):
+// (https://slurm.schedmd.com/power_save.html):
 //
 //   - allocation of powered-down nodes calls ResumeProgram (job.pending with
 //     the allocated nodes); a node shows ALLOCATED+CLOUD+NOT_RESPONDING+
@@ -284,9 +284,7 @@ func (m *slurmModel) snapshot(now time.Time) event.SlurmSnapshot {
 	}
 	for _, n := range m.sortedNodes() {
 		var flags []string
-		for _, f := range strings.Split(n.state(), "+")[1:] {
-			flags = append(flags, f)
-		}
+		flags = append(flags, strings.Split(n.state(), "+")[1:]...)
 		s.Nodes = append(s.Nodes, event.SnapshotNode{Name: n.name, State: strings.ToLower(n.base), Flags: flags, Reason: n.reason})
 	}
 	for _, id := range m.order {

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/flexslurm/flexslurm/shared/text"
 )
 
 // slurmTimeLayout is how scontrol prints times: local time, to the second.
@@ -85,7 +87,7 @@ func ParseShowNodes(out []byte) ([]NodeInfo, error) {
 		kv := ParseKV(l)
 		name := kv["NodeName"]
 		if name == "" {
-			return nil, fmt.Errorf("%w: scontrol show node line without NodeName: %q", ErrParse, bound(l, 200))
+			return nil, fmt.Errorf("%w: scontrol show node line without NodeName: %q", ErrParse, text.Truncate(l, 200))
 		}
 		n := NodeInfo{Name: name, Addr: kv["NodeAddr"], Hostname: kv["NodeHostName"], Reason: stripReasonSuffix(nullable(kv["Reason"]))}
 		n.State, n.Flags = splitNodeState(strings.Split(kv["State"], "+"))
@@ -110,7 +112,7 @@ func ParseShowJobs(out []byte) ([]JobInfo, error) {
 		kv := ParseKV(l)
 		id, err := strconv.ParseInt(kv["JobId"], 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("%w: scontrol show job line without a numeric JobId: %q", ErrParse, bound(l, 200))
+			return nil, fmt.Errorf("%w: scontrol show job line without a numeric JobId: %q", ErrParse, text.Truncate(l, 200))
 		}
 		j := JobInfo{JobID: id, ID: kv["JobId"], Reason: kv["Reason"], Partition: kv["Partition"]}
 		if a, t := kv["ArrayJobId"], kv["ArrayTaskId"]; a != "" && t != "" && isDigits(t) {
@@ -121,7 +123,7 @@ func ParseShowJobs(out []byte) ([]JobInfo, error) {
 		if nl := nullable(kv["NodeList"]); nl != "" {
 			j.NodeList = nl
 			if j.Nodes, err = ExpandHostlist(nl); err != nil {
-				return nil, fmt.Errorf("%w: job %s: %v", ErrParse, j.ID, err)
+				return nil, fmt.Errorf("%w: job %s: %w", ErrParse, j.ID, err)
 			}
 		}
 		lo, _, _ := strings.Cut(kv["NumNodes"], "-")
@@ -146,14 +148,14 @@ func ParseShowReservations(out []byte) ([]Reservation, error) {
 		}
 		kv := ParseKV(l)
 		if kv["ReservationName"] == "" {
-			return nil, fmt.Errorf("%w: scontrol show reservation line without ReservationName: %q", ErrParse, bound(l, 200))
+			return nil, fmt.Errorf("%w: scontrol show reservation line without ReservationName: %q", ErrParse, text.Truncate(l, 200))
 		}
 		r := Reservation{Name: kv["ReservationName"], State: kv["State"]}
 		if nl := nullable(kv["Nodes"]); nl != "" {
 			r.NodeList = nl
 			nodes, err := ExpandHostlist(nl)
 			if err != nil {
-				return nil, fmt.Errorf("%w: reservation %s: %v", ErrParse, r.Name, err)
+				return nil, fmt.Errorf("%w: reservation %s: %w", ErrParse, r.Name, err)
 			}
 			r.Nodes = nodes
 		}
@@ -390,7 +392,7 @@ func ParseSqueueJSON(out []byte) ([]JobInfo, error) {
 		Errors jsonErrors `json:"errors"`
 	}
 	if err := json.Unmarshal(out, &doc); err != nil {
-		return nil, fmt.Errorf("%w: squeue --json: %v", ErrParse, err)
+		return nil, fmt.Errorf("%w: squeue --json: %w", ErrParse, err)
 	}
 	if err := doc.Errors.err(); err != nil && len(doc.Jobs) == 0 {
 		return nil, fmt.Errorf("squeue --json: %w", err)
@@ -419,7 +421,7 @@ func ParseSqueueJSON(out []byte) ([]JobInfo, error) {
 		if j.NodeList != "" {
 			nodes, err := ExpandHostlist(j.NodeList)
 			if err != nil {
-				return nil, fmt.Errorf("%w: squeue --json job %s: %v", ErrParse, j.ID, err)
+				return nil, fmt.Errorf("%w: squeue --json job %s: %w", ErrParse, j.ID, err)
 			}
 			j.Nodes = nodes
 		}
@@ -470,7 +472,7 @@ func ParseSinfoJSON(out []byte) ([]NodeInfo, error) {
 		Errors jsonErrors        `json:"errors"`
 	}
 	if err := json.Unmarshal(out, &doc); err != nil {
-		return nil, fmt.Errorf("%w: sinfo --json: %v", ErrParse, err)
+		return nil, fmt.Errorf("%w: sinfo --json: %w", ErrParse, err)
 	}
 	if err := doc.Errors.err(); err != nil && len(doc.Nodes) == 0 && len(doc.Sinfo) == 0 {
 		return nil, fmt.Errorf("sinfo --json: %w", err)

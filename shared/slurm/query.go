@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/flexslurm/flexslurm/shared/text"
 )
 
 // ErrNotFound marks a node, job or reservation slurmctld does not know.
@@ -159,14 +161,14 @@ func parseSqueueFormat(out []byte) ([]JobInfo, error) {
 	for _, l := range lines(out) {
 		f := strings.Split(l, "|")
 		if len(f) < 9 {
-			return nil, fmt.Errorf("%w: squeue line %q has %d fields, want 9", ErrParse, bound(l, 200), len(f))
+			return nil, fmt.Errorf("%w: squeue line %q has %d fields, want 9", ErrParse, text.Truncate(l, 200), len(f))
 		}
 		for i := range f {
 			f[i] = strings.TrimSpace(f[i])
 		}
 		id, err := strconv.ParseInt(f[0], 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("%w: squeue line %q: job id %q", ErrParse, bound(l, 200), f[0])
+			return nil, fmt.Errorf("%w: squeue line %q: job id %q", ErrParse, text.Truncate(l, 200), f[0])
 		}
 		j := JobInfo{JobID: id, ID: f[1], Reason: f[3], Partition: f[4]}
 		if j.ID == "" || strings.ContainsAny(j.ID, "[]") {
@@ -179,7 +181,7 @@ func parseSqueueFormat(out []byte) ([]JobInfo, error) {
 		if nl := f[8]; nl != "" && nl != "(null)" {
 			j.NodeList = nl
 			if j.Nodes, err = ExpandHostlist(nl); err != nil {
-				return nil, fmt.Errorf("%w: job %s: %v", ErrParse, j.ID, err)
+				return nil, fmt.Errorf("%w: job %s: %w", ErrParse, j.ID, err)
 			}
 		}
 		jobs = append(jobs, j)

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/flexslurm/flexslurm/shared/text"
 )
 
 // Default locations and limits of the Slurm client commands.
@@ -153,7 +155,7 @@ func (r *Runner) Run(ctx context.Context, prog string, args ...string) ([]byte, 
 	if err == nil {
 		return stdout.Bytes(), nil
 	}
-	ce := &CommandError{Argv: argv, ExitCode: -1, Stderr: bound(strings.TrimSpace(stderr.String()+"\n"+stdout.String()), 2048)}
+	ce := &CommandError{Argv: argv, ExitCode: -1, Stderr: text.Truncate(strings.TrimSpace(stderr.String()+"\n"+stdout.String()), 2048)}
 	var ee *exec.ExitError
 	switch {
 	case ctx.Err() != nil:
@@ -181,16 +183,4 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 		l.b.Write(p[:min(len(p), room)])
 	}
 	return len(p), nil
-}
-
-// bound cuts s to at most n bytes on a rune boundary, marking the cut.
-func bound(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n - len("…")
-	for cut > 0 && (s[cut]&0xC0) == 0x80 {
-		cut--
-	}
-	return s[:cut] + "…"
 }

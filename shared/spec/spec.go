@@ -12,8 +12,9 @@
 // mirrored in the Terraform definition
 // mmv1/products/vertexai/ModelDevelopmentCluster.yaml in
 // GoogleCloudPlatform/magic-modules) and from the "Using Flex-start VMs with
-// Slurm clusters" guide; the repository's reference notes collect them in
-// gcp.md §5.2 (schema) and §5.3 (validation rules).
+// Slurm clusters" guide: https://github.com/GoogleCloudPlatform/magic-modules/blob/main/mmv1/products/vertexai/ModelDevelopmentCluster.yaml,
+// https://docs.cloud.google.com/gemini-enterprise-agent-platform/machine-learning/training/training-clusters/create-cluster,
+// https://docs.cloud.google.com/gemini-enterprise-agent-platform/machine-learning/training/training-clusters/using-flex-start-vms-with-slurm-clusters.
 //
 // The package does no I/O apart from Load reading one file, and imports
 // nothing from the rest of flexslurm.
@@ -29,9 +30,9 @@ import (
 
 // Flex-start run-duration bounds. The managed Slurm API accepts a node pool's
 // flex_start_max_duration from 30 s to 7 days and applies 7 days when it is
-// omitted (gcp.md §5.3; the seed guide says the same). Compute Engine itself
+// omitted (https://docs.cloud.google.com/gemini-enterprise-agent-platform/machine-learning/training/training-clusters/using-flex-start-vms-with-slurm-clusters). Compute Engine itself
 // accepts maxRunDuration and a resize request's requestedRunDuration only from
-// 600 s to 604800 s (gcp.md §1.2), see ComputeRunDuration.
+// 600 s to 604800 s (https://cloud.google.com/compute/docs/instance-groups/about-resize-requests-mig), see ComputeRunDuration.
 const (
 	// MinFlexStartMaxDuration is the shortest flex_start_max_duration the
 	// managed Slurm API accepts: 30 seconds.
@@ -49,7 +50,8 @@ const (
 )
 
 // DefaultBootDiskSizeGB is the boot disk size, in GB, that the managed Slurm
-// API applies when boot_disk.boot_disk_size_gb is omitted (gcp.md §5.2).
+// API applies when boot_disk.boot_disk_size_gb is omitted
+// (https://github.com/GoogleCloudPlatform/magic-modules/blob/main/mmv1/products/vertexai/ModelDevelopmentCluster.yaml).
 const DefaultBootDiskSizeGB = 100
 
 // MaxSpecBytes is the largest cluster spec, in bytes, that Parse and Load
@@ -61,7 +63,8 @@ const MaxSpecBytes = 1 << 20
 // managed Slurm API.
 type ProvisioningModel string
 
-// The provisioning models the managed Slurm API accepts (gcp.md §5.2).
+// The provisioning models the managed Slurm API accepts
+// (https://github.com/GoogleCloudPlatform/magic-modules/blob/main/mmv1/products/vertexai/ModelDevelopmentCluster.yaml).
 const (
 	// ProvisioningOnDemand is standard on-demand capacity; it is the
 	// default for a pool without accelerators.
@@ -81,7 +84,7 @@ type Cluster struct {
 	// otherwise DisplayName (the seed leaves the segment empty because the
 	// API takes the id as a create-time parameter). It matches
 	// ^[a-z][a-z0-9]{0,9}$, the rule for clusters with a slurm_spec
-	// (gcp.md §5.3).
+	// (https://github.com/GoogleCloudPlatform/magic-modules/blob/main/mmv1/products/vertexai/ModelDevelopmentCluster.yaml).
 	ID string
 	// Project is the project id taken from Name (S3NS ids keep their
 	// "s3ns:" prefix).
@@ -128,7 +131,7 @@ type NodePool struct {
 	// ON_DEMAND for a pool without accelerators. For a pool with
 	// accelerators the API defaults to RESERVATION only when
 	// machine_spec.reservation_affinity is set and rejects the pool
-	// otherwise (gcp.md §5.3); reservation_affinity is not modelled here, so
+	// otherwise (https://docs.cloud.google.com/gemini-enterprise-agent-platform/machine-learning/training/training-clusters/create-cluster); reservation_affinity is not modelled here, so
 	// such a pool must set provisioning_model explicitly.
 	ProvisioningModel ProvisioningModel
 	// FlexStartMaxDuration is the effective maximum run duration of each VM
@@ -192,7 +195,7 @@ type SlurmSpec struct {
 	// and every node pool id they name exists.
 	Partitions []Partition
 	// LoginNodePoolID names the pool that runs the login node; it exists
-	// and its MinNodeCount equals its MaxNodeCount (gcp.md §5.3).
+	// and its MinNodeCount equals its MaxNodeCount (https://docs.cloud.google.com/gemini-enterprise-agent-platform/machine-learning/training/training-clusters/create-cluster).
 	LoginNodePoolID string
 	// DefaultPartitionID names the default partition; empty means the API
 	// uses the first partition.

@@ -16,7 +16,7 @@ var (
 	// time (the seed leaves it empty).
 	nameRE = regexp.MustCompile(`^projects/([^/]+)/locations/([^/]+)/modelDevelopmentClusters/([^/]*)$`)
 	// clusterIDRE is the cluster id rule for clusters with a slurm_spec
-	// (gcp.md §5.3, from the Terraform definition).
+	// (the Terraform definition, https://github.com/GoogleCloudPlatform/magic-modules/blob/main/mmv1/products/vertexai/ModelDevelopmentCluster.yaml).
 	clusterIDRE = regexp.MustCompile(`^[a-z][a-z0-9]{0,9}$`)
 	// poolIDRE bounds pool ids to 16 characters so that node and VM names
 	// built from cluster id, pool id and index fit Compute's 63.
@@ -35,7 +35,8 @@ const maxDisplayNameChars = 128
 
 var provisioningModels = []ProvisioningModel{ProvisioningOnDemand, ProvisioningReservation, ProvisioningSpot, ProvisioningFlexStart}
 
-// bootDiskTypes are the boot_disk_type values the API accepts (gcp.md §5.2).
+// bootDiskTypes are the boot_disk_type values the API accepts
+// (https://github.com/GoogleCloudPlatform/magic-modules/blob/main/mmv1/products/vertexai/ModelDevelopmentCluster.yaml).
 var bootDiskTypes = []string{"pd-ssd", "pd-standard", "hyperdisk-balanced"}
 
 // poolRef remembers where a pool's values sit, for checks that need the
@@ -202,7 +203,7 @@ func (w *walker) nodePool(v *value, path, region string) (*NodePool, *poolRef) {
 	// Provisioning model. Omitted (or PROVISIONING_MODEL_UNSPECIFIED) means
 	// ON_DEMAND for a CPU pool; for a GPU pool the API would default to
 	// RESERVATION only with machine_spec.reservation_affinity, which is not
-	// modelled here, and rejects the pool otherwise (gcp.md §5.3).
+	// modelled here, and rejects the pool otherwise (https://docs.cloud.google.com/gemini-enterprise-agent-platform/machine-learning/training/training-clusters/create-cluster).
 	modelKnown, modelDefaulted := true, false
 	if mv := o.get("provisioning_model"); mv != nil {
 		if s, ok := w.str(mv, o.child("provisioning_model")); !ok {
@@ -229,7 +230,8 @@ func (w *walker) nodePool(v *value, path, region string) (*NodePool, *poolRef) {
 	}
 
 	// Flex-start maximum run duration (managed Slurm API: 30 s–7 days,
-	// default 7 days, FLEX_START only; gcp.md §5.3).
+	// default 7 days, FLEX_START only;
+	// https://docs.cloud.google.com/gemini-enterprise-agent-platform/machine-learning/training/training-clusters/using-flex-start-vms-with-slurm-clusters).
 	if dv := o.get("flex_start_max_duration"); dv != nil {
 		dpath := o.child("flex_start_max_duration")
 		switch {
@@ -477,8 +479,8 @@ func (w *walker) slurmSpec(v *value, path string, refs map[string]*poolRef, pool
 		case ref == nil:
 			w.add(o.get("login_node_pool_id").pos, o.child("login_node_pool_id"), "unknown node pool %q%s", id, known("node pools", poolIDs))
 		case ref.scalingOK && ref.minN != ref.maxN:
-			// gcp.md §5.3: the login pool's min_node_count must equal its
-			// max_node_count.
+			// The login pool's min_node_count must equal its max_node_count
+			// (https://docs.cloud.google.com/gemini-enterprise-agent-platform/machine-learning/training/training-clusters/create-cluster).
 			w.add(ref.scaling.pos, ref.path+".scaling_spec", "login node pool %q must have min_node_count equal to max_node_count, got %d and %d", id, ref.minN, ref.maxN)
 		}
 	}

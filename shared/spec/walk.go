@@ -47,7 +47,7 @@ func (w *walker) err() error {
 	return ve
 }
 
-// apiOnlyFields lists fields of the managed Slurm API (gcp.md §5.2) that
+// apiOnlyFields lists fields of the managed Slurm API (https://github.com/GoogleCloudPlatform/magic-modules/blob/main/mmv1/products/vertexai/ModelDevelopmentCluster.yaml) that
 // flexslurm does not model, so they are rejected with a precise message
 // rather than as unknown. outputOnlyFields are set by the API and never
 // belong in a request.

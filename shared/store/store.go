@@ -82,6 +82,6 @@ type Store interface {
 	Clusters(ctx context.Context) ([]string, error)
 	// ForgetEvents deletes processed-event markers older than the cutoff and
 	// returns how many it deleted (the ledger only has to outlive redelivery:
-	// Pub/Sub's retry window is 24 h for gen2 functions, gcp.md §4.2).
+	// Pub/Sub's retry window is 24 h for gen2 functions, https://cloud.google.com/functions/docs/bestpractices/retries).
 	ForgetEvents(ctx context.Context, cluster string, before time.Time) (int, error)
 }

@@ -8,7 +8,7 @@
 // out and reports. The order is the one in which nothing re-creates or leaks
 // anything: queued resize requests are cancelled first (a cancelled request
 // creates no VMs; cancel is only for ACCEPTED requests and delete only for
-// inactive ones, gcp.md §1.3), then every request is deleted, then the MIGs
+// inactive ones, https://cloud.google.com/compute/docs/instance-groups/manage-resize-requests-mig), then every request is deleted, then the MIGs
 // (deleting a MIG deletes its VMs; Compute makes the deletion wait while a
 // request is creating VMs), then the cluster's VMs in no MIG, then the
 // templates, which Compute refuses to delete while a MIG uses them. Every
@@ -221,7 +221,7 @@ func (r *runner) phase(n int, step func(i int)) {
 }
 
 func (r *runner) requestID(op, resource string) string {
-	return naming.RequestID("teardown-"+op, r.o.RunID+"/"+resource)
+	return naming.TeardownRequestID(r.o.RunID, op, resource)
 }
 
 func (r *runner) record(it plan.TeardownItem, verb string, err error) {

@@ -24,7 +24,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -231,7 +230,7 @@ func (c *Cluster) setup(o Options) error {
 		stop, err := startPubSub()
 		c.stopPubSub = stop
 		if err != nil {
-			return fmt.Errorf("%w: %v", localslurm.ErrUnavailable, err)
+			return fmt.Errorf("%w: %w", localslurm.ErrUnavailable, err)
 		}
 	}
 	lc.Log = o.Log
@@ -298,7 +297,7 @@ func (c *Cluster) setup(o Options) error {
 func build(ctx context.Context, out string) error {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		return fmt.Errorf("building flexslurm needs the go command on PATH: %w", err)
 	}
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, goBin, "build", "-o", out, "github.com/flexslurm/flexslurm/cmd/flexslurm")

@@ -1,0 +1,220 @@
+package apply_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/flexslurm/flexslurm/shared/apply"
+	"github.com/flexslurm/flexslurm/shared/gce"
+	"github.com/flexslurm/flexslurm/shared/harness"
+	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/flexslurm/flexslurm/shared/naming"
+	"github.com/flexslurm/flexslurm/shared/plan"
+	"github.com/flexslurm/flexslurm/shared/spec"
+	"github.com/flexslurm/flexslurm/shared/store"
+)
+
+// recorder passes Compute calls to the simulator and records each one as
+// "method name requestID"; fail, when set for a method, is returned instead.
+type recorder struct {
+	apply.Compute
+	mu    sync.Mutex
+	calls []string
+	fail  map[string]error
+}
+
+func (r *recorder) rec(method, name, id string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, method+" "+name+" "+id)
+	return r.fail[method]
+}
+
+func (r *recorder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.calls
+	r.calls = nil
+	return out
+}
+
+func (r *recorder) CreateResizeRequest(ctx context.Context, zone, mig string, rr gce.ResizeRequestSpec, id string) error {
+	if err := r.rec("CreateResizeRequest", mig+"/"+rr.Name, id); err != nil {
+		return err
+	}
+	return r.Compute.CreateResizeRequest(ctx, zone, mig, rr, id)
+}
+
+func (r *recorder) CancelResizeRequest(ctx context.Context, zone, mig, name, id string) error {
+	if err := r.rec("CancelResizeRequest", mig+"/"+name, id); err != nil {
+		return err
+	}
+	return r.Compute.CancelResizeRequest(ctx, zone, mig, name, id)
+}
+
+func (r *recorder) DeleteResizeRequest(ctx context.Context, zone, mig, name, id string) error {
+	if err := r.rec("DeleteResizeRequest", mig+"/"+name, id); err != nil {
+		return err
+	}
+	return r.Compute.DeleteResizeRequest(ctx, zone, mig, name, id)
+}
+
+func (r *recorder) DeleteInstances(ctx context.Context, zone, mig string, names []string, id string) error {
+	if err := r.rec("DeleteInstances", mig+"/"+names[0], id); err != nil {
+		return err
+	}
+	return r.Compute.DeleteInstances(ctx, zone, mig, names, id)
+}
+
+func (r *recorder) DeleteMIG(ctx context.Context, zone, name, id string) error {
+	if err := r.rec("DeleteMIG", zone+"/"+name, id); err != nil {
+		return err
+	}
+	return r.Compute.DeleteMIG(ctx, zone, name, id)
+}
+
+func (r *recorder) StartInstance(ctx context.Context, zone, name, id string) error {
+	if err := r.rec("StartInstance", zone+"/"+name, id); err != nil {
+		return err
+	}
+	return r.Compute.StartInstance(ctx, zone, name, id)
+}
+
+func setup(t *testing.T) (*harness.Harness, *recorder, *spec.Cluster, context.Context) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	rec := &recorder{fail: map[string]error{}}
+	h, err := harness.New(ctx, harness.Options{Compute: func(c apply.Compute) apply.Compute { rec.Compute = c; return rec }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	data, err := os.ReadFile("../../examples/cluster_config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := spec.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Apply(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	rec.take()
+	return h, rec, c, ctx
+}
+
+// decide returns a Decision that decides acts whatever the state.
+func decide(acts ...plan.Action) apply.Decision {
+	return func(*model.State, time.Time) ([]plan.Action, error) { return acts, nil }
+}
+
+// TestExecuteEachActionKind: each external action reaches Compute as the
+// matching call, on the pool's MIG, with the decision's request id.
+func TestExecuteEachActionKind(t *testing.T) {
+	h, rec, c, ctx := setup(t)
+	mig := "fs-flexvm-a3u"
+	acts := []plan.Action{
+		plan.CreateResizeRequest{Pool: "a3u", Name: "rr-flexvm-a3u-2-g1", VMs: []string{"flexvm-a3u-2-g1"}, RunDuration: time.Hour,
+			RequestID: naming.CreateResizeRequestID(mig, "rr-flexvm-a3u-2-g1"), Reason: "test"},
+		plan.CancelResizeRequest{Pool: "a3u", Name: "rr-flexvm-a3u-2-g1", RequestID: naming.CancelResizeRequestID(mig, "rr-flexvm-a3u-2-g1"), Reason: "test"},
+		plan.DeleteResizeRequest{Pool: "a3u", Name: "rr-flexvm-a3u-2-g1", State: "CANCELLED", RequestID: naming.DeleteResizeRequestID(mig, "rr-flexvm-a3u-2-g1", 0), Reason: "test"},
+		plan.DeleteVMs{Pool: "a3u", VMs: []string{"flexvm-a3u-2-g1"}, RequestID: naming.DeleteInstancesRequestID(mig, "flexvm-a3u-2-g1"), Reason: "test"},
+	}
+	res, err := h.Runner.Process(ctx, apply.Input{Flow: "test", EventID: "e-1", Scope: store.Scope{Cluster: c.ID, AllPools: true}, Decide: decide(acts...)})
+	if err != nil {
+		t.Fatalf("Process: %v (failed: %v)", err, res.Failed)
+	}
+	want := []string{
+		"CreateResizeRequest " + mig + "/rr-flexvm-a3u-2-g1 " + naming.CreateResizeRequestID(mig, "rr-flexvm-a3u-2-g1"),
+		"CancelResizeRequest " + mig + "/rr-flexvm-a3u-2-g1 " + naming.CancelResizeRequestID(mig, "rr-flexvm-a3u-2-g1"),
+		"DeleteResizeRequest " + mig + "/rr-flexvm-a3u-2-g1 " + naming.DeleteResizeRequestID(mig, "rr-flexvm-a3u-2-g1", 0),
+		"DeleteInstances " + mig + "/flexvm-a3u-2-g1 " + naming.DeleteInstancesRequestID(mig, "flexvm-a3u-2-g1"),
+	}
+	if d := cmp.Diff(want, rec.take()); d != "" {
+		t.Errorf("Compute calls (-want +got):\n%s", d)
+	}
+}
+
+// TestExecuteErrorClasses: a transient Compute failure makes the event be
+// redelivered; a capacity failure of a resize request backs the pool off
+// instead (redelivering would only hammer the API).
+func TestExecuteErrorClasses(t *testing.T) {
+	mig := "fs-flexvm-a3u"
+	create := plan.CreateResizeRequest{Pool: "a3u", Name: "rr-flexvm-a3u-2-g1", VMs: []string{"flexvm-a3u-2-g1"}, RunDuration: time.Hour,
+		RequestID: naming.CreateResizeRequestID(mig, "rr-flexvm-a3u-2-g1"), Reason: "test"}
+	for _, tc := range []struct {
+		name      string
+		err       error
+		class     gce.Class
+		retried   bool
+		backedOff bool
+	}{
+		{"server error", &gce.OperationError{Op: "op-1", Code: "INTERNAL_ERROR", HTTPStatus: 503}, gce.ClassTransient, true, false},
+		{"stockout", &gce.OperationError{Op: "op-1", Code: "ZONE_RESOURCE_POOL_EXHAUSTED", HTTPStatus: 503}, gce.ClassCapacity, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, rec, c, ctx := setup(t)
+			rec.fail["CreateResizeRequest"] = tc.err
+			res, err := h.Runner.Process(ctx, apply.Input{Flow: "test", EventID: "e-1", Scope: store.Scope{Cluster: c.ID, AllPools: true}, Decide: decide(create)})
+			if len(res.Failed) != 1 || res.Failed[0].Class != tc.class {
+				t.Fatalf("failed actions %+v, want the resize request failed as %s", res.Failed, tc.class)
+			}
+			if got := errors.Is(err, apply.ErrTransient); got != tc.retried {
+				t.Errorf("Process error %v: retried = %v, want %v", err, got, tc.retried)
+			}
+			if tc.retried && !errors.Is(err, tc.err) {
+				t.Errorf("Process error %v does not wrap the Compute error", err)
+			}
+			st, rerr := h.Store.Read(ctx, store.Scope{Cluster: c.ID, AllPools: true})
+			if rerr != nil {
+				t.Fatal(rerr)
+			}
+			if got := !st.Pools["a3u"].BackoffUntil.IsZero(); got != tc.backedOff {
+				t.Errorf("pool backoff until %v: backed off = %v, want %v", st.Pools["a3u"].BackoffUntil, got, tc.backedOff)
+			}
+		})
+	}
+}
+
+// TestRerunIsIdempotent: the same event processed again (a redelivery) is a
+// duplicate whose replayed Compute calls carry the same request ids.
+func TestRerunIsIdempotent(t *testing.T) {
+	h, rec, c, ctx := setup(t)
+	mig := "fs-flexvm-a3u"
+	create := plan.CreateResizeRequest{Pool: "a3u", Name: "rr-flexvm-a3u-2-g1", VMs: []string{"flexvm-a3u-2-g1"}, RunDuration: time.Hour,
+		RequestID: naming.CreateResizeRequestID(mig, "rr-flexvm-a3u-2-g1"), Reason: "test"}
+	in := apply.Input{Flow: "test", EventID: "e-1", Scope: store.Scope{Cluster: c.ID, AllPools: true}, Decide: decide(create)}
+	if _, err := h.Runner.Process(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	first := rec.take()
+	res, err := h.Runner.Process(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Duplicate {
+		t.Error("the second run of the same event was not recognised as a duplicate")
+	}
+	for _, call := range rec.take() {
+		if call != first[0] {
+			t.Errorf("replayed call %q differs from the first run's %q", call, first[0])
+		}
+	}
+	n := 0
+	for _, rr := range h.Sim.ResizeRequestHistory() {
+		if rr.Name == "rr-flexvm-a3u-2-g1" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("Compute holds %d resize requests rr-flexvm-a3u-2-g1, want 1", n)
+	}
+}

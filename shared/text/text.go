@@ -1,0 +1,31 @@
+// Package text holds the string helpers every flexslurm package shares.
+// It imports no other flexslurm package.
+package text
+
+import "unicode/utf8"
+
+// Ellipsis marks where Truncate cut a string.
+const Ellipsis = "…"
+
+// Truncate bounds s to at most n bytes without splitting a UTF-8 sequence:
+// s itself when it fits, otherwise its longest prefix that fits with
+// Ellipsis appended (the prefix alone when n is too small to hold the mark).
+// Limits on stored and sent text (Slurm reasons, Compute descriptions,
+// Firestore fields) are in bytes, so n is.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	if n <= 0 {
+		return ""
+	}
+	mark := Ellipsis
+	if n < len(mark) {
+		mark = ""
+	}
+	cut := n - len(mark)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
+}
