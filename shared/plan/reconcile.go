@@ -91,6 +91,7 @@ func Reconcile(st *model.State, obs Observed, now time.Time, pol Policy) []Actio
 	b.lostJobReports(slurm, obs)
 	b.lostJobEnds(slurm)
 	b.jobsStarted(slurm)
+	b.jobLimits(slurm)
 	for _, pool := range b.st.SortedPools() {
 		po, ok := obs.Pools[pool.ID]
 		if !ok || !po.Listed {
@@ -248,6 +249,9 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 	}
 	if cur, ok := b.st.Pools[pool.ID]; ok {
 		b.unblockRepairs(cur)
+	}
+	if !pool.Removed {
+		b.shrunk(pool)
 	}
 	b.makeBeforeBreak(pool, slurm)
 	b.ensureStatic(pool, "reconciler: static pool below min_node_count")
@@ -607,7 +611,8 @@ func (b *builder) lostJobReports(slurm *model.SlurmView, obs Observed) {
 			continue
 		}
 		j := model.Job{ID: sj.ID, Partition: sj.Partition, Pool: pool, State: model.JobPending,
-			NodesWanted: len(sj.Nodes), Nodes: append([]string(nil), sj.Nodes...), SubmittedAt: b.now}
+			NodesWanted: len(sj.Nodes), Nodes: append([]string(nil), sj.Nodes...), SubmittedAt: b.now,
+			TimeLimit: time.Duration(sj.TimeLimitSeconds) * time.Second}
 		b.provisionJob(j, "reconciler: Slurm shows the job pending on powering-up nodes but its report never arrived")
 	}
 }
