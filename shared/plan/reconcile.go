@@ -201,6 +201,9 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 		if node.VMName == "" {
 			present = false
 		}
+		if present && incompleteVM(vm) {
+			continue // listed without its status or creation time: decided next pass (listing.go)
+		}
 		// A node under repair is followed by its repair first, so that the
 		// table never acts against it (a drained node whose VM is
 		// REPAIRING, or RUNNING on its old host until the repair starts).
@@ -383,7 +386,7 @@ func (b *builder) act(pool *model.Pool, node model.Node, vm VM, outcome Outcome,
 		b.putNode(node, fmt.Sprintf("reconciler: VM %s is gone", node.VMName))
 		return true
 	case OutcomeDeleteStray:
-		if b.now.Sub(vm.Created) < pol.OrphanGrace {
+		if incompleteVM(vm) || b.now.Sub(vm.Created) < pol.OrphanGrace {
 			return false
 		}
 		del(vm.Name, why)
@@ -521,7 +524,7 @@ func (b *builder) orphans(pool *model.Pool, po ObservedPool, pol Policy) {
 		if named[vm.Name] || deleting[vm.Name] {
 			continue
 		}
-		if vm.Status == "STOPPING" || b.now.Sub(vm.Created) < pol.OrphanGrace {
+		if vm.Status == "STOPPING" || incompleteVM(vm) || b.now.Sub(vm.Created) < pol.OrphanGrace {
 			continue
 		}
 		names = append(names, vm.Name)
