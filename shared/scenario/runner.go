@@ -1148,6 +1148,9 @@ func (r *runner) exec(i int, s *Step) error {
 	case s.ComputeError != nil:
 		r.addComputeFault(i, *s.ComputeError)
 		return nil
+	case s.ListOmit != nil:
+		r.addListOmit(i, *s.ListOmit)
+		return nil
 	case s.Shortage != nil:
 		sh := *s.Shortage
 		cs := computesim.Shortage{Name: sh.Name, Zone: sh.Zone, MachineType: sh.MachineType, Code: sh.Code, Message: sh.Message,
@@ -1214,6 +1217,12 @@ func (r *runner) publishApply(ref *ClusterRef, faults *DeliveryFaults, label str
 	eff, err := c.EffectiveJSON()
 	if err != nil {
 		return err
+	}
+	if ref != nil && c.ID == r.spec.ID {
+		// The operator regenerates slurm.conf from the spec applied: the
+		// Slurm model's nodes follow it.
+		r.spec = c
+		r.slurm.reconfigure(r.now(), c)
 	}
 	node := harness.NodeSettings(c)
 	return r.publish(config.TopicClusterSpec, event.Cluster{Header: event.Header{Version: event.SchemaVersion, Type: event.TypeClusterApply, Cluster: c.ID},
