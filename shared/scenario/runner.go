@@ -221,6 +221,8 @@ type runner struct {
 	client  *gce.Client
 	oob     *gce.Client
 	compute *computeFaults
+	// specAt is when the spec in force was last applied by a step.
+	specAt time.Time
 
 	capMu    sync.Mutex
 	capacity []CapacityDelay
@@ -1222,6 +1224,7 @@ func (r *runner) publishApply(ref *ClusterRef, faults *DeliveryFaults, label str
 		// The operator regenerates slurm.conf from the spec applied: the
 		// Slurm model's nodes follow it.
 		r.spec = c
+		r.specAt = r.now()
 		r.slurm.reconfigure(r.now(), c)
 	}
 	node := harness.NodeSettings(c)

@@ -173,6 +173,8 @@ type slurmModel struct {
 	// job with a time limit on a node before a reservation there would
 	// cut it short (jobs without one are not checked).
 	reservedFrom map[string]time.Time
+	// dropped are the partitions an applied spec no longer has.
+	dropped map[string]bool
 
 	publish func(topic string, payload any)
 	trace   func(format string, args ...any)
@@ -192,7 +194,7 @@ func newSlurmModel(cfg Slurm, c *spec.Cluster, now time.Time, publish func(strin
 		cfg.SlurmdTimeout = Duration(defaultSlurmdTimeout)
 	}
 	m := &slurmModel{cfg: cfg, cluster: c.ID, spec: c, nodes: map[string]*slurmNode{}, jobs: map[string]*slurmJob{},
-		reservations: map[string][]string{}, reservedFrom: map[string]time.Time{}, publish: publish, trace: trace}
+		reservations: map[string][]string{}, reservedFrom: map[string]time.Time{}, dropped: map[string]bool{}, publish: publish, trace: trace}
 	if cfg.Simulate {
 		m.addNodes(now)
 	}
@@ -224,6 +226,12 @@ func (m *slurmModel) addNodes(now time.Time) {
 // and nodes the spec no longer has (pool removed, max lowered) are
 // scheduled no more and leave once powered down with no job.
 func (m *slurmModel) reconfigure(now time.Time, c *spec.Cluster) {
+	for _, p := range m.spec.Slurm.Partitions {
+		m.dropped[p.ID] = true
+	}
+	for _, p := range c.Slurm.Partitions {
+		delete(m.dropped, p.ID)
+	}
 	m.spec = c
 	for _, n := range m.nodes {
 		p, ok := c.Pool(n.pool)
@@ -524,6 +532,13 @@ func (m *slurmModel) submit(now time.Time, s SubmitStep) error {
 		if pool != "" {
 			break
 		}
+	}
+	if pool == "" && m.dropped[s.Partition] {
+		// The partition left with its pool: sbatch refuses the job.
+		m.jobs[s.ID] = &slurmJob{id: s.ID, partition: s.Partition, want: s.Nodes, state: "REFUSED"}
+		m.order = append(m.order, s.ID)
+		m.trace("slurm: sbatch refuses job %s: invalid partition %s", s.ID, s.Partition)
+		return nil
 	}
 	if pool == "" {
 		return fmt.Errorf("no partition %q with a flex-start pool", s.Partition)
