@@ -216,10 +216,11 @@ type Invariants struct {
 	// ForeignReservationsUntouched: no Slurm command flexslurm published
 	// names a reservation whose name lacks Prefix.
 	ForeignReservationsUntouched *Prefix `yaml:"foreign_reservations_untouched,omitempty"`
-	// WithinMax: a live VM of a node at or beyond its pool's
-	// max_node_count in the spec last applied (or of a pool that spec
-	// dropped), on which no job of the Slurm model runs, is gone within
-	// Within of the later of that apply and the moment it was seen so.
+	// WithinMax: once a step applied another spec, a live VM that a node
+	// record names, of a node at or beyond its pool's max_node_count in
+	// that spec (or of a pool it dropped), on which no job of the Slurm
+	// model runs, is gone within Within of the later of that apply and the
+	// moment it was seen so.
 	WithinMax *Within `yaml:"within_max,omitempty"`
 }
 

@@ -250,10 +250,17 @@ func (r *runner) invariant(name string, w world, strict bool) []string {
 	case "within_max":
 		var out []string
 		live := map[string]bool{}
+		if r.specAt.IsZero() {
+			return nil // no step applied another spec
+		}
+		st := r.state()
 		for node, vm := range w.byNode {
 			_, pool, idx, ok := naming.ParseNodeName(node)
 			if !ok {
 				continue
+			}
+			if rec, known := st.Nodes[node]; !known || rec.VMName != vm.name {
+				continue // no record names it: no_unrecorded_vm's business
 			}
 			if p, inSpec := r.spec.Pool(pool); inSpec && p.IsFlexStart() && idx < p.MaxNodeCount {
 				continue
