@@ -91,7 +91,8 @@ func (h *Handler) snapshot(ctx context.Context, msg *event.Message) error {
 				v.Nodes[n.Name] = model.SlurmNode{State: n.State, Flags: n.Flags, Reason: n.Reason}
 			}
 			for _, j := range snap.Jobs {
-				v.Jobs = append(v.Jobs, model.SlurmJob{ID: j.ID, State: j.State, Reason: j.Reason, Partition: j.Partition, Nodes: j.Nodes, NodeCount: j.NodeCount})
+				v.Jobs = append(v.Jobs, model.SlurmJob{ID: j.ID, State: j.State, Reason: j.Reason, Partition: j.Partition, Nodes: j.Nodes, NodeCount: j.NodeCount,
+					TimeLimitSeconds: j.TimeLimitSeconds})
 			}
 			st.Slurm = v
 			return nil, nil

@@ -147,7 +147,7 @@ func (a *Agent) apply(ctx context.Context, c *event.SlurmCommand) (outcome, erro
 		out, err = a.nodeState(ctx, c)
 	case event.SlurmUpdateAddress:
 		out, err = a.updateAddress(ctx, c)
-	case event.SlurmRequeue, event.SlurmStartNow:
+	case event.SlurmRequeue, event.SlurmStartNow, event.SlurmJobComment:
 		out, err = a.job(ctx, c)
 	case event.SlurmReservationCreate, event.SlurmReservationDelete:
 		out, err = a.reservation(ctx, c)
@@ -288,6 +288,8 @@ func (a *Agent) job(ctx context.Context, c *event.SlurmCommand) (outcome, error)
 		return outcome{skipped: true, detail: fmt.Sprintf("job %s has ended (%s)", c.JobID, j.State)}, nil
 	}
 	switch c.Command {
+	case event.SlurmJobComment:
+		return a.jobComment(ctx, c, j)
 	case event.SlurmRequeue:
 		if j.Pending() {
 			return outcome{skipped: true, detail: fmt.Sprintf("job %s is already pending (%s)", c.JobID, j.Reason)}, nil
@@ -319,6 +321,26 @@ func (a *Agent) job(ctx context.Context, c *event.SlurmCommand) (outcome, error)
 		}
 		return outcome{detail: fmt.Sprintf("scontrol update jobid=%s starttime=now (was pending: %s)", c.JobID, j.Reason)}, nil
 	}
+}
+
+// jobComment sets (or clears) the comment flexslurm keeps on a job, so
+// its user sees in Slurm (squeue -O comment, scontrol show job) why
+// flexslurm does not provision it. A comment without flexslurm's prefix is
+// the user's own and is left alone.
+func (a *Agent) jobComment(ctx context.Context, c *event.SlurmCommand, j slurm.JobInfo) (outcome, error) {
+	if j.Comment == c.Reason {
+		return outcome{skipped: true, detail: fmt.Sprintf("job %s already has this comment", c.JobID)}, nil
+	}
+	if j.Comment != "" && !strings.HasPrefix(j.Comment, event.JobCommentPrefix) {
+		return outcome{skipped: true, detail: fmt.Sprintf("job %s has its user's comment %q: kept (flexslurm's: %s)", c.JobID, text.Truncate(j.Comment, 128), c.Reason)}, nil
+	}
+	if c.Reason == "" && j.Comment == "" {
+		return outcome{skipped: true, detail: fmt.Sprintf("job %s has no comment", c.JobID)}, nil
+	}
+	if _, err := a.Slurm.Scontrol(ctx, "update", "jobid="+c.JobID, "comment="+c.Reason); err != nil {
+		return outcome{}, fmt.Errorf("setting job %s's comment: %w", c.JobID, err)
+	}
+	return outcome{detail: fmt.Sprintf("scontrol update jobid=%s comment=%q", c.JobID, c.Reason)}, nil
 }
 
 // slurmTime is how scontrol reads and prints times: local, to the second.

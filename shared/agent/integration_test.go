@@ -44,6 +44,7 @@ func TestWithSlurm(t *testing.T) {
 		}{
 			{"NodeCommands", testNodeCommands},
 			{"JobCommands", testJobCommands},
+			{"JobComment", testJobComment},
 			{"ReservationCommands", testReservationCommands},
 			{"Refusals", testRefusals},
 			{"SnapshotAndSpool", testSnapshotAndSpool},
@@ -281,6 +282,39 @@ func testJobCommands(t *testing.T) {
 	cl.WaitJob(t, job, 15*time.Second, "cancelled", slurm.JobInfo.Finished)
 	h.unchanged(event.SlurmCommand{Command: event.SlurmRequeue, JobID: job})
 	h.unchanged(event.SlurmCommand{Command: event.SlurmStartNow, JobID: "999999"})
+}
+
+// testJobComment sets, repeats and clears flexslurm's comment on a pending
+// job, and leaves a user's own comment alone.
+func testJobComment(t *testing.T) {
+	h := startAgent(t)
+	ctx := context.Background()
+	job := cl.Sbatch(t, "sleep 1", "-p", "gpu", "--begin", "now+1hour")
+	t.Cleanup(func() { cl.Cancel(job) })
+	mine := cl.Sbatch(t, "sleep 1", "-p", "gpu", "--begin", "now+1hour", "--comment", "my own note")
+	t.Cleanup(func() { cl.Cancel(mine) })
+	comment := func(id string) string {
+		t.Helper()
+		j, err := cl.R.ShowJob(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j.Comment
+	}
+	text := "flexslurm: not provisioned: time limit 2-00:00:00 exceeds pool gpu's max run duration 01:00:00"
+	h.applied(event.SlurmCommand{Command: event.SlurmJobComment, JobID: job, Reason: text})
+	if got := comment(job); got != text {
+		t.Errorf("comment = %q, want %q", got, text)
+	}
+	h.unchanged(event.SlurmCommand{Command: event.SlurmJobComment, JobID: job, Reason: text})
+	h.applied(event.SlurmCommand{Command: event.SlurmJobComment, JobID: job})
+	if got := comment(job); got != "" {
+		t.Errorf("comment after clearing = %q, want none", got)
+	}
+	h.unchanged(event.SlurmCommand{Command: event.SlurmJobComment, JobID: mine, Reason: text})
+	if got := comment(mine); got != "my own note" {
+		t.Errorf("user's comment = %q, want it kept", got)
+	}
 }
 
 // testReservationCommands creates, moves and deletes a maintenance

@@ -60,6 +60,7 @@ func BuildSnapshot(cluster string, topo *slurm.Topology, nodes []slurm.NodeInfo,
 		s.Jobs = append(s.Jobs, event.SnapshotJob{
 			ID: strconv.FormatInt(j.JobID, 10), State: j.State, Reason: j.Reason, Partition: j.Partition,
 			Nodes: ours, NodeCount: j.NodeCount, Restarts: j.Restarts,
+			TimeLimitSeconds: int64(j.TimeLimit / time.Second),
 		})
 	}
 	return s

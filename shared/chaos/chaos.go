@@ -24,7 +24,10 @@
 //     reconcile period, Slurm suspending idle dynamic nodes after
 //     SuspendTime;
 //   - two foreign VMs named like the cluster's (one unlabelled, one
-//     labelled for another cluster) that must survive untouched.
+//     labelled for another cluster) that must survive untouched;
+//   - a pool shrunk (max_node_count lowered) while its nodes power up,
+//     and grown back; a job whose time limit exceeds the pools' max run
+//     duration; Compute listings that succeed but omit a VM or a field.
 package chaos
 
 import (
@@ -87,6 +90,11 @@ var pools = []pool{
 
 // clusterSpec is the generated cluster_config.json.
 func clusterSpec(runDuration string) json.RawMessage {
+	return clusterSpecOf(runDuration, pools)
+}
+
+// clusterSpecOf is the cluster_config.json with the given pools.
+func clusterSpecOf(runDuration string, pools []pool) json.RawMessage {
 	type m = map[string]any
 	var nps []any
 	nps = append(nps, m{"id": "login", "machine_spec": m{"machine_type": "n2-standard-8"},
@@ -253,6 +261,39 @@ func Generate(seed uint64, o Options) *scenario.File {
 		add(between(time.Hour, o.Horizon-2*time.Hour), scenario.Step{ComputeError: &ce})
 	}
 
+	// Convergence when the spec or the job cannot be served. Drawn after
+	// everything above, so that the rest of a seed's workload does not
+	// change.
+	//   - A pool shrunk while its nodes power up (max_node_count lowered),
+	//     and grown back later.
+	if rng.IntN(4) == 0 {
+		i := rng.IntN(len(pools))
+		shrunk := append([]pool(nil), pools...)
+		shrunk[i].max = max(shrunk[i].min, 1, shrunk[i].max-1-rng.IntN(2))
+		t := between(time.Hour, o.Horizon-4*time.Hour)
+		add(t, scenario.Step{Apply: &scenario.ApplyStep{Cluster: &scenario.ClusterRef{Inline: clusterSpecOf(runDuration, shrunk)}}})
+		add(t+between(time.Hour, 3*time.Hour), scenario.Step{Apply: &scenario.ApplyStep{Cluster: &scenario.ClusterRef{Inline: clusterSpecOf(runDuration, pools)}}})
+	}
+	//   - A job whose time limit exceeds the pools' max run duration: never
+	//     provisioned, told in Slurm, cancelled by its user later.
+	if rng.IntN(4) == 0 {
+		limit, _ := time.ParseDuration(runDuration)
+		t := between(10*time.Minute, o.Horizon-4*time.Hour)
+		add(t, scenario.Step{Submit: &scenario.SubmitStep{ID: "900", Nodes: 1, Partition: pools[0].id, Runtime: dur(time.Hour), TimeLimit: dur(limit + time.Hour)}})
+		add(t+between(20*time.Minute, 3*time.Hour), scenario.Step{Cancel: &scenario.CancelStep{ID: "900"}})
+	}
+	//   - Compute listings that succeed but omit a VM (one listing) or a
+	//     VM's status or creation time (for a few minutes).
+	if rng.IntN(4) == 0 {
+		vm := fmt.Sprintf("^flexvm-%s-", pools[rng.IntN(len(pools))].id)
+		lo := scenario.ListOmitStep{Name: "omit-vm", VM: vm, Times: 1}
+		if rng.IntN(2) == 0 {
+			lo = scenario.ListOmitStep{Name: "omit-field", VM: vm, Field: []string{"status", "creationTimestamp"}[rng.IntN(2)],
+				For: dur(between(time.Minute, 10*time.Minute).Round(time.Minute))}
+		}
+		add(between(time.Hour, o.Horizon), scenario.Step{ListOmit: &lo})
+	}
+
 	sort.SliceStable(steps, func(i, j int) bool { return steps[i].At.Offset < steps[j].At.Offset })
 	f.Steps = steps
 
@@ -272,6 +313,9 @@ func Generate(seed uint64, o Options) *scenario.File {
 		RepairProgress:               &scenario.Within{Within: dur(plan.DefaultRepairTimeout + slack + reconcileEvery), AfterFault: dur(afterFault)},
 		ForeignUntouched:             true,
 		ForeignReservationsUntouched: &scenario.Prefix{Prefix: "flexslurm-"},
+		// A VM beyond a shrunk pool's maximum with no job running on it:
+		// released in the apply's own pass, or by the next reconcile pass.
+		WithinMax: &scenario.Within{Within: dur(slack + f.Simulator.DeleteDelay.D()), AfterFault: dur(afterFault)},
 	}
 	// At the end of the tail (off the tick schedule, so that no crashed
 	// tick is waiting for its redelivery), nothing is left in flight.

@@ -94,6 +94,37 @@ func TestGeneratedScenariosAreValid(t *testing.T) {
 	}
 }
 
+// TestGeneratorsProduceEachClass: among the first seeds, some shrink a
+// pool while its nodes power up, some submit a job whose time limit
+// exceeds the pools' max run duration, and some make Compute listings omit
+// a VM or a field; every seed checks within_max.
+func TestGeneratorsProduceEachClass(t *testing.T) {
+	seen := map[string]int{}
+	for seed := uint64(1); seed <= 50; seed++ {
+		f := Generate(seed, Options{})
+		if f.Invariants.WithinMax == nil {
+			t.Errorf("seed %d does not check within_max", seed)
+		}
+		for _, s := range f.Steps {
+			switch {
+			case s.Apply != nil && s.Apply.Cluster != nil:
+				seen["apply"]++
+			case s.Submit != nil && s.Submit.TimeLimit > 0:
+				seen["time_limit"]++
+			case s.ListOmit != nil && s.ListOmit.Field == "":
+				seen["omit_vm"]++
+			case s.ListOmit != nil:
+				seen["omit_field"]++
+			}
+		}
+	}
+	for _, class := range []string{"apply", "time_limit", "omit_vm", "omit_field"} {
+		if seen[class] == 0 {
+			t.Errorf("no seed of 1…50 generates %s (seen %v)", class, seen)
+		}
+	}
+}
+
 // TestSeedIsReproducible: a seed's report is the same on every run, so a
 // printed failing scenario reproduces.
 func TestSeedIsReproducible(t *testing.T) {

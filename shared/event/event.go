@@ -211,6 +211,8 @@ type SnapshotJob struct {
 	Nodes     []string `json:"nodes,omitempty"`
 	NodeCount int      `json:"node_count,omitempty"`
 	Restarts  int      `json:"restarts,omitempty"`
+	// TimeLimitSeconds is the job's time limit (0 = unknown or none).
+	TimeLimitSeconds int64 `json:"time_limit_s,omitempty"`
 }
 
 // SlurmSnapshot is the agent's periodic view of Slurm (topic slurm-snapshot).
@@ -247,6 +249,12 @@ const (
 	SlurmDown           = "down"
 	SlurmRequeue        = "requeue"
 	SlurmStartNow       = "start_now"
+	// SlurmJobComment sets a job's Comment to Reason (scontrol update
+	// jobid=J comment=…), so its user sees in Slurm why flexslurm does not
+	// provision it; an empty Reason clears a comment flexslurm set. A
+	// user's own comment (one without flexslurm's prefix) is never
+	// overwritten.
+	SlurmJobComment = "job_comment"
 	// SlurmReservationCreate creates (or moves) a maintenance reservation
 	// on nodes; SlurmReservationDelete deletes one. Names carry
 	// ReservationPrefix.
@@ -254,6 +262,14 @@ const (
 	SlurmReservationDelete = "reservation_delete"
 	// SlurmUpdateAddress sets a node's NodeAddr (and NodeHostname).
 	SlurmUpdateAddress = "update_address"
+)
+
+// JobCommentPrefix starts every job comment flexslurm sets; a comment
+// without it is the user's and is never overwritten. MaxJobComment bounds
+// its length.
+const (
+	JobCommentPrefix = "flexslurm:"
+	MaxJobComment    = 512
 )
 
 // SlurmCommand asks the Slurm agent to run one scontrol command.
@@ -480,9 +496,13 @@ func DecodeSlurmCommand(data []byte) (*SlurmCommand, error) {
 		if len(c.Nodes) == 0 {
 			return nil, malformed("%s needs nodes", c.Command)
 		}
-	case SlurmRequeue, SlurmStartNow:
+	case SlurmRequeue, SlurmStartNow, SlurmJobComment:
 		if !jobIDRe.MatchString(c.JobID) {
 			return nil, malformed("%s needs a job_id, got %q", c.Command, c.JobID)
+		}
+		if c.Command == SlurmJobComment && c.Reason != "" &&
+			(!strings.HasPrefix(c.Reason, JobCommentPrefix) || strings.ContainsAny(c.Reason, "\n\r") || len(c.Reason) > MaxJobComment) {
+			return nil, malformed("job_comment: reason must start with %q, be one line and at most %d bytes", JobCommentPrefix, MaxJobComment)
 		}
 	case SlurmReservationCreate, SlurmReservationDelete:
 		if !reservationRe.MatchString(c.Reservation) {

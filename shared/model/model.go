@@ -216,7 +216,13 @@ type Job struct {
 	ResizeRequest string `firestore:"resize_request" json:"resize_request,omitempty"`
 	Requeues      int    `firestore:"requeues" json:"requeues"`
 	// Resubmits counts queue-timeout resubmissions of the job's capacity.
-	Resubmits   int       `firestore:"resubmits" json:"resubmits,omitempty"`
+	Resubmits int `firestore:"resubmits" json:"resubmits,omitempty"`
+	// TimeLimit is the job's time limit as Slurm last reported it (0 =
+	// unknown or none).
+	TimeLimit time.Duration `firestore:"time_limit" json:"time_limit,omitempty"`
+	// Unfit says why no node of the job's pool can serve the job as asked
+	// (plan.JobFit); empty while it fits. Told to the user in Slurm.
+	Unfit       string    `firestore:"unfit,omitempty" json:"unfit,omitempty"`
 	SubmittedAt time.Time `firestore:"submitted_at" json:"submitted_at,omitzero"`
 	UpdatedAt   time.Time `firestore:"updated_at" json:"updated_at,omitzero"`
 	Reason      string    `firestore:"reason" json:"reason,omitempty"`
@@ -331,6 +337,8 @@ type SlurmJob struct {
 	Partition string   `firestore:"partition,omitempty" json:"partition,omitempty"`
 	Nodes     []string `firestore:"nodes,omitempty" json:"nodes,omitempty"`
 	NodeCount int      `firestore:"node_count,omitempty" json:"node_count,omitempty"`
+	// TimeLimitSeconds is the job's time limit (0 = unknown or none).
+	TimeLimitSeconds int64 `firestore:"time_limit_s,omitempty" json:"time_limit_s,omitempty"`
 }
 
 // SlurmView is the latest Slurm snapshot of a cluster, published by the

@@ -111,7 +111,7 @@ func (b *builder) releaseSurplus(pool *model.Pool) {
 	}
 	kept := 0
 	for _, n := range b.st.PoolNodes(pool.ID) {
-		node := *n
+		node := *b.st.Nodes[n.Name] // as an earlier release in this loop left it
 		if node.Kind == model.NodeStatic && node.Successor == "" {
 			if kept < pool.MinNodes && node.Index < pool.MaxNodes {
 				kept++
@@ -128,8 +128,23 @@ func (b *builder) releaseSurplus(pool *model.Pool) {
 		if node.Phase == model.PhaseDeleting {
 			continue
 		}
+		beyond := node.Index >= pool.MaxNodes
+		if beyond {
+			// Beyond max_node_count only a job running there keeps the
+			// node (beyondMax).
+			if j, busy := b.runningJobOn(node); busy {
+				if why := fmt.Sprintf("node beyond max_node_count %d kept while job %s runs on it", pool.MaxNodes, j); node.Reason != why || node.Kind != n.Kind {
+					b.putNode(node, why)
+				}
+				continue
+			}
+			b.releaseBeyondMax(pool, node)
+			continue
+		}
 		if j, busy := b.activeJobOn(node); busy {
-			b.putNode(node, fmt.Sprintf("surplus node kept while job %s uses it", j))
+			if why := fmt.Sprintf("surplus node kept while job %s uses it", j); node.Reason != why || node.Kind != n.Kind {
+				b.putNode(node, why)
+			}
 			continue
 		}
 		b.releaseNode(pool, node, fmt.Sprintf("surplus node released: pool %s is now min_node_count %d, max_node_count %d", pool.ID, pool.MinNodes, pool.MaxNodes))

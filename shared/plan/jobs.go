@@ -106,8 +106,8 @@ func (b *builder) jobPending(c *spec.Cluster, ev *event.Job, old *model.Job, kno
 			if !ok || !sp.IsFlexStart() {
 				return nil, rejectf("node %q: pool %q is not a flex-start pool of cluster %s", name, p, c.ID)
 			}
-			if idx >= sp.MaxNodeCount {
-				return nil, rejectf("node %q: index %d is beyond max_node_count %d of pool %s", name, idx, sp.MaxNodeCount, p)
+			if idx >= spec.MaxPoolNodes {
+				return nil, rejectf("node %q: index %d is beyond any pool's size", name, idx)
 			}
 			if pool != "" && pool != p {
 				return nil, rejectf("job %s spans pools %s and %s; one job is served by one pool", j.ID, pool, p)
@@ -123,19 +123,16 @@ func (b *builder) jobPending(c *spec.Cluster, ev *event.Job, old *model.Job, kno
 		}
 		j.Pool = pool
 	}
-	pool, ok := b.st.Pools[j.Pool]
-	if !ok {
+	if _, ok := b.st.Pools[j.Pool]; !ok {
 		return nil, rejectf("pool %s of job %s has no record: the cluster spec was not applied", j.Pool, j.ID)
 	}
-	if limit := time.Duration(ev.TimeLimitSeconds) * time.Second; limit > 0 && pool.MaxRunDuration > 0 && limit > pool.MaxRunDuration {
-		// No node of this pool lives long enough: the end-of-life
-		// reservations keep Slurm from starting it. Report, don't provision.
-		why := fmt.Sprintf("job %s's time limit %s exceeds pool %s's max run duration %s: it fits no node; lower its time limit (or raise flex_start_max_duration)",
-			j.ID, limit, pool.ID, pool.MaxRunDuration)
-		b.putJob(j, why)
-		b.add(Alert{Pool: pool.ID, Reason: why})
-		return b.out, nil
+	if ev.TimeLimitSeconds > 0 {
+		j.TimeLimit = time.Duration(ev.TimeLimitSeconds) * time.Second
 	}
+	// A job the pool cannot serve (JobFit: its time limit, its size, a
+	// node beyond max_node_count) is not provisioned; provisionJob says
+	// why, in Slurm too.
+	b.key = ev.ReportedAt.UTC().Format(time.RFC3339Nano)
 	why := "job pending"
 	if ev.Requeued || j.Requeues > 0 {
 		why = "job requeued and pending again"

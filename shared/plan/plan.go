@@ -235,6 +235,9 @@ type builder struct {
 	out     []Action
 	pol     Policy
 	view    *model.SlurmView // the fresh Slurm snapshot, when reconciling
+	// key tells one event's Slurm commands from an earlier event's about
+	// the same nodes (a report's time), where the command alone would not.
+	key string
 }
 
 func newBuilder(st *model.State, now time.Time) *builder {
@@ -478,6 +481,11 @@ func (b *builder) provisionJob(j model.Job, why string) bool {
 		b.putJob(j, fmt.Sprintf("pool %q is not a flex-start pool of this cluster", j.Pool))
 		return false
 	}
+	if m, fits := JobFit(pool, j); !fits {
+		b.unfitJob(pool, j, m, b.key)
+		return false
+	}
+	b.fitAgain(&j)
 	if len(j.Nodes) == 0 {
 		picked, free := b.freeSlots(pool, j.NodesWanted)
 		if picked == nil {

@@ -232,8 +232,13 @@ func TestJobPending(t *testing.T) {
 			wantErr: true,
 		},
 		{
-			name:    "a node index beyond max_node_count is rejected",
-			ev:      jobEv(event.TypeJobPending, "10", 1, "flexvm-a3u-3"),
+			name: "a node beyond max_node_count is not provisioned but powered down, so Slurm places the job again",
+			ev:   jobEv(event.TypeJobPending, "10", 1, "flexvm-a3u-3"),
+			want: []string{"Slurm:power_down_force:flexvm-a3u-3", "PutJob:10/pending"},
+		},
+		{
+			name:    "a node index beyond any pool's size is rejected",
+			ev:      jobEv(event.TypeJobPending, "10", 1, "flexvm-a3u-1000"),
 			wantErr: true,
 		},
 		{

@@ -91,6 +91,7 @@ func Reconcile(st *model.State, obs Observed, now time.Time, pol Policy) []Actio
 	b.lostJobReports(slurm, obs)
 	b.lostJobEnds(slurm)
 	b.jobsStarted(slurm)
+	b.jobLimits(slurm)
 	for _, pool := range b.st.SortedPools() {
 		po, ok := obs.Pools[pool.ID]
 		if !ok || !po.Listed {
@@ -200,6 +201,9 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 		if node.VMName == "" {
 			present = false
 		}
+		if present && incompleteVM(vm) {
+			continue // listed without its status or creation time: decided next pass (listing.go)
+		}
 		// A node under repair is followed by its repair first, so that the
 		// table never acts against it (a drained node whose VM is
 		// REPAIRING, or RUNNING on its old host until the repair starts).
@@ -248,6 +252,9 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 	}
 	if cur, ok := b.st.Pools[pool.ID]; ok {
 		b.unblockRepairs(cur)
+	}
+	if !pool.Removed {
+		b.shrunk(pool)
 	}
 	b.makeBeforeBreak(pool, slurm)
 	b.ensureStatic(pool, "reconciler: static pool below min_node_count")
@@ -379,7 +386,7 @@ func (b *builder) act(pool *model.Pool, node model.Node, vm VM, outcome Outcome,
 		b.putNode(node, fmt.Sprintf("reconciler: VM %s is gone", node.VMName))
 		return true
 	case OutcomeDeleteStray:
-		if b.now.Sub(vm.Created) < pol.OrphanGrace {
+		if incompleteVM(vm) || b.now.Sub(vm.Created) < pol.OrphanGrace {
 			return false
 		}
 		del(vm.Name, why)
@@ -517,7 +524,7 @@ func (b *builder) orphans(pool *model.Pool, po ObservedPool, pol Policy) {
 		if named[vm.Name] || deleting[vm.Name] {
 			continue
 		}
-		if vm.Status == "STOPPING" || b.now.Sub(vm.Created) < pol.OrphanGrace {
+		if vm.Status == "STOPPING" || incompleteVM(vm) || b.now.Sub(vm.Created) < pol.OrphanGrace {
 			continue
 		}
 		names = append(names, vm.Name)
@@ -607,7 +614,8 @@ func (b *builder) lostJobReports(slurm *model.SlurmView, obs Observed) {
 			continue
 		}
 		j := model.Job{ID: sj.ID, Partition: sj.Partition, Pool: pool, State: model.JobPending,
-			NodesWanted: len(sj.Nodes), Nodes: append([]string(nil), sj.Nodes...), SubmittedAt: b.now}
+			NodesWanted: len(sj.Nodes), Nodes: append([]string(nil), sj.Nodes...), SubmittedAt: b.now,
+			TimeLimit: time.Duration(sj.TimeLimitSeconds) * time.Second}
 		b.provisionJob(j, "reconciler: Slurm shows the job pending on powering-up nodes but its report never arrived")
 	}
 }

@@ -119,6 +119,9 @@ func (r *runner) evaluate(c Check, step int) []Result {
 			r.checkSlurmNode(sn, w, st, add)
 		}
 	}
+	for _, sj := range c.SlurmJobs {
+		r.checkSlurmJob(sj, add)
+	}
 	if cc := c.Counter; cc != nil {
 		r.checkCounter(cc, add)
 	}
@@ -535,6 +538,24 @@ func (r *runner) checkSlurmNode(sn SlurmNodeCheck, w world, st *model.State, add
 			exp = "not serviceable"
 		}
 		add(name+" serviceable", ok == *sn.Serviceable, exp, why)
+	}
+}
+
+func (r *runner) checkSlurmJob(sj SlurmJobCheck, add addFunc) {
+	j, ok := r.slurm.jobs[sj.ID]
+	name := "Slurm job " + sj.ID
+	if !ok {
+		add(name, false, "a job submitted to Slurm", "unknown")
+		return
+	}
+	if sj.State != "" {
+		add(name+" state", strings.EqualFold(sj.State, j.state), strings.ToUpper(sj.State), j.state)
+	}
+	if sj.Comment != nil {
+		add(name+" comment", regexp.MustCompile(*sj.Comment).MatchString(j.comment), "matching "+*sj.Comment, fmt.Sprintf("%q", j.comment))
+	}
+	if sj.MinRestarts > 0 {
+		add(name+" restarts", j.restarts >= sj.MinRestarts, fmt.Sprintf("at least %d", sj.MinRestarts), fmt.Sprintf("%d", j.restarts))
 	}
 }
 

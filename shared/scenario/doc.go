@@ -19,13 +19,18 @@
 // dead-letter list the report shows. Faults act on this delivery path
 // (duplicates, delays, holds and reorders, crashes at a side-effect boundary
 // of the handler) and on the HTTP path to the simulator (Compute errors by
-// method, path and body pattern, for a number of calls or a time window).
+// method, path and body pattern, for a number of calls or a time window;
+// VM listings that succeed but omit a VM or one of its fields, list_omit).
 //
 // A small model of Slurm (slurm.go) plays slurmctld, its power-saving hooks
 // and the flexslurm agent: it applies the Slurm commands flexslurm publishes
 // to node states, registers nodes whose VM runs, publishes snapshots, and —
 // when a scenario asks for it — schedules submitted jobs, reports their
-// lifecycle and suspends idle dynamic nodes after SuspendTime.
+// lifecycle and suspends idle dynamic nodes after SuspendTime. Its
+// configuration follows the specs apply steps publish, as a slurm.conf
+// regenerated from them would: nodes appear with a new pool or a raised
+// max_node_count and leave, once powered down with no job, when the spec
+// drops them.
 //
 // The package imports shared/harness and the flexslurm packages it drives;
 // nothing imports it but tests, shared/chaos and the CLI.

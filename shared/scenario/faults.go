@@ -83,6 +83,7 @@ type computeFaults struct {
 	now    func() time.Time
 	sim    *computesim.Sim
 	faults []*computeFault
+	omits  []*listOmit // list_omit steps
 	// shortages are the ends of the shortage steps' windows (a zero time
 	// for a shortage until the end): capacity is unavailable until then.
 	shortages []time.Time
@@ -148,8 +149,44 @@ func (c *computeFaults) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	c.mu.Unlock()
 
+	var omits []*listOmit
+	if listingOfVMs(req.Method, path) {
+		c.mu.Lock()
+		for _, o := range c.omits {
+			if o.active(now) {
+				omits = append(omits, o)
+			}
+		}
+		c.mu.Unlock()
+	}
 	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-	(*c.next.Load()).ServeHTTP(sw, req)
+	if len(omits) == 0 {
+		(*c.next.Load()).ServeHTTP(sw, req)
+	} else {
+		// A listing that succeeds but leaves something out.
+		bw := &bufferedWriter{header: w.Header(), status: http.StatusOK}
+		(*c.next.Load()).ServeHTTP(bw, req)
+		out := bw.body.Bytes()
+		if bw.status == http.StatusOK {
+			var names []string
+			for _, o := range omits {
+				var did bool
+				if out, did = o.omit(out); did {
+					c.mu.Lock()
+					o.fired++
+					if o.remaining > 0 {
+						o.remaining--
+					}
+					c.mu.Unlock()
+					names = append(names, o.name)
+				}
+			}
+			rec.Injected = strings.Join(names, ",")
+		}
+		w.Header().Del("Content-Length")
+		sw.WriteHeader(bw.status)
+		sw.Write(out)
+	}
 
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -114,6 +114,13 @@ type Slurm struct {
 	// SnapshotEvery publishes the model's snapshot (slurm.snapshot) this
 	// often; 0 (default) only at snapshot steps.
 	SnapshotEvery Duration `yaml:"snapshot_every,omitempty"`
+	// PartitionLimits models a slurm.conf whose flex-start partitions carry
+	// MaxTime (the pool's flex_start_max_duration) and MaxNodes (its
+	// max_node_count), with EnforcePartLimits=ALL: a submission beyond
+	// either is refused, as sbatch refuses it. Without it, a job asking for
+	// more nodes than the partition has is still refused ("Requested node
+	// configuration is not available") and a time limit is not checked.
+	PartitionLimits bool `yaml:"partition_limits,omitempty"`
 }
 
 // RandomFaults injects delivery faults at random. Every decision is a hash
@@ -209,6 +216,12 @@ type Invariants struct {
 	// ForeignReservationsUntouched: no Slurm command flexslurm published
 	// names a reservation whose name lacks Prefix.
 	ForeignReservationsUntouched *Prefix `yaml:"foreign_reservations_untouched,omitempty"`
+	// WithinMax: once a step applied another spec, a live VM that a node
+	// record names, of a node at or beyond its pool's max_node_count in
+	// that spec (or of a pool it dropped), on which no job of the Slurm
+	// model runs, is gone within Within of the later of that apply and the
+	// moment it was seen so.
+	WithinMax *Within `yaml:"within_max,omitempty"`
 }
 
 // Within is a time bound. AfterFault extends it after a Compute fault: a
@@ -256,6 +269,7 @@ type Step struct {
 	Release           *ReleaseStep           `yaml:"release,omitempty"`
 	Crash             *CrashStep             `yaml:"crash,omitempty"`
 	ComputeError      *ComputeErrorStep      `yaml:"compute_error,omitempty"`
+	ListOmit          *ListOmitStep          `yaml:"list_omit,omitempty"`
 	Shortage          *ShortageStep          `yaml:"shortage,omitempty"`
 	Assert            []Check                `yaml:"assert,omitempty"`
 	Always            *Watch                 `yaml:"always,omitempty"`
@@ -393,6 +407,8 @@ type SubmitStep struct {
 	Nodes     int      `yaml:"nodes"`
 	Partition string   `yaml:"partition,omitempty"`
 	Runtime   Duration `yaml:"runtime,omitempty"`
+	// TimeLimit is the job's time limit (sbatch --time); 0: none.
+	TimeLimit Duration `yaml:"time_limit,omitempty"`
 }
 
 // CancelStep cancels a job in the Slurm model (slurm.simulate).
@@ -552,6 +568,7 @@ type Check struct {
 	ResizeRequests *RRCheck         `yaml:"resize_requests,omitempty"`
 	SlurmCommands  *CommandCheck    `yaml:"slurm_commands,omitempty"`
 	SlurmNodes     []SlurmNodeCheck `yaml:"slurm_nodes,omitempty"`
+	SlurmJobs      []SlurmJobCheck  `yaml:"slurm_jobs,omitempty"`
 	Counter        *CounterCheck    `yaml:"counter,omitempty"`
 	Pools          []PoolCheck      `yaml:"pools,omitempty"`
 	// Invariant evaluates one named invariant now, strictly (no grace):
@@ -687,6 +704,39 @@ type SlurmNodeCheck struct {
 	NotFlags []string `yaml:"not_flags,omitempty"`
 	// Serviceable: Slurm can run a job on the node (docs/scenarios.md).
 	Serviceable *bool `yaml:"serviceable,omitempty"`
+}
+
+// SlurmJobCheck checks a job in the Slurm model (slurm.simulate).
+type SlurmJobCheck struct {
+	ID string `yaml:"id"`
+	// State is the job's state: PENDING, CONFIGURING, RUNNING, COMPLETED,
+	// CANCELLED, or REFUSED (sbatch refused it).
+	State string `yaml:"state,omitempty"`
+	// Comment is a regular expression the job's Comment must match
+	// ("^$": no comment).
+	Comment *string `yaml:"comment,omitempty"`
+	// MinRestarts: the job was requeued at least this often.
+	MinRestarts int `yaml:"min_restarts,omitempty"`
+}
+
+// ListOmitStep makes Compute listings succeed but leave something out:
+// VMs whose name matches VM disappear from the instance lists (zonal and
+// aggregated) and from listManagedInstances, or, with Field, only that
+// field of theirs (status, creationTimestamp, scheduling
+// .terminationTimestamp, …; dotted for nested fields) does. It applies to
+// the next Times listings that match, or to every one for For (or until
+// Until), or both (whichever ends first); with neither, to one listing.
+type ListOmitStep struct {
+	// Name identifies the omission in counters (injected_errors); default
+	// "list-omit-<step index>".
+	Name string `yaml:"name,omitempty"`
+	// VM is a regular expression on VM names; required.
+	VM string `yaml:"vm"`
+	// Field is the JSON field of the VM to omit; empty omits the VM.
+	Field string   `yaml:"field,omitempty"`
+	Times int      `yaml:"times,omitempty"`
+	For   Duration `yaml:"for,omitempty"`
+	Until *At      `yaml:"until,omitempty"`
 }
 
 // CounterCheck checks a counter.

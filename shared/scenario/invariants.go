@@ -23,11 +23,12 @@ type invariantState struct {
 
 	unrecordedSince map[string]time.Time // VM → since when no record names it
 	belowSince      map[string]time.Time // pool → since when below min
+	beyondSince     map[string]time.Time // VM → since when beyond its pool's max
 }
 
 func newInvariantState(cfg Invariants) *invariantState {
 	return &invariantState{cfg: cfg, failedAt: map[string]int{}, repeats: map[string]int{},
-		unrecordedSince: map[string]time.Time{}, belowSince: map[string]time.Time{}}
+		unrecordedSince: map[string]time.Time{}, belowSince: map[string]time.Time{}, beyondSince: map[string]time.Time{}}
 }
 
 // enabled lists the configured invariants with their grace.
@@ -58,6 +59,9 @@ func (s *invariantState) enabled() []string {
 	if c.ForeignReservationsUntouched != nil {
 		out = append(out, "foreign_reservations_untouched")
 	}
+	if c.WithinMax != nil {
+		out = append(out, "within_max")
+	}
 	return out
 }
 
@@ -80,6 +84,8 @@ func (s *invariantState) describe(name string) string {
 		return "no action on a resource not labelled as this cluster's"
 	case "foreign_reservations_untouched":
 		return fmt.Sprintf("no Slurm command names a reservation without the %q prefix", c.ForeignReservationsUntouched.Prefix)
+	case "within_max":
+		return fmt.Sprintf("no VM beyond its pool's max_node_count without a running job for longer than %s", FormatDuration(c.WithinMax.Within.D()))
 	}
 	return name
 }
@@ -236,6 +242,53 @@ func (r *runner) invariant(name string, w world, strict bool) []string {
 			for vm := range s.unrecordedSince {
 				if !live[vm] {
 					delete(s.unrecordedSince, vm)
+				}
+			}
+		}
+		sort.Strings(out)
+		return out
+	case "within_max":
+		var out []string
+		live := map[string]bool{}
+		if r.specAt.IsZero() {
+			return nil // no step applied another spec
+		}
+		st := r.state()
+		for node, vm := range w.byNode {
+			_, pool, idx, ok := naming.ParseNodeName(node)
+			if !ok {
+				continue
+			}
+			if rec, known := st.Nodes[node]; !known || rec.VMName != vm.name {
+				continue // no record names it: no_unrecorded_vm's business
+			}
+			if p, inSpec := r.spec.Pool(pool); inSpec && p.IsFlexStart() && idx < p.MaxNodeCount {
+				continue
+			}
+			if sn, known := r.slurm.nodes[node]; known && sn.job != "" {
+				if j, ok := r.slurm.jobs[sn.job]; ok && j.state == "RUNNING" {
+					continue
+				}
+			}
+			live[vm.name] = true
+			since, seen := s.beyondSince[vm.name]
+			switch {
+			case !seen:
+				since = now
+			case since.Before(r.specAt):
+				since = r.specAt // the clock starts again at the latest apply
+			}
+			if !strict {
+				s.beyondSince[vm.name] = since
+			}
+			if deadline := since.Add(grace(s.cfg.WithinMax)); now.After(deadline) || strict {
+				out = append(out, fmt.Sprintf("VM %s of node %s is beyond its pool's maximum with no job running since %s", vm.name, node, FormatDuration(since.Sub(r.start))))
+			}
+		}
+		if !strict {
+			for vm := range s.beyondSince {
+				if !live[vm] {
+					delete(s.beyondSince, vm)
 				}
 			}
 		}

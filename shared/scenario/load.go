@@ -204,7 +204,7 @@ var (
 	powerTypes = map[string]string{"suspend": event.TypeNodeSuspend, "resume_failed": event.TypeResumeFailed}
 	counters   = []string{"compute_calls", "resize_requests_created", "deliveries", "acks", "nacks", "redeliveries", "duplicates", "dead_letters", "injected_errors"}
 	invariants = []string{"one_vm_per_node", "one_request_per_node", "no_unrecorded_vm", "static_at_min", "no_idle_dynamic_vm", "repair_progress",
-		"foreign_untouched", "foreign_reservations_untouched", "no_dead_letters", "quiet"}
+		"foreign_untouched", "foreign_reservations_untouched", "within_max", "no_dead_letters", "quiet"}
 	rrStates = []string{"CREATING", "ACCEPTED", "SUCCEEDED", "FAILED", "CANCELLED", "active"}
 )
 
@@ -323,7 +323,7 @@ func (s *Step) validate(p *problems, path string, f *File) {
 	acts := s.actions()
 	switch len(acts) {
 	case 0:
-		p.add(s.line, path, "a step needs one action (apply, job, health, power, snapshot, tick, advance, expire, delete_vm, delete_mig, fail_resize_request, capacity, submit, cancel, deliveries, duplicate, release, crash, compute_error, shortage, assert, always)")
+		p.add(s.line, path, "a step needs one action (apply, job, health, power, snapshot, tick, advance, expire, delete_vm, delete_mig, fail_resize_request, capacity, submit, cancel, deliveries, duplicate, release, crash, compute_error, list_omit, shortage, assert, always)")
 		return
 	case 1:
 	default:
@@ -452,6 +452,18 @@ func (s *Step) validate(p *problems, path string, f *File) {
 		if ce.Times < 0 {
 			p.add(s.line, path+".compute_error.times", "must be ≥ 0")
 		}
+	case s.ListOmit != nil:
+		lo := s.ListOmit
+		if lo.VM == "" {
+			p.add(s.line, path+".list_omit.vm", "required")
+		}
+		checkRegexp(p, s.line, path+".list_omit.vm", lo.VM)
+		if lo.Times < 0 {
+			p.add(s.line, path+".list_omit.times", "must be ≥ 0")
+		}
+		if strings.HasPrefix(lo.Field, ".") || strings.HasSuffix(lo.Field, ".") || strings.Contains(lo.Field, "..") || lo.Field == "name" {
+			p.add(s.line, path+".list_omit.field", "want a field such as status or scheduling.terminationTimestamp (not name), got %q", lo.Field)
+		}
 	case s.Shortage != nil:
 		if sh := s.Shortage; sh.Code != "" && !contains(ShortageCodes, sh.Code) {
 			p.add(s.line, path+".shortage.code", "unknown code %q; codes: %s", sh.Code, strings.Join(ShortageCodes, ", "))
@@ -577,6 +589,18 @@ func (c *Check) validate(p *problems, path string, f *File) {
 			}
 		}
 	}
+	for i, sj := range c.SlurmJobs {
+		n++
+		if sj.ID == "" {
+			p.add(line, fmt.Sprintf("%s.slurm_jobs[%d].id", path, i), "required")
+		}
+		if sj.Comment != nil {
+			checkRegexp(p, line, fmt.Sprintf("%s.slurm_jobs[%d].comment", path, i), *sj.Comment)
+		}
+		if !f.Slurm.Simulate {
+			p.add(line, fmt.Sprintf("%s.slurm_jobs[%d]", path, i), "needs slurm.simulate")
+		}
+	}
 	for _, inv := range c.Invariant {
 		n++
 		if !contains(invariants, inv) {
@@ -587,7 +611,7 @@ func (c *Check) validate(p *problems, path string, f *File) {
 		}
 	}
 	if n == 0 {
-		p.add(line, path, "a check needs at least one of vms, nodes, jobs, pools, resize_requests, slurm_commands, slurm_nodes, counter, invariant")
+		p.add(line, path, "a check needs at least one of vms, nodes, jobs, pools, resize_requests, slurm_commands, slurm_nodes, slurm_jobs, counter, invariant")
 	}
 }
 

@@ -230,6 +230,8 @@ type runner struct {
 	client  *gce.Client
 	oob     *gce.Client
 	compute *computeFaults
+	// specAt is when the spec in force was last applied by a step.
+	specAt time.Time
 
 	capMu    sync.Mutex
 	capacity []CapacityDelay
@@ -1204,6 +1206,9 @@ func (r *runner) exec(i int, s *Step) error {
 	case s.ComputeError != nil:
 		r.addComputeFault(i, *s.ComputeError)
 		return nil
+	case s.ListOmit != nil:
+		r.addListOmit(i, *s.ListOmit)
+		return nil
 	case s.Shortage != nil:
 		sh := *s.Shortage
 		cs := computesim.Shortage{Name: sh.Name, Zone: sh.Zone, MachineType: sh.MachineType, Code: sh.Code, Message: sh.Message,
@@ -1270,6 +1275,13 @@ func (r *runner) publishApply(ref *ClusterRef, faults *DeliveryFaults, label str
 	eff, err := c.EffectiveJSON()
 	if err != nil {
 		return err
+	}
+	if ref != nil && c.ID == r.spec.ID {
+		// The operator regenerates slurm.conf from the spec applied: the
+		// Slurm model's nodes follow it.
+		r.spec = c
+		r.specAt = r.now()
+		r.slurm.reconfigure(r.now(), c)
 	}
 	node := harness.NodeSettings(c)
 	return r.publish(config.TopicClusterSpec, event.Cluster{Header: event.Header{Version: event.SchemaVersion, Type: event.TypeClusterApply, Cluster: c.ID},

@@ -121,6 +121,10 @@ type slurmNode struct {
 	freedAt      time.Time // last time the node had a job taken away or finished
 	undrainedAt  time.Time // last time a resume lifted the node's DRAIN
 	powerDownDue bool      // power_down asked while a job runs
+	// removed: the applied spec no longer has the node (its pool is gone
+	// or shrank below it). Slurm schedules nothing more on it, and it
+	// leaves the model once powered down with no job.
+	removed bool
 }
 
 func (n *slurmNode) state() string { return formatSlurmState(n.base, n.flags) }
@@ -133,7 +137,9 @@ type slurmJob struct {
 	id, partition, pool string
 	want                int
 	runtime             time.Duration
-	state               string // PENDING, CONFIGURING, RUNNING, COMPLETED, CANCELLED
+	timeLimit           time.Duration // sbatch --time; 0: none
+	comment             string        // scontrol's Comment
+	state               string        // PENDING, CONFIGURING, RUNNING, COMPLETED, CANCELLED
 	nodes               []string
 	endAt, eligibleAt   time.Time
 	restarts            int
@@ -163,6 +169,12 @@ type slurmModel struct {
 	// reservations are the maintenance reservations flexslurm created, by
 	// name (nodes); they do not change node states in the model.
 	reservations map[string][]string
+	// reservedFrom is when each of them starts: the scheduler starts no
+	// job with a time limit on a node before a reservation there would
+	// cut it short (jobs without one are not checked).
+	reservedFrom map[string]time.Time
+	// dropped are the partitions an applied spec no longer has.
+	dropped map[string]bool
 
 	publish func(topic string, payload any)
 	trace   func(format string, args ...any)
@@ -182,21 +194,67 @@ func newSlurmModel(cfg Slurm, c *spec.Cluster, now time.Time, publish func(strin
 		cfg.SlurmdTimeout = Duration(defaultSlurmdTimeout)
 	}
 	m := &slurmModel{cfg: cfg, cluster: c.ID, spec: c, nodes: map[string]*slurmNode{}, jobs: map[string]*slurmJob{},
-		reservations: map[string][]string{}, publish: publish, trace: trace}
+		reservations: map[string][]string{}, reservedFrom: map[string]time.Time{}, dropped: map[string]bool{}, publish: publish, trace: trace}
 	if cfg.Simulate {
-		for _, p := range c.FlexPools() {
-			for i := 0; i < p.MaxNodeCount; i++ {
-				n := m.node(model.NodeName(c.ID, p.ID, i))
-				if n.static {
-					// Static nodes are resumed at start (they are not in
-					// power saving) and wait for their VM.
-					n.flags = map[string]bool{flagCloud: true, flagNotResponding: true, flagPoweringUp: true}
-					n.powerUpSince = now
-				}
+		m.addNodes(now)
+	}
+	return m
+}
+
+// addNodes adds the nodes of the spec's flex-start pools the model lacks.
+func (m *slurmModel) addNodes(now time.Time) {
+	for _, p := range m.spec.FlexPools() {
+		for i := 0; i < p.MaxNodeCount; i++ {
+			name := model.NodeName(m.cluster, p.ID, i)
+			if _, ok := m.nodes[name]; ok {
+				continue
+			}
+			n := m.node(name)
+			if n.static {
+				// Static nodes are resumed at start (they are not in
+				// power saving) and wait for their VM.
+				n.flags = map[string]bool{flagCloud: true, flagNotResponding: true, flagPoweringUp: true}
+				n.powerUpSince = now
 			}
 		}
 	}
-	return m
+}
+
+// reconfigure follows a newly applied spec, as slurm.conf regenerated from
+// it would: the nodes of new pools and of raised max_node_count appear
+// (powered down; static ones resumed), static-ness follows min_node_count,
+// and nodes the spec no longer has (pool removed, max lowered) are
+// scheduled no more and leave once powered down with no job.
+func (m *slurmModel) reconfigure(now time.Time, c *spec.Cluster) {
+	for _, p := range m.spec.Slurm.Partitions {
+		m.dropped[p.ID] = true
+	}
+	for _, p := range c.Slurm.Partitions {
+		delete(m.dropped, p.ID)
+	}
+	m.spec = c
+	for _, n := range m.nodes {
+		p, ok := c.Pool(n.pool)
+		n.removed = !ok || !p.IsFlexStart() || n.index >= p.MaxNodeCount
+		if ok {
+			n.static = n.index < p.MinNodeCount
+			n.suspendExcluded = p.IsFlexStart()
+		}
+	}
+	if m.cfg.Simulate {
+		m.addNodes(now)
+	}
+	m.dropRemoved()
+}
+
+// dropRemoved forgets the removed nodes that are powered down with no job.
+func (m *slurmModel) dropRemoved() {
+	for name, n := range m.nodes {
+		if n.removed && n.job == "" && n.flags[flagPoweredDown] && !n.flags[flagPoweringUp] {
+			m.trace("slurm: node %s left the configuration", name)
+			delete(m.nodes, name)
+		}
+	}
 }
 
 // node returns the model's node, creating it powered down.
@@ -292,7 +350,8 @@ func (m *slurmModel) snapshot(now time.Time) event.SlurmSnapshot {
 		if !j.active() {
 			continue
 		}
-		s.Jobs = append(s.Jobs, event.SnapshotJob{ID: j.id, State: j.state, Partition: j.partition, Nodes: j.nodes, NodeCount: j.want, Restarts: j.restarts})
+		s.Jobs = append(s.Jobs, event.SnapshotJob{ID: j.id, State: j.state, Partition: j.partition, Nodes: j.nodes, NodeCount: j.want, Restarts: j.restarts,
+			TimeLimitSeconds: int64(j.timeLimit / time.Second)})
 	}
 	for _, j := range m.extra {
 		s.Jobs = append(s.Jobs, event.SnapshotJob{ID: j.ID, State: strings.ToUpper(j.State), Partition: j.Partition, Nodes: j.Nodes, NodeCount: j.NodeCount, Reason: j.Reason})
@@ -315,13 +374,24 @@ func (m *slurmModel) command(now time.Time, c slurmCommandRecord) bool {
 			j.eligibleAt = now
 		}
 		return true
+	case event.SlurmJobComment:
+		// As the agent: a user's own comment is kept.
+		if j, ok := m.jobs[c.Job]; ok && j.active() && (j.comment == "" || strings.HasPrefix(j.comment, event.JobCommentPrefix)) {
+			j.comment = c.Reason
+		}
+		return true
 	case event.SlurmReservationCreate:
 		name, _ := c.Raw["reservation"].(string)
 		m.reservations[name] = append([]string(nil), c.Nodes...)
+		start, _ := c.Raw["start_time"].(string)
+		if t, err := time.Parse(time.RFC3339Nano, start); err == nil {
+			m.reservedFrom[name] = t
+		}
 		return true
 	case event.SlurmReservationDelete:
 		name, _ := c.Raw["reservation"].(string)
 		delete(m.reservations, name)
+		delete(m.reservedFrom, name)
 		return true
 	case event.SlurmUpdateAddress:
 		return true
@@ -461,12 +531,50 @@ func (m *slurmModel) submit(now time.Time, s SubmitStep) error {
 			break
 		}
 	}
+	if pool == "" && m.dropped[s.Partition] {
+		// The partition left with its pool: sbatch refuses the job.
+		m.jobs[s.ID] = &slurmJob{id: s.ID, partition: s.Partition, want: s.Nodes, state: "REFUSED"}
+		m.order = append(m.order, s.ID)
+		m.trace("slurm: sbatch refuses job %s: invalid partition %s", s.ID, s.Partition)
+		return nil
+	}
 	if pool == "" {
 		return fmt.Errorf("no partition %q with a flex-start pool", s.Partition)
 	}
-	m.jobs[s.ID] = &slurmJob{id: s.ID, partition: part, pool: pool, want: s.Nodes, runtime: s.Runtime.D(), state: "PENDING", eligibleAt: now}
+	j := &slurmJob{id: s.ID, partition: part, pool: pool, want: s.Nodes, runtime: s.Runtime.D(), timeLimit: s.TimeLimit.D(), state: "PENDING", eligibleAt: now}
+	m.jobs[s.ID] = j
 	m.order = append(m.order, s.ID)
+	if why := m.refused(j); why != "" {
+		j.state = "REFUSED"
+		m.trace("slurm: sbatch refuses job %s: %s", j.id, why)
+	}
 	return nil
+}
+
+// refused says why sbatch refuses a job, or "". A job asking for more
+// nodes than its partition has is refused ("Requested node configuration
+// is not available"); with partition limits (MaxTime, MaxNodes,
+// EnforcePartLimits=ALL) so is one beyond them.
+func (m *slurmModel) refused(j *slurmJob) string {
+	nodes := 0
+	for _, n := range m.nodes {
+		if n.pool == j.pool && !n.removed {
+			nodes++
+		}
+	}
+	p, _ := m.spec.Pool(j.pool)
+	if m.cfg.PartitionLimits {
+		if j.timeLimit > p.FlexStartMaxDuration {
+			return fmt.Sprintf("Requested time limit is invalid (missing or exceeds some limit): %s > MaxTime %s", j.timeLimit, p.FlexStartMaxDuration)
+		}
+		if j.want > p.MaxNodeCount {
+			return fmt.Sprintf("Node count specification invalid: %d > MaxNodes %d", j.want, p.MaxNodeCount)
+		}
+	}
+	if m.cfg.Simulate && j.want > nodes {
+		return fmt.Sprintf("Requested node configuration is not available: %d nodes, partition %s has %d", j.want, j.partition, nodes)
+	}
+	return ""
 }
 
 // cancel cancels a job (scancel): EpilogSlurmctld reports it.
@@ -567,6 +675,7 @@ func (m *slurmModel) update(now time.Time, vms map[string]vmInfo) {
 			}
 		}
 	}
+	m.dropRemoved()
 	if !m.cfg.Simulate {
 		return
 	}
@@ -652,8 +761,8 @@ func (m *slurmModel) update(now time.Time, vms map[string]vmInfo) {
 func (m *slurmModel) schedule(now time.Time, j *slurmJob) {
 	var up, powering, down []*slurmNode
 	for _, n := range m.sortedNodes() {
-		if n.pool != j.pool || n.job != "" || n.flags[flagDrain] || n.flags[flagFail] || n.base == baseDown ||
-			n.flags[flagPoweringDown] || n.flags[flagPowerDown] {
+		if n.pool != j.pool || n.removed || n.job != "" || n.flags[flagDrain] || n.flags[flagFail] || n.base == baseDown ||
+			n.flags[flagPoweringDown] || n.flags[flagPowerDown] || m.reservedWithin(n.name, now, j.timeLimit) {
 			continue
 		}
 		switch {
@@ -687,8 +796,23 @@ func (m *slurmModel) schedule(now time.Time, j *slurmJob) {
 	m.trace("slurm: job %s allocated %s", j.id, strings.Join(j.nodes, ","))
 	if resumed {
 		m.publish(config.TopicJobs, event.Job{Header: event.Header{Version: event.SchemaVersion, Type: event.TypeJobPending, Cluster: m.cluster},
-			JobID: j.id, Partition: j.partition, NodeCount: len(j.nodes), Nodes: j.nodes, Requeued: j.restarts > 0, ReportedAt: now})
+			JobID: j.id, Partition: j.partition, NodeCount: len(j.nodes), Nodes: j.nodes, Requeued: j.restarts > 0,
+			TimeLimitSeconds: int64(j.timeLimit / time.Second), ReportedAt: now})
 	}
+}
+
+// reservedWithin reports whether a reservation on the node starts before
+// a job of this time limit started now would end (0: not checked).
+func (m *slurmModel) reservedWithin(node string, now time.Time, limit time.Duration) bool {
+	if limit <= 0 {
+		return false
+	}
+	for name, nodes := range m.reservations {
+		if from, ok := m.reservedFrom[name]; ok && from.Before(now.Add(limit)) && contains(nodes, node) {
+			return true
+		}
+	}
+	return false
 }
 
 // nextDue is the next instant after now at which update would change

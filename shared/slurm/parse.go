@@ -131,6 +131,7 @@ func ParseShowJobs(out []byte) ([]JobInfo, error) {
 		j.Restarts, _ = strconv.Atoi(kv["Restarts"])
 		j.Priority, _ = strconv.ParseInt(kv["Priority"], 10, 64)
 		j.TimeLimit, _ = ParseDuration(kv["TimeLimit"])
+		j.Comment = nullable(kv["Comment"])
 		j.StartTime, _ = time.ParseInLocation(slurmTimeLayout, kv["StartTime"], time.Local)
 		j.EndTime, _ = time.ParseInLocation(slurmTimeLayout, kv["EndTime"], time.Local)
 		j.SubmitTime, _ = time.ParseInLocation(slurmTimeLayout, kv["SubmitTime"], time.Local)

@@ -173,6 +173,8 @@ type JobInfo struct {
 	NodeCount int
 	// Restarts counts requeues.
 	Restarts int
+	// Comment is the job's comment (scontrol's Comment=); empty when none.
+	Comment string
 	// TimeLimit is the job's time limit; 0 when unlimited or unknown.
 	TimeLimit time.Duration
 	// Priority is the job's priority; 0 for a held job.
