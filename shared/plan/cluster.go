@@ -99,6 +99,7 @@ func ClusterApplied(st *model.State, c *spec.Cluster, node nodeconfig.Settings, 
 		b.add(Alert{Pool: p.ID, Reason: fmt.Sprintf("pool %s was removed from the cluster spec", p.ID)})
 		b.releaseSurplus(b.st.Pools[pool.ID])
 	}
+	b.syncBeyondMax()
 	return b.out
 }
 

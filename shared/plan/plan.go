@@ -232,6 +232,7 @@ func (b *builder) putNode(n model.Node, reason string) {
 	c := n
 	b.st.Nodes[n.Name] = &c
 	b.add(PutNode{Node: n, Reason: reason})
+	b.noteBeyondMax(n)
 }
 
 func (b *builder) putJob(j model.Job, reason string) {

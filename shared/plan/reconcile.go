@@ -108,6 +108,7 @@ func Reconcile(st *model.State, obs Observed, now time.Time, pol Policy) []Actio
 		}
 		b.provisionJob(*j, "reconciler: job still pending")
 	}
+	b.syncBeyondMax()
 	return b.out
 }
 
