@@ -99,7 +99,7 @@ func (b *builder) makeBeforeBreak(pool *model.Pool, slurm *model.SlurmView) {
 	}
 	// A predecessor link is only valid while the predecessor names this node
 	// as its successor; a stale one (its hand-over ended another way) goes.
-	for _, n := range b.st.PoolNodes(pool.ID) {
+	for _, n := range b.poolNodes(pool.ID) {
 		if n.Predecessor == "" {
 			continue
 		}
@@ -109,7 +109,7 @@ func (b *builder) makeBeforeBreak(pool *model.Pool, slurm *model.SlurmView) {
 			b.putNode(node, node.Reason)
 		}
 	}
-	for _, n := range b.st.PoolNodes(pool.ID) {
+	for _, n := range b.poolNodes(pool.ID) {
 		node := *n
 		switch {
 		case node.Successor != "":
@@ -251,7 +251,7 @@ const MetricOverlap = "make_before_break_overlap_seconds"
 // successorLate reports whether a successor of the pool other than except
 // is requested or running but not yet registered in Slurm.
 func (b *builder) successorLate(pool *model.Pool, except string) bool {
-	for _, n := range b.st.PoolNodes(pool.ID) {
+	for _, n := range b.poolNodes(pool.ID) {
 		if n.Name != except && n.Predecessor != "" && n.Phase.Serving() && !n.Registered {
 			return true
 		}

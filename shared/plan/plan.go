@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -209,6 +210,54 @@ type builder struct {
 	out     []Action
 	pol     Policy
 	view    *model.SlurmView // the fresh Slurm snapshot, when reconciling
+	// byPool indexes the names of st's nodes by pool, sorted by index,
+	// built on first use (poolNodes) and kept current by putNode.
+	byPool map[string][]string
+}
+
+// poolNodes returns the pool's nodes sorted by index, as
+// b.st.PoolNodes(pool) does, from an index built once per decision rather
+// than a scan of every node of the cluster per call (a reconcile pass asks
+// for every pool's nodes several times).
+func (b *builder) poolNodes(pool string) []*model.Node {
+	if b.byPool == nil {
+		b.byPool = map[string][]string{}
+		for name, n := range b.st.Nodes {
+			b.byPool[n.Pool] = append(b.byPool[n.Pool], name)
+		}
+		for _, names := range b.byPool {
+			sort.Slice(names, func(i, j int) bool { return b.st.Nodes[names[i]].Index < b.st.Nodes[names[j]].Index })
+		}
+	}
+	names := b.byPool[pool]
+	var out []*model.Node
+	for _, name := range names {
+		if n, ok := b.st.Nodes[name]; ok && n.Pool == pool {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// indexNode adds a node new to b.st to the pool index, in index order.
+func (b *builder) indexNode(n model.Node) {
+	if b.byPool == nil {
+		return
+	}
+	names := b.byPool[n.Pool]
+	i := sort.Search(len(names), func(i int) bool { return b.nodeIndex(names[i]) >= n.Index })
+	if i < len(names) && names[i] == n.Name {
+		return
+	}
+	b.byPool[n.Pool] = slices.Insert(names, i, n.Name)
+}
+
+func (b *builder) nodeIndex(name string) int {
+	if n, ok := b.st.Nodes[name]; ok {
+		return n.Index
+	}
+	_, _, idx, _ := naming.ParseNodeName(name)
+	return idx
 }
 
 func newBuilder(st *model.State, now time.Time) *builder {
@@ -230,6 +279,9 @@ func (b *builder) putNode(n model.Node, reason string) {
 	n.Reason = reason
 	n.UpdatedAt = b.now
 	c := n
+	if _, ok := b.st.Nodes[n.Name]; !ok {
+		defer b.indexNode(n)
+	}
 	b.st.Nodes[n.Name] = &c
 	b.add(PutNode{Node: n, Reason: reason})
 	b.noteBeyondMax(n)
@@ -389,8 +441,8 @@ func (b *builder) endSharedRequest(pool *model.Pool, n model.Node, reason string
 // vmCount counts the nodes of a pool whose VM runs or is requested.
 func (b *builder) vmCount(pool string) int {
 	c := 0
-	for _, n := range b.st.Nodes {
-		if n.Pool == pool && n.Phase.Serving() {
+	for _, n := range b.poolNodes(pool) {
+		if n.Phase.Serving() {
 			c++
 		}
 	}
@@ -402,8 +454,8 @@ func (b *builder) vmCount(pool string) int {
 // successor).
 func (b *builder) staticServing(pool string) int {
 	c := 0
-	for _, n := range b.st.Nodes {
-		if n.Pool == pool && n.Kind == model.NodeStatic && n.Phase.Serving() && n.Successor == "" {
+	for _, n := range b.poolNodes(pool) {
+		if n.Kind == model.NodeStatic && n.Phase.Serving() && n.Successor == "" {
 			c++
 		}
 	}
