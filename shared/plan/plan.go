@@ -221,16 +221,29 @@ type builder struct {
 // for every pool's nodes several times).
 func (b *builder) poolNodes(pool string) []*model.Node {
 	if b.byPool == nil {
-		b.byPool = map[string][]string{}
-		for name, n := range b.st.Nodes {
-			b.byPool[n.Pool] = append(b.byPool[n.Pool], name)
+		type slot struct {
+			index int
+			name  string
 		}
-		for _, names := range b.byPool {
-			sort.Slice(names, func(i, j int) bool { return b.st.Nodes[names[i]].Index < b.st.Nodes[names[j]].Index })
+		slots := map[string][]slot{}
+		for name, n := range b.st.Nodes {
+			slots[n.Pool] = append(slots[n.Pool], slot{n.Index, name})
+		}
+		b.byPool = make(map[string][]string, len(slots))
+		for p, ss := range slots {
+			slices.SortFunc(ss, func(x, y slot) int { return x.index - y.index })
+			names := make([]string, len(ss))
+			for i, s := range ss {
+				names[i] = s.name
+			}
+			b.byPool[p] = names
 		}
 	}
 	names := b.byPool[pool]
-	var out []*model.Node
+	if len(names) == 0 {
+		return nil
+	}
+	out := make([]*model.Node, 0, len(names))
 	for _, name := range names {
 		if n, ok := b.st.Nodes[name]; ok && n.Pool == pool {
 			out = append(out, n)
