@@ -9,6 +9,7 @@ package scaleup
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -108,6 +109,34 @@ func (h *Handler) job(ctx context.Context, msg *event.Message) error {
 	ev, err := event.DecodeJob(msg.Data)
 	if err != nil {
 		return err
+	}
+	// A job.pending naming its nodes reads only its pool's record, its own
+	// record and its nodes' (plan.JobScope): its cost does not grow with
+	// the jobs waiting in the pool, and concurrent events of one pool touch
+	// no common document for update. When the pool record does not allow
+	// it (plan.JobNarrow), nothing was written and the whole pool decides.
+	if narrow, ok := plan.JobScope(ev); ok {
+		var wider error
+		_, err := h.r.Process(ctx, apply.Input{
+			Flow: Flow, EventID: msg.ID,
+			Scope: store.Scope{Cluster: ev.Cluster, PoolRecords: []string{narrow.Pool}, Jobs: []string{ev.JobID}, Nodes: narrow.Nodes},
+			Decide: func(st *model.State, now time.Time) ([]plan.Action, error) {
+				wider = nil
+				c, err := h.r.Spec(st)
+				if err != nil {
+					return nil, err
+				}
+				acts, err := plan.JobNarrow(st, c, ev, now)
+				if errors.Is(err, plan.ErrWiderScope) {
+					wider = err
+				}
+				return acts, err
+			},
+		})
+		if wider == nil {
+			return err
+		}
+		h.r.Deps().Log.Info("job event decided from the whole pool", "cluster", ev.Cluster, "job", ev.JobID, "event_id", msg.ID, "reason", wider.Error())
 	}
 	// The pools a job can touch: those of its nodes, else of its partition.
 	head, err := h.r.Deps().Store.Read(ctx, store.Scope{Cluster: ev.Cluster})

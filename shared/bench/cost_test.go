@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/config"
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/harness"
+	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/store"
 	"github.com/flexslurm/flexslurm/shared/testenv"
 )
@@ -80,7 +82,14 @@ const (
 	evFinished      = "job finished"
 	evExpiryStatic  = "expiry (static node: recreated)"
 	evExpiryDynamic = "expiry (dynamic node, no job pending)"
+	evNodesQuiet    = "job pending (1 node named, as ResumeProgram reports it; no other job waiting in its pool)"
+	evNodesDeep     = "job pending (1 node named, as ResumeProgram reports it; 100 jobs waiting in its pool)"
+	evNodesRedeliv  = "job pending (1 node named), redelivered"
 )
+
+// deepQueue is how many jobs wait for capacity in the pool when
+// evNodesDeep is measured.
+const deepQueue = 100
 
 // costSequence runs the seed's lifecycle on the example spec through the
 // four functions on the Firestore emulator, measuring each event.
@@ -158,6 +167,30 @@ func costSequence(tb testing.TB, ctx context.Context, client *firestore.Client) 
 	cr10 := &costRun{r: r10, costs: cr.costs}
 	cr10.measure(tb, evApplied10, func() error { return r10.h.Apply(ctx, flexSpec(tb, 10, 20)) })
 	cr.order = append(cr.order, cr10.order...)
+
+	// Job events naming their node, on fresh data, with no job and then
+	// deepQueue jobs waiting for capacity in the pool.
+	fsq := store.NewFirestoreFromClient(client, store.WithRoot(testenv.UniqueID(tb)+"_"))
+	rq := newRig(tb, ctx, fsq, harness.Options{})
+	crq := &costRun{r: rq, costs: cr.costs}
+	must(rq.h.Apply(ctx, flexSpec(tb, 1, deepQueue+2)))
+	pool := PoolID(0, 1)
+	named := func(i int) []byte {
+		data, err := json.Marshal(event.Job{Header: event.Header{Version: 1, Type: event.TypeJobPending, Cluster: "flexvm"},
+			JobID: strconv.Itoa(500 + i), Partition: pool, NodeCount: 1, Nodes: []string{model.NodeName("flexvm", pool, i)}})
+		must(err)
+		return data
+	}
+	deliverq := func(i int) func() error {
+		return func() error { return rq.h.Deliver(ctx, config.TopicJobs, fmt.Sprintf("named-%d", i), named(i)) }
+	}
+	crq.measure(tb, evNodesQuiet, deliverq(0))
+	for i := 1; i <= deepQueue; i++ {
+		must(deliverq(i)())
+	}
+	crq.measure(tb, evNodesDeep, deliverq(deepQueue+1))
+	crq.measure(tb, evNodesRedeliv, deliverq(deepQueue+1))
+	cr.order = append(cr.order, crq.order...)
 	return cr
 }
 
@@ -243,6 +276,13 @@ func BenchmarkCostPerEvent(b *testing.B) {
 		}
 	}
 	sec.Target("transactions per event", describe(extra, "1 for every event (0 for a redelivery)"), "1 per event", len(extra) == 0)
+	for _, name := range []string{evNodesQuiet, evNodesDeep, evNodesRedeliv} {
+		reads := first.costs[name].stats.Reads
+		for _, run := range runs {
+			reads = max(reads, run.costs[name].stats.Reads)
+		}
+		sec.Target("Firestore reads: "+name, strconv.FormatInt(reads, 10), "≤ 10, whatever the jobs waiting", reads <= 10)
+	}
 	pend := first.costs[evPending].calls
 	mut := pend.Sum(Mutations...)
 	sec.Target("Compute mutations per provisioned dynamic job (2 nodes)",

@@ -263,6 +263,16 @@ type Pool struct {
 	// is part of the MIG creation's request id (Compute ignores a repeated
 	// request id for 60 minutes, so a re-creation needs a new one).
 	MIGIncarnation int `firestore:"mig_incarnation" json:"mig_incarnation,omitempty"`
+	// NodesBeyondMax is true while a node at or beyond MaxNodes may have a
+	// VM requested or running: max_node_count was lowered under a node
+	// still serving a job, or such a node was provisioned again. While it
+	// is false, every node of the pool that serves is one of its first
+	// MaxNodes slots, so a job event naming its nodes is decided from the
+	// pool record, the job and those nodes alone (shared/plan.JobNarrow).
+	// Set by any decision that leaves such a node serving, cleared by
+	// decisions that see every node of the pool (cluster applied,
+	// reconcile).
+	NodesBeyondMax bool `firestore:"nodes_beyond_max" json:"nodes_beyond_max,omitempty"`
 	// Removed is true once the pool left the cluster spec: its idle nodes
 	// are released, then its empty MIG deleted and its records forgotten.
 	Removed bool `firestore:"removed" json:"removed,omitempty"`

@@ -99,6 +99,7 @@ func ClusterApplied(st *model.State, c *spec.Cluster, node nodeconfig.Settings, 
 		b.add(Alert{Pool: p.ID, Reason: fmt.Sprintf("pool %s was removed from the cluster spec", p.ID)})
 		b.releaseSurplus(b.st.Pools[pool.ID])
 	}
+	b.syncBeyondMax()
 	return b.out
 }
 
@@ -110,7 +111,7 @@ func (b *builder) releaseSurplus(pool *model.Pool) {
 		pool = cur
 	}
 	kept := 0
-	for _, n := range b.st.PoolNodes(pool.ID) {
+	for _, n := range b.poolNodes(pool.ID) {
 		node := *b.st.Nodes[n.Name] // as an earlier release in this loop left it
 		if node.Kind == model.NodeStatic && node.Successor == "" {
 			if kept < pool.MinNodes && node.Index < pool.MaxNodes {

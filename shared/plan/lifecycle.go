@@ -168,7 +168,7 @@ func (b *builder) makeBeforeBreak(pool *model.Pool, slurm *model.SlurmView) {
 	}
 	// A predecessor link is only valid while the predecessor names this node
 	// as its successor; a stale one (its hand-over ended another way) goes.
-	for _, n := range b.st.PoolNodes(pool.ID) {
+	for _, n := range b.poolNodes(pool.ID) {
 		if n.Predecessor == "" {
 			continue
 		}
@@ -178,7 +178,7 @@ func (b *builder) makeBeforeBreak(pool *model.Pool, slurm *model.SlurmView) {
 			b.putNode(node, node.Reason)
 		}
 	}
-	for _, n := range b.st.PoolNodes(pool.ID) {
+	for _, n := range b.poolNodes(pool.ID) {
 		node := *n
 		switch {
 		case node.Successor != "":
@@ -326,7 +326,7 @@ const MetricOverlap = "make_before_break_overlap_seconds"
 // static), or a static node recreated after its termination. Without a
 // Slurm view, a running VM counts as arrived.
 func (b *builder) successorLate(pool *model.Pool, slurm *model.SlurmView, except string) bool {
-	for _, n := range b.st.PoolNodes(pool.ID) {
+	for _, n := range b.poolNodes(pool.ID) {
 		if n.Name == except || n.Kind != model.NodeStatic || !n.Phase.Serving() {
 			continue
 		}
@@ -342,7 +342,7 @@ func (b *builder) successorLate(pool *model.Pool, slurm *model.SlurmView, except
 // drained, down or booting); without Slurm, every running one.
 func (b *builder) usableStatic(pool *model.Pool, slurm *model.SlurmView, except string) int {
 	count := 0
-	for _, n := range b.st.PoolNodes(pool.ID) {
+	for _, n := range b.poolNodes(pool.ID) {
 		if n.Name == except || n.Kind != model.NodeStatic || n.Phase != model.PhaseRunning {
 			continue
 		}

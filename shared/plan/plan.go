@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -238,6 +239,67 @@ type builder struct {
 	// key tells one event's Slurm commands from an earlier event's about
 	// the same nodes (a report's time), where the command alone would not.
 	key string
+	// byPool indexes the names of st's nodes by pool, sorted by index,
+	// built on first use (poolNodes) and kept current by putNode.
+	byPool map[string][]string
+}
+
+// poolNodes returns the pool's nodes sorted by index, as
+// b.st.PoolNodes(pool) does, from an index built once per decision rather
+// than a scan of every node of the cluster per call (a reconcile pass asks
+// for every pool's nodes several times).
+func (b *builder) poolNodes(pool string) []*model.Node {
+	if b.byPool == nil {
+		type slot struct {
+			index int
+			name  string
+		}
+		slots := map[string][]slot{}
+		for name, n := range b.st.Nodes {
+			slots[n.Pool] = append(slots[n.Pool], slot{n.Index, name})
+		}
+		b.byPool = make(map[string][]string, len(slots))
+		for p, ss := range slots {
+			slices.SortFunc(ss, func(x, y slot) int { return x.index - y.index })
+			names := make([]string, len(ss))
+			for i, s := range ss {
+				names[i] = s.name
+			}
+			b.byPool[p] = names
+		}
+	}
+	names := b.byPool[pool]
+	if len(names) == 0 {
+		return nil
+	}
+	out := make([]*model.Node, 0, len(names))
+	for _, name := range names {
+		if n, ok := b.st.Nodes[name]; ok && n.Pool == pool {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// indexNode adds a node new to b.st to the pool index, in index order.
+func (b *builder) indexNode(n model.Node) {
+	if b.byPool == nil {
+		return
+	}
+	names := b.byPool[n.Pool]
+	i := sort.Search(len(names), func(i int) bool { return b.nodeIndex(names[i]) >= n.Index })
+	if i < len(names) && names[i] == n.Name {
+		return
+	}
+	b.byPool[n.Pool] = slices.Insert(names, i, n.Name)
+}
+
+func (b *builder) nodeIndex(name string) int {
+	if n, ok := b.st.Nodes[name]; ok {
+		return n.Index
+	}
+	_, _, idx, _ := naming.ParseNodeName(name)
+	return idx
 }
 
 func newBuilder(st *model.State, now time.Time) *builder {
@@ -259,8 +321,12 @@ func (b *builder) putNode(n model.Node, reason string) {
 	n.Reason = reason
 	n.UpdatedAt = b.now
 	c := n
+	if _, ok := b.st.Nodes[n.Name]; !ok {
+		defer b.indexNode(n)
+	}
 	b.st.Nodes[n.Name] = &c
 	b.add(PutNode{Node: n, Reason: reason})
+	b.noteBeyondMax(n)
 }
 
 func (b *builder) putJob(j model.Job, reason string) {
@@ -417,8 +483,8 @@ func (b *builder) endSharedRequest(pool *model.Pool, n model.Node, reason string
 // vmCount counts the nodes of a pool whose VM runs or is requested.
 func (b *builder) vmCount(pool string) int {
 	c := 0
-	for _, n := range b.st.Nodes {
-		if n.Pool == pool && n.Phase.Serving() {
+	for _, n := range b.poolNodes(pool) {
+		if n.Phase.Serving() {
 			c++
 		}
 	}
@@ -430,8 +496,8 @@ func (b *builder) vmCount(pool string) int {
 // successor).
 func (b *builder) staticServing(pool string) int {
 	c := 0
-	for _, n := range b.st.Nodes {
-		if n.Pool == pool && n.Kind == model.NodeStatic && n.Phase.Serving() && n.Successor == "" {
+	for _, n := range b.poolNodes(pool) {
+		if n.Kind == model.NodeStatic && n.Phase.Serving() && n.Successor == "" {
 			c++
 		}
 	}

@@ -109,6 +109,7 @@ func Reconcile(st *model.State, obs Observed, now time.Time, pol Policy) []Actio
 		}
 		b.provisionJob(*j, "reconciler: job still pending")
 	}
+	b.syncBeyondMax()
 	return b.out
 }
 
@@ -177,7 +178,7 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 		b.putPool(p, fmt.Sprintf("reconciler: MIG %s of pool %s is gone (deleted out of band): it is recreated and its requests re-planned", pool.MIG, pool.ID))
 		b.add(Alert{Pool: pool.ID, Reason: fmt.Sprintf("MIG %s was deleted outside flexslurm", pool.MIG)})
 		pool = b.st.Pools[pool.ID]
-		for _, n := range b.st.PoolNodes(pool.ID) {
+		for _, n := range b.poolNodes(pool.ID) {
 			if n.Phase == model.PhaseRequested {
 				b.generationEnded(pool, *n, model.EndLost, fmt.Sprintf("reconciler: resize request %s vanished with MIG %s", n.ResizeRequest, pool.MIG))
 			}
@@ -187,7 +188,7 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 	// max_node_count (a slot never used has no record, but Slurm knows it).
 	var nodes []model.Node
 	seen := map[string]bool{}
-	for _, n := range b.st.PoolNodes(pool.ID) {
+	for _, n := range b.poolNodes(pool.ID) {
 		nodes = append(nodes, *n)
 		seen[n.Name] = true
 	}
@@ -271,7 +272,7 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 // pool once the MIG is gone.
 func (b *builder) removedPool(pool *model.Pool, po ObservedPool) {
 	b.releaseSurplus(pool)
-	for _, n := range b.st.PoolNodes(pool.ID) {
+	for _, n := range b.poolNodes(pool.ID) {
 		if n.Phase.HasVM() {
 			return
 		}
@@ -449,7 +450,7 @@ func (b *builder) reconcileRequested(pool *model.Pool, node model.Node, rrs map[
 		// A crash between the Firestore commit and the Compute call: issue
 		// the same request again (same name and request id: never twice).
 		var vms []string
-		for _, n := range b.st.PoolNodes(pool.ID) {
+		for _, n := range b.poolNodes(pool.ID) {
 			if n.ResizeRequest == node.ResizeRequest && n.Phase == model.PhaseRequested {
 				vms = append(vms, n.VMName)
 			}
@@ -513,15 +514,19 @@ func (b *builder) orphans(pool *model.Pool, po ObservedPool, pol Policy) {
 			}
 		}
 	}
-	named := make(map[string]bool, len(b.st.Nodes))
-	for _, n := range b.st.Nodes {
-		if n.VMName != "" {
-			named[n.VMName] = true
+	// A node names only VMs of its own name (model.VMName: <node>-g<k>),
+	// so the one record that could name a VM is found from the VM's name.
+	named := func(vm string) bool {
+		i := strings.LastIndex(vm, "-g")
+		if i <= 0 {
+			return false
 		}
+		n, ok := b.st.Nodes[vm[:i]]
+		return ok && n.VMName == vm
 	}
 	var names []string
 	for _, vm := range po.VMs {
-		if named[vm.Name] || deleting[vm.Name] {
+		if named(vm.Name) || deleting[vm.Name] {
 			continue
 		}
 		if vm.Status == "STOPPING" || incompleteVM(vm) || b.now.Sub(vm.Created) < pol.OrphanGrace {

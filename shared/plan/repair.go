@@ -482,8 +482,8 @@ func (b *builder) hostRepaired(pool *model.Pool, node model.Node, vm VM) {
 // the repair budget allows.
 func (b *builder) unblockRepairs(pool *model.Pool) {
 	var blocked []model.Node
-	for _, n := range b.st.Nodes {
-		if n.Pool == pool.ID && n.Repair == model.RepairBlocked && n.Phase == model.PhaseRunning {
+	for _, n := range b.poolNodes(pool.ID) {
+		if n.Repair == model.RepairBlocked && n.Phase == model.PhaseRunning {
 			blocked = append(blocked, *n)
 		}
 	}

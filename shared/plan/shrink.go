@@ -51,7 +51,7 @@ func (b *builder) releaseBeyondMax(pool *model.Pool, node model.Node) {
 	if node.Phase == model.PhaseRequested {
 		ended[node.Name] = node.VMName
 		if node.ResizeRequest != "" {
-			for _, o := range b.st.PoolNodes(pool.ID) {
+			for _, o := range b.poolNodes(pool.ID) {
 				if o.ResizeRequest == node.ResizeRequest && o.Phase == model.PhaseRequested {
 					ended[o.Name] = o.VMName
 				}
@@ -79,7 +79,7 @@ func (b *builder) shrunk(pool *model.Pool) {
 	if cur, ok := b.st.Pools[pool.ID]; ok {
 		pool = cur
 	}
-	for _, n := range b.st.PoolNodes(pool.ID) {
+	for _, n := range b.poolNodes(pool.ID) {
 		if n.Index >= pool.MaxNodes && n.Phase.HasVM() && n.Phase != model.PhaseDeleting {
 			b.releaseSurplus(pool)
 			return

@@ -34,11 +34,13 @@ const DefaultMaxAttempts = 20
 
 // Firestore limits: values in one `in` filter, and disjunctions of a query in
 // disjunctive normal form (`pool in [p…]` and `state in [2 states]` is
-// len(p)×2 disjunctions). deleteBatch bounds one round of ForgetEvents.
+// len(p)×2 disjunctions). deleteBatch bounds one round of ForgetEvents,
+// maxGetAll one batch get of nodes by name.
 const (
 	maxInValues      = 30
 	maxDisjunctions  = 30
 	deleteBatch      = 500
+	maxGetAll        = 500
 	clustersColl     = "clusters"
 	poolsColl        = "pools"
 	nodesColl        = "nodes"
@@ -151,7 +153,9 @@ func WithClock(now func() time.Time) FirestoreOption {
 //	       + the scoped pool documents (one per listed id, existing or not; or every pool when AllPools)
 //	       + the scoped pools' nodes (at least 1 per query; one query per 30 pools, or one when AllPools)
 //	       + their active jobs (at least 1 per query; one query per 15 pools, or one when AllPools)
+//	       + one per id in Scope.PoolRecords not already counted above
 //	       + one per id in Scope.Jobs
+//	       + one per name in Scope.Nodes (existing or not)
 //	writes = records fn added, changed or removed + 1 event marker
 //
 // An Update that changes nothing and has no EventID commits no write. Each
@@ -399,12 +403,18 @@ func (f *Firestore) load(ctx context.Context, r reader, scope Scope) (*model.Sta
 	cref := f.clusterRef(scope.Cluster)
 	st := model.NewState()
 
-	// One batch get: the cluster, the listed pools and the listed jobs.
+	// One batch get: the cluster, the listed pools (whole or records
+	// only) and the listed jobs.
 	refs := []*firestore.DocumentRef{cref}
-	var pools []string
+	var pools, records []string
 	if !scope.AllPools {
 		pools = uniq(scope.Pools)
-		for _, id := range pools {
+		for _, id := range uniq(scope.PoolRecords) {
+			if !slices.Contains(pools, id) {
+				records = append(records, id)
+			}
+		}
+		for _, id := range slices.Concat(pools, records) {
 			if err := checkID("pool", id); err != nil {
 				return nil, err
 			}
@@ -443,13 +453,36 @@ func (f *Firestore) load(ctx context.Context, r reader, scope Scope) (*model.Sta
 				return nil, fmt.Errorf("decoding cluster %s: %w", scope.Cluster, err)
 			}
 			st.Cluster = c
-		case i <= len(pools):
+		case i <= len(pools)+len(records):
 			if err := decodeInto(s, "pool", st.Pools); err != nil {
 				return nil, err
 			}
 		default:
 			if err := decodeInto(s, "job", st.Jobs); err != nil {
 				return nil, err
+			}
+		}
+	}
+
+	// The listed nodes, by name, in batches.
+	nodeRefs := make([]*firestore.DocumentRef, 0, len(scope.Nodes))
+	for _, name := range uniq(scope.Nodes) {
+		if err := checkID("node", name); err != nil {
+			return nil, err
+		}
+		nodeRefs = append(nodeRefs, cref.Collection(nodesColl).Doc(name))
+	}
+	for chunk := range slices.Chunk(nodeRefs, maxGetAll) {
+		snaps, err := r.getAll(ctx, chunk)
+		f.reads.Add(int64(len(chunk)))
+		if err != nil {
+			return nil, fmt.Errorf("reading nodes of cluster %s: %w", scope.Cluster, err)
+		}
+		for _, s := range snaps {
+			if s.Exists() {
+				if err := decodeInto(s, "node", st.Nodes); err != nil {
+					return nil, err
+				}
 			}
 		}
 	}

@@ -161,6 +161,22 @@ func TestFirestoreStats(t *testing.T) {
 	if diff := cmp.Diff(store.Stats{Transactions: 2, Attempts: 2, Reads: 14, Writes: 4}, s.Stats()); diff != "" {
 		t.Errorf("Stats after no-op Update (-want +got):\n%s", diff)
 	}
+	// A narrow scope reads its documents by id and runs no query, however
+	// many nodes and jobs the pool holds. Reads: marker 1 + cluster 1 +
+	// pool record 1 + job 1 + nodes 2 (one without a record).
+	narrow := store.Scope{Cluster: "c1", PoolRecords: []string{"a"}, Nodes: []string{"n1", "n3"}, Jobs: []string{"9"}, EventID: "e2"}
+	if err := s.Update(ctx, narrow, func(st *model.State) error {
+		if len(st.Pools) != 1 || len(st.Nodes) != 1 || st.Nodes["n1"] == nil {
+			t.Errorf("narrow scope loaded %d pools and %d nodes, want pool a and node n1", len(st.Pools), len(st.Nodes))
+		}
+		st.Nodes["n1"].Generation = 1
+		return nil
+	}); err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+	if diff := cmp.Diff(store.Stats{Transactions: 3, Attempts: 3, Reads: 20, Writes: 6}, s.Stats()); diff != "" {
+		t.Errorf("Stats after a narrow Update (-want +got):\n%s", diff)
+	}
 }
 
 // TestFirestoreConflict holds one transaction open while another, allowed a

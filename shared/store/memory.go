@@ -67,6 +67,16 @@ func scoped(full *model.State, scope Scope) *model.State {
 			out.Pools[id] = p
 		}
 	}
+	for _, id := range scope.PoolRecords {
+		if p, ok := clone.Pools[id]; ok {
+			out.Pools[id] = p
+		}
+	}
+	for _, name := range scope.Nodes {
+		if n, ok := clone.Nodes[name]; ok {
+			out.Nodes[name] = n
+		}
+	}
 	for name, n := range clone.Nodes {
 		if want(n.Pool) {
 			out.Nodes[name] = n

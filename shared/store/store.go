@@ -53,9 +53,18 @@ type Scope struct {
 	// Pools lists the pools whose records, nodes and active (pending or
 	// running) jobs are loaded when AllPools is false.
 	Pools []string
+	// PoolRecords lists pools whose records alone are loaded, without
+	// their nodes or jobs (a pool also in Pools, or under AllPools, is
+	// loaded whole). An unknown id loads nothing.
+	PoolRecords []string
 	// Jobs lists job ids loaded in addition, whatever their state or pool
 	// (a job seen for the first time has no pool yet).
 	Jobs []string
+	// Nodes lists node names loaded in addition, by name, whatever their
+	// pool; a name without a record loads nothing. With PoolRecords and
+	// Jobs it lets an event read exactly the records it concerns, not
+	// every node and active job of their pools.
+	Nodes []string
 	// Slurm loads the latest Slurm snapshot (model.State.Slurm); an Update
 	// that sets it writes it back when changed.
 	Slurm bool

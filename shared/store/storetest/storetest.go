@@ -74,6 +74,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 		{"ScopeAllPools", testScopeAllPools},
 		{"ScopeExplicitJobs", testScopeExplicitJobs},
 		{"ScopeManyPools", testScopeManyPools},
+		{"ScopeNodesAndPoolRecords", testScopeNodesAndPoolRecords},
 		{"DuplicateEvent", testDuplicateEvent},
 		{"EventNote", testEventNote},
 		{"SlurmView", testSlurmView},
@@ -574,6 +575,78 @@ func testScopeExplicitJobs(t *testing.T, s store.Store, _ config) {
 	if diff := cmp.Diff(&model.Job{ID: "99", State: model.JobPending, NodesWanted: 1, SubmittedAt: T0}, got.Jobs["99"], cmpOpts); diff != "" {
 		t.Errorf("job 99 (-want +got):\n%s", diff)
 	}
+}
+
+// testScopeNodesAndPoolRecords loads nodes by name and pool records
+// without their nodes and jobs: the scope of a job event that names its
+// nodes.
+func testScopeNodesAndPoolRecords(t *testing.T, s store.Store, _ config) {
+	ctx := ctxFor(t, timeout)
+	full := seed(t, ctx, s)
+	a0, a1, b0 := model.NodeName(Cluster, "a", 0), model.NodeName(Cluster, "a", 1), model.NodeName(Cluster, "b", 0)
+	a3 := model.NodeName(Cluster, "a", 3) // no record
+	narrow := func(pools, nodes, jobs []string) *model.State {
+		out := model.NewState()
+		out.Cluster = full.Clone().Cluster
+		c := full.Clone()
+		for _, p := range pools {
+			if v, ok := c.Pools[p]; ok {
+				out.Pools[p] = v
+			}
+		}
+		for _, n := range nodes {
+			if v, ok := c.Nodes[n]; ok {
+				out.Nodes[n] = v
+			}
+		}
+		for _, j := range jobs {
+			if v, ok := c.Jobs[j]; ok {
+				out.Jobs[j] = v
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name  string
+		scope store.Scope
+		want  *model.State
+	}{
+		{"pool record only", store.Scope{Cluster: Cluster, PoolRecords: []string{"a"}}, narrow([]string{"a"}, nil, nil)},
+		{"unknown pool record", store.Scope{Cluster: Cluster, PoolRecords: []string{"zz"}}, narrow(nil, nil, nil)},
+		{"nodes by name", store.Scope{Cluster: Cluster, Nodes: []string{a1, b0, a3, a1}}, narrow(nil, []string{a1, b0}, nil)},
+		{"a job's records", store.Scope{Cluster: Cluster, PoolRecords: []string{"a", "a"}, Nodes: []string{a1}, Jobs: []string{"10"}},
+			narrow([]string{"a"}, []string{a1}, []string{"10"})},
+		{"record of a pool also loaded whole", store.Scope{Cluster: Cluster, Pools: []string{"b"}, PoolRecords: []string{"b", "a"}, Nodes: []string{a0}},
+			func() *model.State {
+				w := pick(full, []string{"b"}, nil)
+				w.Pools["a"] = full.Clone().Pools["a"]
+				w.Nodes[a0] = full.Clone().Nodes[a0]
+				return w
+			}()},
+	} {
+		checkState(t, "Read "+tc.name, read(t, ctx, s, tc.scope), tc.want)
+		update(t, ctx, s, tc.scope, func(st *model.State) error {
+			checkState(t, "Update "+tc.name, st, tc.want)
+			return nil
+		})
+	}
+	// An Update of that scope writes the nodes it loaded or created and
+	// leaves every other record of the pool alone.
+	scope := store.Scope{Cluster: Cluster, PoolRecords: []string{"a"}, Nodes: []string{a1, a3}, Jobs: []string{"10"}}
+	update(t, ctx, s, scope, func(st *model.State) error {
+		if _, ok := st.Nodes[a0]; ok {
+			t.Errorf("node %s loaded, not in the scope", a0)
+		}
+		st.Nodes[a1].Reason = "touched"
+		n := sampleNode("a", 3)
+		st.Nodes[a3] = n
+		st.Jobs["10"].Nodes = []string{a1, a3}
+		return nil
+	})
+	full.Nodes[a1].Reason = "touched"
+	full.Nodes[a3] = sampleNode("a", 3)
+	full.Jobs["10"].Nodes = []string{a1, a3}
+	checkState(t, "after an Update by node names", read(t, ctx, s, store.Scope{Cluster: Cluster, AllPools: true, Jobs: []string{"12", "13", "21"}}), full)
 }
 
 // testScopeManyPools crosses Firestore's 30-value `in` limit.

@@ -1,0 +1,47 @@
+package plan
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/flexslurm/flexslurm/shared/model"
+)
+
+// TestPoolNodesIndex: the builder's index answers as State.PoolNodes does,
+// before and after a decision stores new and existing nodes.
+func TestPoolNodesIndex(t *testing.T) {
+	st := model.NewState()
+	for _, p := range []string{"a", "b", "c"} {
+		st.Pools[p] = &model.Pool{ID: p, MaxNodes: 20}
+	}
+	for _, i := range []int{7, 0, 12, 3} {
+		for _, p := range []string{"a", "b"} {
+			name := model.NodeName("flexvm", p, i)
+			st.Nodes[name] = &model.Node{Name: name, Pool: p, Index: i, Phase: model.PhaseRunning}
+		}
+	}
+	b := newBuilder(st, t0)
+	b.cluster = "flexvm"
+	check := func(when string) {
+		t.Helper()
+		for _, p := range []string{"a", "b", "c", "zz"} {
+			if d := cmp.Diff(b.st.PoolNodes(p), b.poolNodes(p)); d != "" {
+				t.Errorf("%s: pool %s (-PoolNodes +poolNodes):\n%s", when, p, d)
+			}
+		}
+	}
+	check("before any change")
+	for _, i := range []int{5, 19, 0, 1} {
+		n := b.node(b.st.Pools["a"], i)
+		n.Phase = model.PhaseRequested
+		b.putNode(n, fmt.Sprintf("slot %d", i))
+	}
+	n := b.node(b.st.Pools["c"], 2)
+	b.putNode(n, "first node of pool c")
+	check("after storing new and existing nodes")
+	if got := len(b.poolNodes("a")); got != 7 {
+		t.Errorf("pool a has %d nodes, want 7", got)
+	}
+}
