@@ -384,11 +384,41 @@ func TestExpiry(t *testing.T) {
 			wantErr: true,
 		},
 		{
-			name: "the first entry of a delete operation waits for the last",
+			name: "the first entry of a deletion flexslurm did not ask for replaces the static node at once",
+			prepare: func(st *model.State) {
+				running(st, "flexvm-a3u-0", t0.Add(72*time.Hour))
+			},
+			audit: func() *event.Audit {
+				a := audit(event.AuditDelete, "flexvm-a3u-0-g1")
+				a.First, a.Last, a.Principal = true, false, "someone@example.com"
+				return a
+			}(),
+			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "Slurm:reservation_delete:flexvm-a3u-0", "PutNode:flexvm-a3u-0/requested",
+				"CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
+		},
+		{
+			name: "the first entry of a deletion flexslurm asked for waits for the last",
+			prepare: func(st *model.State) {
+				Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 1)))
+				st.Nodes["flexvm-a3u-1"].Phase = model.PhaseDeleting
+			},
+			audit: func() *event.Audit {
+				a := audit(event.AuditDelete, "flexvm-a3u-1-g1")
+				a.First, a.Last = true, false
+				return a
+			}(),
+			wantErr: true,
+		},
+		{
+			name: "an entry that is neither first nor last is ignored",
 			prepare: func(st *model.State) {
 				running(st, "flexvm-a3u-0", t0)
 			},
-			audit:   func() *event.Audit { a := audit(event.AuditDelete, "flexvm-a3u-0-g1"); a.Last = false; return a }(),
+			audit: func() *event.Audit {
+				a := audit(event.AuditDelete, "flexvm-a3u-0-g1")
+				a.First, a.Last = false, false
+				return a
+			}(),
 			wantErr: true,
 		},
 	}

@@ -367,6 +367,13 @@ func (b *builder) act(pool *model.Pool, node model.Node, vm VM, outcome Outcome,
 		}
 		b.generationEnded(pool, node, end, fmt.Sprintf("%s: VM %s is %s", why, vm.Name, vm.Status))
 		return true
+	case OutcomeEndGoing:
+		end := model.EndLost
+		if !node.TerminationTime.IsZero() && !b.now.Before(node.TerminationTime.Add(-pol.ExpirySlack)) {
+			end = model.EndExpired
+		}
+		b.generationEnded(pool, node, end, fmt.Sprintf("%s: VM %s is %s", why, vm.Name, vm.Status))
+		return true
 	case OutcomeDeleteAgain:
 		del(node.VMName, fmt.Sprintf("%s (VM %s is %s)", why, vm.Name, vm.Status))
 		return false

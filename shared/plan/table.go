@@ -126,6 +126,13 @@ const (
 	// termination action, or an interruption): delete it and end the
 	// generation.
 	OutcomeEndStopped Outcome = "end_stopped"
+	// OutcomeEndGoing: the VM flexslurm holds as running is being deleted
+	// by Compute (max run duration) or by someone else: end its generation
+	// now, without waiting for the deletion to finish. The next generation
+	// has a new VM name, so it never collides with the old VM, and the old
+	// VM, named by no record, can only finish going away (or is deleted as
+	// an orphan should it stop instead).
+	OutcomeEndGoing Outcome = "end_going"
 	// OutcomeDeleteAgain: the VM should be deleted and is not on its way
 	// out: issue the deletion again.
 	OutcomeDeleteAgain Outcome = "delete_again"
@@ -203,8 +210,8 @@ var Table = []Rule{
 	// ── Running: the record says the VM runs.
 	{Phase: []model.Phase{model.PhaseRunning}, VM: []VMClass{VMAbsent}, Outcome: OutcomeVMGone,
 		Why: "the VM is not listed: expired or lost, once the misses confirm it"},
-	{Phase: []model.Phase{model.PhaseRunning}, VM: []VMClass{VMStopping}, Outcome: OutcomeWait,
-		Why: "the VM is going away (expiry in progress): the expiry event or a later pass handles it"},
+	{Phase: []model.Phase{model.PhaseRunning}, VM: []VMClass{VMStopping}, Outcome: OutcomeEndGoing,
+		Why: "the VM is going away (expired, or deleted outside flexslurm): its generation ends now, and the next one, under a new VM name, need not wait for the deletion"},
 	{Phase: []model.Phase{model.PhaseRunning}, VM: []VMClass{VMStopped}, Outcome: OutcomeEndStopped,
 		Why: "the VM stopped (STOP at max run duration, or an interruption)"},
 	{Phase: []model.Phase{model.PhaseRunning}, VM: []VMClass{VMProvisioning, VMRepairing}, Outcome: OutcomeWait,
