@@ -813,12 +813,16 @@ func TestReconcileWithSlurmAndMisses(t *testing.T) {
 				tc.prepare(st)
 			}
 			if tc.slurm != nil {
-				st.Slurm = slurmView(t0, tc.slurm)
+				st.Slurm = slurmView(t0.Add(time.Second), tc.slurm)
 				if strings.Contains(tc.name, "never reported") {
 					st.Slurm.Jobs = []model.SlurmJob{{ID: "55", State: "CONFIGURING", Partition: "a3u", Nodes: []string{"flexvm-a3u-2"}}}
 				}
 			}
-			got := Reconcile(st, Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true, VMs: tc.vms}}}, t0.Add(time.Minute), Policy{})
+			obs := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true, VMs: tc.vms}}}
+			if st.Slurm != nil {
+				obs.JobRecordsFor = st.Slurm.TakenAt
+			}
+			got := Reconcile(st, obs, t0.Add(time.Minute), Policy{})
 			if d := cmp.Diff(tc.want, kinds(got)); d != "" {
 				t.Errorf("actions (-want +got):\n%s", d)
 			}
@@ -838,7 +842,7 @@ func TestBreakerOpensAfterBootstrapFailuresAndASuccessClosesIt(t *testing.T) {
 		n.Phase, n.TerminationTime, n.Registered = model.PhaseRunning, t0.Add(week), false
 		n.Observed = Combo{Slurm: SlurmDown, VM: VMRunning, Phase: model.PhaseRunning, Kind: model.NodeStatic}.String()
 		n.ObservedSince = t0.Add(-time.Hour)
-		st.Slurm = slurmView(t0, down)
+		st.Slurm = slurmView(t0.Add(time.Second), down)
 		vm := VM{Name: n.VMName, Status: "RUNNING", Created: t0, TerminationTime: t0.Add(week)}
 		acts := Reconcile(st, Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true, VMs: []VM{vm}}}}, t0, pol)
 		Apply(st, acts)
@@ -937,7 +941,7 @@ func TestLiftOwnDrainOnly(t *testing.T) {
 		n := st.Nodes["flexvm-a3u-0"]
 		n.Generation, n.VMName = 2, "flexvm-a3u-0-g2"
 		running(st, "flexvm-a3u-0", t0.Add(week))
-		st.Slurm = &model.SlurmView{TakenAt: t0, Nodes: map[string]model.SlurmNode{"flexvm-a3u-0": {State: "idle", Flags: []string{"CLOUD", "DRAIN"}, Reason: tc.reason}}}
+		st.Slurm = &model.SlurmView{TakenAt: t0.Add(time.Second), Nodes: map[string]model.SlurmNode{"flexvm-a3u-0": {State: "idle", Flags: []string{"CLOUD", "DRAIN"}, Reason: tc.reason}}}
 		vm := VM{Name: "flexvm-a3u-0-g2", Status: "RUNNING", Created: t0, TerminationTime: t0.Add(week)}
 		got := kinds(Reconcile(st, Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true, VMs: []VM{vm}}}}, t0.Add(time.Minute), Policy{}))
 		if d := cmp.Diff(tc.want, got); d != "" {

@@ -64,6 +64,14 @@ type ObservedPool struct {
 // Observed is one reconcile pass's view of Compute, by pool id.
 type Observed struct {
 	Pools map[string]ObservedPool
+	// JobRecordsFor is the TakenAt of the Slurm snapshot for whose jobs the
+	// pass loaded every record, ended jobs included (store.Scope.Jobs; a
+	// pass otherwise loads only active jobs). A job that snapshot shows
+	// pending with no loaded record is then truly unknown to flexslurm,
+	// never one whose end flexslurm processed; with any other snapshot
+	// (zero, or a newer one stored meanwhile) such jobs wait for the next
+	// pass.
+	JobRecordsFor time.Time
 }
 
 // Reconcile compares the stored state, what Compute shows and the latest
@@ -128,16 +136,6 @@ func slurmClass(v *model.SlurmView, node string) SlurmClass {
 		return SlurmUnknown
 	}
 	return ClassifySlurm(n)
-}
-
-// nodeSlurmClass is slurmClass for a node record: a snapshot taken before
-// the record's last change (a generation that ended or began since) says
-// nothing about the node as it is now.
-func nodeSlurmClass(v *model.SlurmView, n model.Node) SlurmClass {
-	if v != nil && !n.UpdatedAt.IsZero() && v.TakenAt.Before(n.UpdatedAt) && n.Phase != model.PhaseRunning {
-		return SlurmUnknown
-	}
-	return slurmClass(v, n.Name)
 }
 
 func kindOf(n model.Node, pool *model.Pool) model.NodeKind {
@@ -589,13 +587,16 @@ func (b *builder) requestWanted(rr string) bool {
 // this cluster's nodes while Slurm powers those nodes up, when flexslurm
 // holds no record of the job (its job.pending report was lost).
 func (b *builder) lostJobReports(slurm *model.SlurmView, obs Observed) {
-	if slurm == nil {
+	if slurm == nil || !obs.JobRecordsFor.Equal(slurm.TakenAt) {
 		return
 	}
 	for _, sj := range slurm.Jobs {
 		if (sj.State != "PENDING" && sj.State != "CONFIGURING") || len(sj.Nodes) == 0 {
 			continue
 		}
+		// Only a job flexslurm holds no record of: a job it knows is
+		// followed by its reports, and one whose end it recorded after the
+		// snapshot was taken is over (an older snapshot never revives it).
 		if _, known := b.st.Jobs[sj.ID]; known {
 			continue
 		}
@@ -659,19 +660,30 @@ func (b *builder) idle(pool *model.Pool, node *model.Node, combo Combo) (release
 	if b.now.Sub(node.IdleSince) < b.pol.IdleTimeout {
 		return false, false
 	}
-	// Kept for a pending job it serves: the job it was provisioned for
-	// (requeued, waiting for its other nodes) or one allocated to it. A
-	// job of the pool that Slurm did not place here has no use for it —
-	// including the job it was provisioned for once Slurm allocated that
-	// job other nodes (requeued after a failure here, then placed
-	// elsewhere while this node was drained for its repair).
+	// Kept for a pending job only while that job can still use it
+	// (keptFor): a job of the pool that Slurm did not place here has no use
+	// for it — including the job it was provisioned for once Slurm runs it
+	// on other nodes or allocated it others (requeued after a failure here,
+	// then placed elsewhere while this node was drained for its repair).
+	var notKept []string
 	for _, j := range b.st.SortedJobs() {
-		if j.State == model.JobPending && (slices.Contains(j.Nodes, node.Name) || (j.ID == node.JobID && len(j.Nodes) == 0)) {
+		if j.State != model.JobPending {
+			continue
+		}
+		kept, why := b.keptFor(j, *node)
+		if kept {
 			return false, false
 		}
+		if j.ID == node.JobID || slices.Contains(j.Nodes, node.Name) {
+			notKept = append(notKept, why)
+		}
 	}
-	b.releaseNode(pool, *node, fmt.Sprintf("reconciler: dynamic node idle in Slurm since %s (idle timeout %s): VM released and node powered down",
-		node.IdleSince.Format(time.RFC3339), b.pol.IdleTimeout))
+	reason := fmt.Sprintf("reconciler: dynamic node idle in Slurm since %s (idle timeout %s): VM released and node powered down",
+		node.IdleSince.Format(time.RFC3339), b.pol.IdleTimeout)
+	if len(notKept) > 0 {
+		reason += " (not kept: " + strings.Join(notKept, "; ") + ")"
+	}
+	b.releaseNode(pool, *node, reason)
 	return true, true
 }
 
