@@ -452,6 +452,9 @@ func (b *builder) provisionJob(j model.Job, why string) bool {
 		b.putJob(j, fmt.Sprintf("pool %q is not a flex-start pool of this cluster", j.Pool))
 		return false
 	}
+	if len(j.Nodes) == 0 && j.AwaitingSlurm {
+		return false // Slurm requeued it after a resume failure: its next allocation decides (resumetimeout.go)
+	}
 	if len(j.Nodes) == 0 {
 		picked, free := b.freeSlots(pool, j.NodesWanted)
 		if picked == nil {

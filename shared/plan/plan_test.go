@@ -654,18 +654,19 @@ func TestNodePower(t *testing.T) {
 			want:    []string{"Alert:a3u"},
 		},
 		{
-			name: "resume failed on a dynamic node still waiting for capacity: its request is cancelled",
+			name: "resume failed on a dynamic node still waiting for capacity: its request is cancelled, the node resumed, its job awaits Slurm",
 			prepare: func(st *model.State) {
 				Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 1)))
 			},
-			ev:   nodeEv(event.TypeResumeFailed, "flexvm-a3u-1"),
-			want: []string{"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "DeleteVMs:flexvm-a3u-1-g1", "PutNode:flexvm-a3u-1/deleting"},
+			ev: nodeEv(event.TypeResumeFailed, "flexvm-a3u-1"),
+			want: []string{"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "DeleteVMs:flexvm-a3u-1-g1", "PutNode:flexvm-a3u-1/deleting",
+				"Slurm:resume:flexvm-a3u-1", "PutJob:7/pending"},
 		},
 		{
-			name: "resume failed on a static node: a new generation at once",
+			name: "resume failed on a static node: resumed in Slurm, a new generation at once",
 			ev:   nodeEv(event.TypeResumeFailed, "flexvm-a3u-0"),
 			want: []string{"CancelResizeRequest:rr-flexvm-a3u-0-g1", "DeleteVMs:flexvm-a3u-0-g1", "PutNode:flexvm-a3u-0/deleting",
-				"PutNode:flexvm-a3u-0/requested", "CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
+				"Slurm:resume:flexvm-a3u-0", "PutNode:flexvm-a3u-0/requested", "CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
 		},
 		{
 			name:    "a node of another cluster rejects the report",

@@ -114,7 +114,18 @@ func Reconcile(st *model.State, obs Observed, now time.Time, pol Policy) []Actio
 		if po, ok := obs.Pools[j.Pool]; !ok || !po.Listed {
 			continue
 		}
-		b.provisionJob(*j, "reconciler: job still pending")
+		job := *j
+		if job.AwaitingSlurm {
+			// Requeued after a resume failure: served once Slurm's next
+			// allocation is known, never on flexslurm's guess.
+			var placed bool
+			if job, placed = b.awaitingAllocation(job); !placed {
+				continue
+			}
+			b.provisionJob(job, "reconciler: Slurm allocated the requeued job new nodes (snapshot) before its report arrived")
+			continue
+		}
+		b.provisionJob(job, "reconciler: job still pending")
 	}
 	return b.out
 }
@@ -372,6 +383,9 @@ func (b *builder) act(pool *model.Pool, node model.Node, vm VM, outcome Outcome,
 		}
 		b.generationEnded(pool, node, end, fmt.Sprintf("%s: VM %s is %s", why, vm.Name, vm.Status))
 		return true
+	case OutcomeResumeFailed:
+		b.resumeFailed(pool, node, b.view.TakenAt, why)
+		return true
 	case OutcomeDeleteAgain:
 		del(node.VMName, fmt.Sprintf("%s (VM %s is %s)", why, vm.Name, vm.Status))
 		return false
@@ -543,7 +557,7 @@ func (b *builder) unwantedRequests(pool *model.Pool, po ObservedPool, pol Policy
 		if rr.State != "ACCEPTED" && rr.State != "CREATING" {
 			continue
 		}
-		if b.requestWanted(rr.Name) || b.now.Sub(rr.Created) < pol.RequestGrace {
+		if b.requestWanted(rr.Name) || b.now.Sub(rr.Created) < pol.RequestGrace || b.cancelling(rr.Name) {
 			continue
 		}
 		b.add(CancelResizeRequest{Pool: pool.ID, Name: rr.Name,
@@ -571,6 +585,17 @@ func (b *builder) finishedRequests(pool *model.Pool, po ObservedPool) {
 			RequestID: naming.RequestID("delete-resize-request", fmt.Sprintf("%s/%s#%d", pool.MIG, rr.Name, pool.MIGIncarnation)),
 			Reason:    fmt.Sprintf("reconciler: resize request %s is %s and its outcome is recorded: deleted so the MIG's list stays short", rr.Name, rr.State)})
 	}
+}
+
+// cancelling reports whether this pass already cancels the request (a
+// node released earlier in the pass).
+func (b *builder) cancelling(rr string) bool {
+	for _, a := range b.out {
+		if c, ok := a.(CancelResizeRequest); ok && c.Name == rr {
+			return true
+		}
+	}
+	return false
 }
 
 // requestWanted reports whether a requested node waits on this request.

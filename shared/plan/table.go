@@ -147,6 +147,11 @@ const (
 	// OutcomeSlurmResume: Slurm holds the node DOWN (ResumeTimeout) or
 	// powered down while its static VM runs: tell Slurm to resume it.
 	OutcomeSlurmResume Outcome = "slurm_resume"
+	// OutcomeResumeFailed: Slurm gave up resuming a dynamic node whose
+	// capacity flexslurm still waits for (its ResumeFailProgram report was
+	// lost or is late): as on that report, release the capacity, resume the
+	// node in Slurm and let its job wait for Slurm's next allocation.
+	OutcomeResumeFailed Outcome = "resume_failed"
 	// OutcomeSlurmPowerDown: Slurm thinks the node is up but there is no
 	// VM and none is wanted: power it down in Slurm (which requeues any job
 	// there), so the node can be resumed cleanly.
@@ -194,6 +199,10 @@ var (
 // combinations are mapped explicitly to OutcomeObserve.
 var Table = []Rule{
 	// ── Requested: capacity was asked for this generation.
+	{Phase: []model.Phase{model.PhaseRequested}, Slurm: []SlurmClass{SlurmDownPowered}, Kind: dynamic, Outcome: OutcomeResumeFailed,
+		Why: "Slurm gave up resuming the node (ResumeTimeout) and requeued its job: it no longer allocates the node"},
+	{Phase: []model.Phase{model.PhaseRequested}, Slurm: []SlurmClass{SlurmDownPowered}, Kind: static, Outcome: OutcomeSlurmResume,
+		Why: "Slurm gave up resuming the static node (ResumeTimeout): resume it in Slurm; its capacity stays requested"},
 	{Phase: []model.Phase{model.PhaseRequested}, VM: []VMClass{VMAbsent}, Outcome: OutcomeCheckRequest,
 		Why: "capacity requested, no VM yet: follow the resize request"},
 	{Phase: []model.Phase{model.PhaseRequested}, VM: []VMClass{VMProvisioning}, Outcome: OutcomeObserve, Fallback: OutcomeEndStopped,
