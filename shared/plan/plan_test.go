@@ -663,9 +663,15 @@ func TestNodePower(t *testing.T) {
 				"Slurm:resume:flexvm-a3u-1", "PutJob:7/pending"},
 		},
 		{
-			name: "resume failed on a static node: resumed in Slurm, a new generation at once",
+			name: "resume failed on a static node waiting for capacity: resumed in Slurm, its request kept",
 			ev:   nodeEv(event.TypeResumeFailed, "flexvm-a3u-0"),
-			want: []string{"CancelResizeRequest:rr-flexvm-a3u-0-g1", "DeleteVMs:flexvm-a3u-0-g1", "PutNode:flexvm-a3u-0/deleting",
+			want: []string{"Slurm:resume:flexvm-a3u-0"},
+		},
+		{
+			name:    "resume failed on a static node whose VM runs (its node never came up): resumed, a new generation at once",
+			prepare: func(st *model.State) { running(st, "flexvm-a3u-0", t0.Add(time.Hour)) },
+			ev:      nodeEv(event.TypeResumeFailed, "flexvm-a3u-0"),
+			want: []string{"DeleteVMs:flexvm-a3u-0-g1", "Slurm:reservation_delete:flexvm-a3u-0", "PutNode:flexvm-a3u-0/deleting",
 				"Slurm:resume:flexvm-a3u-0", "PutNode:flexvm-a3u-0/requested", "CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
 		},
 		{

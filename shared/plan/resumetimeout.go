@@ -29,11 +29,18 @@ import (
 //     Slurm requeued, waits for Slurm's next allocation (job.pending with
 //     its nodes, or a newer snapshot showing them) and no capacity is bought
 //     for it on flexslurm's guess meanwhile (model.Job.AwaitingSlurm);
-//   - requests a static node again (a static node always has a VM).
+//   - keeps a static node's queued capacity (a static node always has a
+//     VM; a new request would wait again from the start), and replaces a
+//     static node's VM that ran without the node coming up.
 
 // resumeFailed carries out a resume failure of node n (see above).
 func (b *builder) resumeFailed(pool *model.Pool, n model.Node, at time.Time, why string) {
-	if n.Phase.Serving() {
+	static := n.Kind == model.NodeStatic
+	// A static node keeps its queued capacity (it always has a VM, and a
+	// new request would start waiting again); its VM that ran without its
+	// node coming up is replaced.
+	renew := static && n.Phase == model.PhaseRunning
+	if n.Phase.Serving() && (!static || renew) {
 		b.releaseQuietly(pool, n, why+": VM released")
 		n = *b.st.Nodes[n.Name]
 	}
@@ -49,7 +56,7 @@ func (b *builder) resumeFailed(pool *model.Pool, n model.Node, at time.Time, why
 		job.AwaitingSlurm = true
 		b.putJob(job, fmt.Sprintf("%s: Slurm requeued job %s; it waits for Slurm's next allocation", why, j.ID))
 	}
-	if n.Kind == model.NodeStatic {
+	if renew || (static && !n.Phase.Serving()) {
 		b.provisionNode(pool, n, "", why+": static node requested again")
 	}
 }
