@@ -52,6 +52,9 @@ type Options struct {
 	// Policy sets flexslurm's decision knobs in every generated scenario
 	// (scenario.Policy: snake_case plan.Policy field names).
 	Policy scenario.Policy
+	// Classes adds the workload of these convergence classes (classes.go)
+	// to every seed's.
+	Classes []Class
 }
 
 func (o Options) withDefaults() Options {
@@ -250,6 +253,7 @@ func Generate(seed uint64, o Options) *scenario.File {
 		add(between(time.Hour, o.Horizon-2*time.Hour), scenario.Step{ComputeError: &ce})
 	}
 
+	steps = append(steps, classSteps(f, seed, o)...)
 	sort.SliceStable(steps, func(i, j int) bool { return steps[i].At.Offset < steps[j].At.Offset })
 	f.Steps = steps
 
