@@ -737,7 +737,7 @@ func (b *builder) lostJobEnds(slurm *model.SlurmView) {
 		}
 	}
 	for _, j := range b.st.SortedJobs() {
-		if !j.State.Active() || alive[j.ID] || !j.UpdatedAt.Before(slurm.TakenAt) {
+		if !j.State.Active() || alive[j.ID] || Newest(j.UpdatedAt, slurm) != SourceSlurm {
 			continue
 		}
 		job := *j

@@ -26,7 +26,7 @@ import (
 //   - what Slurm says of a job counts only when the snapshot was taken after
 //     flexslurm's record of the job last changed: an older snapshot never
 //     revives a job whose end flexslurm processed, nor ends or starts one
-//     flexslurm heard of since (slurmJobFact);
+//     flexslurm heard of since (slurmJobFact, lostJobEnds, jobsStarted);
 //   - a node idle in Slurm is kept for a pending job only while that job can
 //     still use it (keptFor).
 //
