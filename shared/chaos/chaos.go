@@ -274,6 +274,7 @@ func Generate(seed uint64, o Options) *scenario.File {
 		ForeignUntouched:             true,
 		ForeignReservationsUntouched: &scenario.Prefix{Prefix: "flexslurm-"},
 	}
+	classInvariants(f, o)
 	// At the end of the tail (off the tick schedule, so that no crashed
 	// tick is waiting for its redelivery), nothing is left in flight.
 	end := dur(o.Horizon + o.Tail + 2*time.Minute + 30*time.Second)

@@ -153,3 +153,24 @@ func classSteps(f *scenario.File, seed uint64, o Options) []scenario.Step {
 	}
 	return steps
 }
+
+// classInvariants widens the bounds a class's workload needs. The going-vm
+// and resume-timeout classes request capacity while it is slow (a static
+// node re-created at once, a static node keeping its queued request): the
+// simulator fixes a request's capacity delay when it accepts the request,
+// while static_at_min counts from the delay configured when it checks, so
+// its bound takes the longest delay any step sets.
+func classInvariants(f *scenario.File, o Options) {
+	if len(o.Classes) == 0 || f.Invariants.StaticAtMin == nil {
+		return
+	}
+	longest := time.Duration(0)
+	for _, s := range f.Steps {
+		if s.Capacity != nil && s.Capacity.Delay.D() > longest {
+			longest = s.Capacity.Delay.D()
+		}
+	}
+	w := *f.Invariants.StaticAtMin
+	w.Within = dur(w.Within.D() + longest)
+	f.Invariants.StaticAtMin = &w
+}
