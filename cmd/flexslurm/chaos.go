@@ -36,8 +36,10 @@ func cmdChaos(args []string, stdout, stderr io.Writer) int {
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to FILE (go tool pprof)")
 	var policy policyFlag
 	fs.Var(&policy, "policy", "set a decision knob in every scenario, KNOB=VALUE (plan.Policy field in snake_case, e.g. queue_timeout=2h); repeatable")
+	var classes classFlag
+	fs.Var(&classes, "class", "add a convergence class's workload to every seed: stale-snapshot, going-vm, resume-timeout, requeued-elsewhere, or all; repeatable")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: flexslurm chaos [--seeds N] [--seed S] [--horizon D] [--policy KNOB=VALUE] [--no-shrink] [--out DIR] [--parallel N] [--cpuprofile FILE] [-v]\n\nGenerates a random workload for each of the seeds S … S+N-1 (jobs submitted and\ncancelled, expiries, health failures, capacity delays, Compute errors), with\nevery message duplicated, delayed, reordered and crashed at random, runs it\nin-process and checks the invariants after every event. A failing seed is shrunk\nto a minimal scenario file, printed (replay it with `flexslurm scenario run`).\nExit status 1 when a seed fails.")
+		fmt.Fprintln(fs.Output(), "usage: flexslurm chaos [--seeds N] [--seed S] [--horizon D] [--policy KNOB=VALUE] [--class NAME] [--no-shrink] [--out DIR] [--parallel N] [--cpuprofile FILE] [-v]\n\nGenerates a random workload for each of the seeds S … S+N-1 (jobs submitted and\ncancelled, expiries, health failures, capacity delays, Compute errors), with\nevery message duplicated, delayed, reordered and crashed at random, runs it\nin-process and checks the invariants after every event. A failing seed is shrunk\nto a minimal scenario file, printed (replay it with `flexslurm scenario run`).\nExit status 1 when a seed fails.")
 		fs.PrintDefaults()
 	}
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
@@ -78,7 +80,7 @@ func cmdChaos(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	opts := chaos.RunOptions{Options: chaos.Options{Horizon: *horizon, Policy: scenario.Policy(policy)}, Shrink: !*noShrink, ShrinkAll: *shrinkAll, Parallel: *parallel}
+	opts := chaos.RunOptions{Options: chaos.Options{Horizon: *horizon, Policy: scenario.Policy(policy), Classes: classes}, Shrink: !*noShrink, ShrinkAll: *shrinkAll, Parallel: *parallel}
 	sum, err := chaos.Run(ctx, *seed, *seeds, opts, func(o chaos.Outcome) {
 		if o.Failed() {
 			reportSeed(stdout, o, *out, !*noShrink)
@@ -171,5 +173,30 @@ func (p *policyFlag) Set(s string) error {
 		return err
 	}
 	(*p)[k] = v
+	return nil
+}
+
+// classFlag collects --class NAME flags (chaos.Classes; "all" adds every
+// class).
+type classFlag []chaos.Class
+
+func (c *classFlag) String() string {
+	var parts []string
+	for _, k := range *c {
+		parts = append(parts, string(k))
+	}
+	return strings.Join(parts, ",")
+}
+
+func (c *classFlag) Set(s string) error {
+	if s == "all" {
+		*c = append((*c)[:0], chaos.Classes...)
+		return nil
+	}
+	k, err := chaos.ParseClass(s)
+	if err != nil {
+		return err
+	}
+	*c = append(*c, k)
 	return nil
 }

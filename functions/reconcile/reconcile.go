@@ -69,8 +69,8 @@ func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
 	return apply.Outcome(log, errors.Join(errs...))
 }
 
-// snapshot stores the agent's latest Slurm snapshot, unless a newer one is
-// stored already (snapshots may arrive out of order).
+// snapshot stores the agent's latest Slurm snapshot; which snapshot is kept
+// when they arrive out of order is plan.Snapshot's decision.
 func (h *Handler) snapshot(ctx context.Context, msg *event.Message) error {
 	snap, err := event.DecodeSnapshot(msg.Data)
 	if err != nil {
@@ -80,22 +80,7 @@ func (h *Handler) snapshot(ctx context.Context, msg *event.Message) error {
 		Flow: Flow, EventID: msg.ID,
 		Scope: store.Scope{Cluster: snap.Cluster, Slurm: true},
 		Decide: func(st *model.State, now time.Time) ([]plan.Action, error) {
-			if st.Cluster == nil {
-				return nil, fmt.Errorf("%w: Slurm snapshot for unknown cluster %s", plan.ErrRejected, snap.Cluster)
-			}
-			if st.Slurm != nil && !snap.TakenAt.After(st.Slurm.TakenAt) {
-				return nil, nil
-			}
-			v := &model.SlurmView{TakenAt: snap.TakenAt, ReceivedAt: now, Nodes: map[string]model.SlurmNode{}}
-			for _, n := range snap.Nodes {
-				v.Nodes[n.Name] = model.SlurmNode{State: n.State, Flags: n.Flags, Reason: n.Reason}
-			}
-			for _, j := range snap.Jobs {
-				v.Jobs = append(v.Jobs, model.SlurmJob{ID: j.ID, State: j.State, Reason: j.Reason, Partition: j.Partition, Nodes: j.Nodes, NodeCount: j.NodeCount,
-					TimeLimitSeconds: j.TimeLimitSeconds})
-			}
-			st.Slurm = v
-			return nil, nil
+			return plan.Snapshot(st, snap, now)
 		},
 	})
 	return err
@@ -110,6 +95,17 @@ func (h *Handler) Cluster(ctx context.Context, tickID, cluster string) error {
 		return fmt.Errorf("reading state: %w", err)
 	}
 	obs := h.r.Observe(ctx, cluster, st)
+	// The records of the jobs the snapshot shows pending are loaded whatever
+	// their state (a pass loads active jobs only): a job whose end flexslurm
+	// recorded must not look unknown (plan.Observed.JobRecordsFor).
+	if st.Slurm != nil {
+		for _, j := range st.Slurm.Jobs {
+			if (j.State == "PENDING" || j.State == "CONFIGURING") && len(j.Nodes) > 0 {
+				scope.Jobs = append(scope.Jobs, j.ID)
+			}
+		}
+		obs.JobRecordsFor = st.Slurm.TakenAt
+	}
 	// 2. Decide against the state as it is in the transaction, and act.
 	_, err = h.r.Process(ctx, apply.Input{
 		Flow: Flow, EventID: tickID + "/" + cluster, Scope: scope,

@@ -58,6 +58,9 @@ type Options struct {
 	// Policy sets flexslurm's decision knobs in every generated scenario
 	// (scenario.Policy: snake_case plan.Policy field names).
 	Policy scenario.Policy
+	// Classes adds the workload of these convergence classes (classes.go)
+	// to every seed's.
+	Classes []Class
 }
 
 func (o Options) withDefaults() Options {
@@ -294,6 +297,7 @@ func Generate(seed uint64, o Options) *scenario.File {
 		add(between(time.Hour, o.Horizon), scenario.Step{ListOmit: &lo})
 	}
 
+	steps = append(steps, classSteps(f, seed, o)...)
 	sort.SliceStable(steps, func(i, j int) bool { return steps[i].At.Offset < steps[j].At.Offset })
 	f.Steps = steps
 
@@ -317,6 +321,7 @@ func Generate(seed uint64, o Options) *scenario.File {
 		// released in the apply's own pass, or by the next reconcile pass.
 		WithinMax: &scenario.Within{Within: dur(slack + f.Simulator.DeleteDelay.D()), AfterFault: dur(afterFault)},
 	}
+	classInvariants(f, o)
 	// At the end of the tail (off the tick schedule, so that no crashed
 	// tick is waiting for its redelivery), nothing is left in flight.
 	end := dur(o.Horizon + o.Tail + 2*time.Minute + 30*time.Second)

@@ -215,6 +215,12 @@ type Job struct {
 	// ResizeRequest is the current resize request serving the job.
 	ResizeRequest string `firestore:"resize_request" json:"resize_request,omitempty"`
 	Requeues      int    `firestore:"requeues" json:"requeues"`
+	// AwaitingSlurm is true while Slurm, having given up resuming the
+	// job's nodes (ResumeTimeout), has requeued the job and not yet
+	// allocated it new ones: Nodes is empty and no capacity is bought for
+	// it until Slurm's next allocation is known (its job.pending report, or
+	// a newer snapshot).
+	AwaitingSlurm bool `firestore:"awaiting_slurm" json:"awaiting_slurm,omitempty"`
 	// Resubmits counts queue-timeout resubmissions of the job's capacity.
 	Resubmits int `firestore:"resubmits" json:"resubmits,omitempty"`
 	// TimeLimit is the job's time limit as Slurm last reported it (0 =

@@ -17,6 +17,12 @@ import (
 //   - a deletion outside flexslurm or a system interruption: the node is
 //     treated as lost, with the same static/dynamic rule;
 //   - an entry about an older generation (already replaced): ignored.
+//
+// A deletion flexslurm did not ask for is acted on at its first entry (the
+// deletion started: operation.first), not only at its last (done): the
+// node's next generation has a new VM name, so it is requested while the
+// old VM is still being deleted, and the later entry finds the generation
+// already handled.
 func Expiry(st *model.State, a *event.Audit, now time.Time, pol Policy) ([]Action, error) {
 	pol = pol.withDefaults()
 	if st.Cluster == nil {
@@ -43,8 +49,10 @@ func Expiry(st *model.State, a *event.Audit, now time.Time, pol Policy) ([]Actio
 	switch {
 	case a.Kind == event.AuditOther:
 		return nil, rejectf("%s on %s is not a termination", a.Method, a.Instance)
-	case a.Kind == event.AuditDelete && !a.Last:
-		return nil, rejectf("first entry of the delete operation on %s: acting on the last", a.Instance)
+	case a.Kind == event.AuditDelete && !a.First && !a.Last:
+		return nil, rejectf("entry of the delete operation on %s is neither its first nor its last", a.Instance)
+	case a.Kind == event.AuditDelete && !a.Last && n.Phase == model.PhaseDeleting:
+		return nil, rejectf("first entry of the deletion flexslurm asked for on %s: acting on the last", a.Instance)
 	}
 	b := newBuilder(st, now)
 	b.pol = pol

@@ -133,7 +133,7 @@ func TestLostReportOfAJobLongerThanThePool(t *testing.T) {
 	st.Slurm = &model.SlurmView{TakenAt: now, Nodes: map[string]model.SlurmNode{
 		"flexvm-a3u-1": {State: "allocated", Flags: []string{"CLOUD", "NOT_RESPONDING", "POWERING_UP"}}},
 		Jobs: []model.SlurmJob{{ID: "9", State: "PENDING", Partition: "a3u", Nodes: []string{"flexvm-a3u-1"}, NodeCount: 1, TimeLimitSeconds: 3 * 3600}}}
-	rec := Reconcile(st, Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true,
+	rec := Reconcile(st, Observed{JobRecordsFor: now, Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true,
 		ResizeRequests: []ObservedResizeRequest{{Name: "rr-flexvm-a3u-0-g1", State: "ACCEPTED", Created: t0}}}}}, now, Policy{})
 	if hasResizeRequest(rec) {
 		t.Fatalf("provisioned: %v", kinds(rec))

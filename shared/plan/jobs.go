@@ -116,6 +116,7 @@ func (b *builder) jobPending(c *spec.Cluster, ev *event.Job, old *model.Job, kno
 		}
 		j.Pool = pool
 		j.Nodes = append([]string(nil), ev.Nodes...)
+		j.AwaitingSlurm = false // Slurm's allocation is known again
 	} else if j.Pool == "" {
 		pool, err := b.choosePool(c, ev.Partition, j.NodesWanted)
 		if err != nil {

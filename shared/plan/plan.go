@@ -552,6 +552,9 @@ func (b *builder) provisionJob(j model.Job, why string) bool {
 		return false
 	}
 	b.fitAgain(&j)
+	if len(j.Nodes) == 0 && j.AwaitingSlurm {
+		return false // Slurm requeued it after a resume failure: its next allocation decides (resumetimeout.go)
+	}
 	if len(j.Nodes) == 0 {
 		picked, free := b.freeSlots(pool, j.NodesWanted)
 		if picked == nil {

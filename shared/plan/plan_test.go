@@ -389,11 +389,41 @@ func TestExpiry(t *testing.T) {
 			wantErr: true,
 		},
 		{
-			name: "the first entry of a delete operation waits for the last",
+			name: "the first entry of a deletion flexslurm did not ask for replaces the static node at once",
+			prepare: func(st *model.State) {
+				running(st, "flexvm-a3u-0", t0.Add(72*time.Hour))
+			},
+			audit: func() *event.Audit {
+				a := audit(event.AuditDelete, "flexvm-a3u-0-g1")
+				a.First, a.Last, a.Principal = true, false, "someone@example.com"
+				return a
+			}(),
+			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "Slurm:reservation_delete:flexvm-a3u-0", "PutNode:flexvm-a3u-0/requested",
+				"CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
+		},
+		{
+			name: "the first entry of a deletion flexslurm asked for waits for the last",
+			prepare: func(st *model.State) {
+				Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 1)))
+				st.Nodes["flexvm-a3u-1"].Phase = model.PhaseDeleting
+			},
+			audit: func() *event.Audit {
+				a := audit(event.AuditDelete, "flexvm-a3u-1-g1")
+				a.First, a.Last = true, false
+				return a
+			}(),
+			wantErr: true,
+		},
+		{
+			name: "an entry that is neither first nor last is ignored",
 			prepare: func(st *model.State) {
 				running(st, "flexvm-a3u-0", t0)
 			},
-			audit:   func() *event.Audit { a := audit(event.AuditDelete, "flexvm-a3u-0-g1"); a.Last = false; return a }(),
+			audit: func() *event.Audit {
+				a := audit(event.AuditDelete, "flexvm-a3u-0-g1")
+				a.First, a.Last = false, false
+				return a
+			}(),
 			wantErr: true,
 		},
 	}
@@ -629,18 +659,25 @@ func TestNodePower(t *testing.T) {
 			want:    []string{"Alert:a3u"},
 		},
 		{
-			name: "resume failed on a dynamic node still waiting for capacity: its request is cancelled",
+			name: "resume failed on a dynamic node still waiting for capacity: its request is cancelled, the node resumed, its job awaits Slurm",
 			prepare: func(st *model.State) {
 				Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 1)))
 			},
-			ev:   nodeEv(event.TypeResumeFailed, "flexvm-a3u-1"),
-			want: []string{"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "DeleteVMs:flexvm-a3u-1-g1", "PutNode:flexvm-a3u-1/deleting"},
+			ev: nodeEv(event.TypeResumeFailed, "flexvm-a3u-1"),
+			want: []string{"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "DeleteVMs:flexvm-a3u-1-g1", "PutNode:flexvm-a3u-1/deleting",
+				"Slurm:resume:flexvm-a3u-1", "PutJob:7/pending"},
 		},
 		{
-			name: "resume failed on a static node: a new generation at once",
+			name: "resume failed on a static node waiting for capacity: resumed in Slurm, its request kept",
 			ev:   nodeEv(event.TypeResumeFailed, "flexvm-a3u-0"),
-			want: []string{"CancelResizeRequest:rr-flexvm-a3u-0-g1", "DeleteVMs:flexvm-a3u-0-g1", "PutNode:flexvm-a3u-0/deleting",
-				"PutNode:flexvm-a3u-0/requested", "CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
+			want: []string{"Slurm:resume:flexvm-a3u-0"},
+		},
+		{
+			name:    "resume failed on a static node whose VM runs (its node never came up): resumed, a new generation at once",
+			prepare: func(st *model.State) { running(st, "flexvm-a3u-0", t0.Add(time.Hour)) },
+			ev:      nodeEv(event.TypeResumeFailed, "flexvm-a3u-0"),
+			want: []string{"DeleteVMs:flexvm-a3u-0-g1", "Slurm:reservation_delete:flexvm-a3u-0", "PutNode:flexvm-a3u-0/deleting",
+				"Slurm:resume:flexvm-a3u-0", "PutNode:flexvm-a3u-0/requested", "CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
 		},
 		{
 			name:    "a node of another cluster rejects the report",
@@ -788,12 +825,16 @@ func TestReconcileWithSlurmAndMisses(t *testing.T) {
 				tc.prepare(st)
 			}
 			if tc.slurm != nil {
-				st.Slurm = slurmView(t0, tc.slurm)
+				st.Slurm = slurmView(t0.Add(time.Second), tc.slurm)
 				if strings.Contains(tc.name, "never reported") {
 					st.Slurm.Jobs = []model.SlurmJob{{ID: "55", State: "CONFIGURING", Partition: "a3u", Nodes: []string{"flexvm-a3u-2"}}}
 				}
 			}
-			got := Reconcile(st, Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true, VMs: tc.vms}}}, t0.Add(time.Minute), Policy{})
+			obs := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true, VMs: tc.vms}}}
+			if st.Slurm != nil {
+				obs.JobRecordsFor = st.Slurm.TakenAt
+			}
+			got := Reconcile(st, obs, t0.Add(time.Minute), Policy{})
 			if d := cmp.Diff(tc.want, kinds(got)); d != "" {
 				t.Errorf("actions (-want +got):\n%s", d)
 			}
@@ -813,7 +854,7 @@ func TestBreakerOpensAfterBootstrapFailuresAndASuccessClosesIt(t *testing.T) {
 		n.Phase, n.TerminationTime, n.Registered = model.PhaseRunning, t0.Add(week), false
 		n.Observed = Combo{Slurm: SlurmDown, VM: VMRunning, Phase: model.PhaseRunning, Kind: model.NodeStatic}.String()
 		n.ObservedSince = t0.Add(-time.Hour)
-		st.Slurm = slurmView(t0, down)
+		st.Slurm = slurmView(t0.Add(time.Second), down)
 		vm := VM{Name: n.VMName, Status: "RUNNING", Created: t0, TerminationTime: t0.Add(week)}
 		acts := Reconcile(st, Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true, VMs: []VM{vm}}}}, t0, pol)
 		Apply(st, acts)
@@ -912,7 +953,7 @@ func TestLiftOwnDrainOnly(t *testing.T) {
 		n := st.Nodes["flexvm-a3u-0"]
 		n.Generation, n.VMName = 2, "flexvm-a3u-0-g2"
 		running(st, "flexvm-a3u-0", t0.Add(week))
-		st.Slurm = &model.SlurmView{TakenAt: t0, Nodes: map[string]model.SlurmNode{"flexvm-a3u-0": {State: "idle", Flags: []string{"CLOUD", "DRAIN"}, Reason: tc.reason}}}
+		st.Slurm = &model.SlurmView{TakenAt: t0.Add(time.Second), Nodes: map[string]model.SlurmNode{"flexvm-a3u-0": {State: "idle", Flags: []string{"CLOUD", "DRAIN"}, Reason: tc.reason}}}
 		vm := VM{Name: "flexvm-a3u-0-g2", Status: "RUNNING", Created: t0, TerminationTime: t0.Add(week)}
 		got := kinds(Reconcile(st, Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true, VMs: []VM{vm}}}}, t0.Add(time.Minute), Policy{}))
 		if d := cmp.Diff(tc.want, got); d != "" {

@@ -18,8 +18,10 @@ import (
 //     alert says so.
 //   - node.resume_failed (ResumeFailProgram): Slurm gave up waiting for
 //     nodes (ResumeTimeout) and requeued their jobs, which will be reported
-//     pending again. A dynamic node's VM or queued request is released; a
-//     static node gets a new generation at once.
+//     pending again. The node's VM or queued request is released, the node
+//     resumed in Slurm (down~ to idle~) at once, its job waits for Slurm's
+//     next allocation, and a static node gets a new generation
+//     (resumetimeout.go).
 //
 // Nodes of other clusters or of unknown pools are rejected as a whole.
 func NodePower(st *model.State, ev *event.Node, now time.Time) ([]Action, error) {
@@ -53,17 +55,12 @@ func NodePower(st *model.State, ev *event.Node, now time.Time) ([]Action, error)
 			if n.Phase.Serving() {
 				b.releaseQuietly(pool, n, fmt.Sprintf("Slurm powered down idle node %s (SuspendProgram): VM released", name))
 			}
-		case ev.Type == event.TypeResumeFailed && static:
-			why := fmt.Sprintf("Slurm gave up resuming static node %s (ResumeFailProgram)", name)
-			if n.Phase.Serving() {
-				b.releaseQuietly(pool, n, why)
-				n = *b.st.Nodes[name]
-			}
-			b.provisionNode(pool, n, "", why+": static node requested again")
 		case ev.Type == event.TypeResumeFailed:
-			if n.Phase.Serving() {
-				b.releaseQuietly(pool, n, fmt.Sprintf("Slurm gave up resuming %s (ResumeFailProgram) and requeued its job: VM released", name))
+			at := ev.ReportedAt
+			if at.IsZero() {
+				at = now
 			}
+			b.resumeFailed(pool, n, at, fmt.Sprintf("Slurm gave up resuming %s (ResumeFailProgram)", name))
 		}
 	}
 	return b.out, nil

@@ -64,6 +64,14 @@ type ObservedPool struct {
 // Observed is one reconcile pass's view of Compute, by pool id.
 type Observed struct {
 	Pools map[string]ObservedPool
+	// JobRecordsFor is the TakenAt of the Slurm snapshot for whose jobs the
+	// pass loaded every record, ended jobs included (store.Scope.Jobs; a
+	// pass otherwise loads only active jobs). A job that snapshot shows
+	// pending with no loaded record is then truly unknown to flexslurm,
+	// never one whose end flexslurm processed; with any other snapshot
+	// (zero, or a newer one stored meanwhile) such jobs wait for the next
+	// pass.
+	JobRecordsFor time.Time
 }
 
 // Reconcile compares the stored state, what Compute shows and the latest
@@ -107,7 +115,18 @@ func Reconcile(st *model.State, obs Observed, now time.Time, pol Policy) []Actio
 		if po, ok := obs.Pools[j.Pool]; !ok || !po.Listed {
 			continue
 		}
-		b.provisionJob(*j, "reconciler: job still pending")
+		job := *j
+		if job.AwaitingSlurm {
+			// Requeued after a resume failure: served once Slurm's next
+			// allocation is known, never on flexslurm's guess.
+			var placed bool
+			if job, placed = b.awaitingAllocation(job); !placed {
+				continue
+			}
+			b.provisionJob(job, "reconciler: Slurm allocated the requeued job new nodes (snapshot) before its report arrived")
+			continue
+		}
+		b.provisionJob(job, "reconciler: job still pending")
 	}
 	b.syncBeyondMax()
 	return b.out
@@ -130,16 +149,6 @@ func slurmClass(v *model.SlurmView, node string) SlurmClass {
 		return SlurmUnknown
 	}
 	return ClassifySlurm(n)
-}
-
-// nodeSlurmClass is slurmClass for a node record: a snapshot taken before
-// the record's last change (a generation that ended or began since) says
-// nothing about the node as it is now.
-func nodeSlurmClass(v *model.SlurmView, n model.Node) SlurmClass {
-	if v != nil && !n.UpdatedAt.IsZero() && v.TakenAt.Before(n.UpdatedAt) && n.Phase != model.PhaseRunning {
-		return SlurmUnknown
-	}
-	return slurmClass(v, n.Name)
 }
 
 func kindOf(n model.Node, pool *model.Pool) model.NodeKind {
@@ -375,6 +384,16 @@ func (b *builder) act(pool *model.Pool, node model.Node, vm VM, outcome Outcome,
 		}
 		b.generationEnded(pool, node, end, fmt.Sprintf("%s: VM %s is %s", why, vm.Name, vm.Status))
 		return true
+	case OutcomeEndGoing:
+		end := model.EndLost
+		if !node.TerminationTime.IsZero() && !b.now.Before(node.TerminationTime.Add(-pol.ExpirySlack)) {
+			end = model.EndExpired
+		}
+		b.generationEnded(pool, node, end, fmt.Sprintf("%s: VM %s is %s", why, vm.Name, vm.Status))
+		return true
+	case OutcomeResumeFailed:
+		b.resumeFailed(pool, node, b.view.TakenAt, why)
+		return true
 	case OutcomeDeleteAgain:
 		del(node.VMName, fmt.Sprintf("%s (VM %s is %s)", why, vm.Name, vm.Status))
 		return false
@@ -550,7 +569,7 @@ func (b *builder) unwantedRequests(pool *model.Pool, po ObservedPool, pol Policy
 		if rr.State != "ACCEPTED" && rr.State != "CREATING" {
 			continue
 		}
-		if b.requestWanted(rr.Name) || b.now.Sub(rr.Created) < pol.RequestGrace {
+		if b.requestWanted(rr.Name) || b.now.Sub(rr.Created) < pol.RequestGrace || b.cancelling(rr.Name) {
 			continue
 		}
 		b.add(CancelResizeRequest{Pool: pool.ID, Name: rr.Name,
@@ -580,6 +599,17 @@ func (b *builder) finishedRequests(pool *model.Pool, po ObservedPool) {
 	}
 }
 
+// cancelling reports whether this pass already cancels the request (a
+// node released earlier in the pass).
+func (b *builder) cancelling(rr string) bool {
+	for _, a := range b.out {
+		if c, ok := a.(CancelResizeRequest); ok && c.Name == rr {
+			return true
+		}
+	}
+	return false
+}
+
 // requestWanted reports whether a requested node waits on this request.
 func (b *builder) requestWanted(rr string) bool {
 	for _, n := range b.st.Nodes {
@@ -594,13 +624,16 @@ func (b *builder) requestWanted(rr string) bool {
 // this cluster's nodes while Slurm powers those nodes up, when flexslurm
 // holds no record of the job (its job.pending report was lost).
 func (b *builder) lostJobReports(slurm *model.SlurmView, obs Observed) {
-	if slurm == nil {
+	if slurm == nil || !obs.JobRecordsFor.Equal(slurm.TakenAt) {
 		return
 	}
 	for _, sj := range slurm.Jobs {
 		if (sj.State != "PENDING" && sj.State != "CONFIGURING") || len(sj.Nodes) == 0 {
 			continue
 		}
+		// Only a job flexslurm holds no record of: a job it knows is
+		// followed by its reports, and one whose end it recorded after the
+		// snapshot was taken is over (an older snapshot never revives it).
 		if _, known := b.st.Jobs[sj.ID]; known {
 			continue
 		}
@@ -665,19 +698,30 @@ func (b *builder) idle(pool *model.Pool, node *model.Node, combo Combo) (release
 	if b.now.Sub(node.IdleSince) < b.pol.IdleTimeout {
 		return false, false
 	}
-	// Kept for a pending job it serves: the job it was provisioned for
-	// (requeued, waiting for its other nodes) or one allocated to it. A
-	// job of the pool that Slurm did not place here has no use for it —
-	// including the job it was provisioned for once Slurm allocated that
-	// job other nodes (requeued after a failure here, then placed
-	// elsewhere while this node was drained for its repair).
+	// Kept for a pending job only while that job can still use it
+	// (keptFor): a job of the pool that Slurm did not place here has no use
+	// for it — including the job it was provisioned for once Slurm runs it
+	// on other nodes or allocated it others (requeued after a failure here,
+	// then placed elsewhere while this node was drained for its repair).
+	var notKept []string
 	for _, j := range b.st.SortedJobs() {
-		if j.State == model.JobPending && (slices.Contains(j.Nodes, node.Name) || (j.ID == node.JobID && len(j.Nodes) == 0)) {
+		if j.State != model.JobPending {
+			continue
+		}
+		kept, why := b.keptFor(j, *node)
+		if kept {
 			return false, false
 		}
+		if j.ID == node.JobID || slices.Contains(j.Nodes, node.Name) {
+			notKept = append(notKept, why)
+		}
 	}
-	b.releaseNode(pool, *node, fmt.Sprintf("reconciler: dynamic node idle in Slurm since %s (idle timeout %s): VM released and node powered down",
-		node.IdleSince.Format(time.RFC3339), b.pol.IdleTimeout))
+	reason := fmt.Sprintf("reconciler: dynamic node idle in Slurm since %s (idle timeout %s): VM released and node powered down",
+		node.IdleSince.Format(time.RFC3339), b.pol.IdleTimeout)
+	if len(notKept) > 0 {
+		reason += " (not kept: " + strings.Join(notKept, "; ") + ")"
+	}
+	b.releaseNode(pool, *node, reason)
 	return true, true
 }
 
@@ -706,7 +750,7 @@ func (b *builder) lostJobEnds(slurm *model.SlurmView) {
 		}
 	}
 	for _, j := range b.st.SortedJobs() {
-		if !j.State.Active() || alive[j.ID] || !j.UpdatedAt.Before(slurm.TakenAt) {
+		if !j.State.Active() || alive[j.ID] || Newest(j.UpdatedAt, slurm) != SourceSlurm {
 			continue
 		}
 		job := *j

@@ -126,6 +126,13 @@ const (
 	// termination action, or an interruption): delete it and end the
 	// generation.
 	OutcomeEndStopped Outcome = "end_stopped"
+	// OutcomeEndGoing: the VM flexslurm holds as running is being deleted
+	// by Compute (max run duration) or by someone else: end its generation
+	// now, without waiting for the deletion to finish. The next generation
+	// has a new VM name, so it never collides with the old VM, and the old
+	// VM, named by no record, can only finish going away (or is deleted as
+	// an orphan should it stop instead).
+	OutcomeEndGoing Outcome = "end_going"
 	// OutcomeDeleteAgain: the VM should be deleted and is not on its way
 	// out: issue the deletion again.
 	OutcomeDeleteAgain Outcome = "delete_again"
@@ -140,6 +147,11 @@ const (
 	// OutcomeSlurmResume: Slurm holds the node DOWN (ResumeTimeout) or
 	// powered down while its static VM runs: tell Slurm to resume it.
 	OutcomeSlurmResume Outcome = "slurm_resume"
+	// OutcomeResumeFailed: Slurm gave up resuming a dynamic node whose
+	// capacity flexslurm still waits for (its ResumeFailProgram report was
+	// lost or is late): as on that report, release the capacity, resume the
+	// node in Slurm and let its job wait for Slurm's next allocation.
+	OutcomeResumeFailed Outcome = "resume_failed"
 	// OutcomeSlurmPowerDown: Slurm thinks the node is up but there is no
 	// VM and none is wanted: power it down in Slurm (which requeues any job
 	// there), so the node can be resumed cleanly.
@@ -187,6 +199,10 @@ var (
 // combinations are mapped explicitly to OutcomeObserve.
 var Table = []Rule{
 	// ── Requested: capacity was asked for this generation.
+	{Phase: []model.Phase{model.PhaseRequested}, Slurm: []SlurmClass{SlurmDownPowered}, Kind: dynamic, Outcome: OutcomeResumeFailed,
+		Why: "Slurm gave up resuming the node (ResumeTimeout) and requeued its job: it no longer allocates the node"},
+	{Phase: []model.Phase{model.PhaseRequested}, Slurm: []SlurmClass{SlurmDownPowered}, Kind: static, Outcome: OutcomeSlurmResume,
+		Why: "Slurm gave up resuming the static node (ResumeTimeout): resume it in Slurm; its capacity stays requested"},
 	{Phase: []model.Phase{model.PhaseRequested}, VM: []VMClass{VMAbsent}, Outcome: OutcomeCheckRequest,
 		Why: "capacity requested, no VM yet: follow the resize request"},
 	{Phase: []model.Phase{model.PhaseRequested}, VM: []VMClass{VMProvisioning}, Outcome: OutcomeObserve, Fallback: OutcomeEndStopped,
@@ -203,8 +219,8 @@ var Table = []Rule{
 	// ── Running: the record says the VM runs.
 	{Phase: []model.Phase{model.PhaseRunning}, VM: []VMClass{VMAbsent}, Outcome: OutcomeVMGone,
 		Why: "the VM is not listed: expired or lost, once the misses confirm it"},
-	{Phase: []model.Phase{model.PhaseRunning}, VM: []VMClass{VMStopping}, Outcome: OutcomeWait,
-		Why: "the VM is going away (expiry in progress): the expiry event or a later pass handles it"},
+	{Phase: []model.Phase{model.PhaseRunning}, VM: []VMClass{VMStopping}, Outcome: OutcomeEndGoing,
+		Why: "the VM is going away (expired, or deleted outside flexslurm): its generation ends now, and the next one, under a new VM name, need not wait for the deletion"},
 	{Phase: []model.Phase{model.PhaseRunning}, VM: []VMClass{VMStopped}, Outcome: OutcomeEndStopped,
 		Why: "the VM stopped (STOP at max run duration, or an interruption)"},
 	{Phase: []model.Phase{model.PhaseRunning}, VM: []VMClass{VMProvisioning, VMRepairing}, Outcome: OutcomeWait,

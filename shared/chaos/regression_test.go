@@ -1,0 +1,21 @@
+package chaos
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestRegressionSeeds runs, with the default options (as `flexslurm chaos`
+// does), seeds that once failed, so that each stays fixed.
+func TestRegressionSeeds(t *testing.T) {
+	for _, seed := range []uint64{
+		831, // a repaired node kept idle 2.5 h for a requeued job that ran elsewhere (idle_dynamic_released)
+	} {
+		o := RunSeed(testContext(t), seed, RunOptions{})
+		if o.Failed() {
+			var b strings.Builder
+			o.Report.Write(&b, false)
+			t.Errorf("seed %d: %s\n%s", seed, o.Signature(), b.String())
+		}
+	}
+}
