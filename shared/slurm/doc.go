@@ -13,6 +13,14 @@
 //   - parsers of `scontrol show node|job|reservation -o`, of `squeue --json`
 //     and `sinfo --json` (22.05 ignores their filters: callers filter) and
 //     of `squeue --Format`;
+//   - Generate: the one generator of the Slurm configuration of a cluster
+//     spec's Flex-Start pools — the slurm.conf lines (power saving, hooks
+//     as HookLines, NodeName lines with the machine type's CPUs, memory and
+//     GPUs, PartitionName lines whose MaxTime and MaxNodes make Slurm
+//     refuse at submission a job no pool can run) and gres.conf — for
+//     `flexslurm slurm-conf`, `flexslurm install controller` and
+//     LocalCluster; ParseConfView and Diverge compare an existing
+//     slurm.conf with it and say what to change;
 //   - LocalCluster: a whole Slurm cluster on one host (munged, slurmctld,
 //     one slurmd per node), with its slurm.conf built from a cluster spec
 //     (BuildConfig) and the hooks linked to the flexslurm binary, for

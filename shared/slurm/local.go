@@ -323,6 +323,9 @@ func (l *LocalCluster) WriteConfig(c *spec.Cluster, o ConfigOptions) error {
 	if err := writeFileAtomic(l.ConfPath, conf, 0o644); err != nil {
 		return fmt.Errorf("writing %s: %w", l.ConfPath, err)
 	}
+	if err := writeLocalGres(c, o, l.Root, hookDir, l.ConfPath); err != nil {
+		return err
+	}
 	l.mu.Lock()
 	l.hookDir = hookDir
 	l.nodes = map[string]LocalNode{}
