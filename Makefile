@@ -9,7 +9,7 @@ FUZZTIME ?= 10s
 build:
 	$(GO) build -o $(BIN) ./cmd/flexslurm
 
-# The seed's whole lifecycle on this machine, checked; exits non-zero if any
+# The whole node lifecycle README.md describes, on this machine, checked; exits non-zero if any
 # outcome differs.
 demo: build
 	$(BIN) local --demo
