@@ -234,8 +234,6 @@ func Generate(c *spec.Cluster, o GenOptions) (*Generated, error) {
 	w("EnforcePartLimits=ALL")
 	if len(g.GPUNodes()) > 0 {
 		w("GresTypes=gpu")
-		w("# Jobs' GPUs in their TRES (sacct, scontrol show job).")
-		w("AccountingStorageTRES=gres/gpu")
 	}
 	var excluded []string
 	for _, n := range g.Nodes {
