@@ -18,7 +18,7 @@ STATICCHECK_VERSION ?= v0.8.2
 build:
 	$(GO) build -o $(BIN) ./cmd/flexslurm
 
-# The seed's whole lifecycle on this machine, checked; exits non-zero if any
+# The whole node lifecycle README.md describes, on this machine, checked; exits non-zero if any
 # outcome differs.
 demo: build
 	$(BIN) local --demo

@@ -24,6 +24,7 @@ var wrongArgs = map[string]struct {
 }{
 	"validate":      {args: []string{"a.json", "b.json"}},
 	"apply":         {args: []string{"--node-settings", "n.json", "a.json", "b.json"}},
+	"slurm-conf":    {args: []string{"a.json", "b.json"}},
 	"scenario run":  {args: []string{}},
 	"emulators run": {args: []string{"--project", "p"}},
 }

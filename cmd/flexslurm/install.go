@@ -176,7 +176,7 @@ func cmdInstall(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, "SlurmctldParameters must include enable_configless (nodes run slurmd --conf-server).")
 	fmt.Fprintln(stdout, "HealthCheckInterval must be set (e.g. 300): Slurm's default, 0, never runs HealthCheckProgram.")
-	fmt.Fprintln(stdout, "Nodes, partitions and power saving (CLOUD nodes, SuspendExcNodes, ResumeTimeout): see docs/slurm.md.")
+	fmt.Fprintf(stdout, "Every line the spec needs — these, nodes, partitions, power saving — and gres.conf: flexslurm slurm-conf [--gres-conf] %s\n", *specPath)
 	return 0
 }
 

@@ -93,8 +93,10 @@ func cmdApply(args []string, stdout, stderr io.Writer) int {
 	project := fs.String("project", os.Getenv(config.EnvProject), "Google Cloud project of the Pub/Sub topic and the node pools (default $GOOGLE_CLOUD_PROJECT)")
 	topic := fs.String("topic", config.TopicClusterSpec, "topic the ScaleUp function reads cluster specs from")
 	nodeSettings := fs.String("node-settings", "", "node settings JSON file (required; e.g. the output of terraform output -json node_settings)")
+	slurmConf := fs.String("slurm-conf", "", "Slurm's slurm.conf (a copy of the controller's): refuse a spec it cannot serve, saying what to change")
+	force := fs.Bool("force", false, "with --slurm-conf: publish even when Slurm's configuration cannot serve the spec (after printing what to change)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: flexslurm apply [--project P] [--topic T] --node-settings FILE SPEC\n\nValidates the cluster spec, resolves the node settings' image families (and the\npools' node_image) to images through the Compute API, and publishes both as a\ncluster.applied event: the ScaleUp function creates the pools' templates and\nMIGs, brings static pools to min_node_count and releases surplus nodes.\nHonours PUBSUB_EMULATOR_HOST, FLEXSLURM_COMPUTE_ENDPOINT and\nGOOGLE_CLOUD_UNIVERSE_DOMAIN.")
+		fmt.Fprintln(fs.Output(), "usage: flexslurm apply [--project P] [--topic T] [--slurm-conf FILE [--force]] --node-settings FILE SPEC\n\nValidates the cluster spec, resolves the node settings' image families (and the\npools' node_image) to images through the Compute API, and publishes both as a\ncluster.applied event: the ScaleUp function creates the pools' templates and\nMIGs, brings static pools to min_node_count and releases surplus nodes.\nWith --slurm-conf, a spec that\nSlurm's configuration cannot serve (nodes, GPUs or partition limits; see\n`flexslurm slurm-conf --check`) is refused with the lines to change.\nHonours PUBSUB_EMULATOR_HOST, FLEXSLURM_COMPUTE_ENDPOINT and\nGOOGLE_CLOUD_UNIVERSE_DOMAIN.")
 		fs.PrintDefaults()
 	}
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
@@ -123,6 +125,23 @@ func cmdApply(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "flexslurm apply: %v\n", err)
 		return 1
+	}
+	if *slurmConf == "" {
+		fmt.Fprintln(stderr, "flexslurm apply: not compared with Slurm's configuration (pass --slurm-conf FILE): "+
+			"a pool resized beyond Slurm's NodeName lines gets no jobs until slurm.conf changes (`flexslurm slurm-conf`)")
+	} else {
+		ds, err := specDivergences(c, *slurmConf)
+		if err != nil {
+			fmt.Fprintf(stderr, "flexslurm apply: --slurm-conf: %v\n", err)
+			return 1
+		}
+		if len(ds) > 0 {
+			printDivergences(stderr, *slurmConf, ds)
+			if !*force {
+				fmt.Fprintln(stderr, "flexslurm apply: refused: change slurm.conf first (or pass --force to publish anyway)")
+				return 1
+			}
+		}
 	}
 	if err := binaryOnImages(c, settings); err != nil {
 		fmt.Fprintf(stderr, "flexslurm apply: node settings %s: %v\n", *nodeSettings, err)

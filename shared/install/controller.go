@@ -193,14 +193,7 @@ func HookPath(name string) string { return filepath.Join(HookDir, slurm.HookLink
 // node's bootstrap installs in node.DefaultHookDir (nodes read the
 // controller's slurm.conf in configless mode, docs/node.md).
 func SlurmConfLines() []string {
-	lines := make([]string, 0, len(ControllerHooks)+3)
-	for _, h := range ControllerHooks {
-		lines = append(lines, slurm.HookParam(h)+"="+HookPath(h))
-	}
-	for _, h := range slurm.NodeHooks() {
-		lines = append(lines, slurm.HookParam(h)+"="+filepath.Join(node.DefaultHookDir, slurm.HookLinkPrefix+h))
-	}
-	return lines
+	return slurm.HookLines(HookDir, node.DefaultHookDir, true)
 }
 
 // Unit is the agent's systemd unit. The agent runs as the SlurmUser, which

@@ -230,7 +230,7 @@ func (s *System) requestState(name string) string {
 	return ""
 }
 
-// Demo drives the seed's lifecycle on the running system and checks each
+// Demo drives the node lifecycle README.md describes on the running system and checks each
 // outcome. With the local Slurm it submits real jobs (demoSlurm). With
 // Options.NoSlurm it publishes the reports the hooks would: static nodes
 // come up; a pending job gets dynamic nodes through one resize request; a
@@ -293,7 +293,7 @@ func (s *System) Demo(ctx context.Context) error {
 		return err
 	}
 
-	s.TL.Step(4, fmt.Sprintf("static node %s reaches its max run duration (%s): recreated, whether or not a job waits", static, week))
+	s.TL.Step(4, fmt.Sprintf("static node %s reaches its max run duration (%s): recreated, whether or not a job waits", static, days(week)))
 	check(s.waitFor(ctx, expiryWait, s.nodeIs(static, 2, model.PhaseRunning)), static+" generation 2 is running")
 	check(s.vmStatus(model.VMName(static, 1)) == "", "the expired VM "+model.VMName(static, 1)+" is gone")
 
@@ -349,7 +349,7 @@ func (s *System) Demo(ctx context.Context) error {
 	}
 
 	s.TL.Step(7, "invariants")
-	return s.invariants(ctx, pool.ID, extra == 0, started, ok, check, "demo finished: every outcome matches the seed")
+	return s.invariants(ctx, pool.ID, extra == 0, started, ok, check, "demo finished: every outcome is the one README.md describes")
 }
 
 // invariants checks what must hold at the end of either demo — never two

@@ -97,7 +97,7 @@ func (ss *slurmSide) scancel(ctx context.Context, ids ...string) {
 
 func running(j slurm.JobInfo) bool { return j.State == slurm.JobRunning }
 
-// demoSlurm drives the seed's lifecycle with real Slurm jobs and checks each
+// demoSlurm drives the node lifecycle README.md describes with real Slurm jobs and checks each
 // outcome: the static node comes up and registers; jobs submitted with
 // sbatch on powered-down nodes make Slurm call ResumeProgram, whose
 // job-pending reports become resize requests, VMs and registered slurmds,
@@ -209,7 +209,7 @@ func (s *System) demoSlurm(ctx context.Context, ss *slurmSide) error {
 	check(s.waitFor(ctx, stepWait, ss.jobIs(ctx, pinned, &jl, running)),
 		fmt.Sprintf("job %s runs on %s (%s)", pinned, jl.NodeList, jl.State))
 
-	s.TL.Step(4, fmt.Sprintf("static node %s reaches its max run duration (%s): recreated, and its new slurmd registers", static, week))
+	s.TL.Step(4, fmt.Sprintf("static node %s reaches its max run duration (%s): recreated, and its new slurmd registers", static, days(week)))
 	check(s.waitFor(ctx, expiryWait, s.nodeIs(static, 2, model.PhaseRunning)), static+" generation 2 is running")
 	check(s.vmStatus(model.VMName(static, 1)) == "", "the expired VM "+model.VMName(static, 1)+" is gone")
 	check(s.waitFor(ctx, stepWait, ss.nodeIs(ctx, static, &nl, slurm.NodeInfo.Ready)),
@@ -237,5 +237,5 @@ func (s *System) demoSlurm(ctx context.Context, ss *slurmSide) error {
 	ok = s.demoNoRootJobs(ctx, ss, static, part, stepWait) && ok
 
 	s.TL.Step(7, "invariants")
-	return s.invariants(ctx, pool.ID, true, started, ok, check, "demo finished: every outcome matches the seed, with real Slurm jobs")
+	return s.invariants(ctx, pool.ID, true, started, ok, check, "demo finished: every outcome is the one README.md describes, with real Slurm jobs")
 }

@@ -65,7 +65,7 @@ func demo(t *testing.T, noSlurm bool, want ...string) {
 	if err != nil {
 		t.Fatalf("demo: %v", err)
 	}
-	for _, w := range append(want, "demo finished: every outcome matches the seed") {
+	for _, w := range append(want, "demo finished: every outcome is the one README.md describes") {
 		if !strings.Contains(out.String(), w) {
 			t.Errorf("timeline lacks %q", w)
 		}

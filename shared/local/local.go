@@ -37,13 +37,18 @@ import (
 type Options struct {
 	// SpecPath is the cluster spec to apply. Default examples/cluster_config.json.
 	SpecPath string
-	// Demo drives the seed's lifecycle and checks every outcome.
+	// Demo drives the node lifecycle README.md describes and checks every
+	// outcome.
 	Demo bool
 	// Speedup is how much faster than the wall clock the simulated clock
-	// runs. Default 10080 (a week in a minute).
+	// runs. Default: DemoSpeedup (a week in a minute) for the demo, 1 (the
+	// wall clock, which Slurm runs on) otherwise, so that a job of any
+	// length up to its partition's MaxTime completes before its VM's max
+	// run duration ends it.
 	Speedup float64
 	// CapacityDelay is the simulated wait for Flex-Start capacity of every
-	// resize request (simulated time). Default 30 min.
+	// resize request (simulated time). Default: 30 min for the demo (0.2 s
+	// of wall time), otherwise 20 s of wall time.
 	CapacityDelay time.Duration
 	// TickEvery is the wall-clock period of the reconcile tick (Cloud
 	// Scheduler's stand-in). Default 1 s.
@@ -62,9 +67,9 @@ type Options struct {
 	// then publishes the job reports the Slurm hooks would.
 	NoSlurm bool
 	// IdleTimeout is flexslurm's idle timeout for dynamic nodes, in
-	// simulated time (Slurm runs on the wall clock). Default 2 days, about
-	// 17 s of wall time at the default speed-up; the demo's default is 14
-	// days, so that an idle dynamic node lives to its max run duration.
+	// simulated time (Slurm runs on the wall clock). Default: 10 min of
+	// wall time; the demo's is 14 days, so that an idle dynamic node lives
+	// to its max run duration.
 	IdleTimeout time.Duration
 	// MakeBeforeBreak keeps make-before-break on for static nodes. It is
 	// off by default here: it sizes its lead time from observed capacity
@@ -79,10 +84,16 @@ func (o Options) withDefaults() (Options, error) {
 		o.SpecPath = "examples/cluster_config.json"
 	}
 	if o.Speedup <= 0 {
-		o.Speedup = 10080
+		o.Speedup = 1
+		if o.Demo {
+			o.Speedup = DemoSpeedup
+		}
 	}
 	if o.CapacityDelay <= 0 {
-		o.CapacityDelay = 30 * time.Minute
+		o.CapacityDelay = simDuration(20*time.Second, o.Speedup)
+		if o.Demo {
+			o.CapacityDelay = 30 * time.Minute
+		}
 	}
 	if o.TickEvery <= 0 {
 		o.TickEvery = time.Second
@@ -94,7 +105,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.Out = os.Stdout
 	}
 	if o.IdleTimeout <= 0 {
-		o.IdleTimeout = 2 * 24 * time.Hour
+		o.IdleTimeout = simDuration(10*time.Minute, o.Speedup)
 		if o.Demo {
 			o.IdleTimeout = 14 * 24 * time.Hour
 		}
@@ -107,6 +118,35 @@ func (o Options) withDefaults() (Options, error) {
 		o.Exe = exe
 	}
 	return o, nil
+}
+
+// jobDir is the directory for the output of your own jobs (mode 1777,
+// under the run directory, which the Slurm user can reach): sbatch -D.
+func (s *System) jobDir() (string, error) {
+	ss := s.slurm.Load()
+	dir := filepath.Join(ss.lc.Root, "jobs")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("the job output directory: %w", err)
+	}
+	if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {
+		return "", fmt.Errorf("the job output directory: %w", err)
+	}
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, dir); err == nil && !strings.HasPrefix(rel, "..") {
+			return rel, nil
+		}
+	}
+	return dir, nil
+}
+
+// DemoSpeedup is the demo's clock: a week of simulated time per minute of
+// wall time, so that VMs reach their max run duration within the demo.
+const DemoSpeedup = 10080
+
+// simDuration is the simulated time that wall time takes at speedup,
+// whole seconds.
+func simDuration(wall time.Duration, speedup float64) time.Duration {
+	return time.Duration(float64(wall) * speedup).Round(time.Second)
 }
 
 // System is a running local system.
@@ -157,8 +197,12 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 	slurmHelp := fmt.Sprintf("Slurm job reports go to topic %q (see docs/events.md).\n", config.TopicJobs)
 	if ss := s.slurm.Load(); ss != nil {
-		slurmHelp = fmt.Sprintf("  sinfo; sbatch -p %s -N 1 --wrap 'sleep 30'; squeue   # real Slurm: jobs power nodes up\n",
-			ss.lc.Nodes()[0].Partition)
+		jobs, err := s.jobDir()
+		if err != nil {
+			return err
+		}
+		slurmHelp = fmt.Sprintf("  sinfo; sbatch -p %s -N 1 --gpus-per-node=8 -t 10 -D %s --wrap 'sleep 300'; squeue   # real Slurm: jobs power nodes up; output in %s\n",
+			ss.lc.Nodes()[0].Partition, jobs, jobs)
 	}
 	settingsPath, err := s.writeNodeSettings()
 	if err != nil {
@@ -173,13 +217,19 @@ func Run(ctx context.Context, opts Options) (err error) {
 			exe = rel
 		}
 	}
-	fmt.Fprintf(opts.Out, "\nflexslurm is running (simulated clock ×%g). In another shell:\n"+
+	clockHelp := "the wall clock, as Slurm's: a job runs up to its partition's MaxTime, within its VM's max run duration; " +
+		"--speedup N runs flexslurm's clock N times faster (--demo: a week per minute)"
+	if opts.Speedup != 1 {
+		clockHelp = fmt.Sprintf("flexslurm's clock runs ×%g faster than Slurm's: a VM reaches its max run duration after %s of wall time "+
+			"and ends the jobs on it; run without --speedup for jobs of your own", opts.Speedup, s.Clock.WallDuration(spec.DefaultFlexStartMaxDuration).Round(time.Second))
+	}
+	fmt.Fprintf(opts.Out, "\nflexslurm is running. Clock: %s.\nIn another shell:\n"+
 		"  export %s=%s FIRESTORE_EMULATOR_HOST=%s PUBSUB_EMULATOR_HOST=%s %s=%s %s=%s\n"+
 		"  export CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE=%s/compute/v1/ CLOUDSDK_AUTH_DISABLE_CREDENTIALS=true CLOUDSDK_CORE_PROJECT=%s   # gcloud compute … against the simulator (docs/compute-contract.md)\n"+
 		"  %s status --dead-letter   # pools, nodes, requests, backoff, dead letters\n"+
 		"  %s apply --node-settings %s %s   # apply a changed spec (created or resized)\n"+
 		"%sCtrl-C stops everything.\n\n",
-		opts.Speedup, config.EnvProject, opts.Project, s.Emu.Firestore.Addr(), s.Emu.PubSub.Addr(),
+		clockHelp, config.EnvProject, opts.Project, s.Emu.Firestore.Addr(), s.Emu.PubSub.Addr(),
 		config.EnvClock, s.Clock.String(), config.EnvComputeEndpoint, s.SimURL, s.SimURL, opts.Project, exe, exe, settingsPath, opts.SpecPath, slurmHelp)
 	<-ctx.Done()
 	fmt.Fprintln(opts.Out, "\nstopping: Slurm, functions, Compute simulator, emulators")
@@ -302,12 +352,13 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 		config.EnvComputeEndpoint+"="+s.SimURL,
 		config.EnvClock+"="+s.Clock.String(),
 		// Slurm runs on the wall clock, flexslurm on the simulated one: a
-		// snapshot every 2 s of wall time is ~5.6 h old in simulated time.
-		config.EnvSnapshotMaxAge+"="+(24*time.Hour).String(),
+		// snapshot is taken every 2 s of wall time (~5.6 h of simulated
+		// time in the demo); one is fresh for about 9 s of wall time.
+		config.EnvSnapshotMaxAge+"="+max(simDuration(9*time.Second, opts.Speedup), 2*time.Minute).String(),
 		config.EnvIdleTimeout+"="+opts.IdleTimeout.String(),
 		// An unexpected Slurm × VM combination (a slurmd restarting) is
-		// watched for a simulated day, about 9 s of wall time.
-		config.EnvObserveGrace+"="+(24*time.Hour).String(),
+		// watched for about 9 s of wall time (a simulated day in the demo).
+		config.EnvObserveGrace+"="+max(simDuration(9*time.Second, opts.Speedup), time.Minute).String(),
 		config.EnvRecreateAfterTermination+"="+strconv.FormatBool(!opts.MakeBeforeBreak),
 	)
 	ports := map[string]int{}
@@ -486,4 +537,4 @@ func (f *Function) Stop() {
 	}
 }
 
-var errDemo = errors.New("demo outcome differs from the seed")
+var errDemo = errors.New("an outcome of the demo differs from the one README.md describes (the [FAIL] lines above)")

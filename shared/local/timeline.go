@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -20,7 +21,14 @@ import (
 // Timeline prints what happens, stamped with simulated time since the
 // start ("+2d 03:15"), from three sources: the stored state (node
 // generations and phases, jobs), the Compute simulator (resize requests,
-// VMs) and the Slurm commands the functions publish.
+// VMs) and the Slurm commands the functions publish. Every time it prints
+// is in that one format: the absolute times (RFC 3339) of the records'
+// reasons are rewritten to it. Each Slurm decision — a command for a node
+// and its VM (generation), with its reason — is printed once: the
+// reconciler sends a command again while the Slurm snapshots it reads do
+// not show it applied yet (a new command id every simulated hour, many per
+// wall-clock second on the demo's clock), and Pub/Sub delivers a message
+// at least once.
 type Timeline struct {
 	Clock  *clock.Scaled
 	Origin time.Time
@@ -32,32 +40,42 @@ type Timeline struct {
 	rrs      map[string]string
 	vms      map[string]string
 	commands []event.SlurmCommand
+	// decisions counts each Slurm decision printed (decisionKey).
+	decisions map[string]int
 	// Violations records invariant breaches seen while watching.
 	violations []string
 }
 
 // NewTimeline returns a timeline printing to out.
 func NewTimeline(out io.Writer) *Timeline {
-	return &Timeline{out: out, nodes: map[string]model.Node{}, jobs: map[string]model.Job{}, rrs: map[string]string{}, vms: map[string]string{}}
+	return &Timeline{out: out, nodes: map[string]model.Node{}, jobs: map[string]model.Job{}, rrs: map[string]string{}, vms: map[string]string{},
+		decisions: map[string]int{}}
 }
 
 func (t *Timeline) stamp() string {
 	if t.Clock == nil {
 		return "         "
 	}
-	d := t.Clock.Now().Sub(t.Origin)
-	if d < 0 {
-		d = 0
-	}
-	days := int(d / (24 * time.Hour))
-	d -= time.Duration(days) * 24 * time.Hour
-	return fmt.Sprintf("+%dd %02d:%02d", days, int(d/time.Hour), int(d%time.Hour/time.Minute))
+	return t.rel(t.Clock.Now())
 }
+
+// rfc3339 matches the absolute times that records' reasons carry.
+var rfc3339 = regexp.MustCompile(`\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})`)
 
 func (t *Timeline) printf(format string, args ...any) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	fmt.Fprintf(t.out, "%s  %s\n", t.stamp(), fmt.Sprintf(format, args...))
+	msg := fmt.Sprintf(format, args...)
+	if t.Clock != nil {
+		msg = rfc3339.ReplaceAllStringFunc(msg, func(s string) string {
+			at, err := time.Parse(time.RFC3339Nano, s)
+			if err != nil {
+				return s
+			}
+			return t.rel(at)
+		})
+	}
+	fmt.Fprintf(t.out, "%s  %s\n", t.stamp(), msg)
 }
 
 // Say prints one line.
@@ -226,11 +244,29 @@ func containsStr(xs []string, x string) bool {
 	return false
 }
 
+// rel renders at as simulated time since the start: "+2d 03:15"
+// ("-0d 01:00" before it).
 func (t *Timeline) rel(at time.Time) string {
 	d := at.Sub(t.Origin)
-	days := int(d / (24 * time.Hour))
-	d -= time.Duration(days) * 24 * time.Hour
-	return fmt.Sprintf("+%dd %02d:%02d", days, int(d/time.Hour), int(d%time.Hour/time.Minute))
+	sign := "+"
+	if d < 0 {
+		sign, d = "-", -d
+	}
+	return sign + days(d.Truncate(time.Minute))
+}
+
+// days renders a duration the way the timeline stamps it: "2d 03:15".
+func days(d time.Duration) string {
+	n := int(d / (24 * time.Hour))
+	d -= time.Duration(n) * 24 * time.Hour
+	return fmt.Sprintf("%dd %02d:%02d", n, int(d/time.Hour), int(d%time.Hour/time.Minute))
+}
+
+// decisionKey identifies a Slurm decision: the command, its nodes or job,
+// its reservation and its reason, which names the VM (the node's
+// generation) it is about. Resent commands differ only in their id.
+func decisionKey(c event.SlurmCommand) string {
+	return strings.Join([]string{c.Command, strings.Join(c.Nodes, ","), c.JobID, c.Reservation, c.Address, c.Reason}, "\x00")
 }
 
 // WatchSlurm prints the Slurm commands published for the agent.
@@ -251,14 +287,26 @@ func (t *Timeline) WatchSlurm(ctx context.Context, ps *pubsub.Client, sub string
 				t.printf("slurm: malformed command: %v", err)
 				continue
 			}
-			t.mu.Lock()
-			t.commands = append(t.commands, *c)
-			t.mu.Unlock()
-			target := strings.Join(c.Nodes, ",")
-			if c.JobID != "" {
-				target = "job " + c.JobID
-			}
-			t.printf("slurm: %s %s (%s)", c.Command, target, c.Reason)
+			t.command(*c)
 		}
 	}
+}
+
+// command records a Slurm command and prints it the first time its
+// decision (decisionKey) is seen.
+func (t *Timeline) command(c event.SlurmCommand) {
+	t.mu.Lock()
+	t.commands = append(t.commands, c)
+	key := decisionKey(c)
+	t.decisions[key]++
+	again := t.decisions[key] > 1
+	t.mu.Unlock()
+	if again {
+		return
+	}
+	target := strings.Join(c.Nodes, ",")
+	if c.JobID != "" {
+		target = "job " + c.JobID
+	}
+	t.printf("slurm: %s %s (%s)", c.Command, target, c.Reason)
 }

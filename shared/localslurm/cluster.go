@@ -303,6 +303,9 @@ func (l *LocalCluster) WriteConfig(c *spec.Cluster, o slurm.ConfigOptions) error
 			return fmt.Errorf("writing %s: %w", p, err)
 		}
 	}
+	if err := writeLocalGres(c, o, l.Root, hookDir, l.ConfPath); err != nil {
+		return err
+	}
 	l.mu.Lock()
 	l.hookDir = hookDir
 	l.exeDir = filepath.Dir(o.Exe)
@@ -817,3 +820,31 @@ func parentPID(pid int) int {
 }
 
 func pidAlive(pid int) bool { return proc.Alive(pid) }
+
+// writeLocalGres writes gres.conf beside slurm.conf at confPath and the
+// empty stand-in GPU device files it names under root
+// (slurm.LocalGPUDir): slurmd 22.05 and 24.11 accept regular files there
+// and give a job their indexes.
+func writeLocalGres(c *spec.Cluster, o slurm.ConfigOptions, root, hookDir, confPath string) error {
+	gres, gpus, err := slurm.BuildLocalGres(c, o, root, hookDir)
+	if err != nil {
+		return err
+	}
+	if gpus > 0 {
+		dir := slurm.LocalGPUDir(root)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("creating the stand-in GPU devices: %w", err)
+		}
+		for i := range gpus {
+			f := filepath.Join(dir, fmt.Sprintf("nvidia%d", i))
+			if err := os.WriteFile(f, nil, 0o644); err != nil {
+				return fmt.Errorf("creating the stand-in GPU devices: %w", err)
+			}
+		}
+	}
+	path := filepath.Join(filepath.Dir(confPath), "gres.conf")
+	if err := writeFileAtomic(path, gres, 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -142,9 +141,8 @@ type ConfigOptions struct {
 	// never suspended behind its back.
 	SuspendStaticOnly bool
 	// DefaultTime is each partition's DefaultTime, the time limit of a job
-	// submitted without --time (whole minutes); 0 leaves it out, and such a
-	// job's limit is the partition's MaxTime (INFINITE), which no
-	// end-of-life maintenance reservation ever lets start.
+	// submitted without --time (whole minutes): DefaultDefaultTime when
+	// zero, never above the partition's MaxTime (GenOptions.DefaultTime).
 	DefaultTime time.Duration
 	// SchedInterval is SchedulerParameters' sched_interval, how often the
 	// main scheduling loop tests every pending job (whole seconds): a
@@ -174,21 +172,21 @@ func BuildConfig(c *spec.Cluster, o ConfigOptions, root, hookDir string) ([]byte
 	if err != nil {
 		return nil, nil, err
 	}
-	topo := TopologyOf(c)
-	if len(topo.Pools) == 0 {
-		return nil, nil, fmt.Errorf("cluster %s has no Flex-Start node pool for Slurm to manage", c.ID)
+	g, err := Generate(c, o.genOptions(root, hookDir, func(n GenNode) string {
+		return fmt.Sprintf("NodeAddr=%s NodeHostName=%s Port=%d", localAddr(n.Seq), n.Name, o.NodePortBase+n.Seq)
+	}))
+	if err != nil {
+		return nil, nil, err
 	}
 	var nodes []LocalNode
-	for _, p := range topo.Pools {
-		for i, name := range topo.PoolNodes(p.ID) {
-			k := len(nodes)
-			port := o.NodePortBase + k
-			if port > 65535 {
-				return nil, nil, fmt.Errorf("node %s would listen on port %d: too many nodes for NodePortBase %d", name, port, o.NodePortBase)
-			}
-			nodes = append(nodes, LocalNode{Name: name, Pool: p.ID, Static: i < p.Static, Port: port,
-				Addr: fmt.Sprintf("127.1.%d.%d", k/250, k%250+1), Partition: p.Partitions[0]})
+	for _, n := range g.Nodes {
+		port := o.NodePortBase + n.Seq
+		if port > 65535 {
+			return nil, nil, fmt.Errorf("node %s would listen on port %d: too many nodes for NodePortBase %d", n.Name, port, o.NodePortBase)
 		}
+		tp, _ := TopologyOf(c).Pool(n.Pool)
+		nodes = append(nodes, LocalNode{Name: n.Name, Pool: n.Pool, Static: n.Static, Port: port,
+			Addr: localAddr(n.Seq), Partition: tp.Partitions[0]})
 	}
 
 	var b bytes.Buffer
@@ -232,79 +230,51 @@ func BuildConfig(c *spec.Cluster, o ConfigOptions, root, hookDir string) ([]byte
 	w("InactiveLimit=0")
 	w("MinJobAge=%d", int(o.MinJobAge/time.Second))
 	w("KillWait=5")
-	w("# Power saving: Flex-Start nodes are CLOUD nodes, powered up by ResumeProgram.")
-	w("PrivateData=cloud")
-	if o.Configless {
-		w("SlurmctldParameters=idle_on_node_suspend,enable_configless")
-	} else {
-		w("SlurmctldParameters=idle_on_node_suspend")
-	}
-	w("ResumeTimeout=%d", int(o.ResumeTimeout/time.Second))
-	w("SuspendTime=%d", int(o.SuspendTime/time.Second))
-	w("SuspendTimeout=%d", int(o.SuspendTimeout/time.Second))
-	w("ResumeRate=0")
-	w("SuspendRate=0")
-	w("TreeWidth=65533")
-	var excluded []string
-	for _, n := range nodes {
-		if n.Static || !o.SuspendStaticOnly {
-			excluded = append(excluded, n.Name)
-		}
-	}
-	if len(excluded) > 0 {
-		if o.SuspendStaticOnly {
-			w("# Static nodes (index < min_node_count) are never powered down by Slurm.")
-		} else {
-			w("# flexslurm, not SuspendTime, powers flex-start nodes down (it releases")
-			w("# idle dynamic nodes itself), so Slurm never suspends them on its own.")
-		}
-		w("SuspendExcNodes=%s", CompressHostlist(excluded))
-	}
-	w("# Hooks: links to the flexslurm binary, which dispatches on its name.")
-	for _, h := range HookNames {
-		if h == HookHealth && o.HealthCheckInterval < 0 {
-			continue
-		}
-		dir := hookDir
-		if o.NodeHookDir != "" && slices.Contains(nodeHooks, h) {
-			dir = o.NodeHookDir
-		}
-		w("%s=%s", hookParams[h], filepath.Join(dir, HookLinkPrefix+h))
-	}
-	if o.HealthCheckInterval >= 0 {
-		w("HealthCheckInterval=%d", int(o.HealthCheckInterval/time.Second))
-		w("HealthCheckNodeState=ANY")
-	}
-	for _, n := range nodes {
-		w("NodeName=%s NodeAddr=%s NodeHostName=%s Port=%d CPUs=%d RealMemory=%d State=CLOUD Feature=%s,cloud",
-			n.Name, n.Addr, n.Name, n.Port, o.CPUs, o.RealMemoryMB, n.Pool)
-	}
-	def := c.Slurm.DefaultPartitionID
-	parts := topo.Partitions()
-	if def == "" || !topo.OwnsPartition(def) {
-		def = parts[0]
-	}
-	for _, part := range parts {
-		var members []string
-		for _, p := range topo.Pools {
-			if slices.Contains(p.Partitions, part) {
-				members = append(members, topo.PoolNodes(p.ID)...)
-			}
-		}
-		dflt := "NO"
-		if part == def {
-			dflt = "YES"
-		}
-		dt := ""
-		if o.DefaultTime > 0 {
-			dt = fmt.Sprintf(" DefaultTime=%d", int(o.DefaultTime/time.Minute))
-		}
-		w("PartitionName=%s Nodes=%s Default=%s MaxTime=INFINITE%s State=UP", part, CompressHostlist(members), dflt, dt)
-	}
+	b.Write(g.SlurmConf)
 	for _, l := range o.Extra {
 		w("%s", l)
 	}
 	return b.Bytes(), nodes, nil
+}
+
+// localAddr is the loopback address of the local cluster's node k.
+func localAddr(k int) string { return fmt.Sprintf("127.1.%d.%d", k/250, k%250+1) }
+
+// LocalGPUDir is where the local cluster's stand-in GPU device files are
+// (nvidia0 …, empty regular files that gres.conf names with File=): under
+// its root.
+func LocalGPUDir(root string) string { return filepath.Join(root, "gpu") }
+
+// genOptions are the generator options of the local cluster's slurm.conf.
+func (o ConfigOptions) genOptions(root, hookDir string, attrs func(GenNode) string) GenOptions {
+	return GenOptions{HookDir: hookDir, NodeHookDir: o.NodeHookDir, ResumeTimeout: o.ResumeTimeout,
+		SuspendTime: o.SuspendTime, SuspendTimeout: o.SuspendTimeout, Configless: o.Configless,
+		DefaultTime: o.DefaultTime, HealthCheckInterval: o.HealthCheckInterval, SuspendStaticOnly: o.SuspendStaticOnly,
+		GPUDir: LocalGPUDir(root), CPUs: o.CPUs, RealMemoryMB: o.RealMemoryMB, NodeAttrs: attrs}
+}
+
+// BuildLocalGres returns the local cluster's gres.conf (slurmctld serves it
+// beside slurm.conf to configless slurmds) and how many stand-in GPU device
+// files it names under LocalGPUDir(root) (nvidia0 …); with no GPU pool,
+// gres.conf holds only a comment and names none.
+func BuildLocalGres(c *spec.Cluster, o ConfigOptions, root, hookDir string) ([]byte, int, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, 0, err
+	}
+	g, err := Generate(c, o.genOptions(root, hookDir, nil))
+	if err != nil {
+		return nil, 0, err
+	}
+	gpus := 0
+	for _, p := range g.Pools {
+		gpus = max(gpus, p.GPUs)
+	}
+	gres := g.GresConf
+	if len(gres) == 0 {
+		gres = []byte("# flexslurm: no GPU node pool.\n")
+	}
+	return gres, gpus, nil
 }
 
 func (o ConfigOptions) withDefaults() (ConfigOptions, error) {
@@ -358,31 +328,4 @@ func (o ConfigOptions) withDefaults() (ConfigOptions, error) {
 		}
 	}
 	return o, errors.Join(errs...)
-}
-
-// writeFileAtomic writes data to path through a temporary file in the same
-// directory and a rename, so readers never see a partial file.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(perm); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

@@ -13,10 +13,19 @@
 //   - parsers of `scontrol show node|job|reservation -o`, of `squeue --json`
 //     and `sinfo --json` (22.05 ignores their filters: callers filter) and
 //     of `squeue --Format`;
-//   - BuildConfig: the slurm.conf of a cluster spec, with the hooks linked
-//     to the flexslurm binary. shared/localslurm runs a whole Slurm cluster
-//     on one host with it, for `flexslurm local` and the integration tests
-//     (slurmtest); this package holds no such development tooling.
+//   - Generate: the one generator of the Slurm configuration of a cluster
+//     spec's Flex-Start pools — the slurm.conf lines (power saving, hooks
+//     as HookLines, NodeName lines with the machine type's CPUs, memory and
+//     GPUs, PartitionName lines whose MaxTime and MaxNodes make Slurm
+//     refuse at submission a job no pool can run) and gres.conf — for
+//     `flexslurm slurm-conf`, `flexslurm install controller` and
+//     LocalCluster; ParseConfView and Diverge compare an existing
+//     slurm.conf with it and say what to change;
+//   - BuildConfig: the slurm.conf of a local cluster (Generate's lines with
+//     each node's address and port), with the hooks linked to the flexslurm
+//     binary. shared/localslurm runs a whole Slurm cluster on one host with
+//     it, for `flexslurm local` and the integration tests (slurmtest); this
+//     package holds no such development tooling.
 //
 // docs/slurm.md describes the hooks, the agent and the local cluster.
 package slurm

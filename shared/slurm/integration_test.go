@@ -2,6 +2,7 @@ package slurm_test
 
 import (
 	"context"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -31,6 +32,7 @@ func TestWithSlurm(t *testing.T) {
 			{"HostlistAgreesWithScontrol", testHostlistAgreesWithScontrol},
 			{"RealOutputParsers", testRealOutputParsers},
 			{"StopNodeEndsItsJobs", testStopNodeEndsItsJobs},
+			{"GPUJobs", testGPUJobs},
 		} {
 			t.Run(tc.name, tc.f)
 		}
@@ -117,8 +119,10 @@ func testRealOutputParsers(t *testing.T) {
 	})
 
 	// A held job, a job pending on a powered-down node, a running job.
-	held := cl.Sbatch(t, "sleep 60", "-H", "-p", "gpu", "-t", "90")
-	running := cl.Sbatch(t, "sleep 60", "-p", "gpu", "-w", up, "-t", "1-02:03")
+	// Time limits within the gpu partition's MaxTime (its pool's max run
+	// duration, 60 min).
+	held := cl.Sbatch(t, "sleep 60", "-H", "-p", "gpu", "-t", "45")
+	running := cl.Sbatch(t, "sleep 60", "-p", "gpu", "-w", up, "-t", "0-00:58")
 	t.Cleanup(func() { cl.Cancel(held, running) })
 	cl.WaitJob(t, running, 20*time.Second, "running", func(j slurm.JobInfo) bool { return j.State == slurm.JobRunning })
 
@@ -192,12 +196,12 @@ func testRealOutputParsers(t *testing.T) {
 			t.Errorf("job %s: squeue --Format differs from scontrol (-scontrol +format):\n%s", id, diff)
 		}
 	}
-	if j := byID[held]; !j.Held() || j.State != slurm.JobPending || j.TimeLimit != 90*time.Minute {
-		t.Errorf("held job %s = %+v, want held PENDING with a 90 min limit", held, j)
+	if j := byID[held]; !j.Held() || j.State != slurm.JobPending || j.TimeLimit != 45*time.Minute {
+		t.Errorf("held job %s = %+v, want held PENDING with a 45 min limit", held, j)
 	}
 	if j := byID[running]; j.State != slurm.JobRunning || !slices.Equal(j.Nodes, []string{up}) ||
-		j.TimeLimit != 26*time.Hour+3*time.Minute {
-		t.Errorf("running job %s = %+v, want RUNNING on %s with a 1-02:03 limit", running, j, up)
+		j.TimeLimit != 58*time.Minute {
+		t.Errorf("running job %s = %+v, want RUNNING on %s with a 0-00:58 limit", running, j, up)
 	}
 	if _, err := cl.R.ShowJob(c, "999999"); !errorsIsNotFound(err) {
 		t.Errorf("ShowJob(999999) error = %v, want ErrNotFound", err)
@@ -236,6 +240,51 @@ func testStopNodeEndsItsJobs(t *testing.T) {
 	for _, pid := range sleeps {
 		if alive(pid) {
 			t.Errorf("job %s process %d survived StopNode(%s)", job, pid, node)
+		}
+	}
+}
+
+// testGPUJobs runs GPU jobs on a node of the Flex-Start GPU pool (8 GPUs:
+// stand-in device files under the cluster's root, named by gres.conf), as
+// --gpus-per-node and as --gres, and checks that Slurm refuses at
+// submission a job that the pool cannot serve: more GPUs per node, more
+// nodes, or a longer time limit than the pool's VMs live.
+func testGPUJobs(t *testing.T) {
+	cl.Require(t)
+	c := ctx(t)
+	node := "flexci-gpu-3"
+	if err := cl.StartNode(c, node); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.StopNode(node) })
+	cl.WaitNode(t, node, 20*time.Second, "up", slurm.NodeInfo.Ready)
+	if out := cl.Scontrol(t, "show", "node", node); !strings.Contains(out, "Gres=gpu:8") {
+		t.Errorf("scontrol show node %s lacks Gres=gpu:8:\n%s", node, out)
+	}
+	for _, gpus := range [][]string{{"--gpus-per-node=8"}, {"--gres=gpu:8"}} {
+		id := cl.Sbatch(t, `env | grep -E '^(CUDA_VISIBLE_DEVICES|SLURM_JOB_GPUS|GPU_DEVICE_ORDINAL)=' | sort; sleep 3`,
+			append([]string{"-p", "gpu", "-w", node, "-t", "5"}, gpus...)...)
+		cl.WaitJob(t, id, 30*time.Second, "running", func(j slurm.JobInfo) bool { return j.State == slurm.JobRunning })
+		// Slurm allocated the node's 8 GPUs: device indexes 0-7 of gres.conf.
+		if out := cl.Scontrol(t, "show", "job", "-d", id); !strings.Contains(out, "GRES=gpu:8(IDX:0-7)") {
+			t.Errorf("job %s (%v): scontrol show job -d lacks GRES=gpu:8(IDX:0-7):\n%s", id, gpus, out)
+		}
+		cl.WaitJob(t, id, 30*time.Second, "completed", func(j slurm.JobInfo) bool { return j.State == slurm.JobCompleted })
+		out, err := os.ReadFile(cl.Root + "/log/job-" + id + ".out")
+		t.Logf("job %s (%v) GPU environment: %q (%v)", id, gpus, out, err)
+	}
+	for name, args := range map[string][]string{
+		"9 GPUs per node": {"-p", "gpu", "--gpus-per-node=9", "-t", "5"},
+		"gres gpu:9":      {"-p", "gpu", "--gres=gpu:9", "-t", "5"},
+		"5 nodes":         {"-p", "gpu", "-N", "5", "-t", "5"},
+		"61 minutes":      {"-p", "gpu", "-N", "1", "-t", "61"},
+	} {
+		r := *cl.R
+		r.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+		out, err := r.Run(c, "sbatch", append([]string{"--parsable", "-o", "/dev/null"}, append(args, "--wrap", "true")...)...)
+		if err == nil {
+			t.Errorf("%s: sbatch %q accepted (job %s), want it refused at submission", name, args, strings.TrimSpace(string(out)))
+			cl.Cancel(strings.TrimSpace(string(out)))
 		}
 	}
 }

@@ -339,8 +339,8 @@ func TestBuildConfig(t *testing.T) {
 		"ResumeProgram=/usr/local/lib/flexslurm/flexslurm-hook-resume",
 		"PrologSlurmctld=/usr/local/lib/flexslurm/flexslurm-hook-prolog-ctld",
 		"HealthCheckProgram=/usr/local/lib/flexslurm/flexslurm-hook-healthcheck",
-		"NodeName=flexvm-a3u-1 NodeAddr=127.1.0.2 NodeHostName=flexvm-a3u-1 Port=6821 CPUs=1 RealMemory=1000 State=CLOUD Feature=a3u,cloud",
-		"PartitionName=a3u Nodes=flexvm-a3u-[0-2] Default=YES MaxTime=INFINITE State=UP",
+		"NodeName=flexvm-a3u-1 NodeAddr=127.1.0.2 NodeHostName=flexvm-a3u-1 Port=6821 CPUs=1 RealMemory=1000 Gres=gpu:8 State=CLOUD Feature=a3u,cloud",
+		"PartitionName=a3u Nodes=flexvm-a3u-[0-2] Default=YES MaxTime=7-00:00:00 DefaultTime=01:00:00 MaxNodes=3 State=UP",
 		"StateSaveLocation=/var/lib/fs/state",
 	} {
 		if !strings.Contains(text, "\n"+line+"\n") {
@@ -367,9 +367,9 @@ func TestBuildConfig(t *testing.T) {
 	if err != nil || !strings.Contains(string(fast), "\nSchedulerParameters=batch_sched_delay=0,sched_interval=2\n") {
 		t.Errorf("SchedInterval 2s: want sched_interval=2 (%v):\n%s", err, fast)
 	}
-	timed, _, err := BuildConfig(c, ConfigOptions{Exe: "/f", DefaultTime: time.Hour}, "/x", "/y")
-	if err != nil || !strings.Contains(string(timed), "\nPartitionName=a3u Nodes=flexvm-a3u-[0-2] Default=YES MaxTime=INFINITE DefaultTime=60 State=UP\n") {
-		t.Errorf("DefaultTime 1h: want DefaultTime=60 on the partition line (%v):\n%s", err, timed)
+	timed, _, err := BuildConfig(c, ConfigOptions{Exe: "/f", DefaultTime: 150 * time.Minute}, "/x", "/y")
+	if err != nil || !strings.Contains(string(timed), "\nPartitionName=a3u Nodes=flexvm-a3u-[0-2] Default=YES MaxTime=7-00:00:00 DefaultTime=02:30:00 MaxNodes=3 State=UP\n") {
+		t.Errorf("DefaultTime 150m: want DefaultTime=02:30:00 on the partition line (%v):\n%s", err, timed)
 	}
 	if _, _, err := BuildConfig(c, ConfigOptions{Exe: "/f", DefaultTime: 90 * time.Second}, "/x", "/y"); err == nil || !strings.Contains(err.Error(), "DefaultTime") {
 		t.Errorf("DefaultTime 90s: %v, want an error naming DefaultTime", err)
