@@ -361,6 +361,7 @@ func (b *builder) node(pool *model.Pool, i int) model.Node {
 
 // nextGeneration moves n to a new generation in PhaseRequested.
 func (b *builder) nextGeneration(n *model.Node, rr, jobID string) {
+	b.supersede(*n)
 	n.Generation++
 	n.Phase = model.PhaseRequested
 	n.VMName = model.VMName(n.Name, n.Generation)
@@ -377,6 +378,31 @@ func (b *builder) nextGeneration(n *model.Node, rr, jobID string) {
 	n.MissCount, n.MissGeneration = 0, 0
 	n.ClearRepair()
 	n.InconclusiveCount, n.InconclusiveSince = 0, time.Time{}
+}
+
+// supersede re-issues, ahead of a node's next generation, what released
+// the current one when it was released before its VM ran (its resize
+// request cancelled, the VM it may have created deleted): the release's
+// actions may not have run yet — a crash between the commit and the
+// actions leaves them to the event's redelivery, which can come after
+// this decision — and the next generation's request must never be active
+// beside the previous one. The request ids are the release's, so Compute
+// performs each once.
+func (b *builder) supersede(n model.Node) {
+	pool, ok := b.st.Pools[n.Pool]
+	if !ok || n.Phase != model.PhaseDeleting || !n.RunningAt.IsZero() || n.ResizeRequest == "" {
+		return
+	}
+	for _, a := range b.out {
+		if d, ok := a.(DeleteVMs); ok && slices.Contains(d.VMs, n.VMName) {
+			return // released in this decision: its actions come first
+		}
+	}
+	why := fmt.Sprintf("%s's next generation: its previous request %s must not stay active", n.Name, n.ResizeRequest)
+	b.add(CancelResizeRequest{Pool: pool.ID, Name: n.ResizeRequest,
+		RequestID: naming.CancelResizeRequestID(pool.MIG, n.ResizeRequest), Reason: why})
+	b.add(DeleteVMs{Pool: pool.ID, VMs: []string{n.VMName},
+		RequestID: naming.DeleteInstancesRequestID(pool.MIG, n.VMName), Reason: why})
 }
 
 // provisionNode requests a new VM for one node through its own resize request.
