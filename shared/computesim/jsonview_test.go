@@ -155,7 +155,7 @@ func TestFilterOnFieldsItNames(t *testing.T) {
 			t.Fatalf("%s: %v", text, err)
 		}
 		only := filterFields(f)
-		if only == nil || len(only) == 0 {
+		if len(only) == 0 {
 			t.Fatalf("%s: no fields named", text)
 		}
 		matched := 0

@@ -36,7 +36,7 @@ const (
 // missing. Test with errors.Is; the message says how to install it.
 var (
 	ErrFirestoreNotFound = errors.New("Firestore emulator not found") //lint:ignore ST1005 a product name
-	ErrPubSubNotFound    = errors.New("Pub/Sub emulator not found")   //lint:ignore ST1005 a product name
+	ErrPubSubNotFound    = errors.New("Pub/Sub emulator not found")
 	ErrJavaNotFound      = errors.New("java not found")
 )
 

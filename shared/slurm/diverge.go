@@ -140,7 +140,7 @@ func gresGPUs(gres string) (int, error) {
 				total++
 				continue
 			}
-			return 0, fmt.Errorf("Gres %q: %q is not a count", gres, last)
+			return 0, fmt.Errorf("gres %q: %q is not a count", gres, last)
 		}
 		total += n
 	}

@@ -96,8 +96,8 @@ func (c *Cluster) EffectiveJSON() ([]byte, error) {
 	}
 	for _, part := range c.Slurm.Partitions {
 		//lint:ignore S1016 listing the fields keeps a field added to Partition out of the API's wire form until it is added here
-		out.OrchestratorSpec.SlurmSpec.Partitions = append(out.OrchestratorSpec.SlurmSpec.Partitions,
-			wirePartition{ID: part.ID, NodePoolIDs: part.NodePoolIDs})
+		wp := wirePartition{ID: part.ID, NodePoolIDs: part.NodePoolIDs}
+		out.OrchestratorSpec.SlurmSpec.Partitions = append(out.OrchestratorSpec.SlurmSpec.Partitions, wp)
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
