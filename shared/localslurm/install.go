@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/flexslurm/flexslurm/shared/text"
 )
 
 // Installation is one Slurm installation (daemons, client commands, munge)
@@ -366,33 +368,13 @@ func MountsUnder(dir string) ([]string, error) {
 		if len(f) < 5 {
 			continue
 		}
-		p := unescapeMount(f[4])
+		p := text.UnescapeMount(f[4])
 		if strings.HasPrefix(p, dir+"/") {
 			out = append(out, p)
 		}
 	}
 	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
 	return out, nil
-}
-
-// unescapeMount decodes the octal escapes (\040 for a space) of a
-// mountinfo path.
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // writeFileAtomic writes data to path through a temporary file in the same

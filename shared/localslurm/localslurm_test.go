@@ -142,12 +142,6 @@ func TestChrootBinScripts(t *testing.T) {
 	}
 }
 
-func TestUnescapeMount(t *testing.T) {
-	if got := unescapeMount(`/tmp/a\040b\134c`); got != `/tmp/a b\c` {
-		t.Errorf("unescapeMount = %q", got)
-	}
-}
-
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
 
 func TestParseVersion(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/flexslurm/flexslurm/shared/proc"
+	"github.com/flexslurm/flexslurm/shared/text"
 )
 
 // OSHost is the real machine.
@@ -114,29 +115,11 @@ func (OSHost) Mounted(dir string) (bool, error) {
 func mountedIn(sc *bufio.Scanner, dir string) (bool, error) {
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) > 4 && unescapeMount(f[4]) == dir {
+		if len(f) > 4 && text.UnescapeMount(f[4]) == dir {
 			return true, nil
 		}
 	}
 	return false, sc.Err()
-}
-
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // LookupUser implements Host.

@@ -2,7 +2,11 @@
 // It imports no other flexslurm package.
 package text
 
-import "unicode/utf8"
+import (
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
 
 // Ellipsis marks where Truncate cut a string.
 const Ellipsis = "…"
@@ -28,4 +32,25 @@ func Truncate(s string, n int) string {
 		cut--
 	}
 	return s[:cut] + mark
+}
+
+// UnescapeMount decodes the octal escapes of a path in /proc/self/mountinfo
+// (\040 for a space, \134 for a backslash; proc(5):
+// https://man7.org/linux/man-pages/man5/proc_pid_mountinfo.5.html).
+func UnescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }

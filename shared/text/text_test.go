@@ -72,3 +72,17 @@ func FuzzTruncate(f *testing.F) {
 		}
 	})
 }
+
+func TestUnescapeMount(t *testing.T) {
+	for in, want := range map[string]string{
+		`/tmp/plain`:        `/tmp/plain`,
+		`/tmp/a\040b\134c`:  `/tmp/a b\c`,
+		`/tmp/tab\011end`:   "/tmp/tab\tend",
+		`/tmp/short\04`:     `/tmp/short\04`,
+		`/tmp/not\0z9octal`: `/tmp/not\0z9octal`,
+	} {
+		if got := UnescapeMount(in); got != want {
+			t.Errorf("UnescapeMount(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
