@@ -256,3 +256,32 @@ func TestNodeBeyondMaxKeptWhileItsJobRuns(t *testing.T) {
 		}
 	}
 }
+
+// A node beyond a shrunk pool's maximum under a job flexslurm still holds
+// running, while a Slurm snapshot newer than the job's record shows the job
+// requeued and pending: the newest source decides, the job runs nowhere,
+// and the node is released.
+func TestNodeBeyondMaxReleasedWhenANewerSnapshotShowsItsJobPending(t *testing.T) {
+	for _, tc := range []struct {
+		state   string
+		release bool
+	}{{"PENDING", true}, {"RUNNING", false}} {
+		t.Run(tc.state, func(t *testing.T) {
+			st, c := applied(t)
+			Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 1, "flexvm-a3u-2")))
+			running(st, "flexvm-a3u-2", t0.Add(week))
+			Apply(st, mustJob(t, st, jobEv(event.TypeJobStarted, "7", 1, "flexvm-a3u-2")))
+			c2, eff := withMax(t, c, 1, 2)
+			Apply(st, ClusterApplied(st, c2, testNode, eff, t0.Add(time.Minute)))
+			now := t0.Add(5 * time.Minute)
+			st.Slurm = &model.SlurmView{TakenAt: now, Nodes: map[string]model.SlurmNode{},
+				Jobs: []model.SlurmJob{{ID: "7", State: tc.state, Partition: "a3u", Nodes: []string{"flexvm-a3u-2"}, NodeCount: 1}}}
+			obs := Observed{JobRecordsFor: now, Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true, VMs: []VM{
+				{Name: "flexvm-a3u-2-g1", ID: "2", Status: "RUNNING", Created: t0, TerminationTime: t0.Add(week)}}}}}
+			rec := Reconcile(st, obs, now, Policy{})
+			if got := slices.Contains(kinds(rec), "DeleteVMs:flexvm-a3u-2-g1"); got != tc.release {
+				t.Errorf("job %s in Slurm: released = %v, want %v: %v", tc.state, got, tc.release, kinds(rec))
+			}
+		})
+	}
+}

@@ -29,12 +29,19 @@ import (
 // create one are cancelled in the same transaction, and a request that
 // succeeded meanwhile has its VMs deleted by name.
 
-// runningJobOn returns the job running on n, if any.
+// runningJobOn returns the job running on n, if any: one flexslurm holds
+// running there, unless a Slurm snapshot newer than its record shows it
+// otherwise (requeued and pending again, or gone) — the newest source
+// decides (sources.go).
 func (b *builder) runningJobOn(n model.Node) (string, bool) {
 	for _, j := range b.st.SortedJobs() {
-		if j.State == model.JobRunning && (j.ID == n.JobID || slices.Contains(j.Nodes, n.Name)) {
-			return j.ID, true
+		if j.State != model.JobRunning || (j.ID != n.JobID && !slices.Contains(j.Nodes, n.Name)) {
+			continue
 		}
+		if sj, found, newer := slurmJobFact(b.view, j, j.ID); newer && (!found || (sj.State != "RUNNING" && sj.State != "COMPLETING")) {
+			continue
+		}
+		return j.ID, true
 	}
 	return "", false
 }
