@@ -274,11 +274,14 @@ func (b *builder) followSuccessor(pool *model.Pool, old model.Node, slurm *model
 	}
 	if slurm != nil {
 		n, ok := slurm.Nodes[old.Name]
-		if !ok || !slices.Contains(n.Flags, "DRAIN") || strings.ToLower(n.State) != "idle" {
+		// DOWN+DRAIN runs no job either (a node drained while its VM was
+		// replaced, then drained again for its end of life, stays DOWN
+		// with the second reason): waiting for IDLE would keep it forever.
+		if st := strings.ToLower(n.State); !ok || !slices.Contains(n.Flags, "DRAIN") || (st != "idle" && st != "down") {
 			return
 		}
 	}
-	b.releaseNode(pool, old, fmt.Sprintf("make-before-break: %s is drained and idle, and %s serves in its place: VM released", old.Name, s.Name))
+	b.releaseNode(pool, old, fmt.Sprintf("make-before-break: %s is drained and runs no job, and %s serves in its place: VM released", old.Name, s.Name))
 }
 
 // handoverEnded closes a make-before-break when the old node's VM is gone:

@@ -258,6 +258,14 @@ func TestHandOver(t *testing.T) {
 			want:  []string{"DeleteVMs:flexvm-a3u-0-g1", "Slurm:power_down:flexvm-a3u-0", "Slurm:reservation_delete:flexvm-a3u-0", "PutNode:flexvm-a3u-0/deleting"},
 		},
 		{
+			name: "handed over, drained and DOWN (drained again after its VM was replaced): released",
+			prepare: func(st *model.State, names map[string]string) {
+				st.Nodes[names["old"]].Kind = model.NodeDynamic
+			},
+			slurm: map[string]string{"old": "down+DRAIN"},
+			want:  []string{"DeleteVMs:flexvm-a3u-0-g1", "Slurm:power_down:flexvm-a3u-0", "Slurm:reservation_delete:flexvm-a3u-0", "PutNode:flexvm-a3u-0/deleting"},
+		},
+		{
 			name: "handed over, drained, its job still running: kept",
 			prepare: func(st *model.State, names map[string]string) {
 				st.Nodes[names["old"]].Kind = model.NodeDynamic
