@@ -15,6 +15,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/computesim"
 	"github.com/flexslurm/flexslurm/shared/emulator"
 	"github.com/flexslurm/flexslurm/shared/local"
+	"github.com/flexslurm/flexslurm/shared/plan"
 )
 
 func cmdLocal(args []string, stdout, stderr io.Writer) int {
@@ -29,7 +30,7 @@ func cmdLocal(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.RunDir, "run-dir", ".run/local", "directory for the logs of the emulators, simulator, functions and Slurm")
 	fs.BoolVar(&o.NoSlurm, "no-slurm", false, "run without Slurm (no slurmctld or slurmd; the demo publishes the hooks' job reports itself)")
 	fs.BoolVar(&o.MakeBeforeBreak, "make-before-break", false, "request static nodes' successors ahead of their end (its lead time is inflated by the scaled clock)")
-	fs.DurationVar(&o.IdleTimeout, "idle-timeout", 0, "simulated time an idle dynamic node is kept before flexslurm releases it (default: 10 min of wall time; 336h with --demo)")
+	fs.DurationVar(&o.IdleTimeout, "idle-timeout", 0, fmt.Sprintf("simulated time an idle dynamic node is kept before flexslurm releases it (default: %s of wall time; 336h with --demo)", plan.DefaultPolicy().IdleTimeout))
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: flexslurm local [--demo] [flags]\n\nRuns the whole system on this machine: the Firestore and Pub/Sub emulators, the\nCompute Engine simulator, the four functions served by functions-framework,\nwired by Pub/Sub push subscriptions, and a real Slurm cluster (munged,\nslurmctld, the hooks and the agent; one slurmd per running VM), installed\nwith apt-get when missing. Ctrl-C stops everything.")
 		fs.PrintDefaults()

@@ -99,7 +99,7 @@ func (h *Handler) cluster(ctx context.Context, msg *event.Message) error {
 		Flow: Flow, EventID: msg.ID,
 		Scope: store.Scope{Cluster: c.ID, AllPools: true},
 		Decide: func(st *model.State, now time.Time) ([]plan.Action, error) {
-			return plan.ClusterApplied(st, c, *ev.Node, effective, now), nil
+			return plan.ClusterApplied(st, c, *ev.Node, effective, now, h.r.Deps().Policy), nil
 		},
 	})
 	return err
@@ -126,7 +126,7 @@ func (h *Handler) job(ctx context.Context, msg *event.Message) error {
 				if err != nil {
 					return nil, err
 				}
-				acts, err := plan.JobNarrow(st, c, ev, now)
+				acts, err := plan.JobNarrow(st, c, ev, now, h.r.Deps().Policy)
 				if errors.Is(err, plan.ErrWiderScope) {
 					wider = err
 				}
@@ -166,7 +166,7 @@ func (h *Handler) job(ctx context.Context, msg *event.Message) error {
 	_, err = h.r.Process(ctx, apply.Input{
 		Flow: Flow, EventID: msg.ID, Scope: scope,
 		Decide: func(st *model.State, now time.Time) ([]plan.Action, error) {
-			return plan.Job(st, c, ev, now)
+			return plan.Job(st, c, ev, now, h.r.Deps().Policy)
 		},
 	})
 	return err
@@ -186,7 +186,7 @@ func (h *Handler) power(ctx context.Context, msg *event.Message) error {
 	_, err = h.r.Process(ctx, apply.Input{
 		Flow: Flow, EventID: msg.ID, Scope: scope,
 		Decide: func(st *model.State, now time.Time) ([]plan.Action, error) {
-			return plan.NodePower(st, ev, now)
+			return plan.NodePower(st, ev, now, h.r.Deps().Policy)
 		},
 	})
 	return err
@@ -204,7 +204,7 @@ func (h *Handler) bootstrap(ctx context.Context, msg *event.Message) error {
 	_, err = h.r.Process(ctx, apply.Input{
 		Flow: Flow, EventID: msg.ID, Scope: scope,
 		Decide: func(st *model.State, now time.Time) ([]plan.Action, error) {
-			return plan.NodeBootstrapFailed(st, ev, now)
+			return plan.NodeBootstrapFailed(st, ev, now, h.r.Deps().Policy)
 		},
 	})
 	return err

@@ -217,14 +217,14 @@ func Generate(seed uint64, o Options) *scenario.File {
 		// it in status.lastAttempt.error (docs/design.md, "Capacity").
 		add(between(time.Hour, o.Horizon-3*time.Hour), scenario.Step{Shortage: &scenario.ShortageStep{Name: "stockout",
 			Code: "ZONE_RESOURCE_POOL_EXHAUSTED", For: dur(between(30*time.Minute, 3*time.Hour).Round(time.Minute))}})
-		afterFault = max(afterFault, time.Hour) // plan.Policy BackoffCap
+		afterFault = max(afterFault, plan.DefaultPolicy().BackoffCap)
 	}
 	if rng.IntN(10) < 2 {
 		// Nor does a quota shortage: the request stays pending until there
 		// is enough quota.
 		add(between(time.Hour, o.Horizon-3*time.Hour), scenario.Step{Shortage: &scenario.ShortageStep{Name: "quota",
 			Code: "QUOTA_EXCEEDED", Limit: 8, For: dur(between(time.Hour, 2*time.Hour).Round(time.Minute))}})
-		afterFault = max(afterFault, 2*time.Hour) // plan.Policy QuotaBackoffCap
+		afterFault = max(afterFault, plan.DefaultPolicy().QuotaBackoffCap)
 	}
 	if rng.IntN(10) < 3 {
 		add(between(time.Hour, o.Horizon), scenario.Step{ComputeError: &scenario.ComputeErrorStep{Name: "backend", Method: "POST",
@@ -314,7 +314,7 @@ func Generate(seed uint64, o Options) *scenario.File {
 		// A repair state waits at most the repair timeout (a host repair
 		// that does not finish is replaced), a pass to notice and the
 		// usual slack.
-		RepairProgress:               &scenario.Within{Within: dur(plan.DefaultRepairTimeout + slack + reconcileEvery), AfterFault: dur(afterFault)},
+		RepairProgress:               &scenario.Within{Within: dur(plan.DefaultPolicy().RepairTimeout + slack + reconcileEvery), AfterFault: dur(afterFault)},
 		ForeignUntouched:             true,
 		ForeignReservationsUntouched: &scenario.Prefix{Prefix: "flexslurm-"},
 		// A VM beyond a shrunk pool's maximum with no job running on it:

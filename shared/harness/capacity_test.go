@@ -192,7 +192,7 @@ func TestMIGDeletedOutOfBand(t *testing.T) {
 	if migs := h.Sim.MIGs(); len(migs) != 0 {
 		t.Fatalf("MIG recreated within the observe grace: %v", migs)
 	}
-	must(t, h.Advance(ctx, plan.DefaultObserveGrace))
+	must(t, h.Advance(ctx, plan.DefaultPolicy().ObserveGrace))
 	must(t, h.Tick(ctx))
 	must(t, h.Tick(ctx))
 	if migs := h.Sim.MIGs(); len(migs) != 1 {

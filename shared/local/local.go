@@ -28,6 +28,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/config"
 	"github.com/flexslurm/flexslurm/shared/emulator"
 	"github.com/flexslurm/flexslurm/shared/logx"
+	"github.com/flexslurm/flexslurm/shared/plan"
 	"github.com/flexslurm/flexslurm/shared/pubsub"
 	"github.com/flexslurm/flexslurm/shared/spec"
 	"github.com/flexslurm/flexslurm/shared/store"
@@ -67,8 +68,8 @@ type Options struct {
 	// then publishes the job reports the Slurm hooks would.
 	NoSlurm bool
 	// IdleTimeout is flexslurm's idle timeout for dynamic nodes, in
-	// simulated time (Slurm runs on the wall clock). Default: 10 min of
-	// wall time; the demo's is 14 days, so that an idle dynamic node lives
+	// simulated time (Slurm runs on the wall clock). Default: flexslurm's
+	// (plan.DefaultPolicy) in wall time; the demo's is 14 days, so that an idle dynamic node lives
 	// to its max run duration.
 	IdleTimeout time.Duration
 	// MakeBeforeBreak keeps make-before-break on for static nodes. It is
@@ -105,7 +106,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.Out = os.Stdout
 	}
 	if o.IdleTimeout <= 0 {
-		o.IdleTimeout = simDuration(10*time.Minute, o.Speedup)
+		o.IdleTimeout = simDuration(plan.DefaultPolicy().IdleTimeout, o.Speedup)
 		if o.Demo {
 			o.IdleTimeout = 14 * 24 * time.Hour
 		}

@@ -5,6 +5,9 @@
 // applies them to the snapshot inside the Firestore transaction (Apply) and
 // runs the external actions (Compute, Slurm) after the commit.
 //
+// Every decision that acts on timing or thresholds takes a Policy; its unset
+// fields take their values from the one table of defaults, DefaultPolicy.
+//
 // The rules (MISSION.md, "Behaviour the seed requires"):
 //   - static nodes up to min_node_count when a cluster is created or resized;
 //   - job pending → a MIG per node pool and one Flex-Start resize request per

@@ -19,7 +19,7 @@ import (
 // A report about a VM that is not the node's current one, a node that has
 // registered or one already being replaced is acknowledged with no action:
 // redelivered and late reports change nothing.
-func NodeBootstrapFailed(st *model.State, ev *event.Bootstrap, now time.Time) ([]Action, error) {
+func NodeBootstrapFailed(st *model.State, ev *event.Bootstrap, now time.Time, pol Policy) ([]Action, error) {
 	if st.Cluster == nil {
 		return nil, rejectf("no cluster record")
 	}
@@ -31,7 +31,7 @@ func NodeBootstrapFailed(st *model.State, ev *event.Bootstrap, now time.Time) ([
 	if !ok {
 		return nil, rejectf("node %s: pool %s is not a flex-start pool of cluster %s", ev.Node, poolID, cl)
 	}
-	b := newBuilder(st, now)
+	b := newBuilder(st, now, pol)
 	n := b.node(pool, idx)
 	if n.VMName != ev.VMName || n.Registered || (n.Phase != model.PhaseRunning && n.Phase != model.PhaseRequested) {
 		return nil, nil

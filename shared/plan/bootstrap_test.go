@@ -62,7 +62,7 @@ func TestNodeBootstrapFailed(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st, _ := applied(t)
 			tc.setup(st)
-			got, err := NodeBootstrapFailed(st, tc.ev, t0.Add(time.Minute))
+			got, err := NodeBootstrapFailed(st, tc.ev, t0.Add(time.Minute), Policy{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -74,7 +74,7 @@ func TestNodeBootstrapFailed(t *testing.T) {
 				t.Errorf("bootstrap failures %d, want %d", n, tc.failures)
 			}
 			// The same report delivered again changes nothing.
-			if again, err := NodeBootstrapFailed(st, tc.ev, t0.Add(2*time.Minute)); err != nil || len(again) != 0 {
+			if again, err := NodeBootstrapFailed(st, tc.ev, t0.Add(2*time.Minute), Policy{}); err != nil || len(again) != 0 {
 				t.Errorf("redelivery: %v, %v; want no action", kinds(again), err)
 			}
 		})
@@ -86,7 +86,7 @@ func TestNodeBootstrapFailuresOpenTheBreaker(t *testing.T) {
 	for gen := 1; gen <= 3; gen++ {
 		n := st.Nodes["flexvm-a3u-0"]
 		n.Phase = model.PhaseRunning
-		acts, err := NodeBootstrapFailed(st, bootstrapEvent(n.Name, n.VMName), t0.Add(time.Duration(gen)*time.Minute))
+		acts, err := NodeBootstrapFailed(st, bootstrapEvent(n.Name, n.VMName), t0.Add(time.Duration(gen)*time.Minute), Policy{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +104,7 @@ func TestNodeBootstrapFailuresOpenTheBreaker(t *testing.T) {
 func TestNodeBootstrapFailedRejectsForeignNodes(t *testing.T) {
 	st, _ := applied(t)
 	for _, ev := range []*event.Bootstrap{bootstrapEvent("other-a3u-0", "other-a3u-0-g1"), bootstrapEvent("flexvm-zzz-0", "flexvm-zzz-0-g1")} {
-		if _, err := NodeBootstrapFailed(st, ev, t0); !errors.Is(err, ErrRejected) {
+		if _, err := NodeBootstrapFailed(st, ev, t0, Policy{}); !errors.Is(err, ErrRejected) {
 			t.Errorf("%s: %v, want ErrRejected", ev.Node, err)
 		}
 	}

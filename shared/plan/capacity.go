@@ -217,8 +217,7 @@ func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }
 // without any deletion (no VM was created), and their job stays pending, to
 // be served by the reconciler once the backoff ends.
 func ProvisioningFailed(st *model.State, poolID, rr, class, code string, now time.Time, pol Policy) ([]Action, error) {
-	b := newBuilder(st, now)
-	b.pol = pol.withDefaults()
+	b := newBuilder(st, now, pol)
 	pool, ok := b.st.Pools[poolID]
 	if !ok {
 		return nil, rejectf("pool %s has no record", poolID)

@@ -179,7 +179,7 @@ func TestQueuedShortageHoldsNewRequests(t *testing.T) {
 	short := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true,
 		ResizeRequests: []ObservedResizeRequest{queued("rr-flexvm-a3u-0-g1", stockout)}}}}
 	Apply(st, Reconcile(st, short, now, Policy{}))
-	acts, err := Job(st, c, jobEv(event.TypeJobPending, "7", 1), now.Add(time.Minute))
+	acts, err := Job(st, c, jobEv(event.TypeJobPending, "7", 1), now.Add(time.Minute), Policy{})
 	if err != nil {
 		t.Fatal(err)
 	}

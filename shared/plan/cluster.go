@@ -33,8 +33,8 @@ func SpecSHA256(effective []byte) string {
 // node are the deployment's node settings, images resolved: with the spec
 // they build every pool's instance template, whose name is a hash of its
 // body (shared/instancetemplate), so a change to either is a new template.
-func ClusterApplied(st *model.State, c *spec.Cluster, node nodeconfig.Settings, effective []byte, now time.Time) []Action {
-	b := newBuilder(st, now)
+func ClusterApplied(st *model.State, c *spec.Cluster, node nodeconfig.Settings, effective []byte, now time.Time, pol Policy) []Action {
+	b := newBuilder(st, now, pol)
 	b.cluster = c.ID
 	sha := SpecSHA256(effective)
 	rec := model.Cluster{ID: c.ID, Spec: effective, SpecSHA256: sha, Project: c.Project, Node: node, SpecVersion: 1, UpdatedAt: now}

@@ -54,8 +54,7 @@ func Expiry(st *model.State, a *event.Audit, now time.Time, pol Policy) ([]Actio
 	case a.Kind == event.AuditDelete && !a.Last && n.Phase == model.PhaseDeleting:
 		return nil, rejectf("first entry of the deletion flexslurm asked for on %s: acting on the last", a.Instance)
 	}
-	b := newBuilder(st, now)
-	b.pol = pol
+	b := newBuilder(st, now, pol)
 	node := *n
 	switch node.Phase {
 	case model.PhaseReleased:

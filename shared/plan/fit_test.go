@@ -79,7 +79,7 @@ func TestJobLongerThanThePoolIsNeverProvisioned(t *testing.T) {
 	ev := jobEv(event.TypeJobPending, "7", 1, "flexvm-a3u-1")
 	ev.TimeLimitSeconds = 48 * 3600
 	ev.ReportedAt = t0
-	got, err := Job(st, c, ev, t0)
+	got, err := Job(st, c, ev, t0, Policy{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestJobLongerThanThePoolIsNeverProvisioned(t *testing.T) {
 	}
 	// The same report again (a redelivery or Slurm's next resume) repeats
 	// only the power-down; a new report time makes it a new command.
-	again, _ := Job(st, c, ev, t0.Add(time.Minute))
+	again, _ := Job(st, c, ev, t0.Add(time.Minute), Policy{})
 	if d := cmp.Diff([]string{"Slurm:power_down_force:flexvm-a3u-1"}, kinds(again)); d != "" {
 		t.Errorf("second report (-want +got):\n%s", d)
 	}
@@ -204,7 +204,7 @@ func TestPoolShrunkWhileNodesPowerUp(t *testing.T) {
 			running(st, "flexvm-a3u-0", t0.Add(week))
 			Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 2, "flexvm-a3u-1", "flexvm-a3u-2")))
 			c2, eff := withMax(t, c, tc.min, tc.max)
-			got := ClusterApplied(st, c2, testNode, eff, t0.Add(time.Minute))
+			got := ClusterApplied(st, c2, testNode, eff, t0.Add(time.Minute), Policy{})
 			if d := cmp.Diff(tc.want, kinds(got)); d != "" {
 				t.Fatalf("apply (-want +got):\n%s", d)
 			}
@@ -241,7 +241,7 @@ func TestNodeBeyondMaxKeptWhileItsJobRuns(t *testing.T) {
 	running(st, "flexvm-a3u-2", t0.Add(week))
 	Apply(st, mustJob(t, st, jobEv(event.TypeJobStarted, "7", 1, "flexvm-a3u-2")))
 	c2, eff := withMax(t, c, 1, 2)
-	got := ClusterApplied(st, c2, testNode, eff, t0.Add(time.Minute))
+	got := ClusterApplied(st, c2, testNode, eff, t0.Add(time.Minute), Policy{})
 	if slices.ContainsFunc(got, func(a Action) bool { _, ok := a.(DeleteVMs); return ok }) {
 		t.Fatalf("a node under a running job was released: %v", kinds(got))
 	}
@@ -272,7 +272,7 @@ func TestNodeBeyondMaxReleasedWhenANewerSnapshotShowsItsJobPending(t *testing.T)
 			running(st, "flexvm-a3u-2", t0.Add(week))
 			Apply(st, mustJob(t, st, jobEv(event.TypeJobStarted, "7", 1, "flexvm-a3u-2")))
 			c2, eff := withMax(t, c, 1, 2)
-			Apply(st, ClusterApplied(st, c2, testNode, eff, t0.Add(time.Minute)))
+			Apply(st, ClusterApplied(st, c2, testNode, eff, t0.Add(time.Minute), Policy{}))
 			now := t0.Add(5 * time.Minute)
 			st.Slurm = &model.SlurmView{TakenAt: now, Nodes: map[string]model.SlurmNode{},
 				Jobs: []model.SlurmJob{{ID: "7", State: tc.state, Partition: "a3u", Nodes: []string{"flexvm-a3u-2"}, NodeCount: 1}}}

@@ -22,7 +22,7 @@ func TestPoolNodesIndex(t *testing.T) {
 			st.Nodes[name] = &model.Node{Name: name, Pool: p, Index: i, Phase: model.PhaseRunning}
 		}
 	}
-	b := newBuilder(st, t0)
+	b := newBuilder(st, t0, Policy{})
 	b.cluster = "flexvm"
 	check := func(when string) {
 		t.Helper()

@@ -15,8 +15,8 @@ import (
 // a report older than the job's last change is ignored, a pending job with
 // capacity in flight gets nothing new, and every resize request is named
 // from (cluster, pool, job, generation).
-func Job(st *model.State, c *spec.Cluster, ev *event.Job, now time.Time) ([]Action, error) {
-	b := newBuilder(st, now)
+func Job(st *model.State, c *spec.Cluster, ev *event.Job, now time.Time, pol Policy) ([]Action, error) {
+	b := newBuilder(st, now, pol)
 	b.cluster = c.ID
 	old, known := b.st.Jobs[ev.JobID]
 	if known && !ev.ReportedAt.IsZero() && ev.ReportedAt.Before(old.UpdatedAt) && old.State != model.JobPending {

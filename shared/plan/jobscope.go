@@ -64,11 +64,11 @@ func JobScope(ev *event.Job) (NarrowJob, bool) {
 // Job does for a pending job with nodes reads beyond its nodes, its record
 // and the pool record. An event JobNarrow refuses is decided (or rejected)
 // by Job from the whole pool.
-func JobNarrow(st *model.State, c *spec.Cluster, ev *event.Job, now time.Time) ([]Action, error) {
+func JobNarrow(st *model.State, c *spec.Cluster, ev *event.Job, now time.Time, pol Policy) ([]Action, error) {
 	if why := narrowRefusal(st, c, ev); why != "" {
 		return nil, fmt.Errorf("%w: %s", ErrWiderScope, why)
 	}
-	return Job(st, c, ev, now)
+	return Job(st, c, ev, now, pol)
 }
 
 // narrowRefusal says why a job event cannot be decided narrowly ("" when it

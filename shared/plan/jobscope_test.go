@@ -187,7 +187,7 @@ func TestJobNarrowDecidesAsTheWholePool(t *testing.T) {
 				Apply(st, mustJob(t, st, jobEv(event.TypeJobStarted, "7", 1, "flexvm-a3u-2")))
 				running(st, "flexvm-a3u-0", t0.Add(time.Hour))
 				c2, eff := shrunk(t, c, 2)
-				Apply(st, ClusterApplied(st, c2, testNode, eff, t0))
+				Apply(st, ClusterApplied(st, c2, testNode, eff, t0, Policy{}))
 				if !st.Pools["a3u"].NodesBeyondMax {
 					t.Fatal("pool a3u not marked with nodes beyond max_node_count after the shrink")
 				}
@@ -216,11 +216,11 @@ func TestJobNarrowDecidesAsTheWholePool(t *testing.T) {
 			}
 			narrow := narrowOf(full, tc.ev)
 			before := narrow.Clone()
-			got, err := JobNarrow(narrow, c, tc.ev, t0.Add(time.Minute))
+			got, err := JobNarrow(narrow, c, tc.ev, t0.Add(time.Minute), Policy{})
 			if d := cmp.Diff(before, narrow); d != "" {
 				t.Errorf("JobNarrow changed its input (-before +after):\n%s", d)
 			}
-			whole, wholeErr := Job(full, c, tc.ev, t0.Add(time.Minute))
+			whole, wholeErr := Job(full, c, tc.ev, t0.Add(time.Minute), Policy{})
 			if tc.refused {
 				if !errors.Is(err, ErrWiderScope) || got != nil {
 					t.Fatalf("JobNarrow = %v, %v; want ErrWiderScope and no action", kinds(got), err)
@@ -262,7 +262,7 @@ func TestNodesBeyondMax(t *testing.T) {
 	running(st, "flexvm-a3u-2", t0.Add(time.Hour))
 	Apply(st, mustJob(t, st, jobEv(event.TypeJobStarted, "7", 1, "flexvm-a3u-2")))
 	c2, eff2 := shrunk(t, c, 2)
-	got := ClusterApplied(st, c2, testNode, eff2, t0)
+	got := ClusterApplied(st, c2, testNode, eff2, t0, Policy{})
 	want := []string{"PutCluster", "PutPool:a3u", "PutNode:flexvm-a3u-2/running", "PutPool:a3u"}
 	if d := cmp.Diff(want, kinds(got)); d != "" {
 		t.Fatalf("max lowered under a busy node (-want +got):\n%s", d)
@@ -288,7 +288,7 @@ func TestNodesBeyondMax(t *testing.T) {
 		t.Fatal("NodesBeyondMax not cleared")
 	}
 	// Any decision that makes such a node serve again marks the pool.
-	b := newBuilder(st, t0)
+	b := newBuilder(st, t0, Policy{})
 	node := *st.Nodes["flexvm-a3u-2"]
 	b.nextGeneration(&node, "rr", "")
 	b.putNode(node, "test")

@@ -165,11 +165,11 @@ func TestLeadTimePolicy(t *testing.T) {
 		{"a fixed lead, at most half the run", Policy{LeadTime: 2 * time.Hour}, 3 * time.Hour, 90 * time.Minute},
 		{"learnt, at most LeadMaxShare of the run", Policy{LeadMaxShare: 0.01}, 7 * 24 * time.Hour, 100*time.Minute + 48*time.Second},
 		{"learnt, never more than half a short run", Policy{}, 40 * time.Minute, 20 * time.Minute},
-		{"learnt", Policy{}, 7 * 24 * time.Hour, learnLead(pool.CapacityWaits, 7*24*time.Hour, pool.MinNodes, DefaultTargetAvailability, 30*time.Minute, 21*time.Hour)},
+		{"learnt", Policy{}, 7 * 24 * time.Hour, learnLead(pool.CapacityWaits, 7*24*time.Hour, pool.MinNodes, DefaultPolicy().TargetAvailability, 30*time.Minute, 21*time.Hour)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := newBuilder(st, t0)
+			b := newBuilder(st, t0, Policy{})
 			b.pol = tt.pol.withDefaults()
 			p := pool
 			p.MaxRunDuration = tt.run
@@ -190,7 +190,7 @@ func TestHandOver(t *testing.T) {
 		st, _ := applied(t)
 		p := st.Pools["a3u"]
 		p.MinNodes, p.MaxNodes = 3, 6
-		b := newBuilder(st, t0)
+		b := newBuilder(st, t0, Policy{})
 		names := map[string]string{}
 		for i, role := range []string{"old", "succ", "b", "c"} {
 			n := b.node(p, i)
@@ -283,7 +283,7 @@ func TestHandOver(t *testing.T) {
 			if !tt.noSlurm {
 				view = idle(names, tt.slurm)
 			}
-			b := newBuilder(st, t0)
+			b := newBuilder(st, t0, Policy{})
 			b.followSuccessor(p, *b.st.Nodes[names["old"]], view)
 			if diff := cmp.Diff(tt.want, kinds(b.out)); diff != "" {
 				t.Errorf("actions (-want +got):\n%s", diff)

@@ -139,91 +139,92 @@ type Policy struct {
 	RepairMinBudget int
 }
 
-// Defaults for Policy.
-const (
-	DefaultRequestGrace = 2 * time.Minute
-	DefaultOrphanGrace  = 5 * time.Minute
-	DefaultExpirySlack  = 2 * time.Minute
-	// DefaultMissThreshold is Policy.MissThreshold's default.
-	DefaultMissThreshold = 2
-	// DefaultObserveGrace is Policy.ObserveGrace's default.
-	DefaultObserveGrace = 10 * time.Minute
-	// DefaultSnapshotMaxAge is Policy.SnapshotMaxAge's default.
-	DefaultSnapshotMaxAge = 10 * time.Minute
-	// DefaultRepairTimeout is Policy.RepairTimeout's default.
-	DefaultRepairTimeout = 20 * time.Minute
-	// DefaultInconclusiveLimit and DefaultInconclusiveWindow are
-	// Policy.InconclusiveLimit's and Policy.InconclusiveWindow's defaults.
-	DefaultInconclusiveLimit  = 2
-	DefaultInconclusiveWindow = 24 * time.Hour
-	// DefaultRepairMaxUnhealthy and DefaultRepairMinBudget are the repair
-	// budget's defaults (Policy.RepairMaxUnhealthy, Policy.RepairMinBudget).
-	DefaultRepairMaxUnhealthy = 0.2
-	DefaultRepairMinBudget    = 1
-	// DefaultTargetAvailability and DefaultLeadMaxShare are
-	// Policy.TargetAvailability's and Policy.LeadMaxShare's defaults.
-	DefaultTargetAvailability = 0.999
-	DefaultLeadMaxShare       = 1.0 / 8
-)
+// DefaultPolicy returns the defaults of every Policy field: the one table
+// of them. A zero field of the Policy handed to a decision takes its value
+// from here (withDefaults); fields whose zero value is meaningful
+// (RecreateAfterTermination, DisableHostRepair, LeadTime: learnt) are zero
+// here too. Every other package that needs a default reads it from here.
+func DefaultPolicy() Policy {
+	return Policy{
+		RequestGrace:       2 * time.Minute,
+		OrphanGrace:        5 * time.Minute,
+		ExpirySlack:        2 * time.Minute,
+		MissThreshold:      2,
+		ObserveGrace:       10 * time.Minute,
+		SnapshotMaxAge:     10 * time.Minute,
+		BackoffBase:        2 * time.Minute,
+		BackoffCap:         time.Hour,
+		QuotaBackoffBase:   10 * time.Minute,
+		QuotaBackoffCap:    2 * time.Hour,
+		QueueTimeout:       6 * time.Hour,
+		MaxResubmits:       3,
+		BreakerThreshold:   3,
+		BreakerCooldown:    30 * time.Minute,
+		LeadFloor:          30 * time.Minute,
+		TargetAvailability: 0.999,
+		LeadMaxShare:       1.0 / 8,
+		IdleTimeout:        10 * time.Minute,
+		EOLReservation:     time.Hour,
+		RepairTimeout:      20 * time.Minute,
+		InconclusiveLimit:  2,
+		InconclusiveWindow: 24 * time.Hour,
+		RepairMaxUnhealthy: 0.2,
+		RepairMinBudget:    1,
+	}
+}
 
+// withDefaults returns p with every unset field taken from DefaultPolicy:
+// a duration, count or share not above zero is unset, except
+// InconclusiveLimit, for which a negative value means "never escalate".
+// TargetAvailability is capped at 1 and LeadMaxShare at 1/2.
 func (p Policy) withDefaults() Policy {
-	if p.RequestGrace <= 0 {
-		p.RequestGrace = DefaultRequestGrace
-	}
-	if p.OrphanGrace <= 0 {
-		p.OrphanGrace = DefaultOrphanGrace
-	}
-	if p.ExpirySlack <= 0 {
-		p.ExpirySlack = DefaultExpirySlack
-	}
-	if p.MissThreshold <= 0 {
-		p.MissThreshold = DefaultMissThreshold
-	}
-	if p.ObserveGrace <= 0 {
-		p.ObserveGrace = DefaultObserveGrace
-	}
-	if p.SnapshotMaxAge <= 0 {
-		p.SnapshotMaxAge = DefaultSnapshotMaxAge
-	}
-	def := func(v *time.Duration, d time.Duration) {
+	d := DefaultPolicy()
+	dur := func(v *time.Duration, def time.Duration) {
 		if *v <= 0 {
-			*v = d
+			*v = def
 		}
 	}
-	def(&p.BackoffBase, 2*time.Minute)
-	def(&p.BackoffCap, time.Hour)
-	def(&p.QuotaBackoffBase, 10*time.Minute)
-	def(&p.QuotaBackoffCap, 2*time.Hour)
-	def(&p.QueueTimeout, 6*time.Hour)
-	def(&p.BreakerCooldown, 30*time.Minute)
-	def(&p.LeadFloor, 30*time.Minute)
-	if p.TargetAvailability <= 0 {
-		p.TargetAvailability = DefaultTargetAvailability
+	count := func(v *int, def int) {
+		if *v <= 0 {
+			*v = def
+		}
 	}
+	share := func(v *float64, def float64) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	dur(&p.RequestGrace, d.RequestGrace)
+	dur(&p.OrphanGrace, d.OrphanGrace)
+	dur(&p.ExpirySlack, d.ExpirySlack)
+	count(&p.MissThreshold, d.MissThreshold)
+	dur(&p.ObserveGrace, d.ObserveGrace)
+	dur(&p.SnapshotMaxAge, d.SnapshotMaxAge)
+	dur(&p.BackoffBase, d.BackoffBase)
+	dur(&p.BackoffCap, d.BackoffCap)
+	dur(&p.QuotaBackoffBase, d.QuotaBackoffBase)
+	dur(&p.QuotaBackoffCap, d.QuotaBackoffCap)
+	dur(&p.QueueTimeout, d.QueueTimeout)
+	count(&p.MaxResubmits, d.MaxResubmits)
+	count(&p.BreakerThreshold, d.BreakerThreshold)
+	dur(&p.BreakerCooldown, d.BreakerCooldown)
+	if p.LeadTime < 0 {
+		p.LeadTime = d.LeadTime
+	}
+	dur(&p.LeadFloor, d.LeadFloor)
+	share(&p.TargetAvailability, d.TargetAvailability)
 	p.TargetAvailability = min(p.TargetAvailability, 1) // 1: always the most lead
-	if p.LeadMaxShare <= 0 {
-		p.LeadMaxShare = DefaultLeadMaxShare
-	}
+	share(&p.LeadMaxShare, d.LeadMaxShare)
 	p.LeadMaxShare = min(p.LeadMaxShare, 0.5)
-	def(&p.EOLReservation, time.Hour)
-	def(&p.IdleTimeout, 10*time.Minute)
-	def(&p.RepairTimeout, DefaultRepairTimeout)
-	def(&p.InconclusiveWindow, DefaultInconclusiveWindow)
+	dur(&p.IdleTimeout, d.IdleTimeout)
+	dur(&p.EOLReservation, d.EOLReservation)
+	dur(&p.RepairTimeout, d.RepairTimeout)
 	if p.InconclusiveLimit == 0 {
-		p.InconclusiveLimit = DefaultInconclusiveLimit
+		p.InconclusiveLimit = d.InconclusiveLimit
 	}
-	if p.RepairMaxUnhealthy <= 0 {
-		p.RepairMaxUnhealthy = DefaultRepairMaxUnhealthy
-	}
-	if p.RepairMinBudget <= 0 {
-		p.RepairMinBudget = DefaultRepairMinBudget
-	}
-	if p.MaxResubmits <= 0 {
-		p.MaxResubmits = 3
-	}
-	if p.BreakerThreshold <= 0 {
-		p.BreakerThreshold = 3
-	}
+	dur(&p.InconclusiveWindow, d.InconclusiveWindow)
+	share(&p.RepairMaxUnhealthy, d.RepairMaxUnhealthy)
+	count(&p.RepairMinBudget, d.RepairMinBudget)
 	return p
 }
 
@@ -302,8 +303,10 @@ func (b *builder) nodeIndex(name string) int {
 	return idx
 }
 
-func newBuilder(st *model.State, now time.Time) *builder {
-	b := &builder{st: st.Clone(), now: now, pol: Policy{}.withDefaults()}
+// newBuilder starts a decision over a copy of st, with pol's unset fields
+// taken from DefaultPolicy.
+func newBuilder(st *model.State, now time.Time, pol Policy) *builder {
+	b := &builder{st: st.Clone(), now: now, pol: pol.withDefaults()}
 	if st.Cluster != nil {
 		b.cluster = st.Cluster.ID
 	}

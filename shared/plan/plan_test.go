@@ -52,7 +52,7 @@ func applied(t *testing.T) (*model.State, *spec.Cluster) {
 	t.Helper()
 	c, eff := example(t)
 	st := model.NewState()
-	Apply(st, ClusterApplied(st, c, testNode, eff, t0))
+	Apply(st, ClusterApplied(st, c, testNode, eff, t0, Policy{}))
 	st.Pools["a3u"].Ready = true
 	return st, c
 }
@@ -99,7 +99,7 @@ func kinds(actions []Action) []string {
 func TestClusterAppliedCreatesStaticNodes(t *testing.T) {
 	c, eff := example(t)
 	st := model.NewState()
-	got := ClusterApplied(st, c, testNode, eff, t0)
+	got := ClusterApplied(st, c, testNode, eff, t0, Policy{})
 	want := []string{
 		"PutCluster",
 		"PutPool:a3u",
@@ -123,12 +123,12 @@ func TestClusterAppliedCreatesStaticNodes(t *testing.T) {
 	if !st.Pools["a3u"].Ready {
 		t.Fatal("the pool is not recorded ready with the request for its template and MIG")
 	}
-	if again := ClusterApplied(st, c, testNode, eff, t0.Add(time.Minute)); len(again) != 0 {
+	if again := ClusterApplied(st, c, testNode, eff, t0.Add(time.Minute), Policy{}); len(again) != 0 {
 		t.Errorf("re-apply: %v", kinds(again))
 	}
 	// A pool not ready (its MIG found missing) is asked for again.
 	st.Pools["a3u"].Ready = false
-	if d := cmp.Diff([]string{"PutPool:a3u", "EnsurePool:a3u"}, kinds(ClusterApplied(st, c, testNode, eff, t0.Add(time.Minute)))); d != "" {
+	if d := cmp.Diff([]string{"PutPool:a3u", "EnsurePool:a3u"}, kinds(ClusterApplied(st, c, testNode, eff, t0.Add(time.Minute), Policy{}))); d != "" {
 		t.Errorf("re-apply with a pool not ready (-want +got):\n%s", d)
 	}
 }
@@ -141,7 +141,7 @@ func TestClusterAppliedNodeSettingsChangeTemplate(t *testing.T) {
 	old := st.Pools["a3u"].Template
 	node := testNode
 	node.Image = "projects/schedmd-slurm-public/global/images/slurm-gcp-6-10-ubuntu-2204-lts-nvidia-570-v20260101"
-	got := ClusterApplied(st, c, node, eff, t0.Add(time.Minute))
+	got := ClusterApplied(st, c, node, eff, t0.Add(time.Minute), Policy{})
 	if d := cmp.Diff([]string{"PutCluster", "PutPool:a3u", "PutPool:a3u", "EnsurePool:a3u"}, kinds(got)); d != "" {
 		t.Fatalf("new image (-want +got):\n%s", d)
 	}
@@ -168,7 +168,7 @@ func TestClusterResize(t *testing.T) {
 		}
 	}
 	eff2, _ := c2.EffectiveJSON()
-	got := ClusterApplied(st, &c2, testNode, eff2, t0)
+	got := ClusterApplied(st, &c2, testNode, eff2, t0, Policy{})
 	want := []string{"PutCluster", "PutPool:a3u", "PutNode:flexvm-a3u-1/requested", "CreateResizeRequest:rr-flexvm-a3u-1-g1=flexvm-a3u-1-g1"}
 	if d := cmp.Diff(want, kinds(got)); d != "" {
 		t.Fatalf("raise min (-want +got):\n%s", d)
@@ -177,7 +177,7 @@ func TestClusterResize(t *testing.T) {
 	st.Nodes["flexvm-a3u-1"].Phase = model.PhaseRunning
 	// Lower min back to 1: the surplus static node is released.
 	eff1, _ := c.EffectiveJSON()
-	got = ClusterApplied(st, c, testNode, eff1, t0)
+	got = ClusterApplied(st, c, testNode, eff1, t0, Policy{})
 	want = []string{"PutCluster", "PutPool:a3u", "DeleteVMs:flexvm-a3u-1-g1", "Slurm:power_down:flexvm-a3u-1", "PutNode:flexvm-a3u-1/deleting"}
 	if d := cmp.Diff(want, kinds(got)); d != "" {
 		t.Fatalf("lower min (-want +got):\n%s", d)
@@ -253,7 +253,7 @@ func TestJobPending(t *testing.T) {
 			if tc.prepare != nil {
 				tc.prepare(st)
 			}
-			got, err := Job(st, c, tc.ev, t0)
+			got, err := Job(st, c, tc.ev, t0, Policy{})
 			if tc.wantErr {
 				if !errors.Is(err, ErrRejected) {
 					t.Fatalf("err = %v, want ErrRejected", err)
@@ -273,7 +273,7 @@ func TestJobPending(t *testing.T) {
 func mustJob(t *testing.T, st *model.State, ev *event.Job) []Action {
 	t.Helper()
 	c, _ := example(t)
-	a, err := Job(st, c, ev, t0)
+	a, err := Job(st, c, ev, t0, Policy{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +284,7 @@ func TestJobCancelledCancelsOnlyItsRequest(t *testing.T) {
 	st, c := applied(t)
 	Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 1)))
 	Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "8", 1)))
-	got, err := Job(st, c, jobEv(event.TypeJobCancelled, "7", 0), t0)
+	got, err := Job(st, c, jobEv(event.TypeJobCancelled, "7", 0), t0, Policy{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +294,7 @@ func TestJobCancelledCancelsOnlyItsRequest(t *testing.T) {
 	}
 	// A late pending report for the cancelled job changes nothing.
 	Apply(st, got)
-	if late, _ := Job(st, c, jobEv(event.TypeJobPending, "7", 1), t0.Add(time.Second)); len(late) != 0 {
+	if late, _ := Job(st, c, jobEv(event.TypeJobPending, "7", 1), t0.Add(time.Second), Policy{}); len(late) != 0 {
 		t.Errorf("late pending report: %v", kinds(late))
 	}
 }
@@ -586,7 +586,7 @@ func TestDecisionsDoNotMutateTheirInput(t *testing.T) {
 	Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 1)))
 	running(st, "flexvm-a3u-1", t0)
 	before := st.Clone()
-	if _, err := Job(st, c, jobEv(event.TypeJobPending, "8", 1), t0); err != nil {
+	if _, err := Job(st, c, jobEv(event.TypeJobPending, "8", 1), t0, Policy{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Expiry(st, audit(event.AuditDeferredDelete, "flexvm-a3u-1-g1"), t0, Policy{}); err != nil {
@@ -603,7 +603,7 @@ func TestDecisionsDoNotMutateTheirInput(t *testing.T) {
 
 func TestEncodeExternalRoundTrip(t *testing.T) {
 	st, c := applied(t)
-	acts, err := Job(st, c, jobEv(event.TypeJobPending, "7", 2), t0)
+	acts, err := Job(st, c, jobEv(event.TypeJobPending, "7", 2), t0, Policy{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -691,7 +691,7 @@ func TestNodePower(t *testing.T) {
 			if tc.prepare != nil {
 				tc.prepare(st)
 			}
-			got, err := NodePower(st, tc.ev, t0)
+			got, err := NodePower(st, tc.ev, t0, Policy{})
 			if tc.wantErr {
 				if !errors.Is(err, ErrRejected) {
 					t.Fatalf("err = %v, want ErrRejected", err)

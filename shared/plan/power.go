@@ -24,7 +24,7 @@ import (
 //     (resumetimeout.go).
 //
 // Nodes of other clusters or of unknown pools are rejected as a whole.
-func NodePower(st *model.State, ev *event.Node, now time.Time) ([]Action, error) {
+func NodePower(st *model.State, ev *event.Node, now time.Time, pol Policy) ([]Action, error) {
 	if st.Cluster == nil {
 		return nil, rejectf("no cluster record")
 	}
@@ -37,7 +37,7 @@ func NodePower(st *model.State, ev *event.Node, now time.Time) ([]Action, error)
 			return nil, rejectf("node %s: pool %s is not a flex-start pool of cluster %s", name, pool, cl)
 		}
 	}
-	b := newBuilder(st, now)
+	b := newBuilder(st, now, pol)
 	for _, name := range ev.Nodes {
 		_, poolID, idx, _ := naming.ParseNodeName(name)
 		pool := b.st.Pools[poolID]

@@ -92,8 +92,7 @@ type Observed struct {
 // blocked repairs start, oldest first, as the pool's repair budget frees.
 func Reconcile(st *model.State, obs Observed, now time.Time, pol Policy) []Action {
 	pol = pol.withDefaults()
-	b := newBuilder(st, now)
-	b.pol = pol
+	b := newBuilder(st, now, pol)
 	slurm := freshSlurm(st, now, pol)
 	b.view = slurm
 	b.lostJobReports(slurm, obs)

@@ -100,8 +100,7 @@ func Repair(st *model.State, h *event.Health, now time.Time, pol Policy) ([]Acti
 	if !n.Phase.Serving() {
 		return nil, rejectf("node %s generation %d is %s: no VM to repair", h.Node, gen, n.Phase)
 	}
-	b := newBuilder(st, now)
-	b.pol = pol
+	b := newBuilder(st, now, pol)
 	b.view = freshSlurm(st, now, pol)
 	node := *n
 	if h.Verdict == event.VerdictInconclusive {
@@ -172,8 +171,7 @@ func Repair(st *model.State, h *event.Health, now time.Time, pol Policy) ([]Acti
 // decision is rejected when the node has left that host repair (another
 // generation, or the repair already ended).
 func HostRepairFailed(st *model.State, nodeName string, generation int64, code string, now time.Time, pol Policy) ([]Action, error) {
-	b := newBuilder(st, now)
-	b.pol = pol.withDefaults()
+	b := newBuilder(st, now, pol)
 	b.view = freshSlurm(st, now, b.pol)
 	n, ok := b.st.Nodes[nodeName]
 	if !ok {

@@ -29,7 +29,7 @@ func TestResumeFailureJobWaitsForSlurmsNextAllocation(t *testing.T) {
 		Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 1, "flexvm-a3u-1")))
 		ev := nodeEv(event.TypeResumeFailed, "flexvm-a3u-1")
 		ev.ReportedAt = t0.Add(time.Hour)
-		acts, err := NodePower(st, ev, t0.Add(time.Hour))
+		acts, err := NodePower(st, ev, t0.Add(time.Hour), Policy{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,7 +90,7 @@ func TestResumeFailureJobWaitsForSlurmsNextAllocation(t *testing.T) {
 			var got []Action
 			if tc.ev != nil {
 				var err error
-				if got, err = Job(st, c, tc.ev, now); err != nil {
+				if got, err = Job(st, c, tc.ev, now, Policy{}); err != nil {
 					t.Fatal(err)
 				}
 			} else {

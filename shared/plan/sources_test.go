@@ -108,7 +108,7 @@ func TestKeptForOnlyWhileTheJobCanUseTheNode(t *testing.T) {
 		{"a snapshot older than the record says nothing", &model.Job{ID: "101", State: model.JobPending, Nodes: []string{"flexvm-a3u-3"}, UpdatedAt: t0},
 			snap(model.SlurmJob{ID: "101", State: "RUNNING", Nodes: []string{"flexvm-a3u-0"}}), true},
 	} {
-		b := newBuilder(model.NewState(), t0)
+		b := newBuilder(model.NewState(), t0, Policy{})
 		b.pol = Policy{}.withDefaults()
 		b.view = tc.view
 		if got, why := b.keptFor(tc.job, node); got != tc.want {
@@ -163,7 +163,7 @@ func TestReconcileIgnoresFactsOlderThanTheRecords(t *testing.T) {
 	n.Phase, n.VMID, n.Registered, n.TerminationTime = model.PhaseRunning, "42", true, t0.Add(week)
 	Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "8", 1, "flexvm-a3u-2")))
 	c, _ := example(t)
-	acts, err := Job(st, c, jobEv(event.TypeJobCancelled, "8", 1), t0.Add(3*time.Minute))
+	acts, err := Job(st, c, jobEv(event.TypeJobCancelled, "8", 1), t0.Add(3*time.Minute), Policy{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 func TestNextGenerationSupersedesAReleaseNotYetCarriedOut(t *testing.T) {
 	st, _ := applied(t)
 	Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "8", 1, "flexvm-a3u-2")))
-	failed, err := NodePower(st, nodeEv(event.TypeResumeFailed, "flexvm-a3u-2"), t0.Add(time.Minute))
+	failed, err := NodePower(st, nodeEv(event.TypeResumeFailed, "flexvm-a3u-2"), t0.Add(time.Minute), Policy{})
 	if err != nil {
 		t.Fatal(err)
 	}
