@@ -1,17 +1,27 @@
-// Package apply runs flexslurm's decisions: for one event it opens the
-// Firestore transaction (store.Update) in which the pure decision (shared/plan)
-// reads the snapshot and its record changes are written together with the
-// processed-event marker, and after the commit it carries out the external
-// actions — Compute Engine calls with deterministic names and request ids,
-// and Slurm commands published for the agent.
+// Package apply executes flexslurm's decisions and decides nothing itself:
+// for one event it opens the Firestore transaction (store.Update) in which
+// the pure decision (shared/plan) reads the snapshot and its record changes
+// are written together with the processed-event marker, and after the
+// commit it carries out the external actions — Compute Engine calls with
+// deterministic names and request ids, and Slurm commands published for
+// the agent.
 //
 // Ordering is what makes a crash safe: intents are committed first, then
 // acted on. A crash after the commit leaves a node Requested (or Deleting)
 // whose action may not have happened; the redelivered event finds its marker
-// and re-drives exactly those in-flight intents, and the reconciler does the
-// same after a grace period. Since every name and request id derives from
-// (cluster, pool, node or job, generation), repeating an action repeats
-// nothing.
+// and re-drives what plan.Replay returns (from the actions plan.ReplayNote
+// stored with the marker), and the reconciler does the same after a grace
+// period. Since every name and request id derives from (cluster, pool, node
+// or job, generation), repeating an action repeats nothing.
+//
+// What this package does on its own is the executor's part only: it
+// classifies a failed action at the adapter edge (Compute error codes
+// through shared/gce's table, into a plan.FailureClass) and carries out
+// what plan.Respond decides about it; it refuses to act on a VM or MIG not
+// named and labelled as the cluster's and pool's (a guard against a
+// decision built from bad input, never a choice between outcomes); it
+// treats what Compute no longer has as done (idempotence); and it drops
+// events older than Deps.MaxEventAge (delivery, not domain state).
 //
 // The package declares the ports it consumes (Compute, Publisher) and uses
 // shared/store, shared/plan, shared/spec, shared/gce value types, shared/event.
@@ -141,8 +151,14 @@ type Result struct {
 // ActionError is an external action that failed.
 type ActionError struct {
 	Action plan.Action
-	Class  gce.Class
+	Class  plan.FailureClass // classify's
+	Code   string            // the Compute error code (errorCode)
 	Err    error
+}
+
+// Failure is the failure as the decisions see it (plan.Respond).
+func (e ActionError) Failure() plan.Failure {
+	return plan.Failure{Action: e.Action, Class: e.Class, Code: e.Code}
 }
 
 // DefaultMaxEventAge is Deps.MaxEventAge's default.
@@ -172,7 +188,7 @@ func (r *Runner) Process(ctx context.Context, in Input) (Result, error) {
 			return err
 		}
 		plan.Apply(st, acts)
-		note, err := eventNote(acts)
+		note, err := plan.ReplayNote(acts, store.MaxEventNoteBytes)
 		if err != nil {
 			return err
 		}
@@ -202,7 +218,7 @@ func (r *Runner) Process(ctx context.Context, in Input) (Result, error) {
 				stored, hasNote = nil, false
 			}
 		}
-		redo := Replay(st, stored, hasNote)
+		redo := plan.Replay(st, stored, hasNote)
 		log.Info("event already applied: replaying its actions that are still current", "actions", len(redo))
 		res.Actions = redo
 		after = st
@@ -229,54 +245,37 @@ func (r *Runner) Process(ctx context.Context, in Input) (Result, error) {
 			return res, fmt.Errorf("%w: crash before %s: %w", ErrTransient, f.Action, f.Err)
 		}
 	}
-	var retry error
-	for _, f := range res.Failed {
-		if hr, ok := f.Action.(plan.ReportHostAsFaulty); ok && hostRepairRefused(f) {
-			// Compute will not repair this host (invalid, unsupported, the
-			// VM not in a state to repair, or gone): the node, drained
-			// already, has its VM deleted and replaced instead.
-			if err := r.hostRepairFailed(ctx, in.Scope.Cluster, hr, f, log); err != nil && retry == nil {
-				retry = err
-			}
-			continue
-		}
-		if c, ok := f.Action.(plan.CreateResizeRequest); ok && provisioningClass(f.Class) != "" {
-			// Capacity, quota or a permanent refusal: the pool backs off
-			// (stored) and the reconciler retries after it; redelivering
-			// the event would only hammer the API.
-			if err := r.provisioningFailed(ctx, in.Scope.Cluster, c, f, log); err != nil && retry == nil {
-				retry = err
-			}
-			continue
-		}
-		if (f.Class == gce.ClassTransient || f.Class == gce.ClassRateLimit) && retry == nil {
-			retry = fmt.Errorf("%w: %d of the event's actions failed, first: %w", ErrTransient, len(res.Failed), f.Err)
-		}
-	}
-	return res, retry
+	return res, r.respond(ctx, in.Scope.Cluster, res.Failed, log)
 }
 
-// provisioningClass maps an error class to the class the decisions back off
-// on, or "" when the failure is not one (transient errors are retried).
-func provisioningClass(c gce.Class) string {
-	switch c {
-	case gce.ClassCapacity:
-		return plan.ClassCapacity
-	case gce.ClassQuota:
-		return plan.ClassQuota
-	case gce.ClassPermanent:
-		return plan.ClassPermanent
+// respond carries out what plan.Respond decides for each failed action,
+// and returns an error wrapping ErrTransient when the event is to be
+// redelivered (the first such failure's).
+func (r *Runner) respond(ctx context.Context, cluster string, failed []ActionError, log *slog.Logger) error {
+	var retry error
+	for _, f := range failed {
+		var err error
+		switch plan.Respond(f.Failure()) {
+		case plan.RecordHostRepairFailed:
+			err = r.hostRepairFailed(ctx, cluster, f.Action.(plan.ReportHostAsFaulty), f, log)
+		case plan.RecordProvisioningFailed:
+			err = r.provisioningFailed(ctx, cluster, f.Action.(plan.CreateResizeRequest), f, log)
+		case plan.RetryEvent:
+			err = fmt.Errorf("%w: %d of the event's actions failed, first: %w", ErrTransient, len(failed), f.Err)
+		}
+		if err != nil && retry == nil {
+			retry = err
+		}
 	}
-	return ""
+	return retry
 }
 
 // provisioningFailed records a refused resize request: pool backoff, nodes
 // released, job left pending (plan.ProvisioningFailed), in one transaction.
 func (r *Runner) provisioningFailed(ctx context.Context, cluster string, c plan.CreateResizeRequest, f ActionError, log *slog.Logger) error {
-	code := errorCode(f.Err)
 	var acts []plan.Action
 	err := r.d.Store.Update(ctx, store.Scope{Cluster: cluster, Pools: []string{c.Pool}, Jobs: nonEmpty(c.JobID)}, func(st *model.State) error {
-		a, err := plan.ProvisioningFailed(st, c.Pool, c.Name, provisioningClass(f.Class), code, r.d.Clock.Now(), r.d.Policy)
+		a, err := plan.ProvisioningFailed(st, c.Pool, c.Name, f.Class.Provisioning(), f.Code, r.d.Clock.Now(), r.d.Policy)
 		if err != nil {
 			return err
 		}
@@ -293,28 +292,16 @@ func (r *Runner) provisioningFailed(ctx context.Context, cluster string, c plan.
 	return nil
 }
 
-// hostRepairRefused reports whether a failed host repair will not succeed
-// if asked again: every class but transient and rate-limit errors, and a
-// not-ready refusal (the VM is not RUNNING: being deleted, stopped, or
-// already repairing), which gce classifies transient.
-func hostRepairRefused(f ActionError) bool {
-	if gce.IsNotReady(f.Err) {
-		return true
-	}
-	return f.Class != gce.ClassTransient && f.Class != gce.ClassRateLimit
-}
-
 // hostRepairFailed records a refused host repair: the node's VM is deleted
 // and replaced (plan.HostRepairFailed), in one transaction, whose external
 // actions are then carried out. A node no longer in that host repair (a
 // redelivery after it was handled) is left alone.
 func (r *Runner) hostRepairFailed(ctx context.Context, cluster string, hr plan.ReportHostAsFaulty, f ActionError, log *slog.Logger) error {
-	code := errorCode(f.Err)
 	var acts []plan.Action
 	var after *model.State
 	scope := store.Scope{Cluster: cluster, Pools: []string{hr.Pool}, Jobs: nonEmpty(hr.JobID), Slurm: true}
 	err := r.d.Store.Update(ctx, scope, func(st *model.State) error {
-		a, err := plan.HostRepairFailed(st, hr.Node, hr.Generation, code, r.d.Clock.Now(), r.d.Policy)
+		a, err := plan.HostRepairFailed(st, hr.Node, hr.Generation, f.Code, r.d.Clock.Now(), r.d.Policy)
 		if err != nil {
 			return err
 		}
@@ -337,11 +324,14 @@ func (r *Runner) hostRepairFailed(ctx context.Context, cluster string, hr plan.R
 	}
 	failed := r.Execute(ctx, cluster, after, plan.External(acts), log)
 	for _, ff := range failed {
-		if ff.Class == gce.ClassTransient || ff.Class == gce.ClassRateLimit || errors.Is(ff.Err, errCrash) {
-			// The node is recorded deleting or requested: the reconciler
-			// re-drives the deletion and the request if this is not retried.
-			return fmt.Errorf("%w: replacing %s after its refused host repair: %w", ErrTransient, hr.VM, ff.Err)
+		if errors.Is(ff.Err, errCrash) {
+			return fmt.Errorf("%w: crash replacing %s after its refused host repair: %w", ErrTransient, hr.VM, ff.Err)
 		}
+	}
+	// The node is recorded deleting or requested: the reconciler re-drives
+	// the deletion and the request if the event is not retried.
+	if err := r.respond(ctx, cluster, failed, log); err != nil {
+		return fmt.Errorf("replacing %s after its refused host repair: %w", hr.VM, err)
 	}
 	return nil
 }
@@ -351,6 +341,43 @@ func nonEmpty(s string) []string {
 		return nil
 	}
 	return []string{s}
+}
+
+// classify maps the error of a failed action to its plan.FailureClass, at
+// the adapter edge: Compute errors by shared/gce's table of error codes
+// (resourceNotReady, which gce counts transient, told apart); a Slurm
+// command that was not published failed for a transient reason (the topic
+// exists and the payload is flexslurm's), unless the context ended.
+func classify(ctx context.Context, a plan.Action, err error) plan.FailureClass {
+	if _, ok := a.(plan.SlurmCommand); ok && ctx.Err() == nil {
+		return plan.FailTransient
+	}
+	if gce.IsNotReady(err) {
+		return plan.FailNotReady
+	}
+	return failureClass(gce.Classify(err))
+}
+
+// failureClass maps a Compute error class to the decisions' failure class
+// (0, no failure, for ClassNone: a resize request's empty error code).
+func failureClass(c gce.Class) plan.FailureClass {
+	switch c {
+	case gce.ClassNone:
+		return 0
+	case gce.ClassTransient:
+		return plan.FailTransient
+	case gce.ClassRateLimit:
+		return plan.FailRateLimit
+	case gce.ClassNotFound:
+		return plan.FailNotFound
+	case gce.ClassAlreadyExists:
+		return plan.FailAlreadyExists
+	case gce.ClassCapacity:
+		return plan.FailCapacity
+	case gce.ClassQuota:
+		return plan.FailQuota
+	}
+	return plan.FailPermanent
 }
 
 // errorCode extracts the Compute error code of a failure, for operators and
@@ -370,109 +397,6 @@ func errorCode(err error) string {
 	return "UNKNOWN"
 }
 
-// eventNote encodes the external actions to store with the event marker,
-// within store.MaxEventNoteBytes: when all of them do not fit (a reconcile
-// pass over a thousand nodes coming up), the Compute actions alone are
-// kept, and if even those do not fit, none (a redelivery then re-drives the
-// in-flight intents of its scope instead).
-func eventNote(acts []plan.Action) ([]byte, error) {
-	note, err := plan.EncodeExternal(acts)
-	if err == nil && note == nil {
-		note = []byte("[]") // a decision with no external action: nothing to replay
-	}
-	if err != nil || len(note) <= store.MaxEventNoteBytes {
-		return note, err
-	}
-	var compute []plan.Action
-	for _, a := range acts {
-		if _, ok := a.(plan.SlurmCommand); !ok {
-			compute = append(compute, a)
-		}
-	}
-	if note, err = plan.EncodeExternal(compute); err != nil || len(note) <= store.MaxEventNoteBytes {
-		return note, err
-	}
-	return nil, nil
-}
-
-// Replay returns what a redelivered event must do again: its stored
-// external actions that still apply to st — a resize request is created
-// again only while a node still waits on it in this generation, so a late
-// redelivery never resurrects capacity. Without a stored note (hasNote
-// false), every in-flight intent of the event's scope is re-driven (Redrive).
-func Replay(st *model.State, stored []plan.Action, hasNote bool) []plan.Action {
-	if !hasNote {
-		return Redrive(st)
-	}
-	waiting := map[string]bool{}
-	for _, n := range st.Nodes {
-		if n.Phase == model.PhaseRequested && n.ResizeRequest != "" {
-			waiting[n.ResizeRequest] = true
-		}
-	}
-	var out []plan.Action
-	for _, a := range stored {
-		if c, ok := a.(plan.CreateResizeRequest); ok && !waiting[c.Name] {
-			continue
-		}
-		if h, ok := a.(plan.ReportHostAsFaulty); ok {
-			// Only while that host repair is still in progress: a repair
-			// that ended (the VM runs again, or was replaced) is never
-			// asked for again.
-			n, ok := st.Nodes[h.Node]
-			if !ok || n.Generation != h.Generation || n.VMName != h.VM || n.Repair != model.RepairHost {
-				continue
-			}
-		}
-		if h, ok := a.(plan.StartVM); ok {
-			// Likewise a start after a host repair.
-			n, ok := st.Nodes[h.Node]
-			if !ok || n.Generation != h.Generation || n.VMName != h.VM || n.Repair != model.RepairHost {
-				continue
-			}
-		}
-		out = append(out, a)
-	}
-	return out
-}
-
-// Redrive returns the external actions that in-flight intents of st need
-// again: resize requests of Requested nodes and deletions of Deleting nodes.
-// They are idempotent by name and request id.
-func Redrive(st *model.State) []plan.Action {
-	var out []plan.Action
-	seen := map[string]bool{}
-	for _, p := range st.SortedPools() {
-		var deleting []string
-		for _, n := range st.PoolNodes(p.ID) {
-			switch n.Phase {
-			case model.PhaseRequested:
-				if n.ResizeRequest == "" || seen[n.ResizeRequest] {
-					continue
-				}
-				seen[n.ResizeRequest] = true
-				var vms []string
-				for _, o := range st.PoolNodes(p.ID) {
-					if o.ResizeRequest == n.ResizeRequest && o.Phase == model.PhaseRequested {
-						vms = append(vms, o.VMName)
-					}
-				}
-				out = append(out, plan.CreateResizeRequest{Pool: p.ID, Name: n.ResizeRequest, VMs: vms,
-					RunDuration: p.RunDuration, JobID: n.JobID,
-					RequestID: naming.CreateResizeRequestID(p.MIG, n.ResizeRequest),
-					Reason:    "re-driving an in-flight resize request"})
-			case model.PhaseDeleting:
-				deleting = append(deleting, n.VMName)
-			}
-		}
-		for _, vm := range deleting {
-			out = append(out, plan.DeleteVMs{Pool: p.ID, VMs: []string{vm},
-				RequestID: naming.DeleteInstancesRequestID(p.MIG, vm), Reason: "re-driving an in-flight deletion"})
-		}
-	}
-	return out
-}
-
 // Execute carries out external actions in order. A failing action does not
 // stop the others; the failures are returned with their error class.
 func (r *Runner) Execute(ctx context.Context, cluster string, st *model.State, actions []plan.Action, log *slog.Logger) []ActionError {
@@ -481,19 +405,14 @@ func (r *Runner) Execute(ctx context.Context, cluster string, st *model.State, a
 		if r.d.Fault != nil {
 			if err := r.d.Fault("action", a); err != nil {
 				// A crash: nothing after this point happens.
-				failed = append(failed, ActionError{Action: a, Class: gce.ClassTransient, Err: fmt.Errorf("%w: %w", errCrash, err)})
+				failed = append(failed, ActionError{Action: a, Class: plan.FailTransient, Err: fmt.Errorf("%w: %w", errCrash, err)})
 				return failed
 			}
 		}
 		err := r.execute(ctx, cluster, st, a)
 		if err != nil {
-			cls := gce.Classify(err)
-			if _, ok := a.(plan.SlurmCommand); ok && ctx.Err() == nil {
-				// Publishing fails for transient reasons (the topic exists
-				// and the payload is ours): retry the event.
-				cls = gce.ClassTransient
-			}
-			failed = append(failed, ActionError{Action: a, Class: cls, Err: err})
+			cls := classify(ctx, a, err)
+			failed = append(failed, ActionError{Action: a, Class: cls, Code: errorCode(err), Err: err})
 			logAction(log, a, "failed", "error", err.Error(), "error_class", cls.String())
 			continue
 		}

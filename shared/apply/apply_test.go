@@ -1,77 +1,55 @@
 package apply
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
-	"time"
 
-	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/flexslurm/flexslurm/shared/gce"
 	"github.com/flexslurm/flexslurm/shared/plan"
-	"github.com/flexslurm/flexslurm/shared/store"
 )
 
-// TestEventNoteStaysWithinTheCap: a pass that decides more Slurm commands
-// than the note can hold keeps its Compute actions (what a redelivery must
-// repeat) and stays within store.MaxEventNoteBytes, instead of failing
-// every time it runs.
-func TestEventNoteStaysWithinTheCap(t *testing.T) {
-	var acts []plan.Action
-	for i := 0; i < 2000; i++ {
-		acts = append(acts, plan.SlurmCommand{ID: fmt.Sprintf("id-%d", i), Command: "reservation_create",
-			Nodes: []string{fmt.Sprintf("flexvm-a3u-%d", i)}, Reservation: fmt.Sprintf("flexslurm-eol-flexvm-a3u-%d", i),
-			StartTime: time.Unix(0, 0), DurationSeconds: 3600, Reason: "flexslurm: flexvm-a3u ends at some time (max run duration)"})
+// TestClassify: the executor classifies a failed action at the adapter
+// edge, by Compute error code (never by what to do about it: plan.Respond),
+// and keeps the code for operators.
+func TestClassify(t *testing.T) {
+	live := context.Background()
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	op := func(code string, status int) error {
+		return fmt.Errorf("creating resize request rr: %w", &gce.OperationError{Op: "op-1", Code: code, HTTPStatus: status})
 	}
-	acts = append(acts, plan.CreateResizeRequest{Pool: "a3u", Name: "rr-1", VMs: []string{"flexvm-a3u-1-g1"}, RequestID: "x", Reason: "r"})
-	note, err := eventNote(acts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(note) > store.MaxEventNoteBytes {
-		t.Fatalf("note of %d bytes is above the cap", len(note))
-	}
-	got, err := plan.DecodeExternal(note)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 1 {
-		t.Fatalf("kept %d actions, want the one resize request", len(got))
-	}
-	if empty, _ := eventNote(nil); string(empty) != "[]" {
-		t.Errorf("a decision without external actions stores %q, want []", empty)
-	}
-}
-
-// TestReplayRepairsAHostOnlyWhileItsRepairIsInProgress: a redelivered
-// health event asks for its host repair again, and a replayed reconcile
-// pass starts the repaired VM again, only while the node is still in that
-// repair of that generation.
-func TestReplayRepairsAHostOnlyWhileItsRepairIsInProgress(t *testing.T) {
-	repair := plan.ReportHostAsFaulty{Pool: "a3u", Node: "flexvm-a3u-0", Generation: 1, VM: "flexvm-a3u-0-g1",
-		Behavior: plan.FaultBehavior, RequestID: "r", Reason: "r"}
-	start := plan.StartVM{Pool: "a3u", Node: "flexvm-a3u-0", Generation: 1, VM: "flexvm-a3u-0-g1", RequestID: "s", Reason: "r"}
-	drain := plan.SlurmCommand{ID: "d", Command: "drain", Nodes: []string{"flexvm-a3u-0"}, Reason: "r"}
+	create := plan.CreateResizeRequest{Pool: "a3u", Name: "rr"}
+	slurm := plan.SlurmCommand{Command: "drain"}
 	for _, tc := range []struct {
-		name string
-		node model.Node
-		want int
+		name     string
+		ctx      context.Context
+		a        plan.Action
+		err      error
+		want     plan.FailureClass
+		wantCode string
 	}{
-		{"in host repair", model.Node{Generation: 1, VMName: "flexvm-a3u-0-g1", Repair: model.RepairHost}, 3},
-		{"repaired", model.Node{Generation: 1, VMName: "flexvm-a3u-0-g1", HostRepaired: 1}, 1},
-		{"replaced", model.Node{Generation: 2, VMName: "flexvm-a3u-0-g2", Phase: model.PhaseRequested}, 1},
-		{"awaiting another drain", model.Node{Generation: 1, VMName: "flexvm-a3u-0-g1", Repair: model.RepairAwaitDrain}, 1},
+		{"stock-out", live, create, op("ZONE_RESOURCE_POOL_EXHAUSTED", 503), plan.FailCapacity, "ZONE_RESOURCE_POOL_EXHAUSTED"},
+		{"quota", live, create, op("QUOTA_EXCEEDED", 403), plan.FailQuota, "QUOTA_EXCEEDED"},
+		{"server error", live, create, op("INTERNAL_ERROR", 503), plan.FailTransient, "INTERNAL_ERROR"},
+		{"not ready: told apart from transient", live, plan.ReportHostAsFaulty{Pool: "a3u"}, op("RESOURCE_NOT_READY", 400), plan.FailNotReady, "RESOURCE_NOT_READY"},
+		{"not found", live, create, op("RESOURCE_NOT_FOUND", 404), plan.FailNotFound, "RESOURCE_NOT_FOUND"},
+		{"invalid", live, create, op("INVALID_ARGUMENT", 400), plan.FailPermanent, "INVALID_ARGUMENT"},
+		{"not flexslurm's", live, plan.DeleteVMs{Pool: "a3u"}, fmt.Errorf("%w: refusing", errNotOurs), plan.FailPermanent, "UNKNOWN"},
+		{"Slurm command not published", live, slurm, errors.New("pubsub: connection reset"), plan.FailTransient, "UNKNOWN"},
+		{"Slurm command, context ended", ended, slurm, context.Canceled, failureClass(gce.Classify(context.Canceled)), "UNKNOWN"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := model.NewState()
-			n := tc.node
-			n.Name, n.Pool = "flexvm-a3u-0", "a3u"
-			if n.Phase == "" {
-				n.Phase = model.PhaseRunning
+			if got := classify(tc.ctx, tc.a, tc.err); got != tc.want {
+				t.Errorf("classify = %s, want %s", got, tc.want)
 			}
-			st.Nodes[n.Name] = &n
-			got := Replay(st, []plan.Action{drain, repair, start}, true)
-			if len(got) != tc.want {
-				t.Errorf("replayed %v, want %d actions", got, tc.want)
+			if got := errorCode(tc.err); got != tc.wantCode {
+				t.Errorf("errorCode = %q, want %q", got, tc.wantCode)
 			}
 		})
+	}
+	if got := failureClass(gce.ClassNone).Provisioning(); got != "" {
+		t.Errorf("a resize request with no error code backs off as %q, want none", got)
 	}
 }

@@ -153,12 +153,12 @@ func TestExecuteErrorClasses(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		err       error
-		class     gce.Class
+		class     plan.FailureClass
 		retried   bool
 		backedOff bool
 	}{
-		{"server error", &gce.OperationError{Op: "op-1", Code: "INTERNAL_ERROR", HTTPStatus: 503}, gce.ClassTransient, true, false},
-		{"stockout", &gce.OperationError{Op: "op-1", Code: "ZONE_RESOURCE_POOL_EXHAUSTED", HTTPStatus: 503}, gce.ClassCapacity, false, true},
+		{"server error", &gce.OperationError{Op: "op-1", Code: "INTERNAL_ERROR", HTTPStatus: 503}, plan.FailTransient, true, false},
+		{"stockout", &gce.OperationError{Op: "op-1", Code: "ZONE_RESOURCE_POOL_EXHAUSTED", HTTPStatus: 503}, plan.FailCapacity, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, rec, c, ctx := setup(t)

@@ -46,10 +46,10 @@ func (r *Runner) Observe(ctx context.Context, cluster string, st *model.State) p
 		for _, rr := range rrs {
 			o := plan.ObservedResizeRequest{Name: rr.Name, State: rr.State, VMs: rr.Instances, Created: rr.Created, ErrorCode: rr.ErrorCode}
 			if rr.State == "FAILED" {
-				o.ErrorClass = provisioningClass(gce.ClassifyCode(rr.ErrorCode))
+				o.ErrorClass = failureClass(gce.ClassifyCode(rr.ErrorCode)).Provisioning()
 			}
 			if rr.State == gce.StateAccepted && rr.LastAttemptCode != "" {
-				o.LastAttempt = plan.AttemptError{Class: provisioningClass(gce.ClassifyCode(rr.LastAttemptCode)),
+				o.LastAttempt = plan.AttemptError{Class: failureClass(gce.ClassifyCode(rr.LastAttemptCode)).Provisioning(),
 					Code: rr.LastAttemptCode, Message: rr.LastAttemptMessage}
 			}
 			op.ResizeRequests = append(op.ResizeRequests, o)
