@@ -98,12 +98,8 @@ func (h *Handler) Cluster(ctx context.Context, tickID, cluster string) error {
 	// The records of the jobs the snapshot shows pending are loaded whatever
 	// their state (a pass loads active jobs only): a job whose end flexslurm
 	// recorded must not look unknown (plan.Observed.JobRecordsFor).
+	scope.Jobs = plan.ReconcileJobs(st.Slurm)
 	if st.Slurm != nil {
-		for _, j := range st.Slurm.Jobs {
-			if (j.State == "PENDING" || j.State == "CONFIGURING") && len(j.Nodes) > 0 {
-				scope.Jobs = append(scope.Jobs, j.ID)
-			}
-		}
 		obs.JobRecordsFor = st.Slurm.TakenAt
 	}
 	// 2. Decide against the state as it is in the transaction, and act.

@@ -148,21 +148,7 @@ func (h *Handler) job(ctx context.Context, msg *event.Message) error {
 		return err
 	}
 	scope := store.Scope{Cluster: c.ID, Jobs: []string{ev.JobID}}
-	for _, n := range ev.Nodes {
-		if _, p, _, ok := naming.ParseNodeName(n); ok {
-			scope.Pools = appendOnce(scope.Pools, p)
-		}
-	}
-	for _, p := range c.Slurm.Partitions {
-		if p.ID == ev.Partition {
-			for _, id := range p.NodePoolIDs {
-				scope.Pools = appendOnce(scope.Pools, id)
-			}
-		}
-	}
-	if len(scope.Pools) == 0 {
-		scope.AllPools = true // job.started/finished may omit partition and nodes
-	}
+	scope.Pools, scope.AllPools = plan.JobPools(c, ev)
 	_, err = h.r.Process(ctx, apply.Input{
 		Flow: Flow, EventID: msg.ID, Scope: scope,
 		Decide: func(st *model.State, now time.Time) ([]plan.Action, error) {
