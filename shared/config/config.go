@@ -68,7 +68,7 @@ type Config struct {
 	// "1h"); 0 takes the default (1 h).
 	MaxEventAge time.Duration
 	// SnapshotMaxAge, IdleTimeout and ObserveGrace override plan.Policy's
-	// (Go durations, 1s–2160h); 0 keeps its defaults (10 min each). The
+	// (Go durations, 1s–2160h); 0 keeps plan.DefaultPolicy's. The
 	// local system sets them in simulated time, because Slurm there runs
 	// on the wall clock while flexslurm's clock runs faster.
 	SnapshotMaxAge, IdleTimeout, ObserveGrace time.Duration
