@@ -303,7 +303,7 @@ func (b *builder) nodeIndex(name string) int {
 }
 
 func newBuilder(st *model.State, now time.Time) *builder {
-	b := &builder{st: st.Clone(), now: now, pol: Policy{}.withDefaults()}
+	b := &builder{st: st.CloneRecords(), now: now, pol: Policy{}.withDefaults()}
 	if st.Cluster != nil {
 		b.cluster = st.Cluster.ID
 	}
