@@ -303,10 +303,11 @@ func (b *builder) nodeIndex(name string) int {
 	return idx
 }
 
-// newBuilder starts a decision over a copy of st, with pol's unset fields
-// taken from DefaultPolicy.
+// newBuilder starts a decision over a copy of st's maps (records are
+// replaced, never edited in place: model.State.CloneRecords), with pol's
+// unset fields taken from DefaultPolicy.
 func newBuilder(st *model.State, now time.Time, pol Policy) *builder {
-	b := &builder{st: st.Clone(), now: now, pol: pol.withDefaults()}
+	b := &builder{st: st.CloneRecords(), now: now, pol: pol.withDefaults()}
 	if st.Cluster != nil {
 		b.cluster = st.Cluster.ID
 	}

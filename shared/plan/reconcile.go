@@ -194,15 +194,18 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 	}
 	// Every node of the pool: the stored ones and every slot below
 	// max_node_count (a slot never used has no record, but Slurm knows it).
-	var nodes []model.Node
-	seen := map[string]bool{}
-	for _, n := range b.poolNodes(pool.ID) {
+	stored := b.poolNodes(pool.ID)
+	nodes := make([]model.Node, 0, max(len(stored), pool.MaxNodes))
+	seen := make([]bool, pool.MaxNodes) // by slot index
+	for _, n := range stored {
 		nodes = append(nodes, *n)
-		seen[n.Name] = true
+		if n.Index >= 0 && n.Index < len(seen) {
+			seen[n.Index] = true
+		}
 	}
 	for i := 0; i < pool.MaxNodes; i++ {
-		if n := b.node(pool, i); !seen[n.Name] {
-			nodes = append(nodes, n)
+		if !seen[i] {
+			nodes = append(nodes, b.node(pool, i))
 		}
 	}
 	for _, node := range nodes {
