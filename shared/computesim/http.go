@@ -23,6 +23,9 @@ type request struct {
 	query   url.Values
 	body    []byte
 	now     time.Time
+	// direct: a call answered without HTTP (ListShortcut); an injection
+	// matching it is left for the HTTP call that follows, not consumed.
+	direct bool
 }
 
 // mutating reports whether the call changes state and returns an Operation.
@@ -262,7 +265,11 @@ func (s *Sim) serveLocked(req *request) (proto.Message, *apiError) {
 			}
 		}
 	}
-	if inj := s.takeInjectionLocked(req.http.Method, req.http.URL.Path); inj != nil {
+	if req.direct {
+		if s.injectionMatchesLocked(req.http.Method, req.http.URL.Path) {
+			return nil, errLeftToHTTP
+		}
+	} else if inj := s.takeInjectionLocked(req.http.Method, req.http.URL.Path); inj != nil {
 		msg, aerr := s.injectedLocked(req, inj)
 		if op, ok := msg.(*computepb.Operation); ok {
 			s.rememberRequestLocked(req, rid, ridKey, op)

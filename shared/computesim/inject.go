@@ -78,6 +78,19 @@ func (s *Sim) ClearInjections() {
 	s.injections = nil
 }
 
+// injectionMatchesLocked reports whether an injection matches the call.
+func (s *Sim) injectionMatchesLocked(method, path string) bool {
+	for _, inj := range s.injections {
+		if (inj.Match.Method == "" || strings.EqualFold(inj.Match.Method, method)) && inj.re.MatchString(path) {
+			return true
+		}
+	}
+	return false
+}
+
+// errLeftToHTTP answers a direct call that an injection matches.
+var errLeftToHTTP = &apiError{code: 500, reason: "internalError", status: "INTERNAL", message: "computesim: call left to HTTP"}
+
 // takeInjectionLocked returns the first injection matching the call and
 // consumes one of its uses.
 func (s *Sim) takeInjectionLocked(method, path string) *Injection {
