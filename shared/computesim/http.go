@@ -232,7 +232,7 @@ func unsupported(method, path string) *apiError {
 // serveLocked validates the common parts of a call, applies request-ID
 // idempotency and error injection, and dispatches it.
 func (s *Sim) serveLocked(req *request) (proto.Message, *apiError) {
-	if aerr := checkContract(req); aerr != nil {
+	if aerr := checkContractOf(req); aerr != nil {
 		return nil, aerr
 	}
 	// Images are read across projects (public images live in their
