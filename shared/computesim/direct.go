@@ -118,7 +118,7 @@ func (s *Sim) directList(path string, q url.Values) (proto.Message, bool) {
 		RemoteAddr: "127.0.0.1:1", Header: http.Header{}}
 	req.query, req.direct = q, true
 
-	s.mu.Lock()
+	s.lockForWrite()
 	req.now = s.nowLocked()
 	s.advanceLocked(req.now)
 	msg, aerr := s.serveLocked(req)

@@ -57,7 +57,7 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	req.http, req.query, req.body = r, r.URL.Query(), body
 
-	s.mu.Lock()
+	s.lockForWrite()
 	req.now = s.nowLocked()
 	s.advanceLocked(req.now)
 	msg, aerr := s.serveLocked(req)

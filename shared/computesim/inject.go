@@ -66,14 +66,14 @@ func (s *Sim) Inject(inj Injection) {
 	if inj.Status == 0 {
 		inj.Status = 500
 	}
-	s.mu.Lock()
+	s.lockForWrite()
 	defer s.mu.Unlock()
 	s.injections = append(s.injections, &inj)
 }
 
 // ClearInjections removes every pending injection.
 func (s *Sim) ClearInjections() {
-	s.mu.Lock()
+	s.lockForWrite()
 	defer s.mu.Unlock()
 	s.injections = nil
 }

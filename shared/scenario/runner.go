@@ -63,8 +63,9 @@ type RunOptions struct {
 	// the list calls of a reconcile pass that no fault acts on are answered
 	// by the simulator's code without JSON (computesim.ListShortcut).
 	Loopback bool
-	// noStateReuse makes every check read the store afresh (tests check
-	// that reusing a read until the next write changes no outcome).
+	// noStateReuse makes every check read the store and the simulator's
+	// VMs afresh (tests check that reusing a read until the next write
+	// changes no outcome).
 	noStateReuse bool
 }
 
@@ -267,6 +268,10 @@ type runner struct {
 	store      *genStore
 	stateCache *model.State
 	stateGen   uint64
+	// world is vmView's view as of simulator version worldVersion.
+	world        world
+	worldVersion uint64
+	worldOK      bool
 	// resvScanned counts the Slurm commands foreignReservations has
 	// scanned for resvPrefix; resvFound are the violations it found.
 	resvPrefix  string
