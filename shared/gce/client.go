@@ -1,6 +1,8 @@
 // Package gce is flexslurm's Compute Engine adapter: instance templates,
 // zonal managed instance groups (MIGs), MIG resize requests and instances,
-// through the cloud.google.com/go/compute/apiv1 REST clients only.
+// through the cloud.google.com/go/compute/apiv1 REST clients only (a
+// Compute Engine simulated in the same process may answer list calls
+// without them: SetListShortcut).
 //
 // It owns the translation between flexslurm's plain Go values and the
 // Compute API: building Flex-Start templates (https://docs.cloud.google.com/ai-hypercomputer/docs/create/create-mig-with-a4-or-a3ultra), waiting for every
