@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
+	"sort"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -34,6 +36,51 @@ func TestInProcessMatchesLoopback(t *testing.T) {
 	}
 	if in.Stats.ComputeCalls == 0 || len(in.Trace) == 0 {
 		t.Errorf("the run made no Compute call or has no timeline: %+v", in.Stats)
+	}
+}
+
+// TestListFaultsMatchLoopback: with faults on the list calls of reconcile
+// passes (a window of failing VM listings, listings omitting a VM's status,
+// or a VM), which the list shortcut leaves to HTTP, a seed's run in-process
+// is the same as over a loopback server, and the faults fire.
+func TestListFaultsMatchLoopback(t *testing.T) {
+	ctx := testContext(t)
+	f := Generate(4, Options{Horizon: 6 * time.Hour, Tail: time.Hour})
+	dur := func(d time.Duration) scenario.Duration { return scenario.Duration(d) }
+	f.Steps = append(f.Steps,
+		scenario.Step{At: at(2 * time.Hour), ComputeError: &scenario.ComputeErrorStep{Name: "vm-list-down", Method: "GET",
+			Path: "/instances$", Status: 500, Reason: "backendError", For: dur(12 * time.Minute)}},
+		scenario.Step{At: at(3 * time.Hour), ListOmit: &scenario.ListOmitStep{Name: "omit-status", VM: "^flexvm-", Field: "status", For: dur(7 * time.Minute)}},
+		scenario.Step{At: at(4 * time.Hour), ComputeError: &scenario.ComputeErrorStep{Name: "rr-list-forbidden", Method: "GET",
+			Path: "/resizeRequests$", Status: 403, Reason: "forbidden", Times: 2}},
+		scenario.Step{At: at(4*time.Hour + 30*time.Minute), ListOmit: &scenario.ListOmitStep{Name: "omit-vm", VM: "^flexvm-", Times: 1}},
+	)
+	sort.SliceStable(f.Steps, func(i, j int) bool { return f.Steps[i].At.Offset < f.Steps[j].At.Offset })
+	run := func(loopback bool) scenario.Report {
+		rep, err := scenario.RunFile(ctx, f, scenario.RunOptions{Trace: true, Loopback: loopback})
+		if err != nil {
+			t.Fatalf("loopback %t: %v", loopback, err)
+		}
+		rep.Wall = 0
+		return rep
+	}
+	in, lo := run(false), run(true)
+	if d := cmp.Diff(lo, in); d != "" {
+		t.Errorf("in-process run differs from the loopback one (-loopback +in-process):\n%s", d)
+	}
+	// Failing VM listings every 5 minutes for 12 minutes, and 2 resize
+	// request listings.
+	if in.Stats.InjectedErrors < 4 {
+		t.Errorf("%d injected errors, want at least 4", in.Stats.InjectedErrors)
+	}
+	var omitted int
+	for _, line := range in.Trace {
+		if strings.Contains(line, "omit-status") || strings.Contains(line, "omit-vm") {
+			omitted++
+		}
+	}
+	if omitted == 0 {
+		t.Errorf("no listing omitted anything; trace:\n%s", strings.Join(in.Trace, "\n"))
 	}
 }
 

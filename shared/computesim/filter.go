@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"google.golang.org/protobuf/proto"
 )
@@ -362,6 +363,56 @@ func parseFilter(s string) (filterExpr, error) {
 	return e, nil
 }
 
+// listFilter is a list call's filter, parsed and checked, with the fields
+// its items are viewed with (filterFields, plus name and creationTimestamp
+// for ordering).
+type listFilter struct {
+	expr filterExpr
+	only map[string]bool // read only: shared by every call with the filter
+	err  error
+}
+
+// listFilters caches listFilterOf by filter text: a reconcile pass sends
+// the same few filters again and again, and parsing one compiles regular
+// expressions. Expressions are immutable once parsed. At most
+// maxListFilters are kept; past that, filters are parsed per call.
+var listFilters struct {
+	sync.Mutex
+	m map[string]*listFilter
+}
+
+const maxListFilters = 512
+
+func listFilterOf(s string) *listFilter {
+	listFilters.Lock()
+	lf := listFilters.m[s]
+	listFilters.Unlock()
+	if lf != nil {
+		return lf
+	}
+	lf = &listFilter{}
+	lf.expr, lf.err = parseFilter(s)
+	if lf.err == nil {
+		lf.err = checkFilterRules(lf.expr)
+	}
+	if lf.err != nil {
+		lf.expr = nil
+	} else if lf.expr != nil {
+		lf.only = filterFields(lf.expr, "name", "creationTimestamp")
+	} else {
+		lf.only = map[string]bool{"name": true, "creationTimestamp": true}
+	}
+	listFilters.Lock()
+	if listFilters.m == nil {
+		listFilters.m = map[string]*listFilter{}
+	}
+	if len(listFilters.m) < maxListFilters {
+		listFilters.m[s] = lf
+	}
+	listFilters.Unlock()
+	return lf
+}
+
 // listItem is one candidate of a list call.
 type listItem struct {
 	msg     proto.Message
@@ -391,19 +442,11 @@ func paginate[T proto.Message](msgs []T, q map[string][]string, paged bool) ([]T
 		}
 		return ""
 	}
-	filter, err := parseFilter(get("filter"))
-	if err == nil {
-		err = checkFilterRules(filter)
+	lf := listFilterOf(get("filter"))
+	if lf.err != nil {
+		return nil, "", errInvalidField("filter", get("filter"), "Invalid list filter expression: "+lf.err.Error()+".")
 	}
-	if err != nil {
-		return nil, "", errInvalidField("filter", get("filter"), "Invalid list filter expression: "+err.Error()+".")
-	}
-	var only map[string]bool
-	if filter != nil {
-		only = filterFields(filter, "name", "creationTimestamp")
-	} else {
-		only = map[string]bool{"name": true, "creationTimestamp": true}
-	}
+	filter, only := lf.expr, lf.only
 	var items []listItem
 	for _, m := range msgs {
 		obj, err := jsonView(m, only)

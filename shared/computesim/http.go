@@ -23,6 +23,9 @@ type request struct {
 	query   url.Values
 	body    []byte
 	now     time.Time
+	// direct: a call answered without HTTP (ListShortcut); an injection
+	// matching it is left for the HTTP call that follows, not consumed.
+	direct bool
 }
 
 // mutating reports whether the call changes state and returns an Operation.
@@ -54,7 +57,7 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	req.http, req.query, req.body = r, r.URL.Query(), body
 
-	s.mu.Lock()
+	s.lockForWrite()
 	req.now = s.nowLocked()
 	s.advanceLocked(req.now)
 	msg, aerr := s.serveLocked(req)
@@ -229,7 +232,7 @@ func unsupported(method, path string) *apiError {
 // serveLocked validates the common parts of a call, applies request-ID
 // idempotency and error injection, and dispatches it.
 func (s *Sim) serveLocked(req *request) (proto.Message, *apiError) {
-	if aerr := checkContract(req); aerr != nil {
+	if aerr := checkContractOf(req); aerr != nil {
 		return nil, aerr
 	}
 	// Images are read across projects (public images live in their
@@ -262,7 +265,11 @@ func (s *Sim) serveLocked(req *request) (proto.Message, *apiError) {
 			}
 		}
 	}
-	if inj := s.takeInjectionLocked(req.http.Method, req.http.URL.Path); inj != nil {
+	if req.direct {
+		if s.injectionMatchesLocked(req.http.Method, req.http.URL.Path) {
+			return nil, errLeftToHTTP
+		}
+	} else if inj := s.takeInjectionLocked(req.http.Method, req.http.URL.Path); inj != nil {
 		msg, aerr := s.injectedLocked(req, inj)
 		if op, ok := msg.(*computepb.Operation); ok {
 			s.rememberRequestLocked(req, rid, ridKey, op)

@@ -47,7 +47,7 @@ func (s *Sim) imagesLocked() map[string]*imageRec {
 // operator's images.insert would: for tests and the local system. A later
 // image of the same family becomes the family's latest.
 func (s *Sim) AddImage(project, name, family string) {
-	s.mu.Lock()
+	s.lockForWrite()
 	defer s.mu.Unlock()
 	s.imagesLocked()
 	s.addImageLocked(project, name, family)

@@ -66,17 +66,30 @@ func (s *Sim) Inject(inj Injection) {
 	if inj.Status == 0 {
 		inj.Status = 500
 	}
-	s.mu.Lock()
+	s.lockForWrite()
 	defer s.mu.Unlock()
 	s.injections = append(s.injections, &inj)
 }
 
 // ClearInjections removes every pending injection.
 func (s *Sim) ClearInjections() {
-	s.mu.Lock()
+	s.lockForWrite()
 	defer s.mu.Unlock()
 	s.injections = nil
 }
+
+// injectionMatchesLocked reports whether an injection matches the call.
+func (s *Sim) injectionMatchesLocked(method, path string) bool {
+	for _, inj := range s.injections {
+		if (inj.Match.Method == "" || strings.EqualFold(inj.Match.Method, method)) && inj.re.MatchString(path) {
+			return true
+		}
+	}
+	return false
+}
+
+// errLeftToHTTP answers a direct call that an injection matches.
+var errLeftToHTTP = &apiError{code: 500, reason: "internalError", status: "INTERNAL", message: "computesim: call left to HTTP"}
 
 // takeInjectionLocked returns the first injection matching the call and
 // consumes one of its uses.

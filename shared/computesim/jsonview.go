@@ -55,10 +55,7 @@ func jsonMessage(m protoreflect.Message, only map[string]bool) (any, error) {
 	}
 	obj := map[string]any{}
 	var err error
-	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		if only != nil && !only[fd.JSONName()] {
-			return true
-		}
+	field := func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
 		var jv any
 		switch {
 		case fd.IsList():
@@ -84,7 +81,28 @@ func jsonMessage(m protoreflect.Message, only map[string]bool) (any, error) {
 		}
 		obj[fd.JSONName()] = jv
 		return err == nil
-	})
+	}
+	if only == nil {
+		m.Range(field)
+	} else {
+		// Look up only the named fields, rather than ranging over every
+		// populated one: a filter names one or two of a VM's dozens.
+		// On errors, the lowest-numbered field's is the one reported,
+		// whatever the map's order.
+		fds := m.Descriptor().Fields()
+		var first error
+		var firstNum protoreflect.FieldNumber
+		for name := range only {
+			fd := fds.ByJSONName(name)
+			if fd == nil || !m.Has(fd) {
+				continue
+			}
+			if err = nil; !field(fd, m.Get(fd)) && (first == nil || fd.Number() < firstNum) {
+				first, firstNum = err, fd.Number()
+			}
+		}
+		err = first
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -151,7 +151,7 @@ type vmView struct {
 }
 
 func (s *Sim) vmView(zone, name string) (vmView, bool) {
-	s.mu.Lock()
+	s.lockForWrite()
 	defer s.mu.Unlock()
 	s.advanceLocked(s.nowLocked())
 	in := s.findInstanceLocked(zone, name)

@@ -17,7 +17,7 @@ func (s *Sim) AddInstance(project, zone, name string, labels map[string]string) 
 	if apiErr := checkName("name", name); apiErr != nil {
 		return Instance{}, apiErr
 	}
-	s.mu.Lock()
+	s.lockForWrite()
 	now := s.nowLocked()
 	s.advanceLocked(now)
 	key := instanceKey(project, zone, name)
@@ -56,7 +56,7 @@ func (s *Sim) SetReservationBound(project, zone, name string, automaticRestart b
 	if project == "" {
 		project = s.opts.Project
 	}
-	s.mu.Lock()
+	s.lockForWrite()
 	defer s.mu.Unlock()
 	in := s.instances[instanceKey(project, zone, name)]
 	if in == nil {

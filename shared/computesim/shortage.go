@@ -56,7 +56,7 @@ func (s *Sim) SetShortage(sh Shortage) {
 	if sh.Code == "" {
 		sh.Code = "ZONE_RESOURCE_POOL_EXHAUSTED"
 	}
-	s.mu.Lock()
+	s.lockForWrite()
 	defer s.mu.Unlock()
 	s.advanceLocked(s.nowLocked())
 	s.shortages = slices.DeleteFunc(s.shortages, func(o Shortage) bool { return o.Name == sh.Name })
@@ -66,7 +66,7 @@ func (s *Sim) SetShortage(sh Shortage) {
 // ClearShortage ends the shortage of that name, if any; queued requests are
 // provisioned at their next attempt.
 func (s *Sim) ClearShortage(name string) {
-	s.mu.Lock()
+	s.lockForWrite()
 	defer s.mu.Unlock()
 	s.advanceLocked(s.nowLocked())
 	s.shortages = slices.DeleteFunc(s.shortages, func(o Shortage) bool { return o.Name == name })

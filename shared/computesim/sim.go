@@ -20,7 +20,10 @@ type Sim struct {
 	opts Options
 	clk  clock.Clock
 
-	mu        sync.Mutex
+	mu sync.Mutex
+	// version counts the acquisitions of mu that may change state
+	// (lockForWrite): Version.
+	version   uint64
 	rng       *rand.Rand
 	seq       uint64          // creation order of every record, for deterministic tie-breaks
 	usedIDs   map[uint64]bool // resource and operation IDs handed out
@@ -238,11 +241,30 @@ type AuditEntry struct {
 // order) order, each with its due time as timestamp, then runs hooks and the
 // audit sink for what happened.
 func (s *Sim) Tick(now time.Time) {
-	s.mu.Lock()
+	s.lockForWrite()
 	s.advanceLocked(now)
 	eff := s.takeEffectsLocked()
 	s.mu.Unlock()
 	runEffects(eff)
+}
+
+// lockForWrite locks mu for a call that may change the simulator's state
+// (every call but the read-only introspection ones: NextDue, Instances,
+// ResizeRequests, ResizeRequestHistory, MIGs, Calls, AuditEntries,
+// Version).
+func (s *Sim) lockForWrite() {
+	s.mu.Lock()
+	s.version++
+}
+
+// Version is a number that changes whenever the simulator's state may have
+// changed (an API call, a Tick, an out-of-band change, an injection): a
+// caller that derives something from Instances or the other introspection
+// calls can keep it while Version stays the same.
+func (s *Sim) Version() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.version
 }
 
 // NextDue returns the instant of the next pending transition, if any. A
@@ -602,7 +624,7 @@ func (s *Sim) AuditEntries() []AuditEntry {
 // entries are written. It returns an error if no such VM exists or it is
 // already being deleted.
 func (s *Sim) ExpireNow(zone, name string) error {
-	s.mu.Lock()
+	s.lockForWrite()
 	now := s.nowLocked()
 	s.advanceLocked(now)
 	in := s.findInstanceLocked(zone, name)
@@ -627,7 +649,7 @@ func (s *Sim) ExpireNow(zone, name string) error {
 // FAILED with status.error{code, message}, shrinking the MIG's target size, as
 // Compute does when provisioning fails for good.
 func (s *Sim) FailResizeRequest(zone, mig, name, code, message string) error {
-	s.mu.Lock()
+	s.lockForWrite()
 	defer s.mu.Unlock()
 	s.advanceLocked(s.nowLocked())
 	for _, m := range s.migs {

@@ -1,6 +1,8 @@
 // Package gce is flexslurm's Compute Engine adapter: instance templates,
 // zonal managed instance groups (MIGs), MIG resize requests and instances,
-// through the cloud.google.com/go/compute/apiv1 REST clients only.
+// through the cloud.google.com/go/compute/apiv1 REST clients only (a
+// Compute Engine simulated in the same process may answer list calls
+// without them: SetListShortcut).
 //
 // It owns the translation between flexslurm's plain Go values and the
 // Compute API: building Flex-Start templates (https://docs.cloud.google.com/ai-hypercomputer/docs/create/create-mig-with-a4-or-a3ultra), waiting for every
@@ -71,7 +73,30 @@ type Client struct {
 	rrs       *compute.InstanceGroupManagerResizeRequestsClient
 	instances *compute.InstancesClient
 	images    *compute.ImagesClient
+	// lists, if set, answers list calls before the REST clients
+	// (SetListShortcut).
+	lists ListShortcut
 }
+
+// ListShortcut answers some of the Client's list calls without the REST
+// clients: a Compute Engine simulated in the same process
+// (computesim.ListShortcut) hands the response message over instead of
+// encoding it as JSON for the REST client to decode, which is most of the
+// cost of a simulated reconcile pass. Each method gets the request the REST
+// client would get and returns the whole response (a single page, owned by
+// the caller), or ok false to leave the call to the REST client. Everything
+// the Client does around the call (the request it builds, the filtering and
+// translation of the result) is the same either way.
+type ListShortcut interface {
+	ListInstances(ctx context.Context, req *computepb.ListInstancesRequest) (*computepb.InstanceList, bool)
+	ListInstanceGroupManagers(ctx context.Context, req *computepb.ListInstanceGroupManagersRequest) (*computepb.InstanceGroupManagerList, bool)
+	ListResizeRequests(ctx context.Context, req *computepb.ListInstanceGroupManagerResizeRequestsRequest) (*computepb.InstanceGroupManagerResizeRequestsListResponse, bool)
+}
+
+// SetListShortcut makes ListInstances, ListMIGs and ListResizeRequests ask
+// l first (nil: always the REST clients). For simulations only; call it
+// before the Client is used.
+func (c *Client) SetListShortcut(l ListShortcut) { c.lists = l }
 
 // New creates the REST clients once. Pass option.WithEndpoint(url) and
 // option.WithoutAuthentication() for the simulator, or
@@ -485,16 +510,28 @@ func (c *Client) ListMIGs(ctx context.Context, zone, namePrefix string) ([]MIG, 
 	if namePrefix != "" {
 		req.Filter = proto.String(`name eq "` + regexp.QuoteMeta(namePrefix) + `.*"`)
 	}
+	var items []*computepb.InstanceGroupManager
+	answered := false
+	if c.lists != nil {
+		var resp *computepb.InstanceGroupManagerList
+		resp, answered = c.lists.ListInstanceGroupManagers(ctx, req)
+		items = resp.GetItems()
+	}
+	if !answered {
+		it := c.migs.List(ctx, req)
+		for {
+			m, err := it.Next()
+			if errors.Is(err, iterator.Done) {
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("listing managed instance groups in %s: %w", zone, mark(err))
+			}
+			items = append(items, m)
+		}
+	}
 	var out []MIG
-	it := c.migs.List(ctx, req)
-	for {
-		m, err := it.Next()
-		if errors.Is(err, iterator.Done) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("listing managed instance groups in %s: %w", zone, mark(err))
-		}
+	for _, m := range items {
 		if !strings.HasPrefix(m.GetName(), namePrefix) {
 			continue
 		}
@@ -662,12 +699,21 @@ func (c *Client) GetResizeRequest(ctx context.Context, zone, mig, name string) (
 // ListResizeRequests returns every resize request of a MIG, ordered by name,
 // following every page.
 func (c *Client) ListResizeRequests(ctx context.Context, zone, mig string) ([]ResizeRequest, error) {
-	it := c.rrs.List(ctx, &computepb.ListInstanceGroupManagerResizeRequestsRequest{
+	req := &computepb.ListInstanceGroupManagerResizeRequestsRequest{
 		Project:              c.project,
 		Zone:                 zone,
 		InstanceGroupManager: mig,
-	})
+	}
 	var out []ResizeRequest
+	if c.lists != nil {
+		if resp, ok := c.lists.ListResizeRequests(ctx, req); ok {
+			for _, r := range resp.GetItems() {
+				out = append(out, toResizeRequest(zone, mig, r))
+			}
+			return out, nil
+		}
+	}
+	it := c.rrs.List(ctx, req)
 	for {
 		r, err := it.Next()
 		if errors.Is(err, iterator.Done) {
@@ -804,8 +850,16 @@ func (c *Client) ListInstances(ctx context.Context, zone string, labels map[stri
 	if len(labels) > 0 {
 		req.Filter = proto.String(labelFilter(labels))
 	}
-	it := c.instances.List(ctx, req)
 	var out []Instance
+	if c.lists != nil {
+		if resp, ok := c.lists.ListInstances(ctx, req); ok {
+			for _, p := range resp.GetItems() {
+				out = append(out, toInstance(zone, p))
+			}
+			return out, nil
+		}
+	}
+	it := c.instances.List(ctx, req)
 	for {
 		p, err := it.Next()
 		if errors.Is(err, iterator.Done) {

@@ -25,7 +25,21 @@ type world struct {
 	liveByNode map[string][]string
 }
 
+// vmView is what the simulator shows of VMs now. It is computed once per
+// simulator state (computesim.Sim.Version) and shared until the state
+// changes (the runner asks for it several times an event): callers must not
+// modify it.
 func (r *runner) vmView() world {
+	v := r.h.Sim.Version()
+	if r.worldOK && r.worldVersion == v && !r.o.noStateReuse {
+		return r.world
+	}
+	w := r.computeVMView()
+	r.world, r.worldVersion, r.worldOK = w, v, true
+	return w
+}
+
+func (r *runner) computeVMView() world {
 	w := world{all: r.h.Sim.Instances(), byNode: map[string]vmInfo{}, liveByNode: map[string][]string{}}
 	for _, vm := range w.all {
 		if !r.ours(vm) {

@@ -200,6 +200,45 @@ func (c *computeFaults) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	c.calls = append(c.calls, rec)
 }
 
+// shortcutAllows reports whether a list call (method GET, path) may be
+// answered without HTTP (computesim.ListShortcut): only when ServeHTTP
+// would neither arm a compute_error fault for it nor apply a list_omit
+// step to its response. A call it refuses goes over HTTP through
+// ServeHTTP, which injects the fault as before.
+func (c *computeFaults) shortcutAllows(method, path string) bool {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !strings.Contains(path, "/operations/") {
+		for _, f := range c.faults {
+			if !f.active(now) || !f.matches(method, path, "") {
+				continue
+			}
+			if method == http.MethodGet && (f.status == 503 || f.status == 504) {
+				continue // never armed for a GET (ServeHTTP)
+			}
+			return false
+		}
+	}
+	if listingOfVMs(method, path) {
+		for _, o := range c.omits {
+			if o.active(now) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// shortcutAnswered records a list call answered without HTTP, as
+// ServeHTTP records a successful one.
+func (c *computeFaults) shortcutAnswered(method, path string) {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls = append(c.calls, CallRecord{Time: now, Method: method, Path: path, Status: http.StatusOK})
+}
+
 type statusWriter struct {
 	http.ResponseWriter
 	status int

@@ -471,10 +471,13 @@ func (r *runner) foreignTouched(w world) []string {
 		if len(calls) == 0 {
 			break
 		}
-		re := regexp.MustCompile(`(^|[^a-z0-9-])(` + regexp.QuoteMeta(f.Name) + `|` + regexp.QuoteMeta(f.MIG) + `)([^a-z0-9-]|$)`)
+		var re *regexp.Regexp // compiled for the first call that may name f
 		for _, c := range calls {
 			if c.Method == "GET" || !(strings.Contains(c.Path+c.Body, f.Name) || strings.Contains(c.Path+c.Body, f.MIG)) {
 				continue
+			}
+			if re == nil {
+				re = regexp.MustCompile(`(^|[^a-z0-9-])(` + regexp.QuoteMeta(f.Name) + `|` + regexp.QuoteMeta(f.MIG) + `)([^a-z0-9-]|$)`)
 			}
 			if re.MatchString(c.Path) || re.MatchString(c.Body) {
 				r.foreignCalls = append(r.foreignCalls, fmt.Sprintf("flexslurm called %s %s at %s naming foreign %s", c.Method, c.Path, FormatDuration(c.Time.Sub(r.start)), f.Name))
