@@ -3,6 +3,7 @@ package scenario
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/computesim"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
+	"github.com/flexslurm/flexslurm/shared/scenario/lang"
 	"github.com/flexslurm/flexslurm/shared/store"
 )
 
@@ -82,7 +84,7 @@ func (r *runner) evaluate(c Check, step int) []Result {
 		if c.Name != "" {
 			name = c.Name + ": " + name
 		}
-		out = append(out, Result{At: r.since(), Step: step, Line: c.line, Name: name, Pass: pass, Expected: expected, Actual: actual})
+		out = append(out, Result{At: r.since(), Step: step, Line: c.Line(), Name: name, Pass: pass, Expected: expected, Actual: actual})
 	}
 	if v := c.VMs; v != nil {
 		r.checkVMs(v, add)
@@ -141,23 +143,6 @@ func orNone(v []string) string {
 
 type addFunc func(name string, pass bool, expected, actual string)
 
-// expect compares a number with a Count and describes both.
-func (c Count) expect(n int) (bool, string) {
-	switch {
-	case c.Count != nil:
-		return n == *c.Count, fmt.Sprintf("%d", *c.Count)
-	case c.Min != nil && c.Max != nil:
-		return n >= *c.Min && n <= *c.Max, fmt.Sprintf("between %d and %d", *c.Min, *c.Max)
-	case c.Min != nil:
-		return n >= *c.Min, fmt.Sprintf("at least %d", *c.Min)
-	case c.Max != nil:
-		return n <= *c.Max, fmt.Sprintf("at most %d", *c.Max)
-	}
-	return true, ""
-}
-
-func (c Count) set() bool { return c.Count != nil || c.Min != nil || c.Max != nil }
-
 func listOf(names []string) string {
 	if len(names) == 0 {
 		return "[]"
@@ -202,8 +187,8 @@ func (r *runner) checkVMs(v *VMCheck, add addFunc) {
 		want := sortStrings(v.Names)
 		add(what, strings.Join(want, " ") == strings.Join(names, " "), listOf(want), listOf(names))
 	}
-	if v.Count.set() {
-		ok, exp := v.Count.expect(len(names))
+	if v.Count.IsSet() {
+		ok, exp := v.Count.Expect(len(names))
 		add(what+" count", ok, exp, fmt.Sprintf("%d %s", len(names), listOf(names)))
 	}
 	r.checkVMProperties(v, what, sel, add)
@@ -281,7 +266,7 @@ func checkNode(st *model.State, nc NodeCheck, add addFunc) {
 		add(name+" VM", n.VMName == nc.VM, nc.VM, n.VMName)
 	}
 	if nc.Repair != "" {
-		add(name+" repair", repairName(n.Repair) == nc.Repair, nc.Repair, repairName(n.Repair)+reasonSuffix(n.Reason))
+		add(name+" repair", lang.RepairName(n.Repair) == nc.Repair, nc.Repair, lang.RepairName(n.Repair)+reasonSuffix(n.Reason))
 	}
 	if nc.HostRepaired != nil {
 		add(name+" host repaired", n.HostRepaired == *nc.HostRepaired, fmt.Sprint(*nc.HostRepaired), fmt.Sprint(n.HostRepaired))
@@ -414,8 +399,8 @@ func (r *runner) checkRRs(rc *RRCheck, add addFunc) {
 		want := sortStrings(rc.Names)
 		add(what, strings.Join(want, " ") == strings.Join(names, " "), listOf(want), listOf(described))
 	}
-	if rc.Count.set() {
-		ok, exp := rc.Count.expect(len(sel))
+	if rc.Count.IsSet() {
+		ok, exp := rc.Count.Expect(len(sel))
 		add(what+" count", ok, exp, fmt.Sprintf("%d %s", len(sel), listOf(described)))
 	}
 	for _, name := range sortedKeys(rc.States) {
@@ -466,7 +451,7 @@ func (r *runner) checkCommands(cc *CommandCheck, add addFunc) {
 		if cc.Command != "" && c.Command != cc.Command {
 			continue
 		}
-		if cc.Node != "" && !contains(c.Nodes, cc.Node) {
+		if cc.Node != "" && !slices.Contains(c.Nodes, cc.Node) {
 			continue
 		}
 		if cc.Job != "" && c.Job != cc.Job {
@@ -494,8 +479,8 @@ func (r *runner) checkCommands(cc *CommandCheck, add addFunc) {
 	if len(sel) > 0 {
 		what += " (" + strings.Join(sel, ", ") + ")"
 	}
-	ok, exp := cc.Count.expect(len(got))
-	if !cc.Count.set() {
+	ok, exp := cc.Count.Expect(len(got))
+	if !cc.Count.IsSet() {
 		ok, exp = len(got) > 0, "at least 1"
 	}
 	add(what, ok, exp, fmt.Sprintf("%d %s", len(got), listOf(quoteAll(got))))
@@ -517,8 +502,8 @@ func (r *runner) checkSlurmNode(sn SlurmNodeCheck, w world, st *model.State, add
 		return
 	}
 	if sn.State != "" {
-		base, flags, _ := parseSlurmState(sn.State)
-		want := formatSlurmState(base, flags)
+		base, flags, _ := lang.ParseSlurmState(sn.State)
+		want := lang.FormatSlurmState(base, flags)
 		add(name+" state", want == n.state(), want, n.state()+reasonSuffix(n.reason))
 	}
 	for _, f := range sn.Flags {
@@ -617,7 +602,7 @@ func (r *runner) checkCounter(cc *CounterCheck, add addFunc) {
 				n++
 			}
 		}
-		ok, exp := cc.Count.expect(n)
+		ok, exp := cc.Count.Expect(n)
 		add(what, ok, exp, fmt.Sprint(n))
 		return
 	case "injected_errors":
@@ -678,8 +663,8 @@ func (r *runner) checkCounter(cc *CounterCheck, add addFunc) {
 	if cc.From != nil || cc.To != nil {
 		what += fmt.Sprintf(" from %s to %s", atOr(cc.From, "start"), atOr(cc.To, "now"))
 	}
-	if cc.Count.set() {
-		ok, exp := cc.Count.expect(len(in))
+	if cc.Count.IsSet() {
+		ok, exp := cc.Count.Expect(len(in))
 		add(what, ok, exp, fmt.Sprint(len(in)))
 	}
 	if cc.PerHourMax != nil {

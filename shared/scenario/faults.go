@@ -7,9 +7,7 @@ import (
 	"hash/fnv"
 	"io"
 	"net/http"
-	"reflect"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/flexslurm/flexslurm/shared/computesim"
 	"github.com/flexslurm/flexslurm/shared/plan"
+	"github.com/flexslurm/flexslurm/shared/scenario/lang"
 )
 
 // computeFault is one compute_error step in force.
@@ -305,73 +304,12 @@ func (c *computeFaults) addShortage(until time.Time) {
 	c.shortages = append(c.shortages, until)
 }
 
-// crashPoint is a parsed crash point (CrashStep.Point).
-type crashPoint struct {
-	after bool   // crash after the action ran (before the next boundary)
-	kind  string // normalized action kind; "" with n
-	n     int    // 1-based external action index; 0 with kind
-	// commit: crash right after the transaction committed.
-	commit bool
-}
-
-func (p crashPoint) String() string {
-	switch {
-	case p.commit:
-		return "commit"
-	case p.n > 0 && p.after:
-		return fmt.Sprintf("after#%d", p.n)
-	case p.n > 0:
-		return fmt.Sprintf("before#%d", p.n)
-	case p.after:
-		return "after:" + p.kind
-	}
-	return "before:" + p.kind
-}
-
-var crashPointRe = regexp.MustCompile(`^(?:(commit)|(before|after|action)(?::([a-z_]+)|#([1-9][0-9]*)))$`)
-
-func parseCrashPoint(s string) (crashPoint, error) {
-	m := crashPointRe.FindStringSubmatch(strings.TrimSpace(s))
-	if m == nil {
-		return crashPoint{}, fmt.Errorf("crash point %q: want commit, before:KIND, after:KIND, before#N or after#N (KIND: an action such as create_resize_request)", s)
-	}
-	if m[1] != "" {
-		return crashPoint{commit: true}, nil
-	}
-	p := crashPoint{after: m[2] == "after"}
-	if m[3] != "" {
-		p.kind = normKind(m[3])
-		return p, nil
-	}
-	n, _ := strconv.Atoi(m[4])
-	p.n = n
-	return p, nil
-}
-
-// normKind normalizes an action kind for comparison: lowercase without
-// underscores, so create_resize_request, CreateResizeRequest and
-// createresizerequest are the same kind.
-func normKind(s string) string { return strings.ReplaceAll(strings.ToLower(s), "_", "") }
-
-// actionKind is the snake_case kind of a plan action (CreateResizeRequest →
-// create_resize_request).
-func actionKind(a plan.Action) string {
-	if a == nil {
-		return ""
-	}
-	t := reflect.TypeOf(a)
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	return snake(t.Name())
-}
-
 // errInjectedCrash marks a crash the runner injected.
 var errInjectedCrash = errors.New("injected crash")
 
 // crashPlan is the crash planned for the delivery attempt in progress.
 type crashPlan struct {
-	point   crashPoint
+	point   lang.CrashPoint
 	source  string // what planned it, for the trace
 	actions int
 	armed   bool // an "after" point was reached: crash at the next boundary
@@ -391,18 +329,18 @@ func (c *crashPlan) boundary(point string, a plan.Action) error {
 	}
 	switch point {
 	case "commit":
-		if c.point.commit {
+		if c.point.Commit {
 			c.fired = true
 			c.at = "commit"
 			return fmt.Errorf("%w at commit (%s)", errInjectedCrash, c.source)
 		}
 	case "action":
 		c.actions++
-		hit := (c.point.n > 0 && c.point.n == c.actions) || (c.point.kind != "" && normKind(actionKind(a)) == c.point.kind)
+		hit := c.point.Hits(c.actions, a)
 		if !hit {
 			return nil
 		}
-		if c.point.after {
+		if c.point.After {
 			c.armed = true
 			c.at = fmt.Sprintf("action %d (%s)", c.actions, a)
 			return nil

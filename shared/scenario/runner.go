@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,6 +30,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
 	"github.com/flexslurm/flexslurm/shared/plan"
+	"github.com/flexslurm/flexslurm/shared/scenario/lang"
 	"github.com/flexslurm/flexslurm/shared/spec"
 	"github.com/flexslurm/flexslurm/shared/store"
 )
@@ -82,7 +84,7 @@ func RunFile(ctx context.Context, f *File, o RunOptions) (Report, error) {
 	wall := time.Now()
 	r, err := newRunner(ctx, f, o)
 	if err != nil {
-		return Report{File: f.path, Name: f.Name}, err
+		return Report{File: f.Path(), Name: f.Name}, err
 	}
 	defer r.close()
 	err = r.run()
@@ -189,7 +191,7 @@ type ruleState struct {
 
 type crashState struct {
 	CrashStep
-	point     crashPoint
+	point     lang.CrashPoint
 	remaining int
 }
 
@@ -305,7 +307,7 @@ type forward struct{ compute *computeFaults }
 func (f *forward) ServeHTTP(w http.ResponseWriter, r *http.Request) { f.compute.ServeHTTP(w, r) }
 
 func newRunner(ctx context.Context, f *File, o RunOptions) (*runner, error) {
-	c, err := f.Cluster.load()
+	c, err := f.Cluster.Load()
 	if err != nil {
 		return nil, err
 	}
@@ -370,7 +372,7 @@ func newRunner(ctx context.Context, f *File, o RunOptions) (*runner, error) {
 	}
 	r.slurm = newSlurmModel(f.Slurm, c, start, r.publishModel, r.tracef)
 	r.inv = newInvariantState(f.Invariants)
-	times := f.stepTimes()
+	times := f.StepTimes()
 	end := time.Duration(0)
 	if len(times) > 0 {
 		end = times[len(times)-1]
@@ -470,7 +472,7 @@ func (r *runner) run() error {
 	if err := r.initial(); err != nil {
 		return err
 	}
-	times := r.f.stepTimes()
+	times := r.f.StepTimes()
 	for i := range r.f.Steps {
 		if err := r.runUntil(r.start.Add(times[i])); err != nil {
 			return err
@@ -481,7 +483,7 @@ func (r *runner) run() error {
 		r.step = i
 		if err := r.exec(i, &r.f.Steps[i]); err != nil {
 			line := ""
-			if l := r.f.Steps[i].line; l > 0 {
+			if l := r.f.Steps[i].Line(); l > 0 {
 				line = fmt.Sprintf(" (line %d)", l)
 			}
 			return fmt.Errorf("step %d%s at %s: %w", i, line, FormatDuration(times[i]), err)
@@ -519,14 +521,14 @@ func (r *runner) initial() error {
 		err := r.h.Store.Update(r.ctx, store.Scope{Cluster: r.spec.ID, AllPools: true}, func(st *model.State) error {
 			for _, raw := range in.Nodes {
 				var n model.Node
-				if err := strictJSON(raw, &n); err != nil {
+				if err := lang.StrictJSON(raw, &n); err != nil {
 					return fmt.Errorf("initial node: %w", err)
 				}
 				st.Nodes[n.Name] = &n
 			}
 			for _, raw := range in.Jobs {
 				var j model.Job
-				if err := strictJSON(raw, &j); err != nil {
+				if err := lang.StrictJSON(raw, &j); err != nil {
 					return fmt.Errorf("initial job: %w", err)
 				}
 				st.Jobs[j.ID] = &j
@@ -906,7 +908,7 @@ func (rule *ruleState) matches(m *message, now time.Time) bool {
 	if rule.vm != nil && !rule.vm.MatchString(m.vm) {
 		return false
 	}
-	if rule.Node != "" && !contains(m.nodes, rule.Node) {
+	if rule.Node != "" && !slices.Contains(m.nodes, rule.Node) {
 		return false
 	}
 	if rule.Job != "" && rule.Job != m.job {
@@ -937,7 +939,7 @@ func (r *runner) randomFaults(rf *RandomFaults, m *message, f *DeliveryFaults) {
 	if maxDelay == 0 {
 		maxDelay = 10 * time.Minute
 	}
-	if rf.Delay > 0 && contains(topics, m.topic) && hashUnit(rf.Seed, m.ident, "delay") < rf.Delay {
+	if rf.Delay > 0 && slices.Contains(topics, m.topic) && hashUnit(rf.Seed, m.ident, "delay") < rf.Delay {
 		d := time.Duration(hashUnit(rf.Seed, m.ident, "delay-by") * float64(maxDelay)).Round(time.Second)
 		f.Delay = max(f.Delay, Duration(d))
 	}
@@ -966,7 +968,7 @@ func (r *runner) push(at time.Time, m *message, kind deliveryKind) {
 // list, then crash steps, then random faults.
 func (r *runner) crashPlanFor(m *message) *crashPlan {
 	if k := m.attempts - 1; k < len(m.crash) && m.crash[k] != "" && m.crash[k] != "none" {
-		if p, err := parseCrashPoint(m.crash[k]); err == nil {
+		if p, err := lang.ParseCrashPoint(m.crash[k]); err == nil {
 			return &crashPlan{point: p, source: fmt.Sprintf("delivery crash list, attempt %d", m.attempts)}
 		}
 	}
@@ -985,7 +987,7 @@ func (r *runner) crashPlanFor(m *message) *crashPlan {
 		a := strconv.Itoa(m.attempts)
 		if m.attempts <= limit && hashUnit(rf.Seed, m.ident, "crash", a) < rf.Crash {
 			pt := randomCrashPoints[int(hashUnit(rf.Seed, m.ident, "crash-at", a)*float64(len(randomCrashPoints)))]
-			p, _ := parseCrashPoint(pt)
+			p, _ := lang.ParseCrashPoint(pt)
 			return &crashPlan{point: p, source: "random faults"}
 		}
 	}
@@ -1089,7 +1091,7 @@ func (r *runner) exec(i int, s *Step) error {
 		return r.publishApply(s.Apply.Cluster, s.Delivery, s.Label)
 	case s.Job != nil:
 		j := s.Job
-		ev := event.Job{Header: r.header(jobTypes[j.Type]), JobID: j.ID, Partition: j.Partition, NodeCount: j.Count,
+		ev := event.Job{Header: r.header(j.EventType()), JobID: j.ID, Partition: j.Partition, NodeCount: j.Count,
 			Nodes: j.Nodes, Requeued: j.Requeued, TimeLimitSeconds: int64(j.TimeLimit.D() / time.Second), ReportedAt: now}
 		if j.ReportedAt != nil {
 			ev.ReportedAt = r.start.Add(j.ReportedAt.Offset)
@@ -1098,7 +1100,7 @@ func (r *runner) exec(i int, s *Step) error {
 	case s.Health != nil:
 		return r.publishHealth(s)
 	case s.Power != nil:
-		ev := event.Node{Header: r.header(powerTypes[s.Power.Type]), Nodes: s.Power.Nodes, Reason: s.Power.Reason, ReportedAt: now}
+		ev := event.Node{Header: r.header(s.Power.EventType()), Nodes: s.Power.Nodes, Reason: s.Power.Reason, ReportedAt: now}
 		return r.publish(config.TopicJobs, ev, s.Delivery, s.Label)
 	case s.Snapshot != nil:
 		for _, n := range s.Snapshot.Nodes {
@@ -1200,7 +1202,7 @@ func (r *runner) exec(i int, s *Step) error {
 	case s.Release != nil:
 		return r.release(*s.Release)
 	case s.Crash != nil:
-		p, _ := parseCrashPoint(s.Crash.Point)
+		p, _ := lang.ParseCrashPoint(s.Crash.Point)
 		r.crashes = append(r.crashes, &crashState{CrashStep: *s.Crash, point: p, remaining: max(s.Crash.Times, 1)})
 		return nil
 	case s.ComputeError != nil:
@@ -1268,7 +1270,7 @@ func (r *runner) publishApply(ref *ClusterRef, faults *DeliveryFaults, label str
 	c := r.spec
 	if ref != nil {
 		var err error
-		if c, err = ref.load(); err != nil {
+		if c, err = ref.Load(); err != nil {
 			return err
 		}
 	}
@@ -1512,7 +1514,7 @@ func (r *runner) finish() {
 }
 
 func (r *runner) report() Report {
-	rep := Report{File: r.f.path, Name: r.f.Name, Results: r.results, DeadLetters: r.dead, Notes: r.notes,
+	rep := Report{File: r.f.Path(), Name: r.f.Name, Results: r.results, DeadLetters: r.dead, Notes: r.notes,
 		Simulated: r.since(), Stats: r.stats, Trace: r.trace}
 	for _, d := range r.queue {
 		if !d.msg.dead && !(d.kind != firstDelivery && d.msg.acked) {

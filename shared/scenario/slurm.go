@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
+	"github.com/flexslurm/flexslurm/shared/scenario/lang"
 	"github.com/flexslurm/flexslurm/shared/spec"
 )
 
@@ -37,68 +39,21 @@ import (
 //
 // Requeued jobs become eligible 121 s later, as Slurm's requeue does.
 
-// Slurm node flags the model sets.
+// Slurm node flags and base states the model sets.
 const (
-	flagCloud         = "CLOUD"
-	flagPoweredDown   = "POWERED_DOWN"
-	flagPoweringUp    = "POWERING_UP"
-	flagPoweringDown  = "POWERING_DOWN"
-	flagPowerDown     = "POWER_DOWN"
-	flagNotResponding = "NOT_RESPONDING"
-	flagDrain         = "DRAIN"
-	flagFail          = "FAIL"
+	flagCloud         = lang.SlurmFlagCloud
+	flagPoweredDown   = lang.SlurmFlagPoweredDown
+	flagPoweringUp    = lang.SlurmFlagPoweringUp
+	flagPoweringDown  = lang.SlurmFlagPoweringDown
+	flagPowerDown     = lang.SlurmFlagPowerDown
+	flagNotResponding = lang.SlurmFlagNotResponding
+	flagDrain         = lang.SlurmFlagDrain
+	flagFail          = lang.SlurmFlagFail
+
+	baseIdle      = lang.SlurmIdle
+	baseAllocated = lang.SlurmAllocated
+	baseDown      = lang.SlurmDown
 )
-
-// Slurm base states.
-const (
-	baseIdle      = "IDLE"
-	baseAllocated = "ALLOCATED"
-	baseDown      = "DOWN"
-)
-
-var baseStates = []string{"IDLE", "ALLOCATED", "MIXED", "DOWN", "COMPLETING", "FUTURE", "UNKNOWN", "ERROR", "FAIL"}
-
-// flagOrder is the order flags are printed in (scontrol's, roughly).
-var flagOrder = []string{flagCloud, "COMPLETING", flagDrain, flagFail, "MAINTENANCE", "RESERVED", flagNotResponding,
-	flagPoweredDown, flagPoweringUp, flagPoweringDown, flagPowerDown}
-
-// parseSlurmState parses BASE+FLAG+… ("IDLE+CLOUD+POWERED_DOWN").
-func parseSlurmState(s string) (string, map[string]bool, error) {
-	parts := strings.Split(strings.ToUpper(strings.TrimSpace(s)), "+")
-	if len(parts) == 0 || parts[0] == "" {
-		return "", nil, fmt.Errorf("empty Slurm state; want BASE+FLAG+… such as IDLE+CLOUD+POWERED_DOWN")
-	}
-	if !contains(baseStates, parts[0]) {
-		return "", nil, fmt.Errorf("Slurm state %q: base %q is not one of %s", s, parts[0], strings.Join(baseStates, ", "))
-	}
-	flags := map[string]bool{}
-	for _, f := range parts[1:] {
-		if f == "" {
-			return "", nil, fmt.Errorf("Slurm state %q has an empty flag", s)
-		}
-		flags[f] = true
-	}
-	return parts[0], flags, nil
-}
-
-func formatSlurmState(base string, flags map[string]bool) string {
-	out := []string{base}
-	seen := map[string]bool{}
-	for _, f := range flagOrder {
-		if flags[f] {
-			out = append(out, f)
-			seen[f] = true
-		}
-	}
-	var rest []string
-	for f, on := range flags {
-		if on && !seen[f] {
-			rest = append(rest, f)
-		}
-	}
-	sort.Strings(rest)
-	return strings.Join(append(out, rest...), "+")
-}
 
 type slurmNode struct {
 	name   string
@@ -127,7 +82,7 @@ type slurmNode struct {
 	removed bool
 }
 
-func (n *slurmNode) state() string { return formatSlurmState(n.base, n.flags) }
+func (n *slurmNode) state() string { return lang.FormatSlurmState(n.base, n.flags) }
 
 func (n *slurmNode) up() bool {
 	return !n.flags[flagPoweredDown] && !n.flags[flagPoweringUp] && !n.flags[flagPoweringDown]
@@ -293,7 +248,7 @@ func (m *slurmModel) sortedNodes() []*slurmNode {
 
 // setNode sets a node's state from a snapshot step.
 func (m *slurmModel) setNode(now time.Time, sn SnapshotNode) error {
-	base, flags, err := parseSlurmState(sn.State)
+	base, flags, err := lang.ParseSlurmState(sn.State)
 	if err != nil {
 		return err
 	}
@@ -808,7 +763,7 @@ func (m *slurmModel) reservedWithin(node string, now time.Time, limit time.Durat
 		return false
 	}
 	for name, nodes := range m.reservations {
-		if from, ok := m.reservedFrom[name]; ok && from.Before(now.Add(limit)) && contains(nodes, node) {
+		if from, ok := m.reservedFrom[name]; ok && from.Before(now.Add(limit)) && slices.Contains(nodes, node) {
 			return true
 		}
 	}

@@ -1,0 +1,12 @@
+package scenario
+
+import (
+	"maps"
+	"slices"
+)
+
+// sortedKeys returns a map's keys in order.
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+// sortStrings returns a sorted copy.
+func sortStrings(xs []string) []string { return slices.Sorted(slices.Values(xs)) }
