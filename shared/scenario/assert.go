@@ -12,6 +12,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
 	"github.com/flexslurm/flexslurm/shared/scenario/lang"
+	"github.com/flexslurm/flexslurm/shared/scenario/slurmmodel"
 	"github.com/flexslurm/flexslurm/shared/store"
 )
 
@@ -22,13 +23,13 @@ type world struct {
 	ours []computesim.Instance
 	// byNode is each node's live (not STOPPING) VM of this cluster, the
 	// newest when there are several.
-	byNode map[string]vmInfo
+	byNode map[string]slurmmodel.VM
 	// liveByNode lists every live VM of this cluster per node.
 	liveByNode map[string][]string
 }
 
 func (r *runner) vmView() world {
-	w := world{all: r.h.Sim.Instances(), byNode: map[string]vmInfo{}, liveByNode: map[string][]string{}}
+	w := world{all: r.h.Sim.Instances(), byNode: map[string]slurmmodel.VM{}, liveByNode: map[string][]string{}}
 	for _, vm := range w.all {
 		if !r.ours(vm) {
 			continue
@@ -42,8 +43,8 @@ func (r *runner) vmView() world {
 			continue
 		}
 		w.liveByNode[node] = append(w.liveByNode[node], vm.Name)
-		if cur, seen := w.byNode[node]; !seen || vm.Created.After(cur.created) {
-			w.byNode[node] = vmInfo{name: vm.Name, zone: vm.Zone, status: vm.Status, created: vm.Created}
+		if cur, seen := w.byNode[node]; !seen || vm.Created.After(cur.Created) {
+			w.byNode[node] = slurmmodel.VM{Name: vm.Name, Zone: vm.Zone, Status: vm.Status, Created: vm.Created}
 		}
 	}
 	return w
@@ -495,7 +496,7 @@ func quoteAll(xs []string) []string {
 }
 
 func (r *runner) checkSlurmNode(sn SlurmNodeCheck, w world, st *model.State, add addFunc) {
-	n, ok := r.slurm.nodes[sn.Name]
+	n, ok := r.slurm.Node(sn.Name)
 	name := "Slurm node " + sn.Name
 	if !ok {
 		add(name, false, "a node known to Slurm", "unknown (no snapshot named it)")
@@ -504,20 +505,20 @@ func (r *runner) checkSlurmNode(sn SlurmNodeCheck, w world, st *model.State, add
 	if sn.State != "" {
 		base, flags, _ := lang.ParseSlurmState(sn.State)
 		want := lang.FormatSlurmState(base, flags)
-		add(name+" state", want == n.state(), want, n.state()+reasonSuffix(n.reason))
+		add(name+" state", want == n.State(), want, n.State()+reasonSuffix(n.Reason()))
 	}
 	for _, f := range sn.Flags {
-		add(name+" has "+f, n.flags[f], "set", n.state())
+		add(name+" has "+f, n.Flag(f), "set", n.State())
 	}
 	for _, f := range sn.NotFlags {
-		add(name+" lacks "+f, !n.flags[f], "not set", n.state())
+		add(name+" lacks "+f, !n.Flag(f), "not set", n.State())
 	}
 	if sn.Serviceable != nil {
 		wanted := func(node string) bool {
 			rec, ok := st.Nodes[node]
 			return ok && rec.Phase.Serving()
 		}
-		ok, why := r.slurm.serviceable(sn.Name, w.byNode, wanted)
+		ok, why := r.slurm.Serviceable(sn.Name, w.byNode, wanted)
 		exp := "serviceable"
 		if !*sn.Serviceable {
 			exp = "not serviceable"
@@ -527,20 +528,20 @@ func (r *runner) checkSlurmNode(sn SlurmNodeCheck, w world, st *model.State, add
 }
 
 func (r *runner) checkSlurmJob(sj SlurmJobCheck, add addFunc) {
-	j, ok := r.slurm.jobs[sj.ID]
+	j, ok := r.slurm.Job(sj.ID)
 	name := "Slurm job " + sj.ID
 	if !ok {
 		add(name, false, "a job submitted to Slurm", "unknown")
 		return
 	}
 	if sj.State != "" {
-		add(name+" state", strings.EqualFold(sj.State, j.state), strings.ToUpper(sj.State), j.state)
+		add(name+" state", strings.EqualFold(sj.State, j.State()), strings.ToUpper(sj.State), j.State())
 	}
 	if sj.Comment != nil {
-		add(name+" comment", regexp.MustCompile(*sj.Comment).MatchString(j.comment), "matching "+*sj.Comment, fmt.Sprintf("%q", j.comment))
+		add(name+" comment", regexp.MustCompile(*sj.Comment).MatchString(j.Comment()), "matching "+*sj.Comment, fmt.Sprintf("%q", j.Comment()))
 	}
 	if sj.MinRestarts > 0 {
-		add(name+" restarts", j.restarts >= sj.MinRestarts, fmt.Sprintf("at least %d", sj.MinRestarts), fmt.Sprintf("%d", j.restarts))
+		add(name+" restarts", j.Restarts() >= sj.MinRestarts, fmt.Sprintf("at least %d", sj.MinRestarts), fmt.Sprintf("%d", j.Restarts()))
 	}
 }
 

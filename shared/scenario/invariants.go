@@ -259,19 +259,19 @@ func (r *runner) invariant(name string, w world, strict bool) []string {
 			if !ok {
 				continue
 			}
-			if rec, known := st.Nodes[node]; !known || rec.VMName != vm.name {
+			if rec, known := st.Nodes[node]; !known || rec.VMName != vm.Name {
 				continue // no record names it: no_unrecorded_vm's business
 			}
 			if p, inSpec := r.spec.Pool(pool); inSpec && p.IsFlexStart() && idx < p.MaxNodeCount {
 				continue
 			}
-			if sn, known := r.slurm.nodes[node]; known && sn.job != "" {
-				if j, ok := r.slurm.jobs[sn.job]; ok && j.state == "RUNNING" {
+			if sn, known := r.slurm.Node(node); known && sn.JobID() != "" {
+				if j, ok := r.slurm.Job(sn.JobID()); ok && j.State() == "RUNNING" {
 					continue
 				}
 			}
-			live[vm.name] = true
-			since, seen := s.beyondSince[vm.name]
+			live[vm.Name] = true
+			since, seen := s.beyondSince[vm.Name]
 			switch {
 			case !seen:
 				since = now
@@ -279,10 +279,10 @@ func (r *runner) invariant(name string, w world, strict bool) []string {
 				since = r.specAt // the clock starts again at the latest apply
 			}
 			if !strict {
-				s.beyondSince[vm.name] = since
+				s.beyondSince[vm.Name] = since
 			}
 			if deadline := since.Add(grace(s.cfg.WithinMax)); now.After(deadline) || strict {
-				out = append(out, fmt.Sprintf("VM %s of node %s is beyond its pool's maximum with no job running since %s", vm.name, node, FormatDuration(since.Sub(r.start))))
+				out = append(out, fmt.Sprintf("VM %s of node %s is beyond its pool's maximum with no job running since %s", vm.Name, node, FormatDuration(since.Sub(r.start))))
 			}
 		}
 		if !strict {
@@ -310,7 +310,7 @@ func (r *runner) invariant(name string, w world, strict bool) []string {
 			up := map[string]bool{}
 			for node, vm := range w.byNode {
 				_, pool, idx, ok := naming.ParseNodeName(node)
-				if !ok || pool != p.ID || vm.status != "RUNNING" {
+				if !ok || pool != p.ID || vm.Status != "RUNNING" {
 					continue
 				}
 				if rec, known := st.Nodes[node]; idx < p.MinNodeCount || (known && rec.Kind == model.NodeStatic) {
@@ -369,8 +369,8 @@ func (r *runner) idleDynamic(w world, grace time.Duration, notBefore time.Time, 
 	var out []string
 	for _, node := range sortedKeys(w.byNode) {
 		vm := w.byNode[node]
-		n, ok := r.slurm.nodes[node]
-		if !ok || n.static {
+		n, ok := r.slurm.Node(node)
+		if !ok || n.Static() {
 			continue
 		}
 		// A node flexslurm holds as static (a make-before-break successor)
@@ -395,7 +395,7 @@ func (r *runner) idleDynamic(w world, grace time.Duration, notBefore time.Time, 
 		kept := false
 		for _, id := range holding {
 			if j, ok := st.Jobs[id]; ok && j.State == model.JobPending {
-				if sj, ok := r.slurm.jobs[id]; !ok || sj.active() {
+				if sj, ok := r.slurm.Job(id); !ok || sj.Active() {
 					kept = true
 				}
 			}
@@ -403,32 +403,32 @@ func (r *runner) idleDynamic(w world, grace time.Duration, notBefore time.Time, 
 		if kept {
 			continue
 		}
-		if n.job != "" {
-			if j, ok := r.slurm.jobs[n.job]; ok && j.active() {
+		if n.JobID() != "" {
+			if j, ok := r.slurm.Job(n.JobID()); ok && j.Active() {
 				continue
 			}
 		}
-		idle := vm.created
-		if n.freedAt.After(idle) {
-			idle = n.freedAt
+		idle := vm.Created
+		if n.FreedAt().After(idle) {
+			idle = n.FreedAt()
 		}
 		// A drained node cannot take a job: it is idle from its resume.
-		if n.undrainedAt.After(idle) {
-			idle = n.undrainedAt
+		if n.UndrainedAt().After(idle) {
+			idle = n.UndrainedAt()
 		}
 		// A VM kept for a pending job (above) is idle from the moment
 		// that job ended, not from before.
 		for _, id := range holding {
-			if sj, ok := r.slurm.jobs[id]; ok && !sj.active() && sj.endAt.After(idle) && !sj.endAt.After(now) {
-				idle = sj.endAt
+			if sj, ok := r.slurm.Job(id); ok && !sj.Active() && sj.EndAt().After(idle) && !sj.EndAt().After(now) {
+				idle = sj.EndAt()
 			}
 		}
-		deadline := latest(idle.Add(r.slurm.cfg.SuspendTime.D()+grace), notBefore)
+		deadline := latest(idle.Add(r.slurm.SuspendTime()+grace), notBefore)
 		if strict || now.After(deadline) {
-			if strict && now.Before(idle.Add(r.slurm.cfg.SuspendTime.D())) {
+			if strict && now.Before(idle.Add(r.slurm.SuspendTime())) {
 				continue
 			}
-			out = append(out, fmt.Sprintf("VM %s of node %s (Slurm: %s) has had no job since %s", vm.name, node, n.state(), FormatDuration(idle.Sub(r.start))))
+			out = append(out, fmt.Sprintf("VM %s of node %s (Slurm: %s) has had no job since %s", vm.Name, node, n.State(), FormatDuration(idle.Sub(r.start))))
 		}
 	}
 	return out

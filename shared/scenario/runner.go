@@ -31,6 +31,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/naming"
 	"github.com/flexslurm/flexslurm/shared/plan"
 	"github.com/flexslurm/flexslurm/shared/scenario/lang"
+	"github.com/flexslurm/flexslurm/shared/scenario/slurmmodel"
 	"github.com/flexslurm/flexslurm/shared/spec"
 	"github.com/flexslurm/flexslurm/shared/store"
 )
@@ -195,17 +196,6 @@ type crashState struct {
 	remaining int
 }
 
-// slurmCommandRecord is one Slurm command flexslurm published.
-type slurmCommandRecord struct {
-	At      time.Time
-	ID      string
-	Command string
-	Nodes   []string
-	Job     string
-	Reason  string
-	Raw     map[string]any
-}
-
 type watchState struct {
 	step   int
 	name   string
@@ -249,12 +239,12 @@ type runner struct {
 	dlog    []deliveryRecord
 	dead    []DeadLetter
 
-	cmds    []slurmCommandRecord
+	cmds    []slurmmodel.Command
 	applied map[string]bool // command ids the agent applied
 
 	rrStates, vmStates map[string]string // for the trace
 	rrSeen             map[string]bool
-	slurm              *slurmModel
+	slurm              *slurmmodel.Model
 	watches            []*watchState
 	inv                *invariantState
 	foreign            []ForeignVM
@@ -370,7 +360,7 @@ func newRunner(ctx context.Context, f *File, o RunOptions) (*runner, error) {
 		r.close()
 		return nil, fmt.Errorf("creating the out-of-band Compute client: %w", err)
 	}
-	r.slurm = newSlurmModel(f.Slurm, c, start, r.publishModel, r.tracef)
+	r.slurm = slurmmodel.New(f.Slurm, c, start, r.publishModel, r.tracef)
 	r.inv = newInvariantState(f.Invariants)
 	times := f.StepTimes()
 	end := time.Duration(0)
@@ -630,7 +620,7 @@ func (r *runner) nextDue() (time.Time, dueKind) {
 	if !r.nextSnapshot.IsZero() {
 		consider(r.nextSnapshot, dueSnapshot)
 	}
-	if t, ok := r.slurm.nextDue(r.now(), r.vmView().byNode); ok {
+	if t, ok := r.slurm.NextDue(r.now(), r.vmView().byNode); ok {
 		consider(t, dueSlurm)
 	}
 	return best, kind
@@ -705,7 +695,7 @@ func (r *runner) afterEvent() {
 	r.collectAudit()
 	r.collectCommands()
 	w := r.vmView()
-	r.slurm.update(r.now(), w.byNode)
+	r.slurm.Update(r.now(), w.byNode)
 	r.collectCommands()
 	for _, rr := range r.h.Sim.ResizeRequestHistory() {
 		r.rrSeen[rr.Name] = true
@@ -759,7 +749,7 @@ func (r *runner) collectCommands() {
 		_ = json.Unmarshal(m.Data, &c)
 		var raw map[string]any
 		_ = json.Unmarshal(m.Data, &raw)
-		rec := slurmCommandRecord{At: r.now(), ID: c.ID, Command: c.Command, Nodes: c.Nodes, Job: c.JobID, Reason: c.Reason, Raw: raw}
+		rec := slurmmodel.Command{At: r.now(), ID: c.ID, Command: c.Command, Nodes: c.Nodes, Job: c.JobID, Reason: c.Reason, Raw: raw}
 		r.cmds = append(r.cmds, rec)
 		r.stats.SlurmCommands++
 		target := strings.Join(c.Nodes, ",")
@@ -771,7 +761,7 @@ func (r *runner) collectCommands() {
 			continue // the agent applies each command id once
 		}
 		r.applied[c.ID] = true
-		if !r.slurm.command(r.now(), rec) {
+		if !r.slurm.Apply(r.now(), rec) {
 			r.note("the Slurm model does not know command %q: Slurm state unchanged", c.Command)
 		}
 	}
@@ -1104,12 +1094,12 @@ func (r *runner) exec(i int, s *Step) error {
 		return r.publish(config.TopicJobs, ev, s.Delivery, s.Label)
 	case s.Snapshot != nil:
 		for _, n := range s.Snapshot.Nodes {
-			if err := r.slurm.setNode(now, n); err != nil {
+			if err := r.slurm.SetNode(now, n); err != nil {
 				return err
 			}
 		}
 		if s.Snapshot.Jobs != nil || !r.f.Slurm.Simulate {
-			r.slurm.setJobs(s.Snapshot.Jobs)
+			r.slurm.SetJobs(s.Snapshot.Jobs)
 		}
 		r.publishSnapshot(s.Delivery, s.Label)
 		return nil
@@ -1165,10 +1155,10 @@ func (r *runner) exec(i int, s *Step) error {
 		return nil
 	case s.Submit != nil:
 		r.tracef("submit job %s (%d nodes, %s)", s.Submit.ID, s.Submit.Nodes, FormatDuration(s.Submit.Runtime.D()))
-		return r.slurm.submit(now, *s.Submit)
+		return r.slurm.Submit(now, *s.Submit)
 	case s.Cancel != nil:
 		r.tracef("scancel %s", s.Cancel.ID)
-		r.slurm.cancel(now, s.Cancel.ID)
+		r.slurm.Cancel(now, s.Cancel.ID)
 		return nil
 	case s.Deliveries != nil:
 		rule := &ruleState{DeliveryRule: *s.Deliveries, remaining: -1}
@@ -1283,7 +1273,7 @@ func (r *runner) publishApply(ref *ClusterRef, faults *DeliveryFaults, label str
 		// Slurm model's nodes follow it.
 		r.spec = c
 		r.specAt = r.now()
-		r.slurm.reconfigure(r.now(), c)
+		r.slurm.Reconfigure(r.now(), c)
 	}
 	node := harness.NodeSettings(c)
 	return r.publish(config.TopicClusterSpec, event.Cluster{Header: event.Header{Version: event.SchemaVersion, Type: event.TypeClusterApply, Cluster: c.ID},
@@ -1298,7 +1288,7 @@ func (r *runner) publishTick(cluster string, faults *DeliveryFaults, label strin
 }
 
 func (r *runner) publishSnapshot(faults *DeliveryFaults, label string) {
-	if err := r.publish(config.TopicSlurmSnapshot, r.slurm.snapshot(r.now()), faults, label); err != nil {
+	if err := r.publish(config.TopicSlurmSnapshot, r.slurm.Snapshot(r.now()), faults, label); err != nil {
 		r.note("snapshot: %v", err)
 	}
 }
@@ -1327,21 +1317,21 @@ func (r *runner) publishHealth(s *Step) error {
 		}
 		vmName := h.VM
 		if vmName == "" && up {
-			vmName = vm.name
+			vmName = vm.Name
 		}
 		if verdict == event.VerdictFail {
 			// The hook drains the node, then asks Slurm whether it is
 			// drained (no job left).
-			job, state := r.slurm.healthFailure(r.now(), h.Node, reasons[0], vmName)
+			job, state := r.slurm.HealthFailure(r.now(), h.Node, reasons[0], vmName)
 			if ev.JobID == "" && ev.JobState == "" {
 				ev.JobID, ev.JobState = job, state
 			}
 			if h.Drained == nil {
-				ev.Drained = r.slurm.drainComplete(h.Node)
+				ev.Drained = r.slurm.DrainComplete(h.Node)
 			}
 		}
 		if ev.VMName == "" && ev.Generation == 0 && up {
-			ev.VMName = vm.name
+			ev.VMName = vm.Name
 		}
 	}
 	return r.publish(config.TopicHealthFailure, ev, s.Delivery, s.Label)
@@ -1424,7 +1414,7 @@ func (r *runner) resolveVM(ref VMRef) (resolvedVM, error) {
 		return resolvedVM{}, fmt.Errorf("no VM named %s", ref.VM)
 	}
 	if vm, ok := r.vmView().byNode[ref.Node]; ok {
-		return resolvedVM{vm.zone, vm.name}, nil
+		return resolvedVM{vm.Zone, vm.Name}, nil
 	}
 	return resolvedVM{}, fmt.Errorf("node %s has no live VM", ref.Node)
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/flexslurm/flexslurm/shared/scenario/slurmmodel"
 )
 
 func testContext(t *testing.T) context.Context {
@@ -186,7 +188,7 @@ steps:
 
 func TestForeignReservationCheck(t *testing.T) {
 	r := &runner{start: DefaultStart}
-	r.cmds = []slurmCommandRecord{
+	r.cmds = []slurmmodel.Command{
 		{Command: "reservation_create", Raw: map[string]any{"command": "reservation_create", "reservation": "flexslurm-eol-flexvm-a3u-0", "start_time": "2026-12-07T00:00:00Z"}},
 		{Command: "reservation_delete", Raw: map[string]any{"command": "reservation_delete", "reservation": "maint-gpu-swap"}},
 		{Command: "update_reservation", Raw: map[string]any{"command": "update_reservation", "name": "maint-gpu-swap"}},

@@ -5,12 +5,14 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/flexslurm/flexslurm/shared/scenario/slurmmodel"
 )
 
 // TestForeignReservationCheckIsIncremental: scanning the commands as they
 // come gives what a scan of all of them gives, after every new command.
 func TestForeignReservationCheckIsIncremental(t *testing.T) {
-	all := []slurmCommandRecord{
+	all := []slurmmodel.Command{
 		{Command: "reservation_create", Raw: map[string]any{"command": "reservation_create", "reservation": "flexslurm-eol-flexvm-a3u-0"}},
 		{Command: "reservation_delete", Raw: map[string]any{"command": "reservation_delete", "reservation": "maint-gpu-swap"}},
 		{Command: "drain", Raw: map[string]any{"command": "drain", "nodes": []any{"flexvm-a3u-0"}, "reason": "maint"}},
