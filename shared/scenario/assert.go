@@ -11,6 +11,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/computesim"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
+	"github.com/flexslurm/flexslurm/shared/scenario/delivery"
 	"github.com/flexslurm/flexslurm/shared/scenario/lang"
 	"github.com/flexslurm/flexslurm/shared/scenario/slurmmodel"
 	"github.com/flexslurm/flexslurm/shared/store"
@@ -550,7 +551,7 @@ func (r *runner) checkCounter(cc *CounterCheck, add addFunc) {
 	what := cc.Counter
 	switch cc.Counter {
 	case "compute_calls":
-		calls, _ := r.compute.snapshot()
+		calls := r.compute.Calls()
 		var pathRe, bodyRe *regexp.Regexp
 		if cc.Path != "" {
 			pathRe = regexp.MustCompile(cc.Path)
@@ -607,7 +608,7 @@ func (r *runner) checkCounter(cc *CounterCheck, add addFunc) {
 		add(what, ok, exp, fmt.Sprint(n))
 		return
 	case "injected_errors":
-		calls, _ := r.compute.snapshot()
+		calls := r.compute.Calls()
 		for _, c := range calls {
 			if c.Injected != "" && (cc.Fault == "" || c.Injected == cc.Fault) {
 				times = append(times, c.Time)
@@ -617,33 +618,33 @@ func (r *runner) checkCounter(cc *CounterCheck, add addFunc) {
 			what += " of " + cc.Fault
 		}
 	default:
-		for _, d := range r.dlog {
-			if cc.Topic != "" && d.topic != cc.Topic || cc.Type != "" && d.typ != cc.Type || cc.Label != "" && d.label != cc.Label {
+		for _, d := range r.deliveries.Records() {
+			if cc.Topic != "" && d.Topic != cc.Topic || cc.Type != "" && d.Type != cc.Type || cc.Label != "" && d.Label != cc.Label {
 				continue
 			}
 			switch cc.Counter {
 			case "acks":
-				if d.outcome != "ack" {
+				if d.Outcome != "ack" {
 					continue
 				}
 			case "nacks":
-				if d.outcome == "ack" {
+				if d.Outcome == "ack" {
 					continue
 				}
 			case "redeliveries":
-				if d.kind != retryDelivery {
+				if d.Kind != delivery.Retry {
 					continue
 				}
 			case "duplicates":
-				if d.kind != duplicateDelivery {
+				if d.Kind != delivery.Duplicate {
 					continue
 				}
 			}
-			times = append(times, d.at)
+			times = append(times, d.At)
 		}
 		if cc.Counter == "dead_letters" {
 			times = times[:0]
-			for _, d := range r.dead {
+			for _, d := range r.deliveries.DeadLetters() {
 				if (cc.Topic == "" || d.Topic == cc.Topic) && (cc.Type == "" || d.Type == cc.Type) && (cc.Label == "" || d.Label == cc.Label) {
 					times = append(times, r.start.Add(d.At))
 				}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
+	"github.com/flexslurm/flexslurm/shared/scenario/computefault"
 )
 
 // invariantState follows the continuous invariants of a run.
@@ -138,23 +139,12 @@ func (r *runner) strictInvariant(name string) []string {
 	switch name {
 	case "no_dead_letters":
 		var out []string
-		for _, d := range r.dead {
+		for _, d := range r.deliveries.DeadLetters() {
 			out = append(out, fmt.Sprintf("%s %s (%s) dead-lettered at %s", d.Topic, d.ID, d.Type, FormatDuration(d.At)))
 		}
 		return out
 	case "quiet":
-		var out []string
-		for _, d := range r.queue {
-			if !d.msg.dead && !(d.kind != firstDelivery && d.msg.acked) {
-				out = append(out, fmt.Sprintf("%s %s (%s) queued for %s", d.msg.topic, d.msg.id, d.msg.describe(), FormatDuration(d.due.Sub(r.start))))
-			}
-		}
-		for _, h := range sortedKeys(r.holds) {
-			for _, m := range r.holds[h] {
-				out = append(out, fmt.Sprintf("%s %s held in %q", m.topic, m.id, h))
-			}
-		}
-		return out
+		return r.deliveries.NotQuiet()
 	case "no_idle_dynamic_vm":
 		return r.idleDynamic(w, 0, time.Time{}, true)
 	}
@@ -178,7 +168,7 @@ func (r *runner) invariant(name string, w world, strict bool) []string {
 		if strict || wi == nil {
 			return time.Time{}
 		}
-		b := r.compute.blockedUntil(path)
+		b := r.compute.BlockedUntil(path)
 		if b.IsZero() {
 			return b
 		}
@@ -233,7 +223,7 @@ func (r *runner) invariant(name string, w world, strict bool) []string {
 				since = now
 				s.unrecordedSince[vm.Name] = now
 			}
-			if deadline := latest(since.Add(grace(s.cfg.NoUnrecordedVM)), afterFault(s.cfg.NoUnrecordedVM, anyPath)); now.After(deadline) || strict {
+			if deadline := latest(since.Add(grace(s.cfg.NoUnrecordedVM)), afterFault(s.cfg.NoUnrecordedVM, computefault.AnyPath)); now.After(deadline) || strict {
 				out = append(out, fmt.Sprintf("VM %s (created at %s) has had no node record since %s", vm.Name,
 					FormatDuration(vm.Created.Sub(r.start)), FormatDuration(since.Sub(r.start))))
 			}
@@ -327,7 +317,7 @@ func (r *runner) invariant(name string, w world, strict bool) []string {
 				s.belowSince[p.ID] = now
 			}
 			delays := r.capacityDelay(p.Zone, p.MachineSpec.MachineType) + r.f.Simulator.AcceptDelay.D() + r.f.Simulator.DeleteDelay.D()
-			deadline := latest(since.Add(delays+grace(s.cfg.StaticAtMin)), afterFault(s.cfg.StaticAtMin, pathResizeRequests).Add(delays))
+			deadline := latest(since.Add(delays+grace(s.cfg.StaticAtMin)), afterFault(s.cfg.StaticAtMin, computefault.PathResizeRequests).Add(delays))
 			if strict || now.After(deadline) {
 				out = append(out, fmt.Sprintf("pool %s has %d of %d static nodes with a running VM since %s (deadline %s)",
 					p.ID, len(up), p.MinNodeCount, FormatDuration(since.Sub(r.start)), FormatDuration(deadline.Sub(r.start))))
@@ -335,7 +325,7 @@ func (r *runner) invariant(name string, w world, strict bool) []string {
 		}
 		return out
 	case "idle_dynamic_released":
-		return r.idleDynamic(w, grace(s.cfg.IdleDynamicReleased), afterFault(s.cfg.IdleDynamicReleased, anyPath), strict)
+		return r.idleDynamic(w, grace(s.cfg.IdleDynamicReleased), afterFault(s.cfg.IdleDynamicReleased, computefault.AnyPath), strict)
 	case "repair_progress":
 		st := r.state()
 		var out []string
@@ -343,7 +333,7 @@ func (r *runner) invariant(name string, w world, strict bool) []string {
 			if !n.Repair.UnderRepair() && n.Repair != model.RepairBlocked {
 				continue
 			}
-			deadline := latest(n.RepairSince.Add(grace(s.cfg.RepairProgress)), afterFault(s.cfg.RepairProgress, anyPath))
+			deadline := latest(n.RepairSince.Add(grace(s.cfg.RepairProgress)), afterFault(s.cfg.RepairProgress, computefault.AnyPath))
 			if strict || now.After(deadline) {
 				out = append(out, fmt.Sprintf("node %s (%s) has been %s since %s", n.Name, n.VMName, n.Repair, FormatDuration(n.RepairSince.Sub(r.start))))
 			}
@@ -465,7 +455,7 @@ func (r *runner) foreignTouched(w world) []string {
 		}
 	}
 	// Calls are scanned once each, as they come.
-	calls := r.compute.since(r.foreignScanned)
+	calls := r.compute.Since(r.foreignScanned)
 	r.foreignScanned += len(calls)
 	for _, f := range r.foreign {
 		if len(calls) == 0 {

@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/flexslurm/flexslurm/shared/scenario/delivery"
 )
 
 // Result is one assertion's outcome.
@@ -41,15 +43,7 @@ func (r Result) String() string {
 
 // DeadLetter is a message that reached the maximum number of delivery
 // attempts without being acknowledged.
-type DeadLetter struct {
-	At        time.Duration
-	Topic     string
-	ID        string
-	Type      string
-	Label     string
-	Attempts  int
-	LastError string
-}
+type DeadLetter = delivery.DeadLetter
 
 // Stats counts what happened in a run.
 type Stats struct {

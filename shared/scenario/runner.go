@@ -1,7 +1,6 @@
 package scenario
 
 import (
-	"container/heap"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,9 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
-	"slices"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,6 +26,8 @@ import (
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
 	"github.com/flexslurm/flexslurm/shared/plan"
+	"github.com/flexslurm/flexslurm/shared/scenario/computefault"
+	"github.com/flexslurm/flexslurm/shared/scenario/delivery"
 	"github.com/flexslurm/flexslurm/shared/scenario/lang"
 	"github.com/flexslurm/flexslurm/shared/scenario/slurmmodel"
 	"github.com/flexslurm/flexslurm/shared/spec"
@@ -39,12 +37,11 @@ import (
 // DefaultStart is the simulated start time when a scenario sets none.
 var DefaultStart = time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 
-// Delivery defaults (a push subscription's retry policy: 10 s to 600 s; the
-// dead-letter policy's default of 5 attempts).
+// Delivery defaults (see package delivery).
 const (
-	DefaultMinBackoff  = 10 * time.Second
-	DefaultMaxBackoff  = 10 * time.Minute
-	DefaultMaxAttempts = 5
+	DefaultMinBackoff  = delivery.DefaultMinBackoff
+	DefaultMaxBackoff  = delivery.DefaultMaxBackoff
+	DefaultMaxAttempts = delivery.DefaultMaxAttempts
 )
 
 // maxEventsPerInstant guards against a livelock at one simulated instant.
@@ -94,108 +91,6 @@ func RunFile(ctx context.Context, f *File, o RunOptions) (Report, error) {
 	return rep, err
 }
 
-// message is one Pub/Sub message.
-type message struct {
-	seq      int
-	id       string
-	topic    string
-	data     []byte
-	typ      string // payload type, or "audit" for Compute audit entries
-	vm       string // audit entries: the instance
-	nodes    []string
-	job      string
-	ident    string // stable identity for random faults
-	label    string
-	crash    []string // crash points by attempt
-	dups     []Duration
-	attempts int
-	acked    bool
-	dead     bool
-	lastErr  string
-	// published is when the message was published.
-	published time.Time
-}
-
-func (m *message) describe() string {
-	d := m.typ
-	if m.job != "" {
-		d += " job " + m.job
-	}
-	if m.vm != "" {
-		d += " " + m.vm
-	}
-	if len(m.nodes) > 0 {
-		d += " " + strings.Join(m.nodes, ",")
-	}
-	return d
-}
-
-type deliveryKind int
-
-const (
-	firstDelivery deliveryKind = iota
-	retryDelivery
-	duplicateDelivery
-)
-
-func (k deliveryKind) String() string {
-	switch k {
-	case retryDelivery:
-		return "redeliver"
-	case duplicateDelivery:
-		return "duplicate"
-	}
-	return "deliver"
-}
-
-type delivery struct {
-	due  time.Time
-	seq  int
-	msg  *message
-	kind deliveryKind
-}
-
-type deliveryHeap []*delivery
-
-func (h deliveryHeap) Len() int { return len(h) }
-func (h deliveryHeap) Less(i, j int) bool {
-	if !h[i].due.Equal(h[j].due) {
-		return h[i].due.Before(h[j].due)
-	}
-	return h[i].seq < h[j].seq
-}
-func (h deliveryHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *deliveryHeap) Push(x any)   { *h = append(*h, x.(*delivery)) }
-func (h *deliveryHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
-}
-
-// deliveryRecord is one delivery attempt, for counters.
-type deliveryRecord struct {
-	at      time.Time
-	topic   string
-	typ     string
-	label   string
-	kind    deliveryKind
-	outcome string // ack, nack, crash
-}
-
-type ruleState struct {
-	DeliveryRule
-	vm        *regexp.Regexp
-	remaining int // < 0: unlimited
-	until     time.Time
-}
-
-type crashState struct {
-	CrashStep
-	point     lang.CrashPoint
-	remaining int
-}
-
 type watchState struct {
 	step   int
 	name   string
@@ -221,23 +116,14 @@ type runner struct {
 	oobSrv  *httptest.Server // out-of-band endpoint (the scenario's own calls)
 	client  *gce.Client
 	oob     *gce.Client
-	compute *computeFaults
+	compute *computefault.Layer
 	// specAt is when the spec in force was last applied by a step.
 	specAt time.Time
 
 	capMu    sync.Mutex
 	capacity []CapacityDelay
 
-	queue   deliveryHeap
-	seq     int
-	msgs    []*message
-	holds   map[string][]*message
-	idents  map[string]int
-	rules   []*ruleState
-	crashes []*crashState
-	crash   *crashPlan
-	dlog    []deliveryRecord
-	dead    []DeadLetter
+	deliveries *delivery.Queue
 
 	cmds    []slurmmodel.Command
 	applied map[string]bool // command ids the agent applied
@@ -291,11 +177,6 @@ func (g *genStore) ForgetEvents(ctx context.Context, cluster string, before time
 	return g.Store.ForgetEvents(ctx, cluster, before)
 }
 
-// forward is an http.Handler whose target is set once the simulator exists.
-type forward struct{ compute *computeFaults }
-
-func (f *forward) ServeHTTP(w http.ResponseWriter, r *http.Request) { f.compute.ServeHTTP(w, r) }
-
 func newRunner(ctx context.Context, f *File, o RunOptions) (*runner, error) {
 	c, err := f.Cluster.Load()
 	if err != nil {
@@ -310,10 +191,11 @@ func newRunner(ctx context.Context, f *File, o RunOptions) (*runner, error) {
 			return nil, fmt.Errorf("start: %w", err)
 		}
 	}
-	r := &runner{f: f, o: o, ctx: ctx, spec: c, start: start, holds: map[string][]*message{}, idents: map[string]int{},
+	r := &runner{f: f, o: o, ctx: ctx, spec: c, start: start,
 		rrSeen: map[string]bool{}, applied: map[string]bool{}, rrStates: map[string]string{}, vmStates: map[string]string{}, step: -1}
 	r.capacity = append([]CapacityDelay(nil), f.Simulator.CapacityDelays...)
-	r.compute = &computeFaults{rids: map[string]time.Time{}}
+	r.compute = computefault.New()
+	r.deliveries = delivery.New(f.Delivery, f.RandomFaults, start, r.tracef)
 
 	r.store = &genStore{Store: store.NewMemory(func() time.Time { return r.h.Clock.Now() })}
 	var pol plan.Policy
@@ -322,7 +204,7 @@ func newRunner(ctx context.Context, f *File, o RunOptions) (*runner, error) {
 	}
 	// flexslurm's Compute client reaches the simulator through the fault
 	// layer; the harness's own client is left unused.
-	r.client, err = r.computeClient(ctx, &forward{compute: r.compute})
+	r.client, err = r.computeClient(ctx, r.compute)
 	if err != nil {
 		return nil, fmt.Errorf("creating the Compute client: %w", err)
 	}
@@ -344,17 +226,14 @@ func newRunner(ctx context.Context, f *File, o RunOptions) (*runner, error) {
 		Log:     logw,
 		Store:   r.store,
 		Compute: func(apply.Compute) apply.Compute { return r.client },
-		Fault:   r.fault,
+		Fault:   r.deliveries.Fault,
 	})
 	if err != nil {
 		r.client.Close()
 		r.srv.Close()
 		return nil, fmt.Errorf("starting the harness: %w", err)
 	}
-	r.compute.now = r.h.Clock.Now
-	r.compute.sim = r.h.Sim
-	next := http.Handler(r.h.Sim)
-	r.compute.next.Store(&next)
+	r.compute.Attach(r.h.Clock.Now, r.h.Sim)
 	r.oob, err = r.computeClient(ctx, r.h.Sim)
 	if err != nil {
 		r.close()
@@ -611,8 +490,8 @@ func (r *runner) nextDue() (time.Time, dueKind) {
 	if t, ok := r.h.Sim.NextDue(); ok {
 		consider(t, dueSim)
 	}
-	if len(r.queue) > 0 {
-		consider(r.queue[0].due, dueDelivery)
+	if t, ok := r.deliveries.Next(); ok {
+		consider(t, dueDelivery)
 	}
 	if !r.nextTick.IsZero() {
 		consider(r.nextTick, dueTick)
@@ -673,8 +552,9 @@ func (r *runner) process(at time.Time, kind dueKind) error {
 		r.h.Sim.Tick(at)
 		r.collectAudit()
 	case dueDelivery:
-		d := heap.Pop(&r.queue).(*delivery)
-		r.deliver(d)
+		r.deliveries.DeliverNext(at, func(topic, id string, data []byte) error {
+			return r.h.Deliver(r.ctx, topic, id, data)
+		})
 	case dueTick:
 		r.nextTick = r.nextTick.Add(r.f.Reconcile.Every.D())
 		r.publishTick("", nil, "")
@@ -727,17 +607,17 @@ func (r *runner) afterEvent() {
 // instance-expiry messages.
 func (r *runner) collectAudit() {
 	for _, m := range r.h.TakeAudit() {
-		msg := &message{id: m.ID, topic: config.TopicExpiry, data: m.Data, typ: "audit"}
+		msg := &delivery.Message{ID: m.ID, Topic: config.TopicExpiry, Data: m.Data, Type: "audit"}
 		method, first := "", false
 		if a, err := event.DecodeAudit(m.Data); err == nil {
-			msg.vm = a.Instance
+			msg.VM = a.Instance
 			method, first = a.Method, a.First
 			if node, _, _, _, ok := naming.ParseVMName(a.Instance); ok {
-				msg.nodes = []string{node}
+				msg.Nodes = []string{node}
 			}
 		}
-		msg.ident = fmt.Sprintf("audit|%s|%s|%t", msg.vm, method, first)
-		r.enqueue(msg, nil, "")
+		msg.Ident = fmt.Sprintf("audit|%s|%s|%t", msg.VM, method, first)
+		r.deliveries.Publish(msg, r.now(), nil, "")
 	}
 }
 
@@ -769,31 +649,31 @@ func (r *runner) collectCommands() {
 
 // --- publishing and delivery ---
 
-func (r *runner) newMessage(topic string, payload any) (*message, error) {
+func (r *runner) newMessage(topic string, payload any) (*delivery.Message, error) {
 	data, err := json.Marshal(payload)
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s payload: %w", topic, err)
 	}
-	m := &message{id: r.h.NewID(), topic: topic, data: data}
+	m := &delivery.Message{ID: r.h.NewID(), Topic: topic, Data: data}
 	switch p := payload.(type) {
 	case event.Job:
-		m.typ, m.job, m.nodes = p.Type, p.JobID, p.Nodes
-		m.ident = fmt.Sprintf("%s|%s|%s|%s", topic, p.Type, p.JobID, strings.Join(p.Nodes, ","))
+		m.Type, m.Job, m.Nodes = p.Type, p.JobID, p.Nodes
+		m.Ident = fmt.Sprintf("%s|%s|%s|%s", topic, p.Type, p.JobID, strings.Join(p.Nodes, ","))
 	case event.Health:
-		m.typ, m.job, m.nodes = p.Type, p.JobID, []string{p.Node}
-		m.ident = fmt.Sprintf("%s|%s|%s", topic, p.Type, p.Node)
+		m.Type, m.Job, m.Nodes = p.Type, p.JobID, []string{p.Node}
+		m.Ident = fmt.Sprintf("%s|%s|%s", topic, p.Type, p.Node)
 	case event.Node:
-		m.typ, m.nodes = p.Type, p.Nodes
-		m.ident = fmt.Sprintf("%s|%s|%s", topic, p.Type, strings.Join(p.Nodes, ","))
+		m.Type, m.Nodes = p.Type, p.Nodes
+		m.Ident = fmt.Sprintf("%s|%s|%s", topic, p.Type, strings.Join(p.Nodes, ","))
 	case event.Cluster:
-		m.typ = p.Type
-		m.ident = topic + "|" + p.Type
+		m.Type = p.Type
+		m.Ident = topic + "|" + p.Type
 	case event.Tick:
-		m.typ = event.TypeReconcileTick
-		m.ident = fmt.Sprintf("%s|%s", topic, FormatDuration(r.since()))
+		m.Type = event.TypeReconcileTick
+		m.Ident = fmt.Sprintf("%s|%s", topic, FormatDuration(r.since()))
 	case event.SlurmSnapshot:
-		m.typ = p.Type
-		m.ident = fmt.Sprintf("%s|%s", topic, FormatDuration(r.since()))
+		m.Type = p.Type
+		m.Ident = fmt.Sprintf("%s|%s", topic, FormatDuration(r.since()))
 	}
 	return m, nil
 }
@@ -804,7 +684,7 @@ func (r *runner) publish(topic string, payload any, faults *DeliveryFaults, labe
 	if err != nil {
 		return err
 	}
-	r.enqueue(m, faults, label)
+	r.deliveries.Publish(m, r.now(), faults, label)
 	return nil
 }
 
@@ -813,263 +693,6 @@ func (r *runner) publishModel(topic string, payload any) {
 	if err := r.publish(topic, payload, nil, ""); err != nil {
 		r.note("Slurm model: %v", err)
 	}
-}
-
-// enqueue applies delivery rules, the step's faults and random faults to a
-// new message and schedules its first delivery (or holds it).
-func (r *runner) enqueue(m *message, faults *DeliveryFaults, label string) {
-	r.seq++
-	m.seq = r.seq
-	m.published = r.now()
-	r.idents[m.ident]++
-	m.ident = fmt.Sprintf("%s#%d", m.ident, r.idents[m.ident])
-	r.msgs = append(r.msgs, m)
-	var f DeliveryFaults
-	now := r.now()
-	for _, rule := range r.rules {
-		if !rule.matches(m, now) {
-			continue
-		}
-		if rule.remaining > 0 {
-			rule.remaining--
-		}
-		merge(&f, rule.DeliveryFaults)
-		if rule.Label != "" && m.label == "" {
-			m.label = rule.Label
-		}
-	}
-	if faults != nil {
-		merge(&f, *faults)
-	}
-	if label != "" {
-		m.label = label
-	}
-	if rf := r.f.RandomFaults; rf != nil && r.randomFaultsOn(m) {
-		r.randomFaults(rf, m, &f)
-	}
-	m.crash = f.Crash
-	m.dups = append(m.dups, f.Duplicates...)
-	if f.RedeliverEvery > 0 {
-		for t := f.RedeliverEvery; t <= f.RedeliverFor; t += f.RedeliverEvery {
-			m.dups = append(m.dups, t)
-		}
-	}
-	if f.Hold != "" {
-		r.holds[f.Hold] = append(r.holds[f.Hold], m)
-		r.tracef("publish %s %s (%s)%s: held in %q", m.topic, m.id, m.describe(), labelSuffix(m.label), f.Hold)
-		return
-	}
-	r.tracef("publish %s %s (%s)%s%s", m.topic, m.id, m.describe(), labelSuffix(m.label), delaySuffix(f.Delay.D()))
-	r.scheduleFirst(m, now.Add(f.Delay.D()))
-}
-
-func delaySuffix(d time.Duration) string {
-	if d == 0 {
-		return ""
-	}
-	return ", delayed " + FormatDuration(d)
-}
-
-// merge adds b's faults to a.
-func merge(a *DeliveryFaults, b DeliveryFaults) {
-	a.Delay = max(a.Delay, b.Delay)
-	a.Duplicates = append(a.Duplicates, b.Duplicates...)
-	if b.RedeliverEvery > 0 && a.RedeliverEvery == 0 {
-		a.RedeliverEvery, a.RedeliverFor = b.RedeliverEvery, b.RedeliverFor
-	}
-	if a.Hold == "" {
-		a.Hold = b.Hold
-	}
-	if len(a.Crash) == 0 {
-		a.Crash = b.Crash
-	}
-}
-
-func (rule *ruleState) matches(m *message, now time.Time) bool {
-	if rule.remaining == 0 || (!rule.until.IsZero() && !now.Before(rule.until)) {
-		return false
-	}
-	if rule.Topic != "" && rule.Topic != m.topic {
-		return false
-	}
-	if rule.Type != "" && rule.Type != m.typ {
-		return false
-	}
-	if rule.vm != nil && !rule.vm.MatchString(m.vm) {
-		return false
-	}
-	if rule.Node != "" && !slices.Contains(m.nodes, rule.Node) {
-		return false
-	}
-	if rule.Job != "" && rule.Job != m.job {
-		return false
-	}
-	return true
-}
-
-// randomFaults decides a message's random duplicates and delay from its
-// identity.
-func (r *runner) randomFaults(rf *RandomFaults, m *message, f *DeliveryFaults) {
-	within := rf.DuplicateWithin.D()
-	if within == 0 {
-		within = 15 * time.Minute
-	}
-	if rf.Duplicate > 0 && hashUnit(rf.Seed, m.ident, "dup") < rf.Duplicate {
-		n := 1 + int(hashUnit(rf.Seed, m.ident, "dups")*2)
-		for k := 0; k < n; k++ {
-			off := time.Duration(hashUnit(rf.Seed, m.ident, "dup", strconv.Itoa(k)) * float64(within)).Round(time.Second)
-			f.Duplicates = append(f.Duplicates, Duration(off))
-		}
-	}
-	topics := rf.DelayTopics
-	if len(topics) == 0 {
-		topics = []string{config.TopicJobs, config.TopicHealthFailure, config.TopicExpiry, config.TopicSlurmSnapshot}
-	}
-	maxDelay := rf.MaxDelay.D()
-	if maxDelay == 0 {
-		maxDelay = 10 * time.Minute
-	}
-	if rf.Delay > 0 && slices.Contains(topics, m.topic) && hashUnit(rf.Seed, m.ident, "delay") < rf.Delay {
-		d := time.Duration(hashUnit(rf.Seed, m.ident, "delay-by") * float64(maxDelay)).Round(time.Second)
-		f.Delay = max(f.Delay, Duration(d))
-	}
-}
-
-// randomFaultsOn reports whether random faults apply to a message: one
-// published before random_faults.until.
-func (r *runner) randomFaultsOn(m *message) bool {
-	u := r.f.RandomFaults.Until.D()
-	return u == 0 || m.published.Before(r.start.Add(u))
-}
-
-func (r *runner) scheduleFirst(m *message, at time.Time) {
-	r.push(at, m, firstDelivery)
-	for _, off := range m.dups {
-		r.push(at.Add(off.D()), m, duplicateDelivery)
-	}
-}
-
-func (r *runner) push(at time.Time, m *message, kind deliveryKind) {
-	r.seq++
-	heap.Push(&r.queue, &delivery{due: at, seq: r.seq, msg: m, kind: kind})
-}
-
-// crashPlanFor picks the crash for a delivery attempt: the message's own
-// list, then crash steps, then random faults.
-func (r *runner) crashPlanFor(m *message) *crashPlan {
-	if k := m.attempts - 1; k < len(m.crash) && m.crash[k] != "" && m.crash[k] != "none" {
-		if p, err := lang.ParseCrashPoint(m.crash[k]); err == nil {
-			return &crashPlan{point: p, source: fmt.Sprintf("delivery crash list, attempt %d", m.attempts)}
-		}
-	}
-	for _, c := range r.crashes {
-		if c.remaining == 0 || (c.Topic != "" && c.Topic != m.topic) || (c.Type != "" && c.Type != m.typ) || (c.Label != "" && c.Label != m.label) {
-			continue
-		}
-		c.remaining--
-		return &crashPlan{point: c.point, source: "crash step"}
-	}
-	if rf := r.f.RandomFaults; rf != nil && rf.Crash > 0 && r.randomFaultsOn(m) {
-		limit := rf.CrashAttempts
-		if limit == 0 {
-			limit = 2
-		}
-		a := strconv.Itoa(m.attempts)
-		if m.attempts <= limit && hashUnit(rf.Seed, m.ident, "crash", a) < rf.Crash {
-			pt := randomCrashPoints[int(hashUnit(rf.Seed, m.ident, "crash-at", a)*float64(len(randomCrashPoints)))]
-			p, _ := lang.ParseCrashPoint(pt)
-			return &crashPlan{point: p, source: "random faults"}
-		}
-	}
-	return nil
-}
-
-// fault is apply.Deps.Fault.
-func (r *runner) fault(point string, a plan.Action) error {
-	if r.crash == nil {
-		return nil
-	}
-	return r.crash.boundary(point, a)
-}
-
-// deliver hands a message to its function and applies Pub/Sub's rules to
-// the result.
-func (r *runner) deliver(d *delivery) {
-	m := d.msg
-	if m.dead {
-		return
-	}
-	m.attempts++
-	r.stats.Deliveries++
-	switch d.kind {
-	case retryDelivery:
-		r.stats.Redeliveries++
-	case duplicateDelivery:
-		r.stats.Duplicates++
-	}
-	r.crash = r.crashPlanFor(m)
-	err := r.h.Deliver(r.ctx, m.topic, m.id, m.data)
-	cp := r.crash
-	r.crash = nil
-	outcome := "ack"
-	crashed := cp != nil && (cp.fired || cp.armed)
-	if crashed && err == nil {
-		err = fmt.Errorf("%w %s after its last side effect (%s)", errInjectedCrash, cp.point, cp.source)
-	}
-	kind := d.kind.String()
-	rec := deliveryRecord{at: r.now(), topic: m.topic, typ: m.typ, label: m.label, kind: d.kind}
-	switch {
-	case err == nil:
-		m.acked = true
-		r.stats.Acks++
-		r.tracef("%s %s %s (%s), attempt %d: ack", kind, m.topic, m.id, m.describe(), m.attempts)
-	default:
-		outcome = "nack"
-		if crashed {
-			outcome = "crash"
-			r.stats.Crashes++
-		}
-		r.stats.Nacks++
-		m.lastErr = err.Error()
-		r.tracef("%s %s %s (%s), attempt %d: %s: %v", kind, m.topic, m.id, m.describe(), m.attempts, outcome, err)
-		switch {
-		case m.acked:
-			// Acknowledged by an earlier delivery: Pub/Sub has no more to
-			// deliver.
-		case m.attempts >= r.maxAttempts():
-			m.dead = true
-			r.dead = append(r.dead, DeadLetter{At: r.since(), Topic: m.topic, ID: m.id, Type: m.typ, Label: m.label, Attempts: m.attempts, LastError: m.lastErr})
-			r.stats.DeadLetters++
-			r.tracef("dead letter %s %s after %d attempts", m.topic, m.id, m.attempts)
-		default:
-			r.push(r.now().Add(r.backoff(m.attempts)), m, retryDelivery)
-		}
-	}
-	rec.outcome = outcome
-	r.dlog = append(r.dlog, rec)
-}
-
-func (r *runner) maxAttempts() int {
-	if n := r.f.Delivery.MaxAttempts; n > 0 {
-		return n
-	}
-	return DefaultMaxAttempts
-}
-
-// backoff is the redelivery delay after the given number of attempts.
-func (r *runner) backoff(attempts int) time.Duration {
-	lo, hi := r.f.Delivery.MinBackoff.D(), r.f.Delivery.MaxBackoff.D()
-	if lo == 0 {
-		lo = DefaultMinBackoff
-	}
-	if hi == 0 {
-		hi = DefaultMaxBackoff
-	}
-	d := lo
-	for i := 1; i < attempts && d < hi; i++ {
-		d *= 2
-	}
-	return min(d, hi)
 }
 
 // --- steps ---
@@ -1161,45 +784,21 @@ func (r *runner) exec(i int, s *Step) error {
 		r.slurm.Cancel(now, s.Cancel.ID)
 		return nil
 	case s.Deliveries != nil:
-		rule := &ruleState{DeliveryRule: *s.Deliveries, remaining: -1}
-		if rule.Times > 0 {
-			rule.remaining = rule.Times
-		}
-		if rule.For > 0 {
-			rule.until = now.Add(rule.For.D())
-		}
-		if rule.DeliveryRule.VM != "" {
-			rule.vm = regexp.MustCompile(rule.DeliveryRule.VM)
-		}
-		r.rules = append(r.rules, rule)
+		r.deliveries.AddRule(*s.Deliveries, now)
 		return nil
 	case s.Duplicate != nil:
-		n := max(s.Duplicate.Times, 1)
-		found := false
-		for _, m := range r.msgs {
-			if m.label != s.Duplicate.Label {
-				continue
-			}
-			found = true
-			for k := 0; k < n; k++ {
-				r.push(now.Add(s.Duplicate.After.D()), m, duplicateDelivery)
-			}
-		}
-		if !found {
-			return fmt.Errorf("duplicate: no message labelled %q was published", s.Duplicate.Label)
-		}
-		return nil
+		return r.deliveries.Duplicate(*s.Duplicate, now)
 	case s.Release != nil:
-		return r.release(*s.Release)
+		r.deliveries.Release(*s.Release, now)
+		return nil
 	case s.Crash != nil:
-		p, _ := lang.ParseCrashPoint(s.Crash.Point)
-		r.crashes = append(r.crashes, &crashState{CrashStep: *s.Crash, point: p, remaining: max(s.Crash.Times, 1)})
+		r.deliveries.AddCrash(*s.Crash)
 		return nil
 	case s.ComputeError != nil:
-		r.addComputeFault(i, *s.ComputeError)
+		r.compute.AddError(i, *s.ComputeError, r.start, now)
 		return nil
 	case s.ListOmit != nil:
-		r.addListOmit(i, *s.ListOmit)
+		r.tracef("%s", r.compute.AddListOmit(i, *s.ListOmit, r.start, now))
 		return nil
 	case s.Shortage != nil:
 		sh := *s.Shortage
@@ -1219,7 +818,7 @@ func (r *runner) exec(i int, s *Step) error {
 			until = FormatDuration(cs.Until.Sub(r.start))
 		}
 		r.tracef("shortage %s (%s) in %s/%s until %s", cs.Name, orAny(cs.Code), orAny(cs.Zone), orAny(cs.MachineType), until)
-		r.compute.addShortage(cs.Until)
+		r.compute.AddShortage(cs.Until)
 		r.h.Sim.SetShortage(cs)
 		return nil
 	case len(s.Assert) > 0:
@@ -1337,70 +936,6 @@ func (r *runner) publishHealth(s *Step) error {
 	return r.publish(config.TopicHealthFailure, ev, s.Delivery, s.Label)
 }
 
-func (r *runner) release(s ReleaseStep) error {
-	held := r.holds[s.Hold]
-	delete(r.holds, s.Hold)
-	switch s.Order {
-	case "reverse":
-		for i, j := 0, len(held)-1; i < j; i, j = i+1, j-1 {
-			held[i], held[j] = held[j], held[i]
-		}
-	case "shuffle":
-		sort.SliceStable(held, func(i, j int) bool {
-			return hashUnit(s.Seed, held[i].id) < hashUnit(s.Seed, held[j].id)
-		})
-	}
-	for _, m := range held {
-		r.tracef("release %s %s (%s) from %q", m.topic, m.id, m.describe(), s.Hold)
-		r.scheduleFirst(m, r.now())
-	}
-	return nil
-}
-
-func (r *runner) addComputeFault(i int, ce ComputeErrorStep) {
-	f := &computeFault{name: ce.Name, method: strings.ToUpper(ce.Method), status: ce.Status, reason: ce.Reason, code: ce.Code, message: ce.Message}
-	if f.name == "" {
-		f.name = fmt.Sprintf("compute-error-%d", i)
-	}
-	if ce.Path != "" {
-		f.path = regexp.MustCompile(ce.Path)
-	}
-	if ce.Body != "" {
-		f.body = regexp.MustCompile(ce.Body)
-	}
-	if f.status == 0 {
-		switch {
-		case strings.Contains(ce.Code, "QUOTA"):
-			f.status = 403
-		case ce.Code != "":
-			f.status = 503
-		default:
-			f.status = 500
-		}
-	}
-	if f.reason == "" && ce.Code == "" {
-		f.reason = "backendError"
-	}
-	if f.message == "" {
-		f.message = "scenario fault " + f.name
-	}
-	switch {
-	case ce.Until != nil:
-		f.until = r.start.Add(ce.Until.Offset)
-	case ce.For > 0:
-		f.until = r.now().Add(ce.For.D())
-	}
-	f.remaining = ce.Times
-	if f.remaining == 0 {
-		if f.until.IsZero() {
-			f.remaining = 1
-		} else {
-			f.remaining = -1
-		}
-	}
-	r.compute.add(f)
-}
-
 type resolvedVM struct{ zone, name string }
 
 // resolveVM finds a VM by name, or a node's live VM.
@@ -1504,23 +1039,12 @@ func (r *runner) finish() {
 }
 
 func (r *runner) report() Report {
-	rep := Report{File: r.f.Path(), Name: r.f.Name, Results: r.results, DeadLetters: r.dead, Notes: r.notes,
-		Simulated: r.since(), Stats: r.stats, Trace: r.trace}
-	for _, d := range r.queue {
-		if !d.msg.dead && !(d.kind != firstDelivery && d.msg.acked) {
-			rep.Unsettled = append(rep.Unsettled, fmt.Sprintf("%s %s (%s) due at %s", d.msg.topic, d.msg.id, d.msg.describe(), FormatDuration(d.due.Sub(r.start))))
-		}
-	}
-	sort.Strings(rep.Unsettled)
-	for _, h := range sortedKeys(r.holds) {
-		for _, m := range r.holds[h] {
-			rep.Unsettled = append(rep.Unsettled, fmt.Sprintf("%s %s (%s) held in %q", m.topic, m.id, m.describe(), h))
-		}
-	}
-	calls, faults := r.compute.snapshot()
-	rep.Stats.ComputeCalls = len(calls)
-	for _, f := range faults {
-		rep.Stats.InjectedErrors += f.fired
-	}
+	rep := Report{File: r.f.Path(), Name: r.f.Name, Results: r.results, DeadLetters: r.deliveries.DeadLetters(), Notes: r.notes,
+		Simulated: r.since(), Stats: r.stats, Trace: r.trace, Unsettled: r.deliveries.Unsettled()}
+	c := r.deliveries.Counts()
+	rep.Stats.Deliveries, rep.Stats.Acks, rep.Stats.Nacks, rep.Stats.Redeliveries = c.Deliveries, c.Acks, c.Nacks, c.Redeliveries
+	rep.Stats.Duplicates, rep.Stats.DeadLetters, rep.Stats.Crashes = c.Duplicates, c.DeadLetters, c.Crashes
+	rep.Stats.ComputeCalls = len(r.compute.Calls())
+	rep.Stats.InjectedErrors = r.compute.InjectedErrors()
 	return rep
 }

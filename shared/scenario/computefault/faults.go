@@ -1,10 +1,8 @@
-package scenario
+package computefault
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"net/http"
 	"regexp"
@@ -14,12 +12,11 @@ import (
 	"time"
 
 	"github.com/flexslurm/flexslurm/shared/computesim"
-	"github.com/flexslurm/flexslurm/shared/plan"
 	"github.com/flexslurm/flexslurm/shared/scenario/lang"
 )
 
-// computeFault is one compute_error step in force.
-type computeFault struct {
+// fault is one compute_error step in force.
+type fault struct {
 	name      string
 	method    string
 	path      *regexp.Regexp
@@ -34,14 +31,14 @@ type computeFault struct {
 	lastFired time.Time
 }
 
-func (f *computeFault) active(now time.Time) bool {
+func (f *fault) active(now time.Time) bool {
 	if f.remaining == 0 {
 		return false
 	}
 	return f.until.IsZero() || now.Before(f.until)
 }
 
-func (f *computeFault) matches(method, path, body string) bool {
+func (f *fault) matches(method, path, body string) bool {
 	if f.method != "" && !strings.EqualFold(f.method, method) {
 		return false
 	}
@@ -74,14 +71,15 @@ type CallRecord struct {
 // Failed reports whether the call failed (HTTP error or failed operation).
 func (c CallRecord) Failed() bool { return c.Status >= 400 || c.OpError != "" }
 
-// computeFaults sits between flexslurm's Compute client and the simulator:
+// Layer sits between flexslurm's Compute client and the simulator:
 // it records every call and applies compute_error faults by arming a
-// one-shot simulator injection for exactly the call that matched.
-type computeFaults struct {
+// one-shot simulator injection for exactly the call that matched, and
+// list_omit steps by rewriting the listings of VMs the simulator answers.
+type Layer struct {
 	mu     sync.Mutex
 	now    func() time.Time
 	sim    *computesim.Sim
-	faults []*computeFault
+	faults []*fault
 	omits  []*listOmit // list_omit steps
 	// shortages are the ends of the shortage steps' windows (a zero time
 	// for a shortage until the end): capacity is unavailable until then.
@@ -94,7 +92,7 @@ type computeFaults struct {
 // requestIDWindow is how long Compute remembers a requestId (computesim).
 const requestIDWindow = 60 * time.Minute
 
-func (c *computeFaults) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+func (c *Layer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	body, err := io.ReadAll(req.Body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -116,7 +114,7 @@ func (c *computeFaults) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			rec.Replayed = true
 		}
 	}
-	var armed *computeFault
+	var armed *fault
 	if !rec.Replayed && !strings.Contains(path, "/operations/") {
 		for _, f := range c.faults {
 			if !f.active(now) || !f.matches(req.Method, path, rec.Body) {
@@ -226,31 +224,31 @@ func zoneOf(path string) string {
 	return "global"
 }
 
-func (c *computeFaults) add(f *computeFault) {
+func (c *Layer) add(f *fault) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.faults = append(c.faults, f)
 }
 
-func (c *computeFaults) snapshot() ([]CallRecord, []computeFault) {
+func (c *Layer) snapshot() ([]CallRecord, []fault) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	calls := append([]CallRecord(nil), c.calls...)
-	faults := make([]computeFault, len(c.faults))
+	faults := make([]fault, len(c.faults))
 	for i, f := range c.faults {
 		faults[i] = *f
 	}
 	return calls, faults
 }
 
-// Sample paths for blockedUntil.
+// Sample paths for BlockedUntil.
 const (
-	pathResizeRequests = "/compute/v1/projects/p/zones/z/instanceGroupManagers/m/resizeRequests"
-	anyPath            = ""
+	PathResizeRequests = "/compute/v1/projects/p/zones/z/instanceGroupManagers/m/resizeRequests"
+	AnyPath            = ""
 )
 
-// since returns the calls recorded after the first n.
-func (c *computeFaults) since(n int) []CallRecord {
+// Since returns the calls recorded after the first n.
+func (c *Layer) Since(n int) []CallRecord {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if n >= len(c.calls) {
@@ -259,10 +257,10 @@ func (c *computeFaults) since(n int) []CallRecord {
 	return append([]CallRecord(nil), c.calls[n:]...)
 }
 
-// blockedUntil is the latest instant a fault on POST calls to path (any
+// BlockedUntil is the latest instant a fault on POST calls to path (any
 // path for "") was, or will be for a window, in force: the end of its
 // window, or the last call it failed; or a shortage ends.
-func (c *computeFaults) blockedUntil(path string) time.Time {
+func (c *Layer) BlockedUntil(path string) time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out time.Time
@@ -297,83 +295,84 @@ func (c *computeFaults) blockedUntil(path string) time.Time {
 // farFuture stands for the end of a shortage that lasts until the end.
 var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// addShortage records a shortage's end (zero: until the end).
-func (c *computeFaults) addShortage(until time.Time) {
+// AddShortage records a shortage's end (zero: until the end).
+func (c *Layer) AddShortage(until time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.shortages = append(c.shortages, until)
 }
 
-// errInjectedCrash marks a crash the runner injected.
-var errInjectedCrash = errors.New("injected crash")
+// New is a fault layer with no fault; Attach gives it the simulator.
+func New() *Layer { return &Layer{rids: map[string]time.Time{}} }
 
-// crashPlan is the crash planned for the delivery attempt in progress.
-type crashPlan struct {
-	point   lang.CrashPoint
-	source  string // what planned it, for the trace
-	actions int
-	armed   bool // an "after" point was reached: crash at the next boundary
-	fired   bool
-	at      string // where it fired
+// Attach makes sim the Compute the layer serves, on the clock now.
+func (c *Layer) Attach(now func() time.Time, sim *computesim.Sim) {
+	c.mu.Lock()
+	c.now, c.sim = now, sim
+	c.mu.Unlock()
+	next := http.Handler(sim)
+	c.next.Store(&next)
 }
 
-// boundary is called by apply.Deps.Fault.
-func (c *crashPlan) boundary(point string, a plan.Action) error {
-	if c.fired {
-		return nil
+// Calls returns the calls recorded so far.
+func (c *Layer) Calls() []CallRecord {
+	calls, _ := c.snapshot()
+	return calls
+}
+
+// InjectedErrors counts the calls compute_error faults failed.
+func (c *Layer) InjectedErrors() int {
+	_, faults := c.snapshot()
+	n := 0
+	for _, f := range faults {
+		n += f.fired
 	}
-	if c.armed {
-		c.fired = true
-		c.at = "after " + c.at + ", at " + boundaryName(point, a)
-		return fmt.Errorf("%w %s (%s)", errInjectedCrash, c.point, c.source)
+	return n
+}
+
+// AddError puts a compute_error step (step i of the scenario, at now) in
+// force: the next matching calls fail (Times, default 1), or every matching
+// call until the end of its window (For or Until, from start).
+func (c *Layer) AddError(i int, ce lang.ComputeErrorStep, start, now time.Time) {
+	f := &fault{name: ce.Name, method: strings.ToUpper(ce.Method), status: ce.Status, reason: ce.Reason, code: ce.Code, message: ce.Message}
+	if f.name == "" {
+		f.name = fmt.Sprintf("compute-error-%d", i)
 	}
-	switch point {
-	case "commit":
-		if c.point.Commit {
-			c.fired = true
-			c.at = "commit"
-			return fmt.Errorf("%w at commit (%s)", errInjectedCrash, c.source)
+	if ce.Path != "" {
+		f.path = regexp.MustCompile(ce.Path)
+	}
+	if ce.Body != "" {
+		f.body = regexp.MustCompile(ce.Body)
+	}
+	if f.status == 0 {
+		switch {
+		case strings.Contains(ce.Code, "QUOTA"):
+			f.status = 403
+		case ce.Code != "":
+			f.status = 503
+		default:
+			f.status = 500
 		}
-	case "action":
-		c.actions++
-		hit := c.point.Hits(c.actions, a)
-		if !hit {
-			return nil
+	}
+	if f.reason == "" && ce.Code == "" {
+		f.reason = "backendError"
+	}
+	if f.message == "" {
+		f.message = "scenario fault " + f.name
+	}
+	switch {
+	case ce.Until != nil:
+		f.until = start.Add(ce.Until.Offset)
+	case ce.For > 0:
+		f.until = now.Add(ce.For.D())
+	}
+	f.remaining = ce.Times
+	if f.remaining == 0 {
+		if f.until.IsZero() {
+			f.remaining = 1
+		} else {
+			f.remaining = -1
 		}
-		if c.point.After {
-			c.armed = true
-			c.at = fmt.Sprintf("action %d (%s)", c.actions, a)
-			return nil
-		}
-		c.fired = true
-		c.at = fmt.Sprintf("before action %d (%s)", c.actions, a)
-		return fmt.Errorf("%w before %s (%s)", errInjectedCrash, a, c.source)
 	}
-	return nil
+	c.add(f)
 }
-
-func boundaryName(point string, a plan.Action) string {
-	if a == nil {
-		return point
-	}
-	return fmt.Sprintf("%s %s", point, a)
-}
-
-// hashUnit maps a seed and parts to a number in [0, 1), stably.
-func hashUnit(seed uint64, parts ...string) float64 {
-	h := fnv.New64a()
-	var b [8]byte
-	for i := range b {
-		b[i] = byte(seed >> (8 * i))
-	}
-	h.Write(b[:])
-	for _, p := range parts {
-		h.Write([]byte{0})
-		h.Write([]byte(p))
-	}
-	// 53 bits of the hash make a float64 in [0, 1).
-	return float64(h.Sum64()>>11) / float64(uint64(1)<<53)
-}
-
-// randomCrashPoints are the boundaries random faults pick from.
-var randomCrashPoints = []string{"commit", "before#1", "after#1", "before#2", "after#2", "before#3", "after#3"}
