@@ -1,3 +1,12 @@
+// Package computefault is the layer between flexslurm's Compute client and
+// the Compute Engine simulator in a scenario: it records every call, fails
+// the calls compute_error steps match (by method, path and body pattern,
+// for a number of calls or a time window) through the simulator's one-shot
+// injections, so that the error has the simulator's exact shape, and
+// rewrites VM listings list_omit steps leave something out of. Calls Compute
+// answers from its requestId cache (a retry within 60 minutes) are never
+// failed. BlockedUntil tells the invariants how long faults and shortages
+// held provisioning back.
 package computefault
 
 import (
