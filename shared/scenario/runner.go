@@ -26,6 +26,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
 	"github.com/flexslurm/flexslurm/shared/plan"
+	"github.com/flexslurm/flexslurm/shared/scenario/check"
 	"github.com/flexslurm/flexslurm/shared/scenario/computefault"
 	"github.com/flexslurm/flexslurm/shared/scenario/delivery"
 	"github.com/flexslurm/flexslurm/shared/scenario/lang"
@@ -91,17 +92,6 @@ func RunFile(ctx context.Context, f *File, o RunOptions) (Report, error) {
 	return rep, err
 }
 
-type watchState struct {
-	step   int
-	name   string
-	checks []Check
-	from   time.Time
-	until  time.Time // zero: the end
-	failed bool
-	evals  int
-	done   bool
-}
-
 // runner plays one scenario.
 type runner struct {
 	f     *File
@@ -117,8 +107,6 @@ type runner struct {
 	client  *gce.Client
 	oob     *gce.Client
 	compute *computefault.Layer
-	// specAt is when the spec in force was last applied by a step.
-	specAt time.Time
 
 	capMu    sync.Mutex
 	capacity []CapacityDelay
@@ -131,31 +119,16 @@ type runner struct {
 	rrStates, vmStates map[string]string // for the trace
 	rrSeen             map[string]bool
 	slurm              *slurmmodel.Model
-	watches            []*watchState
-	inv                *invariantState
 	foreign            []ForeignVM
-	// foreignScanned counts the calls foreignTouched has scanned;
-	// foreignCalls are the calls it found naming a foreign resource.
-	foreignScanned int
-	foreignCalls   []string
-	// store is the harness's store; stateCache is the whole state as of
-	// store generation stateGen (runner.state).
-	store      *genStore
-	stateCache *model.State
-	stateGen   uint64
-	// resvScanned counts the Slurm commands foreignReservations has
-	// scanned for resvPrefix; resvFound are the violations it found.
-	resvPrefix  string
-	resvScanned int
-	resvFound   []string
+	// store is the harness's store.
+	store  *genStore
+	checks *check.Checker
 
 	nextTick, nextSnapshot time.Time
 	step                   int
-	results                []Result
 	notes                  []string
 	trace                  []string
 	stats                  Stats
-	stopped                bool
 	lastInstant            time.Time
 	instantEvents          int
 }
@@ -240,7 +213,11 @@ func newRunner(ctx context.Context, f *File, o RunOptions) (*runner, error) {
 		return nil, fmt.Errorf("creating the out-of-band Compute client: %w", err)
 	}
 	r.slurm = slurmmodel.New(f.Slurm, c, start, r.publishModel, r.tracef)
-	r.inv = newInvariantState(f.Invariants)
+	r.checks = check.New(check.Run{Ctx: ctx, Start: start, Now: r.now, Cluster: c, Sim: r.h.Sim, Store: r.store, Generation: r.store.gen.Load,
+		Slurm: r.slurm, Compute: r.compute, Deliveries: r.deliveries, Commands: func() []slurmmodel.Command { return r.cmds },
+		ResizeRequestsSeen: func() map[string]bool { return r.rrSeen }, Foreign: func() []ForeignVM { return r.foreign },
+		CapacityDelay: r.capacityDelay, Simulator: f.Simulator, Invariants: f.Invariants, StopOnFailure: o.StopOnFailure,
+		NoStateReuse: o.noStateReuse, Note: r.note})
 	times := f.StepTimes()
 	end := time.Duration(0)
 	if len(times) > 0 {
@@ -317,6 +294,12 @@ func (r *runner) capacityDelay(zone, machineType string) time.Duration {
 
 func (r *runner) now() time.Time { return r.h.Clock.Now() }
 
+// vmsByNode is each node's live VM now.
+func (r *runner) vmsByNode() map[string]slurmmodel.VM {
+	_, byNode := r.checks.VMs()
+	return byNode
+}
+
 func (r *runner) since() time.Duration { return r.now().Sub(r.start) }
 
 func (r *runner) tracef(format string, args ...any) {
@@ -346,7 +329,7 @@ func (r *runner) run() error {
 		if err := r.runUntil(r.start.Add(times[i])); err != nil {
 			return err
 		}
-		if r.stopped {
+		if r.checks.Stopped() {
 			return nil
 		}
 		r.step = i
@@ -360,7 +343,7 @@ func (r *runner) run() error {
 		if err := r.settle(); err != nil {
 			return err
 		}
-		if r.stopped {
+		if r.checks.Stopped() {
 			return nil
 		}
 	}
@@ -368,10 +351,10 @@ func (r *runner) run() error {
 	if err := r.runUntil(r.end); err != nil {
 		return err
 	}
-	if r.stopped {
+	if r.checks.Stopped() {
 		return nil
 	}
-	r.finish()
+	r.checks.Finish(r.f.Final)
 	return nil
 }
 
@@ -499,7 +482,7 @@ func (r *runner) nextDue() (time.Time, dueKind) {
 	if !r.nextSnapshot.IsZero() {
 		consider(r.nextSnapshot, dueSnapshot)
 	}
-	if t, ok := r.slurm.NextDue(r.now(), r.vmView().byNode); ok {
+	if t, ok := r.slurm.NextDue(r.now(), r.vmsByNode()); ok {
 		consider(t, dueSlurm)
 	}
 	return best, kind
@@ -508,7 +491,7 @@ func (r *runner) nextDue() (time.Time, dueKind) {
 // runUntil processes everything due up to t, in time order, and leaves the
 // clock at t.
 func (r *runner) runUntil(t time.Time) error {
-	for !r.stopped {
+	for !r.checks.Stopped() {
 		if err := r.ctx.Err(); err != nil {
 			return err
 		}
@@ -520,7 +503,7 @@ func (r *runner) runUntil(t time.Time) error {
 			return err
 		}
 	}
-	if r.stopped {
+	if r.checks.Stopped() {
 		return nil
 	}
 	r.h.Clock.Set(t)
@@ -574,8 +557,8 @@ func (r *runner) afterEvent() {
 	// calls: they are published as soon as the call returns.
 	r.collectAudit()
 	r.collectCommands()
-	w := r.vmView()
-	r.slurm.Update(r.now(), w.byNode)
+	all, byNode := r.checks.VMs()
+	r.slurm.Update(r.now(), byNode)
 	r.collectCommands()
 	for _, rr := range r.h.Sim.ResizeRequestHistory() {
 		r.rrSeen[rr.Name] = true
@@ -586,7 +569,7 @@ func (r *runner) afterEvent() {
 	}
 	if r.o.Trace {
 		now := map[string]string{}
-		for _, vm := range w.all {
+		for _, vm := range all {
 			now[vm.Name] = vm.Status
 			if r.vmStates[vm.Name] != vm.Status {
 				r.tracef("VM %s %s", vm.Name, vm.Status)
@@ -599,8 +582,7 @@ func (r *runner) afterEvent() {
 		}
 		r.vmStates = now
 	}
-	r.checkWatches()
-	r.checkInvariants()
+	r.checks.AfterEvent()
 }
 
 // collectAudit turns the audit entries the simulator wrote into
@@ -822,23 +804,10 @@ func (r *runner) exec(i int, s *Step) error {
 		r.h.Sim.SetShortage(cs)
 		return nil
 	case len(s.Assert) > 0:
-		for _, c := range s.Assert {
-			r.record(r.evaluate(c, i))
-		}
+		r.checks.Assert(i, s.Assert)
 		return nil
 	case s.Always != nil:
-		w := &watchState{step: i, name: s.Always.Name, checks: s.Always.Checks, from: now}
-		if w.name == "" {
-			w.name = fmt.Sprintf("always (step %d)", i)
-		}
-		switch {
-		case s.Always.Until != nil:
-			w.until = r.start.Add(s.Always.Until.Offset)
-		case s.Always.For > 0:
-			w.until = now.Add(s.Always.For.D())
-		}
-		r.watches = append(r.watches, w)
-		r.checkWatches()
+		r.checks.Watch(i, *s.Always)
 		return nil
 	}
 	return errors.New("step has no action")
@@ -871,7 +840,7 @@ func (r *runner) publishApply(ref *ClusterRef, faults *DeliveryFaults, label str
 		// The operator regenerates slurm.conf from the spec applied: the
 		// Slurm model's nodes follow it.
 		r.spec = c
-		r.specAt = r.now()
+		r.checks.SpecApplied(c, r.now())
 		r.slurm.Reconfigure(r.now(), c)
 	}
 	node := harness.NodeSettings(c)
@@ -908,7 +877,7 @@ func (r *runner) publishHealth(s *Step) error {
 		ev.Drained = *h.Drained
 	}
 	if r.f.Slurm.Simulate {
-		vm, up := r.vmView().byNode[h.Node]
+		vm, up := r.vmsByNode()[h.Node]
 		if !up && h.VM == "" && h.Generation == 0 {
 			// The hooks run on the node: without a VM there is no check.
 			r.tracef("health: node %s has no VM to check: skipped", h.Node)
@@ -948,7 +917,7 @@ func (r *runner) resolveVM(ref VMRef) (resolvedVM, error) {
 		}
 		return resolvedVM{}, fmt.Errorf("no VM named %s", ref.VM)
 	}
-	if vm, ok := r.vmView().byNode[ref.Node]; ok {
+	if vm, ok := r.vmsByNode()[ref.Node]; ok {
 		return resolvedVM{vm.Zone, vm.Name}, nil
 	}
 	return resolvedVM{}, fmt.Errorf("node %s has no live VM", ref.Node)
@@ -992,7 +961,7 @@ func (r *runner) failResizeRequests(s FailResizeRequestStep) error {
 		if re != nil && !re.MatchString(rr.Name) {
 			continue
 		}
-		if s.Node != "" && !namesNode(rr.Instances, s.Node) {
+		if s.Node != "" && !check.NamesNode(rr.Instances, s.Node) {
 			continue
 		}
 		if err := r.h.Sim.FailResizeRequest(rr.Zone, rr.MIG, rr.Name, code, msg); err != nil {
@@ -1007,39 +976,8 @@ func (r *runner) failResizeRequests(s FailResizeRequestStep) error {
 	return nil
 }
 
-// namesNode reports whether a list of VM names has a VM of the node.
-func namesNode(vms []string, node string) bool {
-	for _, vm := range vms {
-		if n, _, _, _, ok := naming.ParseVMName(vm); ok && n == node {
-			return true
-		}
-	}
-	return false
-}
-
-// record adds results; with StopOnFailure a failure stops the run.
-func (r *runner) record(res []Result) {
-	for _, x := range res {
-		r.results = append(r.results, x)
-		if !x.Pass && r.o.StopOnFailure {
-			r.stopped = true
-		}
-	}
-}
-
-// finish evaluates the final checks and invariants at the end.
-func (r *runner) finish() {
-	for _, w := range r.watches {
-		r.closeWatch(w)
-	}
-	r.record(r.finalInvariants())
-	for _, c := range r.f.Final {
-		r.record(r.evaluate(c, -1))
-	}
-}
-
 func (r *runner) report() Report {
-	rep := Report{File: r.f.Path(), Name: r.f.Name, Results: r.results, DeadLetters: r.deliveries.DeadLetters(), Notes: r.notes,
+	rep := Report{File: r.f.Path(), Name: r.f.Name, Results: r.checks.Results(), DeadLetters: r.deliveries.DeadLetters(), Notes: r.notes,
 		Simulated: r.since(), Stats: r.stats, Trace: r.trace, Unsettled: r.deliveries.Unsettled()}
 	c := r.deliveries.Counts()
 	rep.Stats.Deliveries, rep.Stats.Acks, rep.Stats.Nacks, rep.Stats.Redeliveries = c.Deliveries, c.Acks, c.Nacks, c.Redeliveries

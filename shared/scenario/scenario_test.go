@@ -9,8 +9,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-
-	"github.com/flexslurm/flexslurm/shared/scenario/slurmmodel"
 )
 
 func testContext(t *testing.T) context.Context {
@@ -186,20 +184,6 @@ steps:
 	}
 }
 
-func TestForeignReservationCheck(t *testing.T) {
-	r := &runner{start: DefaultStart}
-	r.cmds = []slurmmodel.Command{
-		{Command: "reservation_create", Raw: map[string]any{"command": "reservation_create", "reservation": "flexslurm-eol-flexvm-a3u-0", "start_time": "2026-12-07T00:00:00Z"}},
-		{Command: "reservation_delete", Raw: map[string]any{"command": "reservation_delete", "reservation": "maint-gpu-swap"}},
-		{Command: "update_reservation", Raw: map[string]any{"command": "update_reservation", "name": "maint-gpu-swap"}},
-		{Command: "drain", Raw: map[string]any{"command": "drain", "nodes": []any{"flexvm-a3u-0"}, "reason": "maint-gpu-swap"}},
-	}
-	got := r.foreignReservations("flexslurm-")
-	if len(got) != 2 || !strings.Contains(got[0], "reservation_delete") || !strings.Contains(got[1], "update_reservation") {
-		t.Errorf("violations = %q; want the reservation_delete and update_reservation of maint-gpu-swap", got)
-	}
-}
-
 // TestDeterministic: the same scenario gives the same timeline.
 func TestDeterministic(t *testing.T) {
 	text := base + `
@@ -275,14 +259,6 @@ steps:
 		var b strings.Builder
 		rep.Write(&b, true)
 		t.Errorf("failed checks (-want +got):\n%s\n%s", d, b.String())
-	}
-}
-
-func TestMaxPerHour(t *testing.T) {
-	at := func(m int) time.Time { return DefaultStart.Add(time.Duration(m) * time.Minute) }
-	n, start := maxPerHour([]time.Time{at(0), at(10), at(59), at(61), at(62), at(63), at(120)})
-	if n != 5 || !start.Equal(at(10)) {
-		t.Errorf("maxPerHour = %d from %v, want 5 from %v", n, start, at(10))
 	}
 }
 

@@ -1,4 +1,4 @@
-package scenario
+package check
 
 import (
 	"fmt"
@@ -29,8 +29,8 @@ type world struct {
 	liveByNode map[string][]string
 }
 
-func (r *runner) vmView() world {
-	w := world{all: r.h.Sim.Instances(), byNode: map[string]slurmmodel.VM{}, liveByNode: map[string][]string{}}
+func (r *Checker) vmView() world {
+	w := world{all: r.sim.Instances(), byNode: map[string]slurmmodel.VM{}, liveByNode: map[string][]string{}}
 	for _, vm := range w.all {
 		if !r.ours(vm) {
 			continue
@@ -52,7 +52,7 @@ func (r *runner) vmView() world {
 }
 
 // ours reports whether a VM carries this cluster's labels.
-func (r *runner) ours(vm computesim.Instance) bool {
+func (r *Checker) ours(vm computesim.Instance) bool {
 	return vm.Labels[naming.LabelManagedBy] == naming.ManagedBy && vm.Labels[naming.LabelCluster] == r.spec.ID
 }
 
@@ -62,13 +62,13 @@ func (r *runner) ours(vm computesim.Instance) bool {
 // The whole state (no jobs named) is read once per store write and shared
 // by the checks until the next one (invariants run after every event, and
 // most events change nothing): callers must not modify it.
-func (r *runner) state(jobs ...string) *model.State {
-	whole := len(jobs) == 0 && !r.o.noStateReuse
-	gen := r.store.gen.Load()
+func (r *Checker) state(jobs ...string) *model.State {
+	whole := len(jobs) == 0 && !r.noStateReuse
+	gen := r.gen()
 	if whole && r.stateCache != nil && r.stateGen == gen {
 		return r.stateCache
 	}
-	st, err := r.h.Store.Read(r.ctx, store.Scope{Cluster: r.spec.ID, AllPools: true, Jobs: jobs})
+	st, err := r.store.Read(r.ctx, store.Scope{Cluster: r.spec.ID, AllPools: true, Jobs: jobs})
 	if err != nil {
 		r.note("reading the store: %v", err)
 		return model.NewState()
@@ -80,7 +80,7 @@ func (r *runner) state(jobs ...string) *model.State {
 }
 
 // evaluate runs one check now.
-func (r *runner) evaluate(c Check, step int) []Result {
+func (r *Checker) evaluate(c lang.Check, step int) []Result {
 	var out []Result
 	add := func(name string, pass bool, expected, actual string) {
 		if c.Name != "" {
@@ -152,7 +152,7 @@ func listOf(names []string) string {
 	return "[" + strings.Join(names, " ") + "]"
 }
 
-func (r *runner) checkVMs(v *VMCheck, add addFunc) {
+func (r *Checker) checkVMs(v *lang.VMCheck, add addFunc) {
 	w := r.vmView()
 	var names []string
 	var sel []computesim.Instance
@@ -199,7 +199,7 @@ func (r *runner) checkVMs(v *VMCheck, add addFunc) {
 // checkVMProperties checks what every selected VM must have: its boot disk
 // size, the template its pool's record names now, an end no later than a
 // given time.
-func (r *runner) checkVMProperties(v *VMCheck, what string, sel []computesim.Instance, add addFunc) {
+func (r *Checker) checkVMProperties(v *lang.VMCheck, what string, sel []computesim.Instance, add addFunc) {
 	sort.Slice(sel, func(i, j int) bool { return sel[i].Name < sel[j].Name })
 	if v.BootDiskSizeGB != 0 {
 		var bad []string
@@ -230,14 +230,14 @@ func (r *runner) checkVMProperties(v *VMCheck, what string, sel []computesim.Ins
 		var bad []string
 		for _, vm := range sel {
 			if vm.TerminationTime.IsZero() || vm.TerminationTime.After(limit) {
-				bad = append(bad, fmt.Sprintf("%s ends %s", vm.Name, FormatDuration(vm.TerminationTime.Sub(r.start))))
+				bad = append(bad, fmt.Sprintf("%s ends %s", vm.Name, lang.FormatDuration(vm.TerminationTime.Sub(r.start))))
 			}
 		}
-		add(what+" end by "+FormatDuration(time.Duration(*v.EndBy)), len(bad) == 0, "every VM", listOf(bad))
+		add(what+" end by "+lang.FormatDuration(time.Duration(*v.EndBy)), len(bad) == 0, "every VM", listOf(bad))
 	}
 }
 
-func checkNode(st *model.State, nc NodeCheck, add addFunc) {
+func checkNode(st *model.State, nc lang.NodeCheck, add addFunc) {
 	n, ok := st.Nodes[nc.Name]
 	name := "node " + nc.Name
 	if nc.Exists != nil {
@@ -284,7 +284,7 @@ func reasonSuffix(r string) string {
 
 func quote(s string) string { return fmt.Sprintf("%q", s) }
 
-func checkPool(st *model.State, pc PoolCheck, now time.Time, add addFunc) {
+func checkPool(st *model.State, pc lang.PoolCheck, now time.Time, add addFunc) {
 	p, ok := st.Pools[pc.ID]
 	name := "pool " + pc.ID
 	if !ok {
@@ -326,7 +326,7 @@ func noneIfEmpty(s string) string {
 	return s
 }
 
-func checkJob(st *model.State, jc JobCheck, add addFunc) {
+func checkJob(st *model.State, jc lang.JobCheck, add addFunc) {
 	j, ok := st.Jobs[jc.ID]
 	name := "job " + jc.ID
 	if jc.Exists != nil {
@@ -347,20 +347,20 @@ func checkJob(st *model.State, jc JobCheck, add addFunc) {
 	}
 }
 
-func (r *runner) selectRRs(rc *RRCheck) []computesim.ResizeRequest {
+func (r *Checker) selectRRs(rc *lang.RRCheck) []computesim.ResizeRequest {
 	var re *regexp.Regexp
 	if rc.Match != "" {
 		re = regexp.MustCompile(rc.Match)
 	}
 	var out []computesim.ResizeRequest
-	for _, rr := range r.h.Sim.ResizeRequestHistory() {
+	for _, rr := range r.sim.ResizeRequestHistory() {
 		if rc.Name != "" && rr.Name != rc.Name {
 			continue
 		}
 		if re != nil && !re.MatchString(rr.Name) {
 			continue
 		}
-		if rc.Node != "" && !namesNode(rr.Instances, rc.Node) {
+		if rc.Node != "" && !NamesNode(rr.Instances, rc.Node) {
 			continue
 		}
 		if rc.Job != "" && !strings.Contains(rr.Name, "-j"+strings.ReplaceAll(rc.Job, "_", "-")+"-g") {
@@ -383,7 +383,7 @@ func stateIn(state string, want []string) bool {
 	return false
 }
 
-func (r *runner) checkRRs(rc *RRCheck, add addFunc) {
+func (r *Checker) checkRRs(rc *lang.RRCheck, add addFunc) {
 	sel := r.selectRRs(rc)
 	var names, described []string
 	states := map[string]string{}
@@ -391,7 +391,7 @@ func (r *runner) checkRRs(rc *RRCheck, add addFunc) {
 		names = append(names, rr.Name)
 		described = append(described, rr.Name+"="+rr.State)
 	}
-	for _, rr := range r.h.Sim.ResizeRequestHistory() {
+	for _, rr := range r.sim.ResizeRequestHistory() {
 		states[rr.Name] = rr.State
 	}
 	sort.Strings(names)
@@ -414,7 +414,7 @@ func (r *runner) checkRRs(rc *RRCheck, add addFunc) {
 	}
 }
 
-func rrSelector(rc *RRCheck) string {
+func rrSelector(rc *lang.RRCheck) string {
 	var parts []string
 	if rc.Name != "" {
 		parts = append(parts, "name "+rc.Name)
@@ -437,7 +437,7 @@ func rrSelector(rc *RRCheck) string {
 	return " (" + strings.Join(parts, ", ") + ")"
 }
 
-func (r *runner) within(t time.Time, from, to *At) bool {
+func (r *Checker) within(t time.Time, from, to *lang.At) bool {
 	if from != nil && t.Before(r.start.Add(from.Offset)) {
 		return false
 	}
@@ -447,9 +447,9 @@ func (r *runner) within(t time.Time, from, to *At) bool {
 	return true
 }
 
-func (r *runner) checkCommands(cc *CommandCheck, add addFunc) {
+func (r *Checker) checkCommands(cc *lang.CommandCheck, add addFunc) {
 	var got []string
-	for _, c := range r.cmds {
+	for _, c := range r.commands() {
 		if cc.Command != "" && c.Command != cc.Command {
 			continue
 		}
@@ -469,7 +469,7 @@ func (r *runner) checkCommands(cc *CommandCheck, add addFunc) {
 		if c.Job != "" {
 			target = "job " + c.Job
 		}
-		got = append(got, fmt.Sprintf("%s %s at %s", c.Command, target, FormatDuration(c.At.Sub(r.start))))
+		got = append(got, fmt.Sprintf("%s %s at %s", c.Command, target, lang.FormatDuration(c.At.Sub(r.start))))
 	}
 	var sel []string
 	for _, s := range []struct{ k, v string }{{"command", cc.Command}, {"node", cc.Node}, {"job", cc.Job}, {"reason containing", cc.ReasonContains}} {
@@ -496,7 +496,7 @@ func quoteAll(xs []string) []string {
 	return out
 }
 
-func (r *runner) checkSlurmNode(sn SlurmNodeCheck, w world, st *model.State, add addFunc) {
+func (r *Checker) checkSlurmNode(sn lang.SlurmNodeCheck, w world, st *model.State, add addFunc) {
 	n, ok := r.slurm.Node(sn.Name)
 	name := "Slurm node " + sn.Name
 	if !ok {
@@ -528,7 +528,7 @@ func (r *runner) checkSlurmNode(sn SlurmNodeCheck, w world, st *model.State, add
 	}
 }
 
-func (r *runner) checkSlurmJob(sj SlurmJobCheck, add addFunc) {
+func (r *Checker) checkSlurmJob(sj lang.SlurmJobCheck, add addFunc) {
 	j, ok := r.slurm.Job(sj.ID)
 	name := "Slurm job " + sj.ID
 	if !ok {
@@ -546,7 +546,7 @@ func (r *runner) checkSlurmJob(sj SlurmJobCheck, add addFunc) {
 	}
 }
 
-func (r *runner) checkCounter(cc *CounterCheck, add addFunc) {
+func (r *Checker) checkCounter(cc *lang.CounterCheck, add addFunc) {
 	var times []time.Time
 	what := cc.Counter
 	switch cc.Counter {
@@ -599,7 +599,7 @@ func (r *runner) checkCounter(cc *CounterCheck, add addFunc) {
 			what += " matching " + cc.Match
 		}
 		n := 0
-		for name := range r.rrSeen {
+		for name := range r.rrSeen() {
 			if re == nil || re.MatchString(name) {
 				n++
 			}
@@ -673,17 +673,17 @@ func (r *runner) checkCounter(cc *CounterCheck, add addFunc) {
 		most, at := maxPerHour(in)
 		actual := fmt.Sprintf("%d", most)
 		if most > 0 {
-			actual += " in the hour from " + FormatDuration(at.Sub(r.start))
+			actual += " in the hour from " + lang.FormatDuration(at.Sub(r.start))
 		}
 		add(what+" per hour", most <= *cc.PerHourMax, fmt.Sprintf("at most %d in any hour", *cc.PerHourMax), actual)
 	}
 }
 
-func atOr(a *At, def string) string {
+func atOr(a *lang.At, def string) string {
 	if a == nil {
 		return def
 	}
-	return FormatDuration(a.Offset)
+	return lang.FormatDuration(a.Offset)
 }
 
 // maxPerHour returns the largest number of times within one hour of each
@@ -705,7 +705,7 @@ func maxPerHour(ts []time.Time) (int, time.Time) {
 
 // --- watches ---
 
-func (r *runner) checkWatches() {
+func (r *Checker) checkWatches() {
 	now := r.now()
 	for _, w := range r.watches {
 		if w.done || now.Before(w.from) {
@@ -731,7 +731,7 @@ func (r *runner) checkWatches() {
 	}
 }
 
-func (r *runner) closeWatch(w *watchState) {
+func (r *Checker) closeWatch(w *watchState) {
 	if w.done {
 		return
 	}
@@ -744,6 +744,6 @@ func (r *runner) closeWatch(w *watchState) {
 		until = w.until
 	}
 	r.record([]Result{{At: until.Sub(r.start), Step: w.step, Name: w.name,
-		Pass: true, Expected: fmt.Sprintf("holds from %s to %s", FormatDuration(w.from.Sub(r.start)), FormatDuration(until.Sub(r.start))),
+		Pass: true, Expected: fmt.Sprintf("holds from %s to %s", lang.FormatDuration(w.from.Sub(r.start)), lang.FormatDuration(until.Sub(r.start))),
 		Actual: fmt.Sprintf("held in all %d evaluations", w.evals)}})
 }

@@ -1,4 +1,4 @@
-package scenario
+package check
 
 import (
 	"fmt"
@@ -11,11 +11,12 @@ import (
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
 	"github.com/flexslurm/flexslurm/shared/scenario/computefault"
+	"github.com/flexslurm/flexslurm/shared/scenario/lang"
 )
 
 // invariantState follows the continuous invariants of a run.
 type invariantState struct {
-	cfg Invariants
+	cfg lang.Invariants
 	// first failure result index in runner.results, and later failing
 	// evaluations, per invariant.
 	failedAt map[string]int
@@ -27,7 +28,7 @@ type invariantState struct {
 	beyondSince     map[string]time.Time // VM → since when beyond its pool's max
 }
 
-func newInvariantState(cfg Invariants) *invariantState {
+func newInvariantState(cfg lang.Invariants) *invariantState {
 	return &invariantState{cfg: cfg, failedAt: map[string]int{}, repeats: map[string]int{},
 		unrecordedSince: map[string]time.Time{}, belowSince: map[string]time.Time{}, beyondSince: map[string]time.Time{}}
 }
@@ -74,25 +75,25 @@ func (s *invariantState) describe(name string) string {
 	case "one_request_per_node":
 		return "never two active resize requests for one node"
 	case "no_unrecorded_vm":
-		return fmt.Sprintf("no VM without a node record for longer than %s", FormatDuration(c.NoUnrecordedVM.Within.D()))
+		return fmt.Sprintf("no VM without a node record for longer than %s", lang.FormatDuration(c.NoUnrecordedVM.Within.D()))
 	case "static_at_min":
-		return fmt.Sprintf("static pools back at min_node_count within %s of capacity being available", FormatDuration(c.StaticAtMin.Within.D()))
+		return fmt.Sprintf("static pools back at min_node_count within %s of capacity being available", lang.FormatDuration(c.StaticAtMin.Within.D()))
 	case "idle_dynamic_released":
-		return fmt.Sprintf("no dynamic VM idle in Slurm for SuspendTime plus %s", FormatDuration(c.IdleDynamicReleased.Within.D()))
+		return fmt.Sprintf("no dynamic VM idle in Slurm for SuspendTime plus %s", lang.FormatDuration(c.IdleDynamicReleased.Within.D()))
 	case "repair_progress":
-		return fmt.Sprintf("no node waits in a repair state (await_drain, host_repair, blocked) for longer than %s", FormatDuration(c.RepairProgress.Within.D()))
+		return fmt.Sprintf("no node waits in a repair state (await_drain, host_repair, blocked) for longer than %s", lang.FormatDuration(c.RepairProgress.Within.D()))
 	case "foreign_untouched":
 		return "no action on a resource not labelled as this cluster's"
 	case "foreign_reservations_untouched":
 		return fmt.Sprintf("no Slurm command names a reservation without the %q prefix", c.ForeignReservationsUntouched.Prefix)
 	case "within_max":
-		return fmt.Sprintf("no VM beyond its pool's max_node_count without a running job for longer than %s", FormatDuration(c.WithinMax.Within.D()))
+		return fmt.Sprintf("no VM beyond its pool's max_node_count without a running job for longer than %s", lang.FormatDuration(c.WithinMax.Within.D()))
 	}
 	return name
 }
 
 // checkInvariants evaluates the configured invariants now.
-func (r *runner) checkInvariants() {
+func (r *Checker) checkInvariants() {
 	s := r.inv
 	names := s.enabled()
 	if len(names) == 0 {
@@ -117,7 +118,7 @@ func (r *runner) checkInvariants() {
 
 // finalInvariants reports the invariants that held throughout, and how
 // often the failed ones were violated.
-func (r *runner) finalInvariants() []Result {
+func (r *Checker) finalInvariants() []Result {
 	s := r.inv
 	var out []Result
 	for _, name := range s.enabled() {
@@ -134,13 +135,13 @@ func (r *runner) finalInvariants() []Result {
 }
 
 // strictInvariant evaluates a named invariant now with no grace.
-func (r *runner) strictInvariant(name string) []string {
+func (r *Checker) strictInvariant(name string) []string {
 	w := r.vmView()
 	switch name {
 	case "no_dead_letters":
 		var out []string
 		for _, d := range r.deliveries.DeadLetters() {
-			out = append(out, fmt.Sprintf("%s %s (%s) dead-lettered at %s", d.Topic, d.ID, d.Type, FormatDuration(d.At)))
+			out = append(out, fmt.Sprintf("%s %s (%s) dead-lettered at %s", d.Topic, d.ID, d.Type, lang.FormatDuration(d.At)))
 		}
 		return out
 	case "quiet":
@@ -153,10 +154,10 @@ func (r *runner) strictInvariant(name string) []string {
 
 // invariant returns the violations of one invariant; strict ignores grace
 // periods.
-func (r *runner) invariant(name string, w world, strict bool) []string {
+func (r *Checker) invariant(name string, w world, strict bool) []string {
 	s := r.inv
 	now := r.now()
-	grace := func(wi *Within) time.Duration {
+	grace := func(wi *lang.Within) time.Duration {
 		if strict || wi == nil {
 			return 0
 		}
@@ -164,7 +165,7 @@ func (r *runner) invariant(name string, w world, strict bool) []string {
 	}
 	// afterFault is the earliest deadline a fault on the calls at path
 	// allows.
-	afterFault := func(wi *Within, path string) time.Time {
+	afterFault := func(wi *lang.Within, path string) time.Time {
 		if strict || wi == nil {
 			return time.Time{}
 		}
@@ -186,7 +187,7 @@ func (r *runner) invariant(name string, w world, strict bool) []string {
 		return out
 	case "one_request_per_node":
 		active := map[string][]string{}
-		for _, rr := range r.h.Sim.ResizeRequests() {
+		for _, rr := range r.sim.ResizeRequests() {
 			if rr.State != "CREATING" && rr.State != "ACCEPTED" {
 				continue
 			}
@@ -225,7 +226,7 @@ func (r *runner) invariant(name string, w world, strict bool) []string {
 			}
 			if deadline := latest(since.Add(grace(s.cfg.NoUnrecordedVM)), afterFault(s.cfg.NoUnrecordedVM, computefault.AnyPath)); now.After(deadline) || strict {
 				out = append(out, fmt.Sprintf("VM %s (created at %s) has had no node record since %s", vm.Name,
-					FormatDuration(vm.Created.Sub(r.start)), FormatDuration(since.Sub(r.start))))
+					lang.FormatDuration(vm.Created.Sub(r.start)), lang.FormatDuration(since.Sub(r.start))))
 			}
 		}
 		if !strict {
@@ -272,7 +273,7 @@ func (r *runner) invariant(name string, w world, strict bool) []string {
 				s.beyondSince[vm.Name] = since
 			}
 			if deadline := since.Add(grace(s.cfg.WithinMax)); now.After(deadline) || strict {
-				out = append(out, fmt.Sprintf("VM %s of node %s is beyond its pool's maximum with no job running since %s", vm.Name, node, FormatDuration(since.Sub(r.start))))
+				out = append(out, fmt.Sprintf("VM %s of node %s is beyond its pool's maximum with no job running since %s", vm.Name, node, lang.FormatDuration(since.Sub(r.start))))
 			}
 		}
 		if !strict {
@@ -316,11 +317,11 @@ func (r *runner) invariant(name string, w world, strict bool) []string {
 				since = now
 				s.belowSince[p.ID] = now
 			}
-			delays := r.capacityDelay(p.Zone, p.MachineSpec.MachineType) + r.f.Simulator.AcceptDelay.D() + r.f.Simulator.DeleteDelay.D()
+			delays := r.capacityDelay(p.Zone, p.MachineSpec.MachineType) + r.simulator.AcceptDelay.D() + r.simulator.DeleteDelay.D()
 			deadline := latest(since.Add(delays+grace(s.cfg.StaticAtMin)), afterFault(s.cfg.StaticAtMin, computefault.PathResizeRequests).Add(delays))
 			if strict || now.After(deadline) {
 				out = append(out, fmt.Sprintf("pool %s has %d of %d static nodes with a running VM since %s (deadline %s)",
-					p.ID, len(up), p.MinNodeCount, FormatDuration(since.Sub(r.start)), FormatDuration(deadline.Sub(r.start))))
+					p.ID, len(up), p.MinNodeCount, lang.FormatDuration(since.Sub(r.start)), lang.FormatDuration(deadline.Sub(r.start))))
 			}
 		}
 		return out
@@ -335,7 +336,7 @@ func (r *runner) invariant(name string, w world, strict bool) []string {
 			}
 			deadline := latest(n.RepairSince.Add(grace(s.cfg.RepairProgress)), afterFault(s.cfg.RepairProgress, computefault.AnyPath))
 			if strict || now.After(deadline) {
-				out = append(out, fmt.Sprintf("node %s (%s) has been %s since %s", n.Name, n.VMName, n.Repair, FormatDuration(n.RepairSince.Sub(r.start))))
+				out = append(out, fmt.Sprintf("node %s (%s) has been %s since %s", n.Name, n.VMName, n.Repair, lang.FormatDuration(n.RepairSince.Sub(r.start))))
 			}
 		}
 		return out
@@ -353,7 +354,7 @@ func (r *runner) invariant(name string, w world, strict bool) []string {
 
 // idleDynamic lists the live dynamic VMs whose node Slurm has not allocated
 // to a job for SuspendTime plus grace.
-func (r *runner) idleDynamic(w world, grace time.Duration, notBefore time.Time, strict bool) []string {
+func (r *Checker) idleDynamic(w world, grace time.Duration, notBefore time.Time, strict bool) []string {
 	now := r.now()
 	st := r.state()
 	var out []string
@@ -418,7 +419,7 @@ func (r *runner) idleDynamic(w world, grace time.Duration, notBefore time.Time, 
 			if strict && now.Before(idle.Add(r.slurm.SuspendTime())) {
 				continue
 			}
-			out = append(out, fmt.Sprintf("VM %s of node %s (Slurm: %s) has had no job since %s", vm.Name, node, n.State(), FormatDuration(idle.Sub(r.start))))
+			out = append(out, fmt.Sprintf("VM %s of node %s (Slurm: %s) has had no job since %s", vm.Name, node, n.State(), lang.FormatDuration(idle.Sub(r.start))))
 		}
 	}
 	return out
@@ -441,9 +442,9 @@ func holdingJobs(st *model.State, node string) []string {
 
 // foreignTouched lists foreign VMs that are gone and calls flexslurm made
 // that name a foreign VM or MIG.
-func (r *runner) foreignTouched(w world) []string {
+func (r *Checker) foreignTouched(w world) []string {
 	var out []string
-	for _, f := range r.foreign {
+	for _, f := range r.foreign() {
 		alive := false
 		for _, vm := range w.all {
 			if vm.Name == f.Name && vm.Zone == f.Zone && vm.Status != "STOPPING" {
@@ -457,7 +458,7 @@ func (r *runner) foreignTouched(w world) []string {
 	// Calls are scanned once each, as they come.
 	calls := r.compute.Since(r.foreignScanned)
 	r.foreignScanned += len(calls)
-	for _, f := range r.foreign {
+	for _, f := range r.foreign() {
 		if len(calls) == 0 {
 			break
 		}
@@ -467,7 +468,7 @@ func (r *runner) foreignTouched(w world) []string {
 				continue
 			}
 			if re.MatchString(c.Path) || re.MatchString(c.Body) {
-				r.foreignCalls = append(r.foreignCalls, fmt.Sprintf("flexslurm called %s %s at %s naming foreign %s", c.Method, c.Path, FormatDuration(c.Time.Sub(r.start)), f.Name))
+				r.foreignCalls = append(r.foreignCalls, fmt.Sprintf("flexslurm called %s %s at %s naming foreign %s", c.Method, c.Path, lang.FormatDuration(c.Time.Sub(r.start)), f.Name))
 			}
 		}
 	}
@@ -479,13 +480,14 @@ func (r *runner) foreignTouched(w world) []string {
 // reservation ("reservation", "reservation_name", …), or the name field of
 // a command about reservations.
 //
-// Commands are scanned once each, as they come (r.cmds only grows and the
+// Commands are scanned once each, as they come (the command log only grows and the
 // prefix is the run's): a chaos run checks this after every event.
-func (r *runner) foreignReservations(prefix string) []string {
+func (r *Checker) foreignReservations(prefix string) []string {
 	if r.resvPrefix != prefix {
 		r.resvPrefix, r.resvScanned, r.resvFound = prefix, 0, nil
 	}
-	for _, c := range r.cmds[r.resvScanned:] {
+	cmds := r.commands()
+	for _, c := range cmds[r.resvScanned:] {
 		about := strings.Contains(strings.ToLower(c.Command), "reservation")
 		for _, k := range sortedKeys(c.Raw) {
 			v := c.Raw[k]
@@ -495,12 +497,12 @@ func (r *runner) foreignReservations(prefix string) []string {
 			}
 			for _, name := range stringsIn(v) {
 				if !strings.HasPrefix(name, prefix) {
-					r.resvFound = append(r.resvFound, fmt.Sprintf("command %s at %s names reservation %q (%s)", c.Command, FormatDuration(c.At.Sub(r.start)), name, k))
+					r.resvFound = append(r.resvFound, fmt.Sprintf("command %s at %s names reservation %q (%s)", c.Command, lang.FormatDuration(c.At.Sub(r.start)), name, k))
 				}
 			}
 		}
 	}
-	r.resvScanned = len(r.cmds)
+	r.resvScanned = len(cmds)
 	return append([]string(nil), r.resvFound...)
 }
 
