@@ -207,12 +207,13 @@ func (m *Model) Reconfigure(now time.Time, c *spec.Cluster) {
 	m.dropRemoved()
 }
 
-// dropRemoved forgets the removed nodes that are powered down with no job.
+// dropRemoved forgets the removed nodes that are powered down with no job,
+// in node order (the trace is deterministic).
 func (m *Model) dropRemoved() {
-	for name, n := range m.nodes {
+	for _, n := range m.sortedNodes() {
 		if n.removed && n.job == "" && n.flags[flagPoweredDown] && !n.flags[flagPoweringUp] {
-			m.trace("slurm: node %s left the configuration", name)
-			delete(m.nodes, name)
+			m.trace("slurm: node %s left the configuration", n.name)
+			delete(m.nodes, n.name)
 		}
 	}
 }

@@ -483,3 +483,25 @@ func TestServiceable(t *testing.T) {
 		}
 	}
 }
+
+// TestNodesLeaveInOrder: nodes leaving the configuration together are
+// traced in node order, run after run.
+func TestNodesLeaveInOrder(t *testing.T) {
+	for range 20 {
+		var trace []string
+		m := New(lang.Slurm{Simulate: true}, exampleCluster(t), t0, func(string, any) {}, func(format string, args ...any) {
+			trace = append(trace, fmt.Sprintf(format, args...))
+		})
+		raised := exampleCluster(t)
+		p, _ := raised.Pool("a3u")
+		p.MaxNodeCount = 8
+		m.Reconfigure(t0, raised)
+		m.Reconfigure(t0, exampleCluster(t))
+		want := []string{"slurm: node flexvm-a3u-3 left the configuration", "slurm: node flexvm-a3u-4 left the configuration",
+			"slurm: node flexvm-a3u-5 left the configuration", "slurm: node flexvm-a3u-6 left the configuration",
+			"slurm: node flexvm-a3u-7 left the configuration"}
+		if d := cmp.Diff(want, trace); d != "" {
+			t.Fatalf("trace (-want +got):\n%s", d)
+		}
+	}
+}
