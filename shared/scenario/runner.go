@@ -92,43 +92,52 @@ func RunFile(ctx context.Context, f *File, o RunOptions) (Report, error) {
 	return rep, err
 }
 
-// runner plays one scenario.
+// runner plays one scenario: it composes the system under test (the
+// harness: the four functions, the store, the simulator) with the parts
+// that play the world around it — the Compute fault layer, the Pub/Sub
+// deliveries, the Slurm model — and the checks, and moves them through
+// time. Each part keeps its own state; the runner keeps what is its own:
+// the event loop's clock and what the run recorded.
 type runner struct {
+	// The scenario.
 	f     *File
 	o     RunOptions
 	ctx   context.Context
-	spec  *spec.Cluster
+	spec  *spec.Cluster // the spec in force
 	start time.Time
 	end   time.Time
 
-	h       *harness.Harness
-	srv     *httptest.Server // flexslurm's Compute endpoint, through faults
-	oobSrv  *httptest.Server // out-of-band endpoint (the scenario's own calls)
-	client  *gce.Client
-	oob     *gce.Client
-	compute *computefault.Layer
+	// The system under test and the clients that reach the simulator.
+	h      *harness.Harness
+	store  *genStore        // the harness's store
+	srv    *httptest.Server // flexslurm's Compute endpoint, through faults
+	oobSrv *httptest.Server // out-of-band endpoint (the scenario's own calls)
+	client *gce.Client
+	oob    *gce.Client
 
+	// The parts.
+	compute    *computefault.Layer
+	deliveries *delivery.Queue
+	slurm      *slurmmodel.Model
+	checks     *check.Checker
+
+	// Capacity delays in force (read by the simulator).
 	capMu    sync.Mutex
 	capacity []CapacityDelay
 
-	deliveries *delivery.Queue
-
-	cmds    []slurmmodel.Command
-	applied map[string]bool // command ids the agent applied
-
-	rrStates, vmStates map[string]string // for the trace
+	// What the run recorded.
+	cmds               []slurmmodel.Command
+	applied            map[string]bool // command ids the agent applied
 	rrSeen             map[string]bool
-	slurm              *slurmmodel.Model
 	foreign            []ForeignVM
-	// store is the harness's store.
-	store  *genStore
-	checks *check.Checker
+	rrStates, vmStates map[string]string // for the trace
+	notes              []string
+	trace              []string
+	stats              Stats
 
+	// The event loop.
 	nextTick, nextSnapshot time.Time
 	step                   int
-	notes                  []string
-	trace                  []string
-	stats                  Stats
 	lastInstant            time.Time
 	instantEvents          int
 }

@@ -2,6 +2,7 @@ package lang
 
 import (
 	"fmt"
+
 	"gopkg.in/yaml.v3"
 )
 
@@ -92,7 +93,7 @@ type Reconcile struct {
 	Every Duration `yaml:"every,omitempty"`
 }
 
-// Slurm configures the Slurm model (slurm.go).
+// Slurm configures the Slurm model (package slurmmodel).
 type Slurm struct {
 	// Simulate makes the model play slurmctld: it schedules submitted jobs
 	// on nodes, calls ResumeProgram (job.pending), reports jobs started and
