@@ -7,6 +7,3 @@ import (
 
 // sortedKeys returns a map's keys in order.
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
-
-// sortStrings returns a sorted copy.
-func sortStrings(xs []string) []string { return slices.Sorted(slices.Values(xs)) }

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
-	"sort"
 	"strings"
 	"time"
 
@@ -738,10 +737,3 @@ func (p PowerStep) EventType() string { return powerTypes[p.Type] }
 
 // Path is the file the scenario was loaded from ("" if parsed from bytes).
 func (f *File) Path() string { return f.path }
-
-// sortStrings returns a sorted copy.
-func sortStrings(xs []string) []string {
-	out := append([]string(nil), xs...)
-	sort.Strings(out)
-	return out
-}
