@@ -5,51 +5,17 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/flexslurm/flexslurm/shared/scenario/check"
+	"github.com/flexslurm/flexslurm/shared/scenario/delivery"
 )
 
 // Result is one assertion's outcome.
-type Result struct {
-	// At is the simulated time of the evaluation, from the start.
-	At time.Duration
-	// Step is the index of the step that asserted it; -1 for invariants and
-	// final checks.
-	Step int
-	// Line is the line of the check in the file (0 if unknown).
-	Line int
-	// Name says what was checked.
-	Name string
-	Pass bool
-	// Expected and Actual describe the expectation and what was found.
-	Expected, Actual string
-}
-
-func (r Result) String() string {
-	status := "PASS"
-	if !r.Pass {
-		status = "FAIL"
-	}
-	loc := ""
-	if r.Line > 0 {
-		loc = fmt.Sprintf(" (line %d)", r.Line)
-	}
-	s := fmt.Sprintf("%s  at %-9s %s%s", status, FormatDuration(r.At), r.Name, loc)
-	if r.Pass {
-		return s + ": " + r.Actual
-	}
-	return s + fmt.Sprintf("\n        expected: %s\n        actual:   %s", r.Expected, r.Actual)
-}
+type Result = check.Result
 
 // DeadLetter is a message that reached the maximum number of delivery
 // attempts without being acknowledged.
-type DeadLetter struct {
-	At        time.Duration
-	Topic     string
-	ID        string
-	Type      string
-	Label     string
-	Attempts  int
-	LastError string
-}
+type DeadLetter = delivery.DeadLetter
 
 // Stats counts what happened in a run.
 type Stats struct {

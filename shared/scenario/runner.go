@@ -1,7 +1,6 @@
 package scenario
 
 import (
-	"container/heap"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,8 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,6 +26,11 @@ import (
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
 	"github.com/flexslurm/flexslurm/shared/plan"
+	"github.com/flexslurm/flexslurm/shared/scenario/check"
+	"github.com/flexslurm/flexslurm/shared/scenario/computefault"
+	"github.com/flexslurm/flexslurm/shared/scenario/delivery"
+	"github.com/flexslurm/flexslurm/shared/scenario/lang"
+	"github.com/flexslurm/flexslurm/shared/scenario/slurmmodel"
 	"github.com/flexslurm/flexslurm/shared/spec"
 	"github.com/flexslurm/flexslurm/shared/store"
 )
@@ -36,12 +38,11 @@ import (
 // DefaultStart is the simulated start time when a scenario sets none.
 var DefaultStart = time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 
-// Delivery defaults (a push subscription's retry policy: 10 s to 600 s; the
-// dead-letter policy's default of 5 attempts).
+// Delivery defaults (see package delivery).
 const (
-	DefaultMinBackoff  = 10 * time.Second
-	DefaultMaxBackoff  = 10 * time.Minute
-	DefaultMaxAttempts = 5
+	DefaultMinBackoff  = delivery.DefaultMinBackoff
+	DefaultMaxBackoff  = delivery.DefaultMaxBackoff
+	DefaultMaxAttempts = delivery.DefaultMaxAttempts
 )
 
 // maxEventsPerInstant guards against a livelock at one simulated instant.
@@ -85,7 +86,7 @@ func RunFile(ctx context.Context, f *File, o RunOptions) (Report, error) {
 	wall := time.Now()
 	r, err := newRunner(ctx, f, o)
 	if err != nil {
-		return Report{File: f.path, Name: f.Name}, err
+		return Report{File: f.Path(), Name: f.Name}, err
 	}
 	defer r.close()
 	err = r.run()
@@ -94,197 +95,52 @@ func RunFile(ctx context.Context, f *File, o RunOptions) (Report, error) {
 	return rep, err
 }
 
-// message is one Pub/Sub message.
-type message struct {
-	seq      int
-	id       string
-	topic    string
-	data     []byte
-	typ      string // payload type, or "audit" for Compute audit entries
-	vm       string // audit entries: the instance
-	nodes    []string
-	job      string
-	ident    string // stable identity for random faults
-	label    string
-	crash    []string // crash points by attempt
-	dups     []Duration
-	attempts int
-	acked    bool
-	dead     bool
-	lastErr  string
-	// published is when the message was published.
-	published time.Time
-}
-
-func (m *message) describe() string {
-	d := m.typ
-	if m.job != "" {
-		d += " job " + m.job
-	}
-	if m.vm != "" {
-		d += " " + m.vm
-	}
-	if len(m.nodes) > 0 {
-		d += " " + strings.Join(m.nodes, ",")
-	}
-	return d
-}
-
-type deliveryKind int
-
-const (
-	firstDelivery deliveryKind = iota
-	retryDelivery
-	duplicateDelivery
-)
-
-func (k deliveryKind) String() string {
-	switch k {
-	case retryDelivery:
-		return "redeliver"
-	case duplicateDelivery:
-		return "duplicate"
-	}
-	return "deliver"
-}
-
-type delivery struct {
-	due  time.Time
-	seq  int
-	msg  *message
-	kind deliveryKind
-}
-
-type deliveryHeap []*delivery
-
-func (h deliveryHeap) Len() int { return len(h) }
-func (h deliveryHeap) Less(i, j int) bool {
-	if !h[i].due.Equal(h[j].due) {
-		return h[i].due.Before(h[j].due)
-	}
-	return h[i].seq < h[j].seq
-}
-func (h deliveryHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *deliveryHeap) Push(x any)   { *h = append(*h, x.(*delivery)) }
-func (h *deliveryHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
-}
-
-// deliveryRecord is one delivery attempt, for counters.
-type deliveryRecord struct {
-	at      time.Time
-	topic   string
-	typ     string
-	label   string
-	kind    deliveryKind
-	outcome string // ack, nack, crash
-}
-
-type ruleState struct {
-	DeliveryRule
-	vm        *regexp.Regexp
-	remaining int // < 0: unlimited
-	until     time.Time
-}
-
-type crashState struct {
-	CrashStep
-	point     crashPoint
-	remaining int
-}
-
-// slurmCommandRecord is one Slurm command flexslurm published.
-type slurmCommandRecord struct {
-	At      time.Time
-	ID      string
-	Command string
-	Nodes   []string
-	Job     string
-	Reason  string
-	Raw     map[string]any
-}
-
-type watchState struct {
-	step   int
-	name   string
-	checks []Check
-	from   time.Time
-	until  time.Time // zero: the end
-	failed bool
-	evals  int
-	done   bool
-}
-
-// runner plays one scenario.
+// runner plays one scenario: it composes the system under test (the
+// harness: the four functions, the store, the simulator) with the parts
+// that play the world around it — the Compute fault layer, the Pub/Sub
+// deliveries, the Slurm model — and the checks, and moves them through
+// time. Each part keeps its own state; the runner keeps what is its own:
+// the event loop's clock and what the run recorded.
 type runner struct {
+	// The scenario.
 	f     *File
 	o     RunOptions
 	ctx   context.Context
-	spec  *spec.Cluster
+	spec  *spec.Cluster // the spec in force
 	start time.Time
 	end   time.Time
 
-	h       *harness.Harness
-	srv     *httptest.Server // flexslurm's Compute endpoint, through faults
-	oobSrv  *httptest.Server // out-of-band endpoint (the scenario's own calls)
-	client  *gce.Client
-	oob     *gce.Client
-	compute *computeFaults
-	// specAt is when the spec in force was last applied by a step.
-	specAt time.Time
+	// The system under test and the clients that reach the simulator.
+	h      *harness.Harness
+	store  *genStore        // the harness's store
+	srv    *httptest.Server // flexslurm's Compute endpoint, through faults
+	oobSrv *httptest.Server // out-of-band endpoint (the scenario's own calls)
+	client *gce.Client
+	oob    *gce.Client
 
+	// The parts.
+	compute    *computefault.Layer
+	deliveries *delivery.Queue
+	slurm      *slurmmodel.Model
+	checks     *check.Checker
+
+	// Capacity delays in force (read by the simulator).
 	capMu    sync.Mutex
 	capacity []CapacityDelay
 
-	queue   deliveryHeap
-	seq     int
-	msgs    []*message
-	holds   map[string][]*message
-	idents  map[string]int
-	rules   []*ruleState
-	crashes []*crashState
-	crash   *crashPlan
-	dlog    []deliveryRecord
-	dead    []DeadLetter
-
-	cmds    []slurmCommandRecord
-	applied map[string]bool // command ids the agent applied
-
-	rrStates, vmStates map[string]string // for the trace
+	// What the run recorded.
+	cmds               []slurmmodel.Command
+	applied            map[string]bool // command ids the agent applied
 	rrSeen             map[string]bool
-	slurm              *slurmModel
-	watches            []*watchState
-	inv                *invariantState
 	foreign            []ForeignVM
-	// foreignScanned counts the calls foreignTouched has scanned;
-	// foreignCalls are the calls it found naming a foreign resource.
-	foreignScanned int
-	foreignCalls   []string
-	// store is the harness's store; stateCache is the whole state as of
-	// store generation stateGen (runner.state).
-	store      *genStore
-	stateCache *model.State
-	stateGen   uint64
-	// world is vmView's view as of simulator version worldVersion.
-	world        world
-	worldVersion uint64
-	worldOK      bool
-	// resvScanned counts the Slurm commands foreignReservations has
-	// scanned for resvPrefix; resvFound are the violations it found.
-	resvPrefix  string
-	resvScanned int
-	resvFound   []string
+	rrStates, vmStates map[string]string // for the trace
+	notes              []string
+	trace              []string
+	stats              Stats
 
+	// The event loop.
 	nextTick, nextSnapshot time.Time
 	step                   int
-	results                []Result
-	notes                  []string
-	trace                  []string
-	stats                  Stats
-	stopped                bool
 	lastInstant            time.Time
 	instantEvents          int
 }
@@ -306,13 +162,8 @@ func (g *genStore) ForgetEvents(ctx context.Context, cluster string, before time
 	return g.Store.ForgetEvents(ctx, cluster, before)
 }
 
-// forward is an http.Handler whose target is set once the simulator exists.
-type forward struct{ compute *computeFaults }
-
-func (f *forward) ServeHTTP(w http.ResponseWriter, r *http.Request) { f.compute.ServeHTTP(w, r) }
-
 func newRunner(ctx context.Context, f *File, o RunOptions) (*runner, error) {
-	c, err := f.Cluster.load()
+	c, err := f.Cluster.Load()
 	if err != nil {
 		return nil, err
 	}
@@ -325,10 +176,11 @@ func newRunner(ctx context.Context, f *File, o RunOptions) (*runner, error) {
 			return nil, fmt.Errorf("start: %w", err)
 		}
 	}
-	r := &runner{f: f, o: o, ctx: ctx, spec: c, start: start, holds: map[string][]*message{}, idents: map[string]int{},
+	r := &runner{f: f, o: o, ctx: ctx, spec: c, start: start,
 		rrSeen: map[string]bool{}, applied: map[string]bool{}, rrStates: map[string]string{}, vmStates: map[string]string{}, step: -1}
 	r.capacity = append([]CapacityDelay(nil), f.Simulator.CapacityDelays...)
-	r.compute = &computeFaults{rids: map[string]time.Time{}}
+	r.compute = computefault.New()
+	r.deliveries = delivery.New(f.Delivery, f.RandomFaults, start, r.tracef)
 
 	r.store = &genStore{Store: store.NewMemory(func() time.Time { return r.h.Clock.Now() })}
 	var pol plan.Policy
@@ -337,7 +189,7 @@ func newRunner(ctx context.Context, f *File, o RunOptions) (*runner, error) {
 	}
 	// flexslurm's Compute client reaches the simulator through the fault
 	// layer; the harness's own client is left unused.
-	r.client, err = r.computeClient(ctx, &forward{compute: r.compute})
+	r.client, err = r.computeClient(ctx, r.compute)
 	if err != nil {
 		return nil, fmt.Errorf("creating the Compute client: %w", err)
 	}
@@ -359,31 +211,32 @@ func newRunner(ctx context.Context, f *File, o RunOptions) (*runner, error) {
 		Log:     logw,
 		Store:   r.store,
 		Compute: func(apply.Compute) apply.Compute { return r.client },
-		Fault:   r.fault,
+		Fault:   r.deliveries.Fault,
 	})
 	if err != nil {
 		r.client.Close()
 		r.srv.Close()
 		return nil, fmt.Errorf("starting the harness: %w", err)
 	}
-	r.compute.now = r.h.Clock.Now
-	r.compute.sim = r.h.Sim
-	next := http.Handler(r.h.Sim)
-	r.compute.next.Store(&next)
+	r.compute.Attach(r.h.Clock.Now, r.h.Sim)
 	if !r.o.Loopback {
 		// List calls that no fault acts on skip the JSON round trip
 		// (docs/chaos.md); the others go over HTTP as before.
 		r.client.SetListShortcut(computesim.ListShortcut{Sim: r.h.Sim,
-			Allow: r.compute.shortcutAllows, Answered: r.compute.shortcutAnswered})
+			Allow: r.compute.ShortcutAllows, Answered: r.compute.ShortcutAnswered})
 	}
 	r.oob, err = r.computeClient(ctx, r.h.Sim)
 	if err != nil {
 		r.close()
 		return nil, fmt.Errorf("creating the out-of-band Compute client: %w", err)
 	}
-	r.slurm = newSlurmModel(f.Slurm, c, start, r.publishModel, r.tracef)
-	r.inv = newInvariantState(f.Invariants)
-	times := f.stepTimes()
+	r.slurm = slurmmodel.New(f.Slurm, c, start, r.publishModel, r.tracef)
+	r.checks = check.New(check.Run{Ctx: ctx, Start: start, Now: r.now, Cluster: c, Sim: r.h.Sim, Store: r.store, Generation: r.store.gen.Load,
+		Slurm: r.slurm, Compute: r.compute, Deliveries: r.deliveries, Commands: func() []slurmmodel.Command { return r.cmds },
+		ResizeRequestsSeen: func() map[string]bool { return r.rrSeen }, Foreign: func() []ForeignVM { return r.foreign },
+		CapacityDelay: r.capacityDelay, Simulator: f.Simulator, Invariants: f.Invariants, StopOnFailure: o.StopOnFailure,
+		NoStateReuse: o.noStateReuse, Note: r.note})
+	times := f.StepTimes()
 	end := time.Duration(0)
 	if len(times) > 0 {
 		end = times[len(times)-1]
@@ -459,6 +312,12 @@ func (r *runner) capacityDelay(zone, machineType string) time.Duration {
 
 func (r *runner) now() time.Time { return r.h.Clock.Now() }
 
+// vmsByNode is each node's live VM now.
+func (r *runner) vmsByNode() map[string]slurmmodel.VM {
+	_, byNode := r.checks.VMs()
+	return byNode
+}
+
 func (r *runner) since() time.Duration { return r.now().Sub(r.start) }
 
 func (r *runner) tracef(format string, args ...any) {
@@ -483,18 +342,18 @@ func (r *runner) run() error {
 	if err := r.initial(); err != nil {
 		return err
 	}
-	times := r.f.stepTimes()
+	times := r.f.StepTimes()
 	for i := range r.f.Steps {
 		if err := r.runUntil(r.start.Add(times[i])); err != nil {
 			return err
 		}
-		if r.stopped {
+		if r.checks.Stopped() {
 			return nil
 		}
 		r.step = i
 		if err := r.exec(i, &r.f.Steps[i]); err != nil {
 			line := ""
-			if l := r.f.Steps[i].line; l > 0 {
+			if l := r.f.Steps[i].Line(); l > 0 {
 				line = fmt.Sprintf(" (line %d)", l)
 			}
 			return fmt.Errorf("step %d%s at %s: %w", i, line, FormatDuration(times[i]), err)
@@ -502,7 +361,7 @@ func (r *runner) run() error {
 		if err := r.settle(); err != nil {
 			return err
 		}
-		if r.stopped {
+		if r.checks.Stopped() {
 			return nil
 		}
 	}
@@ -510,10 +369,10 @@ func (r *runner) run() error {
 	if err := r.runUntil(r.end); err != nil {
 		return err
 	}
-	if r.stopped {
+	if r.checks.Stopped() {
 		return nil
 	}
-	r.finish()
+	r.checks.Finish(r.f.Final)
 	return nil
 }
 
@@ -532,14 +391,14 @@ func (r *runner) initial() error {
 		err := r.h.Store.Update(r.ctx, store.Scope{Cluster: r.spec.ID, AllPools: true}, func(st *model.State) error {
 			for _, raw := range in.Nodes {
 				var n model.Node
-				if err := strictJSON(raw, &n); err != nil {
+				if err := lang.StrictJSON(raw, &n); err != nil {
 					return fmt.Errorf("initial node: %w", err)
 				}
 				st.Nodes[n.Name] = &n
 			}
 			for _, raw := range in.Jobs {
 				var j model.Job
-				if err := strictJSON(raw, &j); err != nil {
+				if err := lang.StrictJSON(raw, &j); err != nil {
 					return fmt.Errorf("initial job: %w", err)
 				}
 				st.Jobs[j.ID] = &j
@@ -632,8 +491,8 @@ func (r *runner) nextDue() (time.Time, dueKind) {
 	if t, ok := r.h.Sim.NextDue(); ok {
 		consider(t, dueSim)
 	}
-	if len(r.queue) > 0 {
-		consider(r.queue[0].due, dueDelivery)
+	if t, ok := r.deliveries.Next(); ok {
+		consider(t, dueDelivery)
 	}
 	if !r.nextTick.IsZero() {
 		consider(r.nextTick, dueTick)
@@ -641,7 +500,7 @@ func (r *runner) nextDue() (time.Time, dueKind) {
 	if !r.nextSnapshot.IsZero() {
 		consider(r.nextSnapshot, dueSnapshot)
 	}
-	if t, ok := r.slurm.nextDue(r.now(), r.vmView().byNode); ok {
+	if t, ok := r.slurm.NextDue(r.now(), r.vmsByNode()); ok {
 		consider(t, dueSlurm)
 	}
 	return best, kind
@@ -650,7 +509,7 @@ func (r *runner) nextDue() (time.Time, dueKind) {
 // runUntil processes everything due up to t, in time order, and leaves the
 // clock at t.
 func (r *runner) runUntil(t time.Time) error {
-	for !r.stopped {
+	for !r.checks.Stopped() {
 		if err := r.ctx.Err(); err != nil {
 			return err
 		}
@@ -662,7 +521,7 @@ func (r *runner) runUntil(t time.Time) error {
 			return err
 		}
 	}
-	if r.stopped {
+	if r.checks.Stopped() {
 		return nil
 	}
 	r.h.Clock.Set(t)
@@ -694,8 +553,9 @@ func (r *runner) process(at time.Time, kind dueKind) error {
 		r.h.Sim.Tick(at)
 		r.collectAudit()
 	case dueDelivery:
-		d := heap.Pop(&r.queue).(*delivery)
-		r.deliver(d)
+		r.deliveries.DeliverNext(at, func(topic, id string, data []byte) error {
+			return r.h.Deliver(r.ctx, topic, id, data)
+		})
 	case dueTick:
 		r.nextTick = r.nextTick.Add(r.f.Reconcile.Every.D())
 		r.publishTick("", nil, "")
@@ -715,8 +575,8 @@ func (r *runner) afterEvent() {
 	// calls: they are published as soon as the call returns.
 	r.collectAudit()
 	r.collectCommands()
-	w := r.vmView()
-	r.slurm.update(r.now(), w.byNode)
+	all, byNode := r.checks.VMs()
+	r.slurm.Update(r.now(), byNode)
 	r.collectCommands()
 	for _, rr := range r.h.Sim.ResizeRequestHistory() {
 		r.rrSeen[rr.Name] = true
@@ -727,7 +587,7 @@ func (r *runner) afterEvent() {
 	}
 	if r.o.Trace {
 		now := map[string]string{}
-		for _, vm := range w.all {
+		for _, vm := range all {
 			now[vm.Name] = vm.Status
 			if r.vmStates[vm.Name] != vm.Status {
 				r.tracef("VM %s %s", vm.Name, vm.Status)
@@ -740,25 +600,24 @@ func (r *runner) afterEvent() {
 		}
 		r.vmStates = now
 	}
-	r.checkWatches()
-	r.checkInvariants()
+	r.checks.AfterEvent()
 }
 
 // collectAudit turns the audit entries the simulator wrote into
 // instance-expiry messages.
 func (r *runner) collectAudit() {
 	for _, m := range r.h.TakeAudit() {
-		msg := &message{id: m.ID, topic: config.TopicExpiry, data: m.Data, typ: "audit"}
+		msg := &delivery.Message{ID: m.ID, Topic: config.TopicExpiry, Data: m.Data, Type: "audit"}
 		method, first := "", false
 		if a, err := event.DecodeAudit(m.Data); err == nil {
-			msg.vm = a.Instance
+			msg.VM = a.Instance
 			method, first = a.Method, a.First
 			if node, _, _, _, ok := naming.ParseVMName(a.Instance); ok {
-				msg.nodes = []string{node}
+				msg.Nodes = []string{node}
 			}
 		}
-		msg.ident = fmt.Sprintf("audit|%s|%s|%t", msg.vm, method, first)
-		r.enqueue(msg, nil, "")
+		msg.Ident = fmt.Sprintf("audit|%s|%s|%t", msg.VM, method, first)
+		r.deliveries.Publish(msg, r.now(), nil, "")
 	}
 }
 
@@ -770,7 +629,7 @@ func (r *runner) collectCommands() {
 		_ = json.Unmarshal(m.Data, &c)
 		var raw map[string]any
 		_ = json.Unmarshal(m.Data, &raw)
-		rec := slurmCommandRecord{At: r.now(), ID: c.ID, Command: c.Command, Nodes: c.Nodes, Job: c.JobID, Reason: c.Reason, Raw: raw}
+		rec := slurmmodel.Command{At: r.now(), ID: c.ID, Command: c.Command, Nodes: c.Nodes, Job: c.JobID, Reason: c.Reason, Raw: raw}
 		r.cmds = append(r.cmds, rec)
 		r.stats.SlurmCommands++
 		target := strings.Join(c.Nodes, ",")
@@ -782,7 +641,7 @@ func (r *runner) collectCommands() {
 			continue // the agent applies each command id once
 		}
 		r.applied[c.ID] = true
-		if !r.slurm.command(r.now(), rec) {
+		if !r.slurm.Apply(r.now(), rec) {
 			r.note("the Slurm model does not know command %q: Slurm state unchanged", c.Command)
 		}
 	}
@@ -790,31 +649,31 @@ func (r *runner) collectCommands() {
 
 // --- publishing and delivery ---
 
-func (r *runner) newMessage(topic string, payload any) (*message, error) {
+func (r *runner) newMessage(topic string, payload any) (*delivery.Message, error) {
 	data, err := json.Marshal(payload)
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s payload: %w", topic, err)
 	}
-	m := &message{id: r.h.NewID(), topic: topic, data: data}
+	m := &delivery.Message{ID: r.h.NewID(), Topic: topic, Data: data}
 	switch p := payload.(type) {
 	case event.Job:
-		m.typ, m.job, m.nodes = p.Type, p.JobID, p.Nodes
-		m.ident = fmt.Sprintf("%s|%s|%s|%s", topic, p.Type, p.JobID, strings.Join(p.Nodes, ","))
+		m.Type, m.Job, m.Nodes = p.Type, p.JobID, p.Nodes
+		m.Ident = fmt.Sprintf("%s|%s|%s|%s", topic, p.Type, p.JobID, strings.Join(p.Nodes, ","))
 	case event.Health:
-		m.typ, m.job, m.nodes = p.Type, p.JobID, []string{p.Node}
-		m.ident = fmt.Sprintf("%s|%s|%s", topic, p.Type, p.Node)
+		m.Type, m.Job, m.Nodes = p.Type, p.JobID, []string{p.Node}
+		m.Ident = fmt.Sprintf("%s|%s|%s", topic, p.Type, p.Node)
 	case event.Node:
-		m.typ, m.nodes = p.Type, p.Nodes
-		m.ident = fmt.Sprintf("%s|%s|%s", topic, p.Type, strings.Join(p.Nodes, ","))
+		m.Type, m.Nodes = p.Type, p.Nodes
+		m.Ident = fmt.Sprintf("%s|%s|%s", topic, p.Type, strings.Join(p.Nodes, ","))
 	case event.Cluster:
-		m.typ = p.Type
-		m.ident = topic + "|" + p.Type
+		m.Type = p.Type
+		m.Ident = topic + "|" + p.Type
 	case event.Tick:
-		m.typ = event.TypeReconcileTick
-		m.ident = fmt.Sprintf("%s|%s", topic, FormatDuration(r.since()))
+		m.Type = event.TypeReconcileTick
+		m.Ident = fmt.Sprintf("%s|%s", topic, FormatDuration(r.since()))
 	case event.SlurmSnapshot:
-		m.typ = p.Type
-		m.ident = fmt.Sprintf("%s|%s", topic, FormatDuration(r.since()))
+		m.Type = p.Type
+		m.Ident = fmt.Sprintf("%s|%s", topic, FormatDuration(r.since()))
 	}
 	return m, nil
 }
@@ -825,7 +684,7 @@ func (r *runner) publish(topic string, payload any, faults *DeliveryFaults, labe
 	if err != nil {
 		return err
 	}
-	r.enqueue(m, faults, label)
+	r.deliveries.Publish(m, r.now(), faults, label)
 	return nil
 }
 
@@ -834,263 +693,6 @@ func (r *runner) publishModel(topic string, payload any) {
 	if err := r.publish(topic, payload, nil, ""); err != nil {
 		r.note("Slurm model: %v", err)
 	}
-}
-
-// enqueue applies delivery rules, the step's faults and random faults to a
-// new message and schedules its first delivery (or holds it).
-func (r *runner) enqueue(m *message, faults *DeliveryFaults, label string) {
-	r.seq++
-	m.seq = r.seq
-	m.published = r.now()
-	r.idents[m.ident]++
-	m.ident = fmt.Sprintf("%s#%d", m.ident, r.idents[m.ident])
-	r.msgs = append(r.msgs, m)
-	var f DeliveryFaults
-	now := r.now()
-	for _, rule := range r.rules {
-		if !rule.matches(m, now) {
-			continue
-		}
-		if rule.remaining > 0 {
-			rule.remaining--
-		}
-		merge(&f, rule.DeliveryFaults)
-		if rule.Label != "" && m.label == "" {
-			m.label = rule.Label
-		}
-	}
-	if faults != nil {
-		merge(&f, *faults)
-	}
-	if label != "" {
-		m.label = label
-	}
-	if rf := r.f.RandomFaults; rf != nil && r.randomFaultsOn(m) {
-		r.randomFaults(rf, m, &f)
-	}
-	m.crash = f.Crash
-	m.dups = append(m.dups, f.Duplicates...)
-	if f.RedeliverEvery > 0 {
-		for t := f.RedeliverEvery; t <= f.RedeliverFor; t += f.RedeliverEvery {
-			m.dups = append(m.dups, t)
-		}
-	}
-	if f.Hold != "" {
-		r.holds[f.Hold] = append(r.holds[f.Hold], m)
-		r.tracef("publish %s %s (%s)%s: held in %q", m.topic, m.id, m.describe(), labelSuffix(m.label), f.Hold)
-		return
-	}
-	r.tracef("publish %s %s (%s)%s%s", m.topic, m.id, m.describe(), labelSuffix(m.label), delaySuffix(f.Delay.D()))
-	r.scheduleFirst(m, now.Add(f.Delay.D()))
-}
-
-func delaySuffix(d time.Duration) string {
-	if d == 0 {
-		return ""
-	}
-	return ", delayed " + FormatDuration(d)
-}
-
-// merge adds b's faults to a.
-func merge(a *DeliveryFaults, b DeliveryFaults) {
-	a.Delay = max(a.Delay, b.Delay)
-	a.Duplicates = append(a.Duplicates, b.Duplicates...)
-	if b.RedeliverEvery > 0 && a.RedeliverEvery == 0 {
-		a.RedeliverEvery, a.RedeliverFor = b.RedeliverEvery, b.RedeliverFor
-	}
-	if a.Hold == "" {
-		a.Hold = b.Hold
-	}
-	if len(a.Crash) == 0 {
-		a.Crash = b.Crash
-	}
-}
-
-func (rule *ruleState) matches(m *message, now time.Time) bool {
-	if rule.remaining == 0 || (!rule.until.IsZero() && !now.Before(rule.until)) {
-		return false
-	}
-	if rule.Topic != "" && rule.Topic != m.topic {
-		return false
-	}
-	if rule.Type != "" && rule.Type != m.typ {
-		return false
-	}
-	if rule.vm != nil && !rule.vm.MatchString(m.vm) {
-		return false
-	}
-	if rule.Node != "" && !contains(m.nodes, rule.Node) {
-		return false
-	}
-	if rule.Job != "" && rule.Job != m.job {
-		return false
-	}
-	return true
-}
-
-// randomFaults decides a message's random duplicates and delay from its
-// identity.
-func (r *runner) randomFaults(rf *RandomFaults, m *message, f *DeliveryFaults) {
-	within := rf.DuplicateWithin.D()
-	if within == 0 {
-		within = 15 * time.Minute
-	}
-	if rf.Duplicate > 0 && hashUnit(rf.Seed, m.ident, "dup") < rf.Duplicate {
-		n := 1 + int(hashUnit(rf.Seed, m.ident, "dups")*2)
-		for k := 0; k < n; k++ {
-			off := time.Duration(hashUnit(rf.Seed, m.ident, "dup", strconv.Itoa(k)) * float64(within)).Round(time.Second)
-			f.Duplicates = append(f.Duplicates, Duration(off))
-		}
-	}
-	topics := rf.DelayTopics
-	if len(topics) == 0 {
-		topics = []string{config.TopicJobs, config.TopicHealthFailure, config.TopicExpiry, config.TopicSlurmSnapshot}
-	}
-	maxDelay := rf.MaxDelay.D()
-	if maxDelay == 0 {
-		maxDelay = 10 * time.Minute
-	}
-	if rf.Delay > 0 && contains(topics, m.topic) && hashUnit(rf.Seed, m.ident, "delay") < rf.Delay {
-		d := time.Duration(hashUnit(rf.Seed, m.ident, "delay-by") * float64(maxDelay)).Round(time.Second)
-		f.Delay = max(f.Delay, Duration(d))
-	}
-}
-
-// randomFaultsOn reports whether random faults apply to a message: one
-// published before random_faults.until.
-func (r *runner) randomFaultsOn(m *message) bool {
-	u := r.f.RandomFaults.Until.D()
-	return u == 0 || m.published.Before(r.start.Add(u))
-}
-
-func (r *runner) scheduleFirst(m *message, at time.Time) {
-	r.push(at, m, firstDelivery)
-	for _, off := range m.dups {
-		r.push(at.Add(off.D()), m, duplicateDelivery)
-	}
-}
-
-func (r *runner) push(at time.Time, m *message, kind deliveryKind) {
-	r.seq++
-	heap.Push(&r.queue, &delivery{due: at, seq: r.seq, msg: m, kind: kind})
-}
-
-// crashPlanFor picks the crash for a delivery attempt: the message's own
-// list, then crash steps, then random faults.
-func (r *runner) crashPlanFor(m *message) *crashPlan {
-	if k := m.attempts - 1; k < len(m.crash) && m.crash[k] != "" && m.crash[k] != "none" {
-		if p, err := parseCrashPoint(m.crash[k]); err == nil {
-			return &crashPlan{point: p, source: fmt.Sprintf("delivery crash list, attempt %d", m.attempts)}
-		}
-	}
-	for _, c := range r.crashes {
-		if c.remaining == 0 || (c.Topic != "" && c.Topic != m.topic) || (c.Type != "" && c.Type != m.typ) || (c.Label != "" && c.Label != m.label) {
-			continue
-		}
-		c.remaining--
-		return &crashPlan{point: c.point, source: "crash step"}
-	}
-	if rf := r.f.RandomFaults; rf != nil && rf.Crash > 0 && r.randomFaultsOn(m) {
-		limit := rf.CrashAttempts
-		if limit == 0 {
-			limit = 2
-		}
-		a := strconv.Itoa(m.attempts)
-		if m.attempts <= limit && hashUnit(rf.Seed, m.ident, "crash", a) < rf.Crash {
-			pt := randomCrashPoints[int(hashUnit(rf.Seed, m.ident, "crash-at", a)*float64(len(randomCrashPoints)))]
-			p, _ := parseCrashPoint(pt)
-			return &crashPlan{point: p, source: "random faults"}
-		}
-	}
-	return nil
-}
-
-// fault is apply.Deps.Fault.
-func (r *runner) fault(point string, a plan.Action) error {
-	if r.crash == nil {
-		return nil
-	}
-	return r.crash.boundary(point, a)
-}
-
-// deliver hands a message to its function and applies Pub/Sub's rules to
-// the result.
-func (r *runner) deliver(d *delivery) {
-	m := d.msg
-	if m.dead {
-		return
-	}
-	m.attempts++
-	r.stats.Deliveries++
-	switch d.kind {
-	case retryDelivery:
-		r.stats.Redeliveries++
-	case duplicateDelivery:
-		r.stats.Duplicates++
-	}
-	r.crash = r.crashPlanFor(m)
-	err := r.h.Deliver(r.ctx, m.topic, m.id, m.data)
-	cp := r.crash
-	r.crash = nil
-	outcome := "ack"
-	crashed := cp != nil && (cp.fired || cp.armed)
-	if crashed && err == nil {
-		err = fmt.Errorf("%w %s after its last side effect (%s)", errInjectedCrash, cp.point, cp.source)
-	}
-	kind := d.kind.String()
-	rec := deliveryRecord{at: r.now(), topic: m.topic, typ: m.typ, label: m.label, kind: d.kind}
-	switch {
-	case err == nil:
-		m.acked = true
-		r.stats.Acks++
-		r.tracef("%s %s %s (%s), attempt %d: ack", kind, m.topic, m.id, m.describe(), m.attempts)
-	default:
-		outcome = "nack"
-		if crashed {
-			outcome = "crash"
-			r.stats.Crashes++
-		}
-		r.stats.Nacks++
-		m.lastErr = err.Error()
-		r.tracef("%s %s %s (%s), attempt %d: %s: %v", kind, m.topic, m.id, m.describe(), m.attempts, outcome, err)
-		switch {
-		case m.acked:
-			// Acknowledged by an earlier delivery: Pub/Sub has no more to
-			// deliver.
-		case m.attempts >= r.maxAttempts():
-			m.dead = true
-			r.dead = append(r.dead, DeadLetter{At: r.since(), Topic: m.topic, ID: m.id, Type: m.typ, Label: m.label, Attempts: m.attempts, LastError: m.lastErr})
-			r.stats.DeadLetters++
-			r.tracef("dead letter %s %s after %d attempts", m.topic, m.id, m.attempts)
-		default:
-			r.push(r.now().Add(r.backoff(m.attempts)), m, retryDelivery)
-		}
-	}
-	rec.outcome = outcome
-	r.dlog = append(r.dlog, rec)
-}
-
-func (r *runner) maxAttempts() int {
-	if n := r.f.Delivery.MaxAttempts; n > 0 {
-		return n
-	}
-	return DefaultMaxAttempts
-}
-
-// backoff is the redelivery delay after the given number of attempts.
-func (r *runner) backoff(attempts int) time.Duration {
-	lo, hi := r.f.Delivery.MinBackoff.D(), r.f.Delivery.MaxBackoff.D()
-	if lo == 0 {
-		lo = DefaultMinBackoff
-	}
-	if hi == 0 {
-		hi = DefaultMaxBackoff
-	}
-	d := lo
-	for i := 1; i < attempts && d < hi; i++ {
-		d *= 2
-	}
-	return min(d, hi)
 }
 
 // --- steps ---
@@ -1102,7 +704,7 @@ func (r *runner) exec(i int, s *Step) error {
 		return r.publishApply(s.Apply.Cluster, s.Delivery, s.Label)
 	case s.Job != nil:
 		j := s.Job
-		ev := event.Job{Header: r.header(jobTypes[j.Type]), JobID: j.ID, Partition: j.Partition, NodeCount: j.Count,
+		ev := event.Job{Header: r.header(j.EventType()), JobID: j.ID, Partition: j.Partition, NodeCount: j.Count,
 			Nodes: j.Nodes, Requeued: j.Requeued, TimeLimitSeconds: int64(j.TimeLimit.D() / time.Second), ReportedAt: now}
 		if j.ReportedAt != nil {
 			ev.ReportedAt = r.start.Add(j.ReportedAt.Offset)
@@ -1111,16 +713,16 @@ func (r *runner) exec(i int, s *Step) error {
 	case s.Health != nil:
 		return r.publishHealth(s)
 	case s.Power != nil:
-		ev := event.Node{Header: r.header(powerTypes[s.Power.Type]), Nodes: s.Power.Nodes, Reason: s.Power.Reason, ReportedAt: now}
+		ev := event.Node{Header: r.header(s.Power.EventType()), Nodes: s.Power.Nodes, Reason: s.Power.Reason, ReportedAt: now}
 		return r.publish(config.TopicJobs, ev, s.Delivery, s.Label)
 	case s.Snapshot != nil:
 		for _, n := range s.Snapshot.Nodes {
-			if err := r.slurm.setNode(now, n); err != nil {
+			if err := r.slurm.SetNode(now, n); err != nil {
 				return err
 			}
 		}
 		if s.Snapshot.Jobs != nil || !r.f.Slurm.Simulate {
-			r.slurm.setJobs(s.Snapshot.Jobs)
+			r.slurm.SetJobs(s.Snapshot.Jobs)
 		}
 		r.publishSnapshot(s.Delivery, s.Label)
 		return nil
@@ -1176,51 +778,27 @@ func (r *runner) exec(i int, s *Step) error {
 		return nil
 	case s.Submit != nil:
 		r.tracef("submit job %s (%d nodes, %s)", s.Submit.ID, s.Submit.Nodes, FormatDuration(s.Submit.Runtime.D()))
-		return r.slurm.submit(now, *s.Submit)
+		return r.slurm.Submit(now, *s.Submit)
 	case s.Cancel != nil:
 		r.tracef("scancel %s", s.Cancel.ID)
-		r.slurm.cancel(now, s.Cancel.ID)
+		r.slurm.Cancel(now, s.Cancel.ID)
 		return nil
 	case s.Deliveries != nil:
-		rule := &ruleState{DeliveryRule: *s.Deliveries, remaining: -1}
-		if rule.Times > 0 {
-			rule.remaining = rule.Times
-		}
-		if rule.For > 0 {
-			rule.until = now.Add(rule.For.D())
-		}
-		if rule.DeliveryRule.VM != "" {
-			rule.vm = regexp.MustCompile(rule.DeliveryRule.VM)
-		}
-		r.rules = append(r.rules, rule)
+		r.deliveries.AddRule(*s.Deliveries, now)
 		return nil
 	case s.Duplicate != nil:
-		n := max(s.Duplicate.Times, 1)
-		found := false
-		for _, m := range r.msgs {
-			if m.label != s.Duplicate.Label {
-				continue
-			}
-			found = true
-			for k := 0; k < n; k++ {
-				r.push(now.Add(s.Duplicate.After.D()), m, duplicateDelivery)
-			}
-		}
-		if !found {
-			return fmt.Errorf("duplicate: no message labelled %q was published", s.Duplicate.Label)
-		}
-		return nil
+		return r.deliveries.Duplicate(*s.Duplicate, now)
 	case s.Release != nil:
-		return r.release(*s.Release)
+		r.deliveries.Release(*s.Release, now)
+		return nil
 	case s.Crash != nil:
-		p, _ := parseCrashPoint(s.Crash.Point)
-		r.crashes = append(r.crashes, &crashState{CrashStep: *s.Crash, point: p, remaining: max(s.Crash.Times, 1)})
+		r.deliveries.AddCrash(*s.Crash)
 		return nil
 	case s.ComputeError != nil:
-		r.addComputeFault(i, *s.ComputeError)
+		r.compute.AddError(i, *s.ComputeError, r.start, now)
 		return nil
 	case s.ListOmit != nil:
-		r.addListOmit(i, *s.ListOmit)
+		r.tracef("%s", r.compute.AddListOmit(i, *s.ListOmit, r.start, now))
 		return nil
 	case s.Shortage != nil:
 		sh := *s.Shortage
@@ -1240,27 +818,14 @@ func (r *runner) exec(i int, s *Step) error {
 			until = FormatDuration(cs.Until.Sub(r.start))
 		}
 		r.tracef("shortage %s (%s) in %s/%s until %s", cs.Name, orAny(cs.Code), orAny(cs.Zone), orAny(cs.MachineType), until)
-		r.compute.addShortage(cs.Until)
+		r.compute.AddShortage(cs.Until)
 		r.h.Sim.SetShortage(cs)
 		return nil
 	case len(s.Assert) > 0:
-		for _, c := range s.Assert {
-			r.record(r.evaluate(c, i))
-		}
+		r.checks.Assert(i, s.Assert)
 		return nil
 	case s.Always != nil:
-		w := &watchState{step: i, name: s.Always.Name, checks: s.Always.Checks, from: now}
-		if w.name == "" {
-			w.name = fmt.Sprintf("always (step %d)", i)
-		}
-		switch {
-		case s.Always.Until != nil:
-			w.until = r.start.Add(s.Always.Until.Offset)
-		case s.Always.For > 0:
-			w.until = now.Add(s.Always.For.D())
-		}
-		r.watches = append(r.watches, w)
-		r.checkWatches()
+		r.checks.Watch(i, *s.Always)
 		return nil
 	}
 	return errors.New("step has no action")
@@ -1281,7 +846,7 @@ func (r *runner) publishApply(ref *ClusterRef, faults *DeliveryFaults, label str
 	c := r.spec
 	if ref != nil {
 		var err error
-		if c, err = ref.load(); err != nil {
+		if c, err = ref.Load(); err != nil {
 			return err
 		}
 	}
@@ -1293,8 +858,8 @@ func (r *runner) publishApply(ref *ClusterRef, faults *DeliveryFaults, label str
 		// The operator regenerates slurm.conf from the spec applied: the
 		// Slurm model's nodes follow it.
 		r.spec = c
-		r.specAt = r.now()
-		r.slurm.reconfigure(r.now(), c)
+		r.checks.SpecApplied(c, r.now())
+		r.slurm.Reconfigure(r.now(), c)
 	}
 	node := harness.NodeSettings(c)
 	return r.publish(config.TopicClusterSpec, event.Cluster{Header: event.Header{Version: event.SchemaVersion, Type: event.TypeClusterApply, Cluster: c.ID},
@@ -1309,7 +874,7 @@ func (r *runner) publishTick(cluster string, faults *DeliveryFaults, label strin
 }
 
 func (r *runner) publishSnapshot(faults *DeliveryFaults, label string) {
-	if err := r.publish(config.TopicSlurmSnapshot, r.slurm.snapshot(r.now()), faults, label); err != nil {
+	if err := r.publish(config.TopicSlurmSnapshot, r.slurm.Snapshot(r.now()), faults, label); err != nil {
 		r.note("snapshot: %v", err)
 	}
 }
@@ -1330,7 +895,7 @@ func (r *runner) publishHealth(s *Step) error {
 		ev.Drained = *h.Drained
 	}
 	if r.f.Slurm.Simulate {
-		vm, up := r.vmView().byNode[h.Node]
+		vm, up := r.vmsByNode()[h.Node]
 		if !up && h.VM == "" && h.Generation == 0 {
 			// The hooks run on the node: without a VM there is no check.
 			r.tracef("health: node %s has no VM to check: skipped", h.Node)
@@ -1338,88 +903,24 @@ func (r *runner) publishHealth(s *Step) error {
 		}
 		vmName := h.VM
 		if vmName == "" && up {
-			vmName = vm.name
+			vmName = vm.Name
 		}
 		if verdict == event.VerdictFail {
 			// The hook drains the node, then asks Slurm whether it is
 			// drained (no job left).
-			job, state := r.slurm.healthFailure(r.now(), h.Node, reasons[0], vmName)
+			job, state := r.slurm.HealthFailure(r.now(), h.Node, reasons[0], vmName)
 			if ev.JobID == "" && ev.JobState == "" {
 				ev.JobID, ev.JobState = job, state
 			}
 			if h.Drained == nil {
-				ev.Drained = r.slurm.drainComplete(h.Node)
+				ev.Drained = r.slurm.DrainComplete(h.Node)
 			}
 		}
 		if ev.VMName == "" && ev.Generation == 0 && up {
-			ev.VMName = vm.name
+			ev.VMName = vm.Name
 		}
 	}
 	return r.publish(config.TopicHealthFailure, ev, s.Delivery, s.Label)
-}
-
-func (r *runner) release(s ReleaseStep) error {
-	held := r.holds[s.Hold]
-	delete(r.holds, s.Hold)
-	switch s.Order {
-	case "reverse":
-		for i, j := 0, len(held)-1; i < j; i, j = i+1, j-1 {
-			held[i], held[j] = held[j], held[i]
-		}
-	case "shuffle":
-		sort.SliceStable(held, func(i, j int) bool {
-			return hashUnit(s.Seed, held[i].id) < hashUnit(s.Seed, held[j].id)
-		})
-	}
-	for _, m := range held {
-		r.tracef("release %s %s (%s) from %q", m.topic, m.id, m.describe(), s.Hold)
-		r.scheduleFirst(m, r.now())
-	}
-	return nil
-}
-
-func (r *runner) addComputeFault(i int, ce ComputeErrorStep) {
-	f := &computeFault{name: ce.Name, method: strings.ToUpper(ce.Method), status: ce.Status, reason: ce.Reason, code: ce.Code, message: ce.Message}
-	if f.name == "" {
-		f.name = fmt.Sprintf("compute-error-%d", i)
-	}
-	if ce.Path != "" {
-		f.path = regexp.MustCompile(ce.Path)
-	}
-	if ce.Body != "" {
-		f.body = regexp.MustCompile(ce.Body)
-	}
-	if f.status == 0 {
-		switch {
-		case strings.Contains(ce.Code, "QUOTA"):
-			f.status = 403
-		case ce.Code != "":
-			f.status = 503
-		default:
-			f.status = 500
-		}
-	}
-	if f.reason == "" && ce.Code == "" {
-		f.reason = "backendError"
-	}
-	if f.message == "" {
-		f.message = "scenario fault " + f.name
-	}
-	switch {
-	case ce.Until != nil:
-		f.until = r.start.Add(ce.Until.Offset)
-	case ce.For > 0:
-		f.until = r.now().Add(ce.For.D())
-	}
-	f.remaining = ce.Times
-	if f.remaining == 0 {
-		if f.until.IsZero() {
-			f.remaining = 1
-		} else {
-			f.remaining = -1
-		}
-	}
-	r.compute.add(f)
 }
 
 type resolvedVM struct{ zone, name string }
@@ -1434,8 +935,8 @@ func (r *runner) resolveVM(ref VMRef) (resolvedVM, error) {
 		}
 		return resolvedVM{}, fmt.Errorf("no VM named %s", ref.VM)
 	}
-	if vm, ok := r.vmView().byNode[ref.Node]; ok {
-		return resolvedVM{vm.zone, vm.name}, nil
+	if vm, ok := r.vmsByNode()[ref.Node]; ok {
+		return resolvedVM{vm.Zone, vm.Name}, nil
 	}
 	return resolvedVM{}, fmt.Errorf("node %s has no live VM", ref.Node)
 }
@@ -1478,7 +979,7 @@ func (r *runner) failResizeRequests(s FailResizeRequestStep) error {
 		if re != nil && !re.MatchString(rr.Name) {
 			continue
 		}
-		if s.Node != "" && !namesNode(rr.Instances, s.Node) {
+		if s.Node != "" && !check.NamesNode(rr.Instances, s.Node) {
 			continue
 		}
 		if err := r.h.Sim.FailResizeRequest(rr.Zone, rr.MIG, rr.Name, code, msg); err != nil {
@@ -1493,55 +994,13 @@ func (r *runner) failResizeRequests(s FailResizeRequestStep) error {
 	return nil
 }
 
-// namesNode reports whether a list of VM names has a VM of the node.
-func namesNode(vms []string, node string) bool {
-	for _, vm := range vms {
-		if n, _, _, _, ok := naming.ParseVMName(vm); ok && n == node {
-			return true
-		}
-	}
-	return false
-}
-
-// record adds results; with StopOnFailure a failure stops the run.
-func (r *runner) record(res []Result) {
-	for _, x := range res {
-		r.results = append(r.results, x)
-		if !x.Pass && r.o.StopOnFailure {
-			r.stopped = true
-		}
-	}
-}
-
-// finish evaluates the final checks and invariants at the end.
-func (r *runner) finish() {
-	for _, w := range r.watches {
-		r.closeWatch(w)
-	}
-	r.record(r.finalInvariants())
-	for _, c := range r.f.Final {
-		r.record(r.evaluate(c, -1))
-	}
-}
-
 func (r *runner) report() Report {
-	rep := Report{File: r.f.path, Name: r.f.Name, Results: r.results, DeadLetters: r.dead, Notes: r.notes,
-		Simulated: r.since(), Stats: r.stats, Trace: r.trace}
-	for _, d := range r.queue {
-		if !d.msg.dead && !(d.kind != firstDelivery && d.msg.acked) {
-			rep.Unsettled = append(rep.Unsettled, fmt.Sprintf("%s %s (%s) due at %s", d.msg.topic, d.msg.id, d.msg.describe(), FormatDuration(d.due.Sub(r.start))))
-		}
-	}
-	sort.Strings(rep.Unsettled)
-	for _, h := range sortedKeys(r.holds) {
-		for _, m := range r.holds[h] {
-			rep.Unsettled = append(rep.Unsettled, fmt.Sprintf("%s %s (%s) held in %q", m.topic, m.id, m.describe(), h))
-		}
-	}
-	calls, faults := r.compute.snapshot()
-	rep.Stats.ComputeCalls = len(calls)
-	for _, f := range faults {
-		rep.Stats.InjectedErrors += f.fired
-	}
+	rep := Report{File: r.f.Path(), Name: r.f.Name, Results: r.checks.Results(), DeadLetters: r.deliveries.DeadLetters(), Notes: r.notes,
+		Simulated: r.since(), Stats: r.stats, Trace: r.trace, Unsettled: r.deliveries.Unsettled()}
+	c := r.deliveries.Counts()
+	rep.Stats.Deliveries, rep.Stats.Acks, rep.Stats.Nacks, rep.Stats.Redeliveries = c.Deliveries, c.Acks, c.Nacks, c.Redeliveries
+	rep.Stats.Duplicates, rep.Stats.DeadLetters, rep.Stats.Crashes = c.Duplicates, c.DeadLetters, c.Crashes
+	rep.Stats.ComputeCalls = len(r.compute.Calls())
+	rep.Stats.InjectedErrors = r.compute.InjectedErrors()
 	return rep
 }

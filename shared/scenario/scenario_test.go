@@ -87,107 +87,6 @@ func failures(rep Report) []string {
 	return out
 }
 
-func TestStrictDecodingNamesPathAndLine(t *testing.T) {
-	for _, tc := range []struct{ name, text, want string }{
-		{"top-level key", base + "colour: blue\n", `colour (line 10): unknown key "colour"`},
-		{"nested in a step", base + "steps:\n  - at: 1h\n    job: {type: pending, id: \"7\", count: 1, partiton: a3u}\n",
-			`steps[0].job.partiton (line 12): unknown key "partiton"`},
-		{"in an assertion", base + "steps:\n  - at: 1h\n    assert:\n      - vms: {pool: a3u, cuont: 1}\n",
-			`steps[0].assert[0].vms.cuont (line 13): unknown key`},
-		{"inline delivery faults", base + "steps:\n  - deliveries: {topic: instance-expiry, hold: x, dleay: 5m}\n",
-			`steps[0].deliveries.dleay (line 11)`},
-		{"bad duration", base + "steps:\n  - at: 1 hour\n    tick: {}\n", `line 11`},
-		{"unknown policy knob", base + "policy:\n  requets_grace: 1m\n", `policy.requets_grace: unknown knob`},
-		{"two actions", base + "steps:\n  - at: 1h\n    tick: {}\n    advance: 1h\n", `steps[0] (line 11): a step has one action`},
-		{"steps out of order", base + "steps:\n  - at: 2h\n    tick: {}\n  - at: 1h\n    tick: {}\n", `steps[1].at (line 13): 1h is before`},
-		{"bad crash point", base + "steps:\n  - crash: {point: \"during:commit\"}\n", `steps[0].crash.point`},
-		{"unknown counter", base + "steps:\n  - assert:\n      - counter: {counter: vms, count: 1}\n", `unknown counter "vms"`},
-		{"bad Slurm state", base + "steps:\n  - snapshot:\n      nodes: [{name: flexvm-a3u-1, state: SLEEPY+CLOUD}]\n", `base "SLEEPY"`},
-		{"unknown record field", base + "  nodes: [{name: flexvm-a3u-1, pool: a3u, phaze: running}]\n", `initial.nodes[0]: json: unknown field "phaze"`},
-		{"submit without the Slurm model", base + "steps:\n  - submit: {id: \"1\", nodes: 1}\n", `needs slurm.simulate`},
-		{"bad health verdict", base + "steps:\n  - health: {node: flexvm-a3u-0, verdict: PASS}\n", `steps[0].health.verdict (line 11): want FAIL or INCONCLUSIVE, got "PASS"`},
-		{"drained INCONCLUSIVE", base + "steps:\n  - health: {node: flexvm-a3u-0, verdict: INCONCLUSIVE, drained: true}\n", `steps[0].health.drained (line 11): only a FAIL`},
-		{"unknown repair state", base + "steps:\n  - assert:\n      - nodes: [{name: flexvm-a3u-0, repair: fixing}]\n", `unknown repair state "fixing"; states: none, await_drain, host_repair, blocked, diagnosis`},
-		{"unknown shortage code", base + "steps:\n  - shortage: {code: INVALID_FIELD_VALUE}\n", `steps[0].shortage.code (line 11): unknown code "INVALID_FIELD_VALUE"`},
-		{"bad pool shortage", base + "steps:\n  - assert:\n      - pools: [{id: a3u, shortage: stock}]\n", `want capacity, quota or none, got "stock"`},
-		{"pool check without id", base + "steps:\n  - assert:\n      - pools: [{condition: none}]\n", `steps[0].assert[0].pools[0].id (line 12): required`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse([]byte(tc.text))
-			if err == nil {
-				t.Fatalf("parsed without error; want an error containing %q", tc.want)
-			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %q does not contain %q", err, tc.want)
-			}
-		})
-	}
-}
-
-func TestDurationsAndTimes(t *testing.T) {
-	for in, want := range map[string]time.Duration{"0": 0, "90s": 90 * time.Second, "2h30m": 150 * time.Minute, "7d": 7 * 24 * time.Hour,
-		"1d12h": 36 * time.Hour, "never": Never} {
-		got, err := ParseDuration(in)
-		if err != nil || got != want {
-			t.Errorf("ParseDuration(%q) = %v, %v; want %v", in, got, err, want)
-		}
-		if back, err := ParseDuration(FormatDuration(want)); err != nil || back != want {
-			t.Errorf("FormatDuration(%v) = %q does not parse back: %v, %v", want, FormatDuration(want), back, err)
-		}
-	}
-	for _, bad := range []string{"", "-5m", "1 hour", "xd"} {
-		if _, err := ParseDuration(bad); err == nil {
-			t.Errorf("ParseDuration(%q) succeeded", bad)
-		}
-	}
-	f := parse(t, base+"steps:\n  - at: 1h\n    tick: {}\n  - tick: {}\n  - at: +15m\n    advance: 1h\n  - at: +5m\n    tick: {}\n")
-	want := []time.Duration{time.Hour, time.Hour, 75 * time.Minute, 140 * time.Minute}
-	if d := cmp.Diff(want, f.stepTimes()); d != "" {
-		t.Errorf("step times (-want +got):\n%s", d)
-	}
-}
-
-func TestMarshalRoundTrip(t *testing.T) {
-	f := parse(t, base+`
-random_faults: {seed: 3, duplicate: 0.5, delay: 0.25, max_delay: 5m, crash: 0.1}
-invariants:
-  one_vm_per_node: true
-  no_unrecorded_vm: {within: 15m}
-steps:
-  - at: 1h
-    label: j7
-    job: {type: pending, id: "7", partition: a3u, count: 1}
-    delivery: {crash: [commit, "after:create_resize_request"], duplicates: [0s, 10m]}
-  - at: +1m
-    compute_error: {name: stockout, method: POST, path: /resizeRequests$, code: ZONE_RESOURCE_POOL_EXHAUSTED, for: 2h}
-  - at: 4h
-    assert:
-      - vms: {pool: a3u, count: 2}
-        counter: {counter: compute_calls, path: /resizeRequests$, per_hour_max: 10}
-`)
-	data, err := Marshal(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := Parse(data)
-	if err != nil {
-		t.Fatalf("the marshalled scenario does not parse: %v\n%s", err, data)
-	}
-	opts := cmp.Options{cmp.AllowUnexported(File{}, Step{}, Check{}), cmpopts.IgnoreFields(Step{}, "line"), cmpopts.IgnoreFields(Check{}, "line")}
-	if d := cmp.Diff(f, g, opts); d != "" {
-		t.Errorf("round trip (-parsed +reparsed):\n%s", d)
-	}
-}
-
-func TestSnake(t *testing.T) {
-	for in, want := range map[string]string{"RequestGrace": "request_grace", "SnapshotMaxAge": "snapshot_max_age",
-		"DeleteVMs": "delete_vms", "CreateResizeRequest": "create_resize_request", "MissThreshold": "miss_threshold", "VMID": "vmid"} {
-		if got := snake(in); got != want {
-			t.Errorf("snake(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // TestWrongExpectationsFail: every kind of assertion reports a failure
 // when the expectation is wrong, so no scenario can pass vacuously.
 func TestWrongExpectationsFail(t *testing.T) {
@@ -285,20 +184,6 @@ steps:
 	}
 }
 
-func TestForeignReservationCheck(t *testing.T) {
-	r := &runner{start: DefaultStart}
-	r.cmds = []slurmCommandRecord{
-		{Command: "reservation_create", Raw: map[string]any{"command": "reservation_create", "reservation": "flexslurm-eol-flexvm-a3u-0", "start_time": "2026-12-07T00:00:00Z"}},
-		{Command: "reservation_delete", Raw: map[string]any{"command": "reservation_delete", "reservation": "maint-gpu-swap"}},
-		{Command: "update_reservation", Raw: map[string]any{"command": "update_reservation", "name": "maint-gpu-swap"}},
-		{Command: "drain", Raw: map[string]any{"command": "drain", "nodes": []any{"flexvm-a3u-0"}, "reason": "maint-gpu-swap"}},
-	}
-	got := r.foreignReservations("flexslurm-")
-	if len(got) != 2 || !strings.Contains(got[0], "reservation_delete") || !strings.Contains(got[1], "update_reservation") {
-		t.Errorf("violations = %q; want the reservation_delete and update_reservation of maint-gpu-swap", got)
-	}
-}
-
 // TestDeterministic: the same scenario gives the same timeline.
 func TestDeterministic(t *testing.T) {
 	text := base + `
@@ -374,14 +259,6 @@ steps:
 		var b strings.Builder
 		rep.Write(&b, true)
 		t.Errorf("failed checks (-want +got):\n%s\n%s", d, b.String())
-	}
-}
-
-func TestMaxPerHour(t *testing.T) {
-	at := func(m int) time.Time { return DefaultStart.Add(time.Duration(m) * time.Minute) }
-	n, start := maxPerHour([]time.Time{at(0), at(10), at(59), at(61), at(62), at(63), at(120)})
-	if n != 5 || !start.Equal(at(10)) {
-		t.Errorf("maxPerHour = %d from %v, want 5 from %v", n, start, at(10))
 	}
 }
 

@@ -1,4 +1,4 @@
-package scenario
+package lang
 
 import (
 	"bytes"
@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
-	"sort"
 	"strings"
 	"time"
 
@@ -243,7 +242,7 @@ func (f *File) validate() error {
 	}
 	for i, n := range f.Initial.Nodes {
 		var rec model.Node
-		if err := strictJSON(n, &rec); err != nil {
+		if err := StrictJSON(n, &rec); err != nil {
 			p.add(0, fmt.Sprintf("initial.nodes[%d]", i), "%v", err)
 		} else if rec.Name == "" || rec.Pool == "" {
 			p.add(0, fmt.Sprintf("initial.nodes[%d]", i), "name and pool are required")
@@ -251,7 +250,7 @@ func (f *File) validate() error {
 	}
 	for i, j := range f.Initial.Jobs {
 		var rec model.Job
-		if err := strictJSON(j, &rec); err != nil {
+		if err := StrictJSON(j, &rec); err != nil {
 			p.add(0, fmt.Sprintf("initial.jobs[%d]", i), "%v", err)
 		} else if rec.ID == "" {
 			p.add(0, fmt.Sprintf("initial.jobs[%d]", i), "id is required")
@@ -287,7 +286,9 @@ func (f *File) validate() error {
 	return p.err()
 }
 
-func strictJSON(data []byte, v any) error {
+// StrictJSON decodes a JSON record, refusing unknown fields (initial
+// records are model.Node and model.Job values).
+func StrictJSON(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	return dec.Decode(v)
@@ -373,7 +374,7 @@ func (s *Step) validate(p *problems, path string, f *File) {
 			if n.Name == "" {
 				p.add(s.line, fmt.Sprintf("%s.snapshot.nodes[%d].name", path, i), "required")
 			}
-			if _, _, err := parseSlurmState(n.State); err != nil {
+			if _, _, err := ParseSlurmState(n.State); err != nil {
 				p.add(s.line, fmt.Sprintf("%s.snapshot.nodes[%d].state", path, i), "%v", err)
 			}
 		}
@@ -431,7 +432,7 @@ func (s *Step) validate(p *problems, path string, f *File) {
 			p.add(s.line, path+".release.order", "want held, reverse or shuffle, got %q", s.Release.Order)
 		}
 	case s.Crash != nil:
-		if _, err := parseCrashPoint(s.Crash.Point); err != nil {
+		if _, err := ParseCrashPoint(s.Crash.Point); err != nil {
 			p.add(s.line, path+".crash.point", "%v", err)
 		}
 		if s.Crash.Topic != "" && !contains(knownTopics, s.Crash.Topic) {
@@ -490,7 +491,7 @@ func (d *DeliveryFaults) validate(p *problems, line int, path string) {
 		p.add(line, path, "redeliver_every and redeliver_for go together")
 	}
 	for i, c := range d.Crash {
-		if _, err := parseCrashPoint(c); err != nil {
+		if _, err := ParseCrashPoint(c); err != nil {
 			p.add(line, fmt.Sprintf("%s.crash[%d]", path, i), "%v", err)
 		}
 	}
@@ -584,7 +585,7 @@ func (c *Check) validate(p *problems, path string, f *File) {
 			p.add(line, fmt.Sprintf("%s.slurm_nodes[%d].name", path, i), "required")
 		}
 		if sn.State != "" {
-			if _, _, err := parseSlurmState(sn.State); err != nil {
+			if _, _, err := ParseSlurmState(sn.State); err != nil {
 				p.add(line, fmt.Sprintf("%s.slurm_nodes[%d].state", path, i), "%v", err)
 			}
 		}
@@ -645,12 +646,14 @@ func phaseNames() []string {
 func repairNames() []string {
 	out := make([]string, 0, len(model.RepairStates))
 	for _, r := range model.RepairStates {
-		out = append(out, repairName(r))
+		out = append(out, RepairName(r))
 	}
 	return out
 }
 
-func repairName(r model.RepairState) string {
+// RepairName is a repair state as node checks name it ("none" for no
+// repair).
+func RepairName(r model.RepairState) string {
 	if r == model.RepairNone {
 		return "none"
 	}
@@ -679,12 +682,12 @@ func (f *File) resolveCluster() error {
 			resolve(f.Steps[i].Apply.Cluster)
 		}
 	}
-	_, err := f.Cluster.load()
+	_, err := f.Cluster.Load()
 	return err
 }
 
-// load parses the spec.
-func (c ClusterRef) load() (*spec.Cluster, error) {
+// Load parses the spec.
+func (c ClusterRef) Load() (*spec.Cluster, error) {
 	if len(c.Inline) > 0 {
 		cl, err := spec.Parse(c.Inline)
 		if err != nil {
@@ -699,8 +702,8 @@ func (c ClusterRef) load() (*spec.Cluster, error) {
 	return cl, nil
 }
 
-// stepTimes returns each step's absolute offset from the start.
-func (f *File) stepTimes() []time.Duration {
+// StepTimes returns each step's absolute offset from the start.
+func (f *File) StepTimes() []time.Duration {
 	out := make([]time.Duration, len(f.Steps))
 	var last time.Duration
 	for i, s := range f.Steps {
@@ -726,12 +729,11 @@ func stepAt(a *At, last time.Duration) time.Duration {
 	return a.Offset
 }
 
+// EventType is the event type of a job step's payload.
+func (j JobStep) EventType() string { return jobTypes[j.Type] }
+
+// EventType is the event type of a power step's payload.
+func (p PowerStep) EventType() string { return powerTypes[p.Type] }
+
 // Path is the file the scenario was loaded from ("" if parsed from bytes).
 func (f *File) Path() string { return f.path }
-
-// sortStrings returns a sorted copy.
-func sortStrings(xs []string) []string {
-	out := append([]string(nil), xs...)
-	sort.Strings(out)
-	return out
-}

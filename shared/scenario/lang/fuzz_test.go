@@ -1,4 +1,4 @@
-package scenario
+package lang
 
 import (
 	"os"
@@ -9,7 +9,7 @@ import (
 // FuzzParse: the scenario format never panics on any input; the shipped
 // scenarios are the seed corpus.
 func FuzzParse(f *testing.F) {
-	files, _ := filepath.Glob(filepath.Join("..", "..", "scenarios", "*.yaml"))
+	files, _ := filepath.Glob(filepath.Join("..", "..", "..", "scenarios", "*.yaml"))
 	for _, p := range files {
 		if data, err := os.ReadFile(p); err == nil {
 			f.Add(data)

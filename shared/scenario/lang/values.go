@@ -1,4 +1,4 @@
-package scenario
+package lang
 
 import (
 	"encoding/json"

@@ -1,7 +1,8 @@
-package scenario
+package slurmmodel
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
+	"github.com/flexslurm/flexslurm/shared/scenario/lang"
 	"github.com/flexslurm/flexslurm/shared/spec"
 )
 
@@ -37,70 +39,24 @@ import (
 //
 // Requeued jobs become eligible 121 s later, as Slurm's requeue does.
 
-// Slurm node flags the model sets.
+// Slurm node flags and base states the model sets.
 const (
-	flagCloud         = "CLOUD"
-	flagPoweredDown   = "POWERED_DOWN"
-	flagPoweringUp    = "POWERING_UP"
-	flagPoweringDown  = "POWERING_DOWN"
-	flagPowerDown     = "POWER_DOWN"
-	flagNotResponding = "NOT_RESPONDING"
-	flagDrain         = "DRAIN"
-	flagFail          = "FAIL"
+	flagCloud         = lang.SlurmFlagCloud
+	flagPoweredDown   = lang.SlurmFlagPoweredDown
+	flagPoweringUp    = lang.SlurmFlagPoweringUp
+	flagPoweringDown  = lang.SlurmFlagPoweringDown
+	flagPowerDown     = lang.SlurmFlagPowerDown
+	flagNotResponding = lang.SlurmFlagNotResponding
+	flagDrain         = lang.SlurmFlagDrain
+	flagFail          = lang.SlurmFlagFail
+
+	baseIdle      = lang.SlurmIdle
+	baseAllocated = lang.SlurmAllocated
+	baseDown      = lang.SlurmDown
 )
 
-// Slurm base states.
-const (
-	baseIdle      = "IDLE"
-	baseAllocated = "ALLOCATED"
-	baseDown      = "DOWN"
-)
-
-var baseStates = []string{"IDLE", "ALLOCATED", "MIXED", "DOWN", "COMPLETING", "FUTURE", "UNKNOWN", "ERROR", "FAIL"}
-
-// flagOrder is the order flags are printed in (scontrol's, roughly).
-var flagOrder = []string{flagCloud, "COMPLETING", flagDrain, flagFail, "MAINTENANCE", "RESERVED", flagNotResponding,
-	flagPoweredDown, flagPoweringUp, flagPoweringDown, flagPowerDown}
-
-// parseSlurmState parses BASE+FLAG+… ("IDLE+CLOUD+POWERED_DOWN").
-func parseSlurmState(s string) (string, map[string]bool, error) {
-	parts := strings.Split(strings.ToUpper(strings.TrimSpace(s)), "+")
-	if len(parts) == 0 || parts[0] == "" {
-		return "", nil, fmt.Errorf("empty Slurm state; want BASE+FLAG+… such as IDLE+CLOUD+POWERED_DOWN")
-	}
-	if !contains(baseStates, parts[0]) {
-		return "", nil, fmt.Errorf("Slurm state %q: base %q is not one of %s", s, parts[0], strings.Join(baseStates, ", "))
-	}
-	flags := map[string]bool{}
-	for _, f := range parts[1:] {
-		if f == "" {
-			return "", nil, fmt.Errorf("Slurm state %q has an empty flag", s)
-		}
-		flags[f] = true
-	}
-	return parts[0], flags, nil
-}
-
-func formatSlurmState(base string, flags map[string]bool) string {
-	out := []string{base}
-	seen := map[string]bool{}
-	for _, f := range flagOrder {
-		if flags[f] {
-			out = append(out, f)
-			seen[f] = true
-		}
-	}
-	var rest []string
-	for f, on := range flags {
-		if on && !seen[f] {
-			rest = append(rest, f)
-		}
-	}
-	sort.Strings(rest)
-	return strings.Join(append(out, rest...), "+")
-}
-
-type slurmNode struct {
+// Node is a Slurm node as the model holds it.
+type Node struct {
 	name   string
 	pool   string
 	index  int
@@ -127,13 +83,14 @@ type slurmNode struct {
 	removed bool
 }
 
-func (n *slurmNode) state() string { return formatSlurmState(n.base, n.flags) }
+func (n *Node) state() string { return lang.FormatSlurmState(n.base, n.flags) }
 
-func (n *slurmNode) up() bool {
+func (n *Node) up() bool {
 	return !n.flags[flagPoweredDown] && !n.flags[flagPoweringUp] && !n.flags[flagPoweringDown]
 }
 
-type slurmJob struct {
+// Job is a Slurm job the model schedules (submitted by a submit step).
+type Job struct {
 	id, partition, pool string
 	want                int
 	runtime             time.Duration
@@ -145,27 +102,27 @@ type slurmJob struct {
 	restarts            int
 }
 
-func (j *slurmJob) active() bool {
+func (j *Job) active() bool {
 	return j.state == "PENDING" || j.state == "CONFIGURING" || j.state == "RUNNING"
 }
 
-// vmInfo is a node's live VM.
-type vmInfo struct {
-	name    string
-	zone    string
-	status  string
-	created time.Time
+// VM is a node's live VM.
+type VM struct {
+	Name    string
+	Zone    string
+	Status  string
+	Created time.Time
 }
 
-// slurmModel is the Slurm model.
-type slurmModel struct {
-	cfg     Slurm
+// Model is the Slurm model.
+type Model struct {
+	cfg     lang.Slurm
 	cluster string
 	spec    *spec.Cluster
-	nodes   map[string]*slurmNode
-	jobs    map[string]*slurmJob
-	order   []string      // job ids in submission order
-	extra   []SnapshotJob // jobs set by snapshot steps (published as given)
+	nodes   map[string]*Node
+	jobs    map[string]*Job
+	order   []string           // job ids in submission order
+	extra   []lang.SnapshotJob // jobs set by snapshot steps (published as given)
 	// reservations are the maintenance reservations flexslurm created, by
 	// name (nodes); they do not change node states in the model.
 	reservations map[string][]string
@@ -186,14 +143,17 @@ const (
 	requeueDelay         = 121 * time.Second
 )
 
-func newSlurmModel(cfg Slurm, c *spec.Cluster, now time.Time, publish func(string, any), trace func(string, ...any)) *slurmModel {
+// New is the Slurm model of cluster c as configured by a scenario's slurm
+// section: it publishes the events of Slurm's hooks and the agent with
+// publish and notes what it does with trace.
+func New(cfg lang.Slurm, c *spec.Cluster, now time.Time, publish func(string, any), trace func(string, ...any)) *Model {
 	if cfg.SuspendTime == 0 {
-		cfg.SuspendTime = Duration(defaultSuspendTime)
+		cfg.SuspendTime = lang.Duration(defaultSuspendTime)
 	}
 	if cfg.SlurmdTimeout == 0 {
-		cfg.SlurmdTimeout = Duration(defaultSlurmdTimeout)
+		cfg.SlurmdTimeout = lang.Duration(defaultSlurmdTimeout)
 	}
-	m := &slurmModel{cfg: cfg, cluster: c.ID, spec: c, nodes: map[string]*slurmNode{}, jobs: map[string]*slurmJob{},
+	m := &Model{cfg: cfg, cluster: c.ID, spec: c, nodes: map[string]*Node{}, jobs: map[string]*Job{},
 		reservations: map[string][]string{}, reservedFrom: map[string]time.Time{}, dropped: map[string]bool{}, publish: publish, trace: trace}
 	if cfg.Simulate {
 		m.addNodes(now)
@@ -202,7 +162,7 @@ func newSlurmModel(cfg Slurm, c *spec.Cluster, now time.Time, publish func(strin
 }
 
 // addNodes adds the nodes of the spec's flex-start pools the model lacks.
-func (m *slurmModel) addNodes(now time.Time) {
+func (m *Model) addNodes(now time.Time) {
 	for _, p := range m.spec.FlexPools() {
 		for i := 0; i < p.MaxNodeCount; i++ {
 			name := model.NodeName(m.cluster, p.ID, i)
@@ -220,12 +180,12 @@ func (m *slurmModel) addNodes(now time.Time) {
 	}
 }
 
-// reconfigure follows a newly applied spec, as slurm.conf regenerated from
+// Reconfigure follows a newly applied spec, as slurm.conf regenerated from
 // it would: the nodes of new pools and of raised max_node_count appear
 // (powered down; static ones resumed), static-ness follows min_node_count,
 // and nodes the spec no longer has (pool removed, max lowered) are
 // scheduled no more and leave once powered down with no job.
-func (m *slurmModel) reconfigure(now time.Time, c *spec.Cluster) {
+func (m *Model) Reconfigure(now time.Time, c *spec.Cluster) {
 	for _, p := range m.spec.Slurm.Partitions {
 		m.dropped[p.ID] = true
 	}
@@ -247,22 +207,23 @@ func (m *slurmModel) reconfigure(now time.Time, c *spec.Cluster) {
 	m.dropRemoved()
 }
 
-// dropRemoved forgets the removed nodes that are powered down with no job.
-func (m *slurmModel) dropRemoved() {
-	for name, n := range m.nodes {
+// dropRemoved forgets the removed nodes that are powered down with no job,
+// in node order (the trace is deterministic).
+func (m *Model) dropRemoved() {
+	for _, n := range m.sortedNodes() {
 		if n.removed && n.job == "" && n.flags[flagPoweredDown] && !n.flags[flagPoweringUp] {
-			m.trace("slurm: node %s left the configuration", name)
-			delete(m.nodes, name)
+			m.trace("slurm: node %s left the configuration", n.name)
+			delete(m.nodes, n.name)
 		}
 	}
 }
 
 // node returns the model's node, creating it powered down.
-func (m *slurmModel) node(name string) *slurmNode {
+func (m *Model) node(name string) *Node {
 	if n, ok := m.nodes[name]; ok {
 		return n
 	}
-	n := &slurmNode{name: name, base: baseIdle, flags: map[string]bool{flagCloud: true, flagPoweredDown: true}}
+	n := &Node{name: name, base: baseIdle, flags: map[string]bool{flagCloud: true, flagPoweredDown: true}}
 	if _, pool, idx, ok := naming.ParseNodeName(name); ok {
 		n.pool, n.index = pool, idx
 		if p, ok := m.spec.Pool(pool); ok {
@@ -274,8 +235,8 @@ func (m *slurmModel) node(name string) *slurmNode {
 	return n
 }
 
-func (m *slurmModel) sortedNodes() []*slurmNode {
-	out := make([]*slurmNode, 0, len(m.nodes))
+func (m *Model) sortedNodes() []*Node {
+	out := make([]*Node, 0, len(m.nodes))
 	for _, n := range m.nodes {
 		out = append(out, n)
 	}
@@ -291,9 +252,9 @@ func (m *slurmModel) sortedNodes() []*slurmNode {
 	return out
 }
 
-// setNode sets a node's state from a snapshot step.
-func (m *slurmModel) setNode(now time.Time, sn SnapshotNode) error {
-	base, flags, err := parseSlurmState(sn.State)
+// SetNode sets a node's state from a snapshot step.
+func (m *Model) SetNode(now time.Time, sn lang.SnapshotNode) error {
+	base, flags, err := lang.ParseSlurmState(sn.State)
 	if err != nil {
 		return err
 	}
@@ -308,10 +269,10 @@ func (m *slurmModel) setNode(now time.Time, sn SnapshotNode) error {
 	return nil
 }
 
-// setJobs replaces the snapshot-step jobs; active jobs naming nodes
+// SetJobs replaces the snapshot-step jobs; active jobs naming nodes
 // allocate them, and nodes no such job names are free.
-func (m *slurmModel) setJobs(jobs []SnapshotJob) {
-	m.extra = append([]SnapshotJob(nil), jobs...)
+func (m *Model) SetJobs(jobs []lang.SnapshotJob) {
+	m.extra = append([]lang.SnapshotJob(nil), jobs...)
 	for _, n := range m.nodes {
 		if _, simulated := m.jobs[n.job]; !simulated {
 			n.job = ""
@@ -334,8 +295,8 @@ func activeSlurmJobState(s string) bool {
 	return false
 }
 
-// snapshot is the agent's view of Slurm.
-func (m *slurmModel) snapshot(now time.Time) event.SlurmSnapshot {
+// Snapshot is the agent's view of Slurm.
+func (m *Model) Snapshot(now time.Time) event.SlurmSnapshot {
 	s := event.SlurmSnapshot{
 		Header:  event.Header{Version: event.SchemaVersion, Type: event.TypeSlurmSnapshot, Cluster: m.cluster},
 		TakenAt: now, Nodes: []event.SnapshotNode{}, Jobs: []event.SnapshotJob{},
@@ -359,10 +320,10 @@ func (m *slurmModel) snapshot(now time.Time) event.SlurmSnapshot {
 	return s
 }
 
-// command applies a Slurm command flexslurm published, as the agent's
+// Apply applies a Slurm command flexslurm published, as the agent's
 // scontrol call would. It returns false for a command the model does not
 // know (reported in the trace, state unchanged).
-func (m *slurmModel) command(now time.Time, c slurmCommandRecord) bool {
+func (m *Model) Apply(now time.Time, c Command) bool {
 	switch c.Command {
 	case event.SlurmRequeue:
 		if j, ok := m.jobs[c.Job]; ok && j.active() {
@@ -455,7 +416,7 @@ func (m *slurmModel) command(now time.Time, c slurmCommandRecord) bool {
 }
 
 // powerDown powers a node down; SuspendProgram runs (node.suspend).
-func (m *slurmModel) powerDown(now time.Time, n *slurmNode) {
+func (m *Model) powerDown(now time.Time, n *Node) {
 	for _, f := range []string{flagPoweringUp, flagNotResponding, flagPoweringDown, flagPowerDown} {
 		delete(n.flags, f)
 	}
@@ -471,7 +432,7 @@ func (m *slurmModel) powerDown(now time.Time, n *slurmNode) {
 }
 
 // requeueOn requeues the job allocated to node n.
-func (m *slurmModel) requeueOn(now time.Time, n *slurmNode, why string) {
+func (m *Model) requeueOn(now time.Time, n *Node, why string) {
 	if n.job == "" {
 		return
 	}
@@ -483,7 +444,7 @@ func (m *slurmModel) requeueOn(now time.Time, n *slurmNode, why string) {
 }
 
 // requeue puts a job back to PENDING and frees its nodes.
-func (m *slurmModel) requeue(now time.Time, j *slurmJob, why string) {
+func (m *Model) requeue(now time.Time, j *Job, why string) {
 	m.trace("slurm: job %s requeued (%s)", j.id, why)
 	m.freeNodes(now, j)
 	j.state = "PENDING"
@@ -492,7 +453,7 @@ func (m *slurmModel) requeue(now time.Time, j *slurmJob, why string) {
 	j.eligibleAt = now.Add(requeueDelay)
 }
 
-func (m *slurmModel) freeNodes(now time.Time, j *slurmJob) {
+func (m *Model) freeNodes(now time.Time, j *Job) {
 	for _, name := range j.nodes {
 		n, ok := m.nodes[name]
 		if !ok || n.job != j.id {
@@ -510,8 +471,8 @@ func (m *slurmModel) freeNodes(now time.Time, j *slurmJob) {
 	}
 }
 
-// submit queues a job.
-func (m *slurmModel) submit(now time.Time, s SubmitStep) error {
+// Submit queues a job.
+func (m *Model) Submit(now time.Time, s lang.SubmitStep) error {
 	if _, ok := m.jobs[s.ID]; ok {
 		return fmt.Errorf("job %s was already submitted", s.ID)
 	}
@@ -533,7 +494,7 @@ func (m *slurmModel) submit(now time.Time, s SubmitStep) error {
 	}
 	if pool == "" && m.dropped[s.Partition] {
 		// The partition left with its pool: sbatch refuses the job.
-		m.jobs[s.ID] = &slurmJob{id: s.ID, partition: s.Partition, want: s.Nodes, state: "REFUSED"}
+		m.jobs[s.ID] = &Job{id: s.ID, partition: s.Partition, want: s.Nodes, state: "REFUSED"}
 		m.order = append(m.order, s.ID)
 		m.trace("slurm: sbatch refuses job %s: invalid partition %s", s.ID, s.Partition)
 		return nil
@@ -541,7 +502,7 @@ func (m *slurmModel) submit(now time.Time, s SubmitStep) error {
 	if pool == "" {
 		return fmt.Errorf("no partition %q with a flex-start pool", s.Partition)
 	}
-	j := &slurmJob{id: s.ID, partition: part, pool: pool, want: s.Nodes, runtime: s.Runtime.D(), timeLimit: s.TimeLimit.D(), state: "PENDING", eligibleAt: now}
+	j := &Job{id: s.ID, partition: part, pool: pool, want: s.Nodes, runtime: s.Runtime.D(), timeLimit: s.TimeLimit.D(), state: "PENDING", eligibleAt: now}
 	m.jobs[s.ID] = j
 	m.order = append(m.order, s.ID)
 	if why := m.refused(j); why != "" {
@@ -555,7 +516,7 @@ func (m *slurmModel) submit(now time.Time, s SubmitStep) error {
 // nodes than its partition has is refused ("Requested node configuration
 // is not available"); with partition limits (MaxTime, MaxNodes,
 // EnforcePartLimits=ALL) so is one beyond them.
-func (m *slurmModel) refused(j *slurmJob) string {
+func (m *Model) refused(j *Job) string {
 	nodes := 0
 	for _, n := range m.nodes {
 		if n.pool == j.pool && !n.removed {
@@ -577,8 +538,8 @@ func (m *slurmModel) refused(j *slurmJob) string {
 	return ""
 }
 
-// cancel cancels a job (scancel): EpilogSlurmctld reports it.
-func (m *slurmModel) cancel(now time.Time, id string) {
+// Cancel cancels a job (scancel): EpilogSlurmctld reports it.
+func (m *Model) Cancel(now time.Time, id string) {
 	j, ok := m.jobs[id]
 	if !ok || !j.active() {
 		return
@@ -594,9 +555,9 @@ func (m *slurmModel) cancel(now time.Time, id string) {
 		JobID: j.id, Partition: j.partition, ReportedAt: now})
 }
 
-// healthFailure drains a node as a health hook does and requeues its job;
+// HealthFailure drains a node as a health hook does and requeues its job;
 // it returns the job and its state for the health.failure report.
-func (m *slurmModel) healthFailure(now time.Time, name, reason, vm string) (string, string) {
+func (m *Model) HealthFailure(now time.Time, name, reason, vm string) (string, string) {
 	n, ok := m.nodes[name]
 	if !ok {
 		return "", ""
@@ -620,21 +581,21 @@ func (m *slurmModel) healthFailure(now time.Time, name, reason, vm string) (stri
 	return id, "requeued"
 }
 
-// drainComplete reports whether the model shows a node drained: DRAIN
+// DrainComplete reports whether the model shows a node drained: DRAIN
 // with no job left on it.
-func (m *slurmModel) drainComplete(name string) bool {
+func (m *Model) DrainComplete(name string) bool {
 	n, ok := m.nodes[name]
 	return ok && n.flags[flagDrain] && n.job == ""
 }
 
-// update brings the model to now given the nodes' live VMs (by node name):
+// Update brings the model to now given the nodes' live VMs (by node name):
 // registrations, lost nodes, and with Simulate the scheduler, job starts
 // and ends, suspends and resume timeouts. Events are published through
 // m.publish.
-func (m *slurmModel) update(now time.Time, vms map[string]vmInfo) {
+func (m *Model) Update(now time.Time, vms map[string]VM) {
 	for _, n := range m.sortedNodes() {
 		vm, hasVM := vms[n.name]
-		if hasVM && vm.status == "RUNNING" && !now.Before(vm.created.Add(m.cfg.BootTime.D())) {
+		if hasVM && vm.Status == "RUNNING" && !now.Before(vm.Created.Add(m.cfg.BootTime.D())) {
 			n.lostSince = time.Time{}
 			switch {
 			case n.flags[flagPoweringUp]:
@@ -758,8 +719,8 @@ func (m *slurmModel) update(now time.Time, vms map[string]vmInfo) {
 // schedule allocates nodes to a pending job if enough are free: powered-up
 // idle nodes first, then nodes powering up, then powered-down nodes, lowest
 // index first. Powering up nodes calls ResumeProgram (job.pending).
-func (m *slurmModel) schedule(now time.Time, j *slurmJob) {
-	var up, powering, down []*slurmNode
+func (m *Model) schedule(now time.Time, j *Job) {
+	var up, powering, down []*Node
 	for _, n := range m.sortedNodes() {
 		if n.pool != j.pool || n.removed || n.job != "" || n.flags[flagDrain] || n.flags[flagFail] || n.base == baseDown ||
 			n.flags[flagPoweringDown] || n.flags[flagPowerDown] || m.reservedWithin(n.name, now, j.timeLimit) {
@@ -803,21 +764,21 @@ func (m *slurmModel) schedule(now time.Time, j *slurmJob) {
 
 // reservedWithin reports whether a reservation on the node starts before
 // a job of this time limit started now would end (0: not checked).
-func (m *slurmModel) reservedWithin(node string, now time.Time, limit time.Duration) bool {
+func (m *Model) reservedWithin(node string, now time.Time, limit time.Duration) bool {
 	if limit <= 0 {
 		return false
 	}
 	for name, nodes := range m.reservations {
-		if from, ok := m.reservedFrom[name]; ok && from.Before(now.Add(limit)) && contains(nodes, node) {
+		if from, ok := m.reservedFrom[name]; ok && from.Before(now.Add(limit)) && slices.Contains(nodes, node) {
 			return true
 		}
 	}
 	return false
 }
 
-// nextDue is the next instant after now at which update would change
+// NextDue is the next instant after now at which update would change
 // something by the passage of time alone.
-func (m *slurmModel) nextDue(now time.Time, vms map[string]vmInfo) (time.Time, bool) {
+func (m *Model) NextDue(now time.Time, vms map[string]VM) (time.Time, bool) {
 	var best time.Time
 	consider := func(t time.Time) {
 		if t.After(now) && (best.IsZero() || t.Before(best)) {
@@ -825,8 +786,8 @@ func (m *slurmModel) nextDue(now time.Time, vms map[string]vmInfo) (time.Time, b
 		}
 	}
 	for _, n := range m.nodes {
-		if vm, ok := vms[n.name]; ok && vm.status == "RUNNING" && (n.flags[flagPoweringUp] || (n.flags[flagNotResponding] && !n.flags[flagPoweredDown]) || n.base == baseDown) {
-			consider(vm.created.Add(m.cfg.BootTime.D()))
+		if vm, ok := vms[n.name]; ok && vm.Status == "RUNNING" && (n.flags[flagPoweringUp] || (n.flags[flagNotResponding] && !n.flags[flagPoweredDown]) || n.base == baseDown) {
+			consider(vm.Created.Add(m.cfg.BootTime.D()))
 		}
 		if !m.cfg.Simulate {
 			continue
@@ -854,12 +815,12 @@ func (m *slurmModel) nextDue(now time.Time, vms map[string]vmInfo) (time.Time, b
 	return best, !best.IsZero()
 }
 
-// serviceable reports whether Slurm can run a job on the node, and why not:
+// Serviceable reports whether Slurm can run a job on the node, and why not:
 // no DRAIN, DOWN or FAIL; not on its way down; and its power state agrees
 // with Compute — powered down with no VM (dynamic nodes only: static nodes
 // must be up), powering up with a VM requested or running, or up and
 // responding with a live VM.
-func (m *slurmModel) serviceable(name string, vms map[string]vmInfo, vmWanted func(string) bool) (bool, string) {
+func (m *Model) Serviceable(name string, vms map[string]VM, vmWanted func(string) bool) (bool, string) {
 	n, ok := m.nodes[name]
 	if !ok {
 		return false, "node unknown to Slurm"

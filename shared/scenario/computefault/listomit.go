@@ -1,4 +1,4 @@
-package scenario
+package computefault
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/flexslurm/flexslurm/shared/scenario/lang"
 )
 
 // listOmit is one list_omit step in force: Compute listings that succeed
@@ -119,7 +121,9 @@ func (b *bufferedWriter) Header() http.Header         { return b.header }
 func (b *bufferedWriter) Write(p []byte) (int, error) { return b.body.Write(p) }
 func (b *bufferedWriter) WriteHeader(code int)        { b.status = code }
 
-func (r *runner) addListOmit(i int, lo ListOmitStep) {
+// AddListOmit puts a list_omit step (step i of the scenario, at now) in
+// force and describes it for the trace.
+func (c *Layer) AddListOmit(i int, lo lang.ListOmitStep, start, now time.Time) string {
 	o := &listOmit{name: lo.Name, vm: regexp.MustCompile(lo.VM), remaining: lo.Times}
 	if o.name == "" {
 		o.name = fmt.Sprintf("list-omit-%d", i)
@@ -129,9 +133,9 @@ func (r *runner) addListOmit(i int, lo ListOmitStep) {
 	}
 	switch {
 	case lo.Until != nil:
-		o.until = r.start.Add(lo.Until.Offset)
+		o.until = start.Add(lo.Until.Offset)
 	case lo.For > 0:
-		o.until = r.now().Add(lo.For.D())
+		o.until = now.Add(lo.For.D())
 	}
 	if o.remaining == 0 {
 		o.remaining = 1
@@ -145,14 +149,14 @@ func (r *runner) addListOmit(i int, lo ListOmitStep) {
 	}
 	switch {
 	case o.remaining > 0 && !o.until.IsZero():
-		what += fmt.Sprintf(" (%d listings, until %s)", o.remaining, FormatDuration(o.until.Sub(r.start)))
+		what += fmt.Sprintf(" (%d listings, until %s)", o.remaining, lang.FormatDuration(o.until.Sub(start)))
 	case o.remaining > 0:
 		what += fmt.Sprintf(" (%d listings)", o.remaining)
 	default:
-		what += " (until " + FormatDuration(o.until.Sub(r.start)) + ")"
+		what += " (until " + lang.FormatDuration(o.until.Sub(start)) + ")"
 	}
-	r.tracef("list_omit %s: listings leave out %s", o.name, what)
-	r.compute.mu.Lock()
-	r.compute.omits = append(r.compute.omits, o)
-	r.compute.mu.Unlock()
+	c.mu.Lock()
+	c.omits = append(c.omits, o)
+	c.mu.Unlock()
+	return fmt.Sprintf("list_omit %s: listings leave out %s", o.name, what)
 }

@@ -1,6 +1,8 @@
-package scenario
+package lang
 
 import (
+	"fmt"
+
 	"gopkg.in/yaml.v3"
 )
 
@@ -91,7 +93,7 @@ type Reconcile struct {
 	Every Duration `yaml:"every,omitempty"`
 }
 
-// Slurm configures the Slurm model (slurm.go).
+// Slurm configures the Slurm model (package slurmmodel).
 type Slurm struct {
 	// Simulate makes the model play slurmctld: it schedules submitted jobs
 	// on nodes, calls ResumeProgram (job.pending), reports jobs started and
@@ -592,12 +594,33 @@ func (c *Check) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
+// Line is the check's line in its file (0 if generated).
+func (c Check) Line() int { return c.line }
+
 // Count bounds a number: exactly Count, or between Min and Max.
 type Count struct {
 	Count *int `yaml:"count,omitempty"`
 	Min   *int `yaml:"min,omitempty"`
 	Max   *int `yaml:"max,omitempty"`
 }
+
+// Expect compares a number with a Count and describes both.
+func (c Count) Expect(n int) (bool, string) {
+	switch {
+	case c.Count != nil:
+		return n == *c.Count, fmt.Sprintf("%d", *c.Count)
+	case c.Min != nil && c.Max != nil:
+		return n >= *c.Min && n <= *c.Max, fmt.Sprintf("between %d and %d", *c.Min, *c.Max)
+	case c.Min != nil:
+		return n >= *c.Min, fmt.Sprintf("at least %d", *c.Min)
+	case c.Max != nil:
+		return n <= *c.Max, fmt.Sprintf("at most %d", *c.Max)
+	}
+	return true, ""
+}
+
+// IsSet reports whether the Count bounds anything.
+func (c Count) IsSet() bool { return c.Count != nil || c.Min != nil || c.Max != nil }
 
 // VMCheck checks the simulator's VMs of this cluster (by label). Names, when
 // given (an empty list included), must be exactly the live VMs selected.

@@ -1,26 +1,31 @@
-package scenario
+// Package computefault is the layer between flexslurm's Compute client and
+// the Compute Engine simulator in a scenario: it records every call, fails
+// the calls compute_error steps match (by method, path and body pattern,
+// for a number of calls or a time window) through the simulator's one-shot
+// injections, so that the error has the simulator's exact shape, and
+// rewrites VM listings list_omit steps leave something out of. Calls Compute
+// answers from its requestId cache (a retry within 60 minutes) are never
+// failed. BlockedUntil tells the invariants how long faults and shortages
+// held provisioning back.
+package computefault
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"net/http"
-	"reflect"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/flexslurm/flexslurm/shared/computesim"
-	"github.com/flexslurm/flexslurm/shared/plan"
+	"github.com/flexslurm/flexslurm/shared/scenario/lang"
 )
 
-// computeFault is one compute_error step in force.
-type computeFault struct {
+// fault is one compute_error step in force.
+type fault struct {
 	name      string
 	method    string
 	path      *regexp.Regexp
@@ -35,14 +40,14 @@ type computeFault struct {
 	lastFired time.Time
 }
 
-func (f *computeFault) active(now time.Time) bool {
+func (f *fault) active(now time.Time) bool {
 	if f.remaining == 0 {
 		return false
 	}
 	return f.until.IsZero() || now.Before(f.until)
 }
 
-func (f *computeFault) matches(method, path, body string) bool {
+func (f *fault) matches(method, path, body string) bool {
 	if f.method != "" && !strings.EqualFold(f.method, method) {
 		return false
 	}
@@ -75,14 +80,15 @@ type CallRecord struct {
 // Failed reports whether the call failed (HTTP error or failed operation).
 func (c CallRecord) Failed() bool { return c.Status >= 400 || c.OpError != "" }
 
-// computeFaults sits between flexslurm's Compute client and the simulator:
+// Layer sits between flexslurm's Compute client and the simulator:
 // it records every call and applies compute_error faults by arming a
-// one-shot simulator injection for exactly the call that matched.
-type computeFaults struct {
+// one-shot simulator injection for exactly the call that matched, and
+// list_omit steps by rewriting the listings of VMs the simulator answers.
+type Layer struct {
 	mu     sync.Mutex
 	now    func() time.Time
 	sim    *computesim.Sim
-	faults []*computeFault
+	faults []*fault
 	omits  []*listOmit // list_omit steps
 	// shortages are the ends of the shortage steps' windows (a zero time
 	// for a shortage until the end): capacity is unavailable until then.
@@ -95,7 +101,7 @@ type computeFaults struct {
 // requestIDWindow is how long Compute remembers a requestId (computesim).
 const requestIDWindow = 60 * time.Minute
 
-func (c *computeFaults) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+func (c *Layer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	body, err := io.ReadAll(req.Body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -117,7 +123,7 @@ func (c *computeFaults) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			rec.Replayed = true
 		}
 	}
-	var armed *computeFault
+	var armed *fault
 	if !rec.Replayed && !strings.Contains(path, "/operations/") {
 		for _, f := range c.faults {
 			if !f.active(now) || !f.matches(req.Method, path, rec.Body) {
@@ -200,12 +206,12 @@ func (c *computeFaults) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	c.calls = append(c.calls, rec)
 }
 
-// shortcutAllows reports whether a list call (method GET, path) may be
+// ShortcutAllows reports whether a list call (method GET, path) may be
 // answered without HTTP (computesim.ListShortcut): only when ServeHTTP
 // would neither arm a compute_error fault for it nor apply a list_omit
 // step to its response. A call it refuses goes over HTTP through
 // ServeHTTP, which injects the fault as before.
-func (c *computeFaults) shortcutAllows(method, path string) bool {
+func (c *Layer) ShortcutAllows(method, path string) bool {
 	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -230,9 +236,9 @@ func (c *computeFaults) shortcutAllows(method, path string) bool {
 	return true
 }
 
-// shortcutAnswered records a list call answered without HTTP, as
+// ShortcutAnswered records a list call answered without HTTP, as
 // ServeHTTP records a successful one.
-func (c *computeFaults) shortcutAnswered(method, path string) {
+func (c *Layer) ShortcutAnswered(method, path string) {
 	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -266,31 +272,31 @@ func zoneOf(path string) string {
 	return "global"
 }
 
-func (c *computeFaults) add(f *computeFault) {
+func (c *Layer) add(f *fault) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.faults = append(c.faults, f)
 }
 
-func (c *computeFaults) snapshot() ([]CallRecord, []computeFault) {
+func (c *Layer) snapshot() ([]CallRecord, []fault) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	calls := append([]CallRecord(nil), c.calls...)
-	faults := make([]computeFault, len(c.faults))
+	faults := make([]fault, len(c.faults))
 	for i, f := range c.faults {
 		faults[i] = *f
 	}
 	return calls, faults
 }
 
-// Sample paths for blockedUntil.
+// Sample paths for BlockedUntil.
 const (
-	pathResizeRequests = "/compute/v1/projects/p/zones/z/instanceGroupManagers/m/resizeRequests"
-	anyPath            = ""
+	PathResizeRequests = "/compute/v1/projects/p/zones/z/instanceGroupManagers/m/resizeRequests"
+	AnyPath            = ""
 )
 
-// since returns the calls recorded after the first n.
-func (c *computeFaults) since(n int) []CallRecord {
+// Since returns the calls recorded after the first n.
+func (c *Layer) Since(n int) []CallRecord {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if n >= len(c.calls) {
@@ -299,10 +305,10 @@ func (c *computeFaults) since(n int) []CallRecord {
 	return append([]CallRecord(nil), c.calls[n:]...)
 }
 
-// blockedUntil is the latest instant a fault on POST calls to path (any
+// BlockedUntil is the latest instant a fault on POST calls to path (any
 // path for "") was, or will be for a window, in force: the end of its
 // window, or the last call it failed; or a shortage ends.
-func (c *computeFaults) blockedUntil(path string) time.Time {
+func (c *Layer) BlockedUntil(path string) time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out time.Time
@@ -337,144 +343,84 @@ func (c *computeFaults) blockedUntil(path string) time.Time {
 // farFuture stands for the end of a shortage that lasts until the end.
 var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// addShortage records a shortage's end (zero: until the end).
-func (c *computeFaults) addShortage(until time.Time) {
+// AddShortage records a shortage's end (zero: until the end).
+func (c *Layer) AddShortage(until time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.shortages = append(c.shortages, until)
 }
 
-// crashPoint is a parsed crash point (CrashStep.Point).
-type crashPoint struct {
-	after bool   // crash after the action ran (before the next boundary)
-	kind  string // normalized action kind; "" with n
-	n     int    // 1-based external action index; 0 with kind
-	// commit: crash right after the transaction committed.
-	commit bool
+// New is a fault layer with no fault; Attach gives it the simulator.
+func New() *Layer { return &Layer{rids: map[string]time.Time{}} }
+
+// Attach makes sim the Compute the layer serves, on the clock now.
+func (c *Layer) Attach(now func() time.Time, sim *computesim.Sim) {
+	c.mu.Lock()
+	c.now, c.sim = now, sim
+	c.mu.Unlock()
+	next := http.Handler(sim)
+	c.next.Store(&next)
 }
 
-func (p crashPoint) String() string {
+// Calls returns the calls recorded so far.
+func (c *Layer) Calls() []CallRecord {
+	calls, _ := c.snapshot()
+	return calls
+}
+
+// InjectedErrors counts the calls compute_error faults failed.
+func (c *Layer) InjectedErrors() int {
+	_, faults := c.snapshot()
+	n := 0
+	for _, f := range faults {
+		n += f.fired
+	}
+	return n
+}
+
+// AddError puts a compute_error step (step i of the scenario, at now) in
+// force: the next matching calls fail (Times, default 1), or every matching
+// call until the end of its window (For or Until, from start).
+func (c *Layer) AddError(i int, ce lang.ComputeErrorStep, start, now time.Time) {
+	f := &fault{name: ce.Name, method: strings.ToUpper(ce.Method), status: ce.Status, reason: ce.Reason, code: ce.Code, message: ce.Message}
+	if f.name == "" {
+		f.name = fmt.Sprintf("compute-error-%d", i)
+	}
+	if ce.Path != "" {
+		f.path = regexp.MustCompile(ce.Path)
+	}
+	if ce.Body != "" {
+		f.body = regexp.MustCompile(ce.Body)
+	}
+	if f.status == 0 {
+		switch {
+		case strings.Contains(ce.Code, "QUOTA"):
+			f.status = 403
+		case ce.Code != "":
+			f.status = 503
+		default:
+			f.status = 500
+		}
+	}
+	if f.reason == "" && ce.Code == "" {
+		f.reason = "backendError"
+	}
+	if f.message == "" {
+		f.message = "scenario fault " + f.name
+	}
 	switch {
-	case p.commit:
-		return "commit"
-	case p.n > 0 && p.after:
-		return fmt.Sprintf("after#%d", p.n)
-	case p.n > 0:
-		return fmt.Sprintf("before#%d", p.n)
-	case p.after:
-		return "after:" + p.kind
+	case ce.Until != nil:
+		f.until = start.Add(ce.Until.Offset)
+	case ce.For > 0:
+		f.until = now.Add(ce.For.D())
 	}
-	return "before:" + p.kind
-}
-
-var crashPointRe = regexp.MustCompile(`^(?:(commit)|(before|after|action)(?::([a-z_]+)|#([1-9][0-9]*)))$`)
-
-func parseCrashPoint(s string) (crashPoint, error) {
-	m := crashPointRe.FindStringSubmatch(strings.TrimSpace(s))
-	if m == nil {
-		return crashPoint{}, fmt.Errorf("crash point %q: want commit, before:KIND, after:KIND, before#N or after#N (KIND: an action such as create_resize_request)", s)
-	}
-	if m[1] != "" {
-		return crashPoint{commit: true}, nil
-	}
-	p := crashPoint{after: m[2] == "after"}
-	if m[3] != "" {
-		p.kind = normKind(m[3])
-		return p, nil
-	}
-	n, _ := strconv.Atoi(m[4])
-	p.n = n
-	return p, nil
-}
-
-// normKind normalizes an action kind for comparison: lowercase without
-// underscores, so create_resize_request, CreateResizeRequest and
-// createresizerequest are the same kind.
-func normKind(s string) string { return strings.ReplaceAll(strings.ToLower(s), "_", "") }
-
-// actionKind is the snake_case kind of a plan action (CreateResizeRequest →
-// create_resize_request).
-func actionKind(a plan.Action) string {
-	if a == nil {
-		return ""
-	}
-	t := reflect.TypeOf(a)
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	return snake(t.Name())
-}
-
-// errInjectedCrash marks a crash the runner injected.
-var errInjectedCrash = errors.New("injected crash")
-
-// crashPlan is the crash planned for the delivery attempt in progress.
-type crashPlan struct {
-	point   crashPoint
-	source  string // what planned it, for the trace
-	actions int
-	armed   bool // an "after" point was reached: crash at the next boundary
-	fired   bool
-	at      string // where it fired
-}
-
-// boundary is called by apply.Deps.Fault.
-func (c *crashPlan) boundary(point string, a plan.Action) error {
-	if c.fired {
-		return nil
-	}
-	if c.armed {
-		c.fired = true
-		c.at = "after " + c.at + ", at " + boundaryName(point, a)
-		return fmt.Errorf("%w %s (%s)", errInjectedCrash, c.point, c.source)
-	}
-	switch point {
-	case "commit":
-		if c.point.commit {
-			c.fired = true
-			c.at = "commit"
-			return fmt.Errorf("%w at commit (%s)", errInjectedCrash, c.source)
+	f.remaining = ce.Times
+	if f.remaining == 0 {
+		if f.until.IsZero() {
+			f.remaining = 1
+		} else {
+			f.remaining = -1
 		}
-	case "action":
-		c.actions++
-		hit := (c.point.n > 0 && c.point.n == c.actions) || (c.point.kind != "" && normKind(actionKind(a)) == c.point.kind)
-		if !hit {
-			return nil
-		}
-		if c.point.after {
-			c.armed = true
-			c.at = fmt.Sprintf("action %d (%s)", c.actions, a)
-			return nil
-		}
-		c.fired = true
-		c.at = fmt.Sprintf("before action %d (%s)", c.actions, a)
-		return fmt.Errorf("%w before %s (%s)", errInjectedCrash, a, c.source)
 	}
-	return nil
+	c.add(f)
 }
-
-func boundaryName(point string, a plan.Action) string {
-	if a == nil {
-		return point
-	}
-	return fmt.Sprintf("%s %s", point, a)
-}
-
-// hashUnit maps a seed and parts to a number in [0, 1), stably.
-func hashUnit(seed uint64, parts ...string) float64 {
-	h := fnv.New64a()
-	var b [8]byte
-	for i := range b {
-		b[i] = byte(seed >> (8 * i))
-	}
-	h.Write(b[:])
-	for _, p := range parts {
-		h.Write([]byte{0})
-		h.Write([]byte(p))
-	}
-	// 53 bits of the hash make a float64 in [0, 1).
-	return float64(h.Sum64()>>11) / float64(uint64(1)<<53)
-}
-
-// randomCrashPoints are the boundaries random faults pick from.
-var randomCrashPoints = []string{"commit", "before#1", "after#1", "before#2", "after#2", "before#3", "after#3"}

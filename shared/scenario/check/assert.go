@@ -1,8 +1,9 @@
-package scenario
+package check
 
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -10,6 +11,9 @@ import (
 	"github.com/flexslurm/flexslurm/shared/computesim"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
+	"github.com/flexslurm/flexslurm/shared/scenario/delivery"
+	"github.com/flexslurm/flexslurm/shared/scenario/lang"
+	"github.com/flexslurm/flexslurm/shared/scenario/slurmmodel"
 	"github.com/flexslurm/flexslurm/shared/store"
 )
 
@@ -20,7 +24,7 @@ type world struct {
 	ours []computesim.Instance
 	// byNode is each node's live (not STOPPING) VM of this cluster, the
 	// newest when there are several.
-	byNode map[string]vmInfo
+	byNode map[string]slurmmodel.VM
 	// liveByNode lists every live VM of this cluster per node.
 	liveByNode map[string][]string
 }
@@ -29,9 +33,9 @@ type world struct {
 // simulator state (computesim.Sim.Version) and shared until the state
 // changes (the runner asks for it several times an event): callers must not
 // modify it.
-func (r *runner) vmView() world {
-	v := r.h.Sim.Version()
-	if r.worldOK && r.worldVersion == v && !r.o.noStateReuse {
+func (r *Checker) vmView() world {
+	v := r.sim.Version()
+	if r.worldOK && r.worldVersion == v && !r.noStateReuse {
 		return r.world
 	}
 	w := r.computeVMView()
@@ -39,8 +43,8 @@ func (r *runner) vmView() world {
 	return w
 }
 
-func (r *runner) computeVMView() world {
-	w := world{all: r.h.Sim.Instances(), byNode: map[string]vmInfo{}, liveByNode: map[string][]string{}}
+func (r *Checker) computeVMView() world {
+	w := world{all: r.sim.Instances(), byNode: map[string]slurmmodel.VM{}, liveByNode: map[string][]string{}}
 	for _, vm := range w.all {
 		if !r.ours(vm) {
 			continue
@@ -54,15 +58,15 @@ func (r *runner) computeVMView() world {
 			continue
 		}
 		w.liveByNode[node] = append(w.liveByNode[node], vm.Name)
-		if cur, seen := w.byNode[node]; !seen || vm.Created.After(cur.created) {
-			w.byNode[node] = vmInfo{name: vm.Name, zone: vm.Zone, status: vm.Status, created: vm.Created}
+		if cur, seen := w.byNode[node]; !seen || vm.Created.After(cur.Created) {
+			w.byNode[node] = slurmmodel.VM{Name: vm.Name, Zone: vm.Zone, Status: vm.Status, Created: vm.Created}
 		}
 	}
 	return w
 }
 
 // ours reports whether a VM carries this cluster's labels.
-func (r *runner) ours(vm computesim.Instance) bool {
+func (r *Checker) ours(vm computesim.Instance) bool {
 	return vm.Labels[naming.LabelManagedBy] == naming.ManagedBy && vm.Labels[naming.LabelCluster] == r.spec.ID
 }
 
@@ -72,13 +76,13 @@ func (r *runner) ours(vm computesim.Instance) bool {
 // The whole state (no jobs named) is read once per store write and shared
 // by the checks until the next one (invariants run after every event, and
 // most events change nothing): callers must not modify it.
-func (r *runner) state(jobs ...string) *model.State {
-	whole := len(jobs) == 0 && !r.o.noStateReuse
-	gen := r.store.gen.Load()
+func (r *Checker) state(jobs ...string) *model.State {
+	whole := len(jobs) == 0 && !r.noStateReuse
+	gen := r.gen()
 	if whole && r.stateCache != nil && r.stateGen == gen {
 		return r.stateCache
 	}
-	st, err := r.h.Store.Read(r.ctx, store.Scope{Cluster: r.spec.ID, AllPools: true, Jobs: jobs})
+	st, err := r.store.Read(r.ctx, store.Scope{Cluster: r.spec.ID, AllPools: true, Jobs: jobs})
 	if err != nil {
 		r.note("reading the store: %v", err)
 		return model.NewState()
@@ -90,13 +94,13 @@ func (r *runner) state(jobs ...string) *model.State {
 }
 
 // evaluate runs one check now.
-func (r *runner) evaluate(c Check, step int) []Result {
+func (r *Checker) evaluate(c lang.Check, step int) []Result {
 	var out []Result
 	add := func(name string, pass bool, expected, actual string) {
 		if c.Name != "" {
 			name = c.Name + ": " + name
 		}
-		out = append(out, Result{At: r.since(), Step: step, Line: c.line, Name: name, Pass: pass, Expected: expected, Actual: actual})
+		out = append(out, Result{At: r.since(), Step: step, Line: c.Line(), Name: name, Pass: pass, Expected: expected, Actual: actual})
 	}
 	if v := c.VMs; v != nil {
 		r.checkVMs(v, add)
@@ -155,23 +159,6 @@ func orNone(v []string) string {
 
 type addFunc func(name string, pass bool, expected, actual string)
 
-// expect compares a number with a Count and describes both.
-func (c Count) expect(n int) (bool, string) {
-	switch {
-	case c.Count != nil:
-		return n == *c.Count, fmt.Sprintf("%d", *c.Count)
-	case c.Min != nil && c.Max != nil:
-		return n >= *c.Min && n <= *c.Max, fmt.Sprintf("between %d and %d", *c.Min, *c.Max)
-	case c.Min != nil:
-		return n >= *c.Min, fmt.Sprintf("at least %d", *c.Min)
-	case c.Max != nil:
-		return n <= *c.Max, fmt.Sprintf("at most %d", *c.Max)
-	}
-	return true, ""
-}
-
-func (c Count) set() bool { return c.Count != nil || c.Min != nil || c.Max != nil }
-
 func listOf(names []string) string {
 	if len(names) == 0 {
 		return "[]"
@@ -179,7 +166,7 @@ func listOf(names []string) string {
 	return "[" + strings.Join(names, " ") + "]"
 }
 
-func (r *runner) checkVMs(v *VMCheck, add addFunc) {
+func (r *Checker) checkVMs(v *lang.VMCheck, add addFunc) {
 	w := r.vmView()
 	var names []string
 	var sel []computesim.Instance
@@ -216,8 +203,8 @@ func (r *runner) checkVMs(v *VMCheck, add addFunc) {
 		want := sortStrings(v.Names)
 		add(what, strings.Join(want, " ") == strings.Join(names, " "), listOf(want), listOf(names))
 	}
-	if v.Count.set() {
-		ok, exp := v.Count.expect(len(names))
+	if v.Count.IsSet() {
+		ok, exp := v.Count.Expect(len(names))
 		add(what+" count", ok, exp, fmt.Sprintf("%d %s", len(names), listOf(names)))
 	}
 	r.checkVMProperties(v, what, sel, add)
@@ -226,7 +213,7 @@ func (r *runner) checkVMs(v *VMCheck, add addFunc) {
 // checkVMProperties checks what every selected VM must have: its boot disk
 // size, the template its pool's record names now, an end no later than a
 // given time.
-func (r *runner) checkVMProperties(v *VMCheck, what string, sel []computesim.Instance, add addFunc) {
+func (r *Checker) checkVMProperties(v *lang.VMCheck, what string, sel []computesim.Instance, add addFunc) {
 	sort.Slice(sel, func(i, j int) bool { return sel[i].Name < sel[j].Name })
 	if v.BootDiskSizeGB != 0 {
 		var bad []string
@@ -257,14 +244,14 @@ func (r *runner) checkVMProperties(v *VMCheck, what string, sel []computesim.Ins
 		var bad []string
 		for _, vm := range sel {
 			if vm.TerminationTime.IsZero() || vm.TerminationTime.After(limit) {
-				bad = append(bad, fmt.Sprintf("%s ends %s", vm.Name, FormatDuration(vm.TerminationTime.Sub(r.start))))
+				bad = append(bad, fmt.Sprintf("%s ends %s", vm.Name, lang.FormatDuration(vm.TerminationTime.Sub(r.start))))
 			}
 		}
-		add(what+" end by "+FormatDuration(time.Duration(*v.EndBy)), len(bad) == 0, "every VM", listOf(bad))
+		add(what+" end by "+lang.FormatDuration(time.Duration(*v.EndBy)), len(bad) == 0, "every VM", listOf(bad))
 	}
 }
 
-func checkNode(st *model.State, nc NodeCheck, add addFunc) {
+func checkNode(st *model.State, nc lang.NodeCheck, add addFunc) {
 	n, ok := st.Nodes[nc.Name]
 	name := "node " + nc.Name
 	if nc.Exists != nil {
@@ -295,7 +282,7 @@ func checkNode(st *model.State, nc NodeCheck, add addFunc) {
 		add(name+" VM", n.VMName == nc.VM, nc.VM, n.VMName)
 	}
 	if nc.Repair != "" {
-		add(name+" repair", repairName(n.Repair) == nc.Repair, nc.Repair, repairName(n.Repair)+reasonSuffix(n.Reason))
+		add(name+" repair", lang.RepairName(n.Repair) == nc.Repair, nc.Repair, lang.RepairName(n.Repair)+reasonSuffix(n.Reason))
 	}
 	if nc.HostRepaired != nil {
 		add(name+" host repaired", n.HostRepaired == *nc.HostRepaired, fmt.Sprint(*nc.HostRepaired), fmt.Sprint(n.HostRepaired))
@@ -311,7 +298,7 @@ func reasonSuffix(r string) string {
 
 func quote(s string) string { return fmt.Sprintf("%q", s) }
 
-func checkPool(st *model.State, pc PoolCheck, now time.Time, add addFunc) {
+func checkPool(st *model.State, pc lang.PoolCheck, now time.Time, add addFunc) {
 	p, ok := st.Pools[pc.ID]
 	name := "pool " + pc.ID
 	if !ok {
@@ -353,7 +340,7 @@ func noneIfEmpty(s string) string {
 	return s
 }
 
-func checkJob(st *model.State, jc JobCheck, add addFunc) {
+func checkJob(st *model.State, jc lang.JobCheck, add addFunc) {
 	j, ok := st.Jobs[jc.ID]
 	name := "job " + jc.ID
 	if jc.Exists != nil {
@@ -374,20 +361,20 @@ func checkJob(st *model.State, jc JobCheck, add addFunc) {
 	}
 }
 
-func (r *runner) selectRRs(rc *RRCheck) []computesim.ResizeRequest {
+func (r *Checker) selectRRs(rc *lang.RRCheck) []computesim.ResizeRequest {
 	var re *regexp.Regexp
 	if rc.Match != "" {
 		re = regexp.MustCompile(rc.Match)
 	}
 	var out []computesim.ResizeRequest
-	for _, rr := range r.h.Sim.ResizeRequestHistory() {
+	for _, rr := range r.sim.ResizeRequestHistory() {
 		if rc.Name != "" && rr.Name != rc.Name {
 			continue
 		}
 		if re != nil && !re.MatchString(rr.Name) {
 			continue
 		}
-		if rc.Node != "" && !namesNode(rr.Instances, rc.Node) {
+		if rc.Node != "" && !NamesNode(rr.Instances, rc.Node) {
 			continue
 		}
 		if rc.Job != "" && !strings.Contains(rr.Name, "-j"+strings.ReplaceAll(rc.Job, "_", "-")+"-g") {
@@ -410,7 +397,7 @@ func stateIn(state string, want []string) bool {
 	return false
 }
 
-func (r *runner) checkRRs(rc *RRCheck, add addFunc) {
+func (r *Checker) checkRRs(rc *lang.RRCheck, add addFunc) {
 	sel := r.selectRRs(rc)
 	var names, described []string
 	states := map[string]string{}
@@ -418,7 +405,7 @@ func (r *runner) checkRRs(rc *RRCheck, add addFunc) {
 		names = append(names, rr.Name)
 		described = append(described, rr.Name+"="+rr.State)
 	}
-	for _, rr := range r.h.Sim.ResizeRequestHistory() {
+	for _, rr := range r.sim.ResizeRequestHistory() {
 		states[rr.Name] = rr.State
 	}
 	sort.Strings(names)
@@ -428,8 +415,8 @@ func (r *runner) checkRRs(rc *RRCheck, add addFunc) {
 		want := sortStrings(rc.Names)
 		add(what, strings.Join(want, " ") == strings.Join(names, " "), listOf(want), listOf(described))
 	}
-	if rc.Count.set() {
-		ok, exp := rc.Count.expect(len(sel))
+	if rc.Count.IsSet() {
+		ok, exp := rc.Count.Expect(len(sel))
 		add(what+" count", ok, exp, fmt.Sprintf("%d %s", len(sel), listOf(described)))
 	}
 	for _, name := range sortedKeys(rc.States) {
@@ -441,7 +428,7 @@ func (r *runner) checkRRs(rc *RRCheck, add addFunc) {
 	}
 }
 
-func rrSelector(rc *RRCheck) string {
+func rrSelector(rc *lang.RRCheck) string {
 	var parts []string
 	if rc.Name != "" {
 		parts = append(parts, "name "+rc.Name)
@@ -464,7 +451,7 @@ func rrSelector(rc *RRCheck) string {
 	return " (" + strings.Join(parts, ", ") + ")"
 }
 
-func (r *runner) within(t time.Time, from, to *At) bool {
+func (r *Checker) within(t time.Time, from, to *lang.At) bool {
 	if from != nil && t.Before(r.start.Add(from.Offset)) {
 		return false
 	}
@@ -474,13 +461,13 @@ func (r *runner) within(t time.Time, from, to *At) bool {
 	return true
 }
 
-func (r *runner) checkCommands(cc *CommandCheck, add addFunc) {
+func (r *Checker) checkCommands(cc *lang.CommandCheck, add addFunc) {
 	var got []string
-	for _, c := range r.cmds {
+	for _, c := range r.commands() {
 		if cc.Command != "" && c.Command != cc.Command {
 			continue
 		}
-		if cc.Node != "" && !contains(c.Nodes, cc.Node) {
+		if cc.Node != "" && !slices.Contains(c.Nodes, cc.Node) {
 			continue
 		}
 		if cc.Job != "" && c.Job != cc.Job {
@@ -496,7 +483,7 @@ func (r *runner) checkCommands(cc *CommandCheck, add addFunc) {
 		if c.Job != "" {
 			target = "job " + c.Job
 		}
-		got = append(got, fmt.Sprintf("%s %s at %s", c.Command, target, FormatDuration(c.At.Sub(r.start))))
+		got = append(got, fmt.Sprintf("%s %s at %s", c.Command, target, lang.FormatDuration(c.At.Sub(r.start))))
 	}
 	var sel []string
 	for _, s := range []struct{ k, v string }{{"command", cc.Command}, {"node", cc.Node}, {"job", cc.Job}, {"reason containing", cc.ReasonContains}} {
@@ -508,8 +495,8 @@ func (r *runner) checkCommands(cc *CommandCheck, add addFunc) {
 	if len(sel) > 0 {
 		what += " (" + strings.Join(sel, ", ") + ")"
 	}
-	ok, exp := cc.Count.expect(len(got))
-	if !cc.Count.set() {
+	ok, exp := cc.Count.Expect(len(got))
+	if !cc.Count.IsSet() {
 		ok, exp = len(got) > 0, "at least 1"
 	}
 	add(what, ok, exp, fmt.Sprintf("%d %s", len(got), listOf(quoteAll(got))))
@@ -523,30 +510,30 @@ func quoteAll(xs []string) []string {
 	return out
 }
 
-func (r *runner) checkSlurmNode(sn SlurmNodeCheck, w world, st *model.State, add addFunc) {
-	n, ok := r.slurm.nodes[sn.Name]
+func (r *Checker) checkSlurmNode(sn lang.SlurmNodeCheck, w world, st *model.State, add addFunc) {
+	n, ok := r.slurm.Node(sn.Name)
 	name := "Slurm node " + sn.Name
 	if !ok {
 		add(name, false, "a node known to Slurm", "unknown (no snapshot named it)")
 		return
 	}
 	if sn.State != "" {
-		base, flags, _ := parseSlurmState(sn.State)
-		want := formatSlurmState(base, flags)
-		add(name+" state", want == n.state(), want, n.state()+reasonSuffix(n.reason))
+		base, flags, _ := lang.ParseSlurmState(sn.State)
+		want := lang.FormatSlurmState(base, flags)
+		add(name+" state", want == n.State(), want, n.State()+reasonSuffix(n.Reason()))
 	}
 	for _, f := range sn.Flags {
-		add(name+" has "+f, n.flags[f], "set", n.state())
+		add(name+" has "+f, n.Flag(f), "set", n.State())
 	}
 	for _, f := range sn.NotFlags {
-		add(name+" lacks "+f, !n.flags[f], "not set", n.state())
+		add(name+" lacks "+f, !n.Flag(f), "not set", n.State())
 	}
 	if sn.Serviceable != nil {
 		wanted := func(node string) bool {
 			rec, ok := st.Nodes[node]
 			return ok && rec.Phase.Serving()
 		}
-		ok, why := r.slurm.serviceable(sn.Name, w.byNode, wanted)
+		ok, why := r.slurm.Serviceable(sn.Name, w.byNode, wanted)
 		exp := "serviceable"
 		if !*sn.Serviceable {
 			exp = "not serviceable"
@@ -555,30 +542,30 @@ func (r *runner) checkSlurmNode(sn SlurmNodeCheck, w world, st *model.State, add
 	}
 }
 
-func (r *runner) checkSlurmJob(sj SlurmJobCheck, add addFunc) {
-	j, ok := r.slurm.jobs[sj.ID]
+func (r *Checker) checkSlurmJob(sj lang.SlurmJobCheck, add addFunc) {
+	j, ok := r.slurm.Job(sj.ID)
 	name := "Slurm job " + sj.ID
 	if !ok {
 		add(name, false, "a job submitted to Slurm", "unknown")
 		return
 	}
 	if sj.State != "" {
-		add(name+" state", strings.EqualFold(sj.State, j.state), strings.ToUpper(sj.State), j.state)
+		add(name+" state", strings.EqualFold(sj.State, j.State()), strings.ToUpper(sj.State), j.State())
 	}
 	if sj.Comment != nil {
-		add(name+" comment", regexp.MustCompile(*sj.Comment).MatchString(j.comment), "matching "+*sj.Comment, fmt.Sprintf("%q", j.comment))
+		add(name+" comment", regexp.MustCompile(*sj.Comment).MatchString(j.Comment()), "matching "+*sj.Comment, fmt.Sprintf("%q", j.Comment()))
 	}
 	if sj.MinRestarts > 0 {
-		add(name+" restarts", j.restarts >= sj.MinRestarts, fmt.Sprintf("at least %d", sj.MinRestarts), fmt.Sprintf("%d", j.restarts))
+		add(name+" restarts", j.Restarts() >= sj.MinRestarts, fmt.Sprintf("at least %d", sj.MinRestarts), fmt.Sprintf("%d", j.Restarts()))
 	}
 }
 
-func (r *runner) checkCounter(cc *CounterCheck, add addFunc) {
+func (r *Checker) checkCounter(cc *lang.CounterCheck, add addFunc) {
 	var times []time.Time
 	what := cc.Counter
 	switch cc.Counter {
 	case "compute_calls":
-		calls, _ := r.compute.snapshot()
+		calls := r.compute.Calls()
 		var pathRe, bodyRe *regexp.Regexp
 		if cc.Path != "" {
 			pathRe = regexp.MustCompile(cc.Path)
@@ -626,16 +613,16 @@ func (r *runner) checkCounter(cc *CounterCheck, add addFunc) {
 			what += " matching " + cc.Match
 		}
 		n := 0
-		for name := range r.rrSeen {
+		for name := range r.rrSeen() {
 			if re == nil || re.MatchString(name) {
 				n++
 			}
 		}
-		ok, exp := cc.Count.expect(n)
+		ok, exp := cc.Count.Expect(n)
 		add(what, ok, exp, fmt.Sprint(n))
 		return
 	case "injected_errors":
-		calls, _ := r.compute.snapshot()
+		calls := r.compute.Calls()
 		for _, c := range calls {
 			if c.Injected != "" && (cc.Fault == "" || c.Injected == cc.Fault) {
 				times = append(times, c.Time)
@@ -645,33 +632,33 @@ func (r *runner) checkCounter(cc *CounterCheck, add addFunc) {
 			what += " of " + cc.Fault
 		}
 	default:
-		for _, d := range r.dlog {
-			if cc.Topic != "" && d.topic != cc.Topic || cc.Type != "" && d.typ != cc.Type || cc.Label != "" && d.label != cc.Label {
+		for _, d := range r.deliveries.Records() {
+			if cc.Topic != "" && d.Topic != cc.Topic || cc.Type != "" && d.Type != cc.Type || cc.Label != "" && d.Label != cc.Label {
 				continue
 			}
 			switch cc.Counter {
 			case "acks":
-				if d.outcome != "ack" {
+				if d.Outcome != "ack" {
 					continue
 				}
 			case "nacks":
-				if d.outcome == "ack" {
+				if d.Outcome == "ack" {
 					continue
 				}
 			case "redeliveries":
-				if d.kind != retryDelivery {
+				if d.Kind != delivery.Retry {
 					continue
 				}
 			case "duplicates":
-				if d.kind != duplicateDelivery {
+				if d.Kind != delivery.Duplicate {
 					continue
 				}
 			}
-			times = append(times, d.at)
+			times = append(times, d.At)
 		}
 		if cc.Counter == "dead_letters" {
 			times = times[:0]
-			for _, d := range r.dead {
+			for _, d := range r.deliveries.DeadLetters() {
 				if (cc.Topic == "" || d.Topic == cc.Topic) && (cc.Type == "" || d.Type == cc.Type) && (cc.Label == "" || d.Label == cc.Label) {
 					times = append(times, r.start.Add(d.At))
 				}
@@ -692,25 +679,25 @@ func (r *runner) checkCounter(cc *CounterCheck, add addFunc) {
 	if cc.From != nil || cc.To != nil {
 		what += fmt.Sprintf(" from %s to %s", atOr(cc.From, "start"), atOr(cc.To, "now"))
 	}
-	if cc.Count.set() {
-		ok, exp := cc.Count.expect(len(in))
+	if cc.Count.IsSet() {
+		ok, exp := cc.Count.Expect(len(in))
 		add(what, ok, exp, fmt.Sprint(len(in)))
 	}
 	if cc.PerHourMax != nil {
 		most, at := maxPerHour(in)
 		actual := fmt.Sprintf("%d", most)
 		if most > 0 {
-			actual += " in the hour from " + FormatDuration(at.Sub(r.start))
+			actual += " in the hour from " + lang.FormatDuration(at.Sub(r.start))
 		}
 		add(what+" per hour", most <= *cc.PerHourMax, fmt.Sprintf("at most %d in any hour", *cc.PerHourMax), actual)
 	}
 }
 
-func atOr(a *At, def string) string {
+func atOr(a *lang.At, def string) string {
 	if a == nil {
 		return def
 	}
-	return FormatDuration(a.Offset)
+	return lang.FormatDuration(a.Offset)
 }
 
 // maxPerHour returns the largest number of times within one hour of each
@@ -732,7 +719,7 @@ func maxPerHour(ts []time.Time) (int, time.Time) {
 
 // --- watches ---
 
-func (r *runner) checkWatches() {
+func (r *Checker) checkWatches() {
 	now := r.now()
 	for _, w := range r.watches {
 		if w.done || now.Before(w.from) {
@@ -758,7 +745,7 @@ func (r *runner) checkWatches() {
 	}
 }
 
-func (r *runner) closeWatch(w *watchState) {
+func (r *Checker) closeWatch(w *watchState) {
 	if w.done {
 		return
 	}
@@ -771,6 +758,6 @@ func (r *runner) closeWatch(w *watchState) {
 		until = w.until
 	}
 	r.record([]Result{{At: until.Sub(r.start), Step: w.step, Name: w.name,
-		Pass: true, Expected: fmt.Sprintf("holds from %s to %s", FormatDuration(w.from.Sub(r.start)), FormatDuration(until.Sub(r.start))),
+		Pass: true, Expected: fmt.Sprintf("holds from %s to %s", lang.FormatDuration(w.from.Sub(r.start)), lang.FormatDuration(until.Sub(r.start))),
 		Actual: fmt.Sprintf("held in all %d evaluations", w.evals)}})
 }

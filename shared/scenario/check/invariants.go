@@ -1,4 +1,4 @@
-package scenario
+package check
 
 import (
 	"fmt"
@@ -10,11 +10,13 @@ import (
 
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
+	"github.com/flexslurm/flexslurm/shared/scenario/computefault"
+	"github.com/flexslurm/flexslurm/shared/scenario/lang"
 )
 
 // invariantState follows the continuous invariants of a run.
 type invariantState struct {
-	cfg Invariants
+	cfg lang.Invariants
 	// first failure result index in runner.results, and later failing
 	// evaluations, per invariant.
 	failedAt map[string]int
@@ -26,7 +28,7 @@ type invariantState struct {
 	beyondSince     map[string]time.Time // VM → since when beyond its pool's max
 }
 
-func newInvariantState(cfg Invariants) *invariantState {
+func newInvariantState(cfg lang.Invariants) *invariantState {
 	return &invariantState{cfg: cfg, failedAt: map[string]int{}, repeats: map[string]int{},
 		unrecordedSince: map[string]time.Time{}, belowSince: map[string]time.Time{}, beyondSince: map[string]time.Time{}}
 }
@@ -73,25 +75,25 @@ func (s *invariantState) describe(name string) string {
 	case "one_request_per_node":
 		return "never two active resize requests for one node"
 	case "no_unrecorded_vm":
-		return fmt.Sprintf("no VM without a node record for longer than %s", FormatDuration(c.NoUnrecordedVM.Within.D()))
+		return fmt.Sprintf("no VM without a node record for longer than %s", lang.FormatDuration(c.NoUnrecordedVM.Within.D()))
 	case "static_at_min":
-		return fmt.Sprintf("static pools back at min_node_count within %s of capacity being available", FormatDuration(c.StaticAtMin.Within.D()))
+		return fmt.Sprintf("static pools back at min_node_count within %s of capacity being available", lang.FormatDuration(c.StaticAtMin.Within.D()))
 	case "idle_dynamic_released":
-		return fmt.Sprintf("no dynamic VM idle in Slurm for SuspendTime plus %s", FormatDuration(c.IdleDynamicReleased.Within.D()))
+		return fmt.Sprintf("no dynamic VM idle in Slurm for SuspendTime plus %s", lang.FormatDuration(c.IdleDynamicReleased.Within.D()))
 	case "repair_progress":
-		return fmt.Sprintf("no node waits in a repair state (await_drain, host_repair, blocked) for longer than %s", FormatDuration(c.RepairProgress.Within.D()))
+		return fmt.Sprintf("no node waits in a repair state (await_drain, host_repair, blocked) for longer than %s", lang.FormatDuration(c.RepairProgress.Within.D()))
 	case "foreign_untouched":
 		return "no action on a resource not labelled as this cluster's"
 	case "foreign_reservations_untouched":
 		return fmt.Sprintf("no Slurm command names a reservation without the %q prefix", c.ForeignReservationsUntouched.Prefix)
 	case "within_max":
-		return fmt.Sprintf("no VM beyond its pool's max_node_count without a running job for longer than %s", FormatDuration(c.WithinMax.Within.D()))
+		return fmt.Sprintf("no VM beyond its pool's max_node_count without a running job for longer than %s", lang.FormatDuration(c.WithinMax.Within.D()))
 	}
 	return name
 }
 
 // checkInvariants evaluates the configured invariants now.
-func (r *runner) checkInvariants() {
+func (r *Checker) checkInvariants() {
 	s := r.inv
 	names := s.enabled()
 	if len(names) == 0 {
@@ -116,7 +118,7 @@ func (r *runner) checkInvariants() {
 
 // finalInvariants reports the invariants that held throughout, and how
 // often the failed ones were violated.
-func (r *runner) finalInvariants() []Result {
+func (r *Checker) finalInvariants() []Result {
 	s := r.inv
 	var out []Result
 	for _, name := range s.enabled() {
@@ -133,28 +135,17 @@ func (r *runner) finalInvariants() []Result {
 }
 
 // strictInvariant evaluates a named invariant now with no grace.
-func (r *runner) strictInvariant(name string) []string {
+func (r *Checker) strictInvariant(name string) []string {
 	w := r.vmView()
 	switch name {
 	case "no_dead_letters":
 		var out []string
-		for _, d := range r.dead {
-			out = append(out, fmt.Sprintf("%s %s (%s) dead-lettered at %s", d.Topic, d.ID, d.Type, FormatDuration(d.At)))
+		for _, d := range r.deliveries.DeadLetters() {
+			out = append(out, fmt.Sprintf("%s %s (%s) dead-lettered at %s", d.Topic, d.ID, d.Type, lang.FormatDuration(d.At)))
 		}
 		return out
 	case "quiet":
-		var out []string
-		for _, d := range r.queue {
-			if !d.msg.dead && !(d.kind != firstDelivery && d.msg.acked) {
-				out = append(out, fmt.Sprintf("%s %s (%s) queued for %s", d.msg.topic, d.msg.id, d.msg.describe(), FormatDuration(d.due.Sub(r.start))))
-			}
-		}
-		for _, h := range sortedKeys(r.holds) {
-			for _, m := range r.holds[h] {
-				out = append(out, fmt.Sprintf("%s %s held in %q", m.topic, m.id, h))
-			}
-		}
-		return out
+		return r.deliveries.NotQuiet()
 	case "no_idle_dynamic_vm":
 		return r.idleDynamic(w, 0, time.Time{}, true)
 	}
@@ -163,10 +154,10 @@ func (r *runner) strictInvariant(name string) []string {
 
 // invariant returns the violations of one invariant; strict ignores grace
 // periods.
-func (r *runner) invariant(name string, w world, strict bool) []string {
+func (r *Checker) invariant(name string, w world, strict bool) []string {
 	s := r.inv
 	now := r.now()
-	grace := func(wi *Within) time.Duration {
+	grace := func(wi *lang.Within) time.Duration {
 		if strict || wi == nil {
 			return 0
 		}
@@ -174,11 +165,11 @@ func (r *runner) invariant(name string, w world, strict bool) []string {
 	}
 	// afterFault is the earliest deadline a fault on the calls at path
 	// allows.
-	afterFault := func(wi *Within, path string) time.Time {
+	afterFault := func(wi *lang.Within, path string) time.Time {
 		if strict || wi == nil {
 			return time.Time{}
 		}
-		b := r.compute.blockedUntil(path)
+		b := r.compute.BlockedUntil(path)
 		if b.IsZero() {
 			return b
 		}
@@ -196,7 +187,7 @@ func (r *runner) invariant(name string, w world, strict bool) []string {
 		return out
 	case "one_request_per_node":
 		active := map[string][]string{}
-		for _, rr := range r.h.Sim.ResizeRequests() {
+		for _, rr := range r.sim.ResizeRequests() {
 			if rr.State != "CREATING" && rr.State != "ACCEPTED" {
 				continue
 			}
@@ -233,9 +224,9 @@ func (r *runner) invariant(name string, w world, strict bool) []string {
 				since = now
 				s.unrecordedSince[vm.Name] = now
 			}
-			if deadline := latest(since.Add(grace(s.cfg.NoUnrecordedVM)), afterFault(s.cfg.NoUnrecordedVM, anyPath)); now.After(deadline) || strict {
+			if deadline := latest(since.Add(grace(s.cfg.NoUnrecordedVM)), afterFault(s.cfg.NoUnrecordedVM, computefault.AnyPath)); now.After(deadline) || strict {
 				out = append(out, fmt.Sprintf("VM %s (created at %s) has had no node record since %s", vm.Name,
-					FormatDuration(vm.Created.Sub(r.start)), FormatDuration(since.Sub(r.start))))
+					lang.FormatDuration(vm.Created.Sub(r.start)), lang.FormatDuration(since.Sub(r.start))))
 			}
 		}
 		if !strict {
@@ -259,19 +250,19 @@ func (r *runner) invariant(name string, w world, strict bool) []string {
 			if !ok {
 				continue
 			}
-			if rec, known := st.Nodes[node]; !known || rec.VMName != vm.name {
+			if rec, known := st.Nodes[node]; !known || rec.VMName != vm.Name {
 				continue // no record names it: no_unrecorded_vm's business
 			}
 			if p, inSpec := r.spec.Pool(pool); inSpec && p.IsFlexStart() && idx < p.MaxNodeCount {
 				continue
 			}
-			if sn, known := r.slurm.nodes[node]; known && sn.job != "" {
-				if j, ok := r.slurm.jobs[sn.job]; ok && j.state == "RUNNING" {
+			if sn, known := r.slurm.Node(node); known && sn.JobID() != "" {
+				if j, ok := r.slurm.Job(sn.JobID()); ok && j.State() == "RUNNING" {
 					continue
 				}
 			}
-			live[vm.name] = true
-			since, seen := s.beyondSince[vm.name]
+			live[vm.Name] = true
+			since, seen := s.beyondSince[vm.Name]
 			switch {
 			case !seen:
 				since = now
@@ -279,10 +270,10 @@ func (r *runner) invariant(name string, w world, strict bool) []string {
 				since = r.specAt // the clock starts again at the latest apply
 			}
 			if !strict {
-				s.beyondSince[vm.name] = since
+				s.beyondSince[vm.Name] = since
 			}
 			if deadline := since.Add(grace(s.cfg.WithinMax)); now.After(deadline) || strict {
-				out = append(out, fmt.Sprintf("VM %s of node %s is beyond its pool's maximum with no job running since %s", vm.name, node, FormatDuration(since.Sub(r.start))))
+				out = append(out, fmt.Sprintf("VM %s of node %s is beyond its pool's maximum with no job running since %s", vm.Name, node, lang.FormatDuration(since.Sub(r.start))))
 			}
 		}
 		if !strict {
@@ -310,7 +301,7 @@ func (r *runner) invariant(name string, w world, strict bool) []string {
 			up := map[string]bool{}
 			for node, vm := range w.byNode {
 				_, pool, idx, ok := naming.ParseNodeName(node)
-				if !ok || pool != p.ID || vm.status != "RUNNING" {
+				if !ok || pool != p.ID || vm.Status != "RUNNING" {
 					continue
 				}
 				if rec, known := st.Nodes[node]; idx < p.MinNodeCount || (known && rec.Kind == model.NodeStatic) {
@@ -326,16 +317,16 @@ func (r *runner) invariant(name string, w world, strict bool) []string {
 				since = now
 				s.belowSince[p.ID] = now
 			}
-			delays := r.capacityDelay(p.Zone, p.MachineSpec.MachineType) + r.f.Simulator.AcceptDelay.D() + r.f.Simulator.DeleteDelay.D()
-			deadline := latest(since.Add(delays+grace(s.cfg.StaticAtMin)), afterFault(s.cfg.StaticAtMin, pathResizeRequests).Add(delays))
+			delays := r.capacityDelay(p.Zone, p.MachineSpec.MachineType) + r.simulator.AcceptDelay.D() + r.simulator.DeleteDelay.D()
+			deadline := latest(since.Add(delays+grace(s.cfg.StaticAtMin)), afterFault(s.cfg.StaticAtMin, computefault.PathResizeRequests).Add(delays))
 			if strict || now.After(deadline) {
 				out = append(out, fmt.Sprintf("pool %s has %d of %d static nodes with a running VM since %s (deadline %s)",
-					p.ID, len(up), p.MinNodeCount, FormatDuration(since.Sub(r.start)), FormatDuration(deadline.Sub(r.start))))
+					p.ID, len(up), p.MinNodeCount, lang.FormatDuration(since.Sub(r.start)), lang.FormatDuration(deadline.Sub(r.start))))
 			}
 		}
 		return out
 	case "idle_dynamic_released":
-		return r.idleDynamic(w, grace(s.cfg.IdleDynamicReleased), afterFault(s.cfg.IdleDynamicReleased, anyPath), strict)
+		return r.idleDynamic(w, grace(s.cfg.IdleDynamicReleased), afterFault(s.cfg.IdleDynamicReleased, computefault.AnyPath), strict)
 	case "repair_progress":
 		st := r.state()
 		var out []string
@@ -343,9 +334,9 @@ func (r *runner) invariant(name string, w world, strict bool) []string {
 			if !n.Repair.UnderRepair() && n.Repair != model.RepairBlocked {
 				continue
 			}
-			deadline := latest(n.RepairSince.Add(grace(s.cfg.RepairProgress)), afterFault(s.cfg.RepairProgress, anyPath))
+			deadline := latest(n.RepairSince.Add(grace(s.cfg.RepairProgress)), afterFault(s.cfg.RepairProgress, computefault.AnyPath))
 			if strict || now.After(deadline) {
-				out = append(out, fmt.Sprintf("node %s (%s) has been %s since %s", n.Name, n.VMName, n.Repair, FormatDuration(n.RepairSince.Sub(r.start))))
+				out = append(out, fmt.Sprintf("node %s (%s) has been %s since %s", n.Name, n.VMName, n.Repair, lang.FormatDuration(n.RepairSince.Sub(r.start))))
 			}
 		}
 		return out
@@ -363,14 +354,14 @@ func (r *runner) invariant(name string, w world, strict bool) []string {
 
 // idleDynamic lists the live dynamic VMs whose node Slurm has not allocated
 // to a job for SuspendTime plus grace.
-func (r *runner) idleDynamic(w world, grace time.Duration, notBefore time.Time, strict bool) []string {
+func (r *Checker) idleDynamic(w world, grace time.Duration, notBefore time.Time, strict bool) []string {
 	now := r.now()
 	st := r.state()
 	var out []string
 	for _, node := range sortedKeys(w.byNode) {
 		vm := w.byNode[node]
-		n, ok := r.slurm.nodes[node]
-		if !ok || n.static {
+		n, ok := r.slurm.Node(node)
+		if !ok || n.Static() {
 			continue
 		}
 		// A node flexslurm holds as static (a make-before-break successor)
@@ -395,7 +386,7 @@ func (r *runner) idleDynamic(w world, grace time.Duration, notBefore time.Time, 
 		kept := false
 		for _, id := range holding {
 			if j, ok := st.Jobs[id]; ok && j.State == model.JobPending {
-				if sj, ok := r.slurm.jobs[id]; !ok || sj.active() {
+				if sj, ok := r.slurm.Job(id); !ok || sj.Active() {
 					kept = true
 				}
 			}
@@ -403,32 +394,32 @@ func (r *runner) idleDynamic(w world, grace time.Duration, notBefore time.Time, 
 		if kept {
 			continue
 		}
-		if n.job != "" {
-			if j, ok := r.slurm.jobs[n.job]; ok && j.active() {
+		if n.JobID() != "" {
+			if j, ok := r.slurm.Job(n.JobID()); ok && j.Active() {
 				continue
 			}
 		}
-		idle := vm.created
-		if n.freedAt.After(idle) {
-			idle = n.freedAt
+		idle := vm.Created
+		if n.FreedAt().After(idle) {
+			idle = n.FreedAt()
 		}
 		// A drained node cannot take a job: it is idle from its resume.
-		if n.undrainedAt.After(idle) {
-			idle = n.undrainedAt
+		if n.UndrainedAt().After(idle) {
+			idle = n.UndrainedAt()
 		}
 		// A VM kept for a pending job (above) is idle from the moment
 		// that job ended, not from before.
 		for _, id := range holding {
-			if sj, ok := r.slurm.jobs[id]; ok && !sj.active() && sj.endAt.After(idle) && !sj.endAt.After(now) {
-				idle = sj.endAt
+			if sj, ok := r.slurm.Job(id); ok && !sj.Active() && sj.EndAt().After(idle) && !sj.EndAt().After(now) {
+				idle = sj.EndAt()
 			}
 		}
-		deadline := latest(idle.Add(r.slurm.cfg.SuspendTime.D()+grace), notBefore)
+		deadline := latest(idle.Add(r.slurm.SuspendTime()+grace), notBefore)
 		if strict || now.After(deadline) {
-			if strict && now.Before(idle.Add(r.slurm.cfg.SuspendTime.D())) {
+			if strict && now.Before(idle.Add(r.slurm.SuspendTime())) {
 				continue
 			}
-			out = append(out, fmt.Sprintf("VM %s of node %s (Slurm: %s) has had no job since %s", vm.name, node, n.state(), FormatDuration(idle.Sub(r.start))))
+			out = append(out, fmt.Sprintf("VM %s of node %s (Slurm: %s) has had no job since %s", vm.Name, node, n.State(), lang.FormatDuration(idle.Sub(r.start))))
 		}
 	}
 	return out
@@ -451,9 +442,9 @@ func holdingJobs(st *model.State, node string) []string {
 
 // foreignTouched lists foreign VMs that are gone and calls flexslurm made
 // that name a foreign VM or MIG.
-func (r *runner) foreignTouched(w world) []string {
+func (r *Checker) foreignTouched(w world) []string {
 	var out []string
-	for _, f := range r.foreign {
+	for _, f := range r.foreign() {
 		alive := false
 		for _, vm := range w.all {
 			if vm.Name == f.Name && vm.Zone == f.Zone && vm.Status != "STOPPING" {
@@ -465,9 +456,9 @@ func (r *runner) foreignTouched(w world) []string {
 		}
 	}
 	// Calls are scanned once each, as they come.
-	calls := r.compute.since(r.foreignScanned)
+	calls := r.compute.Since(r.foreignScanned)
 	r.foreignScanned += len(calls)
-	for _, f := range r.foreign {
+	for _, f := range r.foreign() {
 		if len(calls) == 0 {
 			break
 		}
@@ -480,7 +471,7 @@ func (r *runner) foreignTouched(w world) []string {
 				re = regexp.MustCompile(`(^|[^a-z0-9-])(` + regexp.QuoteMeta(f.Name) + `|` + regexp.QuoteMeta(f.MIG) + `)([^a-z0-9-]|$)`)
 			}
 			if re.MatchString(c.Path) || re.MatchString(c.Body) {
-				r.foreignCalls = append(r.foreignCalls, fmt.Sprintf("flexslurm called %s %s at %s naming foreign %s", c.Method, c.Path, FormatDuration(c.Time.Sub(r.start)), f.Name))
+				r.foreignCalls = append(r.foreignCalls, fmt.Sprintf("flexslurm called %s %s at %s naming foreign %s", c.Method, c.Path, lang.FormatDuration(c.Time.Sub(r.start)), f.Name))
 			}
 		}
 	}
@@ -492,13 +483,14 @@ func (r *runner) foreignTouched(w world) []string {
 // reservation ("reservation", "reservation_name", …), or the name field of
 // a command about reservations.
 //
-// Commands are scanned once each, as they come (r.cmds only grows and the
+// Commands are scanned once each, as they come (the command log only grows and the
 // prefix is the run's): a chaos run checks this after every event.
-func (r *runner) foreignReservations(prefix string) []string {
+func (r *Checker) foreignReservations(prefix string) []string {
 	if r.resvPrefix != prefix {
 		r.resvPrefix, r.resvScanned, r.resvFound = prefix, 0, nil
 	}
-	for _, c := range r.cmds[r.resvScanned:] {
+	cmds := r.commands()
+	for _, c := range cmds[r.resvScanned:] {
 		about := strings.Contains(strings.ToLower(c.Command), "reservation")
 		for _, k := range sortedKeys(c.Raw) {
 			v := c.Raw[k]
@@ -508,12 +500,12 @@ func (r *runner) foreignReservations(prefix string) []string {
 			}
 			for _, name := range stringsIn(v) {
 				if !strings.HasPrefix(name, prefix) {
-					r.resvFound = append(r.resvFound, fmt.Sprintf("command %s at %s names reservation %q (%s)", c.Command, FormatDuration(c.At.Sub(r.start)), name, k))
+					r.resvFound = append(r.resvFound, fmt.Sprintf("command %s at %s names reservation %q (%s)", c.Command, lang.FormatDuration(c.At.Sub(r.start)), name, k))
 				}
 			}
 		}
 	}
-	r.resvScanned = len(r.cmds)
+	r.resvScanned = len(cmds)
 	return append([]string(nil), r.resvFound...)
 }
 
