@@ -27,7 +27,9 @@ import (
 // Every decision that ends a generation while its request may still be
 // queued marks the node (model.Node.RequestOpen: release, the other nodes
 // of a cancelled job request, a queue timeout). The mark is cleared when
-// the reconciler sees the request end (observePreviousRequests): listed
+// Compute confirms the end on the cancellation itself (RequestsEnded,
+// recorded by shared/apply right after the call), or when the reconciler
+// sees the request end (observePreviousRequests): listed
 // SUCCEEDED, FAILED or CANCELLED, a VM of the generation listed (a resize
 // request creates its VMs only when it succeeds), or the request not listed
 // at all in Policy.MissThreshold consecutive passes (never created, or
@@ -146,4 +148,32 @@ func finalRequestState(state string) bool {
 		return true
 	}
 	return false
+}
+
+// NodesAwaitingRequests names the nodes of st whose ended generation waits
+// for one of these resize requests to end (requestMayBeActive), sorted.
+func NodesAwaitingRequests(st *model.State, rrs []string) []string {
+	var out []string
+	for _, n := range st.SortedNodes() {
+		if requestMayBeActive(*n) && slices.Contains(rrs, n.ResizeRequest) {
+			out = append(out, n.Name)
+		}
+	}
+	return out
+}
+
+// RequestsEnded records that these resize requests can create no VM any
+// more — Compute confirmed it when they were cancelled: the operation of
+// the cancellation completed, or Compute answered that the request is no
+// longer queued — so the nodes whose ended generation waited on one of
+// them may be requested again (their job is served by its next report or
+// the next reconcile pass).
+func RequestsEnded(st *model.State, rrs []string, now time.Time) []Action {
+	b := newBuilder(st, now)
+	for _, name := range NodesAwaitingRequests(b.st, rrs) {
+		n := *b.st.Nodes[name]
+		n.RequestOpen, n.RequestMisses = false, 0
+		b.putNode(n, fmt.Sprintf("previous resize request %s cancelled (Compute confirmed it is no longer queued): %s may be requested again", n.ResizeRequest, n.Name))
+	}
+	return b.out
 }

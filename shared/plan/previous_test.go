@@ -142,6 +142,21 @@ func TestOneActiveRequestPerNode(t *testing.T) {
 				"CreateResizeRequest:rr-flexvm-a3u-j8-g2=flexvm-a3u-2-g2"},
 		},
 		{
+			name: "the release's cancel confirmed by Compute (RequestsEnded): the job's next report is served at once",
+			before: func(t *testing.T, st *model.State) {
+				if got := NodesAwaitingRequests(st, []string{prev}); !cmp.Equal(got, []string{"flexvm-a3u-2"}) {
+					t.Errorf("nodes awaiting %s: %v", prev, got)
+				}
+				Apply(st, RequestsEnded(st, []string{prev}, t0.Add(time.Minute)))
+			},
+			decide: job(requeued("8")),
+			// The release's deletion of the VM the request might have made is
+			// asked again (supersede): the next generation's record no longer
+			// names it.
+			want: []string{"DeleteVMs:flexvm-a3u-2-g1", "PutNode:flexvm-a3u-2/requested", "PutJob:8/pending",
+				"CreateResizeRequest:rr-flexvm-a3u-j8-g2=flexvm-a3u-2-g2"},
+		},
+		{
 			name: "a static node whose VM expired is requested again at once (its old VM still going away)",
 			decide: func(t *testing.T, st *model.State, now time.Time) []Action {
 				a, err := Expiry(st, audit(event.AuditDeferredDelete, "flexvm-a3u-0-g1"), now, Policy{})
