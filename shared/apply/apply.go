@@ -239,12 +239,14 @@ func (r *Runner) Process(ctx context.Context, in Input) (Result, error) {
 			return res, fmt.Errorf("%w: crash after commit of event %s: %w", ErrTransient, in.EventID, err)
 		}
 	}
-	res.Failed = r.Execute(ctx, in.Scope.Cluster, after, plan.External(res.Actions), log)
+	var ended []plan.CancelResizeRequest
+	res.Failed, ended = r.executeAll(ctx, in.Scope.Cluster, after, plan.External(res.Actions), log)
 	for _, f := range res.Failed {
 		if errors.Is(f.Err, errCrash) {
 			return res, fmt.Errorf("%w: crash before %s: %w", ErrTransient, f.Action, f.Err)
 		}
 	}
+	r.requestsEnded(ctx, in.Scope.Cluster, after, ended, log)
 	return res, r.respond(ctx, in.Scope.Cluster, res.Failed, log)
 }
 
@@ -268,6 +270,39 @@ func (r *Runner) respond(ctx context.Context, cluster string, failed []ActionErr
 		}
 	}
 	return retry
+}
+
+// requestsEnded records, in a follow-up transaction, that the resize
+// requests whose cancellation Compute confirmed have ended, so that the
+// nodes whose previous generation waited on one of them may be requested
+// again without waiting for a reconcile pass to list it
+// (plan.RequestsEnded). A failure is only logged: the reconciler sees the
+// same from its listing.
+func (r *Runner) requestsEnded(ctx context.Context, cluster string, st *model.State, ended []plan.CancelResizeRequest, log *slog.Logger) {
+	if len(ended) == 0 || st == nil {
+		return
+	}
+	names := make([]string, 0, len(ended))
+	for _, c := range ended {
+		names = append(names, c.Name)
+	}
+	nodes := plan.NodesAwaitingRequests(st, names)
+	if len(nodes) == 0 {
+		return
+	}
+	var acts []plan.Action
+	err := r.d.Store.Update(ctx, store.Scope{Cluster: cluster, Nodes: nodes}, func(st *model.State) error {
+		acts = plan.RequestsEnded(st, names, r.d.Clock.Now(), r.d.Policy)
+		plan.Apply(st, acts)
+		return nil
+	})
+	if err != nil {
+		log.Warn("recording the end of cancelled resize requests failed: the reconciler will see it", "resize_requests", strings.Join(names, ","), "error", err.Error())
+		return
+	}
+	for _, a := range acts {
+		logAction(log, a, "recorded")
+	}
 }
 
 // provisioningFailed records a refused resize request: pool backoff, nodes
@@ -400,16 +435,37 @@ func errorCode(err error) string {
 // Execute carries out external actions in order. A failing action does not
 // stop the others; the failures are returned with their error class.
 func (r *Runner) Execute(ctx context.Context, cluster string, st *model.State, actions []plan.Action, log *slog.Logger) []ActionError {
-	var failed []ActionError
+	failed, _ := r.executeAll(ctx, cluster, st, actions, log)
+	return failed
+}
+
+// errRequestGone marks a cancellation of a resize request Compute does not
+// know (never created, or deleted): nothing to do, but nothing seen to end
+// either — a create still in flight may yet make it.
+var errRequestGone = errors.New("resize request not found")
+
+// executeAll is Execute; it also returns the cancellations whose request
+// Compute showed ended: cancelled by the call (its operation done without
+// error), or no longer queued (gce.ErrNotCancellable: SUCCEEDED, FAILED or
+// CANCELLED). A request Compute does not know is not among them.
+func (r *Runner) executeAll(ctx context.Context, cluster string, st *model.State, actions []plan.Action, log *slog.Logger) (failed []ActionError, ended []plan.CancelResizeRequest) {
 	for _, a := range actions {
 		if r.d.Fault != nil {
 			if err := r.d.Fault("action", a); err != nil {
 				// A crash: nothing after this point happens.
 				failed = append(failed, ActionError{Action: a, Class: plan.FailTransient, Err: fmt.Errorf("%w: %w", errCrash, err)})
-				return failed
+				return failed, ended
 			}
 		}
 		err := r.execute(ctx, cluster, st, a)
+		if c, ok := a.(plan.CancelResizeRequest); ok {
+			if err == nil || (errors.Is(err, gce.ErrNotCancellable) && !gce.IsNotFound(err)) {
+				ended = append(ended, c)
+			}
+			if errors.Is(err, errRequestGone) {
+				err = nil
+			}
+		}
 		if err != nil {
 			cls := classify(ctx, a, err)
 			failed = append(failed, ActionError{Action: a, Class: cls, Code: errorCode(err), Err: err})
@@ -418,7 +474,7 @@ func (r *Runner) Execute(ctx context.Context, cluster string, st *model.State, a
 		}
 		logAction(log, a, "done")
 	}
-	return failed
+	return failed, ended
 }
 
 func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a plan.Action) error {
@@ -455,7 +511,7 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 		}
 		err = r.d.Compute.CancelResizeRequest(ctx, p.Zone, p.MIG, a.Name, a.RequestID)
 		if gce.IsNotFound(err) {
-			return nil
+			return fmt.Errorf("%w: %w", errRequestGone, err)
 		}
 		return err
 	case plan.DeleteResizeRequest:

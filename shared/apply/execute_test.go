@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/flexslurm/flexslurm/shared/apply"
+	"github.com/flexslurm/flexslurm/shared/computesim"
 	"github.com/flexslurm/flexslurm/shared/gce"
 	"github.com/flexslurm/flexslurm/shared/harness"
 	"github.com/flexslurm/flexslurm/shared/model"
@@ -216,5 +217,59 @@ func TestRerunIsIdempotent(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("Compute holds %d resize requests rr-flexvm-a3u-2-g1, want 1", n)
+	}
+}
+
+// TestCancelConfirmedEndsTheRequest: a node whose generation ended while
+// its resize request was queued (model.Node.RequestOpen) may be requested
+// again as soon as Compute confirms the request ended — the cancel's
+// operation completed, or Compute answers that the request is no longer
+// queued — but not when Compute does not know the request (a create still
+// in flight could make it): the reconciler's listing decides then.
+func TestCancelConfirmedEndsTheRequest(t *testing.T) {
+	mig := "fs-flexvm-a3u"
+	const rr = "rr-flexvm-a3u-j7-g1"
+	create := plan.CreateResizeRequest{Pool: "a3u", Name: rr, VMs: []string{"flexvm-a3u-2-g1"}, RunDuration: time.Hour, JobID: "7",
+		RequestID: naming.CreateResizeRequestID(mig, rr), Reason: "test"}
+	cancel := func(id string) plan.CancelResizeRequest {
+		return plan.CancelResizeRequest{Pool: "a3u", Name: rr, RequestID: id, Reason: "test"}
+	}
+	released := model.Node{Name: "flexvm-a3u-2", Pool: "a3u", Index: 2, Kind: model.NodeDynamic, Generation: 1, Phase: model.PhaseDeleting,
+		VMName: "flexvm-a3u-2-g1", ResizeRequest: rr, JobID: "7", RequestOpen: true}
+	for _, tc := range []struct {
+		name     string
+		before   []plan.Action // run as an earlier event
+		open     bool
+		failures int
+	}{
+		{name: "cancelled now", before: []plan.Action{create}, open: false},
+		{name: "already cancelled (no longer queued)", before: []plan.Action{create, cancel(naming.CancelResizeRequestID("an-earlier-call", rr))}, open: false, failures: 1},
+		{name: "unknown to Compute: left to the reconciler's listing", open: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, rec, c, ctx := setup(t)
+			h.Sim.SetShortage(computesim.Shortage{Name: "queued"}) // requests stay ACCEPTED
+			scope := store.Scope{Cluster: c.ID, AllPools: true}
+			if tc.before != nil {
+				if res, err := h.Runner.Process(ctx, apply.Input{Flow: "test", EventID: "e-0", Scope: scope, Decide: decide(tc.before...)}); err != nil {
+					t.Fatalf("Process: %v (failed: %v)", err, res.Failed)
+				}
+			}
+			acts := []plan.Action{plan.PutNode{Node: released, Reason: "released while queued"}, cancel(naming.CancelResizeRequestID(mig, rr))}
+			res, err := h.Runner.Process(ctx, apply.Input{Flow: "test", EventID: "e-1", Scope: scope, Decide: decide(acts...)})
+			if err != nil {
+				t.Fatalf("Process: %v (failed: %v)", err, res.Failed)
+			}
+			if len(res.Failed) != tc.failures {
+				t.Errorf("failed actions %+v, want %d; calls %v", res.Failed, tc.failures, rec.take())
+			}
+			st, err := h.Store.Read(ctx, scope)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := st.Nodes["flexvm-a3u-2"]; n == nil || n.RequestOpen != tc.open {
+				t.Errorf("node after the cancel = %+v; want its previous request open = %v", n, tc.open)
+			}
+		})
 	}
 }

@@ -19,3 +19,20 @@ func TestRegressionSeeds(t *testing.T) {
 		}
 	}
 }
+
+// TestRegressionSeedsAllClasses does the same for seeds that once failed
+// with every convergence class's workload added (`flexslurm chaos --class
+// all`).
+func TestRegressionSeedsAllClasses(t *testing.T) {
+	for _, seed := range []uint64{
+		1000099, // resume failures during a Compute outage: a job's request made while a node's previous one, its cancel not yet through, was still queued (one_request_per_node)
+		1000116, // the same gap, in another seed (one_request_per_node)
+	} {
+		o := RunSeed(testContext(t), seed, RunOptions{Options: Options{Classes: Classes}})
+		if o.Failed() {
+			var b strings.Builder
+			o.Report.Write(&b, false)
+			t.Errorf("seed %d: %s\n%s", seed, o.Signature(), b.String())
+		}
+	}
+}

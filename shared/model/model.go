@@ -119,6 +119,17 @@ type Node struct {
 	VMID       string   `firestore:"vm_id" json:"vm_id,omitempty"`     // numeric Compute instance id, as a string
 	// ResizeRequest names the resize request that provisions this generation.
 	ResizeRequest string `firestore:"resize_request" json:"resize_request,omitempty"`
+	// RequestOpen is true while this generation, ended before its VM ran
+	// (released while its capacity was queued, or its queued request
+	// cancelled past the queue timeout), still names a resize request that
+	// may be active: it was cancelled, and flexslurm has not yet seen it end
+	// (listed SUCCEEDED, FAILED or CANCELLED, a VM of the generation listed,
+	// or the request not listed in Policy.MissThreshold consecutive passes,
+	// counted by RequestMisses). The node gets no next generation while it
+	// is set (plan: "one active request per node"). Every decision that ends
+	// a generation whose request may still be queued sets it.
+	RequestOpen   bool `firestore:"request_open" json:"request_open,omitempty"`
+	RequestMisses int  `firestore:"request_misses" json:"request_misses,omitempty"`
 	// JobID is the Slurm job a dynamic node was provisioned for ("" for static nodes).
 	JobID string `firestore:"job_id" json:"job_id,omitempty"`
 	// RequestedAt is when this generation's capacity was requested.

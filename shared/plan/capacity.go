@@ -224,13 +224,16 @@ func ProvisioningFailed(st *model.State, poolID, rr, class, code string, now tim
 	}
 	why := fmt.Sprintf("resize request %s: %s error %s", rr, class, code)
 	b.backOff(pool, class, code, why)
-	b.requestEnded(rr, model.EndFailed, why)
+	b.requestEnded(rr, model.EndFailed, true, why)
 	return b.out, nil
 }
 
 // requestEnded releases the nodes still waiting on a resize request that
-// will never provision them, and notes it on their job.
-func (b *builder) requestEnded(rr string, end model.EndReason, why string) {
+// will never provision them, and notes it on their job. gone says the
+// request can create no VM any more (Compute refused to create it); else
+// it is being cancelled, and the nodes get no next generation until it is
+// seen to end (requestMayBeActive).
+func (b *builder) requestEnded(rr string, end model.EndReason, gone bool, why string) {
 	jobs := map[string]bool{}
 	for _, n := range b.st.SortedNodes() {
 		if n.ResizeRequest != rr || n.Phase != model.PhaseRequested {
@@ -239,6 +242,7 @@ func (b *builder) requestEnded(rr string, end model.EndReason, why string) {
 		node := *n
 		node.Phase = model.PhaseReleased
 		node.LastEnd = end
+		node.RequestOpen = !gone
 		b.putNode(node, why)
 		if node.JobID != "" {
 			jobs[node.JobID] = true
@@ -279,7 +283,7 @@ func (b *builder) queueTimedOut(pool *model.Pool, node model.Node, rr ObservedRe
 		rr.Name, b.now.Sub(rr.Created).Round(time.Minute), b.pol.QueueTimeout, count+1, b.pol.MaxResubmits)
 	b.add(CancelResizeRequest{Pool: pool.ID, Name: rr.Name, RequestID: naming.CancelResizeRequestID(pool.MIG, rr.Name), Reason: why})
 	b.add(Metric{Name: MetricResubmits, Labels: map[string]string{"pool": pool.ID}, Reason: why})
-	b.requestEnded(rr.Name, model.EndTimeout, why)
+	b.requestEnded(rr.Name, model.EndTimeout, false, why)
 	if job != nil {
 		jj := *b.st.Jobs[job.ID]
 		jj.Resubmits++

@@ -141,6 +141,16 @@ func TestJobNarrowDecidesAsTheWholePool(t *testing.T) {
 			want: []string{"PutNode:flexvm-a3u-2/requested", "PutJob:8/pending", "CreateResizeRequest:rr-flexvm-a3u-j8-g2=flexvm-a3u-2-g2"},
 		},
 		{
+			name: "a node whose previous request may still be active: the job waits, the cancel is asked again",
+			prepare: func(t *testing.T, st *model.State, c *spec.Cluster) *spec.Cluster {
+				Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 1, "flexvm-a3u-2")))
+				Apply(st, mustJob(t, st, jobEv(event.TypeJobCancelled, "7", 0)))
+				return c
+			},
+			ev:   jobEv(event.TypeJobPending, "8", 1, "flexvm-a3u-2"),
+			want: []string{"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "PutJob:8/pending"},
+		},
+		{
 			name: "late pending for a finished job",
 			prepare: func(t *testing.T, st *model.State, c *spec.Cluster) *spec.Cluster {
 				Apply(st, mustJob(t, st, jobEv(event.TypeJobFinished, "8", 0)))

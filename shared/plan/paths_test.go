@@ -123,10 +123,11 @@ func TestQueueTimeout(t *testing.T) {
 	queuedRR := ObservedResizeRequest{Name: "rr-flexvm-a3u-0-g1", State: "ACCEPTED", VMs: []string{"flexvm-a3u-0-g1"}, Created: t0}
 	pol := Policy{QueueTimeout: 6 * time.Hour, MaxResubmits: 2}
 	tests := []struct {
-		name    string
-		prepare func(st *model.State)
-		now     time.Time
-		want    []string
+		name      string
+		prepare   func(st *model.State)
+		cancelled bool // the request is listed CANCELLED
+		now       time.Time
+		want      []string
 	}{
 		{
 			name: "queued within the timeout: left queued",
@@ -134,12 +135,23 @@ func TestQueueTimeout(t *testing.T) {
 			want: nil,
 		},
 		{
-			name: "queued past the timeout: cancelled and resubmitted as the next generation",
+			name: "queued past the timeout: cancelled; resubmitted once the cancel is seen (one active request per node)",
 			now:  t0.Add(6*time.Hour + time.Minute),
-			// The generation ends (released) and the next is requested; the
-			// old request is cancelled once in the pass.
-			want: []string{"CancelResizeRequest:rr-flexvm-a3u-0-g1", "Metric:" + MetricResubmits, "PutNode:flexvm-a3u-0/released", "PutNode:flexvm-a3u-0/requested",
-				"CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
+			// The generation ends (released); the next one waits for the
+			// old request to end (TestOneActiveRequestPerNode), which is
+			// cancelled once in the pass.
+			want: []string{"CancelResizeRequest:rr-flexvm-a3u-0-g1", "Metric:" + MetricResubmits, "PutNode:flexvm-a3u-0/released", "PutNode:flexvm-a3u-0/released"},
+		},
+		{
+			name: "the next pass lists it CANCELLED: resubmitted as the next generation",
+			prepare: func(st *model.State) {
+				got := Reconcile(st, Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true, ResizeRequests: []ObservedResizeRequest{queuedRR}}}}, t0.Add(6*time.Hour+time.Minute), pol)
+				Apply(st, got)
+			},
+			cancelled: true,
+			now:       t0.Add(6*time.Hour + 6*time.Minute),
+			want: []string{"PutNode:flexvm-a3u-0/released", "PutNode:flexvm-a3u-0/requested",
+				"CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2", "DeleteResizeRequest:rr-flexvm-a3u-0-g1/CANCELLED"},
 		},
 		{
 			name:    "after MaxResubmits the pool is flagged and alerted once; the request stays queued",
@@ -164,7 +176,11 @@ func TestQueueTimeout(t *testing.T) {
 			if tc.prepare != nil {
 				tc.prepare(st)
 			}
-			obs := ObservedPool{Listed: true, MIGExists: true, ResizeRequests: []ObservedResizeRequest{queuedRR}}
+			rr := queuedRR
+			if tc.cancelled {
+				rr.State = "CANCELLED"
+			}
+			obs := ObservedPool{Listed: true, MIGExists: true, ResizeRequests: []ObservedResizeRequest{rr}}
 			got := Reconcile(st, Observed{Pools: map[string]ObservedPool{"a3u": obs}}, tc.now, pol)
 			if d := cmp.Diff(tc.want, pathKinds(got)); d != "" {
 				t.Errorf("actions (-want +got):\n%s", d)

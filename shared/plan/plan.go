@@ -371,6 +371,7 @@ func (b *builder) nextGeneration(n *model.Node, rr, jobID string) {
 	n.VMName = model.VMName(n.Name, n.Generation)
 	n.VMID = ""
 	n.ResizeRequest = rr
+	n.RequestOpen, n.RequestMisses = false, 0
 	n.JobID = jobID
 	n.RequestedAt = b.now
 	n.RunningAt = time.Time{}
@@ -384,14 +385,15 @@ func (b *builder) nextGeneration(n *model.Node, rr, jobID string) {
 	n.InconclusiveCount, n.InconclusiveSince = 0, time.Time{}
 }
 
-// supersede re-issues, ahead of a node's next generation, what released
-// the current one when it was released before its VM ran (its resize
-// request cancelled, the VM it may have created deleted): the release's
-// actions may not have run yet — a crash between the commit and the
-// actions leaves them to the event's redelivery, which can come after
-// this decision — and the next generation's request must never be active
-// beside the previous one. The request ids are the release's, so Compute
-// performs each once.
+// supersede re-issues, ahead of a node's next generation, the deletion of
+// the VM its previous generation may have created when it was released
+// before its VM ran: the release's actions may not have run yet — a crash
+// between the commit and the actions leaves them to the event's
+// redelivery, which can come after this decision — and once the next
+// generation is recorded, no record names the old VM (it would only be
+// deleted as an orphan, after the orphan grace). Its resize request has
+// ended by then (requestMayBeActive: the next generation waits for that).
+// The request id is the release's, so Compute performs it once.
 func (b *builder) supersede(n model.Node) {
 	pool, ok := b.st.Pools[n.Pool]
 	if !ok || n.Phase != model.PhaseDeleting || !n.RunningAt.IsZero() || n.ResizeRequest == "" {
@@ -402,9 +404,7 @@ func (b *builder) supersede(n model.Node) {
 			return // released in this decision: its actions come first
 		}
 	}
-	why := fmt.Sprintf("%s's next generation: its previous request %s must not stay active", n.Name, n.ResizeRequest)
-	b.add(CancelResizeRequest{Pool: pool.ID, Name: n.ResizeRequest,
-		RequestID: naming.CancelResizeRequestID(pool.MIG, n.ResizeRequest), Reason: why})
+	why := fmt.Sprintf("%s's next generation: the VM its previous request %s may have created must not stay", n.Name, n.ResizeRequest)
 	b.add(DeleteVMs{Pool: pool.ID, VMs: []string{n.VMName},
 		RequestID: naming.DeleteInstancesRequestID(pool.MIG, n.VMName), Reason: why})
 }
@@ -415,6 +415,10 @@ func (b *builder) provisionNode(pool *model.Pool, n model.Node, jobID, reason st
 		if n.Reason != why {
 			b.putNode(n, why)
 		}
+		return
+	}
+	if why := b.holdForPreviousRequest(pool, n); why != "" {
+		b.holdNode(n, why)
 		return
 	}
 	gen := n.Generation + 1
@@ -477,6 +481,7 @@ func (b *builder) release(pool *model.Pool, n model.Node, reason string, tellSlu
 		b.add(DeleteVMs{Pool: pool.ID, VMs: []string{n.VMName},
 			RequestID: naming.DeleteInstancesRequestID(pool.MIG, n.VMName), Reason: reason})
 		n.Phase = model.PhaseDeleting
+		n.RequestOpen = n.ResizeRequest != "" // until it is seen to end (previous.go)
 	case model.PhaseRunning:
 		b.add(DeleteVMs{Pool: pool.ID, VMs: []string{n.VMName},
 			RequestID: naming.DeleteInstancesRequestID(pool.MIG, n.VMName), Reason: reason})
@@ -506,6 +511,7 @@ func (b *builder) endSharedRequest(pool *model.Pool, n model.Node, reason string
 			RequestID: naming.DeleteInstancesRequestID(pool.MIG, other.VMName), Reason: reason})
 		other.Phase = model.PhaseDeleting
 		other.LastEnd = model.EndReleased
+		other.RequestOpen = true // until it is seen to end (previous.go)
 		b.putNode(other, fmt.Sprintf("its resize request %s was cancelled with %s's: %s", n.ResizeRequest, n.Name, reason))
 	}
 }
@@ -625,6 +631,16 @@ func (b *builder) provisionJob(j model.Job, why string) bool {
 		b.putJob(j, fmt.Sprintf("waiting: %d more VMs would exceed max_node_count %d of pool %s", len(missing), pool.MaxNodes, pool.ID))
 		return false
 	}
+	var held []string
+	for _, n := range missing {
+		if why := b.holdForPreviousRequest(pool, n); why != "" {
+			held = append(held, why)
+		}
+	}
+	if len(held) > 0 {
+		b.holdJob(j, strings.Join(held, "; "))
+		return false
+	}
 	j.Generation++
 	rr := naming.JobResizeRequest(b.cluster, pool.ID, j.ID, j.Generation)
 	j.ResizeRequest = rr
@@ -650,15 +666,16 @@ func waitingReason(pool *model.Pool, free, want int) string {
 	return fmt.Sprintf("waiting: job needs %d nodes, pool %s has %d free of max_node_count %d", want, pool.ID, free, pool.MaxNodes)
 }
 
-// freeSlots picks want dynamic slots of the pool with no VM, lowest index
-// first, within max_node_count. It returns nil and the number free when there
+// freeSlots picks want dynamic slots of the pool with no VM and no
+// previous request that may still be active (requestMayBeActive), lowest
+// index first, within max_node_count. It returns nil and the number free when there
 // are not enough.
 func (b *builder) freeSlots(pool *model.Pool, want int) ([]string, int) {
 	room := pool.MaxNodes - b.vmCount(pool.ID)
 	var free []string
 	for i := pool.MinNodes; i < pool.MaxNodes; i++ {
 		n := b.node(pool, i)
-		if !n.Phase.Serving() && !b.claimed(n.Name) {
+		if !n.Phase.Serving() && !b.claimed(n.Name) && !requestMayBeActive(n) {
 			free = append(free, n.Name)
 		}
 	}

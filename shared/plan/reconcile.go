@@ -187,11 +187,17 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 		b.add(Alert{Pool: pool.ID, Reason: fmt.Sprintf("MIG %s was deleted outside flexslurm", pool.MIG)})
 		pool = b.st.Pools[pool.ID]
 		for _, n := range b.poolNodes(pool.ID) {
-			if n.Phase == model.PhaseRequested {
+			switch {
+			case n.Phase == model.PhaseRequested:
 				b.generationEnded(pool, *n, model.EndLost, fmt.Sprintf("reconciler: resize request %s vanished with MIG %s", n.ResizeRequest, pool.MIG))
+			case requestMayBeActive(*n):
+				node := *n
+				node.RequestOpen, node.RequestMisses = false, 0
+				b.putNode(node, fmt.Sprintf("reconciler: previous resize request %s vanished with MIG %s", n.ResizeRequest, pool.MIG))
 			}
 		}
 	}
+	b.observePreviousRequests(pool, vms, rrs)
 	// Every node of the pool: the stored ones and every slot below
 	// max_node_count (a slot never used has no record, but Slurm knows it).
 	stored := b.poolNodes(pool.ID)

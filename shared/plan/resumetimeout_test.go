@@ -34,7 +34,9 @@ func TestResumeFailureJobWaitsForSlurmsNextAllocation(t *testing.T) {
 			t.Fatal(err)
 		}
 		Apply(st, acts)
-		st.Nodes["flexvm-a3u-1"].Phase = model.PhaseReleased // its deletion completed
+		// Its deletion completed and its cancelled request was seen to end.
+		st.Nodes["flexvm-a3u-1"].Phase = model.PhaseReleased
+		st.Nodes["flexvm-a3u-1"].RequestOpen = false
 		return st
 	}
 	for _, tc := range []struct {
