@@ -100,7 +100,7 @@ func (h *Handler) Cluster(ctx context.Context, tickID, cluster string) error {
 	// recorded must not look unknown (plan.Observed.JobRecordsFor).
 	if st.Slurm != nil {
 		for _, j := range st.Slurm.Jobs {
-			if (j.State == "PENDING" || j.State == "CONFIGURING") && len(j.Nodes) > 0 {
+			if j.State.Unstarted() && len(j.Nodes) > 0 {
 				scope.Jobs = append(scope.Jobs, j.ID)
 			}
 		}

@@ -250,9 +250,9 @@ func needs(cmd string, n slurm.NodeInfo) (bool, error) {
 		}
 		return n.Has(slurm.FlagPoweredDown) || n.Has(slurm.FlagPowerDown), nil
 	case event.SlurmResume:
-		return n.Drained() || n.Down(), nil
+		return n.DrainSet() || n.Down(), nil
 	case event.SlurmDrain:
-		return !n.Drained(), nil
+		return !n.DrainSet(), nil
 	case event.SlurmDown:
 		return !n.Down(), nil
 	}

@@ -8,7 +8,8 @@
 // error wrapping ErrMalformed for input that will never decode, so handlers
 // can acknowledge it instead of retrying forever.
 //
-// This package imports no other flexslurm package.
+// Of flexslurm's packages it imports only nodeconfig and slurmstate (the
+// typed Slurm facts of a snapshot).
 package event
 
 import (
@@ -22,6 +23,7 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/flexslurm/flexslurm/shared/nodeconfig"
+	"github.com/flexslurm/flexslurm/shared/slurmstate"
 )
 
 // SchemaVersion is the version of every payload defined here.
@@ -194,23 +196,27 @@ func DecodeBootstrap(data []byte) (*Bootstrap, error) {
 	return &b, nil
 }
 
-// SnapshotNode is one node in a Slurm snapshot.
+// SnapshotNode is one node in a Slurm snapshot: its name and its facts,
+// which travel as Slurm's words — "state" (the base state, lower case:
+// idle, allocated, mixed, down, …), "flags" (upper case: CLOUD,
+// POWERED_DOWN, POWERING_UP, DRAIN, NOT_RESPONDING, …) and "reason" — and
+// are parsed again by DecodeSnapshot (slurmstate.ParseNode), which also
+// decides whose reason it is: a snapshot of any agent version decodes to
+// the same facts.
 type SnapshotNode struct {
-	Name   string   `json:"name"`
-	State  string   `json:"state"`           // base state, lowercase: idle, allocated, mixed, down, …
-	Flags  []string `json:"flags,omitempty"` // uppercase: CLOUD, POWERED_DOWN, POWERING_UP, DRAIN, NOT_RESPONDING, …
-	Reason string   `json:"reason,omitempty"`
+	Name string `json:"name"`
+	slurmstate.Node
 }
 
 // SnapshotJob is one pending or running job in a Slurm snapshot.
 type SnapshotJob struct {
-	ID        string   `json:"id"`
-	State     string   `json:"state"` // PENDING, RUNNING, CONFIGURING, COMPLETING, …
-	Reason    string   `json:"reason,omitempty"`
-	Partition string   `json:"partition,omitempty"`
-	Nodes     []string `json:"nodes,omitempty"`
-	NodeCount int      `json:"node_count,omitempty"`
-	Restarts  int      `json:"restarts,omitempty"`
+	ID        string              `json:"id"`
+	State     slurmstate.JobState `json:"state"`            // PENDING, RUNNING, CONFIGURING, COMPLETING, …
+	Reason    string              `json:"reason,omitempty"` // for display
+	Partition string              `json:"partition,omitempty"`
+	Nodes     []string            `json:"nodes,omitempty"`
+	NodeCount int                 `json:"node_count,omitempty"`
+	Restarts  int                 `json:"restarts,omitempty"`
 	// TimeLimitSeconds is the job's time limit (0 = unknown or none).
 	TimeLimitSeconds int64 `json:"time_limit_s,omitempty"`
 }
@@ -627,15 +633,17 @@ func DecodeSnapshot(data []byte) (*SlurmSnapshot, error) {
 	if len(s.Nodes) > MaxNodesPerEvent || len(s.Jobs) > 100000 {
 		return nil, malformed("snapshot of %d nodes and %d jobs is above the limits (%d nodes, 100000 jobs)", len(s.Nodes), len(s.Jobs), MaxNodesPerEvent)
 	}
-	for _, n := range s.Nodes {
+	for i, n := range s.Nodes {
 		if !ValidNodeName(n.Name) {
 			return nil, malformed("node name %q is not valid", n.Name)
 		}
+		s.Nodes[i].Node = slurmstate.ParseNode(n.Name, n.Words(), n.Reason)
 	}
-	for _, j := range s.Jobs {
+	for i, j := range s.Jobs {
 		if !jobIDRe.MatchString(j.ID) {
 			return nil, malformed("job id %q is not a Slurm job id", j.ID)
 		}
+		s.Jobs[i].State, _ = slurmstate.ParseJobState([]string{string(j.State)})
 	}
 	return &s, nil
 }

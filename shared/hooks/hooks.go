@@ -599,8 +599,8 @@ func (rt *Runtime) drainComplete(ctx context.Context, node string) bool {
 		rt.Log.Warn("node state after the drain unknown: reported as draining", "node", node, "error", err)
 		return false
 	}
-	rt.Log.Info("node state after the drain", "node", node, "state", n.StateString(), "drained", n.DrainComplete())
-	return n.DrainComplete()
+	rt.Log.Info("node state after the drain", "node", node, "state", n.StateString(), "drained", n.Drained())
+	return n.Drained()
 }
 
 // runningJob returns a job running on node and "running", or "", "".

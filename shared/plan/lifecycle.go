@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/flexslurm/flexslurm/shared/event"
@@ -274,10 +273,12 @@ func (b *builder) followSuccessor(pool *model.Pool, old model.Node, slurm *model
 	}
 	if slurm != nil {
 		n, ok := slurm.Nodes[old.Name]
-		// DOWN+DRAIN runs no job either (a node drained while its VM was
-		// replaced, then drained again for its end of life, stays DOWN
-		// with the second reason): waiting for IDLE would keep it forever.
-		if st := strings.ToLower(n.State); !ok || !slices.Contains(n.Flags, "DRAIN") || (st != "idle" && st != "down") {
+		// Drained: DRAIN and no job running or ending there, whatever the
+		// base state — DOWN+DRAIN runs no job either (a node drained while
+		// its VM was replaced, then drained again for its end of life,
+		// stays DOWN with the second reason): waiting for IDLE would keep
+		// it forever.
+		if !ok || !n.Drained() {
 			return
 		}
 	}

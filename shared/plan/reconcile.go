@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -628,7 +627,7 @@ func (b *builder) lostJobReports(slurm *model.SlurmView, obs Observed) {
 		return
 	}
 	for _, sj := range slurm.Jobs {
-		if (sj.State != "PENDING" && sj.State != "CONFIGURING") || len(sj.Nodes) == 0 {
+		if !sj.State.Unstarted() || len(sj.Nodes) == 0 {
 			continue
 		}
 		// Only a job flexslurm holds no record of: a job it knows is
@@ -668,8 +667,7 @@ func (b *builder) liftOwnDrain(node model.Node) {
 	if b.view == nil {
 		return
 	}
-	reason := b.view.Nodes[node.Name].Reason
-	if !strings.HasPrefix(reason, "flexslurm:") || !drainedOlderGeneration(reason, node) {
+	if !b.view.Nodes[node.Name].OwnReasonFor(node.Generation) {
 		return
 	}
 	b.slurm(event.SlurmResume, []string{node.Name}, "", fmt.Sprintf("flexslurm: lifting flexslurm's drain: %s replaced the VM it was set for", node.VMName), node.VMName, "lift-drain")
@@ -725,16 +723,6 @@ func (b *builder) idle(pool *model.Pool, node *model.Node, combo Combo) (release
 	return true, true
 }
 
-// slurmJobAlive reports whether a Slurm job state means the job still
-// needs nodes.
-func slurmJobAlive(state string) bool {
-	switch strings.ToUpper(state) {
-	case "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT":
-		return true
-	}
-	return false
-}
-
 // lostJobEnds ends the jobs flexslurm holds as pending or running that a
 // snapshot taken after their last change no longer shows alive (their end
 // report was lost): their queued capacity is cancelled, so no VM is made
@@ -745,7 +733,7 @@ func (b *builder) lostJobEnds(slurm *model.SlurmView) {
 	}
 	alive := map[string]bool{}
 	for _, sj := range slurm.Jobs {
-		if slurmJobAlive(sj.State) {
+		if sj.State.Alive() {
 			alive[sj.ID] = true
 		}
 	}
@@ -765,26 +753,4 @@ func (b *builder) lostJobEnds(slurm *model.SlurmView) {
 			}
 		}
 	}
-}
-
-// drainedOlderGeneration reports whether a drain reason names a VM of an
-// older generation of the node.
-func drainedOlderGeneration(reason string, n model.Node) bool {
-	prefix := n.Name + "-g"
-	for i := strings.Index(reason, prefix); i >= 0; {
-		rest := reason[i+len(prefix):]
-		j := 0
-		for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
-			j++
-		}
-		if gen, err := strconv.ParseInt(rest[:j], 10, 64); j > 0 && err == nil && gen < n.Generation {
-			return true
-		}
-		next := strings.Index(rest, prefix)
-		if next < 0 {
-			break
-		}
-		i += len(prefix) + next
-	}
-	return false
 }

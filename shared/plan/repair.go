@@ -3,7 +3,6 @@ package plan
 import (
 	"fmt"
 	"math"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -311,28 +310,7 @@ func (b *builder) slurmDrained(node string, after time.Time) bool {
 		return false
 	}
 	n, ok := b.view.Nodes[node]
-	if !ok {
-		return false
-	}
-	return SlurmDrained(n)
-}
-
-// SlurmDrained reports whether a snapshot node is drained rather than
-// draining: the DRAIN flag (or a drained base state) and no job on it.
-func SlurmDrained(n model.SlurmNode) bool {
-	flags := map[string]bool{}
-	for _, f := range n.Flags {
-		flags[strings.ToUpper(f)] = true
-	}
-	base := strings.ToLower(n.State)
-	if !flags["DRAIN"] && base != "drained" {
-		return false
-	}
-	switch base {
-	case "allocated", "mixed", "completing", "draining":
-		return false
-	}
-	return !flags["COMPLETING"]
+	return ok && n.Drained()
 }
 
 // repairJobWaiting returns the job recorded as waiting for a node's repair
@@ -350,8 +328,7 @@ func (b *builder) repairJobWaiting(n model.Node) (string, bool) {
 	if b.view != nil {
 		for _, sj := range b.view.Jobs {
 			if sj.ID == id {
-				s := strings.ToUpper(sj.State)
-				return id, s == "PENDING" || strings.HasPrefix(s, "REQUEUE")
+				return id, sj.State.Waiting()
 			}
 		}
 		return id, false
@@ -462,9 +439,7 @@ func (b *builder) hostRepaired(pool *model.Pool, node model.Node, vm VM) {
 		node.VMName, vm.LastStart.Format(time.RFC3339), node.RepairSince.Format(time.RFC3339))
 	foreign := false
 	if b.view != nil && !b.view.TakenAt.Before(node.RepairSince) {
-		sn, ok := b.view.Nodes[node.Name]
-		drained := ok && (slices.Contains(sn.Flags, "DRAIN") || strings.EqualFold(sn.State, "drained") || strings.EqualFold(sn.State, "draining"))
-		foreign = drained && sn.Reason != "" && !strings.HasPrefix(sn.Reason, "flexslurm:")
+		foreign = b.view.Nodes[node.Name].ForeignDrain()
 	}
 	if foreign {
 		why += ": left drained, its drain reason is not flexslurm's"

@@ -710,8 +710,7 @@ func TestReconcileRepair(t *testing.T) {
 			if tc.slurm != nil {
 				st.Slurm = slurmView(now.Add(-time.Second-tc.taken), tc.slurm)
 				n := st.Slurm.Nodes["flexvm-a3u-0"]
-				n.Reason = tc.reason
-				st.Slurm.Nodes["flexvm-a3u-0"] = n
+				st.Slurm.Nodes["flexvm-a3u-0"] = slurmNode("flexvm-a3u-0", tc.reason, n.Words()...)
 			}
 			obs := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true}}}
 			if tc.vm.Name != "" {
@@ -1057,7 +1056,7 @@ func TestSlurmDrained(t *testing.T) {
 		"DRAINING":                        false,
 	} {
 		v := slurmView(t0, map[string]string{"n": state})
-		if got := SlurmDrained(v.Nodes["n"]); got != want {
+		if got := v.Nodes["n"].Drained(); got != want {
 			t.Errorf("%s: drained %v, want %v", state, got, want)
 		}
 	}

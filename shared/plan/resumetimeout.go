@@ -66,7 +66,7 @@ func (b *builder) resumeFailed(pool *model.Pool, n model.Node, at time.Time, why
 // newer than the job's record shows Slurm allocated it (ok), or none yet.
 func (b *builder) awaitingAllocation(j model.Job) (model.Job, bool) {
 	sj, found, newer := slurmJobFact(b.view, &j, j.ID)
-	if !newer || !found || (sj.State != "PENDING" && sj.State != "CONFIGURING") || len(sj.Nodes) == 0 {
+	if !newer || !found || !sj.State.Unstarted() || len(sj.Nodes) == 0 {
 		return j, false
 	}
 	j.Nodes = append([]string(nil), sj.Nodes...)

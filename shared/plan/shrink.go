@@ -38,7 +38,7 @@ func (b *builder) runningJobOn(n model.Node) (string, bool) {
 		if j.State != model.JobRunning || (j.ID != n.JobID && !slices.Contains(j.Nodes, n.Name)) {
 			continue
 		}
-		if sj, found, newer := slurmJobFact(b.view, j, j.ID); newer && (!found || (sj.State != "RUNNING" && sj.State != "COMPLETING")) {
+		if sj, found, newer := slurmJobFact(b.view, j, j.ID); newer && (!found || !sj.State.OnNodes()) {
 			continue
 		}
 		return j.ID, true
