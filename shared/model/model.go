@@ -200,6 +200,18 @@ const (
 // Active reports whether the job still needs nodes.
 func (s JobState) Active() bool { return s == JobPending || s == JobRunning }
 
+// JobStage is where provisioning a pending job stands, as the decision
+// that last stored the job recorded it (its Reason says the same for
+// people, and is never read back).
+type JobStage string
+
+// Job stages.
+const (
+	JobStageNone        JobStage = ""            // none recorded (the job was stored for another reason)
+	JobStageWaiting     JobStage = "waiting"     // waits for room in its pool, or for the pool's backoff or breaker
+	JobStageProvisioned JobStage = "provisioned" // its nodes are provisioned or in flight
+)
+
 // Job is a Slurm job that flexslurm provisions dynamic nodes for.
 type Job struct {
 	ID        string   `firestore:"id" json:"id"`               // Slurm job id
@@ -233,7 +245,11 @@ type Job struct {
 	Unfit       string    `firestore:"unfit,omitempty" json:"unfit,omitempty"`
 	SubmittedAt time.Time `firestore:"submitted_at" json:"submitted_at,omitzero"`
 	UpdatedAt   time.Time `firestore:"updated_at" json:"updated_at,omitzero"`
-	Reason      string    `firestore:"reason" json:"reason,omitempty"`
+	// Stage is what the decision that last stored the job recorded of its
+	// provisioning; decisions read it, not Reason.
+	Stage JobStage `firestore:"stage,omitempty" json:"stage,omitempty"`
+	// Reason says why the job was last stored, for people only.
+	Reason string `firestore:"reason" json:"reason,omitempty"`
 }
 
 // Pool is the stored state of one Flex-Start node pool.

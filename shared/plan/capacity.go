@@ -248,7 +248,7 @@ func (b *builder) requestEnded(rr string, end model.EndReason, why string) {
 	for id := range jobs {
 		if j, ok := b.st.Jobs[id]; ok && j.State == model.JobPending {
 			jj := *j
-			b.putJob(jj, "waiting: "+why)
+			b.putJobAt(jj, model.JobStageWaiting, "waiting: "+why)
 		}
 	}
 }
