@@ -123,7 +123,7 @@ func TestNeeds(t *testing.T) {
 		return slurm.NodeInfo{Name: "n", Node: slurmstate.ParseNode("n", append([]string{state}, flags...), "")}
 	}
 	tests := []struct {
-		cmd  string
+		cmd  event.SlurmOp
 		n    slurm.NodeInfo
 		want bool
 	}{

@@ -233,7 +233,7 @@ type SlurmSnapshot struct {
 type CommandResult struct {
 	Header
 	ID      string    `json:"id"`      // the command's id
-	Command string    `json:"command"` // the command's name
+	Command SlurmOp   `json:"command"` // the command's name
 	OK      bool      `json:"ok"`
 	Skipped bool      `json:"skipped,omitempty"` // already applied (idempotent) or not applicable
 	Detail  string    `json:"detail,omitempty"`  // scontrol's output or error, at most 2048 bytes
@@ -245,44 +245,70 @@ type Tick struct {
 	Header
 }
 
+// SlurmOp is what a Slurm command asks the agent to do; the agent renders
+// it to scontrol.
+type SlurmOp string
+
 // Slurm command names, as the agent runs them through scontrol.
 const (
-	SlurmPowerDown      = "power_down"
-	SlurmPowerDownForce = "power_down_force"
-	SlurmResume         = "resume"
-	SlurmPowerUp        = "power_up"
-	SlurmDrain          = "drain"
-	SlurmDown           = "down"
-	SlurmRequeue        = "requeue"
-	SlurmStartNow       = "start_now"
+	SlurmPowerDown      SlurmOp = "power_down"
+	SlurmPowerDownForce SlurmOp = "power_down_force"
+	SlurmResume         SlurmOp = "resume"
+	SlurmPowerUp        SlurmOp = "power_up"
+	SlurmDrain          SlurmOp = "drain"
+	SlurmDown           SlurmOp = "down"
+	SlurmRequeue        SlurmOp = "requeue"
+	SlurmStartNow       SlurmOp = "start_now"
 	// SlurmJobComment sets a job's Comment to Reason (scontrol update
 	// jobid=J comment=…), so its user sees in Slurm why flexslurm does not
 	// provision it; an empty Reason clears a comment flexslurm set. A
 	// user's own comment (one without flexslurm's prefix) is never
 	// overwritten.
-	SlurmJobComment = "job_comment"
+	SlurmJobComment SlurmOp = "job_comment"
 	// SlurmReservationCreate creates (or moves) a maintenance reservation
 	// on nodes; SlurmReservationDelete deletes one. Names carry
 	// ReservationPrefix.
-	SlurmReservationCreate = "reservation_create"
-	SlurmReservationDelete = "reservation_delete"
+	SlurmReservationCreate SlurmOp = "reservation_create"
+	SlurmReservationDelete SlurmOp = "reservation_delete"
 	// SlurmUpdateAddress sets a node's NodeAddr (and NodeHostname).
-	SlurmUpdateAddress = "update_address"
+	SlurmUpdateAddress SlurmOp = "update_address"
 )
 
 // JobCommentPrefix starts every job comment flexslurm sets; a comment
 // without it is the user's and is never overwritten. MaxJobComment bounds
 // its length.
 const (
-	JobCommentPrefix = "flexslurm:"
+	JobCommentPrefix = slurmstate.ReasonPrefix
 	MaxJobComment    = 512
 )
+
+// RenderReason renders the reason of a Slurm command as Slurm shows it:
+// why, as a decision gave it, after flexslurm's prefix (a node's reason,
+// a job's comment), which tells flexslurm's reasons from anyone else's
+// when a snapshot is parsed (slurmstate.Owner); a job comment is cut to
+// MaxJobComment. An empty why stays empty (no reason; a comment
+// cleared). A why that already carries the prefix is one decided before
+// reasons were rendered here (replayed from an event's stored actions)
+// and is kept as it is.
+func RenderReason(op SlurmOp, why string) string {
+	if why == "" {
+		return ""
+	}
+	r := why
+	if !strings.HasPrefix(why, slurmstate.ReasonPrefix) {
+		r = slurmstate.ReasonPrefix + " " + why
+	}
+	if op == SlurmJobComment && len(r) > MaxJobComment {
+		r = r[:MaxJobComment]
+	}
+	return r
+}
 
 // SlurmCommand asks the Slurm agent to run one scontrol command.
 type SlurmCommand struct {
 	Header
 	ID      string   `json:"id"` // deterministic: the agent applies each id once
-	Command string   `json:"command"`
+	Command SlurmOp  `json:"command"`
 	Nodes   []string `json:"nodes,omitempty"`
 	JobID   string   `json:"job_id,omitempty"`
 	Reason  string   `json:"reason,omitempty"`

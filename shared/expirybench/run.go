@@ -476,7 +476,7 @@ func (r *runner) applyCommands() {
 			continue
 		}
 		r.seenCmds[c.ID] = true
-		r.commands[c.Command]++
+		r.commands[string(c.Command)]++
 		for _, name := range c.Nodes {
 			s, ok := r.byName[name]
 			if !ok {

@@ -44,6 +44,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/naming"
 	"github.com/flexslurm/flexslurm/shared/slurm"
+	"github.com/flexslurm/flexslurm/shared/slurmstate"
 	"github.com/flexslurm/flexslurm/shared/text"
 )
 
@@ -567,7 +568,7 @@ func (rt *Runtime) NodeCheck(ctx context.Context, hook string) (int, error) {
 	if ev.VMName != "" {
 		on = " on " + ev.VMName
 	}
-	reason := text.Truncate("flexslurm: health check failed"+on+": "+strings.Join(reasons, "; "), maxDrainReason)
+	reason := text.Truncate(slurmstate.ReasonPrefix+" health check failed"+on+": "+strings.Join(reasons, "; "), maxDrainReason)
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	drainErr := rt.Slurm.UpdateNodes(dctx, []string{node}, "state=drain", "reason="+reason)
 	cancel()

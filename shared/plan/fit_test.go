@@ -59,7 +59,7 @@ func comments(actions []Action) []string {
 	var out []string
 	for _, a := range actions {
 		if c, ok := a.(SlurmCommand); ok && c.Command == event.SlurmJobComment {
-			out = append(out, c.JobID+": "+c.Reason)
+			out = append(out, c.JobID+": "+event.RenderReason(c.Command, c.Reason)) // as the user sees it
 		}
 	}
 	return out

@@ -346,8 +346,8 @@ func (b *builder) putJobAt(j model.Job, stage model.JobStage, reason string) {
 	b.add(PutJob{Job: j, Reason: reason})
 }
 
-func (b *builder) slurm(command string, nodes []string, jobID, reason string, idParts ...string) {
-	parts := append([]string{b.cluster, command, strings.Join(nodes, ","), jobID}, idParts...)
+func (b *builder) slurm(command event.SlurmOp, nodes []string, jobID, reason string, idParts ...string) {
+	parts := append([]string{b.cluster, string(command), strings.Join(nodes, ","), jobID}, idParts...)
 	b.add(SlurmCommand{ID: naming.CommandID(parts...), Command: command, Nodes: nodes, JobID: jobID, Reason: reason})
 }
 

@@ -81,7 +81,7 @@ func kinds(actions []Action) []string {
 		case DeleteVMs:
 			out = append(out, "DeleteVMs:"+strings.Join(a.VMs, ","))
 		case SlurmCommand:
-			out = append(out, "Slurm:"+a.Command+":"+strings.Join(a.Nodes, ",")+a.JobID)
+			out = append(out, "Slurm:"+string(a.Command)+":"+strings.Join(a.Nodes, ",")+a.JobID)
 		case Alert:
 			out = append(out, "Alert:"+a.Pool)
 		case ReportHostAsFaulty:

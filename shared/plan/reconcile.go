@@ -413,7 +413,7 @@ func (b *builder) act(pool *model.Pool, node model.Node, vm VM, outcome Outcome,
 	case OutcomeReleaseIdle:
 		b.releaseQuietly(pool, node, why)
 		if combo.Slurm == SlurmDownPowered {
-			b.slurm(event.SlurmResume, []string{node.Name}, "", "flexslurm: "+rule.Why, node.VMName, "resume")
+			b.slurm(event.SlurmResume, []string{node.Name}, "", rule.Why, node.VMName, "resume")
 		}
 		return true
 	case OutcomeSlurmResume:
@@ -421,20 +421,20 @@ func (b *builder) act(pool *model.Pool, node model.Node, vm VM, outcome Outcome,
 		if node.Phase == model.PhaseRunning && combo.Slurm == SlurmPoweredDown {
 			cmd = event.SlurmPowerUp
 		}
-		b.slurm(cmd, []string{node.Name}, "", "flexslurm: "+rule.Why, node.VMName, b.now.Truncate(time.Hour).Format(time.RFC3339))
+		b.slurm(cmd, []string{node.Name}, "", rule.Why, node.VMName, b.now.Truncate(time.Hour).Format(time.RFC3339))
 		return false
 	case OutcomeSlurmPowerDown:
 		if b.claimed(node.Name) {
 			return false // a pending job waits for this node (capacity or backoff): Slurm is right to resume it
 		}
-		b.slurm(event.SlurmPowerDownForce, []string{node.Name}, "", "flexslurm: "+rule.Why, node.VMName, b.now.Truncate(time.Hour).Format(time.RFC3339))
+		b.slurm(event.SlurmPowerDownForce, []string{node.Name}, "", rule.Why, node.VMName, b.now.Truncate(time.Hour).Format(time.RFC3339))
 		return false
 	case OutcomeReplace:
 		if !node.Registered {
 			b.bootstrapFailed(pool, node, fmt.Sprintf("VM %s ran but node %s never registered in Slurm", node.VMName, node.Name))
 			pool = b.st.Pools[pool.ID]
 		}
-		b.replaceLost(pool, node, why, "flexslurm: "+rule.Why)
+		b.replaceLost(pool, node, why, rule.Why)
 		return true
 	}
 	return false
@@ -670,7 +670,7 @@ func (b *builder) liftOwnDrain(node model.Node) {
 	if !b.view.Nodes[node.Name].OwnReasonFor(node.Generation) {
 		return
 	}
-	b.slurm(event.SlurmResume, []string{node.Name}, "", fmt.Sprintf("flexslurm: lifting flexslurm's drain: %s replaced the VM it was set for", node.VMName), node.VMName, "lift-drain")
+	b.slurm(event.SlurmResume, []string{node.Name}, "", fmt.Sprintf("lifting flexslurm's drain: %s replaced the VM it was set for", node.VMName), node.VMName, "lift-drain")
 }
 
 // idle tracks how long Slurm has shown a running dynamic node idle and

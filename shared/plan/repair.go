@@ -148,7 +148,7 @@ func Repair(st *model.State, h *event.Health, now time.Time, pol Policy) ([]Acti
 
 	// A new repair (or a FAIL on a node drained for diagnosis).
 	node.Repair, node.RepairSince, node.RepairReason = model.RepairNone, now, text.Truncate(reason, MaxFaultDescription)
-	b.slurm(event.SlurmDrain, []string{node.Name}, "", fmt.Sprintf("flexslurm: %s (%s)", reason, node.VMName), b.drainParts(node)...)
+	b.slurm(event.SlurmDrain, []string{node.Name}, "", fmt.Sprintf("%s (%s)", reason, node.VMName), b.drainParts(node)...)
 	if unhealthy, allowed, serving := b.repairBudget(pool, node.Name); unhealthy >= allowed {
 		node.Repair = model.RepairBlocked
 		msg := fmt.Sprintf("repair of %s blocked: %d of pool %s's %d serving nodes are under repair, the budget is %d (max(%d, ⌊%g × %d⌋)); the node stays drained and is repaired when a repair finishes",
@@ -368,7 +368,7 @@ func (b *builder) inconclusive(pool *model.Pool, node model.Node, h *event.Healt
 		b.putNode(node, seen+": recorded, the node is already drained for diagnosis")
 	default:
 		msg := fmt.Sprintf("health check inconclusive %d times within %s: drained for diagnosis", node.InconclusiveCount, shortDuration(window))
-		b.slurm(event.SlurmDrain, []string{node.Name}, "", fmt.Sprintf("flexslurm: %s (%s)", msg, node.VMName),
+		b.slurm(event.SlurmDrain, []string{node.Name}, "", fmt.Sprintf("%s (%s)", msg, node.VMName),
 			node.VMName, "diagnosis", node.InconclusiveSince.UTC().Format(time.RFC3339Nano))
 		node.Repair, node.RepairSince, node.RepairReason = model.RepairDiagnosis, b.now, text.Truncate("health check inconclusive: "+detail, MaxFaultDescription)
 		b.putNode(node, seen+": "+msg)
@@ -444,7 +444,7 @@ func (b *builder) hostRepaired(pool *model.Pool, node model.Node, vm VM) {
 	if foreign {
 		why += ": left drained, its drain reason is not flexslurm's"
 	} else {
-		b.slurm(event.SlurmResume, []string{node.Name}, "", "flexslurm: "+node.VMName+" repaired on a healthy host: back in service", node.VMName, "host-repaired")
+		b.slurm(event.SlurmResume, []string{node.Name}, "", node.VMName+" repaired on a healthy host: back in service", node.VMName, "host-repaired")
 		why += ": node resumed in Slurm"
 	}
 	node.HostRepaired = node.Generation

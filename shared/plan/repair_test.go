@@ -128,8 +128,8 @@ func TestRepairFail(t *testing.T) {
 					t.Errorf("node: since %s reason %q gen %d", n.RepairSince, n.RepairReason, n.Generation)
 				}
 				d, _ := find[SlurmCommand](got)
-				if d.Reason != "flexslurm: health check failed: GPU 3: 2 uncorrectable ECC errors (flexvm-a3u-0-g1)" {
-					t.Errorf("drain reason %q", d.Reason)
+				if r := event.RenderReason(d.Command, d.Reason); r != "flexslurm: health check failed: GPU 3: 2 uncorrectable ECC errors (flexvm-a3u-0-g1)" {
+					t.Errorf("drain reason %q", r)
 				}
 			},
 		},
@@ -227,7 +227,7 @@ func TestRepairFail(t *testing.T) {
 				"PutNode:flexvm-a3u-0/requested", "CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
 			check: func(t *testing.T, got []Action) {
 				d, _ := find[SlurmCommand](got)
-				if d.ID == naming.CommandID("flexvm", event.SlurmDrain, "flexvm-a3u-0", "", "flexvm-a3u-0-g1", "health") {
+				if d.ID == naming.CommandID("flexvm", string(event.SlurmDrain), "flexvm-a3u-0", "", "flexvm-a3u-0-g1", "health") {
 					t.Error("the drain after a host repair has the first drain's id: the agent would skip it")
 				}
 			},
@@ -962,8 +962,8 @@ func TestInconclusive(t *testing.T) {
 				}
 				if c, ok := find[SlurmCommand](got); ok {
 					drains = append(drains, c.ID)
-					if !strings.HasPrefix(c.Reason, "flexslurm: health check inconclusive ") || !strings.Contains(c.Reason, "drained for diagnosis (flexvm-a3u-0-g1)") {
-						t.Errorf("drain reason %q", c.Reason)
+					if r := event.RenderReason(c.Command, c.Reason); !strings.HasPrefix(r, "flexslurm: health check inconclusive ") || !strings.Contains(r, "drained for diagnosis (flexvm-a3u-0-g1)") {
+						t.Errorf("drain reason %q", r)
 					}
 				}
 				Apply(st, got)
@@ -977,7 +977,7 @@ func TestInconclusive(t *testing.T) {
 	st := reservationBound(t)
 	running(st, "flexvm-a3u-0", t0.Add(farEnd))
 	got, _ := Repair(st, inconclusiveEv("flexvm-a3u-0", 1), t0, Policy{InconclusiveLimit: 1})
-	if c, _ := find[SlurmCommand](got); c.Reason != "flexslurm: health check inconclusive 1 times within 24h: drained for diagnosis (flexvm-a3u-0-g1)" {
+	if c, _ := find[SlurmCommand](got); event.RenderReason(c.Command, c.Reason) != "flexslurm: health check inconclusive 1 times within 24h: drained for diagnosis (flexvm-a3u-0-g1)" {
 		t.Errorf("drain reason %q", c.Reason)
 	}
 }

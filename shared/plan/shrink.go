@@ -76,7 +76,7 @@ func (b *builder) releaseBeyondMax(pool *model.Pool, node model.Node) {
 			vms = append(vms, vm)
 		}
 	}
-	b.slurm(event.SlurmPowerDownForce, nodes, "", "flexslurm: "+why, vms...)
+	b.slurm(event.SlurmPowerDownForce, nodes, "", why, vms...)
 }
 
 // shrunk releases, on a reconcile pass, the nodes a shrunk pool still holds

@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/flexslurm/flexslurm/shared/slurmstate"
 )
 
 const slurmstatePath = "github.com/flexslurm/flexslurm/shared/slurmstate"
@@ -29,7 +31,9 @@ const slurmstatePath = "github.com/flexslurm/flexslurm/shared/slurmstate"
 //   - a slurmstate value converted to a string (strings.ToLower(string(n.State)));
 //   - a slurmstate value, or any Reason, handed to a function of package
 //     strings or slices: a decision never parses a reason, Slurm's or its
-//     own (whose reason it is, and which VM it names, are facts).
+//     own (whose reason it is, and which VM it names, are facts);
+//   - flexslurm's reason prefix spelled out: decisions say why, and the
+//     prefix is rendered where a command leaves flexslurm.
 func TestDecisionsReadOnlyTypedSlurmFacts(t *testing.T) {
 	fset, files, info := typeCheckHere(t)
 	if len(files) == 0 {
@@ -45,6 +49,9 @@ func TestDecisionsReadOnlyTypedSlurmFacts(t *testing.T) {
 			case *ast.BasicLit:
 				if x.Kind == token.STRING && fromSlurmstate(info.TypeOf(x)) {
 					report(x, "string literal %s stands for a %s: use slurmstate's constants or the facts' methods", x.Value, info.TypeOf(x))
+				}
+				if x.Kind == token.STRING && strings.Contains(x.Value, slurmstate.ReasonPrefix) {
+					report(x, "string literal %s spells flexslurm's reason prefix: a decision gives why, the prefix is rendered where the command leaves flexslurm (event.RenderReason)", x.Value)
 				}
 			case *ast.CallExpr:
 				if tv, ok := info.Types[x.Fun]; ok && tv.IsType() && len(x.Args) == 1 && fromSlurmstate(info.TypeOf(x.Args[0])) {

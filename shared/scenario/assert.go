@@ -463,7 +463,7 @@ func (r *runner) within(t time.Time, from, to *At) bool {
 func (r *runner) checkCommands(cc *CommandCheck, add addFunc) {
 	var got []string
 	for _, c := range r.cmds {
-		if cc.Command != "" && c.Command != cc.Command {
+		if cc.Command != "" && string(c.Command) != cc.Command {
 			continue
 		}
 		if cc.Node != "" && !contains(c.Nodes, cc.Node) {

@@ -496,7 +496,7 @@ func (r *runner) foreignReservations(prefix string) []string {
 		r.resvPrefix, r.resvScanned, r.resvFound = prefix, 0, nil
 	}
 	for _, c := range r.cmds[r.resvScanned:] {
-		about := strings.Contains(strings.ToLower(c.Command), "reservation")
+		about := strings.Contains(strings.ToLower(string(c.Command)), "reservation")
 		for _, k := range sortedKeys(c.Raw) {
 			v := c.Raw[k]
 			key := strings.ToLower(k)

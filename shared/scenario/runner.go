@@ -197,7 +197,7 @@ type crashState struct {
 type slurmCommandRecord struct {
 	At      time.Time
 	ID      string
-	Command string
+	Command event.SlurmOp
 	Nodes   []string
 	Job     string
 	Reason  string
