@@ -34,6 +34,7 @@ import (
 
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/slurm"
+	"github.com/flexslurm/flexslurm/shared/slurmstate"
 	"github.com/flexslurm/flexslurm/shared/text"
 )
 
@@ -121,7 +122,7 @@ func (a *Agent) Handle(ctx context.Context, c *event.SlurmCommand) (event.Comman
 		"reservation", c.Reservation, "ok", res.OK, "skipped", res.Skipped, "detail", res.Detail,
 		"elapsed_ms", time.Since(start).Milliseconds())
 	if a.Ledger != nil {
-		if lerr := a.Ledger.Record(c.ID, LedgerEntry{At: res.At, Command: c.Command, OK: res.OK, Detail: text.Truncate(res.Detail, 256)}); lerr != nil {
+		if lerr := a.Ledger.Record(c.ID, LedgerEntry{At: res.At, Command: string(c.Command), OK: res.OK, Detail: text.Truncate(res.Detail, 256)}); lerr != nil {
 			a.log().Error("recording the command in the ledger", "id", c.ID, "error", lerr)
 		}
 	}
@@ -192,7 +193,7 @@ func (a *Agent) nodeState(ctx context.Context, c *event.SlurmCommand) (outcome, 
 		// powers down as asked).
 		reason := c.Reason
 		if reason == "" {
-			reason = "flexslurm: the node's VM is gone"
+			reason = slurmstate.ReasonPrefix + " the node's VM is gone"
 		}
 		if err := a.Slurm.UpdateNodes(ctx, gone, "state=down", "reason="+reason); err != nil {
 			return outcome{}, err
@@ -205,11 +206,11 @@ func (a *Agent) nodeState(ctx context.Context, c *event.SlurmCommand) (outcome, 
 		}
 		return outcome{skipped: true, detail: "nothing to do: " + strings.Join(done, ", ")}, nil
 	}
-	args := []string{"state=" + c.Command}
+	args := []string{"state=" + string(c.Command)}
 	if c.Command == event.SlurmDrain || c.Command == event.SlurmDown {
 		reason := c.Reason
 		if reason == "" {
-			reason = "flexslurm"
+			reason = slurmstate.ReasonPrefix + " " + string(c.Command)
 		}
 		args = append(args, "reason="+reason)
 	}
@@ -231,7 +232,7 @@ func withJobs(n slurm.NodeInfo) bool {
 
 // needs reports whether node n needs command cmd. A power_up of a node that
 // is powering down cannot be applied now: ErrRetry.
-func needs(cmd string, n slurm.NodeInfo) (bool, error) {
+func needs(cmd event.SlurmOp, n slurm.NodeInfo) (bool, error) {
 	switch cmd {
 	case event.SlurmPowerDown:
 		return !n.PoweredOff(), nil
@@ -250,9 +251,9 @@ func needs(cmd string, n slurm.NodeInfo) (bool, error) {
 		}
 		return n.Has(slurm.FlagPoweredDown) || n.Has(slurm.FlagPowerDown), nil
 	case event.SlurmResume:
-		return n.Drained() || n.Down(), nil
+		return n.DrainSet() || n.Down(), nil
 	case event.SlurmDrain:
-		return !n.Drained(), nil
+		return !n.DrainSet(), nil
 	case event.SlurmDown:
 		return !n.Down(), nil
 	}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/slurm"
+	"github.com/flexslurm/flexslurm/shared/slurmstate"
 	"github.com/flexslurm/flexslurm/shared/spec"
 )
 
@@ -118,10 +120,10 @@ func TestHandleRefusesAndDefers(t *testing.T) {
 
 func TestNeeds(t *testing.T) {
 	node := func(state string, flags ...string) slurm.NodeInfo {
-		return slurm.NodeInfo{Name: "n", State: state, Flags: flags}
+		return slurm.NodeInfo{Name: "n", Node: slurmstate.ParseNode("n", append([]string{state}, flags...), "")}
 	}
 	tests := []struct {
-		cmd  string
+		cmd  event.SlurmOp
 		n    slurm.NodeInfo
 		want bool
 	}{
@@ -158,11 +160,11 @@ func TestNeeds(t *testing.T) {
 func TestBuildSnapshot(t *testing.T) {
 	c := loadSpec(t)
 	nodes := []slurm.NodeInfo{
-		{Name: "flexvm-a3u-0", State: "idle", Flags: []string{"CLOUD"}},
-		{Name: "flexvm-a3u-1", State: "idle", Flags: []string{"CLOUD", "POWERED_DOWN"}},
-		{Name: "flexvm-a3u-1", State: "idle", Flags: []string{"CLOUD", "POWERED_DOWN"}}, // listed in two partitions
-		{Name: "flexvm-login-0", State: "idle"},
-		{Name: "other-a3u-0", State: "idle"},
+		{Name: "flexvm-a3u-0", Node: slurmstate.ParseNode("flexvm-a3u-0", []string{"idle", "CLOUD"}, "")},
+		{Name: "flexvm-a3u-1", Node: slurmstate.ParseNode("flexvm-a3u-1", []string{"idle", "CLOUD", "POWERED_DOWN"}, "")},
+		{Name: "flexvm-a3u-1", Node: slurmstate.ParseNode("flexvm-a3u-1", []string{"idle", "CLOUD", "POWERED_DOWN"}, "")}, // listed in two partitions
+		{Name: "flexvm-login-0", Node: slurmstate.ParseNode("flexvm-login-0", []string{"idle"}, "")},
+		{Name: "other-a3u-0", Node: slurmstate.ParseNode("other-a3u-0", []string{"idle"}, "")},
 	}
 	jobs := []slurm.JobInfo{
 		{ID: "5", JobID: 5, State: "PENDING", Reason: "Resources", Partition: "a3u", NodeCount: 2},
@@ -177,8 +179,9 @@ func TestBuildSnapshot(t *testing.T) {
 		Header:  event.Header{Version: 1, Type: event.TypeSlurmSnapshot, Cluster: "flexvm"},
 		TakenAt: at.UTC(),
 		Nodes: []event.SnapshotNode{
-			{Name: "flexvm-a3u-0", State: "idle", Flags: []string{"CLOUD"}},
-			{Name: "flexvm-a3u-1", State: "idle", Flags: []string{"CLOUD", "POWERED_DOWN"}},
+			{Name: "flexvm-a3u-0", Node: slurmstate.Node{State: slurmstate.NodeIdle, Flags: slurmstate.NodeFlags{slurmstate.FlagCloud}}},
+			{Name: "flexvm-a3u-1", Node: slurmstate.Node{State: slurmstate.NodeIdle,
+				Flags: slurmstate.NodeFlags{slurmstate.FlagCloud, slurmstate.FlagPoweredDown}}},
 		},
 		Jobs: []event.SnapshotJob{
 			{ID: "5", State: "PENDING", Reason: "Resources", Partition: "a3u", NodeCount: 2},
@@ -188,5 +191,14 @@ func TestBuildSnapshot(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, s); diff != "" {
 		t.Errorf("snapshot (-want +got):\n%s", diff)
+	}
+	// The facts travel as Slurm's words, as before they were typed.
+	data, err := json.Marshal(s.Nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(data), `[{"name":"flexvm-a3u-0","state":"idle","flags":["CLOUD"]},`+
+		`{"name":"flexvm-a3u-1","state":"idle","flags":["CLOUD","POWERED_DOWN"]}]`; got != want {
+		t.Errorf("snapshot nodes on the wire = %s, want %s", got, want)
 	}
 }

@@ -191,12 +191,12 @@ func testNodeCommands(t *testing.T) {
 	cl.WaitNode(t, up, 15*time.Second, "up", slurm.NodeInfo.Ready)
 
 	h.applied(event.SlurmCommand{Command: event.SlurmDrain, Nodes: []string{up}, Reason: "flexslurm: health check failed: GPU 3"})
-	if n := node(t, up); !n.Drained() || n.Reason != "flexslurm: health check failed: GPU 3" {
+	if n := node(t, up); !n.DrainSet() || n.Reason != "flexslurm: health check failed: GPU 3" {
 		t.Errorf("after drain: %s %q", n.StateString(), n.Reason)
 	}
 	h.unchanged(event.SlurmCommand{Command: event.SlurmDrain, Nodes: []string{up}, Reason: "another"})
 	h.applied(event.SlurmCommand{Command: event.SlurmResume, Nodes: []string{up}})
-	if n := node(t, up); n.Drained() {
+	if n := node(t, up); n.DrainSet() {
 		t.Errorf("after resume: %s", n.StateString())
 	}
 	// slurmd may miss a ping on a loaded machine: NOT_RESPONDING for a while.
@@ -388,7 +388,7 @@ func testRefusals(t *testing.T) {
 			t.Errorf("a command for another cluster was answered: %s", b)
 		}
 	}
-	if n := node(t, "flexci-gpu-0"); n.Drained() {
+	if n := node(t, "flexci-gpu-0"); n.DrainSet() {
 		t.Errorf("another cluster's drain was applied: %s", n.StateString())
 	}
 }

@@ -292,7 +292,7 @@ func (r *runner) malformed(ctx context.Context, m *pubsubv2.Message, err error) 
 	}
 	r.publish(ctx, r.o.ResultsTopic, event.TypeCommandResult, event.CommandResult{
 		Header: event.Header{Version: event.SchemaVersion, Type: event.TypeCommandResult, Cluster: r.a.Cluster},
-		ID:     text.Truncate(loose.ID, 128), Command: text.Truncate(loose.Command, 64), OK: false,
+		ID:     text.Truncate(loose.ID, 128), Command: event.SlurmOp(text.Truncate(loose.Command, 64)), OK: false,
 		Detail: text.Truncate("malformed command: "+err.Error(), maxDetail), At: r.a.now().UTC(),
 	})
 }

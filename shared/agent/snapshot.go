@@ -43,7 +43,7 @@ func BuildSnapshot(cluster string, topo *slurm.Topology, nodes []slurm.NodeInfo,
 			continue
 		}
 		seen[n.Name] = true
-		s.Nodes = append(s.Nodes, event.SnapshotNode{Name: n.Name, State: n.State, Flags: n.Flags, Reason: n.Reason})
+		s.Nodes = append(s.Nodes, event.SnapshotNode{Name: n.Name, Node: n.Node})
 	}
 	for _, j := range jobs {
 		if j.Finished() || j.State == "" {

@@ -557,14 +557,14 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 		}
 		msg := event.SlurmCommand{
 			Header: event.Header{Version: event.SchemaVersion, Type: event.TypeSlurmCommand, Cluster: cluster},
-			ID:     a.ID, Command: a.Command, Nodes: a.Nodes, JobID: a.JobID, Reason: a.Reason,
+			ID:     a.ID, Command: a.Command, Nodes: a.Nodes, JobID: a.JobID, Reason: event.RenderReason(a.Command, a.Reason),
 			Reservation: a.Reservation, StartTime: a.StartTime, DurationSeconds: a.DurationSeconds,
 		}
 		data, err := json.Marshal(msg)
 		if err != nil {
 			return err
 		}
-		_, err = r.d.Publisher.Publish(ctx, r.d.SlurmTopic, data, map[string]string{"cluster": cluster, "command": a.Command})
+		_, err = r.d.Publisher.Publish(ctx, r.d.SlurmTopic, data, map[string]string{"cluster": cluster, "command": string(a.Command)})
 		return err
 	case plan.ReportHostAsFaulty:
 		p, err := poolOf(a.Pool)

@@ -34,3 +34,32 @@ func TestDecodeJobComment(t *testing.T) {
 		})
 	}
 }
+
+// TestRenderReason: a decision's why becomes the reason Slurm shows,
+// after flexslurm's prefix (which the snapshot's parser reads back as the
+// reason's owner), once.
+func TestRenderReason(t *testing.T) {
+	long := strings.Repeat("x", 600)
+	tests := []struct {
+		op        SlurmOp
+		why, want string
+	}{
+		{SlurmDrain, "health check failed (flexvm-a3u-0-g1)", "flexslurm: health check failed (flexvm-a3u-0-g1)"},
+		{SlurmPowerDownForce, "", ""},
+		{SlurmJobComment, "", ""},
+		{SlurmDrain, "flexslurm: decided before reasons were rendered", "flexslurm: decided before reasons were rendered"},
+		{SlurmJobComment, "not provisioned: too long", "flexslurm: not provisioned: too long"},
+		{SlurmJobComment, long, ("flexslurm: " + long)[:MaxJobComment]},
+	}
+	for _, tc := range tests {
+		if got := RenderReason(tc.op, tc.why); got != tc.want {
+			t.Errorf("RenderReason(%s, %.40q) = %.60q, want %.60q", tc.op, tc.why, got, tc.want)
+		}
+	}
+	// A comment rendered so is one the agent's decoder accepts.
+	data, _ := json.Marshal(SlurmCommand{Header: Header{Version: SchemaVersion, Type: TypeSlurmCommand, Cluster: "flexvm"},
+		ID: "c", Command: SlurmJobComment, JobID: "7", Reason: RenderReason(SlurmJobComment, long)})
+	if _, err := DecodeSlurmCommand(data); err != nil {
+		t.Errorf("rendered comment refused: %v", err)
+	}
+}

@@ -8,7 +8,8 @@
 // error wrapping ErrMalformed for input that will never decode, so handlers
 // can acknowledge it instead of retrying forever.
 //
-// This package imports no other flexslurm package.
+// Of flexslurm's packages it imports only nodeconfig and slurmstate (the
+// typed Slurm facts of a snapshot).
 package event
 
 import (
@@ -22,6 +23,7 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/flexslurm/flexslurm/shared/nodeconfig"
+	"github.com/flexslurm/flexslurm/shared/slurmstate"
 )
 
 // SchemaVersion is the version of every payload defined here.
@@ -194,23 +196,27 @@ func DecodeBootstrap(data []byte) (*Bootstrap, error) {
 	return &b, nil
 }
 
-// SnapshotNode is one node in a Slurm snapshot.
+// SnapshotNode is one node in a Slurm snapshot: its name and its facts,
+// which travel as Slurm's words — "state" (the base state, lower case:
+// idle, allocated, mixed, down, …), "flags" (upper case: CLOUD,
+// POWERED_DOWN, POWERING_UP, DRAIN, NOT_RESPONDING, …) and "reason" — and
+// are parsed again by DecodeSnapshot (slurmstate.ParseNode), which also
+// decides whose reason it is: a snapshot of any agent version decodes to
+// the same facts.
 type SnapshotNode struct {
-	Name   string   `json:"name"`
-	State  string   `json:"state"`           // base state, lowercase: idle, allocated, mixed, down, …
-	Flags  []string `json:"flags,omitempty"` // uppercase: CLOUD, POWERED_DOWN, POWERING_UP, DRAIN, NOT_RESPONDING, …
-	Reason string   `json:"reason,omitempty"`
+	Name string `json:"name"`
+	slurmstate.Node
 }
 
 // SnapshotJob is one pending or running job in a Slurm snapshot.
 type SnapshotJob struct {
-	ID        string   `json:"id"`
-	State     string   `json:"state"` // PENDING, RUNNING, CONFIGURING, COMPLETING, …
-	Reason    string   `json:"reason,omitempty"`
-	Partition string   `json:"partition,omitempty"`
-	Nodes     []string `json:"nodes,omitempty"`
-	NodeCount int      `json:"node_count,omitempty"`
-	Restarts  int      `json:"restarts,omitempty"`
+	ID        string              `json:"id"`
+	State     slurmstate.JobState `json:"state"`            // PENDING, RUNNING, CONFIGURING, COMPLETING, …
+	Reason    string              `json:"reason,omitempty"` // for display
+	Partition string              `json:"partition,omitempty"`
+	Nodes     []string            `json:"nodes,omitempty"`
+	NodeCount int                 `json:"node_count,omitempty"`
+	Restarts  int                 `json:"restarts,omitempty"`
 	// TimeLimitSeconds is the job's time limit (0 = unknown or none).
 	TimeLimitSeconds int64 `json:"time_limit_s,omitempty"`
 }
@@ -227,7 +233,7 @@ type SlurmSnapshot struct {
 type CommandResult struct {
 	Header
 	ID      string    `json:"id"`      // the command's id
-	Command string    `json:"command"` // the command's name
+	Command SlurmOp   `json:"command"` // the command's name
 	OK      bool      `json:"ok"`
 	Skipped bool      `json:"skipped,omitempty"` // already applied (idempotent) or not applicable
 	Detail  string    `json:"detail,omitempty"`  // scontrol's output or error, at most 2048 bytes
@@ -239,44 +245,70 @@ type Tick struct {
 	Header
 }
 
+// SlurmOp is what a Slurm command asks the agent to do; the agent renders
+// it to scontrol.
+type SlurmOp string
+
 // Slurm command names, as the agent runs them through scontrol.
 const (
-	SlurmPowerDown      = "power_down"
-	SlurmPowerDownForce = "power_down_force"
-	SlurmResume         = "resume"
-	SlurmPowerUp        = "power_up"
-	SlurmDrain          = "drain"
-	SlurmDown           = "down"
-	SlurmRequeue        = "requeue"
-	SlurmStartNow       = "start_now"
+	SlurmPowerDown      SlurmOp = "power_down"
+	SlurmPowerDownForce SlurmOp = "power_down_force"
+	SlurmResume         SlurmOp = "resume"
+	SlurmPowerUp        SlurmOp = "power_up"
+	SlurmDrain          SlurmOp = "drain"
+	SlurmDown           SlurmOp = "down"
+	SlurmRequeue        SlurmOp = "requeue"
+	SlurmStartNow       SlurmOp = "start_now"
 	// SlurmJobComment sets a job's Comment to Reason (scontrol update
 	// jobid=J comment=…), so its user sees in Slurm why flexslurm does not
 	// provision it; an empty Reason clears a comment flexslurm set. A
 	// user's own comment (one without flexslurm's prefix) is never
 	// overwritten.
-	SlurmJobComment = "job_comment"
+	SlurmJobComment SlurmOp = "job_comment"
 	// SlurmReservationCreate creates (or moves) a maintenance reservation
 	// on nodes; SlurmReservationDelete deletes one. Names carry
 	// ReservationPrefix.
-	SlurmReservationCreate = "reservation_create"
-	SlurmReservationDelete = "reservation_delete"
+	SlurmReservationCreate SlurmOp = "reservation_create"
+	SlurmReservationDelete SlurmOp = "reservation_delete"
 	// SlurmUpdateAddress sets a node's NodeAddr (and NodeHostname).
-	SlurmUpdateAddress = "update_address"
+	SlurmUpdateAddress SlurmOp = "update_address"
 )
 
 // JobCommentPrefix starts every job comment flexslurm sets; a comment
 // without it is the user's and is never overwritten. MaxJobComment bounds
 // its length.
 const (
-	JobCommentPrefix = "flexslurm:"
+	JobCommentPrefix = slurmstate.ReasonPrefix
 	MaxJobComment    = 512
 )
+
+// RenderReason renders the reason of a Slurm command as Slurm shows it:
+// why, as a decision gave it, after flexslurm's prefix (a node's reason,
+// a job's comment), which tells flexslurm's reasons from anyone else's
+// when a snapshot is parsed (slurmstate.Owner); a job comment is cut to
+// MaxJobComment. An empty why stays empty (no reason; a comment
+// cleared). A why that already carries the prefix is one decided before
+// reasons were rendered here (replayed from an event's stored actions)
+// and is kept as it is.
+func RenderReason(op SlurmOp, why string) string {
+	if why == "" {
+		return ""
+	}
+	r := why
+	if !strings.HasPrefix(why, slurmstate.ReasonPrefix) {
+		r = slurmstate.ReasonPrefix + " " + why
+	}
+	if op == SlurmJobComment && len(r) > MaxJobComment {
+		r = r[:MaxJobComment]
+	}
+	return r
+}
 
 // SlurmCommand asks the Slurm agent to run one scontrol command.
 type SlurmCommand struct {
 	Header
 	ID      string   `json:"id"` // deterministic: the agent applies each id once
-	Command string   `json:"command"`
+	Command SlurmOp  `json:"command"`
 	Nodes   []string `json:"nodes,omitempty"`
 	JobID   string   `json:"job_id,omitempty"`
 	Reason  string   `json:"reason,omitempty"`
@@ -627,15 +659,17 @@ func DecodeSnapshot(data []byte) (*SlurmSnapshot, error) {
 	if len(s.Nodes) > MaxNodesPerEvent || len(s.Jobs) > 100000 {
 		return nil, malformed("snapshot of %d nodes and %d jobs is above the limits (%d nodes, 100000 jobs)", len(s.Nodes), len(s.Jobs), MaxNodesPerEvent)
 	}
-	for _, n := range s.Nodes {
+	for i, n := range s.Nodes {
 		if !ValidNodeName(n.Name) {
 			return nil, malformed("node name %q is not valid", n.Name)
 		}
+		s.Nodes[i].Node = slurmstate.ParseNode(n.Name, n.Words(), n.Reason)
 	}
-	for _, j := range s.Jobs {
+	for i, j := range s.Jobs {
 		if !jobIDRe.MatchString(j.ID) {
 			return nil, malformed("job id %q is not a Slurm job id", j.ID)
 		}
+		s.Jobs[i].State, _ = slurmstate.ParseJobState([]string{string(j.State)})
 	}
 	return &s, nil
 }

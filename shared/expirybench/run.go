@@ -18,6 +18,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/harness"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
+	"github.com/flexslurm/flexslurm/shared/slurmstate"
 	"github.com/flexslurm/flexslurm/shared/spec"
 	"github.com/flexslurm/flexslurm/shared/store"
 )
@@ -475,7 +476,7 @@ func (r *runner) applyCommands() {
 			continue
 		}
 		r.seenCmds[c.ID] = true
-		r.commands[c.Command]++
+		r.commands[string(c.Command)]++
 		for _, name := range c.Nodes {
 			s, ok := r.byName[name]
 			if !ok {
@@ -510,20 +511,19 @@ func (r *runner) applyCommands() {
 func (r *runner) snapshot() event.SlurmSnapshot {
 	snap := event.SlurmSnapshot{Header: event.Header{Version: event.SchemaVersion, Type: event.TypeSlurmSnapshot, Cluster: clusterID}, TakenAt: r.now}
 	for _, s := range r.slots {
-		n := event.SnapshotNode{Name: s.name, State: "idle", Flags: []string{"CLOUD"}}
+		words, reason := []string{"IDLE", "CLOUD"}, ""
 		switch {
 		case s.vm == "":
-			n.Flags = append(n.Flags, "POWERED_DOWN")
+			words = append(words, "POWERED_DOWN")
 		case !s.registered(r.now, r.cfg.BootTime):
-			n.Flags = append(n.Flags, "NOT_RESPONDING", "POWERING_UP")
+			words = append(words, "NOT_RESPONDING", "POWERING_UP")
 		case s.job != nil:
-			n.State = "allocated"
+			words[0] = "ALLOCATED"
 		}
 		if s.drained {
-			n.Flags = append(n.Flags, "DRAIN")
-			n.Reason = s.drainReason
+			words, reason = append(words, "DRAIN"), s.drainReason
 		}
-		snap.Nodes = append(snap.Nodes, n)
+		snap.Nodes = append(snap.Nodes, event.SnapshotNode{Name: s.name, Node: slurmstate.ParseNode(s.name, words, reason)})
 		if s.job != nil {
 			snap.Jobs = append(snap.Jobs, event.SnapshotJob{ID: s.job.spec.ID, State: "RUNNING", Partition: poolID, Nodes: []string{s.name}, NodeCount: 1})
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/config"
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/flexslurm/flexslurm/shared/slurmstate"
 	"github.com/flexslurm/flexslurm/shared/store"
 )
 
@@ -230,7 +231,8 @@ func TestFailAwaitingDrainIsRepairedFromTheSnapshot(t *testing.T) {
 		t.Fatalf("no snapshot yet: repair %q, %d repairs", n.Repair, repairs.Load())
 	}
 	snap := event.SlurmSnapshot{Header: event.Header{Version: 1, Type: event.TypeSlurmSnapshot, Cluster: "flexvm"}, TakenAt: h.Clock.Now(),
-		Nodes: []event.SnapshotNode{{Name: "flexvm-a3u-0", State: "idle", Flags: []string{"CLOUD", "DRAIN"}, Reason: "flexslurm: health check failed"}}}
+		Nodes: []event.SnapshotNode{{Name: "flexvm-a3u-0", Node: slurmstate.Node{State: slurmstate.NodeIdle,
+			Flags: slurmstate.NewNodeFlags(slurmstate.FlagCloud, slurmstate.FlagDrain), Reason: "flexslurm: health check failed"}}}}
 	_, err := h.Publish(ctx, config.TopicSlurmSnapshot, snap)
 	must(t, err)
 	must(t, h.Tick(ctx))

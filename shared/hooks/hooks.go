@@ -44,6 +44,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/naming"
 	"github.com/flexslurm/flexslurm/shared/slurm"
+	"github.com/flexslurm/flexslurm/shared/slurmstate"
 	"github.com/flexslurm/flexslurm/shared/text"
 )
 
@@ -567,7 +568,7 @@ func (rt *Runtime) NodeCheck(ctx context.Context, hook string) (int, error) {
 	if ev.VMName != "" {
 		on = " on " + ev.VMName
 	}
-	reason := text.Truncate("flexslurm: health check failed"+on+": "+strings.Join(reasons, "; "), maxDrainReason)
+	reason := text.Truncate(slurmstate.ReasonPrefix+" health check failed"+on+": "+strings.Join(reasons, "; "), maxDrainReason)
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	drainErr := rt.Slurm.UpdateNodes(dctx, []string{node}, "state=drain", "reason="+reason)
 	cancel()
@@ -599,8 +600,8 @@ func (rt *Runtime) drainComplete(ctx context.Context, node string) bool {
 		rt.Log.Warn("node state after the drain unknown: reported as draining", "node", node, "error", err)
 		return false
 	}
-	rt.Log.Info("node state after the drain", "node", node, "state", n.StateString(), "drained", n.DrainComplete())
-	return n.DrainComplete()
+	rt.Log.Info("node state after the drain", "node", node, "state", n.StateString(), "drained", n.Drained())
+	return n.Drained()
 }
 
 // runningJob returns a job running on node and "running", or "", "".

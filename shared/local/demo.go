@@ -287,7 +287,7 @@ func (s *System) Demo(ctx context.Context) error {
 	}
 	check(s.waitFor(ctx, stepWait, func() bool {
 		j, ok := s.TL.Job("102")
-		return ok && j.State == model.JobPending && strings.HasPrefix(j.Reason, "waiting")
+		return ok && j.State == model.JobPending && j.Stage == model.JobStageWaiting
 	}), "job 102 is pending and waits for room, no capacity requested")
 	if err := s.Job(ctx, event.TypeJobFinished, "101", 0, false); err != nil {
 		return err

@@ -188,7 +188,7 @@ func (s *System) demoSlurm(ctx context.Context, ss *slurmSide) error {
 	}
 	s.TL.Say(fmt.Sprintf("job %s cancelled; Xid 79 in the kernel log of %s's host (%s); sbatch -w %s: job %s", long, busy, faulty.PhysicalHost, busy, pinned))
 	check(s.waitFor(ctx, stepWait, ss.nodeIs(ctx, busy, &nl, func(n slurm.NodeInfo) bool {
-		return n.Drained() && strings.Contains(n.Reason, "Xid 79")
+		return n.DrainSet() && strings.Contains(n.Reason, "Xid 79")
 	})), fmt.Sprintf("the prolog drained %s (reason %q)", busy, nl.Reason))
 	check(s.waitFor(ctx, stepWait, ss.jobIs(ctx, pinned, &jl, slurm.JobInfo.Held)),
 		fmt.Sprintf("job %s is pending and held after the prolog failure (%s)", pinned, jl.Reason))
@@ -200,7 +200,7 @@ func (s *System) demoSlurm(ctx context.Context, ss *slurmSide) error {
 		vm := s.vm(n.VMName)
 		return vm.Status == "RUNNING" && (vm.Name != faulty.Name || vm.PhysicalHost != faulty.PhysicalHost)
 	}), fmt.Sprintf("the faulty VM %s was repaired on a healthy host or replaced", faulty.Name))
-	check(s.waitFor(ctx, stepWait, ss.nodeIs(ctx, busy, &nl, func(n slurm.NodeInfo) bool { return n.Ready() && !n.Drained() })),
+	check(s.waitFor(ctx, stepWait, ss.nodeIs(ctx, busy, &nl, func(n slurm.NodeInfo) bool { return n.Ready() && !n.DrainSet() })),
 		fmt.Sprintf("%s is back in Slurm, no longer drained (%s)", busy, nl.StateString()))
 	if err := ss.scontrol(ctx, "release", pinned); err != nil {
 		s.TL.Say("scontrol release: " + err.Error())

@@ -266,7 +266,7 @@ func days(d time.Duration) string {
 // its reservation and its reason, which names the VM (the node's
 // generation) it is about. Resent commands differ only in their id.
 func decisionKey(c event.SlurmCommand) string {
-	return strings.Join([]string{c.Command, strings.Join(c.Nodes, ","), c.JobID, c.Reservation, c.Address, c.Reason}, "\x00")
+	return strings.Join([]string{string(c.Command), strings.Join(c.Nodes, ","), c.JobID, c.Reservation, c.Address, c.Reason}, "\x00")
 }
 
 // WatchSlurm prints the Slurm commands published for the agent.

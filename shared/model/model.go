@@ -4,7 +4,8 @@
 // jobs flexslurm provisions for. These are the documents stored in Firestore
 // and the snapshot every decision reads.
 //
-// The package imports only the standard library; it does no I/O.
+// Of flexslurm's packages it imports only nodeconfig and slurmstate (the
+// typed facts of a Slurm snapshot); it does no I/O.
 package model
 
 import (
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/flexslurm/flexslurm/shared/nodeconfig"
+	"github.com/flexslurm/flexslurm/shared/slurmstate"
 )
 
 // NodeKind tells a static node (kept up to min_node_count whether or not a
@@ -209,6 +211,18 @@ const (
 // Active reports whether the job still needs nodes.
 func (s JobState) Active() bool { return s == JobPending || s == JobRunning }
 
+// JobStage is where provisioning a pending job stands, as the decision
+// that last stored the job recorded it (its Reason says the same for
+// people, and is never read back).
+type JobStage string
+
+// Job stages.
+const (
+	JobStageNone        JobStage = ""            // none recorded (the job was stored for another reason)
+	JobStageWaiting     JobStage = "waiting"     // waits for room in its pool, or for the pool's backoff or breaker
+	JobStageProvisioned JobStage = "provisioned" // its nodes are provisioned or in flight
+)
+
 // Job is a Slurm job that flexslurm provisions dynamic nodes for.
 type Job struct {
 	ID        string   `firestore:"id" json:"id"`               // Slurm job id
@@ -242,7 +256,11 @@ type Job struct {
 	Unfit       string    `firestore:"unfit,omitempty" json:"unfit,omitempty"`
 	SubmittedAt time.Time `firestore:"submitted_at" json:"submitted_at,omitzero"`
 	UpdatedAt   time.Time `firestore:"updated_at" json:"updated_at,omitzero"`
-	Reason      string    `firestore:"reason" json:"reason,omitempty"`
+	// Stage is what the decision that last stored the job recorded of its
+	// provisioning; decisions read it, not Reason.
+	Stage JobStage `firestore:"stage,omitempty" json:"stage,omitempty"`
+	// Reason says why the job was last stored, for people only.
+	Reason string `firestore:"reason" json:"reason,omitempty"`
 }
 
 // Pool is the stored state of one Flex-Start node pool.
@@ -349,32 +367,56 @@ type Cluster struct {
 	UpdatedAt time.Time           `firestore:"updated_at" json:"updated_at,omitzero"`
 }
 
-// SlurmNode is a node as the latest Slurm snapshot showed it.
-type SlurmNode struct {
-	State  string   `firestore:"state" json:"state"`                     // base state, lowercase (idle, allocated, mixed, down, …)
-	Flags  []string `firestore:"flags,omitempty" json:"flags,omitempty"` // uppercase (CLOUD, POWERED_DOWN, POWERING_UP, DRAIN, NOT_RESPONDING, …)
-	Reason string   `firestore:"reason,omitempty" json:"reason,omitempty"`
-}
+// SlurmNode is a node as the latest Slurm snapshot showed it: typed facts
+// (base state, flags as a set, whose reason it is), parsed once when the
+// snapshot was decoded; decisions read them only through their methods
+// (Drained, Draining, ForeignDrain, OwnReasonFor, …).
+type SlurmNode = slurmstate.Node
 
 // SlurmJob is a pending or running job as the latest Slurm snapshot showed it.
 type SlurmJob struct {
-	ID        string   `firestore:"id" json:"id"`
-	State     string   `firestore:"state" json:"state"` // PENDING, CONFIGURING, RUNNING, COMPLETING, …
-	Reason    string   `firestore:"reason,omitempty" json:"reason,omitempty"`
-	Partition string   `firestore:"partition,omitempty" json:"partition,omitempty"`
-	Nodes     []string `firestore:"nodes,omitempty" json:"nodes,omitempty"`
-	NodeCount int      `firestore:"node_count,omitempty" json:"node_count,omitempty"`
+	ID        string              `firestore:"id" json:"id"`
+	State     slurmstate.JobState `firestore:"state" json:"state"`                       // PENDING, CONFIGURING, RUNNING, COMPLETING, …
+	Reason    string              `firestore:"reason,omitempty" json:"reason,omitempty"` // Slurm's reason, for display
+	Partition string              `firestore:"partition,omitempty" json:"partition,omitempty"`
+	Nodes     []string            `firestore:"nodes,omitempty" json:"nodes,omitempty"`
+	NodeCount int                 `firestore:"node_count,omitempty" json:"node_count,omitempty"`
 	// TimeLimitSeconds is the job's time limit (0 = unknown or none).
 	TimeLimitSeconds int64 `firestore:"time_limit_s,omitempty" json:"time_limit_s,omitempty"`
 }
 
+// SlurmViewVersion is the version of the stored SlurmView: 1 stores each
+// node's reason owner and generation (slurmstate.Node), which a view
+// stored before (version 0) lacks.
+const SlurmViewVersion = 1
+
 // SlurmView is the latest Slurm snapshot of a cluster, published by the
 // agent beside slurmctld and stored for the reconciler.
 type SlurmView struct {
+	// Version is SlurmViewVersion when written; a view read with an older
+	// one is brought up to date by Upgrade.
+	Version    int                  `firestore:"version,omitempty" json:"version,omitempty"`
 	TakenAt    time.Time            `firestore:"taken_at" json:"taken_at"`
 	ReceivedAt time.Time            `firestore:"received_at" json:"received_at"`
 	Nodes      map[string]SlurmNode `firestore:"nodes" json:"nodes"`
 	Jobs       []SlurmJob           `firestore:"jobs" json:"jobs"`
+}
+
+// Upgrade brings a view stored by an older version up to date: every
+// node's facts are parsed again from its stored words and reason
+// (slurmstate.ParseNode), which decides the facts the older version did
+// not store, and job states are normalised.
+func (v *SlurmView) Upgrade() {
+	if v == nil || v.Version >= SlurmViewVersion {
+		return
+	}
+	for name, n := range v.Nodes {
+		v.Nodes[name] = slurmstate.ParseNode(name, n.Words(), n.Reason)
+	}
+	for i, j := range v.Jobs {
+		v.Jobs[i].State, _ = slurmstate.ParseJobState([]string{string(j.State)})
+	}
+	v.Version = SlurmViewVersion
 }
 
 // State is a snapshot of one cluster (or of some of its pools) that a
@@ -425,7 +467,7 @@ func (s *State) Clone() *State {
 		v := *s.Slurm
 		v.Nodes = make(map[string]SlurmNode, len(s.Slurm.Nodes))
 		for k, n := range s.Slurm.Nodes {
-			n.Flags = append([]string(nil), n.Flags...)
+			n.Flags = append(slurmstate.NodeFlags(nil), n.Flags...)
 			v.Nodes[k] = n
 		}
 		v.Jobs = make([]SlurmJob, len(s.Slurm.Jobs))

@@ -29,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/model"
 )
 
@@ -174,10 +175,13 @@ type ForgetPool struct {
 // SlurmCommand asks the Slurm agent to run one scontrol command.
 type SlurmCommand struct {
 	ID      string // deterministic
-	Command string // event.Slurm* constant
+	Command event.SlurmOp
 	Nodes   []string
 	JobID   string
-	Reason  string
+	// Reason says why, for the node's reason or the job's comment in
+	// Slurm (rendered with flexslurm's prefix where the command leaves
+	// flexslurm: event.RenderReason) and for logs.
+	Reason string
 	// Reservation, StartTime and DurationSeconds describe a maintenance
 	// reservation (reservation_create / reservation_delete).
 	Reservation     string

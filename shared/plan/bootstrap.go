@@ -38,6 +38,6 @@ func NodeBootstrapFailed(st *model.State, ev *event.Bootstrap, now time.Time, po
 	}
 	what := fmt.Sprintf("VM %s failed its bootstrap at step %s: %s", ev.VMName, ev.Step, ev.Error)
 	b.bootstrapFailed(pool, n, what)
-	b.replaceLost(b.st.Pools[poolID], *b.st.Nodes[n.Name], what, "flexslurm: bootstrap of "+ev.VMName+" failed ("+ev.Step+")")
+	b.replaceLost(b.st.Pools[poolID], *b.st.Nodes[n.Name], what, "bootstrap of "+ev.VMName+" failed ("+ev.Step+")")
 	return b.out, nil
 }

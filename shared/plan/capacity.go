@@ -251,7 +251,7 @@ func (b *builder) requestEnded(rr string, end model.EndReason, gone bool, why st
 	for id := range jobs {
 		if j, ok := b.st.Jobs[id]; ok && j.State == model.JobPending {
 			jj := *j
-			b.putJob(jj, "waiting: "+why)
+			b.putJobAt(jj, model.JobStageWaiting, "waiting: "+why)
 		}
 	}
 }

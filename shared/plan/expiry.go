@@ -97,7 +97,7 @@ func Expiry(st *model.State, a *event.Audit, now time.Time, pol Policy) ([]Actio
 // on the node), then a static node is recreated always and a dynamic node
 // only for a pending job.
 func (b *builder) generationEnded(pool *model.Pool, n model.Node, end model.EndReason, why string) {
-	b.slurm(event.SlurmPowerDownForce, []string{n.Name}, "", "flexslurm: "+why, n.VMName)
+	b.slurm(event.SlurmPowerDownForce, []string{n.Name}, "", why, n.VMName)
 	b.endOfLifeDone(n)
 	n.LastEnd = end
 	n.Phase = model.PhaseReleased

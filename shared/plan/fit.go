@@ -100,7 +100,7 @@ func (b *builder) unfitJob(pool *model.Pool, j model.Job, m Misfit, key string) 
 		if key == "" {
 			key = b.now.Truncate(time.Hour).Format(time.RFC3339)
 		}
-		b.slurm(event.SlurmPowerDownForce, down, "", fmt.Sprintf("flexslurm: job %s: %s", j.ID, m.Reason), "unfit", key)
+		b.slurm(event.SlurmPowerDownForce, down, "", fmt.Sprintf("job %s: %s", j.ID, m.Reason), "unfit", key)
 	}
 	if !changed {
 		return
@@ -114,7 +114,7 @@ func (b *builder) unfitJob(pool *model.Pool, j model.Job, m Misfit, key string) 
 		poolID = pool.ID
 	}
 	b.add(Alert{Pool: poolID, Reason: fmt.Sprintf("job %s fits no node: %s", j.ID, m.Reason)})
-	b.jobComment(j.ID, event.JobCommentPrefix+" not provisioned: "+m.Reason)
+	b.jobComment(j.ID, "not provisioned: "+m.Reason)
 }
 
 // fitAgain clears a job's misfit once its pool can serve it (the spec or
@@ -133,10 +133,7 @@ func (b *builder) fitAgain(j *model.Job) {
 
 // jobComment asks the agent to set (or, empty, clear) a job's Comment.
 func (b *builder) jobComment(job, text string) {
-	if len(text) > event.MaxJobComment {
-		text = text[:event.MaxJobComment]
-	}
-	b.add(SlurmCommand{ID: naming.CommandID(b.cluster, event.SlurmJobComment, job, text), Command: event.SlurmJobComment, JobID: job, Reason: text})
+	b.add(SlurmCommand{ID: naming.CommandID(b.cluster, string(event.SlurmJobComment), job, text), Command: event.SlurmJobComment, JobID: job, Reason: text})
 }
 
 // jobLimits takes pending jobs' time limits from a Slurm snapshot taken

@@ -10,6 +10,7 @@ import (
 
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/flexslurm/flexslurm/shared/slurmstate"
 	"github.com/flexslurm/flexslurm/shared/spec"
 )
 
@@ -58,7 +59,7 @@ func comments(actions []Action) []string {
 	var out []string
 	for _, a := range actions {
 		if c, ok := a.(SlurmCommand); ok && c.Command == event.SlurmJobComment {
-			out = append(out, c.JobID+": "+c.Reason)
+			out = append(out, c.JobID+": "+event.RenderReason(c.Command, c.Reason)) // as the user sees it
 		}
 	}
 	return out
@@ -131,7 +132,7 @@ func TestLostReportOfAJobLongerThanThePool(t *testing.T) {
 	shortPool(st, 2*time.Hour)
 	now := t0.Add(5 * time.Minute)
 	st.Slurm = &model.SlurmView{TakenAt: now, Nodes: map[string]model.SlurmNode{
-		"flexvm-a3u-1": {State: "allocated", Flags: []string{"CLOUD", "NOT_RESPONDING", "POWERING_UP"}}},
+		"flexvm-a3u-1": slurmNode("flexvm-a3u-1", "", "allocated", "CLOUD", "NOT_RESPONDING", "POWERING_UP")},
 		Jobs: []model.SlurmJob{{ID: "9", State: "PENDING", Partition: "a3u", Nodes: []string{"flexvm-a3u-1"}, NodeCount: 1, TimeLimitSeconds: 3 * 3600}}}
 	rec := Reconcile(st, Observed{JobRecordsFor: now, Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true,
 		ResizeRequests: []ObservedResizeRequest{{Name: "rr-flexvm-a3u-0-g1", State: "ACCEPTED", Created: t0}}}}}, now, Policy{})
@@ -263,10 +264,10 @@ func TestNodeBeyondMaxKeptWhileItsJobRuns(t *testing.T) {
 // and the node is released.
 func TestNodeBeyondMaxReleasedWhenANewerSnapshotShowsItsJobPending(t *testing.T) {
 	for _, tc := range []struct {
-		state   string
+		state   slurmstate.JobState
 		release bool
 	}{{"PENDING", true}, {"RUNNING", false}} {
-		t.Run(tc.state, func(t *testing.T) {
+		t.Run(string(tc.state), func(t *testing.T) {
 			st, c := applied(t)
 			Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 1, "flexvm-a3u-2")))
 			running(st, "flexvm-a3u-2", t0.Add(week))

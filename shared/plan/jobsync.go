@@ -20,7 +20,7 @@ func (b *builder) jobsStarted(slurm *model.SlurmView) {
 	}
 	for _, sj := range slurm.Jobs {
 		j, ok := b.st.Jobs[sj.ID]
-		if !ok || sj.State != "RUNNING" || j.State != model.JobPending || Newest(j.UpdatedAt, slurm) != SourceSlurm {
+		if !ok || !sj.State.Running() || j.State != model.JobPending || Newest(j.UpdatedAt, slurm) != SourceSlurm {
 			continue
 		}
 		job := *j

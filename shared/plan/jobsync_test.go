@@ -6,6 +6,7 @@ import (
 
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/flexslurm/flexslurm/shared/slurmstate"
 )
 
 // TestReconcileRecordsJobsSlurmRuns: a job reported pending by
@@ -16,7 +17,7 @@ import (
 func TestReconcileRecordsJobsSlurmRuns(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
-		state    string
+		state    slurmstate.JobState
 		takenAt  time.Duration // after the job's last change
 		wantRuns bool
 	}{

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/flexslurm/flexslurm/shared/event"
@@ -137,9 +136,9 @@ func (b *builder) endOfLife(n model.Node) {
 	if n.TerminationTime.IsZero() {
 		return
 	}
-	reason := fmt.Sprintf("flexslurm: %s ends at %s (max run duration)", n.VMName, n.TerminationTime.Format(time.RFC3339))
+	reason := fmt.Sprintf("%s ends at %s (max run duration)", n.VMName, n.TerminationTime.Format(time.RFC3339))
 	b.add(SlurmCommand{
-		ID:      naming.CommandID(b.cluster, event.SlurmReservationCreate, n.Name, n.VMName, n.TerminationTime.Format(time.RFC3339)),
+		ID:      naming.CommandID(b.cluster, string(event.SlurmReservationCreate), n.Name, n.VMName, n.TerminationTime.Format(time.RFC3339)),
 		Command: event.SlurmReservationCreate, Nodes: []string{n.Name}, Reservation: eolName(n.Name),
 		StartTime: n.TerminationTime, DurationSeconds: int64(b.pol.EOLReservation / time.Second), Reason: reason,
 	})
@@ -151,9 +150,9 @@ func (b *builder) endOfLifeDone(n model.Node) {
 		return
 	}
 	b.add(SlurmCommand{
-		ID:      naming.CommandID(b.cluster, event.SlurmReservationDelete, n.Name, n.VMName),
+		ID:      naming.CommandID(b.cluster, string(event.SlurmReservationDelete), n.Name, n.VMName),
 		Command: event.SlurmReservationDelete, Nodes: []string{n.Name}, Reservation: eolName(n.Name),
-		Reason: fmt.Sprintf("flexslurm: %s is gone", n.VMName),
+		Reason: fmt.Sprintf("%s is gone", n.VMName),
 	})
 }
 
@@ -261,7 +260,7 @@ func (b *builder) followSuccessor(pool *model.Pool, old model.Node, slurm *model
 	if old.Kind == model.NodeStatic {
 		old.Kind = model.NodeDynamic
 		b.putNode(old, fmt.Sprintf("make-before-break: successor %s registered; %s drained until its jobs end (at the latest %s)", s.Name, old.Name, old.TerminationTime.Format(time.RFC3339)))
-		b.slurm(event.SlurmDrain, []string{old.Name}, "", fmt.Sprintf("flexslurm: end of life at %s, replaced by %s (%s)", old.TerminationTime.Format(time.RFC3339), s.Name, old.VMName), old.VMName)
+		b.slurm(event.SlurmDrain, []string{old.Name}, "", fmt.Sprintf("end of life at %s, replaced by %s (%s)", old.TerminationTime.Format(time.RFC3339), s.Name, old.VMName), old.VMName)
 		return
 	}
 	// Drained and without jobs: the old VM is released now rather than at
@@ -274,10 +273,12 @@ func (b *builder) followSuccessor(pool *model.Pool, old model.Node, slurm *model
 	}
 	if slurm != nil {
 		n, ok := slurm.Nodes[old.Name]
-		// DOWN+DRAIN runs no job either (a node drained while its VM was
-		// replaced, then drained again for its end of life, stays DOWN
-		// with the second reason): waiting for IDLE would keep it forever.
-		if st := strings.ToLower(n.State); !ok || !slices.Contains(n.Flags, "DRAIN") || (st != "idle" && st != "down") {
+		// Drained: DRAIN and no job running or ending there, whatever the
+		// base state — DOWN+DRAIN runs no job either (a node drained while
+		// its VM was replaced, then drained again for its end of life,
+		// stays DOWN with the second reason): waiting for IDLE would keep
+		// it forever.
+		if !ok || !n.Drained() {
 			return
 		}
 	}

@@ -333,7 +333,14 @@ func (b *builder) putNode(n model.Node, reason string) {
 	b.noteBeyondMax(n)
 }
 
+// putJob stores a job with no provisioning stage (putJobAt records one).
 func (b *builder) putJob(j model.Job, reason string) {
+	b.putJobAt(j, model.JobStageNone, reason)
+}
+
+// putJobAt stores a job at a provisioning stage.
+func (b *builder) putJobAt(j model.Job, stage model.JobStage, reason string) {
+	j.Stage = stage
 	j.Reason = reason
 	j.UpdatedAt = b.now
 	j.Nodes = append([]string(nil), j.Nodes...)
@@ -343,8 +350,8 @@ func (b *builder) putJob(j model.Job, reason string) {
 	b.add(PutJob{Job: j, Reason: reason})
 }
 
-func (b *builder) slurm(command string, nodes []string, jobID, reason string, idParts ...string) {
-	parts := append([]string{b.cluster, command, strings.Join(nodes, ","), jobID}, idParts...)
+func (b *builder) slurm(command event.SlurmOp, nodes []string, jobID, reason string, idParts ...string) {
+	parts := append([]string{b.cluster, string(command), strings.Join(nodes, ","), jobID}, idParts...)
 	b.add(SlurmCommand{ID: naming.CommandID(parts...), Command: command, Nodes: nodes, JobID: jobID, Reason: reason})
 }
 
@@ -594,8 +601,8 @@ func (b *builder) provisionJob(j model.Job, why string) bool {
 	if len(j.Nodes) == 0 {
 		picked, free := b.freeSlots(pool, j.NodesWanted)
 		if picked == nil {
-			if j.Reason != waitingReason(pool, free, j.NodesWanted) {
-				b.putJob(j, waitingReason(pool, free, j.NodesWanted))
+			if why := waitingReason(pool, free, j.NodesWanted); j.Stage != model.JobStageWaiting || j.Reason != why {
+				b.putJobAt(j, model.JobStageWaiting, why)
 			}
 			return false
 		}
@@ -616,19 +623,19 @@ func (b *builder) provisionJob(j model.Job, why string) bool {
 		}
 	}
 	if len(missing) == 0 {
-		if j.Reason == "" || !strings.HasPrefix(j.Reason, "nodes provisioned") {
-			b.putJob(j, "nodes provisioned or in flight")
+		if j.Stage != model.JobStageProvisioned {
+			b.putJobAt(j, model.JobStageProvisioned, "nodes provisioned or in flight")
 		}
 		return true
 	}
 	if blocked, why := b.blocked(pool); blocked {
-		if j.Reason != why {
-			b.putJob(j, why)
+		if j.Stage != model.JobStageWaiting || j.Reason != why {
+			b.putJobAt(j, model.JobStageWaiting, why)
 		}
 		return false
 	}
 	if b.vmCount(pool.ID)+len(missing) > pool.MaxNodes {
-		b.putJob(j, fmt.Sprintf("waiting: %d more VMs would exceed max_node_count %d of pool %s", len(missing), pool.MaxNodes, pool.ID))
+		b.putJobAt(j, model.JobStageWaiting, fmt.Sprintf("waiting: %d more VMs would exceed max_node_count %d of pool %s", len(missing), pool.MaxNodes, pool.ID))
 		return false
 	}
 	var held []string
@@ -650,7 +657,7 @@ func (b *builder) provisionJob(j model.Job, why string) bool {
 		vms = append(vms, n.VMName)
 		b.putNode(n, fmt.Sprintf("provisioning for job %s", j.ID))
 	}
-	b.putJob(j, fmt.Sprintf("nodes provisioned or in flight: resize request %s for %d VMs", rr, len(vms)))
+	b.putJobAt(j, model.JobStageProvisioned, fmt.Sprintf("nodes provisioned or in flight: resize request %s for %d VMs", rr, len(vms)))
 	if !pool.Ready {
 		b.ensurePool(pool, "pool resources not confirmed yet")
 	}

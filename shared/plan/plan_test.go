@@ -81,7 +81,7 @@ func kinds(actions []Action) []string {
 		case DeleteVMs:
 			out = append(out, "DeleteVMs:"+strings.Join(a.VMs, ","))
 		case SlurmCommand:
-			out = append(out, "Slurm:"+a.Command+":"+strings.Join(a.Nodes, ",")+a.JobID)
+			out = append(out, "Slurm:"+string(a.Command)+":"+strings.Join(a.Nodes, ",")+a.JobID)
 		case Alert:
 			out = append(out, "Alert:"+a.Pool)
 		case ReportHostAsFaulty:
@@ -712,7 +712,7 @@ func slurmView(at time.Time, nodes map[string]string) *model.SlurmView {
 	v := &model.SlurmView{TakenAt: at, Nodes: map[string]model.SlurmNode{}}
 	for name, s := range nodes {
 		parts := strings.Split(s, "+")
-		v.Nodes[name] = model.SlurmNode{State: strings.ToLower(parts[0]), Flags: parts[1:]}
+		v.Nodes[name] = slurmNode(name, "", parts...)
 	}
 	return v
 }
@@ -953,7 +953,7 @@ func TestLiftOwnDrainOnly(t *testing.T) {
 		n := st.Nodes["flexvm-a3u-0"]
 		n.Generation, n.VMName = 2, "flexvm-a3u-0-g2"
 		running(st, "flexvm-a3u-0", t0.Add(week))
-		st.Slurm = &model.SlurmView{TakenAt: t0.Add(time.Second), Nodes: map[string]model.SlurmNode{"flexvm-a3u-0": {State: "idle", Flags: []string{"CLOUD", "DRAIN"}, Reason: tc.reason}}}
+		st.Slurm = &model.SlurmView{TakenAt: t0.Add(time.Second), Nodes: map[string]model.SlurmNode{"flexvm-a3u-0": slurmNode("flexvm-a3u-0", tc.reason, "idle", "CLOUD", "DRAIN")}}
 		vm := VM{Name: "flexvm-a3u-0-g2", Status: "RUNNING", Created: t0, TerminationTime: t0.Add(week)}
 		got := kinds(Reconcile(st, Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true, VMs: []VM{vm}}}}, t0.Add(time.Minute), Policy{}))
 		if d := cmp.Diff(tc.want, got); d != "" {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -422,7 +421,7 @@ func (b *builder) act(pool *model.Pool, node model.Node, vm VM, outcome Outcome,
 	case OutcomeReleaseIdle:
 		b.releaseQuietly(pool, node, why)
 		if combo.Slurm == SlurmDownPowered {
-			b.slurm(event.SlurmResume, []string{node.Name}, "", "flexslurm: "+rule.Why, node.VMName, "resume")
+			b.slurm(event.SlurmResume, []string{node.Name}, "", rule.Why, node.VMName, "resume")
 		}
 		return true
 	case OutcomeSlurmResume:
@@ -430,20 +429,20 @@ func (b *builder) act(pool *model.Pool, node model.Node, vm VM, outcome Outcome,
 		if node.Phase == model.PhaseRunning && combo.Slurm == SlurmPoweredDown {
 			cmd = event.SlurmPowerUp
 		}
-		b.slurm(cmd, []string{node.Name}, "", "flexslurm: "+rule.Why, node.VMName, b.now.Truncate(time.Hour).Format(time.RFC3339))
+		b.slurm(cmd, []string{node.Name}, "", rule.Why, node.VMName, b.now.Truncate(time.Hour).Format(time.RFC3339))
 		return false
 	case OutcomeSlurmPowerDown:
 		if b.claimed(node.Name) {
 			return false // a pending job waits for this node (capacity or backoff): Slurm is right to resume it
 		}
-		b.slurm(event.SlurmPowerDownForce, []string{node.Name}, "", "flexslurm: "+rule.Why, node.VMName, b.now.Truncate(time.Hour).Format(time.RFC3339))
+		b.slurm(event.SlurmPowerDownForce, []string{node.Name}, "", rule.Why, node.VMName, b.now.Truncate(time.Hour).Format(time.RFC3339))
 		return false
 	case OutcomeReplace:
 		if !node.Registered {
 			b.bootstrapFailed(pool, node, fmt.Sprintf("VM %s ran but node %s never registered in Slurm", node.VMName, node.Name))
 			pool = b.st.Pools[pool.ID]
 		}
-		b.replaceLost(pool, node, why, "flexslurm: "+rule.Why)
+		b.replaceLost(pool, node, why, rule.Why)
 		return true
 	}
 	return false
@@ -636,7 +635,7 @@ func (b *builder) lostJobReports(slurm *model.SlurmView, obs Observed) {
 		return
 	}
 	for _, sj := range slurm.Jobs {
-		if (sj.State != "PENDING" && sj.State != "CONFIGURING") || len(sj.Nodes) == 0 {
+		if !sj.State.Unstarted() || len(sj.Nodes) == 0 {
 			continue
 		}
 		// Only a job flexslurm holds no record of: a job it knows is
@@ -676,11 +675,10 @@ func (b *builder) liftOwnDrain(node model.Node) {
 	if b.view == nil {
 		return
 	}
-	reason := b.view.Nodes[node.Name].Reason
-	if !strings.HasPrefix(reason, "flexslurm:") || !drainedOlderGeneration(reason, node) {
+	if !b.view.Nodes[node.Name].OwnReasonFor(node.Generation) {
 		return
 	}
-	b.slurm(event.SlurmResume, []string{node.Name}, "", fmt.Sprintf("flexslurm: lifting flexslurm's drain: %s replaced the VM it was set for", node.VMName), node.VMName, "lift-drain")
+	b.slurm(event.SlurmResume, []string{node.Name}, "", fmt.Sprintf("lifting flexslurm's drain: %s replaced the VM it was set for", node.VMName), node.VMName, "lift-drain")
 }
 
 // idle tracks how long Slurm has shown a running dynamic node idle and
@@ -733,16 +731,6 @@ func (b *builder) idle(pool *model.Pool, node *model.Node, combo Combo) (release
 	return true, true
 }
 
-// slurmJobAlive reports whether a Slurm job state means the job still
-// needs nodes.
-func slurmJobAlive(state string) bool {
-	switch strings.ToUpper(state) {
-	case "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT":
-		return true
-	}
-	return false
-}
-
 // lostJobEnds ends the jobs flexslurm holds as pending or running that a
 // snapshot taken after their last change no longer shows alive (their end
 // report was lost): their queued capacity is cancelled, so no VM is made
@@ -753,7 +741,7 @@ func (b *builder) lostJobEnds(slurm *model.SlurmView) {
 	}
 	alive := map[string]bool{}
 	for _, sj := range slurm.Jobs {
-		if slurmJobAlive(sj.State) {
+		if sj.State.Alive() {
 			alive[sj.ID] = true
 		}
 	}
@@ -773,26 +761,4 @@ func (b *builder) lostJobEnds(slurm *model.SlurmView) {
 			}
 		}
 	}
-}
-
-// drainedOlderGeneration reports whether a drain reason names a VM of an
-// older generation of the node.
-func drainedOlderGeneration(reason string, n model.Node) bool {
-	prefix := n.Name + "-g"
-	for i := strings.Index(reason, prefix); i >= 0; {
-		rest := reason[i+len(prefix):]
-		j := 0
-		for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
-			j++
-		}
-		if gen, err := strconv.ParseInt(rest[:j], 10, 64); j > 0 && err == nil && gen < n.Generation {
-			return true
-		}
-		next := strings.Index(rest, prefix)
-		if next < 0 {
-			break
-		}
-		i += len(prefix) + next
-	}
-	return false
 }

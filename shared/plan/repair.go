@@ -3,7 +3,6 @@ package plan
 import (
 	"fmt"
 	"math"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -148,7 +147,7 @@ func Repair(st *model.State, h *event.Health, now time.Time, pol Policy) ([]Acti
 
 	// A new repair (or a FAIL on a node drained for diagnosis).
 	node.Repair, node.RepairSince, node.RepairReason = model.RepairNone, now, text.Truncate(reason, MaxFaultDescription)
-	b.slurm(event.SlurmDrain, []string{node.Name}, "", fmt.Sprintf("flexslurm: %s (%s)", reason, node.VMName), b.drainParts(node)...)
+	b.slurm(event.SlurmDrain, []string{node.Name}, "", fmt.Sprintf("%s (%s)", reason, node.VMName), b.drainParts(node)...)
 	if unhealthy, allowed, serving := b.repairBudget(pool, node.Name); unhealthy >= allowed {
 		node.Repair = model.RepairBlocked
 		msg := fmt.Sprintf("repair of %s blocked: %d of pool %s's %d serving nodes are under repair, the budget is %d (max(%d, ⌊%g × %d⌋)); the node stays drained and is repaired when a repair finishes",
@@ -309,28 +308,7 @@ func (b *builder) slurmDrained(node string, after time.Time) bool {
 		return false
 	}
 	n, ok := b.view.Nodes[node]
-	if !ok {
-		return false
-	}
-	return SlurmDrained(n)
-}
-
-// SlurmDrained reports whether a snapshot node is drained rather than
-// draining: the DRAIN flag (or a drained base state) and no job on it.
-func SlurmDrained(n model.SlurmNode) bool {
-	flags := map[string]bool{}
-	for _, f := range n.Flags {
-		flags[strings.ToUpper(f)] = true
-	}
-	base := strings.ToLower(n.State)
-	if !flags["DRAIN"] && base != "drained" {
-		return false
-	}
-	switch base {
-	case "allocated", "mixed", "completing", "draining":
-		return false
-	}
-	return !flags["COMPLETING"]
+	return ok && n.Drained()
 }
 
 // repairJobWaiting returns the job recorded as waiting for a node's repair
@@ -348,8 +326,7 @@ func (b *builder) repairJobWaiting(n model.Node) (string, bool) {
 	if b.view != nil {
 		for _, sj := range b.view.Jobs {
 			if sj.ID == id {
-				s := strings.ToUpper(sj.State)
-				return id, s == "PENDING" || strings.HasPrefix(s, "REQUEUE")
+				return id, sj.State.Waiting()
 			}
 		}
 		return id, false
@@ -389,7 +366,7 @@ func (b *builder) inconclusive(pool *model.Pool, node model.Node, h *event.Healt
 		b.putNode(node, seen+": recorded, the node is already drained for diagnosis")
 	default:
 		msg := fmt.Sprintf("health check inconclusive %d times within %s: drained for diagnosis", node.InconclusiveCount, shortDuration(window))
-		b.slurm(event.SlurmDrain, []string{node.Name}, "", fmt.Sprintf("flexslurm: %s (%s)", msg, node.VMName),
+		b.slurm(event.SlurmDrain, []string{node.Name}, "", fmt.Sprintf("%s (%s)", msg, node.VMName),
 			node.VMName, "diagnosis", node.InconclusiveSince.UTC().Format(time.RFC3339Nano))
 		node.Repair, node.RepairSince, node.RepairReason = model.RepairDiagnosis, b.now, text.Truncate("health check inconclusive: "+detail, MaxFaultDescription)
 		b.putNode(node, seen+": "+msg)
@@ -460,14 +437,12 @@ func (b *builder) hostRepaired(pool *model.Pool, node model.Node, vm VM) {
 		node.VMName, vm.LastStart.Format(time.RFC3339), node.RepairSince.Format(time.RFC3339))
 	foreign := false
 	if b.view != nil && !b.view.TakenAt.Before(node.RepairSince) {
-		sn, ok := b.view.Nodes[node.Name]
-		drained := ok && (slices.Contains(sn.Flags, "DRAIN") || strings.EqualFold(sn.State, "drained") || strings.EqualFold(sn.State, "draining"))
-		foreign = drained && sn.Reason != "" && !strings.HasPrefix(sn.Reason, "flexslurm:")
+		foreign = b.view.Nodes[node.Name].ForeignDrain()
 	}
 	if foreign {
 		why += ": left drained, its drain reason is not flexslurm's"
 	} else {
-		b.slurm(event.SlurmResume, []string{node.Name}, "", "flexslurm: "+node.VMName+" repaired on a healthy host: back in service", node.VMName, "host-repaired")
+		b.slurm(event.SlurmResume, []string{node.Name}, "", node.VMName+" repaired on a healthy host: back in service", node.VMName, "host-repaired")
 		why += ": node resumed in Slurm"
 	}
 	node.HostRepaired = node.Generation

@@ -128,8 +128,8 @@ func TestRepairFail(t *testing.T) {
 					t.Errorf("node: since %s reason %q gen %d", n.RepairSince, n.RepairReason, n.Generation)
 				}
 				d, _ := find[SlurmCommand](got)
-				if d.Reason != "flexslurm: health check failed: GPU 3: 2 uncorrectable ECC errors (flexvm-a3u-0-g1)" {
-					t.Errorf("drain reason %q", d.Reason)
+				if r := event.RenderReason(d.Command, d.Reason); r != "flexslurm: health check failed: GPU 3: 2 uncorrectable ECC errors (flexvm-a3u-0-g1)" {
+					t.Errorf("drain reason %q", r)
 				}
 			},
 		},
@@ -227,7 +227,7 @@ func TestRepairFail(t *testing.T) {
 				"PutNode:flexvm-a3u-0/requested", "CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
 			check: func(t *testing.T, got []Action) {
 				d, _ := find[SlurmCommand](got)
-				if d.ID == naming.CommandID("flexvm", event.SlurmDrain, "flexvm-a3u-0", "", "flexvm-a3u-0-g1", "health") {
+				if d.ID == naming.CommandID("flexvm", string(event.SlurmDrain), "flexvm-a3u-0", "", "flexvm-a3u-0-g1", "health") {
 					t.Error("the drain after a host repair has the first drain's id: the agent would skip it")
 				}
 			},
@@ -710,8 +710,7 @@ func TestReconcileRepair(t *testing.T) {
 			if tc.slurm != nil {
 				st.Slurm = slurmView(now.Add(-time.Second-tc.taken), tc.slurm)
 				n := st.Slurm.Nodes["flexvm-a3u-0"]
-				n.Reason = tc.reason
-				st.Slurm.Nodes["flexvm-a3u-0"] = n
+				st.Slurm.Nodes["flexvm-a3u-0"] = slurmNode("flexvm-a3u-0", tc.reason, n.Words()...)
 			}
 			obs := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true}}}
 			if tc.vm.Name != "" {
@@ -963,8 +962,8 @@ func TestInconclusive(t *testing.T) {
 				}
 				if c, ok := find[SlurmCommand](got); ok {
 					drains = append(drains, c.ID)
-					if !strings.HasPrefix(c.Reason, "flexslurm: health check inconclusive ") || !strings.Contains(c.Reason, "drained for diagnosis (flexvm-a3u-0-g1)") {
-						t.Errorf("drain reason %q", c.Reason)
+					if r := event.RenderReason(c.Command, c.Reason); !strings.HasPrefix(r, "flexslurm: health check inconclusive ") || !strings.Contains(r, "drained for diagnosis (flexvm-a3u-0-g1)") {
+						t.Errorf("drain reason %q", r)
 					}
 				}
 				Apply(st, got)
@@ -978,7 +977,7 @@ func TestInconclusive(t *testing.T) {
 	st := reservationBound(t)
 	running(st, "flexvm-a3u-0", t0.Add(farEnd))
 	got, _ := Repair(st, inconclusiveEv("flexvm-a3u-0", 1), t0, Policy{InconclusiveLimit: 1})
-	if c, _ := find[SlurmCommand](got); c.Reason != "flexslurm: health check inconclusive 1 times within 24h: drained for diagnosis (flexvm-a3u-0-g1)" {
+	if c, _ := find[SlurmCommand](got); event.RenderReason(c.Command, c.Reason) != "flexslurm: health check inconclusive 1 times within 24h: drained for diagnosis (flexvm-a3u-0-g1)" {
 		t.Errorf("drain reason %q", c.Reason)
 	}
 }
@@ -1057,7 +1056,7 @@ func TestSlurmDrained(t *testing.T) {
 		"DRAINING":                        false,
 	} {
 		v := slurmView(t0, map[string]string{"n": state})
-		if got := SlurmDrained(v.Nodes["n"]); got != want {
+		if got := v.Nodes["n"].Drained(); got != want {
 			t.Errorf("%s: drained %v, want %v", state, got, want)
 		}
 	}

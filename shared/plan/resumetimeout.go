@@ -45,7 +45,7 @@ func (b *builder) resumeFailed(pool *model.Pool, n model.Node, at time.Time, why
 		n = *b.st.Nodes[n.Name]
 	}
 	stamp := at.UTC().Format(time.RFC3339)
-	b.slurm(event.SlurmResume, []string{n.Name}, "", "flexslurm: "+why+": node returned to service, powered down", n.VMName, "resume-failed", stamp)
+	b.slurm(event.SlurmResume, []string{n.Name}, "", why+": node returned to service, powered down", n.VMName, "resume-failed", stamp)
 	for _, j := range b.st.SortedJobs() {
 		if !j.State.Active() || !(slices.Contains(j.Nodes, n.Name) || (j.ID == n.JobID && len(j.Nodes) == 0 && j.State == model.JobPending)) {
 			continue
@@ -66,7 +66,7 @@ func (b *builder) resumeFailed(pool *model.Pool, n model.Node, at time.Time, why
 // newer than the job's record shows Slurm allocated it (ok), or none yet.
 func (b *builder) awaitingAllocation(j model.Job) (model.Job, bool) {
 	sj, found, newer := slurmJobFact(b.view, &j, j.ID)
-	if !newer || !found || (sj.State != "PENDING" && sj.State != "CONFIGURING") || len(sj.Nodes) == 0 {
+	if !newer || !found || !sj.State.Unstarted() || len(sj.Nodes) == 0 {
 		return j, false
 	}
 	j.Nodes = append([]string(nil), sj.Nodes...)

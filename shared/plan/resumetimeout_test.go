@@ -62,7 +62,7 @@ func TestResumeFailureJobWaitsForSlurmsNextAllocation(t *testing.T) {
 		{
 			name: "a newer snapshot shows Slurm placed it on flexvm-a3u-2: capacity for that node",
 			slurm: &model.SlurmView{TakenAt: t0.Add(64 * time.Minute),
-				Nodes: map[string]model.SlurmNode{"flexvm-a3u-2": {State: "allocated", Flags: []string{"CLOUD", "NOT_RESPONDING", "POWERING_UP"}}},
+				Nodes: map[string]model.SlurmNode{"flexvm-a3u-2": slurmNode("flexvm-a3u-2", "", "allocated", "CLOUD", "NOT_RESPONDING", "POWERING_UP")},
 				Jobs:  []model.SlurmJob{{ID: "7", State: "CONFIGURING", Nodes: []string{"flexvm-a3u-2"}, NodeCount: 1}}},
 			// Observed first (Slurm powers up a node with no VM asked for),
 			// then requested for the job.
@@ -123,8 +123,8 @@ func TestReconcileResumeFailureSeenInTheSnapshot(t *testing.T) {
 			running(st, "flexvm-a3u-0", t0.Add(week))
 			Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 1, "flexvm-a3u-1")))
 			st.Slurm = &model.SlurmView{TakenAt: t0.Add(tc.taken), Nodes: map[string]model.SlurmNode{
-				"flexvm-a3u-0": {State: "idle", Flags: []string{"CLOUD"}},
-				"flexvm-a3u-1": {State: "down", Flags: []string{"CLOUD", "POWERED_DOWN", "NOT_RESPONDING"}, Reason: "ResumeTimeout reached"},
+				"flexvm-a3u-0": slurmNode("flexvm-a3u-0", "", "idle", "CLOUD"),
+				"flexvm-a3u-1": slurmNode("flexvm-a3u-1", "ResumeTimeout reached", "down", "CLOUD", "POWERED_DOWN", "NOT_RESPONDING"),
 			}, Jobs: []model.SlurmJob{{ID: "7", State: "PENDING", Reason: "BeginTime"}}}
 			vm0 := VM{Name: "flexvm-a3u-0-g1", Status: "RUNNING", Created: t0, TerminationTime: t0.Add(week)}
 			o := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true, VMs: []VM{vm0},

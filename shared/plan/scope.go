@@ -50,7 +50,7 @@ func ReconcileJobs(v *model.SlurmView) []string {
 	}
 	var out []string
 	for _, j := range v.Jobs {
-		if (j.State == "PENDING" || j.State == "CONFIGURING") && len(j.Nodes) > 0 {
+		if j.State.Unstarted() && len(j.Nodes) > 0 {
 			out = append(out, j.ID)
 		}
 	}

@@ -38,7 +38,7 @@ func (b *builder) runningJobOn(n model.Node) (string, bool) {
 		if j.State != model.JobRunning || (j.ID != n.JobID && !slices.Contains(j.Nodes, n.Name)) {
 			continue
 		}
-		if sj, found, newer := slurmJobFact(b.view, j, j.ID); newer && (!found || (sj.State != "RUNNING" && sj.State != "COMPLETING")) {
+		if sj, found, newer := slurmJobFact(b.view, j, j.ID); newer && (!found || !sj.State.OnNodes()) {
 			continue
 		}
 		return j.ID, true
@@ -76,7 +76,7 @@ func (b *builder) releaseBeyondMax(pool *model.Pool, node model.Node) {
 			vms = append(vms, vm)
 		}
 	}
-	b.slurm(event.SlurmPowerDownForce, nodes, "", "flexslurm: "+why, vms...)
+	b.slurm(event.SlurmPowerDownForce, nodes, "", why, vms...)
 }
 
 // shrunk releases, on a reconcile pass, the nodes a shrunk pool still holds

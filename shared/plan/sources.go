@@ -68,9 +68,9 @@ func Snapshot(st *model.State, snap *event.SlurmSnapshot, now time.Time) ([]Acti
 	if st.Slurm != nil && Newest(snap.TakenAt, st.Slurm) == SourceSlurm || st.Slurm != nil && st.Slurm.TakenAt.Equal(snap.TakenAt) {
 		return nil, nil // the stored snapshot is as new or newer
 	}
-	v := &model.SlurmView{TakenAt: snap.TakenAt, ReceivedAt: now, Nodes: map[string]model.SlurmNode{}}
+	v := &model.SlurmView{Version: model.SlurmViewVersion, TakenAt: snap.TakenAt, ReceivedAt: now, Nodes: map[string]model.SlurmNode{}}
 	for _, n := range snap.Nodes {
-		v.Nodes[n.Name] = model.SlurmNode{State: n.State, Flags: n.Flags, Reason: n.Reason}
+		v.Nodes[n.Name] = n.Node // facts parsed when decoded (event.DecodeSnapshot)
 	}
 	for _, j := range snap.Jobs {
 		v.Jobs = append(v.Jobs, model.SlurmJob{ID: j.ID, State: j.State, Reason: j.Reason, Partition: j.Partition,
@@ -144,9 +144,9 @@ func (b *builder) keptFor(j *model.Job, node model.Node) (bool, string) {
 	switch {
 	case !newer:
 		return true, ""
-	case !found || !slurmJobAlive(sj.State):
+	case !found || !sj.State.Alive():
 		return false, fmt.Sprintf("Slurm no longer shows job %s", j.ID)
-	case sj.State != "PENDING" && sj.State != "CONFIGURING":
+	case !sj.State.Unstarted():
 		if slices.Contains(sj.Nodes, node.Name) {
 			return true, ""
 		}

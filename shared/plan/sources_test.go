@@ -32,7 +32,7 @@ func TestNewestSource(t *testing.T) {
 }
 
 func TestNodeSlurmClassTakesTheNewestSource(t *testing.T) {
-	idleDown := model.SlurmNode{State: "idle", Flags: []string{"CLOUD", "POWERED_DOWN"}}
+	idleDown := slurmNode("flexvm-a3u-1", "", "idle", "CLOUD", "POWERED_DOWN")
 	for _, tc := range []struct {
 		name  string
 		node  model.Node
@@ -120,7 +120,7 @@ func TestKeptForOnlyWhileTheJobCanUseTheNode(t *testing.T) {
 func TestSnapshotKeepsTheNewest(t *testing.T) {
 	snap := func(at time.Time, job string) *event.SlurmSnapshot {
 		return &event.SlurmSnapshot{Header: event.Header{Version: 1, Type: event.TypeSlurmSnapshot, Cluster: "flexvm"}, TakenAt: at,
-			Nodes: []event.SnapshotNode{{Name: "flexvm-a3u-1", State: "idle", Flags: []string{"CLOUD"}}},
+			Nodes: []event.SnapshotNode{{Name: "flexvm-a3u-1", Node: slurmNode("flexvm-a3u-1", "", "idle", "CLOUD")}},
 			Jobs:  []event.SnapshotJob{{ID: job, State: "PENDING"}}}
 	}
 	for _, tc := range []struct {
@@ -172,8 +172,8 @@ func TestReconcileIgnoresFactsOlderThanTheRecords(t *testing.T) {
 	// pass loads the snapshot's jobs: here it did.
 	st.Slurm = &model.SlurmView{TakenAt: t0.Add(-time.Minute),
 		Nodes: map[string]model.SlurmNode{
-			"flexvm-a3u-1": {State: "idle", Flags: []string{"CLOUD", "POWERED_DOWN"}},
-			"flexvm-a3u-2": {State: "allocated", Flags: []string{"CLOUD", "NOT_RESPONDING", "POWERING_UP"}},
+			"flexvm-a3u-1": slurmNode("flexvm-a3u-1", "", "idle", "CLOUD", "POWERED_DOWN"),
+			"flexvm-a3u-2": slurmNode("flexvm-a3u-2", "", "allocated", "CLOUD", "NOT_RESPONDING", "POWERING_UP"),
 		},
 		Jobs: []model.SlurmJob{{ID: "8", State: "CONFIGURING", Partition: "a3u", Nodes: []string{"flexvm-a3u-2"}, NodeCount: 1}}}
 	vm := VM{Name: "flexvm-a3u-1-g1", Status: "RUNNING", Created: t0, TerminationTime: t0.Add(week)}

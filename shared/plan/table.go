@@ -3,9 +3,9 @@ package plan
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/flexslurm/flexslurm/shared/slurmstate"
 )
 
 // SlurmClass is what Slurm says of a node, reduced to what the reconciler
@@ -29,28 +29,27 @@ const (
 // SlurmClasses lists every class.
 var SlurmClasses = []SlurmClass{SlurmUnknown, SlurmPoweredDown, SlurmDownPowered, SlurmPoweringUp, SlurmPoweringDown, SlurmIdle, SlurmBusy, SlurmDrain, SlurmDown}
 
-// ClassifySlurm reduces a snapshot node to its class. Power flags come
-// first (a powered-down node is powered down whatever else it says), then
-// DRAIN, then DOWN/NOT_RESPONDING, then the base state.
+// ClassifySlurm reduces a snapshot node's facts to its class. Power flags
+// come first (a powered-down node is powered down whatever else it says),
+// then DRAIN, then down, not responding, future or unknown, then whether
+// jobs run or end there, then idle; anything else (error) is down.
 func ClassifySlurm(n model.SlurmNode) SlurmClass {
-	has := func(f string) bool { return slices.Contains(n.Flags, f) }
-	base := strings.ToLower(n.State)
 	switch {
-	case has("POWERING_DOWN") || has("POWER_DOWN"):
+	case n.Has(slurmstate.FlagPoweringDown) || n.Has(slurmstate.FlagPowerDown):
 		return SlurmPoweringDown
-	case has("POWERED_DOWN") && (base == "down" || has("DOWN")):
+	case n.Has(slurmstate.FlagPoweredDown) && n.Down():
 		return SlurmDownPowered
-	case has("POWERED_DOWN"):
+	case n.Has(slurmstate.FlagPoweredDown):
 		return SlurmPoweredDown
-	case has("POWERING_UP"):
+	case n.Has(slurmstate.FlagPoweringUp):
 		return SlurmPoweringUp
-	case has("DRAIN") || base == "drain" || base == "drained" || base == "draining":
+	case n.DrainSet():
 		return SlurmDrain
-	case base == "down" || has("DOWN") || has("NOT_RESPONDING") || base == "fail" || base == "future" || base == "unknown":
+	case n.Down() || n.Has(slurmstate.FlagNotResponding) || n.State == slurmstate.NodeFuture || n.State == slurmstate.NodeUnknown:
 		return SlurmDown
-	case base == "allocated" || base == "mixed" || base == "completing" || has("COMPLETING"):
+	case n.Busy():
 		return SlurmBusy
-	case base == "idle":
+	case n.State == slurmstate.NodeIdle:
 		return SlurmIdle
 	}
 	return SlurmDown

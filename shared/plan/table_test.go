@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/flexslurm/flexslurm/shared/slurmstate"
 )
 
 // TestTableIsExhaustive enumerates every Slurm × VM × phase × kind
@@ -85,8 +86,14 @@ func TestClassifySlurm(t *testing.T) {
 		{"down", []string{"CLOUD"}, SlurmDown},
 	}
 	for _, tc := range tests {
-		if got := ClassifySlurm(model.SlurmNode{State: tc.state, Flags: tc.flags}); got != tc.want {
+		if got := ClassifySlurm(slurmNode("n", "", append([]string{tc.state}, tc.flags...)...)); got != tc.want {
 			t.Errorf("%s+%v: %s, want %s", tc.state, tc.flags, got, tc.want)
 		}
 	}
+}
+
+// slurmNode is a snapshot node's facts as the agent's snapshot gives them:
+// Slurm's state words and reason, parsed.
+func slurmNode(name, reason string, words ...string) model.SlurmNode {
+	return slurmstate.ParseNode(name, words, reason)
 }

@@ -187,7 +187,7 @@ func testRealOutputParsers(t *testing.T) {
 			Held                           bool
 		}
 		pick := func(j slurm.JobInfo) common {
-			return common{j.ID, j.State, j.Partition, j.NodeList, j.Nodes, j.NodeCount, j.Restarts, j.TimeLimit, j.Held()}
+			return common{j.ID, string(j.State), j.Partition, j.NodeList, j.Nodes, j.NodeCount, j.Restarts, j.TimeLimit, j.Held()}
 		}
 		if diff := cmp.Diff(pick(shown), pick(fromJSON)); diff != "" {
 			t.Errorf("job %s: squeue --json differs from scontrol (-scontrol +json):\n%s", id, diff)

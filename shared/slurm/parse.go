@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flexslurm/flexslurm/shared/slurmstate"
 	"github.com/flexslurm/flexslurm/shared/text"
 )
 
@@ -89,8 +90,8 @@ func ParseShowNodes(out []byte) ([]NodeInfo, error) {
 		if name == "" {
 			return nil, fmt.Errorf("%w: scontrol show node line without NodeName: %q", ErrParse, text.Truncate(l, 200))
 		}
-		n := NodeInfo{Name: name, Addr: kv["NodeAddr"], Hostname: kv["NodeHostName"], Reason: stripReasonSuffix(nullable(kv["Reason"]))}
-		n.State, n.Flags = splitNodeState(strings.Split(kv["State"], "+"))
+		n := NodeInfo{Name: name, Addr: kv["NodeAddr"], Hostname: kv["NodeHostName"],
+			Node: slurmstate.ParseNode(name, strings.Split(kv["State"], "+"), stripReasonSuffix(nullable(kv["Reason"])))}
 		if p, err := strconv.Atoi(kv["Port"]); err == nil {
 			n.Port = p
 		}
@@ -118,8 +119,7 @@ func ParseShowJobs(out []byte) ([]JobInfo, error) {
 		if a, t := kv["ArrayJobId"], kv["ArrayTaskId"]; a != "" && t != "" && isDigits(t) {
 			j.ID = a + "_" + t
 		}
-		state, flags := splitJobState(strings.Split(kv["JobState"], "+"))
-		j.State, j.StateFlags = state, flags
+		j.State, j.StateFlags = slurmstate.ParseJobState(strings.Split(kv["JobState"], "+"))
 		if nl := nullable(kv["NodeList"]); nl != "" {
 			j.NodeList = nl
 			if j.Nodes, err = ExpandHostlist(nl); err != nil {
@@ -228,37 +228,6 @@ func ParseDuration(s string) (time.Duration, error) {
 	}
 	return time.Duration(days)*24*time.Hour + time.Duration(h)*time.Hour +
 		time.Duration(m)*time.Minute + time.Duration(sec)*time.Second, nil
-}
-
-// splitJobState turns job state words (one string in 22.05, a list in
-// 23.02+) into the base state and the remaining flags, upper case.
-func splitJobState(words []string) (string, []string) {
-	state := ""
-	var flags []string
-	for _, w := range words {
-		w = strings.ToUpper(strings.TrimSpace(w))
-		if w == "" {
-			continue
-		}
-		if state == "" && isBaseJobState(w) {
-			state = w
-			continue
-		}
-		flags = append(flags, w)
-	}
-	if state == "" && len(flags) > 0 {
-		state, flags = flags[0], flags[1:]
-	}
-	return state, flags
-}
-
-func isBaseJobState(s string) bool {
-	switch s {
-	case JobPending, JobRunning, JobSuspended, JobCompleted, JobCancelled, JobFailed, JobTimeout,
-		JobNodeFail, JobPreempted, JobBootFail, JobDeadline, JobOOM:
-		return true
-	}
-	return false
 }
 
 // --- JSON (squeue --json, sinfo --json) ---
@@ -415,7 +384,7 @@ func ParseSqueueJSON(out []byte) ([]JobInfo, error) {
 			x.ArrayTaskID.Value < 1<<31-1 {
 			j.ID = fmt.Sprintf("%d_%d", x.ArrayJobID.Value, x.ArrayTaskID.Value)
 		}
-		j.State, j.StateFlags = splitJobState(x.JobState)
+		j.State, j.StateFlags = slurmstate.ParseJobState(x.JobState)
 		if x.TimeLimit.Set && !x.TimeLimit.Infinite && x.TimeLimit.Value > 0 && x.TimeLimit.Value < 1<<31-1 {
 			j.TimeLimit = time.Duration(x.TimeLimit.Value) * time.Minute
 		}
@@ -484,14 +453,12 @@ func ParseSinfoJSON(out []byte) ([]NodeInfo, error) {
 		if x.Name == "" {
 			continue
 		}
-		n := NodeInfo{Name: x.Name, Reason: stripReasonSuffix(string(x.Reason)), Addr: x.Address,
-			Hostname: x.Hostname, Port: int(x.Port.Value), Partitions: x.Partitions}
-		n.State, n.Flags = splitNodeState(append(append([]string{}, x.State...), x.StateFlags...))
+		n := NodeInfo{Name: x.Name, Addr: x.Address, Hostname: x.Hostname, Port: int(x.Port.Value), Partitions: x.Partitions,
+			Node: slurmstate.ParseNode(x.Name, append(append([]string{}, x.State...), x.StateFlags...), stripReasonSuffix(string(x.Reason)))}
 		index[n.Name] = len(nodes)
 		nodes = append(nodes, n)
 	}
 	for _, r := range doc.Sinfo {
-		state, flags := splitNodeState(r.Node.State)
 		for i, name := range r.Nodes.Nodes {
 			if k, ok := index[name]; ok {
 				if p := r.Partition.Name; p != "" && !slices.Contains(nodes[k].Partitions, p) {
@@ -499,7 +466,7 @@ func ParseSinfoJSON(out []byte) ([]NodeInfo, error) {
 				}
 				continue
 			}
-			n := NodeInfo{Name: name, State: state, Flags: flags, Reason: stripReasonSuffix(string(r.Reason))}
+			n := NodeInfo{Name: name, Node: slurmstate.ParseNode(name, r.Node.State, stripReasonSuffix(string(r.Reason)))}
 			if i < len(r.Nodes.Addresses) {
 				n.Addr = r.Nodes.Addresses[i]
 			}

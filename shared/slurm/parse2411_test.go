@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flexslurm/flexslurm/shared/slurmstate"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -18,10 +19,10 @@ import (
 // groups nodes ("sinfo" records) and keeps an empty record for the
 // partition of no listed node.
 var want2411Nodes = []nodeSummary{
-	{"flexci-gpu-0", "idle", "", []string{"CLOUD", "POWERED_DOWN"}},
-	{"flexci-gpu-1", "idle", "flexslurm: health FAIL: gpu 3", []string{"CLOUD", "DRAIN"}},
-	{"flexci-gpu-2", "idle", "", []string{"CLOUD", "NOT_RESPONDING", "POWERING_UP"}},
-	{"flexci-gpu-3", "idle", "", []string{"CLOUD", "POWERING_DOWN"}},
+	{"flexci-gpu-0", fact(NodeIdle, "", slurmstate.OwnerNone, FlagCloud, FlagPoweredDown)},
+	{"flexci-gpu-1", fact(NodeIdle, "flexslurm: health FAIL: gpu 3", slurmstate.OwnerFlexslurm, FlagCloud, FlagDrain)},
+	{"flexci-gpu-2", fact(NodeIdle, "", slurmstate.OwnerNone, FlagCloud, FlagNotResponding, FlagPoweringUp)},
+	{"flexci-gpu-3", fact(NodeIdle, "", slurmstate.OwnerNone, FlagCloud, FlagPoweringDown)},
 }
 
 func sortedByName(ns []NodeInfo) []NodeInfo {

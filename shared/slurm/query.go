@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/flexslurm/flexslurm/shared/slurmstate"
 	"github.com/flexslurm/flexslurm/shared/text"
 )
 
@@ -174,7 +175,7 @@ func parseSqueueFormat(out []byte) ([]JobInfo, error) {
 		if j.ID == "" || strings.ContainsAny(j.ID, "[]") {
 			j.ID = f[0]
 		}
-		j.State, j.StateFlags = splitJobState([]string{f[2]})
+		j.State, j.StateFlags = slurmstate.ParseJobState([]string{f[2]})
 		j.NodeCount, _ = strconv.Atoi(f[5])
 		j.TimeLimit, _ = ParseDuration(f[6])
 		j.Restarts, _ = strconv.Atoi(f[7])

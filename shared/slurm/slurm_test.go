@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/flexslurm/flexslurm/shared/slurmstate"
 	"github.com/flexslurm/flexslurm/shared/spec"
 )
 
@@ -147,28 +148,33 @@ func readFile(t *testing.T, path string) []byte {
 	return b
 }
 
-// nodeSummary is what the parsers must agree on.
+// nodeSummary is what the parsers must agree on: the node's typed facts.
 type nodeSummary struct {
-	Name, State, Reason string
-	Flags               []string
+	Name string
+	slurmstate.Node
 }
 
 func summarizeNodes(ns []NodeInfo) []nodeSummary {
 	var out []nodeSummary
 	for _, n := range ns {
-		out = append(out, nodeSummary{n.Name, n.State, n.Reason, n.Flags})
+		out = append(out, nodeSummary{n.Name, n.Node})
 	}
 	return out
+}
+
+// fact is a node's facts as the parsers must give them.
+func fact(base slurmstate.NodeBase, reason string, owner slurmstate.Owner, flags ...slurmstate.NodeFlag) slurmstate.Node {
+	return slurmstate.Node{State: base, Flags: slurmstate.NewNodeFlags(flags...), Reason: reason, Owner: owner}
 }
 
 // The 22.05 samples are real output of Slurm 22.05.8 (Debian 12), captured
 // from one cluster at one moment: a drained node, a powered-down one, one
 // powering down and one powering up.
 var want2205Nodes = []nodeSummary{
-	{"exp-a-0", "idle", "flexslurm: health FAIL: gpu 3", []string{"CLOUD", "DRAIN"}},
-	{"exp-a-1", "idle", "", []string{"CLOUD", "POWERED_DOWN"}},
-	{"exp-a-2", "idle", "", []string{"CLOUD", "POWERING_DOWN"}},
-	{"exp-a-3", "idle", "", []string{"CLOUD", "NOT_RESPONDING", "POWERING_UP"}},
+	{"exp-a-0", fact(NodeIdle, "flexslurm: health FAIL: gpu 3", slurmstate.OwnerFlexslurm, FlagCloud, FlagDrain)},
+	{"exp-a-1", fact(NodeIdle, "", slurmstate.OwnerNone, FlagCloud, FlagPoweredDown)},
+	{"exp-a-2", fact(NodeIdle, "", slurmstate.OwnerNone, FlagCloud, FlagPoweringDown)},
+	{"exp-a-3", fact(NodeIdle, "", slurmstate.OwnerNone, FlagCloud, FlagNotResponding, FlagPoweringUp)},
 }
 
 func TestParseSinfoJSON2205(t *testing.T) {
@@ -189,15 +195,18 @@ func TestParseSinfoJSON2205(t *testing.T) {
 	if diff := cmp.Diff(want2205Nodes, summarizeNodes(shown)); diff != "" {
 		t.Errorf("scontrol show node -o (-want +got):\n%s", diff)
 	}
-	if !shown[0].Drained() || shown[0].Ready() != true || !shown[1].PoweredOff() || shown[3].Ready() {
+	if !shown[0].Drained() || shown[0].Draining() || shown[0].Ready() != true || !shown[1].PoweredOff() || shown[3].Ready() {
 		t.Errorf("state predicates wrong: %+v", shown)
 	}
 }
 
 type jobSummary struct {
-	ID, State, Reason, NodeList string
-	Restarts                    int
-	Held                        bool
+	ID       string
+	State    slurmstate.JobState
+	Reason   string
+	NodeList string
+	Restarts int
+	Held     bool
 }
 
 func summarizeJobs(js []JobInfo) []jobSummary {
@@ -279,8 +288,8 @@ func TestParseJSON2302Plus(t *testing.T) {
 	  {"node": {"state": ["MIXED", "DRAIN"]}, "nodes": {"nodes": ["c-gpu-1"]}, "partition": {"name": "all"}, "reason": "flexslurm: gpu"}],
 	 "errors": []}`
 	wantNodes := []nodeSummary{
-		{"c-gpu-0", "idle", "", []string{"CLOUD", "POWERED_DOWN"}},
-		{"c-gpu-1", "mixed", "flexslurm: gpu", []string{"DRAIN"}},
+		{"c-gpu-0", fact(NodeIdle, "", slurmstate.OwnerNone, FlagCloud, FlagPoweredDown)},
+		{"c-gpu-1", fact(NodeMixed, "flexslurm: gpu", slurmstate.OwnerFlexslurm, FlagDrain)},
 	}
 	for name, doc := range map[string]string{"23.02": sinfo2302, "23.11": sinfo2311} {
 		ns, err := ParseSinfoJSON([]byte(doc))

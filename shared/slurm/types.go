@@ -1,54 +1,60 @@
 package slurm
 
 import (
-	"slices"
 	"strings"
 	"time"
+
+	"github.com/flexslurm/flexslurm/shared/slurmstate"
 )
 
-// Node flags flexslurm reads (Slurm's upper-case state flags, as
-// `scontrol show node` prints them after the base state and `sinfo --json`
-// lists them).
+// Node flags and base states, and job states: the typed facts of package
+// slurmstate, which every parser here produces (slurmstate.ParseNode,
+// slurmstate.ParseJobState).
 const (
-	FlagCloud         = "CLOUD"
-	FlagDrain         = "DRAIN"          // draining or drained: no new jobs
-	FlagNotResponding = "NOT_RESPONDING" // '*' in sinfo
-	FlagPoweredDown   = "POWERED_DOWN"   // '~': no VM, Slurm considers it off
-	FlagPoweringUp    = "POWERING_UP"    // '#': ResumeProgram ran, slurmd not registered yet
-	FlagPoweringDown  = "POWERING_DOWN"  // '%': SuspendProgram ran, within SuspendTimeout
-	FlagPowerDown     = "POWER_DOWN"     // '!': power down requested, not started yet
-	FlagPowerUp       = "POWER_UP"       // power up requested, ResumeProgram not run yet
-	FlagCompleting    = "COMPLETING"     // jobs on the node are ending
-	FlagMaint         = "MAINT"
-	FlagReserved      = "RESERVED"
+	FlagCloud         = slurmstate.FlagCloud
+	FlagDrain         = slurmstate.FlagDrain
+	FlagNotResponding = slurmstate.FlagNotResponding
+	FlagPoweredDown   = slurmstate.FlagPoweredDown
+	FlagPoweringUp    = slurmstate.FlagPoweringUp
+	FlagPoweringDown  = slurmstate.FlagPoweringDown
+	FlagPowerDown     = slurmstate.FlagPowerDown
+	FlagPowerUp       = slurmstate.FlagPowerUp
+	FlagCompleting    = slurmstate.FlagCompleting
+	FlagMaint         = slurmstate.FlagMaint
+	FlagReserved      = slurmstate.FlagReserved
+
+	NodeIdle      = slurmstate.NodeIdle
+	NodeAllocated = slurmstate.NodeAllocated
+	NodeMixed     = slurmstate.NodeMixed
+	NodeDown      = slurmstate.NodeDown
+	NodeError     = slurmstate.NodeError
+	NodeFuture    = slurmstate.NodeFuture
+	NodeUnknown   = slurmstate.NodeUnknown
+
+	JobPending     = slurmstate.JobPending
+	JobConfiguring = slurmstate.JobConfiguring
+	JobRunning     = slurmstate.JobRunning
+	JobCompleting  = slurmstate.JobCompleting
+	JobSuspended   = slurmstate.JobSuspended
+	JobCompleted   = slurmstate.JobCompleted
+	JobCancelled   = slurmstate.JobCancelled
+	JobFailed      = slurmstate.JobFailed
+	JobTimeout     = slurmstate.JobTimeout
+	JobNodeFail    = slurmstate.JobNodeFail
+	JobPreempted   = slurmstate.JobPreempted
+	JobBootFail    = slurmstate.JobBootFail
+	JobDeadline    = slurmstate.JobDeadline
+	JobOOM         = slurmstate.JobOOM
 )
 
-// Base node states, lower case as flexslurm reports them.
-const (
-	NodeIdle      = "idle"
-	NodeAllocated = "allocated"
-	NodeMixed     = "mixed"
-	NodeDown      = "down"
-	NodeError     = "error"
-	NodeFuture    = "future"
-	NodeUnknown   = "unknown"
-)
-
-var baseNodeStates = []string{NodeIdle, NodeAllocated, NodeMixed, NodeDown, NodeError, NodeFuture, NodeUnknown}
-
-// NodeInfo is one Slurm node as scontrol or sinfo reports it.
+// NodeInfo is one Slurm node as scontrol or sinfo reports it: its name,
+// its state as typed facts (slurmstate.Node: base state, flags, reason and
+// whose reason it is; Drained, Draining, Ready, PoweredOff, …), and where
+// it is.
 type NodeInfo struct {
 	// Name is the node name.
 	Name string
-	// State is the base state in lower case: idle, allocated, mixed, down,
-	// error, future or unknown.
-	State string
-	// Flags are the state flags in upper case, in Slurm's order: CLOUD,
-	// DRAIN, NOT_RESPONDING, POWERED_DOWN, POWERING_UP, …
-	Flags []string
-	// Reason is the reason set with a drain or down, without the
-	// " [user@time]" suffix scontrol appends; empty when none.
-	Reason string
+	slurmstate.Node
 	// Addr and Hostname are NodeAddr and NodeHostName.
 	Addr, Hostname string
 	// Port is the slurmd port; 0 when not reported.
@@ -57,90 +63,9 @@ type NodeInfo struct {
 	Partitions []string
 }
 
-// Has reports whether the node carries state flag f (upper case).
-func (n NodeInfo) Has(f string) bool { return slices.Contains(n.Flags, f) }
-
-// Drained reports whether the node is draining or drained.
-func (n NodeInfo) Drained() bool { return n.Has(FlagDrain) }
-
-// DrainComplete reports whether Slurm has drained the node rather than
-// still draining it: the DRAIN flag with no job left on it (base state
-// neither allocated nor mixed, and not completing). sinfo shows it "drain",
-// where a node still running jobs shows "drng".
-func (n NodeInfo) DrainComplete() bool {
-	return n.Has(FlagDrain) && n.State != NodeAllocated && n.State != NodeMixed && !n.Has(FlagCompleting)
-}
-
-// Down reports whether the node's base state is down.
-func (n NodeInfo) Down() bool { return n.State == NodeDown }
-
-// PoweredOff reports whether the node is powered down, powering down, or
-// has a power down pending: Slurm no longer counts on its VM.
-func (n NodeInfo) PoweredOff() bool {
-	return n.Has(FlagPoweredDown) || n.Has(FlagPoweringDown) || n.Has(FlagPowerDown)
-}
-
-// Ready reports whether the node is up and registered: not down, error,
-// future or unknown, responding, and neither powered down nor powering up or
-// down. A drained node can be Ready.
-func (n NodeInfo) Ready() bool {
-	switch n.State {
-	case NodeDown, NodeError, NodeFuture, NodeUnknown, "":
-		return false
-	}
-	return !n.Has(FlagNotResponding) && !n.Has(FlagPoweredDown) && !n.Has(FlagPoweringUp) &&
-		!n.Has(FlagPoweringDown) && !n.Has(FlagPowerDown)
-}
-
 // StateString renders the state the way scontrol does:
 // "IDLE+CLOUD+POWERED_DOWN".
-func (n NodeInfo) StateString() string {
-	return strings.Join(append([]string{strings.ToUpper(n.State)}, n.Flags...), "+")
-}
-
-// splitNodeState turns Slurm's state words (the base state and flags, in any
-// case, possibly with sinfo's compact suffixes) into a lower-case base state
-// and upper-case flags.
-func splitNodeState(words []string) (state string, flags []string) {
-	for _, w := range words {
-		w = strings.TrimRight(strings.TrimSpace(w), "*~#%!$@^-")
-		if w == "" {
-			continue
-		}
-		lw := strings.ToLower(w)
-		if state == "" && slices.Contains(baseNodeStates, lw) {
-			state = lw
-			continue
-		}
-		flags = append(flags, strings.ToUpper(w))
-	}
-	if state == "" {
-		state = NodeUnknown
-	}
-	return state, flags
-}
-
-// Job states, upper case as Slurm prints them.
-const (
-	JobPending     = "PENDING"
-	JobConfiguring = "CONFIGURING"
-	JobRunning     = "RUNNING"
-	JobCompleting  = "COMPLETING"
-	JobSuspended   = "SUSPENDED"
-	JobCompleted   = "COMPLETED"
-	JobCancelled   = "CANCELLED"
-	JobFailed      = "FAILED"
-	JobTimeout     = "TIMEOUT"
-	JobNodeFail    = "NODE_FAIL"
-	JobPreempted   = "PREEMPTED"
-	JobBootFail    = "BOOT_FAIL"
-	JobDeadline    = "DEADLINE"
-	JobOOM         = "OUT_OF_MEMORY"
-)
-
-// terminalJobStates are the states of a job that has ended for good.
-var terminalJobStates = []string{JobCompleted, JobCancelled, JobFailed, JobTimeout, JobNodeFail,
-	JobPreempted, JobBootFail, JobDeadline, JobOOM}
+func (n NodeInfo) StateString() string { return n.Node.String() }
 
 // JobInfo is one Slurm job as scontrol or squeue reports it.
 type JobInfo struct {
@@ -149,9 +74,9 @@ type JobInfo struct {
 	ID string
 	// JobID is Slurm's unique numeric id (an array task has its own).
 	JobID int64
-	// State is the base job state in upper case: PENDING, CONFIGURING,
-	// RUNNING, COMPLETING, COMPLETED, CANCELLED, …
-	State string
+	// State is the base job state: PENDING, CONFIGURING, RUNNING,
+	// COMPLETING, COMPLETED, CANCELLED, …
+	State slurmstate.JobState
 	// StateFlags are the extra state words of Slurm 23.02+ (REQUEUED,
 	// COMPLETING, CONFIGURING when listed beside the base state, …).
 	StateFlags []string
@@ -192,11 +117,11 @@ type JobInfo struct {
 }
 
 // Pending reports whether the job waits in PENDING.
-func (j JobInfo) Pending() bool { return j.State == JobPending }
+func (j JobInfo) Pending() bool { return j.State.Pending() }
 
 // Finished reports whether the job has ended for good (COMPLETED,
 // CANCELLED, FAILED, TIMEOUT, NODE_FAIL, …).
-func (j JobInfo) Finished() bool { return slices.Contains(terminalJobStates, j.State) }
+func (j JobInfo) Finished() bool { return j.State.Finished() }
 
 // Held reports whether a pending job is held (by a user, an administrator,
 // or a requeue in held state): it will not start before `scontrol

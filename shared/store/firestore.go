@@ -446,6 +446,7 @@ func (f *Firestore) load(ctx context.Context, r reader, scope Scope) (*model.Sta
 			if err := s.DataTo(v); err != nil {
 				return nil, fmt.Errorf("decoding Slurm snapshot of %s: %w", scope.Cluster, err)
 			}
+			v.Upgrade() // one stored by an older version
 			st.Slurm = v
 		case i == 0:
 			c := new(model.Cluster)

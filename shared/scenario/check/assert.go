@@ -464,7 +464,7 @@ func (r *Checker) within(t time.Time, from, to *lang.At) bool {
 func (r *Checker) checkCommands(cc *lang.CommandCheck, add addFunc) {
 	var got []string
 	for _, c := range r.commands() {
-		if cc.Command != "" && c.Command != cc.Command {
+		if cc.Command != "" && string(c.Command) != cc.Command {
 			continue
 		}
 		if cc.Node != "" && !slices.Contains(c.Nodes, cc.Node) {

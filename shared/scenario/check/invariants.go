@@ -491,7 +491,7 @@ func (r *Checker) foreignReservations(prefix string) []string {
 	}
 	cmds := r.commands()
 	for _, c := range cmds[r.resvScanned:] {
-		about := strings.Contains(strings.ToLower(c.Command), "reservation")
+		about := strings.Contains(strings.ToLower(string(c.Command)), "reservation")
 		for _, k := range sortedKeys(c.Raw) {
 			v := c.Raw[k]
 			key := strings.ToLower(k)

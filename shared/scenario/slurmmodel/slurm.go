@@ -12,6 +12,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
 	"github.com/flexslurm/flexslurm/shared/scenario/lang"
+	"github.com/flexslurm/flexslurm/shared/slurmstate"
 	"github.com/flexslurm/flexslurm/shared/spec"
 )
 
@@ -302,20 +303,19 @@ func (m *Model) Snapshot(now time.Time) event.SlurmSnapshot {
 		TakenAt: now, Nodes: []event.SnapshotNode{}, Jobs: []event.SnapshotJob{},
 	}
 	for _, n := range m.sortedNodes() {
-		var flags []string
-		flags = append(flags, strings.Split(n.state(), "+")[1:]...)
-		s.Nodes = append(s.Nodes, event.SnapshotNode{Name: n.name, State: strings.ToLower(n.base), Flags: flags, Reason: n.reason})
+		s.Nodes = append(s.Nodes, event.SnapshotNode{Name: n.name, Node: slurmstate.ParseNode(n.name, strings.Split(n.state(), "+"), n.reason)})
 	}
 	for _, id := range m.order {
 		j := m.jobs[id]
 		if !j.active() {
 			continue
 		}
-		s.Jobs = append(s.Jobs, event.SnapshotJob{ID: j.id, State: j.state, Partition: j.partition, Nodes: j.nodes, NodeCount: j.want, Restarts: j.restarts,
+		s.Jobs = append(s.Jobs, event.SnapshotJob{ID: j.id, State: slurmstate.JobState(j.state), Partition: j.partition, Nodes: j.nodes, NodeCount: j.want, Restarts: j.restarts,
 			TimeLimitSeconds: int64(j.timeLimit / time.Second)})
 	}
 	for _, j := range m.extra {
-		s.Jobs = append(s.Jobs, event.SnapshotJob{ID: j.ID, State: strings.ToUpper(j.State), Partition: j.Partition, Nodes: j.Nodes, NodeCount: j.NodeCount, Reason: j.Reason})
+		state, _ := slurmstate.ParseJobState([]string{j.State})
+		s.Jobs = append(s.Jobs, event.SnapshotJob{ID: j.ID, State: state, Partition: j.Partition, Nodes: j.Nodes, NodeCount: j.NodeCount, Reason: j.Reason})
 	}
 	return s
 }

@@ -1,13 +1,17 @@
 package slurmmodel
 
-import "time"
+import (
+	"time"
+
+	"github.com/flexslurm/flexslurm/shared/event"
+)
 
 // Command is one Slurm command flexslurm published (event.SlurmCommand),
 // as the agent received it; Raw is the whole payload.
 type Command struct {
 	At      time.Time
 	ID      string
-	Command string
+	Command event.SlurmOp
 	Nodes   []string
 	Job     string
 	Reason  string

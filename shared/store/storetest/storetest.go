@@ -22,6 +22,7 @@ import (
 
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/nodeconfig"
+	"github.com/flexslurm/flexslurm/shared/slurmstate"
 	"github.com/flexslurm/flexslurm/shared/store"
 )
 
@@ -763,11 +764,14 @@ func testSlurmView(t *testing.T, s store.Store, _ config) {
 	ctx := ctxFor(t, timeout)
 	seed(t, ctx, s)
 	at := time.Date(2026, 11, 30, 10, 0, 0, 123000, time.UTC)
+	n0, n1, n2 := model.NodeName(Cluster, "a", 0), model.NodeName(Cluster, "a", 1), model.NodeName(Cluster, "a", 2)
 	view := &model.SlurmView{
+		Version: model.SlurmViewVersion,
 		TakenAt: at, ReceivedAt: at.Add(time.Second),
 		Nodes: map[string]model.SlurmNode{
-			model.NodeName(Cluster, "a", 0): {State: "idle", Flags: []string{"CLOUD", "POWERED_DOWN", "NOT_RESPONDING"}},
-			model.NodeName(Cluster, "a", 1): {State: "allocated", Flags: []string{"CLOUD"}, Reason: "x"},
+			n0: slurmstate.ParseNode(n0, []string{"IDLE", "CLOUD", "POWERED_DOWN", "NOT_RESPONDING"}, ""),
+			n1: slurmstate.ParseNode(n1, []string{"allocated", "CLOUD"}, "x"),
+			n2: slurmstate.ParseNode(n2, []string{"idle", "DRAIN"}, "flexslurm: health check failed ("+model.VMName(n2, 3)+")"),
 		},
 		Jobs: []model.SlurmJob{{ID: "12", State: "PENDING", Reason: "Resources", Partition: "a", Nodes: []string{model.NodeName(Cluster, "a", 1)}, NodeCount: 1}},
 	}
