@@ -10,6 +10,7 @@ import (
 func TestRegressionSeeds(t *testing.T) {
 	for _, seed := range []uint64{
 		831, // a repaired node kept idle 2.5 h for a requeued job that ran elsewhere (idle_dynamic_released)
+		1042, // a cancelled job took its static node's queued replacement with it (static_at_min)
 	} {
 		o := RunSeed(testContext(t), seed, RunOptions{})
 		if o.Failed() {
