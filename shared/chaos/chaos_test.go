@@ -13,8 +13,8 @@ import (
 	"github.com/flexslurm/flexslurm/shared/scenario"
 )
 
-// testSeeds is how many seeds TestSeeds runs; CI runs a thousand with
-// `flexslurm chaos --seeds 1000`.
+// testSeeds is how many seeds TestSeeds runs; CI runs thousands with
+// `flexslurm chaos --seeds 2000`.
 const testSeeds = 12
 
 // testOptions keep the test's seeds short: 12 h of events and 4 h of tail.

@@ -9,7 +9,9 @@ import (
 // does), seeds that once failed, so that each stays fixed.
 func TestRegressionSeeds(t *testing.T) {
 	for _, seed := range []uint64{
-		831, // a repaired node kept idle 2.5 h for a requeued job that ran elsewhere (idle_dynamic_released)
+		831,  // a repaired node kept idle 2.5 h for a requeued job that ran elsewhere (idle_dynamic_released)
+		1040, // a node drained for diagnosis, then FAILed, counted idle from its job's end, not the hold's (idle_dynamic_released)
+		1042, // a cancelled job took its static node's queued replacement with it (static_at_min)
 	} {
 		o := RunSeed(testContext(t), seed, RunOptions{})
 		if o.Failed() {

@@ -88,7 +88,7 @@ func (b *builder) unfitJob(pool *model.Pool, j model.Job, m Misfit, key string) 
 	var down []string
 	for _, name := range j.Nodes {
 		n, ok := b.st.Nodes[name]
-		if ok && n.Phase == model.PhaseRequested && n.JobID == j.ID && pool != nil {
+		if ok && queuedOnlyFor(n, j.ID) && pool != nil {
 			b.releaseNode(pool, *n, fmt.Sprintf("job %s fits no node: %s", j.ID, m.Reason))
 			n = b.st.Nodes[name]
 		}

@@ -61,10 +61,11 @@ func Job(st *model.State, c *spec.Cluster, ev *event.Job, now time.Time, pol Pol
 		}
 		b.putJob(j, why)
 		// Capacity still queued for this job is no longer wanted: cancel
-		// exactly its own request and free its nodes.
+		// exactly its own request and free its nodes (a static node's
+		// replacement stays queued: queuedOnlyFor).
 		if pool, ok := b.st.Pools[j.Pool]; ok {
 			for _, name := range j.Nodes {
-				if n, ok := b.st.Nodes[name]; ok && n.Phase == model.PhaseRequested && n.JobID == j.ID {
+				if n, ok := b.st.Nodes[name]; ok && queuedOnlyFor(n, j.ID) {
 					b.releaseNode(pool, *n, fmt.Sprintf("%s before its capacity arrived", why))
 				}
 			}

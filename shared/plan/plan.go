@@ -459,6 +459,16 @@ func (b *builder) ensurePool(pool *model.Pool, reason string) {
 	b.add(EnsurePool{Pool: pool.ID, Reason: reason})
 }
 
+// queuedOnlyFor reports whether a node waits on capacity requested for job
+// and for nothing else: requested for that job, and dynamic. A static node
+// (below min_node_count, or a successor flexslurm holds as static) must
+// serve whether or not the job still waits, so the capacity queued for it —
+// even when a failure under that job made the request — outlives the job:
+// cancelling it would only queue the node again, at the back.
+func queuedOnlyFor(n *model.Node, job string) bool {
+	return n.Phase == model.PhaseRequested && n.JobID == job && n.Kind != model.NodeStatic
+}
+
 // releaseNode ends the current generation of a node on purpose: a queued
 // request is cancelled, a VM is deleted, and Slurm powers the node down.
 func (b *builder) releaseNode(pool *model.Pool, n model.Node, reason string) {

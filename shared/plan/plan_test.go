@@ -299,6 +299,66 @@ func TestJobCancelledCancelsOnlyItsRequest(t *testing.T) {
 	}
 }
 
+// TestJobEndKeepsAStaticNodesReplacement: a static node whose VM failed
+// under a job is replaced at once through its own request, made for that
+// job (chaos seed 1042). When the job ends, the job's own request is
+// cancelled, but the static node's replacement stays queued: the node must
+// serve whether or not the job does, and cancelling would only queue it
+// again, at the back, past static_at_min's deadline.
+func TestJobEndKeepsAStaticNodesReplacement(t *testing.T) {
+	for _, typ := range []string{event.TypeJobCancelled, event.TypeJobFinished} {
+		t.Run(typ, func(t *testing.T) {
+			st, c := applied(t)
+			running(st, "flexvm-a3u-0", t0.Add(week))
+			Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 2, "flexvm-a3u-0", "flexvm-a3u-1")))
+			rep, err := Repair(st, fail("flexvm-a3u-0", 1, "7", "pending", true), t0, Policy{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			Apply(st, rep)
+			if n := st.Nodes["flexvm-a3u-0"]; n.Phase != model.PhaseRequested || n.ResizeRequest != "rr-flexvm-a3u-0-g2" || n.JobID != "7" {
+				t.Fatalf("static node after its repair: %s %s for job %q, want requested through rr-flexvm-a3u-0-g2 for job 7", n.Phase, n.ResizeRequest, n.JobID)
+			}
+			got, err := Job(st, c, jobEv(typ, "7", 0), t0.Add(time.Minute), Policy{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			state := map[string]string{event.TypeJobCancelled: "cancelled", event.TypeJobFinished: "finished"}[typ]
+			want := []string{"PutJob:7/" + state, "CancelResizeRequest:rr-flexvm-a3u-j7-g1", "DeleteVMs:flexvm-a3u-1-g1", "PutNode:flexvm-a3u-1/deleting"}
+			if d := cmp.Diff(want, kinds(got)); d != "" {
+				t.Errorf("actions (-want +got):\n%s", d)
+			}
+		})
+	}
+	// The reconciler ending a job whose end report was lost (a newer
+	// snapshot no longer shows it) keeps the static node's request too.
+	t.Run("end report lost", func(t *testing.T) {
+		st, _ := applied(t)
+		running(st, "flexvm-a3u-0", t0.Add(week))
+		Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 2, "flexvm-a3u-0", "flexvm-a3u-1")))
+		rep, err := Repair(st, fail("flexvm-a3u-0", 1, "7", "pending", true), t0, Policy{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		Apply(st, rep)
+		st.Slurm = slurmView(t0.Add(2*time.Minute), map[string]string{"flexvm-a3u-0": "IDLE+CLOUD+DRAIN", "flexvm-a3u-1": "IDLE+CLOUD+POWERED_DOWN"})
+		obs := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true, ResizeRequests: []ObservedResizeRequest{
+			{Name: "rr-flexvm-a3u-j7-g1", State: "ACCEPTED", VMs: []string{"flexvm-a3u-1-g1"}, Created: t0},
+			{Name: "rr-flexvm-a3u-0-g2", State: "ACCEPTED", VMs: []string{"flexvm-a3u-0-g2"}, Created: t0},
+		}}}}
+		var got []string
+		for _, k := range kinds(Reconcile(st, obs, t0.Add(3*time.Minute), Policy{})) {
+			if strings.HasPrefix(k, "CancelResizeRequest:") || strings.HasPrefix(k, "PutNode:") || strings.HasPrefix(k, "PutJob:") {
+				got = append(got, k)
+			}
+		}
+		want := []string{"PutJob:7/finished", "CancelResizeRequest:rr-flexvm-a3u-j7-g1", "PutNode:flexvm-a3u-1/deleting", "PutNode:flexvm-a3u-1/released"}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("reconcile actions on requests and records (-want +got):\n%s", d)
+		}
+	})
+}
+
 // running puts a node's current generation in phase Running with a termination time.
 func running(st *model.State, node string, until time.Time) {
 	n := st.Nodes[node]

@@ -755,7 +755,7 @@ func (b *builder) lostJobEnds(slurm *model.SlurmView) {
 		b.putJob(job, why)
 		if pool, ok := b.st.Pools[job.Pool]; ok {
 			for _, name := range job.Nodes {
-				if n, ok := b.st.Nodes[name]; ok && n.Phase == model.PhaseRequested && n.JobID == job.ID {
+				if n, ok := b.st.Nodes[name]; ok && queuedOnlyFor(n, job.ID) {
 					b.releaseNode(pool, *n, why)
 				}
 			}

@@ -299,12 +299,13 @@ func (b *builder) repairBudget(pool *model.Pool, except string) (unhealthy, allo
 	return unhealthy, allowed, serving
 }
 
-// slurmDrained reports whether the fresh Slurm snapshot, taken at or after
-// after, shows the node drained: the DRAIN flag with no job left on it
+// slurmDrained reports whether the fresh Slurm snapshot, the newest source
+// for what happened after after (Newest: taken after it, ties going to the
+// record), shows the node drained: the DRAIN flag with no job left on it
 // (base state neither allocated nor mixed, not completing). A node still
 // draining (DRAIN with a job) is not drained.
 func (b *builder) slurmDrained(node string, after time.Time) bool {
-	if b.view == nil || b.view.TakenAt.Before(after) {
+	if Newest(after, b.view) != SourceSlurm {
 		return false
 	}
 	n, ok := b.view.Nodes[node]
@@ -436,7 +437,7 @@ func (b *builder) hostRepaired(pool *model.Pool, node model.Node, vm VM) {
 	why := fmt.Sprintf("reconciler: VM %s runs again on a healthy host (restarted at %s, host repair asked for at %s)",
 		node.VMName, vm.LastStart.Format(time.RFC3339), node.RepairSince.Format(time.RFC3339))
 	foreign := false
-	if b.view != nil && !b.view.TakenAt.Before(node.RepairSince) {
+	if Newest(node.RepairSince, b.view) == SourceSlurm {
 		foreign = b.view.Nodes[node.Name].ForeignDrain()
 	}
 	if foreign {

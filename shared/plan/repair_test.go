@@ -167,6 +167,15 @@ func TestRepairFail(t *testing.T) {
 			want: []string{"Slurm:drain:flexvm-a3u-0", "PutNode:flexvm-a3u-0/running/await_drain"},
 		},
 		{
+			name: "a snapshot taken at the instant of the check says nothing of the drain (ties go to the record)",
+			prepare: func(st *model.State) {
+				running(st, "flexvm-a3u-0", t0.Add(farEnd))
+				st.Slurm = slurmView(t0, map[string]string{"flexvm-a3u-0": "IDLE+CLOUD+DRAIN"})
+			},
+			ev:   fail("flexvm-a3u-0", 1, "", "", false),
+			want: []string{"Slurm:drain:flexvm-a3u-0", "PutNode:flexvm-a3u-0/running/await_drain"},
+		},
+		{
 			name:    "dynamic node no job waits for: VM deleted once drained, not replaced",
 			prepare: func(st *model.State) { dynRunning(t, st, model.JobFinished) },
 			ev:      fail("flexvm-a3u-1", 1, "", "", true),
@@ -559,6 +568,16 @@ func TestReconcileRepair(t *testing.T) {
 			want:    []string{"Slurm:resume:flexvm-a3u-0", "PutNode:flexvm-a3u-0/running", "Metric:repair_succeeded"},
 		},
 		{
+			name:    "host repair done; another reason in a snapshot taken at the instant of the repair says nothing (ties go to the record): resumed",
+			prepare: inRepair(model.RepairHost, t0),
+			vm:      vm0("RUNNING", t0.Add(4*time.Minute)),
+			slurm:   map[string]string{"flexvm-a3u-0": "IDLE+CLOUD+DRAIN"},
+			reason:  "bad dimm: alice",
+			taken:   5*time.Minute - time.Second,
+			at:      5 * time.Minute,
+			want:    []string{"Slurm:resume:flexvm-a3u-0", "PutNode:flexvm-a3u-0/running", "Metric:repair_succeeded"},
+		},
+		{
 			name:    "host repair done; a reason without a drain is no drain: resumed",
 			prepare: inRepair(model.RepairHost, t0),
 			vm:      vm0("RUNNING", t0.Add(4*time.Minute)),
@@ -675,6 +694,15 @@ func TestReconcileRepair(t *testing.T) {
 			slurm:   map[string]string{"flexvm-a3u-0": "IDLE+CLOUD+DRAIN"},
 			at:      5 * time.Minute,
 			want:    []string{"ReportHost:flexvm-a3u-0-g1", "Metric:host_repairs", "PutNode:flexvm-a3u-0/running/host_repair"},
+		},
+		{
+			name:    "awaiting the drain, a snapshot taken at the instant the repair began says nothing (ties go to the record): nothing",
+			prepare: inRepair(model.RepairAwaitDrain, t0),
+			vm:      vm0("RUNNING", t0.Add(-time.Hour)),
+			slurm:   map[string]string{"flexvm-a3u-0": "IDLE+CLOUD+DRAIN"},
+			taken:   5*time.Minute - time.Second,
+			at:      5 * time.Minute,
+			want:    nil,
 		},
 		{
 			name:    "awaiting the drain, the snapshot shows it still draining: nothing",

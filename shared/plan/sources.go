@@ -28,7 +28,10 @@ import (
 //     revives a job whose end flexslurm processed, nor ends or starts one
 //     flexslurm heard of since (slurmJobFact, lostJobEnds, jobsStarted);
 //   - a node idle in Slurm is kept for a pending job only while that job can
-//     still use it (keptFor).
+//     still use it (keptFor);
+//   - what Slurm says of a node under repair (drained, or drained by someone
+//     else) counts only when the snapshot was taken after the health check
+//     or the repair step it would answer (slurmDrained, hostRepaired).
 //
 // Ties go to the record: a change flexslurm made at the instant the
 // snapshot was taken may not be in it.

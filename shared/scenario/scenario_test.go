@@ -262,6 +262,36 @@ steps:
 	}
 }
 
+// TestIdleCountsFromTheEndOfARepairHold: a dynamic node drained for
+// diagnosis is held (not idle) however long it waits for an operator; a
+// FAIL then ends the hold and flexslurm deletes its VM, which two crashes
+// before the deletion delay by 30 s (chaos seed 1040). The node is idle
+// from the end of the hold, not from its job's end hours before.
+func TestIdleCountsFromTheEndOfARepairHold(t *testing.T) {
+	rep := run(t, base+`
+slurm: {simulate: true, suspend_time: 10m, snapshot_every: 5m}
+invariants:
+  idle_dynamic_released: {within: 20m}
+steps:
+  - at: 10m
+    submit: {id: "1", nodes: 3, runtime: 20m}
+  - at: 25m
+    health: {node: flexvm-a3u-1, verdict: INCONCLUSIVE, reasons: ["dcgmi diag did not finish within 2m"]}
+  - at: 30m
+    health: {node: flexvm-a3u-1, verdict: INCONCLUSIVE, reasons: ["dcgmi diag did not finish within 2m"]}
+  - at: 4h
+    health: {node: flexvm-a3u-1, reasons: ["GPU 0: Xid 79"]}
+    delivery: {crash: ["before:delete_vms", "before:delete_vms"]}
+  - at: 5h
+    assert:
+      - counter: {counter: nacks, topic: health-failure, count: 2}
+      - vms: {node: flexvm-a3u-1, count: 0}
+`)
+	if d := cmp.Diff([]string(nil), failures(rep)); d != "" {
+		t.Errorf("failed checks (-want +got):\n%s\n%s", d, strings.Join(rep.Trace, "\n"))
+	}
+}
+
 // TestTimeBoundInvariantsFail withholds what flexslurm needs to converge —
 // the audit entries of a lost static VM with a reconciler told to wait 100
 // passes; the suspend reports of an idle dynamic node with no snapshots —

@@ -26,11 +26,14 @@ type invariantState struct {
 	unrecordedSince map[string]time.Time // VM → since when no record names it
 	belowSince      map[string]time.Time // pool → since when below min
 	beyondSince     map[string]time.Time // VM → since when beyond its pool's max
+	held            map[string]bool      // node → held for a repair or diagnosis when last evaluated
+	heldUntil       map[string]time.Time // node → when its last such hold was first seen ended
 }
 
 func newInvariantState(cfg lang.Invariants) *invariantState {
 	return &invariantState{cfg: cfg, failedAt: map[string]int{}, repeats: map[string]int{},
-		unrecordedSince: map[string]time.Time{}, belowSince: map[string]time.Time{}, beyondSince: map[string]time.Time{}}
+		unrecordedSince: map[string]time.Time{}, belowSince: map[string]time.Time{}, beyondSince: map[string]time.Time{},
+		held: map[string]bool{}, heldUntil: map[string]time.Time{}}
 }
 
 // enabled lists the configured invariants with their grace.
@@ -375,7 +378,12 @@ func (r *Checker) idleDynamic(w world, grace time.Duration, notBefore time.Time,
 		// Nor is a node flexslurm holds drained for its health repair (it
 		// must finish: repair_progress) or for an operator's diagnosis.
 		if rec, known := st.Nodes[node]; known && rec.Repair != model.RepairNone {
+			r.inv.held[node] = true
 			continue
+		}
+		if r.inv.held[node] {
+			delete(r.inv.held, node)
+			r.inv.heldUntil[node] = now
 		}
 		// Nor is a VM kept for a pending job (the rule: no dynamic
 		// VM without a pending or running job): the job it was provisioned
@@ -406,6 +414,12 @@ func (r *Checker) idleDynamic(w world, grace time.Duration, notBefore time.Time,
 		// A drained node cannot take a job: it is idle from its resume.
 		if n.UndrainedAt().After(idle) {
 			idle = n.UndrainedAt()
+		}
+		// Nor is a node held for a repair or a diagnosis idle before the
+		// hold ended (a FAIL after a diagnosis, say, whose replacement a
+		// crash delays): it is idle from then, as from a resume.
+		if u := r.inv.heldUntil[node]; u.After(idle) {
+			idle = u
 		}
 		// A VM kept for a pending job (above) is idle from the moment
 		// that job ended, not from before.
