@@ -171,11 +171,33 @@ type Node struct {
 	// Policy.InconclusiveWindow).
 	InconclusiveCount int       `firestore:"inconclusive_count" json:"inconclusive_count,omitempty"`
 	InconclusiveSince time.Time `firestore:"inconclusive_since" json:"inconclusive_since,omitzero"`
+	// SlurmCommand is the last command the reconciler sent Slurm to bring
+	// this node's Slurm state in line with its VM (zero when none was sent
+	// in this generation): it is sent again only once newer Slurm
+	// snapshots show it not carried out (shared/plan, slurmcommand.go).
+	SlurmCommand SentCommand `firestore:"slurm_command" json:"slurm_command,omitzero"`
 	// LastEnd says why the previous generation ended ("" before any ended).
 	LastEnd EndReason `firestore:"last_end" json:"last_end,omitempty"`
 	// Reason is the last decision's reason, for operators.
 	Reason    string    `firestore:"reason" json:"reason,omitempty"`
 	UpdatedAt time.Time `firestore:"updated_at" json:"updated_at,omitzero"`
+}
+
+// SentCommand records the last Slurm command the reconciler sent for a
+// node's generation: its name (power_up, resume, power_down_force), its
+// attempt (the count of such sends in the generation, 1 for the first;
+// the command id includes it), when it was sent, the Slurm snapshots
+// taken since that still showed it not carried out (Misses, the latest
+// taken at LastMiss), and Done once a later snapshot no longer asked for
+// it.
+type SentCommand struct {
+	Command    string    `firestore:"command" json:"command,omitempty"`
+	Generation int64     `firestore:"generation" json:"generation,omitempty"`
+	Attempt    int       `firestore:"attempt" json:"attempt,omitempty"`
+	SentAt     time.Time `firestore:"sent_at" json:"sent_at,omitzero"`
+	Misses     int       `firestore:"misses" json:"misses,omitempty"`
+	LastMiss   time.Time `firestore:"last_miss" json:"last_miss,omitzero"`
+	Done       bool      `firestore:"done" json:"done,omitempty"`
 }
 
 // ClearRepair forgets the repair state of the node's generation (the
