@@ -386,6 +386,24 @@ type SlurmView struct {
 	ReceivedAt time.Time            `firestore:"received_at" json:"received_at"`
 	Nodes      map[string]SlurmNode `firestore:"nodes" json:"nodes"`
 	Jobs       []SlurmJob           `firestore:"jobs" json:"jobs"`
+	// Config is the agent's comparison of its cluster spec with Slurm's
+	// live configuration; nil when the snapshot carried none.
+	Config *SlurmConfigCheck `firestore:"config,omitempty" json:"config,omitempty"`
+}
+
+// SlurmConfigCheck is what the agent found comparing its cluster spec
+// (SpecSHA256, as Cluster.SpecSHA256) with the configuration slurmctld
+// runs with: each divergence is a problem and the slurm.conf change that
+// fixes it; none when Slurm can serve the spec.
+type SlurmConfigCheck struct {
+	SpecSHA256  string            `firestore:"spec_sha256" json:"spec_sha256"`
+	Divergences []SlurmDivergence `firestore:"divergences,omitempty" json:"divergences,omitempty"`
+}
+
+// SlurmDivergence is one way Slurm's configuration cannot serve the spec.
+type SlurmDivergence struct {
+	Problem string `firestore:"problem" json:"problem"`
+	Fix     string `firestore:"fix" json:"fix"`
 }
 
 // State is a snapshot of one cluster (or of some of its pools) that a
