@@ -12,6 +12,9 @@ BIN := bin/flexslurm
 # (-parallel, GOMAXPROCS) so that they do not starve one another.
 FUZZTIME ?= 2000x
 FUZZPARALLEL ?= 1
+# SLURM is the local cluster's Slurm release for `make demo` and `make local`:
+# 22.05 (this host's) or 24.11 (the chroot `.ci/slurm-chroot.sh build` makes).
+SLURM ?= 22.05
 # staticcheck, pinned: 2026.2.2 supports Go 1.26.
 STATICCHECK_VERSION ?= v0.8.2
 
@@ -21,11 +24,11 @@ build:
 # The whole node lifecycle README.md describes, on this machine, checked; exits non-zero if any
 # outcome differs.
 demo: build
-	$(BIN) local --demo
+	$(BIN) local --demo --slurm $(SLURM)
 
 # The local system, left running for your own jobs (Ctrl-C stops everything).
 local: build
-	$(BIN) local
+	$(BIN) local --slurm $(SLURM)
 
 # Every test, with the Firestore and Pub/Sub emulators started around them
 # (tests that need a missing prerequisite skip loudly).

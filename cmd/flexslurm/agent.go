@@ -9,10 +9,13 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/flexslurm/flexslurm/shared/agent"
 	"github.com/flexslurm/flexslurm/shared/config"
+	"github.com/flexslurm/flexslurm/shared/install"
 	"github.com/flexslurm/flexslurm/shared/logx"
+	"github.com/flexslurm/flexslurm/shared/node"
 	"github.com/flexslurm/flexslurm/shared/slurm"
 	"github.com/flexslurm/flexslurm/shared/spec"
 )
@@ -38,7 +41,7 @@ func cmdAgent(args []string, stdout, stderr io.Writer) int {
 	emulator := fs.String("pubsub-emulator-host", os.Getenv("PUBSUB_EMULATOR_HOST"), "Pub/Sub emulator host:port")
 	level := fs.String("log-level", "INFO", "DEBUG, INFO, WARN or ERROR")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: flexslurm agent --spec FILE --project P [flags]\n\nRuns beside slurmctld (as root or the SlurmUser): applies the slurm.command\nmessages of the functions through scontrol, idempotently, reporting each as a\nslurm.command_result, and publishes a slurm.snapshot of the cluster's nodes\nand jobs every --snapshot-every. Stops on SIGINT/SIGTERM.\n\nIt consumes the subscription deploy/ creates (--subscription) and creates\nnothing unless --create-subscription is given. A missing subscription or a\nmissing role (roles/pubsub.subscriber on the subscription) stops it with an\nerror naming them; a publish refused for lack of roles/pubsub.publisher is\nlogged naming the topic. `flexslurm install controller` installs it as a\nsystemd service.")
+		fmt.Fprintln(fs.Output(), "usage: flexslurm agent --spec FILE --project P [flags]\n\nRuns beside slurmctld (as root or the SlurmUser): applies the slurm.command\nmessages of the functions through scontrol, idempotently, reporting each as a\nslurm.command_result, and publishes a slurm.snapshot of the cluster's nodes\nand jobs every --snapshot-every. With each snapshot it compares the spec with\nthe configuration slurmctld runs with and, when Slurm cannot serve the spec,\nlogs at error level the slurm.conf lines to change (`flexslurm status` shows\nthem too). Stops on SIGINT/SIGTERM.\n\nIt consumes the subscription deploy/ creates (--subscription) and creates\nnothing unless --create-subscription is given. A missing subscription or a\nmissing role (roles/pubsub.subscriber on the subscription) stops it with an\nerror naming them; a publish refused for lack of roles/pubsub.publisher is\nlogged naming the topic. `flexslurm install controller` installs it as a\nsystemd service.")
 		fs.PrintDefaults()
 	}
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
@@ -64,6 +67,8 @@ func cmdAgent(args []string, stdout, stderr io.Writer) int {
 	o.Spec = c
 	o.Log = logx.New(stderr, lvl).With("component", "agent", "cluster", c.ID)
 	o.Slurm = &slurm.Runner{BinDir: *slurmBin, Log: o.Log}
+	// The lines `flexslurm slurm-conf SPEC` prints, for the fixes it names.
+	o.SlurmConf = slurm.GenOptions{HookDir: install.HookDir, NodeHookDir: node.DefaultHookDir, DefaultTime: time.Hour}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := agent.Run(ctx, o); err != nil {

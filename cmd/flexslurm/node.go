@@ -67,6 +67,7 @@ func cmdNode(args []string, stdout, stderr io.Writer) int {
 	reportBoot := fs.Bool("report-boot", false, "start slurmd with -b (its start is the node's boot time), for a VM that does not really boot")
 	healthFromDir := fs.String("health-from-dir", "", "the hooks' health check reads recorded GPU outputs from `DIR`/NODE (local system)")
 	clk := fs.String("clock", "", "the hooks' simulated clock (local system)")
+	slurmRoot := fs.String("slurm-root", "/", "`DIR` of the Slurm and munge installation: munged and slurmd run chrooted in it unless it is / (the local system's Slurm 24.11 chroot)")
 	publishTimeout := fs.Duration("hooks-publish-timeout", 0, "the hooks' publish_timeout (0: their default)")
 	timeout := fs.Duration("timeout", 5*time.Minute, "deadline of the whole bootstrap")
 	fs.Usage = func() { nodeUsage(fs.Output(), fs) }
@@ -115,7 +116,7 @@ func cmdNode(args []string, stdout, stderr io.Writer) int {
 	res, err := node.Boot(ctx, node.Options{
 		Root: abs(*root), Exe: abs(*exe), HookDir: abs(*hookDir), MetadataHost: os.Getenv(envMetadataHost),
 		ReportBoot: *reportBoot, PubSubEmulatorHost: os.Getenv(envPubSubEmulatorHost), Clock: *clk,
-		HealthFromDir: abs(*healthFromDir), PublishTimeout: *publishTimeout,
+		HealthFromDir: abs(*healthFromDir), PublishTimeout: *publishTimeout, SlurmRoot: abs(*slurmRoot),
 		Metadata: metadata.NewClient(nil), Secrets: sm, Reporter: node.PubSubReporter{}, Host: node.OSHost{}, Log: log,
 	})
 	if err != nil {

@@ -128,7 +128,8 @@ func cmdApply(args []string, stdout, stderr io.Writer) int {
 	}
 	if *slurmConf == "" {
 		fmt.Fprintln(stderr, "flexslurm apply: not compared with Slurm's configuration (pass --slurm-conf FILE): "+
-			"a pool resized beyond Slurm's NodeName lines gets no jobs until slurm.conf changes (`flexslurm slurm-conf`)")
+			"a pool resized beyond Slurm's NodeName lines gets no jobs until slurm.conf changes (`flexslurm slurm-conf`); "+
+			"the agent beside slurmctld compares the spec it runs with at every snapshot and logs what to change, which `flexslurm status` shows")
 	} else {
 		ds, err := specDivergences(c, *slurmConf)
 		if err != nil {

@@ -1,23 +1,30 @@
 package agent_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/flexslurm/flexslurm/shared/agent"
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/hooks"
 	"github.com/flexslurm/flexslurm/shared/slurm"
 	"github.com/flexslurm/flexslurm/shared/slurm/slurmtest"
+	"github.com/flexslurm/flexslurm/shared/spec"
 	"github.com/flexslurm/flexslurm/shared/testenv"
 )
 
@@ -49,6 +56,7 @@ func TestWithSlurm(t *testing.T) {
 			{"Refusals", testRefusals},
 			{"SnapshotAndSpool", testSnapshotAndSpool},
 			{"PowerDownForceOfAGoneVM", testPowerDownForceOfAGoneVM},
+			{"ConfigDivergence", testConfigDivergence},
 		} {
 			t.Run(tc.name, tc.f)
 		}
@@ -65,8 +73,18 @@ type harness struct {
 
 func startAgent(t *testing.T) *harness {
 	t.Helper()
+	return startAgentSpec(t, cl.Spec, nil)
+}
+
+// startAgentSpec starts the agent with spec c, its log also written to
+// logw when set.
+func startAgentSpec(t *testing.T, c *spec.Cluster, logw io.Writer) *harness {
+	t.Helper()
 	cl.Require(t)
 	h := &harness{t: t, results: cl.NewInbox(t, resultsTopic), snapshots: cl.NewInbox(t, snapshotTopic)}
+	if logw == nil {
+		logw = io.Discard
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan struct{})
 	done := make(chan error, 1)
@@ -76,11 +94,11 @@ func startAgent(t *testing.T) *harness {
 	}
 	go func() {
 		done <- agent.Run(ctx, agent.Options{
-			Spec: cl.Spec, Project: testenv.Project(), Subscription: testenv.UniqueID(t), CreateSubscription: true,
+			Spec: c, Project: testenv.Project(), Subscription: testenv.UniqueID(t), CreateSubscription: true,
 			CommandsTopic: commandsTopic, ResultsTopic: resultsTopic, SnapshotTopic: snapshotTopic,
 			SnapshotEvery: time.Second, LedgerPath: filepath.Join(t.TempDir(), "ledger.json"), SpoolDir: cl.SpoolDir(),
 			RetryDelay: 200 * time.Millisecond, Slurm: cl.R,
-			Log:   slog.New(slog.NewJSONHandler(logf, &slog.HandlerOptions{Level: slog.LevelDebug})),
+			Log:   slog.New(slog.NewJSONHandler(io.MultiWriter(logf, logw), &slog.HandlerOptions{Level: slog.LevelDebug})),
 			Ready: func() { close(ready) },
 		})
 	}()
@@ -442,4 +460,103 @@ func testSnapshotAndSpool(t *testing.T) {
 		}
 	}
 	spooled.Wait(t, 10*time.Second, "the spooled message", func(b []byte) bool { return strings.Contains(string(b), "by a hook") })
+}
+
+// testConfigDivergence: a spec applied with pool gpu grown from 4 to 5
+// nodes while slurm.conf still has 4 is reported by the agent, against the
+// configuration slurmctld runs with: at error level in its log and in its
+// snapshot (which `flexslurm status` shows), naming the exact generated
+// NodeName and PartitionName lines to set. The spec Slurm was configured
+// for has no such divergence.
+func testConfigDivergence(t *testing.T) {
+	cl.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	k, err := agent.NewConfigChecker(cl.Spec, slurm.GenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := k.Check(ctx, cl.R, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("comparing with the live configuration: %v", err)
+	}
+	for _, d := range base.Divergences {
+		if strings.Contains(d.Problem, "node") && !strings.Contains(d.Problem, "GPUs") {
+			t.Errorf("the spec Slurm runs with diverges: %s: %s", d.Problem, d.Fix)
+		}
+	}
+	grown, err := spec.Parse([]byte(strings.Replace(slurmtest.SpecJSON, `"max_node_count": 4}`, `"max_node_count": 5}`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := slurm.Generate(grown, slurm.GenOptions{HookDir: agent.DefaultConfigHookDir, DefaultTime: time.Hour, Configless: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nodeLine, partLine string
+	for _, l := range g.NodeLines {
+		if strings.HasPrefix(l, "NodeName=flexci-gpu-[0-4] ") {
+			nodeLine = l
+		}
+	}
+	for _, l := range g.PartitionLines {
+		if strings.HasPrefix(l, "PartitionName=gpu ") {
+			partLine = l
+		}
+	}
+	if nodeLine == "" || partLine == "" {
+		t.Fatalf("no NodeName=flexci-gpu-[0-4] or PartitionName=gpu line in %q %q", g.NodeLines, g.PartitionLines)
+	}
+	want := []event.ConfigDivergence{
+		{Problem: "pool gpu has max_node_count 5 but Slurm has no node flexci-gpu-4", Fix: fmt.Sprintf("set %q, then restart slurmctld (new nodes need it)", nodeLine)},
+		{Problem: "partition gpu lacks node flexci-gpu-4", Fix: fmt.Sprintf("set %q, then run `scontrol reconfigure`", partLine)},
+	}
+	var logs syncBuffer
+	h := startAgentSpec(t, grown, &logs)
+	var snap *event.SlurmSnapshot
+	h.snapshots.Wait(t, 15*time.Second, "snapshot with a config check", func(b []byte) bool {
+		s, err := event.DecodeSnapshot(b)
+		if err != nil {
+			t.Errorf("snapshot does not decode: %v", err)
+			return false
+		}
+		snap = s
+		return s.Config != nil
+	})
+	var got []event.ConfigDivergence
+	for _, d := range snap.Config.Divergences {
+		if !strings.Contains(d.Problem, "GPUs") {
+			got = append(got, d)
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("snapshot divergences (-want +got):\n%s", diff)
+	}
+	if snap.Config.SpecSHA256 == "" {
+		t.Error("the snapshot's config check names no spec")
+	}
+	for _, w := range want {
+		line, _ := json.Marshal(w.Fix)
+		if !strings.Contains(logs.String(), `"level":"ERROR"`) || !strings.Contains(logs.String(), string(line)) {
+			t.Errorf("the agent's log has no error naming %s:\n%s", line, logs.String())
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the agent's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -69,6 +69,13 @@ type Options struct {
 	// RetryDelay is how long a command deferred with ErrRetry waits before
 	// it is handed back to Pub/Sub: DefaultRetryDelay when zero.
 	RetryDelay time.Duration
+	// SlurmConf are the options of the slurm.conf lines the agent names
+	// when Slurm's configuration cannot serve Spec (`flexslurm slurm-conf`'s
+	// HookDir, NodeHookDir, DefaultTime, …): at every snapshot it compares
+	// Spec with the configuration slurmctld runs with, logs each
+	// divergence at error level and carries them in the snapshot
+	// (event.ConfigCheck), which `flexslurm status` shows.
+	SlurmConf slurm.GenOptions
 	// Slurm runs the Slurm commands; a default Runner when nil.
 	Slurm *slurm.Runner
 	// Log receives the agent's log; slog.Default() when nil.
@@ -177,6 +184,9 @@ func Run(ctx context.Context, o Options) error {
 		out.Spool = &hooks.Spool{Dir: o.SpoolDir}
 	}
 	r := &runner{o: o, a: a, pub: pub, out: out}
+	if r.conf, err = NewConfigChecker(o.Spec, o.SlurmConf); err != nil {
+		o.Log.Error("Slurm's configuration is not compared with the cluster spec", "error", err)
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -245,10 +255,11 @@ func (p permissionPublisher) Publish(ctx context.Context, topic string, data []b
 }
 
 type runner struct {
-	o   Options
-	a   *Agent
-	pub permissionPublisher
-	out *hooks.Outbox
+	o    Options
+	a    *Agent
+	pub  permissionPublisher
+	out  *hooks.Outbox
+	conf *ConfigChecker // nil when the spec could not be compared
 }
 
 // receive handles one delivery: commands of other clusters and malformed
@@ -340,6 +351,13 @@ func (r *runner) tick(ctx context.Context) {
 		if r.o.SnapshotEvery > 0 {
 			sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			s, err := r.a.Snapshot(sctx)
+			if err == nil && r.conf != nil {
+				cc, cerr := r.conf.Check(sctx, r.a.Slurm, r.o.Log)
+				if cerr != nil {
+					r.o.Log.Error("comparing Slurm's configuration with the cluster spec", "error", cerr)
+				}
+				s.Config = cc
+			}
 			cancel()
 			if err != nil {
 				r.o.Log.Error("snapshot", "error", err)

@@ -227,6 +227,33 @@ type SlurmSnapshot struct {
 	TakenAt time.Time      `json:"taken_at"`
 	Nodes   []SnapshotNode `json:"nodes"`
 	Jobs    []SnapshotJob  `json:"jobs"`
+	// Config is the agent's comparison of its cluster spec with the
+	// configuration slurmctld runs with; nil when it could not compare.
+	Config *ConfigCheck `json:"config,omitempty"`
+}
+
+// Limits of a ConfigCheck.
+const (
+	MaxConfigDivergences    = 100
+	MaxConfigDivergenceText = 2048
+)
+
+// ConfigCheck is what the agent found comparing its cluster spec with
+// Slurm's live configuration (shared/slurm Diverge).
+type ConfigCheck struct {
+	// SpecSHA256 is the hex SHA-256 of the effective spec the agent
+	// compared (as the cluster record's spec_sha256): when it differs from
+	// the applied spec's, the agent runs with another spec.
+	SpecSHA256 string `json:"spec_sha256"`
+	// Divergences are the ways Slurm cannot serve that spec, each with the
+	// slurm.conf change that fixes it; empty when it can.
+	Divergences []ConfigDivergence `json:"divergences,omitempty"`
+}
+
+// ConfigDivergence is one way Slurm's configuration cannot serve the spec.
+type ConfigDivergence struct {
+	Problem string `json:"problem"`
+	Fix     string `json:"fix"`
 }
 
 // CommandResult is the agent's report of one command (topic slurm-command-results).
@@ -670,6 +697,16 @@ func DecodeSnapshot(data []byte) (*SlurmSnapshot, error) {
 			return nil, malformed("job id %q is not a Slurm job id", j.ID)
 		}
 		s.Jobs[i].State, _ = slurmstate.ParseJobState([]string{string(j.State)})
+	}
+	if c := s.Config; c != nil {
+		if len(c.Divergences) > MaxConfigDivergences {
+			return nil, malformed("config: %d divergences are above the limit of %d", len(c.Divergences), MaxConfigDivergences)
+		}
+		for _, d := range c.Divergences {
+			if len(d.Problem) > MaxConfigDivergenceText || len(d.Fix) > MaxConfigDivergenceText {
+				return nil, malformed("config: a divergence of %d+%d bytes is above the limit of %d each", len(d.Problem), len(d.Fix), MaxConfigDivergenceText)
+			}
+		}
 	}
 	return &s, nil
 }

@@ -569,6 +569,16 @@ func (rt *Runtime) NodeCheck(ctx context.Context, hook string) (int, error) {
 		on = " on " + ev.VMName
 	}
 	reason := text.Truncate(slurmstate.ReasonPrefix+" health check failed"+on+": "+strings.Join(reasons, "; "), maxDrainReason)
+	if hook == slurm.HookEpilog && ev.VMName != "" && rt.drainedForHealth(ctx, node, slurmstate.ReasonPrefix+" health check failed"+on+": ") {
+		// Slurm 24.11, unlike 22.05, runs the Epilog after a Prolog that
+		// failed (docs/slurm-versions.md):
+		// the prolog drained the node for this VM and reported the failure
+		// with its job pending. A second report without the pending job
+		// could reach flexslurm first and have the VM deleted rather than
+		// replaced for the job.
+		rt.Log.Info("the node is already drained for this VM's failed health check: not reported again", "node", node, "vm", ev.VMName)
+		return 0, nil
+	}
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	drainErr := rt.Slurm.UpdateNodes(dctx, []string{node}, "state=drain", "reason="+reason)
 	cancel()
@@ -602,6 +612,19 @@ func (rt *Runtime) drainComplete(ctx context.Context, node string) bool {
 	}
 	rt.Log.Info("node state after the drain", "node", node, "state", n.StateString(), "drained", n.Drained())
 	return n.Drained()
+}
+
+// drainedForHealth reports whether Slurm shows node drained (or
+// draining) with a reason starting with prefix; false when it cannot tell.
+func (rt *Runtime) drainedForHealth(ctx context.Context, node, prefix string) bool {
+	qctx, cancel := context.WithTimeout(ctx, drainedQueryTimeout)
+	defer cancel()
+	n, err := rt.Slurm.ShowNode(qctx, node)
+	if err != nil {
+		rt.Log.Warn("node state before the drain unknown", "node", node, "error", err)
+		return false
+	}
+	return n.DrainSet() && strings.HasPrefix(n.Reason, prefix)
 }
 
 // runningJob returns a job running on node and "running", or "", "".

@@ -363,6 +363,8 @@ func (s *System) invariants(ctx context.Context, pool string, strict bool, start
 	orphan := s.orphanVM(ctx, pool, strict)
 	check(orphan == "", "every VM is the current generation of a node record")
 	s.TL.Say(fmt.Sprintf("resize requests created in Compute: %d; wall time %s", s.resizeRequestsCreated(), time.Since(started).Round(time.Second)))
+	decisions, resent := s.TL.CommandCounts()
+	s.TL.Say(fmt.Sprintf("Slurm commands: %d decisions, %d sent again under a new id", decisions, resent))
 	if !ok || len(v) > 0 || orphan != "" {
 		return errDemo
 	}

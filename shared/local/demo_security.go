@@ -27,6 +27,19 @@ func probeScript(addr string) string {
 		"echo key=$k token=$t"
 }
 
+// probeScriptNoCurl is probeScript for a Slurm whose nodes lack curl (the
+// 24.11 chroot): bash's /dev/tcp sends the same request; a connection
+// the firewall rule rejects (tcp-reset) fails with "Connection refused".
+func probeScriptNoCurl(addr string) string {
+	host, port, _ := strings.Cut(addr, ":")
+	return "if /usr/bin/cat /etc/munge/munge.key >/dev/null 2>&1; then k=READ; else k=DENIED; fi; " +
+		"e=$(/usr/bin/timeout 60 /usr/bin/bash -c 'exec 3<>/dev/tcp/" + host + "/" + port + " && " +
+		"printf \"GET /computeMetadata/v1/instance/service-accounts/default/token HTTP/1.0\\r\\nMetadata-Flavor: Google\\r\\n\\r\\n\" >&3 && " +
+		"/usr/bin/head -1 <&3' 2>&1); rc=$?; " +
+		"case \"$e\" in *\" 200 \"*) t=GOT;; *\"Connection refused\"*) t=REFUSED;; *) t=ERR$rc;; esac; " +
+		"echo key=$k token=$t"
+}
+
 // demoNoRootJobs submits, to node (up, booted by `flexslurm node boot`), a
 // job as the unprivileged user nobody and the same job as root: nobody
 // must read neither the munge key nor the node service account's token,
@@ -41,15 +54,22 @@ func (s *System) demoNoRootJobs(ctx context.Context, ss *slurmSide, node, part s
 		return s.TL.Check(false, fmt.Sprintf("VM %s of %s has a metadata server", vm, node))
 	}
 	outDir := ss.lc.HookLogDir() // mode 1777: nobody writes its output there
+	script := probeScript(addr)
+	if ss.lc.Inst.Chrooted() {
+		script = probeScriptNoCurl(addr)
+	}
 	submit := func(user string) (string, error) {
 		args := []string{"--parsable", "-p", part, "-N", "1", "-w", node, "--time", "5", "-J", "probe-" + user,
-			"--chdir", "/tmp", "-o", filepath.Join(outDir, "probe-%j.out"), "--wrap", probeScript(addr)}
-		var cmd *exec.Cmd
-		if user == "root" {
-			cmd = exec.CommandContext(ctx, "/usr/bin/sbatch", args...)
-		} else {
-			cmd = exec.CommandContext(ctx, "/usr/sbin/runuser", append([]string{"-u", user, "--", "/usr/bin/sbatch"}, args...)...)
+			"--chdir", "/tmp", "-o", filepath.Join(outDir, "probe-%j.out"), "--wrap", script}
+		argv := append([]string{"/usr/bin/sbatch"}, args...)
+		if user != "root" {
+			argv = append([]string{"/usr/sbin/runuser", "-u", user, "--"}, argv...)
 		}
+		if inst := ss.lc.Inst; inst.Chrooted() {
+			// The release's own sbatch, as the user inside the chroot.
+			argv = append([]string{"/usr/sbin/chroot", inst.Root}, argv...)
+		}
+		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 		cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
 		cmd.Dir = "/tmp"
 		out, err := cmd.CombinedOutput()

@@ -18,7 +18,7 @@ import (
 
 // demo runs `flexslurm local --demo` end to end, in process, on the real
 // emulators, and checks the timeline.
-func demo(t *testing.T, noSlurm bool, want ...string) {
+func demo(t *testing.T, noSlurm bool, release string, want ...string) {
 	if testing.Short() {
 		t.Skip("SKIP (loud): the end-to-end demo takes minutes; run without -short")
 	}
@@ -60,6 +60,7 @@ func demo(t *testing.T, noSlurm bool, want ...string) {
 		RunDir:   filepath.Join(dir, "run"),
 		Out:      &out,
 		NoSlurm:  noSlurm,
+		Slurm:    release,
 	})
 	t.Log("\n" + out.String())
 	if err != nil {
@@ -76,35 +77,44 @@ func demo(t *testing.T, noSlurm bool, want ...string) {
 }
 
 // TestDemo is `make demo`: the whole system with a real Slurm cluster,
-// driven by sbatch jobs, so CI proves the main job.
+// driven by sbatch jobs, so CI proves the main job — on each Slurm release
+// (TestDemo/slurm-22.05, TestDemo/slurm-24.11, as slurmtest.Run names
+// them). A release that cannot run here skips loudly, or fails when
+// required (FLEXSLURM_REQUIRE_SLURM=1, FLEXSLURM_REQUIRE_SLURM2411=1).
 func TestDemo(t *testing.T) {
-	if err := slurmPossible(); err != nil {
-		if os.Getenv(slurmtest.EnvRequire) == "1" {
-			t.Fatalf("FAIL: Slurm is required (%s=1): %v", slurmtest.EnvRequire, err)
-		}
-		t.Skipf("SKIP (loud): the demo runs a real Slurm cluster, which cannot run here: %v", err)
+	for _, inst := range localslurm.Installations() {
+		t.Run("slurm-"+inst.Name, func(t *testing.T) {
+			if err := slurmPossible(inst); err != nil {
+				if env := slurmtest.RequireEnv(inst); os.Getenv(env) == "1" {
+					t.Fatalf("FAIL: Slurm %s is required (%s=1): %v", inst.Name, env, err)
+				}
+				t.Skipf("SKIP (loud): the demo runs a real Slurm %s cluster, which cannot run here: %v", inst.Name, err)
+			}
+			demo(t, false, inst.Name,
+				"Slurm "+inst.Name+" up",
+				"[PASS] flexvm-a3u-0 generation 2 is running",
+				"is pending and held after the prolog failure",
+				"runs again (RUNNING",
+				"with real Slurm jobs")
+		})
 	}
-	demo(t, false,
-		"[PASS] flexvm-a3u-0 generation 2 is running",
-		"is pending and held after the prolog failure",
-		"runs again (RUNNING",
-		"with real Slurm jobs")
 }
 
 // TestDemoWithoutSlurm is `flexslurm local --demo --no-slurm`: the demo
 // publishes the hooks' job reports itself.
 func TestDemoWithoutSlurm(t *testing.T) {
-	demo(t, true, "[PASS] flexvm-a3u-0 generation 2 is running")
+	demo(t, true, "", "[PASS] flexvm-a3u-0 generation 2 is running")
 }
 
-// slurmPossible reports why a local Slurm cluster cannot run here (nil when
-// it can: root, and Slurm installed or installable with apt-get).
-func slurmPossible() error {
+// slurmPossible reports why a local Slurm cluster of inst cannot run here
+// (nil when it can: root, and Slurm installed, or the host's installable
+// with apt-get).
+func slurmPossible(inst localslurm.Installation) error {
 	if os.Geteuid() != 0 {
 		return errors.New("the local Slurm cluster starts munged, slurmctld and slurmd, which needs root")
 	}
-	if err := localslurm.Host().Installed(); err != nil {
-		if _, aerr := os.Stat("/usr/bin/apt-get"); aerr != nil {
+	if err := inst.Installed(); err != nil {
+		if _, aerr := os.Stat("/usr/bin/apt-get"); aerr != nil || inst.Chrooted() {
 			return err
 		}
 	}

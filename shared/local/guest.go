@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/flexslurm/flexslurm/shared/computesim"
+	"github.com/flexslurm/flexslurm/shared/localslurm"
 	"github.com/flexslurm/flexslurm/shared/node"
 	"github.com/flexslurm/flexslurm/shared/nodeconfig"
 )
@@ -45,6 +46,9 @@ type guests struct {
 	meta     map[string]*computesim.MetadataServer // VM name → its metadata server
 	keyed    map[string]bool                       // secrets filled with the munge key
 	mungeKey []byte
+	// slurmRoot is the Slurm chroot whose munged and slurmd each VM runs
+	// ("" for the host's).
+	slurmRoot string
 }
 
 // errVMGone: the VM was deleted before its guest booted.
@@ -60,15 +64,18 @@ func guestHookDir(slurmRoot string) string {
 	return filepath.Join(guestRoot(slurmRoot), "etc/flexslurm/hooks")
 }
 
-func newGuests(sim *computesim.Sim, exe, slurmRoot, logDir, healthDir, pubsubHost, clock string) (*guests, error) {
-	key, err := os.ReadFile("/etc/munge/munge.key")
+func newGuests(sim *computesim.Sim, exe, slurmRoot string, inst localslurm.Installation, logDir, healthDir, pubsubHost, clock string) (*guests, error) {
+	key, err := os.ReadFile(inst.Path("/etc/munge/munge.key"))
 	if err != nil {
-		return nil, fmt.Errorf("reading this host's munge key for the Secret Manager stand-in: %w", err)
+		return nil, fmt.Errorf("reading the Slurm %s munge key for the Secret Manager stand-in: %w", inst.Name, err)
 	}
 	tokens := computesim.NewTokens()
 	g := &guests{sim: sim, tokens: tokens, secrets: &computesim.SecretManager{Tokens: tokens}, exe: exe,
 		root: guestRoot(slurmRoot), logDir: logDir, healthDir: healthDir, pubsubHost: pubsubHost, clock: clock,
 		meta: map[string]*computesim.MetadataServer{}, keyed: map[string]bool{}, mungeKey: key}
+	if inst.Chrooted() {
+		g.slurmRoot = inst.Root
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("Secret Manager stand-in: %w", err) //lint:ignore ST1005 a product name
@@ -186,6 +193,9 @@ func (g *guests) boot(ctx context.Context, in computesim.Instance) error {
 		"--health-from-dir", g.healthDir, "--hooks-publish-timeout", "5s"}
 	if g.clock != "" {
 		args = append(args, "--clock", g.clock)
+	}
+	if g.slurmRoot != "" {
+		args = append(args, "--slurm-root", g.slurmRoot)
 	}
 	cmd := exec.CommandContext(ctx, g.exe, args...)
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "GCE_METADATA_HOST=" + ms.Addr(),

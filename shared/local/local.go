@@ -67,6 +67,10 @@ type Options struct {
 	// NoSlurm runs without Slurm: no slurmctld, no slurmd per VM; the demo
 	// then publishes the job reports the Slurm hooks would.
 	NoSlurm bool
+	// Slurm is the Slurm release the local cluster runs: "22.05" (the
+	// host's, the default) or "24.11" (the Debian 13 chroot that
+	// .ci/slurm-chroot.sh builds; shared/localslurm).
+	Slurm string
 	// IdleTimeout is flexslurm's idle timeout for dynamic nodes, in
 	// simulated time (Slurm runs on the wall clock). Default: flexslurm's
 	// (plan.DefaultPolicy) in wall time; the demo's is 14 days, so that an idle dynamic node lives

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -105,7 +106,12 @@ func (s *System) startSlurm(ctx context.Context) (*slurmSide, error) {
 		s.TL.Say(fmt.Sprintf("Slurm's directory is %s: the slurm user cannot reach %s (%v)", fallback, root, err))
 		root = fallback
 	}
-	lc, err := localslurm.New(root, localslurm.Host())
+	inst, err := SlurmInstallation(o.Slurm)
+	if err != nil {
+		logf.Close()
+		return nil, err
+	}
+	lc, err := localslurm.New(root, inst)
 	if err != nil {
 		logf.Close()
 		return nil, err
@@ -180,10 +186,10 @@ func (s *System) startSlurm(ctx context.Context) (*slurmSide, error) {
 	if err := lc.Start(ctx); err != nil {
 		return nil, err
 	}
-	if ss.g, err = newGuests(s.Sim, exe, lc.Root, filepath.Join(lc.Root, "log"), ss.healthDir, s.Emu.PubSub.Addr(), s.Clock.String()); err != nil {
+	if ss.g, err = newGuests(s.Sim, exe, lc.Root, inst, filepath.Join(lc.Root, "log"), ss.healthDir, s.Emu.PubSub.Addr(), s.Clock.String()); err != nil {
 		return nil, err
 	}
-	s.TL.Say(fmt.Sprintf("Slurm up: munged and slurmctld, slurm.conf %s, partitions %v; hooks in %s", lc.ConfPath, partitions(lc), lc.HookDir()))
+	s.TL.Say(fmt.Sprintf("Slurm %s up: munged and slurmctld, slurm.conf %s, partitions %v; hooks in %s", inst.Name, lc.ConfPath, partitions(lc), lc.HookDir()))
 
 	// The agent: a fresh ledger, since the emulators start empty and
 	// command ids are deterministic.
@@ -245,6 +251,22 @@ func copyExe(src, dst string) error {
 		return err
 	}
 	return os.Rename(tmp, dst)
+}
+
+// SlurmInstallation returns the Slurm installation of release name ("" is
+// the host's 22.05), or an error naming the releases there are.
+func SlurmInstallation(name string) (localslurm.Installation, error) {
+	if name == "" {
+		return localslurm.Host(), nil
+	}
+	var names []string
+	for _, inst := range localslurm.Installations() {
+		if inst.Name == name {
+			return inst, nil
+		}
+		names = append(names, inst.Name)
+	}
+	return localslurm.Installation{}, fmt.Errorf("Slurm release %q: want one of %s", name, strings.Join(names, ", "))
 }
 
 func partitions(lc *localslurm.LocalCluster) []string {

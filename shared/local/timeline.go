@@ -24,11 +24,11 @@ import (
 // VMs) and the Slurm commands the functions publish. Every time it prints
 // is in that one format: the absolute times (RFC 3339) of the records'
 // reasons are rewritten to it. Each Slurm decision — a command for a node
-// and its VM (generation), with its reason — is printed once: the
-// reconciler sends a command again while the Slurm snapshots it reads do
-// not show it applied yet (a new command id every simulated hour, many per
-// wall-clock second on the demo's clock), and Pub/Sub delivers a message
-// at least once.
+// and its VM (generation), with its reason — is printed once: Pub/Sub
+// delivers a message at least once, and the reconciler sends a node's
+// command again (a new attempt, a new id) when two Slurm snapshots taken
+// after the send still show it not carried out; CommandCounts says how
+// often that happened.
 type Timeline struct {
 	Clock  *clock.Scaled
 	Origin time.Time
@@ -96,6 +96,26 @@ func (t *Timeline) Check(ok bool, what string) bool {
 	}
 	t.printf("   [%s] %s", mark, what)
 	return ok
+}
+
+// CommandCounts returns how many Slurm decisions (decisionKey) were seen,
+// and how many commands repeated one of them under a new id (a redelivery
+// keeps its id and does not count).
+func (t *Timeline) CommandCounts() (decisions, resent int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ids := map[string]map[string]bool{}
+	for _, c := range t.commands {
+		k := decisionKey(c)
+		if ids[k] == nil {
+			ids[k] = map[string]bool{}
+		}
+		ids[k][c.ID] = true
+	}
+	for _, m := range ids {
+		resent += len(m) - 1
+	}
+	return len(ids), resent
 }
 
 // Commands returns the Slurm commands seen so far.

@@ -13,7 +13,7 @@ import (
 )
 
 // The timeline prints each Slurm decision once per node and VM, whatever
-// its command id (resent every simulated hour, delivered at least once),
+// its command id (a new attempt's, or delivered at least once),
 // and every time in its one format.
 func TestTimelineOnceAndOneTimeFormat(t *testing.T) {
 	var out bytes.Buffer
@@ -41,5 +41,10 @@ func TestTimelineOnceAndOneTimeFormat(t *testing.T) {
 	}
 	if n := len(tl.Commands()); n != 5 {
 		t.Errorf("Commands() holds %d commands, want every one received (5)", n)
+	}
+	// Two decisions (one per VM); "b" and "c" repeat the first under new
+	// ids, the second "a" is a redelivery.
+	if d, r := tl.CommandCounts(); d != 2 || r != 2 {
+		t.Errorf("CommandCounts() = %d decisions, %d resent; want 2, 2", d, r)
 	}
 }

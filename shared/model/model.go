@@ -184,11 +184,33 @@ type Node struct {
 	// Policy.InconclusiveWindow).
 	InconclusiveCount int       `firestore:"inconclusive_count" json:"inconclusive_count,omitempty"`
 	InconclusiveSince time.Time `firestore:"inconclusive_since" json:"inconclusive_since,omitzero"`
+	// SlurmCommand is the last command the reconciler sent Slurm to bring
+	// this node's Slurm state in line with its VM (zero when none was sent
+	// in this generation): it is sent again only once newer Slurm
+	// snapshots show it not carried out (shared/plan, slurmcommand.go).
+	SlurmCommand SentCommand `firestore:"slurm_command" json:"slurm_command,omitzero"`
 	// LastEnd says why the previous generation ended ("" before any ended).
 	LastEnd EndReason `firestore:"last_end" json:"last_end,omitempty"`
 	// Reason is the last decision's reason, for operators.
 	Reason    string    `firestore:"reason" json:"reason,omitempty"`
 	UpdatedAt time.Time `firestore:"updated_at" json:"updated_at,omitzero"`
+}
+
+// SentCommand records the last Slurm command the reconciler sent for a
+// node's generation: its name (power_up, resume, power_down_force), its
+// attempt (the count of such sends in the generation, 1 for the first;
+// the command id includes it), when it was sent, the Slurm snapshots
+// taken since that still showed it not carried out (Misses, the latest
+// taken at LastMiss), and Done once a later snapshot no longer asked for
+// it.
+type SentCommand struct {
+	Command    string    `firestore:"command" json:"command,omitempty"`
+	Generation int64     `firestore:"generation" json:"generation,omitempty"`
+	Attempt    int       `firestore:"attempt" json:"attempt,omitempty"`
+	SentAt     time.Time `firestore:"sent_at" json:"sent_at,omitzero"`
+	Misses     int       `firestore:"misses" json:"misses,omitempty"`
+	LastMiss   time.Time `firestore:"last_miss" json:"last_miss,omitzero"`
+	Done       bool      `firestore:"done" json:"done,omitempty"`
 }
 
 // ClearRepair forgets the repair state of the node's generation (the
@@ -400,6 +422,24 @@ type SlurmView struct {
 	ReceivedAt time.Time            `firestore:"received_at" json:"received_at"`
 	Nodes      map[string]SlurmNode `firestore:"nodes" json:"nodes"`
 	Jobs       []SlurmJob           `firestore:"jobs" json:"jobs"`
+	// Config is the agent's comparison of its cluster spec with Slurm's
+	// live configuration; nil when the snapshot carried none.
+	Config *SlurmConfigCheck `firestore:"config,omitempty" json:"config,omitempty"`
+}
+
+// SlurmConfigCheck is what the agent found comparing its cluster spec
+// (SpecSHA256, as Cluster.SpecSHA256) with the configuration slurmctld
+// runs with: each divergence is a problem and the slurm.conf change that
+// fixes it; none when Slurm can serve the spec.
+type SlurmConfigCheck struct {
+	SpecSHA256  string            `firestore:"spec_sha256" json:"spec_sha256"`
+	Divergences []SlurmDivergence `firestore:"divergences,omitempty" json:"divergences,omitempty"`
+}
+
+// SlurmDivergence is one way Slurm's configuration cannot serve the spec.
+type SlurmDivergence struct {
+	Problem string `firestore:"problem" json:"problem"`
+	Fix     string `firestore:"fix" json:"fix"`
 }
 
 // Upgrade brings a view stored by an older version up to date: every

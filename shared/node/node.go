@@ -102,6 +102,7 @@ const (
 	RunuserPath  = "/usr/sbin/runuser"
 	MungedPath   = "/usr/sbin/munged"
 	SlurmdPath   = "/usr/sbin/slurmd"
+	ChrootPath   = "/usr/sbin/chroot"
 )
 
 // Options configures a bootstrap. Paths are absolute; per-node files are
@@ -116,8 +117,17 @@ type Options struct {
 	// MetadataHost is the metadata server as host:port (GCE_METADATA_HOST
 	// or DefaultMetadataHost); only root may reach it afterwards.
 	MetadataHost string
+	// SlurmRoot is the root of the Slurm and munge installation whose
+	// munged and slurmd the node runs: "/" (the machine's) when empty. The
+	// local system's Slurm 24.11 lives in a chroot (shared/localslurm):
+	// munged and slurmd then run chrooted in it (`chroot DIR …`), munged
+	// as the chroot's munge user, with the chroot's key, PID file and
+	// socket; every other path (Root, Exe, HookDir) must mean the same
+	// inside the chroot (the local cluster binds them at the same paths).
+	SlurmRoot string
 	// MungeKeyPath, MungedPidFile and MungeSocket: /etc/munge/munge.key,
-	// /run/munge/munged.pid and /run/munge/munge.socket.2 when empty.
+	// /run/munge/munged.pid and /run/munge/munge.socket.2 (under
+	// SlurmRoot) when empty.
 	MungeKeyPath, MungedPidFile, MungeSocket string
 	// HookDir holds the node-side hook links and their hooks.json:
 	// Root/etc/flexslurm/hooks when empty. The controller's slurm.conf
@@ -178,9 +188,10 @@ func (o Options) withDefaults() Options {
 	}
 	def(&o.Root, "/")
 	def(&o.MetadataHost, DefaultMetadataHost)
-	def(&o.MungeKeyPath, "/etc/munge/munge.key")
-	def(&o.MungedPidFile, "/run/munge/munged.pid")
-	def(&o.MungeSocket, "/run/munge/munge.socket.2")
+	def(&o.SlurmRoot, "/")
+	def(&o.MungeKeyPath, filepath.Join(o.SlurmRoot, "/etc/munge/munge.key"))
+	def(&o.MungedPidFile, filepath.Join(o.SlurmRoot, "/run/munge/munged.pid"))
+	def(&o.MungeSocket, filepath.Join(o.SlurmRoot, "/run/munge/munge.socket.2"))
 	def(&o.HookDir, filepath.Join(o.Root, DefaultHookDir))
 	if o.MungedWait <= 0 {
 		o.MungedWait = 10 * time.Second
@@ -223,6 +234,9 @@ func Boot(ctx context.Context, o Options) (Result, error) {
 	}
 	if !filepath.IsAbs(o.Exe) {
 		errs = append(errs, fmt.Errorf("exe %q: want the flexslurm binary's absolute path", o.Exe))
+	}
+	if !filepath.IsAbs(o.SlurmRoot) {
+		errs = append(errs, fmt.Errorf("slurm root %q: want an absolute directory", o.SlurmRoot))
 	}
 	if o.Metadata == nil || o.Secrets == nil || o.Host == nil {
 		errs = append(errs, errors.New("metadata, secrets and host are required"))
@@ -430,7 +444,7 @@ func (b *booter) mungeKey(ctx context.Context) (changed bool, err error) {
 	if len(key) < 32 {
 		return false, stepErr(step, "secret %s holds %d bytes: a munge key has at least 32", b.res.Config.MungeKeySecret, len(key))
 	}
-	uid, gid, err := b.o.Host.LookupUser("munge")
+	uid, gid, err := b.mungeUser()
 	if err != nil {
 		return false, stepErr(step, "user munge: %w", err)
 	}
@@ -556,7 +570,8 @@ func (b *booter) munged(ctx context.Context, keyChanged bool) error {
 		b.o.Host.Stop(pid, 5*time.Second)
 		b.did("munged stopped: its key changed")
 	}
-	st, out, err := b.o.Host.Run(ctx, RunuserPath, "-u", "munge", "--", MungedPath)
+	prog, args := b.inSlurmRoot(RunuserPath, "-u", "munge", "--", MungedPath)
+	st, out, err := b.o.Host.Run(ctx, prog, args...)
 	if err != nil || st != 0 {
 		return stepErr(step, "starting munged: exit %d: %s%s", st, bytes.TrimSpace(out), errOrEmpty(err))
 	}
@@ -708,7 +723,8 @@ func (b *booter) slurmd(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
 		return stepErr(step, "%w", err)
 	}
-	pid, err := b.o.Host.Start(SlurmdPath, SlurmdArgs(b.res.Node, b.res.Config.ConfServer, b.o.ReportBoot), logPath)
+	prog, args := b.inSlurmRoot(SlurmdPath, SlurmdArgs(b.res.Node, b.res.Config.ConfServer, b.o.ReportBoot)...)
+	pid, err := b.o.Host.Start(prog, args, logPath)
 	if err != nil {
 		return stepErr(step, "starting slurmd: %w", err)
 	}

@@ -117,7 +117,10 @@ func (h *fakeHost) Run(_ context.Context, program string, args ...string) (int, 
 	case MountPath:
 		h.mounts[args[len(args)-1]] = true
 		return 0, nil, nil
-	case RunuserPath:
+	case RunuserPath, ChrootPath:
+		if program == ChrootPath && (len(args) < 2 || args[1] != RunuserPath) {
+			return 127, []byte("unexpected program in the chroot"), nil
+		}
 		h.nextID++
 		h.procs[h.nextID] = "munged"
 		if err := os.WriteFile(h.o.MungedPidFile, []byte(fmt.Sprint(h.nextID)), 0o644); err != nil {
@@ -136,8 +139,12 @@ func (h *fakeHost) Start(program string, args []string, logPath string) (int, er
 	defer h.mu.Unlock()
 	h.cmds = append(h.cmds, "start "+filepath.Base(program)+" "+strings.Join(args, " "))
 	h.nextID++
+	name := filepath.Base(program)
+	if program == ChrootPath && len(args) > 1 {
+		name = filepath.Base(args[1]) // chroot(8) execs it
+	}
 	if !h.slurmdDies {
-		h.procs[h.nextID] = filepath.Base(program)
+		h.procs[h.nextID] = name
 	} else {
 		_ = os.WriteFile(logPath, []byte("fatal: Unable to establish controller machine"), 0o644)
 	}
@@ -303,6 +310,54 @@ func TestBootAFreshVM(t *testing.T) {
 	}
 	if len(f.rep.got) != 0 {
 		t.Errorf("a successful bootstrap reported %v", f.rep.got)
+	}
+}
+
+// TestBootInASlurmChroot: with SlurmRoot (the local system's Slurm 24.11
+// chroot), munged and slurmd run chrooted, and the munge key is the
+// chroot's, owned by the chroot's munge user.
+func TestBootInASlurmChroot(t *testing.T) {
+	f := newFixture(t, testConfig())
+	chroot := t.TempDir()
+	for _, d := range []string{"etc/munge", "run/munge"} {
+		if err := os.MkdirAll(filepath.Join(chroot, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	passwd := "root:x:0:0:root:/root:/bin/bash\nmunge:x:991:992::/nonexistent:/usr/sbin/nologin\n"
+	if err := os.WriteFile(filepath.Join(chroot, "etc/passwd"), []byte(passwd), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.o.SlurmRoot = chroot
+	f.o.MungeKeyPath, f.o.MungedPidFile, f.o.MungeSocket = "", "", ""
+	o := f.o.withDefaults()
+	f.h.o = &o // the fake munged writes the chroot's PID file and socket
+	if _, err := Boot(context.Background(), f.o); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"iptables -w -C OUTPUT " + wantRule,
+		"iptables -w -I OUTPUT " + wantRule,
+		"mount --bind /srv/home " + filepath.Join(f.o.Root, "home"),
+		"chroot " + chroot + " /usr/sbin/runuser -u munge -- /usr/sbin/munged",
+		"start chroot " + chroot + " /usr/sbin/slurmd -D --conf-server 10.0.0.5:6817 -N flexvm-a3u-1",
+	}
+	if d := cmp.Diff(want, f.h.commands()); d != "" {
+		t.Errorf("commands (-want +got):\n%s", d)
+	}
+	keyPath := filepath.Join(chroot, "etc/munge/munge.key")
+	if key, err := os.ReadFile(keyPath); err != nil || string(key) != string(f.sec.key) {
+		t.Fatalf("the chroot's munge key: %d bytes, %v", len(key), err)
+	}
+	if own := f.h.ownerOf(keyPath); own != [2]int{991, 992} {
+		t.Errorf("munge key owner %v, want the chroot's munge (991:992)", own)
+	}
+	if pid := SlurmdPID(f.o.Root, "flexvm-a3u-1"); pid == 0 || !f.h.Running(pid, "slurmd") {
+		t.Errorf("slurmd PID %d not recorded or not running", pid)
+	}
+	f.o.SlurmRoot = "relative"
+	if _, err := Boot(context.Background(), f.o); err == nil || !strings.Contains(err.Error(), `slurm root "relative"`) {
+		t.Errorf("a relative slurm root: %v, want an error naming it", err)
 	}
 }
 

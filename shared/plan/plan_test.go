@@ -826,14 +826,14 @@ func TestReconcileWithSlurmAndMisses(t *testing.T) {
 			prepare: func(st *model.State) { running(st, "flexvm-a3u-0", t0.Add(week)) },
 			vms:     []VM{vm0},
 			slurm:   map[string]string{"flexvm-a3u-0": "IDLE+CLOUD", "flexvm-a3u-2": "DOWN+CLOUD+POWERED_DOWN+NOT_RESPONDING"},
-			want:    []string{"Slurm:resume:flexvm-a3u-2"},
+			want:    []string{"Slurm:resume:flexvm-a3u-2", "PutNode:flexvm-a3u-2/released"},
 		},
 		{
 			name:    "Slurm thinks a dynamic node without a VM is up: powered down in Slurm",
 			prepare: dyn,
 			vms:     []VM{vm0, vm1},
 			slurm:   map[string]string{"flexvm-a3u-0": "IDLE+CLOUD", "flexvm-a3u-1": "ALLOCATED+CLOUD", "flexvm-a3u-2": "IDLE+CLOUD+NOT_RESPONDING"},
-			want:    []string{"Slurm:power_down_force:flexvm-a3u-2"},
+			want:    []string{"Slurm:power_down_force:flexvm-a3u-2", "PutNode:flexvm-a3u-2/released"},
 		},
 		{
 			name:    "IDLE+CLOUD+POWERED_DOWN+NOT_RESPONDING without a VM is already serviceable",

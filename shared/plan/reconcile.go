@@ -260,6 +260,9 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 		if outcome != OutcomeVMGone && outcome != OutcomeCheckRequest && node.MissCount != 0 {
 			node.MissCount, node.MissGeneration, dirty = 0, 0, true
 		}
+		if b.commandDone(&node, outcome, combo.Slurm) {
+			dirty = true
+		}
 		if b.act(pool, node, vm, outcome, rule, combo, rrs, pol) {
 			continue
 		}
@@ -429,14 +432,12 @@ func (b *builder) act(pool *model.Pool, node model.Node, vm VM, outcome Outcome,
 		if node.Phase == model.PhaseRunning && combo.Slurm == SlurmPoweredDown {
 			cmd = event.SlurmPowerUp
 		}
-		b.slurm(cmd, []string{node.Name}, "", rule.Why, node.VMName, b.now.Truncate(time.Hour).Format(time.RFC3339))
-		return false
+		return b.nodeCommand(node, cmd, rule.Why)
 	case OutcomeSlurmPowerDown:
 		if b.claimed(node.Name) {
 			return false // a pending job waits for this node (capacity or backoff): Slurm is right to resume it
 		}
-		b.slurm(event.SlurmPowerDownForce, []string{node.Name}, "", rule.Why, node.VMName, b.now.Truncate(time.Hour).Format(time.RFC3339))
-		return false
+		return b.nodeCommand(node, event.SlurmPowerDownForce, rule.Why)
 	case OutcomeReplace:
 		if !node.Registered {
 			b.bootstrapFailed(pool, node, fmt.Sprintf("VM %s ran but node %s never registered in Slurm", node.VMName, node.Name))

@@ -79,6 +79,12 @@ func Snapshot(st *model.State, snap *event.SlurmSnapshot, now time.Time) ([]Acti
 		v.Jobs = append(v.Jobs, model.SlurmJob{ID: j.ID, State: j.State, Reason: j.Reason, Partition: j.Partition,
 			Nodes: append([]string(nil), j.Nodes...), NodeCount: j.NodeCount, TimeLimitSeconds: j.TimeLimitSeconds})
 	}
+	if c := snap.Config; c != nil {
+		v.Config = &model.SlurmConfigCheck{SpecSHA256: c.SpecSHA256}
+		for _, d := range c.Divergences {
+			v.Config.Divergences = append(v.Config.Divergences, model.SlurmDivergence{Problem: d.Problem, Fix: d.Fix})
+		}
+	}
 	st.Slurm = v
 	return nil, nil
 }

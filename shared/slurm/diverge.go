@@ -122,6 +122,9 @@ func ParseConfView(conf []byte) (ConfView, error) {
 func gresGPUs(gres string) (int, error) {
 	total := 0
 	for _, g := range strings.Split(gres, ",") {
+		if i := strings.IndexByte(g, '('); i >= 0 { // gpu:h200:8(S:0-1), as scontrol shows it
+			g = g[:i]
+		}
 		parts := strings.Split(g, ":")
 		if parts[0] != "gpu" {
 			continue
@@ -131,9 +134,6 @@ func gresGPUs(gres string) (int, error) {
 			continue
 		}
 		last := parts[len(parts)-1]
-		if i := strings.IndexByte(last, '('); i >= 0 { // gpu:8(S:0-1)
-			last = last[:i]
-		}
 		n, err := strconv.Atoi(last)
 		if err != nil {
 			if len(parts) == 2 { // gpu:TYPE

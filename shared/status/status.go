@@ -55,6 +55,20 @@ type Cluster struct {
 	SpecVersion int64
 	UpdatedAt   time.Time
 	Pools       []Pool
+	// SlurmConfig is the agent's comparison of its spec with Slurm's live
+	// configuration, from the latest Slurm snapshot; nil when none.
+	SlurmConfig *SlurmConfig
+}
+
+// SlurmConfig is what the agent found comparing its cluster spec with the
+// configuration slurmctld runs with.
+type SlurmConfig struct {
+	// TakenAt is the snapshot's time.
+	TakenAt time.Time
+	// OtherSpec is set when the agent compared a spec other than the one
+	// applied (its copy of the spec is not the applied one).
+	OtherSpec   bool
+	Divergences []model.SlurmDivergence
 }
 
 // Pool is one node pool's view. A pool that has nodes but no pool record
@@ -164,7 +178,7 @@ func Collect(ctx context.Context, src Source, at time.Time, o Options) (*Snapsho
 	}
 	snap := &Snapshot{At: at}
 	for _, id := range ids {
-		st, err := src.Read(ctx, store.Scope{Cluster: id, AllPools: true})
+		st, err := src.Read(ctx, store.Scope{Cluster: id, AllPools: true, Slurm: true})
 		if err != nil {
 			return nil, fmt.Errorf("reading cluster %s: %w", id, err)
 		}
@@ -181,6 +195,11 @@ func cluster(id string, st *model.State, at time.Time) Cluster {
 	c := Cluster{ID: id}
 	if st.Cluster != nil {
 		c.Applied, c.SpecVersion, c.UpdatedAt = true, st.Cluster.SpecVersion, st.Cluster.UpdatedAt
+	}
+	if st.Slurm != nil && st.Slurm.Config != nil {
+		cc := st.Slurm.Config
+		c.SlurmConfig = &SlurmConfig{TakenAt: st.Slurm.TakenAt, Divergences: cc.Divergences,
+			OtherSpec: st.Cluster != nil && cc.SpecSHA256 != st.Cluster.SpecSHA256}
 	}
 	ids := map[string]bool{}
 	for id := range st.Pools {
@@ -297,6 +316,7 @@ func Render(w io.Writer, s *Snapshot) error {
 		} else {
 			fmt.Fprintf(&b, "cluster %s · no spec applied\n", c.ID)
 		}
+		renderSlurmConfig(&b, c.SlurmConfig)
 		if len(c.Pools) == 0 {
 			b.WriteString("  no pools\n")
 		}
@@ -308,6 +328,26 @@ func Render(w io.Writer, s *Snapshot) error {
 	renderDeadLetters(&b, s.DeadLetters, s.At)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// renderSlurmConfig says, loudly, when Slurm's configuration cannot serve
+// the spec, with the slurm.conf lines to change.
+func renderSlurmConfig(b *strings.Builder, c *SlurmConfig) {
+	if c == nil {
+		return
+	}
+	if c.OtherSpec {
+		fmt.Fprintf(b, "  WARNING: the Slurm agent compares Slurm with a spec other than the one applied (snapshot of %s):\n"+
+			"    copy the applied spec to the controller (`flexslurm install controller --spec SPEC`)\n", stamp(c.TakenAt))
+	}
+	if len(c.Divergences) == 0 {
+		fmt.Fprintf(b, "  Slurm's configuration serves the spec (snapshot of %s)\n", stamp(c.TakenAt))
+		return
+	}
+	fmt.Fprintf(b, "  ERROR: Slurm's configuration cannot serve the spec (snapshot of %s); change slurm.conf:\n", stamp(c.TakenAt))
+	for _, d := range c.Divergences {
+		fmt.Fprintf(b, "    - %s\n      fix: %s\n", d.Problem, d.Fix)
+	}
 }
 
 func renderPool(b *strings.Builder, p Pool) {

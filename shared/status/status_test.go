@@ -60,13 +60,21 @@ func fixture(t *testing.T, s store.Store) {
 		st.Jobs["7"] = &model.Job{ID: "7", Partition: "gpu", Pool: "gpu", State: model.JobRunning, NodesWanted: 1, Nodes: []string{"c1-gpu-0"}}
 		st.Jobs["43"] = &model.Job{ID: "43", Partition: "cpu", Pool: "cpu", State: model.JobPending, NodesWanted: 1}
 		st.Jobs["5"] = &model.Job{ID: "5", Partition: "gpu", Pool: "gpu", State: model.JobFinished}
+		// The agent compared another spec than the one applied, and Slurm
+		// cannot serve it.
+		st.Slurm = &model.SlurmView{TakenAt: now.Add(-time.Minute), ReceivedAt: now.Add(-time.Minute), Nodes: map[string]model.SlurmNode{},
+			Config: &model.SlurmConfigCheck{SpecSHA256: "y", Divergences: []model.SlurmDivergence{{
+				Problem: "pool gpu has max_node_count 5 but Slurm has no node c1-gpu-4",
+				Fix:     `set "NodeName=c1-gpu-[0-4] CPUs=224 RealMemory=2900000 Gres=gpu:8 State=CLOUD Feature=gpu,cloud", then restart slurmctld (new nodes need it)`}}}}
 		return nil
 	})
 	if err != nil {
 		t.Fatalf("writing cluster c1: %v", err)
 	}
 	err = s.Update(ctx, store.Scope{Cluster: "c2", AllPools: true}, func(st *model.State) error {
-		st.Cluster = &model.Cluster{ID: "c2", Spec: []byte(`{}`), SpecVersion: 1, UpdatedAt: now.Add(-48 * time.Hour)}
+		st.Cluster = &model.Cluster{ID: "c2", Spec: []byte(`{}`), SpecVersion: 1, SpecSHA256: "z", UpdatedAt: now.Add(-48 * time.Hour)}
+		st.Slurm = &model.SlurmView{TakenAt: now.Add(-time.Minute), ReceivedAt: now.Add(-time.Minute), Nodes: map[string]model.SlurmNode{},
+			Config: &model.SlurmConfigCheck{SpecSHA256: "z"}}
 		return nil
 	})
 	if err != nil {

@@ -1,0 +1,85 @@
+package slurm
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/flexslurm/flexslurm/shared/text"
+)
+
+// LiveConf returns the configuration slurmctld runs with, as a ConfView:
+// every node with its GPUs (`scontrol show node -o`, Gres=) and every
+// partition with its nodes, MaxTime and MaxNodes (`scontrol show
+// partition -o`). Unlike a copy of slurm.conf, it is what Slurm serves
+// now: a slurm.conf edited without a restart or `scontrol reconfigure`
+// does not count.
+func (r *Runner) LiveConf(ctx context.Context) (ConfView, error) {
+	nodes, err := r.Scontrol(ctx, "show", "node", "-o")
+	if err != nil {
+		return ConfView{}, fmt.Errorf("reading Slurm's nodes: %w", err)
+	}
+	parts, err := r.Scontrol(ctx, "show", "partition", "-o")
+	if err != nil {
+		return ConfView{}, fmt.Errorf("reading Slurm's partitions: %w", err)
+	}
+	return ParseLiveConf(nodes, parts)
+}
+
+// ParseLiveConf builds a ConfView from `scontrol show node -o` and
+// `scontrol show partition -o` output (one record per line; Gres=(null)
+// for a node without GRES, Nodes=(null) for a partition without nodes,
+// UNLIMITED for MaxTime and MaxNodes without limit). Errors name the
+// record.
+func ParseLiveConf(nodes, partitions []byte) (ConfView, error) {
+	v := ConfView{Nodes: map[string]ConfNode{}, Partitions: map[string]ConfPartition{}}
+	for _, l := range lines(nodes) {
+		if strings.HasPrefix(l, "No nodes in the system") {
+			continue
+		}
+		kv := ParseKV(l)
+		name := kv["NodeName"]
+		if name == "" {
+			return v, fmt.Errorf("%w: scontrol show node line without NodeName: %q", ErrParse, text.Truncate(l, 200))
+		}
+		gpus, err := gresGPUs(nullable(kv["Gres"]))
+		if err != nil {
+			return v, fmt.Errorf("%w: node %s: %w", ErrParse, name, err)
+		}
+		v.Nodes[name] = ConfNode{GPUs: gpus}
+	}
+	for _, l := range lines(partitions) {
+		if strings.HasPrefix(l, "No partitions in the system") {
+			continue
+		}
+		kv := ParseKV(l)
+		name := kv["PartitionName"]
+		if name == "" {
+			return v, fmt.Errorf("%w: scontrol show partition line without PartitionName: %q", ErrParse, text.Truncate(l, 200))
+		}
+		bad := func(err error) error { return fmt.Errorf("%w: partition %s: %w", ErrParse, name, err) }
+		p := ConfPartition{}
+		if nl := nullable(kv["Nodes"]); nl != "" {
+			names, err := ExpandHostlist(nl)
+			if err != nil {
+				return v, bad(err)
+			}
+			p.Nodes = names
+		}
+		d, err := ParseDuration(kv["MaxTime"])
+		if err != nil {
+			return v, bad(fmt.Errorf("MaxTime: %w", err))
+		}
+		p.MaxTime = d
+		if mn := kv["MaxNodes"]; mn != "" && !strings.EqualFold(mn, "UNLIMITED") && !strings.EqualFold(mn, "INFINITE") {
+			n, err := strconv.Atoi(mn)
+			if err != nil || n < 0 {
+				return v, bad(fmt.Errorf("MaxNodes %q is not a count", mn))
+			}
+			p.MaxNodes = n
+		}
+		v.Partitions[name] = p
+	}
+	return v, nil
+}
