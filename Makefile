@@ -58,7 +58,7 @@ fuzz:
 	  done; \
 	done
 
-# The benchmarks BENCHMARKS.md records (shared/bench: cost per event, burst,
+# The benchmarks BENCHMARKS.md records (dev/bench: cost per event, burst,
 # reconcile at scale; shared/hooks' ResumeProgram benchmark when it exists),
 # with the emulators started around them. Prints the table, also written to
 # bin/bench-table.md. Takes about ten minutes.
@@ -68,7 +68,7 @@ bench: build
 	    $(GO) test ./shared/hooks -run "^$$" -bench "^BenchmarkResumeProgram64Nodes$$" -benchtime 100x -count 1 2>&1 | tee $(CURDIR)/bin/bench-hooks.txt; \
 	  else echo "shared/hooks has no BenchmarkResumeProgram64Nodes" > $(CURDIR)/bin/bench-hooks.txt; fi; \
 	  FLEXSLURM_BENCH_HOOKS=$(CURDIR)/bin/bench-hooks.txt FLEXSLURM_BENCH_TABLE=$(CURDIR)/bin/bench-table.md \
-	    $(GO) test ./shared/bench -run "^$$" -bench . -benchtime 1x -count 1 -timeout 60m'
+	    $(GO) test ./dev/bench -run "^$$" -bench . -benchtime 1x -count 1 -timeout 60m'
 
 clean:
 	rm -rf bin

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # slurm-chroot.sh — the Slurm 24.11 root file system beside the host's
 # Slurm 22.05: a Debian 13 (trixie) chroot holding slurmctld, slurmd,
-# slurm-client and munge, in which shared/localslurm runs a second local
+# slurm-client and munge, in which dev/localslurm runs a second local
 # cluster (docs/slurm-versions.md). Root only.
 #
 #   .ci/slurm-chroot.sh build [DIR]   build DIR unless it is already good (a few minutes)

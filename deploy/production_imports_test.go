@@ -47,15 +47,15 @@ var productionPackages = []string{
 // developmentTooling is what exists to simulate, drive or measure the
 // system on a workstation or in CI; no production package may link it.
 var developmentTooling = []string{
-	modulePath + "/shared/bench",
-	modulePath + "/shared/chaos",
-	modulePath + "/shared/computesim",
-	modulePath + "/shared/emulator",
-	modulePath + "/shared/expirybench",
-	modulePath + "/shared/harness",
-	modulePath + "/shared/local",
-	modulePath + "/shared/scenario",
-	modulePath + "/shared/testenv",
+	modulePath + "/dev/bench",
+	modulePath + "/dev/chaos",
+	modulePath + "/dev/computesim",
+	modulePath + "/dev/emulator",
+	modulePath + "/dev/expirybench",
+	modulePath + "/dev/harness",
+	modulePath + "/dev/local",
+	modulePath + "/dev/scenario",
+	modulePath + "/dev/testenv",
 }
 
 // isDevelopmentTooling reports whether import path p is development tooling
@@ -164,9 +164,9 @@ func TestForbiddenChainsNamesTheChain(t *testing.T) {
 	m := func(s string) string { return modulePath + "/" + s }
 	imports := map[string][]string{
 		m("functions/scaleup"):       {"context", m("shared/apply")},
-		m("shared/apply"):            {m("shared/gce"), m("shared/computesim")},
+		m("shared/apply"):            {m("shared/gce"), m("dev/computesim")},
 		m("shared/gce"):              {"net/http"},
-		m("shared/computesim"):       {m("shared/naming")},
+		m("dev/computesim"):          {m("shared/naming")},
 		m("shared/naming"):           nil,
 		m("shared/hooks"):            {m("shared/slurm/localslurm")},
 		m("shared/slurm/localslurm"): nil,
@@ -174,14 +174,14 @@ func TestForbiddenChainsNamesTheChain(t *testing.T) {
 	}
 	got := forbiddenChains([]string{m("functions/scaleup"), m("shared/hooks"), m("shared/plan")}, imports)
 	want := []string{
-		m("functions/scaleup") + " -> " + m("shared/apply") + " -> " + m("shared/computesim"),
+		m("functions/scaleup") + " -> " + m("shared/apply") + " -> " + m("dev/computesim"),
 		m("shared/hooks") + " -> " + m("shared/slurm/localslurm"),
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("forbiddenChains = %q, want %q", got, want)
 	}
 	for p, want := range map[string]bool{
-		m("shared/testenv"): true, m("shared/computesim/internal/x"): true, m("shared/localslurm"): true,
+		m("dev/testenv"): true, m("dev/computesim/internal/x"): true, m("dev/localslurm"): true,
 		m("shared/slurm"): false, m("shared/computesimple"): false, "example.com/localslurm": false,
 	} {
 		if got := isDevelopmentTooling(p); got != want {

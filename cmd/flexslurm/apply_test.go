@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flexslurm/flexslurm/dev/computesim"
 	"github.com/flexslurm/flexslurm/shared/clock"
-	"github.com/flexslurm/flexslurm/shared/computesim"
 	"github.com/flexslurm/flexslurm/shared/config"
 )
 

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flexslurm/flexslurm/shared/expirybench"
+	"github.com/flexslurm/flexslurm/dev/expirybench"
 )
 
 func init() {

@@ -14,9 +14,9 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/flexslurm/flexslurm/shared/chaos"
+	"github.com/flexslurm/flexslurm/dev/chaos"
+	"github.com/flexslurm/flexslurm/dev/scenario"
 	"github.com/flexslurm/flexslurm/shared/plan"
-	"github.com/flexslurm/flexslurm/shared/scenario"
 )
 
 func init() {

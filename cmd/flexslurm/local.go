@@ -11,10 +11,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/flexslurm/flexslurm/dev/computesim"
+	"github.com/flexslurm/flexslurm/dev/emulator"
+	"github.com/flexslurm/flexslurm/dev/local"
 	"github.com/flexslurm/flexslurm/shared/clock"
-	"github.com/flexslurm/flexslurm/shared/computesim"
-	"github.com/flexslurm/flexslurm/shared/emulator"
-	"github.com/flexslurm/flexslurm/shared/local"
 	"github.com/flexslurm/flexslurm/shared/plan"
 )
 

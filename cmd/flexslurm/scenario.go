@@ -9,7 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 
-	"github.com/flexslurm/flexslurm/shared/scenario"
+	"github.com/flexslurm/flexslurm/dev/scenario"
 )
 
 func init() {

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flexslurm/flexslurm/dev/harness"
+	"github.com/flexslurm/flexslurm/dev/harness/functest"
 	"github.com/flexslurm/flexslurm/shared/config"
-	"github.com/flexslurm/flexslurm/shared/harness"
-	"github.com/flexslurm/flexslurm/shared/harness/functest"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/store"
 )

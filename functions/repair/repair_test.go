@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flexslurm/flexslurm/dev/harness/functest"
 	"github.com/flexslurm/flexslurm/shared/config"
 	"github.com/flexslurm/flexslurm/shared/event"
-	"github.com/flexslurm/flexslurm/shared/harness/functest"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/store"
 )

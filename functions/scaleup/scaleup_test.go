@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flexslurm/flexslurm/dev/harness"
+	"github.com/flexslurm/flexslurm/dev/harness/functest"
 	"github.com/flexslurm/flexslurm/shared/config"
 	"github.com/flexslurm/flexslurm/shared/event"
-	"github.com/flexslurm/flexslurm/shared/harness"
-	"github.com/flexslurm/flexslurm/shared/harness/functest"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/spec"
 	"github.com/flexslurm/flexslurm/shared/store"

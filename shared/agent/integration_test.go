@@ -19,13 +19,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/flexslurm/flexslurm/dev/slurmtest"
+	"github.com/flexslurm/flexslurm/dev/testenv"
 	"github.com/flexslurm/flexslurm/shared/agent"
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/hooks"
 	"github.com/flexslurm/flexslurm/shared/slurm"
-	"github.com/flexslurm/flexslurm/shared/slurm/slurmtest"
 	"github.com/flexslurm/flexslurm/shared/spec"
-	"github.com/flexslurm/flexslurm/shared/testenv"
 )
 
 // cl is the real Slurm cluster that TestWithSlurm runs its subtests on.

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flexslurm/flexslurm/dev/testenv"
 	"github.com/flexslurm/flexslurm/shared/agent"
 	"github.com/flexslurm/flexslurm/shared/spec"
-	"github.com/flexslurm/flexslurm/shared/testenv"
 )
 
 // TestRunDoesNotCreateItsSubscription: without CreateSubscription the

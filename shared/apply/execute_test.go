@@ -10,10 +10,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/flexslurm/flexslurm/dev/computesim"
+	"github.com/flexslurm/flexslurm/dev/harness"
 	"github.com/flexslurm/flexslurm/shared/apply"
-	"github.com/flexslurm/flexslurm/shared/computesim"
 	"github.com/flexslurm/flexslurm/shared/gce"
-	"github.com/flexslurm/flexslurm/shared/harness"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
 	"github.com/flexslurm/flexslurm/shared/plan"

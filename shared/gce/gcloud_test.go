@@ -21,8 +21,8 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/api/option"
 
+	"github.com/flexslurm/flexslurm/dev/computesim"
 	"github.com/flexslurm/flexslurm/shared/clock"
-	"github.com/flexslurm/flexslurm/shared/computesim"
 	"github.com/flexslurm/flexslurm/shared/gce"
 	"github.com/flexslurm/flexslurm/shared/instancetemplate"
 )

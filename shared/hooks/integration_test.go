@@ -16,11 +16,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/flexslurm/flexslurm/dev/localslurm"
+	"github.com/flexslurm/flexslurm/dev/slurmtest"
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/hooks"
-	"github.com/flexslurm/flexslurm/shared/localslurm"
 	"github.com/flexslurm/flexslurm/shared/slurm"
-	"github.com/flexslurm/flexslurm/shared/slurm/slurmtest"
 )
 
 // cl is the real Slurm cluster that TestWithSlurm runs its subtests on;

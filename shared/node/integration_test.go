@@ -17,8 +17,8 @@ import (
 	"cloud.google.com/go/compute/metadata"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/flexslurm/flexslurm/dev/computesim"
 	"github.com/flexslurm/flexslurm/shared/clock"
-	"github.com/flexslurm/flexslurm/shared/computesim"
 	"github.com/flexslurm/flexslurm/shared/nodeconfig"
 )
 

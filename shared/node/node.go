@@ -119,7 +119,7 @@ type Options struct {
 	MetadataHost string
 	// SlurmRoot is the root of the Slurm and munge installation whose
 	// munged and slurmd the node runs: "/" (the machine's) when empty. The
-	// local system's Slurm 24.11 lives in a chroot (shared/localslurm):
+	// local system's Slurm 24.11 lives in a chroot (dev/localslurm):
 	// munged and slurmd then run chrooted in it (`chroot DIR …`), munged
 	// as the chroot's munge user, with the chroot's key, PID file and
 	// socket; every other path (Root, Exe, HookDir) must mean the same

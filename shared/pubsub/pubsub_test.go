@@ -23,7 +23,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/flexslurm/flexslurm/shared/emulator"
+	"github.com/flexslurm/flexslurm/dev/emulator"
 )
 
 const testProject = "flexslurm-pubsub-test"

@@ -23,7 +23,7 @@
 //     slurm.conf with it and say what to change;
 //   - BuildConfig: the slurm.conf of a local cluster (Generate's lines with
 //     each node's address and port), with the hooks linked to the flexslurm
-//     binary. shared/localslurm runs a whole Slurm cluster on one host with
+//     binary. dev/localslurm runs a whole Slurm cluster on one host with
 //     it, for `flexslurm local` and the integration tests (slurmtest); this
 //     package holds no such development tooling.
 //

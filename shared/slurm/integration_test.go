@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/flexslurm/flexslurm/dev/slurmtest"
 	"github.com/flexslurm/flexslurm/shared/slurm"
-	"github.com/flexslurm/flexslurm/shared/slurm/slurmtest"
 )
 
 // cl is the real single-host Slurm cluster that TestWithSlurm runs its

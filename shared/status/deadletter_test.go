@@ -15,8 +15,8 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/flexslurm/flexslurm/dev/testenv"
 	"github.com/flexslurm/flexslurm/shared/status"
-	"github.com/flexslurm/flexslurm/shared/testenv"
 )
 
 // fakeSubscriber holds one subscription's messages in memory, with

@@ -12,10 +12,10 @@ import (
 	"cloud.google.com/go/firestore"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/flexslurm/flexslurm/dev/testenv"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/status"
 	"github.com/flexslurm/flexslurm/shared/store"
-	"github.com/flexslurm/flexslurm/shared/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")

@@ -12,10 +12,10 @@ import (
 	"cloud.google.com/go/firestore"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/flexslurm/flexslurm/dev/testenv"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/store"
 	"github.com/flexslurm/flexslurm/shared/store/storetest"
-	"github.com/flexslurm/flexslurm/shared/testenv"
 )
 
 // emulatorClient returns a client of the Firestore emulator (testenv skips

@@ -1,0 +1,215 @@
+package bench
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/firestore"
+
+	"github.com/flexslurm/flexslurm/dev/harness"
+	"github.com/flexslurm/flexslurm/dev/testenv"
+	"github.com/flexslurm/flexslurm/shared/apply"
+	"github.com/flexslurm/flexslurm/shared/spec"
+	"github.com/flexslurm/flexslurm/shared/store"
+)
+
+// Environment variables of the benchmarks.
+const (
+	// envHooks names a file holding the `go test -bench` output of
+	// shared/hooks' BenchmarkResumeProgram64Nodes (make bench writes it).
+	envHooks = "FLEXSLURM_BENCH_HOOKS"
+	// envTable, when set, names a file the result table is written to.
+	envTable = "FLEXSLURM_BENCH_TABLE"
+)
+
+// results collects the rows every benchmark adds; TestMain prints them.
+var results Table
+
+// Ranks of the sections in the printed table.
+const (
+	rankCost = iota
+	rankBurst
+	rankReconcile
+	rankHooks
+	rankNotRun
+)
+
+// notRunSection lists the benchmarks that could not run.
+var notRunSection = sync.OnceValue(func() *Section { return results.Section(rankNotRun, "Not run", "benchmark", "why") })
+
+// notRun records, loudly, a benchmark that could not run.
+func notRun(name, why string) {
+	fmt.Fprintf(os.Stderr, "SKIP (loud): %s: %s\n", name, why)
+	sec := notRunSection()
+	sec.Add(name, why)
+	sec.Pending(name, "not run: "+why, "")
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	machine := Machine()
+	code := m.Run()
+	if !benchmarking() {
+		os.Exit(code)
+	}
+	hooksRow()
+	out := "Machine: " + machine + " at the start, " + LoadAverage() + " at the end.\n\n" + results.Markdown()
+	fmt.Print("\n" + out)
+	if path := os.Getenv(envTable); path != "" {
+		if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
+			fmt.Fprintf(os.Stderr, "writing the table to %s: %v\n", path, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// benchmarking reports whether -test.bench selects anything.
+func benchmarking() bool {
+	f := flag.Lookup("test.bench")
+	return f != nil && f.Value.String() != ""
+}
+
+// hooksRow adds the ResumeProgram result from the hooks benchmark's output
+// (shared/hooks BenchmarkResumeProgram64Nodes), or marks it pending.
+func hooksRow() {
+	const what = "ResumeProgram wall time, 64-node hostlist, real slurmctld"
+	const target = "p99 < 1 s"
+	sec := results.Section(rankHooks, "ResumeProgram (shared/hooks BenchmarkResumeProgram64Nodes: the hook run for a 64-node hostlist against a real slurmctld and the Pub/Sub emulator)",
+		"hostlist", "runs", "p50", "p99")
+	pending := func(why string) {
+		sec.Note("pending: needs shared/hooks (%s)", why)
+		sec.Pending(what, "pending: needs shared/hooks", target)
+	}
+	path := os.Getenv(envHooks)
+	if path == "" {
+		pending(envHooks + " unset; `make bench` sets it")
+		return
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		pending(err.Error())
+		return
+	}
+	var skip string
+	for _, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) > 2 && strings.HasPrefix(fields[0], "BenchmarkResumeProgram64Nodes") {
+			metric := map[string]float64{}
+			for i := 1; i < len(fields); i++ {
+				if v, err := strconv.ParseFloat(fields[i-1], 64); err == nil {
+					metric[fields[i]] = v
+				}
+			}
+			p99, ok := metric["p99-ms"]
+			if !ok {
+				continue
+			}
+			sec.Add("64 nodes", fields[1], fmt.Sprintf("%.0f ms", metric["p50-ms"]), fmt.Sprintf("%.0f ms", p99))
+			sec.Target(what, fmt.Sprintf("p99 %.0f ms", p99), target, p99 < 1000)
+			return
+		}
+		if strings.Contains(line, "SKIP") || strings.HasPrefix(line, "FAIL") || strings.HasPrefix(line, "--- FAIL") {
+			skip = strings.TrimSpace(line)
+		}
+	}
+	why := "no BenchmarkResumeProgram64Nodes result in " + filepath.Base(path)
+	if skip != "" {
+		why += ": " + skip
+	}
+	pending(why)
+}
+
+// exampleSpec loads examples/cluster_config.json.
+func exampleSpec(tb testing.TB) *spec.Cluster {
+	tb.Helper()
+	c, err := spec.Load("../../examples/cluster_config.json")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
+// flexSpec is the example with n flex-start pools of maxNodes nodes each.
+func flexSpec(tb testing.TB, n, maxNodes int) *spec.Cluster {
+	tb.Helper()
+	c, err := WithFlexPools(exampleSpec(tb), n, maxNodes)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
+// firestoreClient connects to the Firestore emulator, or skips loudly
+// (testenv) when there is none.
+func firestoreClient(tb testing.TB) *firestore.Client {
+	tb.Helper()
+	if os.Getenv(testenv.EnvFirestoreHost) == "" {
+		notRun(tb.Name(), testenv.EnvFirestoreHost+" unset: `make bench` starts the emulators")
+	}
+	testenv.Firestore(tb)
+	c, err := firestore.NewClient(context.Background(), testenv.Project())
+	if err != nil {
+		tb.Fatalf("connecting to the Firestore emulator: %v", err)
+	}
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// rig is a harness with counters on its store and its Compute port.
+type rig struct {
+	h       *harness.Harness
+	fs      *store.Firestore // nil with the in-memory store
+	compute *CountingCompute
+}
+
+// newRig starts a harness over st (nil: in-memory) with a counting Compute
+// port and the simulator options given.
+func newRig(tb testing.TB, ctx context.Context, fs *store.Firestore, o harness.Options) *rig {
+	tb.Helper()
+	r := &rig{fs: fs}
+	if fs != nil {
+		o.Store = fs
+	}
+	o.Compute = func(c apply.Compute) apply.Compute {
+		r.compute = NewCountingCompute(c)
+		return r.compute
+	}
+	h, err := harness.New(ctx, o)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(h.Close)
+	r.h = h
+	return r
+}
+
+// stats returns the Firestore counters (zero with the in-memory store).
+func (r *rig) stats() store.Stats {
+	if r.fs == nil {
+		return store.Stats{}
+	}
+	return r.fs.Stats()
+}
+
+// median returns the median of ds (0 when empty).
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// ms formats a duration in milliseconds with two decimals.
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }

@@ -1,0 +1,176 @@
+package chaos
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/flexslurm/flexslurm/dev/scenario"
+)
+
+// Class names a convergence class: a situation where Slurm's and Compute's
+// views disagree, which a generator adds to a seed's workload on request
+// (Options.Classes, `flexslurm chaos --class`).
+type Class string
+
+// Convergence classes.
+const (
+	// ClassStaleSnapshot: for a while every Slurm snapshot is delivered
+	// minutes after it was taken (still within the reconciler's
+	// snapshot_max_age), while jobs are submitted, VMs come up for them and
+	// some are cancelled while their capacity is queued: snapshots older
+	// than flexslurm's own changes (slurm-gcp issues #54/#70).
+	ClassStaleSnapshot Class = "stale-snapshot"
+	// ClassGoingVM: Compute takes 15–40 minutes to delete a VM, and VMs of
+	// the static node and of busy nodes expire early or are deleted out of
+	// band: nodes re-created while their old VM is still going away
+	// (cluster-toolkit PR #6301).
+	ClassGoingVM Class = "going-vm"
+	// ClassResumeTimeout: Slurm's ResumeTimeout is 15–40 minutes, and
+	// capacity, for a while, takes longer: nodes that miss ResumeTimeout,
+	// their jobs requeued and placed again (cyclecloud-slurm #51).
+	ClassResumeTimeout Class = "resume-timeout"
+	// ClassRequeuedElsewhere: a two-node job's node fails its health check
+	// while other two-node jobs queue for the pool's nodes: the requeued
+	// job waits, then may run elsewhere, while its replaced node is idle
+	// (chaos seed 831).
+	ClassRequeuedElsewhere Class = "requeued-elsewhere"
+)
+
+// Classes lists every class.
+var Classes = []Class{ClassStaleSnapshot, ClassGoingVM, ClassResumeTimeout, ClassRequeuedElsewhere}
+
+// ParseClass returns the class named s.
+func ParseClass(s string) (Class, error) {
+	for _, c := range Classes {
+		if string(c) == s {
+			return c, nil
+		}
+	}
+	names := make([]string, len(Classes))
+	for i, c := range Classes {
+		names[i] = string(c)
+	}
+	return "", fmt.Errorf("unknown convergence class %q (known: %s)", s, strings.Join(names, ", "))
+}
+
+// classSteps adds the workload of each of o.Classes to f (its simulator and
+// Slurm options) and returns the steps to add. Each class draws from a
+// random stream of its own (seed, class), after the seed's base workload,
+// so that the base workload of a seed is the same with or without classes.
+func classSteps(f *scenario.File, seed uint64, o Options) []scenario.Step {
+	var steps []scenario.Step
+	for _, c := range o.Classes {
+		var h uint64 = 0xc1a5_5e5
+		for _, r := range string(c) {
+			h = h*131 + uint64(r)
+		}
+		rng := rand.New(rand.NewPCG(seed, h))
+		between := func(lo, hi time.Duration) time.Duration {
+			if hi <= lo {
+				return lo
+			}
+			return lo + time.Duration(rng.Int64N(int64(hi-lo)+1))
+		}
+		add := func(t time.Duration, s scenario.Step) {
+			s.At = at(t)
+			steps = append(steps, s)
+		}
+		// Job ids of their own: 3xx for the first class, 4xx for the
+		// next, … (the base workload's are 1xx).
+		ci := 0
+		for i, k := range Classes {
+			if k == c {
+				ci = i
+			}
+		}
+		jobID := func(i int) string { return fmt.Sprintf("%d%02d", 3+ci, i) }
+		switch c {
+		case ClassStaleSnapshot:
+			for w, n := 0, 1+rng.IntN(2); w < n; w++ {
+				start := between(time.Hour, o.Horizon-4*time.Hour)
+				length := between(time.Hour, 3*time.Hour).Round(time.Minute)
+				add(start, scenario.Step{Deliveries: &scenario.DeliveryRule{Topic: "slurm-snapshot", For: dur(length),
+					DeliveryFaults: scenario.DeliveryFaults{Delay: dur(between(3*time.Minute, 9*time.Minute).Round(time.Second))}}})
+				for i, k := 0, 2+rng.IntN(3); i < k; i++ {
+					t := start + between(0, length)
+					id := jobID(i + 10*w)
+					add(t, scenario.Step{Submit: &scenario.SubmitStep{ID: id, Nodes: 1 + rng.IntN(2), Partition: "a3u",
+						Runtime: dur(between(10*time.Minute, 2*time.Hour).Round(time.Minute))}})
+					if rng.IntN(2) == 0 {
+						add(t+between(time.Minute, 8*time.Minute), scenario.Step{Cancel: &scenario.CancelStep{ID: id}})
+					}
+				}
+			}
+		case ClassGoingVM:
+			f.Simulator.DeleteDelay = dur(between(15*time.Minute, 40*time.Minute).Round(time.Minute))
+			for i, n := 0, 1+rng.IntN(3); i < n; i++ {
+				t := between(time.Hour, o.Horizon-2*time.Hour)
+				node := "flexvm-a3u-0"
+				if rng.IntN(3) == 0 {
+					node = fmt.Sprintf("flexvm-a3u-%d", 1+rng.IntN(3))
+				}
+				if rng.IntN(2) == 0 {
+					add(t, scenario.Step{Expire: &scenario.VMRef{Node: node, Optional: true}})
+				} else {
+					add(t, scenario.Step{DeleteVM: &scenario.VMRef{Node: node, Optional: true}})
+				}
+			}
+			// Busy nodes to lose.
+			for i, n := 0, 1+rng.IntN(2); i < n; i++ {
+				add(between(30*time.Minute, o.Horizon-3*time.Hour), scenario.Step{Submit: &scenario.SubmitStep{ID: jobID(i), Nodes: 1 + rng.IntN(3),
+					Partition: "a3u", Runtime: dur(between(time.Hour, 4*time.Hour).Round(time.Minute))}})
+			}
+		case ClassResumeTimeout:
+			timeout := between(15*time.Minute, 40*time.Minute).Round(time.Minute)
+			f.Slurm.ResumeTimeout = dur(timeout)
+			for w, n := 0, 1+rng.IntN(2); w < n; w++ {
+				p := pools[rng.IntN(len(pools))]
+				start := between(time.Hour, o.Horizon-4*time.Hour)
+				length := between(time.Hour, 3*time.Hour).Round(time.Minute)
+				add(start, scenario.Step{Capacity: &scenario.CapacityDelay{Zone: p.zone, MachineType: p.machine,
+					Delay: dur(timeout + between(5*time.Minute, time.Hour).Round(time.Minute))}})
+				add(start+length, scenario.Step{Capacity: &scenario.CapacityDelay{Zone: p.zone, MachineType: p.machine,
+					Delay: dur(between(0, timeout/2).Round(time.Minute))}})
+				for i, k := 0, 1+rng.IntN(3); i < k; i++ {
+					add(start+between(0, length), scenario.Step{Submit: &scenario.SubmitStep{ID: jobID(i + 10*w), Nodes: 1 + rng.IntN(p.max-p.min),
+						Partition: p.id, Runtime: dur(between(15*time.Minute, 2*time.Hour).Round(time.Minute))}})
+				}
+			}
+		case ClassRequeuedElsewhere:
+			t := between(time.Hour, o.Horizon-6*time.Hour)
+			runtime := between(2*time.Hour, 4*time.Hour).Round(time.Minute)
+			add(t, scenario.Step{Submit: &scenario.SubmitStep{ID: jobID(0), Nodes: 2, Partition: "a3u", Runtime: dur(runtime)}})
+			for i, k := 1, 1+rng.IntN(2); i <= k; i++ {
+				add(t+between(time.Minute, 30*time.Minute), scenario.Step{Submit: &scenario.SubmitStep{ID: jobID(i), Nodes: 2, Partition: "a3u",
+					Runtime: dur(between(time.Hour, 3*time.Hour).Round(time.Minute))}})
+			}
+			fail := t + between(time.Hour, runtime-10*time.Minute)
+			add(fail, scenario.Step{Health: &scenario.HealthStep{Node: fmt.Sprintf("flexvm-a3u-%d", 1+rng.IntN(3)),
+				Reasons: []string{"GPU 2: Xid 79, fallen off the bus"}}})
+		}
+	}
+	return steps
+}
+
+// classInvariants widens the bounds a class's workload needs. The going-vm
+// and resume-timeout classes request capacity while it is slow (a static
+// node re-created at once, a static node keeping its queued request): the
+// simulator fixes a request's capacity delay when it accepts the request,
+// while static_at_min counts from the delay configured when it checks, so
+// its bound takes the longest delay any step sets.
+func classInvariants(f *scenario.File, o Options) {
+	if len(o.Classes) == 0 || f.Invariants.StaticAtMin == nil {
+		return
+	}
+	longest := time.Duration(0)
+	for _, s := range f.Steps {
+		if s.Capacity != nil && s.Capacity.Delay.D() > longest {
+			longest = s.Capacity.Delay.D()
+		}
+	}
+	w := *f.Invariants.StaticAtMin
+	w.Within = dur(w.Within.D() + longest)
+	f.Invariants.StaticAtMin = &w
+}

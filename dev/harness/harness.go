@@ -1,0 +1,322 @@
+// Package harness runs the four functions in one process against the
+// in-memory store, the Compute simulator (over real HTTP, through the real
+// apiv1 clients) and a recording publisher, on a manual clock. Events are
+// delivered as the CloudEvents Eventarc would hand them to a deployed
+// function, so handler tests, scenario files and chaos runs exercise the
+// production code paths end to end, without emulators.
+package harness
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"sort"
+	"sync"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	"google.golang.org/api/option"
+
+	"github.com/flexslurm/flexslurm/dev/computesim"
+	"github.com/flexslurm/flexslurm/functions/expiry"
+	"github.com/flexslurm/flexslurm/functions/reconcile"
+	"github.com/flexslurm/flexslurm/functions/repair"
+	"github.com/flexslurm/flexslurm/functions/scaleup"
+	"github.com/flexslurm/flexslurm/shared/apply"
+	"github.com/flexslurm/flexslurm/shared/clock"
+	"github.com/flexslurm/flexslurm/shared/config"
+	"github.com/flexslurm/flexslurm/shared/event"
+	"github.com/flexslurm/flexslurm/shared/gce"
+	"github.com/flexslurm/flexslurm/shared/logx"
+	"github.com/flexslurm/flexslurm/shared/nodeconfig"
+	"github.com/flexslurm/flexslurm/shared/plan"
+	"github.com/flexslurm/flexslurm/shared/spec"
+	"github.com/flexslurm/flexslurm/shared/store"
+)
+
+// Project is the harness's Google Cloud project.
+const Project = "flexslurm-test"
+
+// Message is one published message.
+type Message struct {
+	Topic string
+	ID    string
+	Data  []byte
+	Attrs map[string]string
+}
+
+// Publisher records published messages. It is safe for concurrent use.
+type Publisher struct {
+	mu   sync.Mutex
+	seq  int
+	msgs []Message
+	// Fail, when set, is returned by Publish instead of publishing.
+	Fail error
+}
+
+// Publish records a message.
+func (p *Publisher) Publish(ctx context.Context, topic string, data []byte, attrs map[string]string) (string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.Fail != nil {
+		return "", p.Fail
+	}
+	p.seq++
+	id := fmt.Sprintf("m%d", p.seq)
+	p.msgs = append(p.msgs, Message{Topic: topic, ID: id, Data: append([]byte(nil), data...), Attrs: attrs})
+	return id, nil
+}
+
+// Take returns and forgets the messages published to topic.
+func (p *Publisher) Take(topic string) []Message {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out, keep []Message
+	for _, m := range p.msgs {
+		if m.Topic == topic {
+			out = append(out, m)
+		} else {
+			keep = append(keep, m)
+		}
+	}
+	p.msgs = keep
+	return out
+}
+
+// Options configures a harness.
+type Options struct {
+	Start   time.Time                         // manual clock start; default 2026-11-30T00:00:00Z
+	Sim     computesim.Options                // simulator options (AuditSink is set by the harness)
+	Policy  plan.Policy                       // decision timing knobs
+	Log     io.Writer                         // logs; default discarded
+	Compute func(apply.Compute) apply.Compute // optional wrapper (fault injection)
+	// Fault is apply.Deps.Fault: crash injection at side-effect boundaries.
+	Fault func(point string, a plan.Action) error
+	// Store replaces the in-memory store (e.g. the Firestore adapter on the
+	// emulator, for benchmarks).
+	Store store.Store
+}
+
+// Harness is the in-process system.
+type Harness struct {
+	Clock *clock.Manual
+	// Store is the state store: Options.Store, or an in-memory one.
+	Store     store.Store
+	Sim       *computesim.Sim
+	Publisher *Publisher
+	Runner    *apply.Runner
+	ScaleUp   *scaleup.Handler
+	Expiry    *expiry.Handler
+	Repair    *repair.Handler
+	Reconcile *reconcile.Handler
+
+	srv    *httptest.Server
+	gce    *gce.Client
+	mu     sync.Mutex
+	audit  []Message // audit entries the sink delivered, not yet handed to Expiry
+	nextID int
+}
+
+// New starts a harness. Close it when done.
+func New(ctx context.Context, o Options) (*Harness, error) {
+	if o.Start.IsZero() {
+		o.Start = time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	h := &Harness{Clock: clock.NewManual(o.Start), Publisher: &Publisher{}}
+	h.Store = o.Store
+	if h.Store == nil {
+		h.Store = store.NewMemory(h.Clock.Now)
+	}
+	simOpts := o.Sim
+	simOpts.Project = Project
+	simOpts.Logger = slog.New(slog.NewTextHandler(o.Log, nil))
+	simOpts.AuditSink = func(ctx context.Context, entry []byte, attrs map[string]string) error {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.audit = append(h.audit, Message{Topic: config.TopicExpiry, Data: append([]byte(nil), entry...), Attrs: attrs})
+		return nil
+	}
+	h.Sim = computesim.New(simOpts, h.Clock)
+	h.srv = httptest.NewServer(h.Sim)
+	c, err := gce.New(ctx, Project, option.WithEndpoint(h.srv.URL), option.WithoutAuthentication())
+	if err != nil {
+		h.srv.Close()
+		return nil, err
+	}
+	h.gce = c
+	var comp apply.Compute = c
+	if o.Compute != nil {
+		comp = o.Compute(c)
+	}
+	h.Runner = apply.New(apply.Deps{
+		Store: h.Store, Compute: comp, Publisher: h.Publisher, Clock: h.Clock,
+		Log: logx.New(o.Log, slog.LevelDebug), Policy: o.Policy,
+		SlurmTopic: config.TopicSlurmCommands, Project: Project, Fault: o.Fault,
+	})
+	h.ScaleUp = scaleup.New(h.Runner)
+	h.Expiry = expiry.New(h.Runner)
+	h.Repair = repair.New(h.Runner)
+	h.Reconcile = reconcile.New(h.Runner)
+	return h, nil
+}
+
+// Close stops the simulator's server and the clients.
+func (h *Harness) Close() {
+	h.gce.Close()
+	h.srv.Close()
+}
+
+// CloudEvent wraps a payload as the messagePublished CloudEvent a function
+// receives for a message of topic with id.
+func CloudEvent(topic, id string, data []byte, attrs map[string]string) cloudevents.Event {
+	e := cloudevents.New()
+	e.SetID(id)
+	e.SetType(event.PubSubType)
+	e.SetSource("//pubsub.googleapis.com/projects/" + Project + "/topics/" + topic)
+	env := map[string]any{
+		"message": map[string]any{
+			"data":       base64.StdEncoding.EncodeToString(data),
+			"attributes": attrs,
+			"messageId":  id,
+		},
+		"subscription": "projects/" + Project + "/subscriptions/" + topic,
+	}
+	_ = e.SetData(cloudevents.ApplicationJSON, env)
+	return e
+}
+
+// Deliver hands one message to the function that reads its topic and
+// returns the function's result (nil: acknowledged).
+func (h *Harness) Deliver(ctx context.Context, topic, id string, data []byte) error {
+	e := CloudEvent(topic, id, data, nil)
+	switch topic {
+	case config.TopicJobs, config.TopicClusterSpec:
+		return h.ScaleUp.Handle(ctx, e)
+	case config.TopicExpiry:
+		return h.Expiry.Handle(ctx, e)
+	case config.TopicHealthFailure:
+		return h.Repair.Handle(ctx, e)
+	case config.TopicReconcile, config.TopicSlurmSnapshot:
+		return h.Reconcile.Handle(ctx, e)
+	}
+	return fmt.Errorf("no function reads topic %s", topic)
+}
+
+// NewID returns a fresh message id.
+func (h *Harness) NewID() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.nextID++
+	return fmt.Sprintf("msg-%d", h.nextID)
+}
+
+// Publish delivers a payload as a new message (fresh id) and returns its id.
+func (h *Harness) Publish(ctx context.Context, topic string, payload any) (string, error) {
+	data, err := json.Marshal(payload)
+	if err != nil {
+		return "", err
+	}
+	id := h.NewID()
+	return id, h.Deliver(ctx, topic, id, data)
+}
+
+// Apply publishes a cluster.applied event for a spec.
+func (h *Harness) Apply(ctx context.Context, c *spec.Cluster) error {
+	return h.ApplyWith(ctx, c, NodeSettings(c))
+}
+
+// ApplyWith publishes a cluster.applied event for a spec with the given
+// (resolved) node settings.
+func (h *Harness) ApplyWith(ctx context.Context, c *spec.Cluster, node nodeconfig.Settings) error {
+	eff, err := c.EffectiveJSON()
+	if err != nil {
+		return err
+	}
+	_, err = h.Publish(ctx, config.TopicClusterSpec, event.Cluster{
+		Header: event.Header{Version: 1, Type: event.TypeClusterApply, Cluster: c.ID}, Spec: eff, Node: &node, AppliedAt: h.Clock.Now()})
+	return err
+}
+
+// NodeSettings are the node settings the simulated system applies with a
+// spec: the simulator's default Slurm GPU image, and a node service
+// account, controller, munge-key secret and home mount of the cluster's
+// project.
+func NodeSettings(c *spec.Cluster) nodeconfig.Settings {
+	return nodeconfig.Settings{
+		Image:          computesim.SlurmGPUImage,
+		ServiceAccount: "flexslurm-node@" + c.Project + ".iam.gserviceaccount.com",
+		ConfServer:     c.ID + "-controller",
+		MungeKeySecret: "projects/" + c.Project + "/secrets/" + c.ID + "-munge-key/versions/latest",
+		Home:           nodeconfig.Mount{Storage: c.Slurm.HomeDirectoryStorage, Type: nodeconfig.MountNFS, Source: "10.0.0.2:/home", Dir: "/home"},
+		Topics:         nodeconfig.Topics{Jobs: config.TopicJobs, Health: config.TopicHealthFailure},
+	}
+}
+
+// TakeAudit returns and forgets the audit entries the simulator wrote.
+func (h *Harness) TakeAudit() []Message {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := h.audit
+	h.audit = nil
+	for i := range out {
+		h.nextID++
+		out[i].ID = fmt.Sprintf("audit-%d", h.nextID)
+	}
+	return out
+}
+
+// DeliverAudit hands every pending audit entry to the Expiry function.
+func (h *Harness) DeliverAudit(ctx context.Context) error {
+	for _, m := range h.TakeAudit() {
+		if err := h.Deliver(ctx, config.TopicExpiry, m.ID, m.Data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Tick delivers one reconcile tick.
+func (h *Harness) Tick(ctx context.Context) error {
+	_, err := h.Publish(ctx, config.TopicReconcile, event.Tick{Header: event.Header{Version: 1, Type: event.TypeReconcileTick}})
+	return err
+}
+
+// Advance moves the clock by d, stepping the simulator through every
+// transition due on the way (each at its own time), and delivers the audit
+// entries they produce to the Expiry function.
+func (h *Harness) Advance(ctx context.Context, d time.Duration) error {
+	end := h.Clock.Now().Add(d)
+	for {
+		next, ok := h.Sim.NextDue()
+		if !ok || next.After(end) {
+			break
+		}
+		h.Clock.Set(next)
+		h.Sim.Tick(next)
+		if err := h.DeliverAudit(ctx); err != nil {
+			return err
+		}
+	}
+	h.Clock.Set(end)
+	h.Sim.Tick(end)
+	return h.DeliverAudit(ctx)
+}
+
+// VMs returns the names of the simulator's VMs that are not being deleted, sorted.
+func (h *Harness) VMs() []string {
+	var out []string
+	for _, vm := range h.Sim.Instances() {
+		if vm.Status != "STOPPING" {
+			out = append(out, vm.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

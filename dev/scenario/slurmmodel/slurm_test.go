@@ -1,0 +1,507 @@
+package slurmmodel
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/flexslurm/flexslurm/dev/scenario/lang"
+	"github.com/flexslurm/flexslurm/shared/config"
+	"github.com/flexslurm/flexslurm/shared/event"
+	"github.com/flexslurm/flexslurm/shared/spec"
+)
+
+// The example cluster: flex-start pool a3u of min 1, max 3 (flexvm-a3u-0
+// static, -1 and -2 dynamic), partition a3u, 7-day maximum run duration.
+const (
+	static = "flexvm-a3u-0"
+	node1  = "flexvm-a3u-1"
+	node2  = "flexvm-a3u-2"
+)
+
+var t0 = time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+
+func exampleCluster(t *testing.T) *spec.Cluster {
+	t.Helper()
+	c, err := spec.Load("../../../examples/cluster_config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// recorder keeps what the model published, as "topic type nodes|job".
+type recorder struct{ events []string }
+
+func (r *recorder) publish(topic string, payload any) {
+	switch p := payload.(type) {
+	case event.Node:
+		r.events = append(r.events, fmt.Sprintf("%s %s %s", topic, p.Type, strings.Join(p.Nodes, ",")))
+	case event.Job:
+		r.events = append(r.events, fmt.Sprintf("%s %s job %s %s", topic, p.Type, p.JobID, strings.Join(p.Nodes, ",")))
+	default:
+		r.events = append(r.events, fmt.Sprintf("%s %T", topic, payload))
+	}
+}
+
+func (r *recorder) take() []string {
+	out := r.events
+	r.events = nil
+	return out
+}
+
+func newModel(t *testing.T, cfg lang.Slurm) (*Model, *recorder) {
+	t.Helper()
+	rec := &recorder{}
+	return New(cfg, exampleCluster(t), t0, rec.publish, func(string, ...any) {}), rec
+}
+
+func state(t *testing.T, m *Model, name string) string {
+	t.Helper()
+	n, ok := m.Node(name)
+	if !ok {
+		return "unknown"
+	}
+	if n.Reason() != "" {
+		return n.State() + " (" + n.Reason() + ")"
+	}
+	return n.State()
+}
+
+// running is a VM that has run long enough for slurmd to have registered.
+func running(name string) VM {
+	return VM{Name: name + "-g1", Zone: "us-central1-a", Status: "RUNNING", Created: t0.Add(-time.Hour)}
+}
+
+// TestApply: each Slurm command flexslurm publishes moves a node as
+// scontrol would.
+func TestApply(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		simulate bool
+		from     string // node1's state before the command
+		cmd      Command
+		known    bool
+		want     string   // node1's state after, with its reason
+		events   []string // what the model published
+	}{
+		{name: "drain", from: "IDLE+CLOUD", cmd: Command{Command: event.SlurmDrain, Reason: "flexslurm: end of life"}, known: true,
+			want: "IDLE+CLOUD+DRAIN (flexslurm: end of life)"},
+		{name: "down", from: "IDLE+CLOUD", cmd: Command{Command: event.SlurmDown, Reason: "flexslurm: VM gone"}, known: true,
+			want: "DOWN+CLOUD (flexslurm: VM gone)"},
+		{name: "resume takes down~ to idle~", from: "DOWN+CLOUD+DRAIN+NOT_RESPONDING+POWERED_DOWN", cmd: Command{Command: event.SlurmResume}, known: true,
+			want: "IDLE+CLOUD+POWERED_DOWN"},
+		{name: "resume takes DOWN to IDLE", from: "DOWN+CLOUD", cmd: Command{Command: event.SlurmResume}, known: true,
+			want: "IDLE+CLOUD"},
+		{name: "resume lifts DRAIN and FAIL", from: "IDLE+CLOUD+DRAIN+FAIL", cmd: Command{Command: event.SlurmResume}, known: true,
+			want: "IDLE+CLOUD"},
+		{name: "power_up starts a resume", from: "IDLE+CLOUD+POWERED_DOWN", cmd: Command{Command: event.SlurmPowerUp}, known: true,
+			want: "IDLE+CLOUD+NOT_RESPONDING+POWERING_UP"},
+		{name: "power_up of a node up changes nothing", from: "IDLE+CLOUD", cmd: Command{Command: event.SlurmPowerUp}, known: true,
+			want: "IDLE+CLOUD"},
+		{name: "power_down runs SuspendProgram", simulate: true, from: "IDLE+CLOUD", cmd: Command{Command: event.SlurmPowerDown}, known: true,
+			want: "IDLE+CLOUD+POWERED_DOWN", events: []string{config.TopicJobs + " node.suspend " + node1}},
+		{name: "power_down_force of a node powering up", simulate: true, from: "IDLE+CLOUD+NOT_RESPONDING+POWERING_UP", cmd: Command{Command: event.SlurmPowerDownForce}, known: true,
+			want: "IDLE+CLOUD+POWERED_DOWN", events: []string{config.TopicJobs + " node.suspend " + node1}},
+		{name: "power_down without simulate publishes nothing", from: "IDLE+CLOUD", cmd: Command{Command: event.SlurmPowerDown}, known: true,
+			want: "IDLE+CLOUD+POWERED_DOWN"},
+		{name: "update_address changes no state", from: "IDLE+CLOUD", cmd: Command{Command: event.SlurmUpdateAddress}, known: true,
+			want: "IDLE+CLOUD"},
+		{name: "unknown command", from: "IDLE+CLOUD", cmd: Command{Command: "reboot"}, known: false,
+			want: "IDLE+CLOUD"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, rec := newModel(t, lang.Slurm{Simulate: tc.simulate})
+			if err := m.SetNode(t0, lang.SnapshotNode{Name: node1, State: tc.from}); err != nil {
+				t.Fatal(err)
+			}
+			rec.take()
+			cmd := tc.cmd
+			cmd.Nodes = []string{node1}
+			if got := m.Apply(t0, cmd); got != tc.known {
+				t.Errorf("Apply(%s) = %t, want %t", cmd.Command, got, tc.known)
+			}
+			if got := state(t, m, node1); got != tc.want {
+				t.Errorf("%s after %s = %q, want %q", tc.from, cmd.Command, got, tc.want)
+			}
+			if d := cmp.Diff(tc.events, rec.take()); d != "" {
+				t.Errorf("published (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// TestApplyToUnknownNode: a command naming a node Slurm does not have
+// changes nothing and creates no node.
+func TestApplyToUnknownNode(t *testing.T) {
+	m, _ := newModel(t, lang.Slurm{})
+	if !m.Apply(t0, Command{Command: event.SlurmDrain, Nodes: []string{"flexvm-zz-9"}}) {
+		t.Error("drain of an unknown node reported as an unknown command")
+	}
+	if _, ok := m.Node("flexvm-zz-9"); ok {
+		t.Error("the command created the node")
+	}
+}
+
+// TestUpdate: how the model reacts to time and VMs.
+func TestUpdate(t *testing.T) {
+	cfg := lang.Slurm{Simulate: true, BootTime: lang.Duration(2 * time.Minute), ResumeTimeout: lang.Duration(30 * time.Minute),
+		SlurmdTimeout: lang.Duration(5 * time.Minute)}
+	for _, tc := range []struct {
+		name   string
+		from   string
+		reason string
+		vm     *VM           // node1's VM, if any
+		at     time.Duration // the updates, after t0
+		want   string
+		events []string
+	}{
+		{name: "registers once its VM has run for BootTime", from: "ALLOCATED+CLOUD+NOT_RESPONDING+POWERING_UP",
+			vm: &VM{Name: node1 + "-g1", Status: "RUNNING", Created: t0.Add(-2 * time.Minute)}, want: "ALLOCATED+CLOUD"},
+		{name: "not before BootTime", from: "IDLE+CLOUD+NOT_RESPONDING+POWERING_UP",
+			vm: &VM{Name: node1 + "-g1", Status: "RUNNING", Created: t0.Add(-time.Minute)}, want: "IDLE+CLOUD+NOT_RESPONDING+POWERING_UP"},
+		{name: "not while its VM is provisioning", from: "IDLE+CLOUD+NOT_RESPONDING+POWERING_UP",
+			vm: &VM{Name: node1 + "-g1", Status: "PROVISIONING", Created: t0.Add(-time.Hour)}, want: "IDLE+CLOUD+NOT_RESPONDING+POWERING_UP"},
+		{name: "ResumeTimeout reached", from: "IDLE+CLOUD+NOT_RESPONDING+POWERING_UP", at: 30 * time.Minute,
+			want:   "DOWN+CLOUD+NOT_RESPONDING+POWERED_DOWN (ResumeTimeout reached)",
+			events: []string{config.TopicJobs + " node.resume_failed " + node1}},
+		{name: "still within ResumeTimeout", from: "IDLE+CLOUD+NOT_RESPONDING+POWERING_UP", at: 29 * time.Minute,
+			want: "IDLE+CLOUD+NOT_RESPONDING+POWERING_UP"},
+		{name: "a node up without a VM stops responding after SlurmdTimeout", from: "IDLE+CLOUD", at: 5 * time.Minute,
+			want: "DOWN+CLOUD+NOT_RESPONDING (Not responding)"},
+		{name: "a drain's reason is kept when it stops responding", from: "IDLE+CLOUD+DRAIN", reason: "flexslurm: end of life", at: 5 * time.Minute,
+			want: "DOWN+CLOUD+DRAIN+NOT_RESPONDING (flexslurm: end of life)"},
+		{name: "returns to service when a VM registers", from: "DOWN+CLOUD+NOT_RESPONDING", reason: "Not responding", vm: ptr(running(node1)),
+			want: "IDLE+CLOUD"},
+		{name: "a powered-down node without a VM is left alone", from: "IDLE+CLOUD+POWERED_DOWN", at: time.Hour,
+			want: "IDLE+CLOUD+POWERED_DOWN"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, rec := newModel(t, cfg)
+			if err := m.SetNode(t0, lang.SnapshotNode{Name: node1, State: tc.from, Reason: tc.reason}); err != nil {
+				t.Fatal(err)
+			}
+			vms := map[string]VM{static: running(static)}
+			if tc.vm != nil {
+				vms[node1] = *tc.vm
+			}
+			m.Update(t0, vms)
+			if tc.at > 0 {
+				m.Update(t0.Add(tc.at), vms)
+			}
+			if got := state(t, m, node1); got != tc.want {
+				t.Errorf("%s = %q, want %q", tc.from, got, tc.want)
+			}
+			var got []string
+			for _, e := range rec.take() {
+				if strings.Contains(e, node1) {
+					got = append(got, e)
+				}
+			}
+			if d := cmp.Diff(tc.events, got); d != "" {
+				t.Errorf("published about %s (-want +got):\n%s", node1, d)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TestJobLifecycle: a job is allocated nodes (ResumeProgram for those
+// powered down), runs once they all registered, ends after its runtime, and
+// a job running on a node set DOWN is requeued, eligible 121 s later.
+func TestJobLifecycle(t *testing.T) {
+	m, rec := newModel(t, lang.Slurm{Simulate: true})
+	if got := state(t, m, static); got != "IDLE+CLOUD+NOT_RESPONDING+POWERING_UP" {
+		t.Errorf("a static node at start = %q, want it resumed, waiting for its VM", got)
+	}
+	if err := m.Submit(t0, lang.SubmitStep{ID: "7", Nodes: 2, Runtime: lang.Duration(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	m.Update(t0, nil)
+	// The static node powering up is taken before a powered-down one.
+	if d := cmp.Diff([]string{config.TopicJobs + " job.pending job 7 " + static + "," + node1}, rec.take()); d != "" {
+		t.Errorf("allocation (-want +got):\n%s", d)
+	}
+	j, _ := m.Job("7")
+	if j.State() != "CONFIGURING" {
+		t.Errorf("job 7 = %s, want CONFIGURING", j.State())
+	}
+	vms := map[string]VM{static: running(static), node1: running(node1)}
+	at := t0.Add(10 * time.Minute)
+	m.Update(at, vms)
+	if d := cmp.Diff([]string{config.TopicJobs + " job.started job 7 " + static + "," + node1}, rec.take()); d != "" {
+		t.Errorf("start (-want +got):\n%s", d)
+	}
+	if got := state(t, m, node1); got != "ALLOCATED+CLOUD" {
+		t.Errorf("node1 running job 7 = %q", got)
+	}
+	if due, ok := m.NextDue(at, vms); !ok || !due.Equal(at.Add(time.Hour)) {
+		t.Errorf("NextDue = %s, %t; want the job's end %s", due, ok, at.Add(time.Hour))
+	}
+	m.Apply(at.Add(time.Minute), Command{Command: event.SlurmDown, Nodes: []string{node1}, Reason: "test"})
+	if j.State() != "PENDING" || j.Restarts() != 1 {
+		t.Errorf("job 7 after its node went DOWN = %s, %d restarts; want PENDING, 1", j.State(), j.Restarts())
+	}
+	if got := state(t, m, static); got != "IDLE+CLOUD" {
+		t.Errorf("the job's other node = %q, want freed", got)
+	}
+	if due, _ := m.NextDue(at.Add(time.Minute), vms); !due.Equal(at.Add(time.Minute + 121*time.Second)) {
+		t.Errorf("NextDue = %s, want the requeued job eligible 121 s later", due)
+	}
+	rec.take()
+	m.Update(at.Add(time.Minute+121*time.Second), vms)
+	// node1 is DOWN: the job takes the static node and powers up node2.
+	if d := cmp.Diff([]string{config.TopicJobs + " job.pending job 7 " + static + "," + node2}, rec.take()); d != "" {
+		t.Errorf("reallocation (-want +got):\n%s", d)
+	}
+	m.Cancel(at.Add(time.Hour), "7")
+	if j.State() != "CANCELLED" {
+		t.Errorf("cancelled while configuring = %s, want CANCELLED", j.State())
+	}
+	if d := cmp.Diff([]string{config.TopicJobs + " job.cancelled job 7 "}, rec.take()); d != "" {
+		t.Errorf("cancel (-want +got):\n%s", d)
+	}
+}
+
+// TestPowerDownWaitsForTheJob: power_down of a node running a job takes
+// effect when the job ends; power_down_force requeues the job first.
+func TestPowerDownWaitsForTheJob(t *testing.T) {
+	for _, force := range []bool{false, true} {
+		t.Run(fmt.Sprintf("force=%t", force), func(t *testing.T) {
+			m, rec := newModel(t, lang.Slurm{Simulate: true})
+			if err := m.Submit(t0, lang.SubmitStep{ID: "7", Nodes: 1, Runtime: lang.Duration(time.Hour)}); err != nil {
+				t.Fatal(err)
+			}
+			vms := map[string]VM{static: running(static)}
+			m.Update(t0, vms) // allocated
+			m.Update(t0, vms) // started
+			rec.take()
+			cmd := event.SlurmPowerDown
+			if force {
+				cmd = event.SlurmPowerDownForce
+			}
+			m.Apply(t0.Add(time.Minute), Command{Command: cmd, Nodes: []string{static}})
+			j, _ := m.Job("7")
+			if force {
+				if j.State() != "PENDING" || state(t, m, static) != "IDLE+CLOUD+POWERED_DOWN" {
+					t.Errorf("after power_down_force: job %s, node %s; want PENDING, IDLE+CLOUD+POWERED_DOWN", j.State(), state(t, m, static))
+				}
+				return
+			}
+			if j.State() != "RUNNING" || state(t, m, static) != "ALLOCATED+CLOUD" {
+				t.Errorf("after power_down: job %s, node %s; want the job still RUNNING on ALLOCATED+CLOUD", j.State(), state(t, m, static))
+			}
+			m.Update(t0.Add(time.Hour), vms)
+			if j.State() != "COMPLETED" || state(t, m, static) != "IDLE+CLOUD+POWERED_DOWN" {
+				t.Errorf("at the job's end: job %s, node %s; want COMPLETED, IDLE+CLOUD+POWERED_DOWN", j.State(), state(t, m, static))
+			}
+			// The node is powered down as the job frees it, before the
+			// job's end is reported.
+			if d := cmp.Diff([]string{config.TopicJobs + " node.suspend " + static, config.TopicJobs + " job.finished job 7 "}, rec.take()); d != "" {
+				t.Errorf("published (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// TestSubmitRefusals: what sbatch refuses.
+func TestSubmitRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		cfg    lang.Slurm
+		submit lang.SubmitStep
+		want   string // the job's state, or the error
+	}{
+		{name: "within the limits", cfg: lang.Slurm{Simulate: true, PartitionLimits: true},
+			submit: lang.SubmitStep{ID: "1", Nodes: 3, TimeLimit: lang.Duration(7 * 24 * time.Hour)}, want: "PENDING"},
+		{name: "beyond MaxTime", cfg: lang.Slurm{Simulate: true, PartitionLimits: true},
+			submit: lang.SubmitStep{ID: "1", Nodes: 1, TimeLimit: lang.Duration(7*24*time.Hour + time.Minute)}, want: "REFUSED"},
+		{name: "beyond MaxNodes", cfg: lang.Slurm{PartitionLimits: true},
+			submit: lang.SubmitStep{ID: "1", Nodes: 4}, want: "REFUSED"},
+		{name: "no time limit check without partition limits", cfg: lang.Slurm{Simulate: true},
+			submit: lang.SubmitStep{ID: "1", Nodes: 1, TimeLimit: lang.Duration(30 * 24 * time.Hour)}, want: "PENDING"},
+		{name: "more nodes than the partition has", cfg: lang.Slurm{Simulate: true},
+			submit: lang.SubmitStep{ID: "1", Nodes: 4}, want: "REFUSED"},
+		{name: "unknown partition", cfg: lang.Slurm{Simulate: true},
+			submit: lang.SubmitStep{ID: "1", Nodes: 1, Partition: "h100"}, want: `error: no partition "h100" with a flex-start pool`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, _ := newModel(t, tc.cfg)
+			got := ""
+			if err := m.Submit(t0, tc.submit); err != nil {
+				got = "error: " + err.Error()
+			} else if j, ok := m.Job(tc.submit.ID); ok {
+				got = j.State()
+			}
+			if got != tc.want {
+				t.Errorf("submit %+v = %q, want %q", tc.submit, got, tc.want)
+			}
+		})
+	}
+	m, _ := newModel(t, lang.Slurm{Simulate: true})
+	if err := m.Submit(t0, lang.SubmitStep{ID: "1", Nodes: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Submit(t0, lang.SubmitStep{ID: "1", Nodes: 1}); err == nil {
+		t.Error("a job id submitted twice was accepted")
+	}
+}
+
+// TestReservationKeepsJobsOff: the scheduler starts no job with a time
+// limit on a node whose reservation starts before the job would end.
+func TestReservationKeepsJobsOff(t *testing.T) {
+	m, rec := newModel(t, lang.Slurm{Simulate: true})
+	m.Apply(t0, Command{Command: event.SlurmReservationCreate, Nodes: []string{node1},
+		Raw: map[string]any{"reservation": "flexslurm-eol-" + node1, "start_time": t0.Add(time.Hour).Format(time.RFC3339Nano)}})
+	if err := m.Submit(t0, lang.SubmitStep{ID: "7", Nodes: 2, TimeLimit: lang.Duration(2 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	m.Update(t0, nil)
+	if d := cmp.Diff([]string{config.TopicJobs + " job.pending job 7 " + static + "," + node2}, rec.take()); d != "" {
+		t.Errorf("allocation around the reservation (-want +got):\n%s", d)
+	}
+	m.Apply(t0, Command{Command: event.SlurmReservationDelete, Raw: map[string]any{"reservation": "flexslurm-eol-" + node1}})
+	if err := m.Submit(t0, lang.SubmitStep{ID: "8", Nodes: 1, TimeLimit: lang.Duration(2 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	m.Update(t0, nil)
+	if d := cmp.Diff([]string{config.TopicJobs + " job.pending job 8 " + node1}, rec.take()); d != "" {
+		t.Errorf("allocation once the reservation is deleted (-want +got):\n%s", d)
+	}
+}
+
+// TestJobComment: the agent sets flexslurm's comment but never overwrites
+// a user's own.
+func TestJobComment(t *testing.T) {
+	m, _ := newModel(t, lang.Slurm{Simulate: true})
+	if err := m.Submit(t0, lang.SubmitStep{ID: "7", Nodes: 1}); err != nil {
+		t.Fatal(err)
+	}
+	j, _ := m.Job("7")
+	m.Apply(t0, Command{Command: event.SlurmJobComment, Job: "7", Reason: event.JobCommentPrefix + "fits no node"})
+	if want := event.JobCommentPrefix + "fits no node"; j.Comment() != want {
+		t.Errorf("comment = %q, want %q", j.Comment(), want)
+	}
+	m.Apply(t0, Command{Command: event.SlurmJobComment, Job: "7", Reason: ""})
+	if j.Comment() != "" {
+		t.Errorf("comment = %q, want it cleared", j.Comment())
+	}
+	j.comment = "my experiment"
+	m.Apply(t0, Command{Command: event.SlurmJobComment, Job: "7", Reason: event.JobCommentPrefix + "fits no node"})
+	if j.Comment() != "my experiment" {
+		t.Errorf("comment = %q, want the user's kept", j.Comment())
+	}
+}
+
+// TestReconfigure: nodes follow the applied spec: a raised maximum adds
+// powered-down nodes, a lowered one removes the nodes beyond it once they
+// are powered down with no job, and jobs are never placed on them.
+func TestReconfigure(t *testing.T) {
+	m, _ := newModel(t, lang.Slurm{Simulate: true})
+	if err := m.SetNode(t0, lang.SnapshotNode{Name: node2, State: "IDLE+CLOUD"}); err != nil {
+		t.Fatal(err)
+	}
+	raised := exampleCluster(t)
+	p, _ := raised.Pool("a3u")
+	p.MaxNodeCount = 4
+	m.Reconfigure(t0, raised)
+	if got := state(t, m, "flexvm-a3u-3"); got != "IDLE+CLOUD+POWERED_DOWN" {
+		t.Errorf("a node of the raised maximum = %q, want IDLE+CLOUD+POWERED_DOWN", got)
+	}
+	lowered := exampleCluster(t)
+	p, _ = lowered.Pool("a3u")
+	p.MaxNodeCount = 2
+	m.Reconfigure(t0, lowered)
+	if _, ok := m.Node("flexvm-a3u-3"); ok {
+		t.Error("a powered-down node beyond the lowered maximum is still configured")
+	}
+	if got := state(t, m, node2); got != "IDLE+CLOUD" {
+		t.Errorf("a powered-up node beyond the maximum = %q, want it kept until powered down", got)
+	}
+	if err := m.Submit(t0, lang.SubmitStep{ID: "7", Nodes: 2}); err != nil {
+		t.Fatal(err)
+	}
+	m.Update(t0, map[string]VM{node2: running(node2)})
+	j, _ := m.Job("7")
+	if j.State() != "CONFIGURING" || slicesContain(j.nodes, node2) {
+		t.Errorf("job 7 = %s on %v; want it placed within the maximum", j.State(), j.nodes)
+	}
+	m.Apply(t0, Command{Command: event.SlurmPowerDown, Nodes: []string{node2}})
+	m.Update(t0, nil)
+	if _, ok := m.Node(node2); ok {
+		t.Error("a removed node powered down with no job is still configured")
+	}
+}
+
+func slicesContain(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// TestServiceable: whether Slurm can run a job on a node, given its VM.
+func TestServiceable(t *testing.T) {
+	none := func(string) bool { return false }
+	wanted := func(string) bool { return true }
+	for _, tc := range []struct {
+		node, state string
+		vm          bool
+		vmWanted    func(string) bool
+		want        bool
+		why         string
+	}{
+		{node1, "IDLE+CLOUD+POWERED_DOWN", false, none, true, ""},
+		{node1, "IDLE+CLOUD+POWERED_DOWN", true, none, false, "powered down in Slurm while its VM runs"},
+		{static, "IDLE+CLOUD+POWERED_DOWN", false, none, false, "a static node is powered down"},
+		{node1, "IDLE+CLOUD+NOT_RESPONDING+POWERING_UP", false, none, false, "powering up with no VM requested"},
+		{node1, "IDLE+CLOUD+NOT_RESPONDING+POWERING_UP", false, wanted, true, ""},
+		{node1, "IDLE+CLOUD", false, none, false, "up in Slurm with no VM"},
+		{node1, "IDLE+CLOUD", true, none, true, ""},
+		{node1, "IDLE+CLOUD+DRAIN", true, none, false, "drained"},
+		{node1, "DOWN+CLOUD", true, none, false, "DOWN"},
+		{node1, "IDLE+CLOUD+POWERING_DOWN", false, none, false, "powering down"},
+		{node1, "IDLE+CLOUD+NOT_RESPONDING", true, none, false, "not responding"},
+	} {
+		m, _ := newModel(t, lang.Slurm{})
+		if err := m.SetNode(t0, lang.SnapshotNode{Name: tc.node, State: tc.state}); err != nil {
+			t.Fatal(err)
+		}
+		vms := map[string]VM{}
+		if tc.vm {
+			vms[tc.node] = running(tc.node)
+		}
+		ok, why := m.Serviceable(tc.node, vms, tc.vmWanted)
+		if ok != tc.want || !strings.Contains(why, tc.why) {
+			t.Errorf("%s %s (VM %t) serviceable = %t, %q; want %t, %q", tc.node, tc.state, tc.vm, ok, why, tc.want, tc.why)
+		}
+	}
+}
+
+// TestNodesLeaveInOrder: nodes leaving the configuration together are
+// traced in node order, run after run.
+func TestNodesLeaveInOrder(t *testing.T) {
+	for range 20 {
+		var trace []string
+		m := New(lang.Slurm{Simulate: true}, exampleCluster(t), t0, func(string, any) {}, func(format string, args ...any) {
+			trace = append(trace, fmt.Sprintf(format, args...))
+		})
+		raised := exampleCluster(t)
+		p, _ := raised.Pool("a3u")
+		p.MaxNodeCount = 8
+		m.Reconfigure(t0, raised)
+		m.Reconfigure(t0, exampleCluster(t))
+		want := []string{"slurm: node flexvm-a3u-3 left the configuration", "slurm: node flexvm-a3u-4 left the configuration",
+			"slurm: node flexvm-a3u-5 left the configuration", "slurm: node flexvm-a3u-6 left the configuration",
+			"slurm: node flexvm-a3u-7 left the configuration"}
+		if d := cmp.Diff(want, trace); d != "" {
+			t.Fatalf("trace (-want +got):\n%s", d)
+		}
+	}
+}
