@@ -29,6 +29,7 @@ func TestRegressionSeedsAllClasses(t *testing.T) {
 	for _, seed := range []uint64{
 		1000099, // resume failures during a Compute outage: a job's request made while a node's previous one, its cancel not yet through, was still queued (one_request_per_node)
 		1000116, // the same gap, in another seed (one_request_per_node)
+		1000625, // a reconcile pass requested a node twice: a job provisioned with it while an earlier node was decided, then the node itself from the copy taken before the loop (one_request_per_node)
 	} {
 		o := RunSeed(testContext(t), seed, RunOptions{Options: Options{Classes: Classes}})
 		if o.Failed() {

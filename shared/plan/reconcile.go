@@ -214,6 +214,12 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 		}
 	}
 	for _, node := range nodes {
+		// An earlier node's decision in this pass may have changed this
+		// one (a job it serves provisioned with it): decide on the record
+		// as it is now, never on the copy taken before the loop.
+		if cur, ok := b.st.Nodes[node.Name]; ok {
+			node = *cur
+		}
 		vm, present := vms[node.VMName]
 		if node.VMName == "" {
 			present = false
