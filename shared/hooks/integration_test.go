@@ -300,7 +300,7 @@ func testHealthCheckProgramDrainsARunningNode(t *testing.T) {
 	if h.Node != node || h.JobID != id || h.JobState != "running" || !slices.Equal(h.Reasons, []string{"Xid 79: GPU has fallen off the bus"}) {
 		t.Errorf("health.failure = %+v", h)
 	}
-	if n := cl.WaitNode(t, node, 5*time.Second, "draining", slurm.NodeInfo.Drained); !strings.Contains(n.Reason, "Xid 79") {
+	if n := cl.WaitNode(t, node, 5*time.Second, "draining", slurm.NodeInfo.DrainSet); !strings.Contains(n.Reason, "Xid 79") {
 		t.Errorf("drain reason %q", n.Reason)
 	}
 }
