@@ -134,18 +134,14 @@ func (b *builder) releaseSurplus(pool *model.Pool) {
 			// Beyond max_node_count only a job running there keeps the
 			// node (beyondMax).
 			if j, busy := b.runningJobOn(node); busy {
-				if why := fmt.Sprintf("node beyond max_node_count %d kept while job %s runs on it", pool.MaxNodes, j); node.Reason != why || node.Kind != n.Kind {
-					b.putNode(node, why)
-				}
+				b.putNodeIfChanged(node, fmt.Sprintf("node beyond max_node_count %d kept while job %s runs on it", pool.MaxNodes, j))
 				continue
 			}
 			b.releaseBeyondMax(pool, node)
 			continue
 		}
 		if j, busy := b.activeJobOn(node); busy {
-			if why := fmt.Sprintf("surplus node kept while job %s uses it", j); node.Reason != why || node.Kind != n.Kind {
-				b.putNode(node, why)
-			}
+			b.putNodeIfChanged(node, fmt.Sprintf("surplus node kept while job %s uses it", j))
 			continue
 		}
 		b.releaseNode(pool, node, fmt.Sprintf("surplus node released: pool %s is now min_node_count %d, max_node_count %d", pool.ID, pool.MinNodes, pool.MaxNodes))

@@ -419,13 +419,11 @@ func (b *builder) supersede(n model.Node) {
 // provisionNode requests a new VM for one node through its own resize request.
 func (b *builder) provisionNode(pool *model.Pool, n model.Node, jobID, reason string) {
 	if blocked, why := b.blocked(pool); blocked {
-		if n.Reason != why {
-			b.putNode(n, why)
-		}
+		b.putNodeIfChanged(n, why)
 		return
 	}
 	if why := b.holdForPreviousRequest(pool, n); why != "" {
-		b.holdNode(n, why)
+		b.putNodeIfChanged(n, why)
 		return
 	}
 	gen := n.Generation + 1
@@ -611,9 +609,7 @@ func (b *builder) provisionJob(j model.Job, why string) bool {
 	if len(j.Nodes) == 0 {
 		picked, free := b.freeSlots(pool, j.NodesWanted)
 		if picked == nil {
-			if why := waitingReason(pool, free, j.NodesWanted); j.Stage != model.JobStageWaiting || j.Reason != why {
-				b.putJobAt(j, model.JobStageWaiting, why)
-			}
+			b.putJobIfChanged(j, model.JobStageWaiting, waitingReason(pool, free, j.NodesWanted))
 			return false
 		}
 		j.Nodes = picked
@@ -639,9 +635,7 @@ func (b *builder) provisionJob(j model.Job, why string) bool {
 		return true
 	}
 	if blocked, why := b.blocked(pool); blocked {
-		if j.Stage != model.JobStageWaiting || j.Reason != why {
-			b.putJobAt(j, model.JobStageWaiting, why)
-		}
+		b.putJobIfChanged(j, model.JobStageWaiting, why)
 		return false
 	}
 	if b.vmCount(pool.ID)+len(missing) > pool.MaxNodes {
@@ -655,7 +649,7 @@ func (b *builder) provisionJob(j model.Job, why string) bool {
 		}
 	}
 	if len(held) > 0 {
-		b.holdJob(j, strings.Join(held, "; "))
+		b.putJobIfChanged(j, j.Stage, strings.Join(held, "; "))
 		return false
 	}
 	j.Generation++

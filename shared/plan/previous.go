@@ -64,10 +64,12 @@ func (b *builder) holdForPreviousRequest(pool *model.Pool, n model.Node) string 
 	return why
 }
 
-// holdNode stores n, held back with reason why, when it or its reason
-// differs from its record (the caller may have changed it: a generation
-// that ended).
-func (b *builder) holdNode(n model.Node, why string) {
+// putNodeIfChanged stores n with reason why unless its record already
+// says exactly that. A record rewritten on every pass would look newer
+// than every Slurm snapshot (sources.go), so an unchanged one is not
+// written. This is the one place where a record's reason is compared: a
+// decision never branches on a reason it wrote, only this write does.
+func (b *builder) putNodeIfChanged(n model.Node, why string) {
 	if cur, ok := b.st.Nodes[n.Name]; ok {
 		x, y := *cur, n
 		x.Reason, x.UpdatedAt = "", time.Time{}
@@ -79,15 +81,14 @@ func (b *builder) holdNode(n model.Node, why string) {
 	b.putNode(n, why)
 }
 
-// holdJob stores j, left waiting with reason why, when it differs from its
-// record (a report's nodes, a requeue) or its reason changed. A record
-// rewritten on every pass would look newer than every Slurm snapshot
-// (sources.go), so an unchanged one is not written.
-func (b *builder) holdJob(j model.Job, why string) {
+// putJobIfChanged stores j at stage with reason why unless its record
+// already says exactly that (as putNodeIfChanged).
+func (b *builder) putJobIfChanged(j model.Job, stage model.JobStage, why string) {
+	j.Stage = stage
 	if cur, ok := b.st.Jobs[j.ID]; ok && cur.Reason == why && sameJob(*cur, j) {
 		return
 	}
-	b.putJob(j, why)
+	b.putJobAt(j, stage, why)
 }
 
 // sameJob reports whether two job records agree on everything but their

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -33,7 +34,10 @@ const slurmstatePath = "github.com/flexslurm/flexslurm/shared/slurmstate"
 //     strings or slices: a decision never parses a reason, Slurm's or its
 //     own (whose reason it is, and which VM it names, are facts);
 //   - flexslurm's reason prefix spelled out: decisions say why, and the
-//     prefix is rendered where a command leaves flexslurm.
+//     prefix is rendered where a command leaves flexslurm;
+//   - a node's or job's stored reason compared (== or !=) anywhere but in
+//     the write that skips an unchanged record (putNodeIfChanged,
+//     putJobIfChanged): a decision never branches on a reason it wrote.
 func TestDecisionsReadOnlyTypedSlurmFacts(t *testing.T) {
 	fset, files, info := typeCheckHere(t)
 	if len(files) == 0 {
@@ -44,8 +48,18 @@ func TestDecisionsReadOnlyTypedSlurmFacts(t *testing.T) {
 		problems = append(problems, fset.Position(n.Pos()).String()+": "+fmt.Sprintf(format, args...))
 	}
 	for _, f := range files {
+		var allowed []ast.Node // the record writes that may compare reasons
+		for _, d := range f.Decls {
+			if fd, ok := d.(*ast.FuncDecl); ok && (fd.Name.Name == "putNodeIfChanged" || fd.Name.Name == "putJobIfChanged") {
+				allowed = append(allowed, fd)
+			}
+		}
 		ast.Inspect(f, func(n ast.Node) bool {
 			switch x := n.(type) {
+			case *ast.BinaryExpr:
+				if recordReasonCompared(info, x) && !slices.ContainsFunc(allowed, func(a ast.Node) bool { return a.Pos() <= x.Pos() && x.End() <= a.End() }) {
+					report(x, "a record's reason compared: decide from a typed field (an unchanged record is skipped by putNodeIfChanged/putJobIfChanged)")
+				}
 			case *ast.BasicLit:
 				if x.Kind == token.STRING && fromSlurmstate(info.TypeOf(x)) {
 					report(x, "string literal %s stands for a %s: use slurmstate's constants or the facts' methods", x.Value, info.TypeOf(x))
@@ -95,7 +109,7 @@ import (
 func bad(n model.SlurmNode, j model.SlurmJob, r model.Job) bool {
 	return n.State == "idle" || slices.Contains(n.Flags, "DRAIN") || j.State != "PENDING" ||
 		strings.ToLower(string(n.State)) == "down" || strings.HasPrefix(n.Reason, "flexslurm:") ||
-		strings.HasPrefix(r.Reason, "nodes provisioned")
+		strings.HasPrefix(r.Reason, "nodes provisioned") || r.Reason != "waiting"
 }
 `
 	dir := t.TempDir()
@@ -111,9 +125,13 @@ func bad(n model.SlurmNode, j model.SlurmJob, r model.Job) bool {
 	if _, err := (&types.Config{Importer: exportImporter(t, fset)}).Check("x/plan", fset, []*ast.File{f}, info); err != nil {
 		t.Fatal(err)
 	}
-	var lits, conversions, reasons, handed int
+	var lits, conversions, reasons, handed, compared int
 	ast.Inspect(f, func(n ast.Node) bool {
 		switch x := n.(type) {
+		case *ast.BinaryExpr:
+			if recordReasonCompared(info, x) {
+				compared++
+			}
 		case *ast.BasicLit:
 			if fromSlurmstate(info.TypeOf(x)) {
 				lits++
@@ -137,10 +155,33 @@ func bad(n model.SlurmNode, j model.SlurmJob, r model.Job) bool {
 	})
 	// "idle", "DRAIN", "PENDING"; string(n.State); n.Flags and "DRAIN" to
 	// slices.Contains; both reasons.
-	if lits != 3 || conversions != 1 || handed != 2 || reasons != 2 {
-		t.Errorf("guard found %d literals, %d conversions, %d values handed to strings/slices, %d reasons; want 3, 1, 2, 2",
-			lits, conversions, handed, reasons)
+	if lits != 3 || conversions != 1 || handed != 2 || reasons != 2 || compared != 1 {
+		t.Errorf("guard found %d literals, %d conversions, %d values handed to strings/slices, %d reasons, %d reasons compared; want 3, 1, 2, 2, 1",
+			lits, conversions, handed, reasons, compared)
 	}
+}
+
+// recordReasonCompared reports whether x compares (== or !=) the Reason
+// field of a model.Node or model.Job.
+func recordReasonCompared(info *types.Info, x *ast.BinaryExpr) bool {
+	if x.Op != token.EQL && x.Op != token.NEQ {
+		return false
+	}
+	for _, side := range []ast.Expr{x.X, x.Y} {
+		sel, ok := ast.Unparen(side).(*ast.SelectorExpr)
+		if !ok || sel.Sel.Name != "Reason" {
+			continue
+		}
+		t := info.TypeOf(sel.X)
+		if p, ok := t.(*types.Pointer); ok {
+			t = p.Elem()
+		}
+		if named, ok := t.(*types.Named); ok && named.Obj().Pkg() != nil &&
+			strings.HasSuffix(named.Obj().Pkg().Path(), "/shared/model") && (named.Obj().Name() == "Node" || named.Obj().Name() == "Job") {
+			return true
+		}
+	}
+	return false
 }
 
 func fromSlurmstate(t types.Type) bool {
