@@ -266,7 +266,7 @@ func SlurmInstallation(name string) (localslurm.Installation, error) {
 		}
 		names = append(names, inst.Name)
 	}
-	return localslurm.Installation{}, fmt.Errorf("Slurm release %q: want one of %s", name, strings.Join(names, ", "))
+	return localslurm.Installation{}, fmt.Errorf("--slurm %q: want one of %s", name, strings.Join(names, ", "))
 }
 
 func partitions(lc *localslurm.LocalCluster) []string {
