@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/flexslurm/flexslurm/shared/model"
@@ -139,16 +138,6 @@ func (b *builder) observePreviousRequests(pool *model.Pool, vms map[string]VM, r
 			b.putNode(node, fmt.Sprintf("reconciler: previous resize request %s of %s is not listed (%d of %d passes before it is taken as gone)", node.ResizeRequest, node.Name, node.RequestMisses, b.pol.MissThreshold))
 		}
 	}
-}
-
-// finalRequestState reports whether a resize request in this state can
-// create no VM any more.
-func finalRequestState(state string) bool {
-	switch strings.ToUpper(state) {
-	case "SUCCEEDED", "FAILED", "CANCELLED":
-		return true
-	}
-	return false
 }
 
 // NodesAwaitingRequests names the nodes of st whose ended generation waits

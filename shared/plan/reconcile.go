@@ -39,6 +39,18 @@ type ObservedResizeRequest struct {
 	LastAttempt AttemptError
 }
 
+// activeRequestState reports whether a resize request in this state may
+// still create VMs (queued or being created).
+func activeRequestState(state string) bool {
+	return state == "ACCEPTED" || state == "CREATING"
+}
+
+// finalRequestState reports whether a resize request in this state can
+// create no VM any more.
+func finalRequestState(state string) bool {
+	return state == "SUCCEEDED" || state == "FAILED" || state == "CANCELLED"
+}
+
 // AttemptError is a provisioning attempt's error as Compute reported it.
 type AttemptError struct {
 	// Class is ClassCapacity, ClassQuota, ClassPermanent, or "" when the
@@ -306,7 +318,7 @@ func (b *builder) removedPool(pool *model.Pool, po ObservedPool) {
 		return
 	}
 	for _, rr := range po.ResizeRequests {
-		if rr.State == "ACCEPTED" || rr.State == "CREATING" {
+		if activeRequestState(rr.State) {
 			return
 		}
 	}
@@ -580,7 +592,7 @@ func (b *builder) orphans(pool *model.Pool, po ObservedPool, pol Policy) {
 // generation), and only those.
 func (b *builder) unwantedRequests(pool *model.Pool, po ObservedPool, pol Policy) {
 	for _, rr := range po.ResizeRequests {
-		if rr.State != "ACCEPTED" && rr.State != "CREATING" {
+		if !activeRequestState(rr.State) {
 			continue
 		}
 		if b.requestWanted(rr.Name) || b.now.Sub(rr.Created) < pol.RequestGrace || b.cancelling(rr.Name) {
@@ -601,7 +613,7 @@ func (b *builder) unwantedRequests(pool *model.Pool, po ObservedPool, pol Policy
 // request, and this never asks it to.
 func (b *builder) finishedRequests(pool *model.Pool, po ObservedPool) {
 	for _, rr := range po.ResizeRequests {
-		if rr.State != "SUCCEEDED" && rr.State != "FAILED" && rr.State != "CANCELLED" {
+		if !finalRequestState(rr.State) {
 			continue
 		}
 		if b.requestWanted(rr.Name) {

@@ -299,12 +299,12 @@ const (
 // TeardownResizeRequestStep decides the next step for a request in state
 // ("" if it is gone).
 func TeardownResizeRequestStep(state string) TeardownRRStep {
-	switch state {
-	case "":
+	switch {
+	case state == "":
 		return RRGone
-	case "ACCEPTED":
+	case state == "ACCEPTED":
 		return RRCancel
-	case "SUCCEEDED", "FAILED", "CANCELLED":
+	case finalRequestState(state):
 		return RRDelete
 	}
 	return RRWait
