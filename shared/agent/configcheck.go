@@ -2,8 +2,6 @@ package agent
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -15,8 +13,8 @@ import (
 	"github.com/flexslurm/flexslurm/shared/text"
 )
 
-// DefaultConfigHookDir is the controller's hook directory the generated
-// lines name (install.HookDir, which imports this package).
+// DefaultConfigHookDir is the controller's hook directory, which the
+// generated slurm.conf lines name (install.HookDir is this directory).
 const DefaultConfigHookDir = "/usr/local/libexec/flexslurm"
 
 // configRepeat is how often (wall time) unchanged divergences are logged
@@ -58,8 +56,7 @@ func NewConfigChecker(c *spec.Cluster, gen slurm.GenOptions) (*ConfigChecker, er
 	if err != nil {
 		return nil, fmt.Errorf("comparing with Slurm's configuration: %w", err)
 	}
-	sum := sha256.Sum256(eff)
-	return &ConfigChecker{cluster: c.ID, sha: hex.EncodeToString(sum[:]), gen: g, repeated: configRepeat}, nil
+	return &ConfigChecker{cluster: c.ID, sha: spec.EffectiveSHA256(eff), gen: g, repeated: configRepeat}, nil
 }
 
 // Compare compares the spec with have (Slurm's live configuration).

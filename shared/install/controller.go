@@ -36,7 +36,7 @@ const (
 	// for it when nothing else names one.
 	HooksConfigPath = hooks.DefaultConfigPath
 	// HookDir holds the flexslurm-hook-NAME links that slurm.conf names.
-	HookDir = "/usr/local/libexec/flexslurm"
+	HookDir = agent.DefaultConfigHookDir
 	// SpoolDir is the hooks' and the agent's spool.
 	SpoolDir = hooks.DefaultSpoolDir
 	// StateDir holds the agent's command ledger.

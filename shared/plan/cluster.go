@@ -1,8 +1,6 @@
 package plan
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"reflect"
 	"slices"
@@ -14,12 +12,6 @@ import (
 	"github.com/flexslurm/flexslurm/shared/nodeconfig"
 	"github.com/flexslurm/flexslurm/shared/spec"
 )
-
-// SpecSHA256 is the hex SHA-256 of an effective spec.
-func SpecSHA256(effective []byte) string {
-	s := sha256.Sum256(effective)
-	return hex.EncodeToString(s[:])
-}
 
 // ClusterApplied decides what a newly applied cluster spec (created or
 // resized) requires: the cluster and pool records, the pools' template and
@@ -36,7 +28,7 @@ func SpecSHA256(effective []byte) string {
 func ClusterApplied(st *model.State, c *spec.Cluster, node nodeconfig.Settings, effective []byte, now time.Time, pol Policy) []Action {
 	b := newBuilder(st, now, pol)
 	b.cluster = c.ID
-	sha := SpecSHA256(effective)
+	sha := spec.EffectiveSHA256(effective)
 	rec := model.Cluster{ID: c.ID, Spec: effective, SpecSHA256: sha, Project: c.Project, Node: node, SpecVersion: 1, UpdatedAt: now}
 	if st.Cluster != nil {
 		rec.SpecVersion = st.Cluster.SpecVersion

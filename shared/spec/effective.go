@@ -2,6 +2,8 @@ package spec
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -59,6 +61,14 @@ type (
 		NodePoolIDs []string `json:"node_pool_ids"`
 	}
 )
+
+// EffectiveSHA256 is the hex SHA-256 of an effective spec (EffectiveJSON's
+// bytes): the cluster record's spec_sha256, and the spec the agent reports
+// having compared with Slurm's configuration.
+func EffectiveSHA256(effective []byte) string {
+	s := sha256.Sum256(effective)
+	return hex.EncodeToString(s[:])
+}
 
 // EffectiveJSON renders the effective spec as indented JSON (two spaces,
 // trailing newline) in the same snake_case format Parse reads, with every
