@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-
-	"github.com/flexslurm/flexslurm/shared/text"
 )
 
 // LiveConf returns the configuration slurmctld runs with, as a ConfView:
@@ -34,30 +32,24 @@ func (r *Runner) LiveConf(ctx context.Context) (ConfView, error) {
 // record.
 func ParseLiveConf(nodes, partitions []byte) (ConfView, error) {
 	v := ConfView{Nodes: map[string]ConfNode{}, Partitions: map[string]ConfPartition{}}
-	for _, l := range lines(nodes) {
-		if strings.HasPrefix(l, "No nodes in the system") {
-			continue
-		}
-		kv := ParseKV(l)
+	nrecs, err := showRecords(nodes, "node", "NodeName")
+	if err != nil {
+		return v, err
+	}
+	for _, kv := range nrecs {
 		name := kv["NodeName"]
-		if name == "" {
-			return v, fmt.Errorf("%w: scontrol show node line without NodeName: %q", ErrParse, text.Truncate(l, 200))
-		}
 		gpus, err := gresGPUs(nullable(kv["Gres"]))
 		if err != nil {
 			return v, fmt.Errorf("%w: node %s: %w", ErrParse, name, err)
 		}
 		v.Nodes[name] = ConfNode{GPUs: gpus}
 	}
-	for _, l := range lines(partitions) {
-		if strings.HasPrefix(l, "No partitions in the system") {
-			continue
-		}
-		kv := ParseKV(l)
+	precs, err := showRecords(partitions, "partition", "PartitionName")
+	if err != nil {
+		return v, err
+	}
+	for _, kv := range precs {
 		name := kv["PartitionName"]
-		if name == "" {
-			return v, fmt.Errorf("%w: scontrol show partition line without PartitionName: %q", ErrParse, text.Truncate(l, 200))
-		}
 		bad := func(err error) error { return fmt.Errorf("%w: partition %s: %w", ErrParse, name, err) }
 		p := ConfPartition{}
 		if nl := nullable(kv["Nodes"]); nl != "" {

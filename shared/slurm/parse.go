@@ -78,18 +78,34 @@ func lines(out []byte) []string {
 	return ls
 }
 
-// ParseShowNodes parses `scontrol show node -o` output: one node per line.
-func ParseShowNodes(out []byte) ([]NodeInfo, error) {
-	var nodes []NodeInfo
+// showRecords splits `scontrol show <what> -o` output into its records,
+// one key=value map a line (ParseKV), leaving out Slurm's "No <what>s in
+// the system" line; a record without its name (key) is an ErrParse naming
+// the line.
+func showRecords(out []byte, what, key string) ([]map[string]string, error) {
+	var recs []map[string]string
 	for _, l := range lines(out) {
-		if strings.HasPrefix(l, "No nodes in the system") {
+		if strings.HasPrefix(l, "No "+what+"s in the system") {
 			continue
 		}
 		kv := ParseKV(l)
-		name := kv["NodeName"]
-		if name == "" {
-			return nil, fmt.Errorf("%w: scontrol show node line without NodeName: %q", ErrParse, text.Truncate(l, 200))
+		if kv[key] == "" {
+			return nil, fmt.Errorf("%w: scontrol show %s line without %s: %q", ErrParse, what, key, text.Truncate(l, 200))
 		}
+		recs = append(recs, kv)
+	}
+	return recs, nil
+}
+
+// ParseShowNodes parses `scontrol show node -o` output: one node per line.
+func ParseShowNodes(out []byte) ([]NodeInfo, error) {
+	recs, err := showRecords(out, "node", "NodeName")
+	if err != nil {
+		return nil, err
+	}
+	var nodes []NodeInfo
+	for _, kv := range recs {
+		name := kv["NodeName"]
 		n := NodeInfo{Name: name, Addr: kv["NodeAddr"], Hostname: kv["NodeHostName"],
 			Node: slurmstate.ParseNode(name, strings.Split(kv["State"], "+"), stripReasonSuffix(nullable(kv["Reason"])))}
 		if p, err := strconv.Atoi(kv["Port"]); err == nil {
@@ -142,15 +158,12 @@ func ParseShowJobs(out []byte) ([]JobInfo, error) {
 
 // ParseShowReservations parses `scontrol show reservation -o` output.
 func ParseShowReservations(out []byte) ([]Reservation, error) {
+	recs, err := showRecords(out, "reservation", "ReservationName")
+	if err != nil {
+		return nil, err
+	}
 	var rs []Reservation
-	for _, l := range lines(out) {
-		if strings.HasPrefix(l, "No reservations in the system") {
-			continue
-		}
-		kv := ParseKV(l)
-		if kv["ReservationName"] == "" {
-			return nil, fmt.Errorf("%w: scontrol show reservation line without ReservationName: %q", ErrParse, text.Truncate(l, 200))
-		}
+	for _, kv := range recs {
 		r := Reservation{Name: kv["ReservationName"], State: kv["State"]}
 		if nl := nullable(kv["Nodes"]); nl != "" {
 			r.NodeList = nl
