@@ -1,7 +1,6 @@
 package localslurm
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/flexslurm/flexslurm/shared/node"
 	"github.com/flexslurm/flexslurm/shared/text"
 )
 
@@ -175,28 +175,11 @@ func (i Installation) LookupUser(name string) (uid, gid int, err error) {
 		return 0, 0, fmt.Errorf("%w: no %s user in Slurm %s: %v", ErrUnavailable, name, i.Name, err)
 	}
 	defer f.Close()
-	return lookupPasswd(f, name, i.Path("/etc/passwd"))
-}
-
-// lookupPasswd finds user name in a passwd(5) file read from f.
-func lookupPasswd(f *os.File, name, path string) (uid, gid int, err error) {
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Split(sc.Text(), ":")
-		if len(fields) < 4 || fields[0] != name {
-			continue
-		}
-		uid, err1 := strconv.Atoi(fields[2])
-		gid, err2 := strconv.Atoi(fields[3])
-		if err := errors.Join(err1, err2); err != nil {
-			return 0, 0, fmt.Errorf("%s: user %s: %w", path, name, err)
-		}
-		return uid, gid, nil
+	uid, gid, err = node.ParsePasswd(f, name, i.Path("/etc/passwd"))
+	if errors.Is(err, node.ErrNoSuchUser) {
+		return 0, 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	if err := sc.Err(); err != nil {
-		return 0, 0, fmt.Errorf("reading %s: %w", path, err)
-	}
-	return 0, 0, fmt.Errorf("%w: no %s user in %s", ErrUnavailable, name, path)
+	return uid, gid, err
 }
 
 var versionRE = regexp.MustCompile(`^slurm(?:-wlm)? (\d+)\.(\d+)\.(\S+)`)

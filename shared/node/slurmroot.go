@@ -2,7 +2,9 @@ package node
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -33,6 +35,9 @@ func (b *booter) mungeUser() (int, int, error) {
 	return lookupPasswd(filepath.Join(b.o.SlurmRoot, "etc/passwd"), "munge")
 }
 
+// ErrNoSuchUser: the passwd(5) file names no such user.
+var ErrNoSuchUser = errors.New("no such user")
+
 // lookupPasswd returns the uid and gid of user name in the passwd(5) file
 // at path.
 func lookupPasswd(path, name string) (int, int, error) {
@@ -41,7 +46,13 @@ func lookupPasswd(path, name string) (int, int, error) {
 		return 0, 0, fmt.Errorf("looking up user %s: %w", name, err)
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
+	return ParsePasswd(f, name, path)
+}
+
+// ParsePasswd returns the uid and gid of user name in a passwd(5) file
+// read from r (path names it in errors); ErrNoSuchUser when it has none.
+func ParsePasswd(r io.Reader, name, path string) (int, int, error) {
+	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		fields := strings.Split(sc.Text(), ":")
 		if len(fields) < 4 || fields[0] != name {
@@ -57,5 +68,5 @@ func lookupPasswd(path, name string) (int, int, error) {
 	if err := sc.Err(); err != nil {
 		return 0, 0, fmt.Errorf("reading %s: %w", path, err)
 	}
-	return 0, 0, fmt.Errorf("no user %s in %s", name, path)
+	return 0, 0, fmt.Errorf("%w: %s in %s", ErrNoSuchUser, name, path)
 }
