@@ -3,6 +3,7 @@ package plan
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -348,6 +349,44 @@ func (b *builder) putJobAt(j model.Job, stage model.JobStage, reason string) {
 	c.Nodes = append([]string(nil), j.Nodes...)
 	b.st.Jobs[j.ID] = &c
 	b.add(PutJob{Job: j, Reason: reason})
+}
+
+// putNodeIfChanged stores n with reason why unless its record already
+// says exactly that. A record rewritten on every pass would look newer
+// than every Slurm snapshot (sources.go), so an unchanged one is not
+// written. This is the one place where a record's reason is compared: a
+// decision never branches on a reason it wrote, only this write does.
+func (b *builder) putNodeIfChanged(n model.Node, why string) {
+	if cur, ok := b.st.Nodes[n.Name]; ok {
+		x, y := *cur, n
+		x.Reason, x.UpdatedAt = "", time.Time{}
+		y.Reason, y.UpdatedAt = "", time.Time{}
+		if x == y && cur.Reason == why {
+			return
+		}
+	}
+	b.putNode(n, why)
+}
+
+// putJobIfChanged stores j at stage with reason why unless its record
+// already says exactly that (as putNodeIfChanged).
+func (b *builder) putJobIfChanged(j model.Job, stage model.JobStage, why string) {
+	j.Stage = stage
+	if cur, ok := b.st.Jobs[j.ID]; ok && cur.Reason == why && sameJob(*cur, j) {
+		return
+	}
+	b.putJobAt(j, stage, why)
+}
+
+// sameJob reports whether two job records agree on everything but their
+// reason and the time of their last change.
+func sameJob(x, y model.Job) bool {
+	if !slices.Equal(x.Nodes, y.Nodes) {
+		return false
+	}
+	x.Nodes, x.Reason, x.UpdatedAt = nil, "", time.Time{}
+	y.Nodes, y.Reason, y.UpdatedAt = nil, "", time.Time{}
+	return reflect.DeepEqual(x, y)
 }
 
 func (b *builder) slurm(command event.SlurmOp, nodes []string, jobID, reason string, idParts ...string) {
