@@ -15,6 +15,8 @@ FUZZPARALLEL ?= 1
 # SLURM is the local cluster's Slurm release for `make demo` and `make local`:
 # 22.05 (this host's) or 24.11 (the chroot `.ci/slurm-chroot.sh build` makes).
 SLURM ?= 22.05
+# Seeds the chaos benchmark of `make bench` runs.
+CHAOSBENCH ?= 200
 # staticcheck, pinned: 2026.2.2 supports Go 1.26.
 STATICCHECK_VERSION ?= v0.8.2
 
@@ -59,7 +61,8 @@ fuzz:
 	done
 
 # The benchmarks BENCHMARKS.md records (dev/bench: cost per event, burst,
-# reconcile at scale; shared/hooks' ResumeProgram benchmark when it exists),
+# reconcile at scale; shared/hooks' ResumeProgram benchmark when it exists;
+# dev/chaos' seeds per second over CHAOSBENCH seeds),
 # with the emulators started around them. Prints the table, also written to
 # bin/bench-table.md. Takes about ten minutes.
 bench: build
@@ -67,7 +70,8 @@ bench: build
 	  if grep -qs "^func BenchmarkResumeProgram64Nodes(" shared/hooks/*_test.go; then \
 	    $(GO) test ./shared/hooks -run "^$$" -bench "^BenchmarkResumeProgram64Nodes$$" -benchtime 100x -count 1 2>&1 | tee $(CURDIR)/bin/bench-hooks.txt; \
 	  else echo "shared/hooks has no BenchmarkResumeProgram64Nodes" > $(CURDIR)/bin/bench-hooks.txt; fi; \
-	  FLEXSLURM_BENCH_HOOKS=$(CURDIR)/bin/bench-hooks.txt FLEXSLURM_BENCH_TABLE=$(CURDIR)/bin/bench-table.md \
+	  $(GO) test ./dev/chaos -run "^$$" -bench "^BenchmarkRun$$" -benchtime $(CHAOSBENCH)x -count 1 -timeout 60m 2>&1 | tee $(CURDIR)/bin/bench-chaos.txt; \
+	  FLEXSLURM_BENCH_HOOKS=$(CURDIR)/bin/bench-hooks.txt FLEXSLURM_BENCH_CHAOS=$(CURDIR)/bin/bench-chaos.txt FLEXSLURM_BENCH_TABLE=$(CURDIR)/bin/bench-table.md \
 	    $(GO) test ./dev/bench -run "^$$" -bench . -benchtime 1x -count 1 -timeout 60m'
 
 clean:

@@ -27,6 +27,9 @@ const (
 	// envHooks names a file holding the `go test -bench` output of
 	// shared/hooks' BenchmarkResumeProgram64Nodes (make bench writes it).
 	envHooks = "FLEXSLURM_BENCH_HOOKS"
+	// envChaos names a file holding the `go test -bench` output of
+	// dev/chaos' BenchmarkRun (make bench writes it).
+	envChaos = "FLEXSLURM_BENCH_CHAOS"
 	// envTable, when set, names a file the result table is written to.
 	envTable = "FLEXSLURM_BENCH_TABLE"
 )
@@ -40,6 +43,7 @@ const (
 	rankBurst
 	rankReconcile
 	rankHooks
+	rankChaos
 	rankNotRun
 )
 
@@ -62,6 +66,7 @@ func TestMain(m *testing.M) {
 		os.Exit(code)
 	}
 	hooksRow()
+	chaosRow()
 	out := "Machine: " + machine + " at the start, " + LoadAverage() + " at the end.\n\n" + results.Markdown()
 	fmt.Print("\n" + out)
 	if path := os.Getenv(envTable); path != "" {
@@ -77,6 +82,67 @@ func TestMain(m *testing.M) {
 func benchmarking() bool {
 	f := flag.Lookup("test.bench")
 	return f != nil && f.Value.String() != ""
+}
+
+// benchLine finds the result line of benchmark name in a `go test -bench`
+// output file and returns its iteration count and metrics by unit, or why
+// there is none (the file's skip or failure line, if any).
+func benchLine(path, name string) (iterations string, metric map[string]float64, why string) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", nil, err.Error()
+	}
+	var skip string
+	for _, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) > 2 && (fields[0] == name || strings.HasPrefix(fields[0], name+"-")) {
+			metric := map[string]float64{}
+			for i := 1; i < len(fields); i++ {
+				if v, err := strconv.ParseFloat(fields[i-1], 64); err == nil {
+					metric[fields[i]] = v
+				}
+			}
+			return fields[1], metric, ""
+		}
+		if strings.Contains(line, "SKIP") || strings.HasPrefix(line, "FAIL") || strings.HasPrefix(line, "--- FAIL") {
+			skip = strings.TrimSpace(line)
+		}
+	}
+	why = "no " + name + " result in " + filepath.Base(path)
+	if skip != "" {
+		why += ": " + skip
+	}
+	return "", nil, why
+}
+
+// chaosRow adds flexslurm chaos's throughput from dev/chaos' BenchmarkRun
+// output, or marks it pending.
+func chaosRow() {
+	const what = "chaos: seeds per second on this machine (every core, the default workload)"
+	const target = "≥ 20 seeds/s"
+	sec := results.Section(rankChaos, "Chaos (dev/chaos BenchmarkRun: seeds 1…N of `flexslurm chaos`'s default workload, as many seeds at once as cores, the command's garbage collector setting)",
+		"seeds", "seeds/s", "CPU-s per seed", "deliveries per seed", "crashes per seed")
+	pending := func(why string) {
+		sec.Note("pending: %s", why)
+		sec.Pending(what, "pending: "+why, target)
+	}
+	path := os.Getenv(envChaos)
+	if path == "" {
+		pending(envChaos + " unset; `make bench` sets it")
+		return
+	}
+	n, m, why := benchLine(path, "BenchmarkRun")
+	if why != "" {
+		pending(why)
+		return
+	}
+	rate, ok := m["seeds/s"]
+	if !ok {
+		pending("BenchmarkRun reported no seeds/s")
+		return
+	}
+	sec.Add(n, fmt.Sprintf("%.1f", rate), fmt.Sprintf("%.3f", m["cpu-s/seed"]), fmt.Sprintf("%.0f", m["deliveries/seed"]), fmt.Sprintf("%.1f", m["crashes/seed"]))
+	sec.Target(what, fmt.Sprintf("%.1f seeds/s (%.3f CPU-s a seed)", rate, m["cpu-s/seed"]), target, rate >= 20)
 }
 
 // hooksRow adds the ResumeProgram result from the hooks benchmark's output
@@ -95,38 +161,18 @@ func hooksRow() {
 		pending(envHooks + " unset; `make bench` sets it")
 		return
 	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		pending(err.Error())
+	n, metric, why := benchLine(path, "BenchmarkResumeProgram64Nodes")
+	if why != "" {
+		pending(why)
 		return
 	}
-	var skip string
-	for _, line := range strings.Split(string(data), "\n") {
-		fields := strings.Fields(line)
-		if len(fields) > 2 && strings.HasPrefix(fields[0], "BenchmarkResumeProgram64Nodes") {
-			metric := map[string]float64{}
-			for i := 1; i < len(fields); i++ {
-				if v, err := strconv.ParseFloat(fields[i-1], 64); err == nil {
-					metric[fields[i]] = v
-				}
-			}
-			p99, ok := metric["p99-ms"]
-			if !ok {
-				continue
-			}
-			sec.Add("64 nodes", fields[1], fmt.Sprintf("%.0f ms", metric["p50-ms"]), fmt.Sprintf("%.0f ms", p99))
-			sec.Target(what, fmt.Sprintf("p99 %.0f ms", p99), target, p99 < 1000)
-			return
-		}
-		if strings.Contains(line, "SKIP") || strings.HasPrefix(line, "FAIL") || strings.HasPrefix(line, "--- FAIL") {
-			skip = strings.TrimSpace(line)
-		}
+	p99, ok := metric["p99-ms"]
+	if !ok {
+		pending("BenchmarkResumeProgram64Nodes reported no p99-ms")
+		return
 	}
-	why := "no BenchmarkResumeProgram64Nodes result in " + filepath.Base(path)
-	if skip != "" {
-		why += ": " + skip
-	}
-	pending(why)
+	sec.Add("64 nodes", n, fmt.Sprintf("%.0f ms", metric["p50-ms"]), fmt.Sprintf("%.0f ms", p99))
+	sec.Target(what, fmt.Sprintf("p99 %.0f ms", p99), target, p99 < 1000)
 }
 
 // exampleSpec loads examples/cluster_config.json.
