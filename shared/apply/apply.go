@@ -21,7 +21,8 @@
 // named and labelled as the cluster's and pool's (a guard against a
 // decision built from bad input, never a choice between outcomes); it
 // treats what Compute no longer has as done (idempotence); and it drops
-// events older than Deps.MaxEventAge (delivery, not domain state).
+// the events plan.EventTooOld finds older than the Policy's MaxEventAge,
+// measured on the wall clock.
 //
 // The package declares the ports it consumes (Compute, Publisher) and uses
 // shared/store, shared/plan, shared/spec, shared/gce value types, shared/event.
@@ -88,16 +89,13 @@ type Deps struct {
 	Publisher Publisher
 	Clock     clock.Clock
 	Log       *slog.Logger
-	Policy    plan.Policy
+	// Policy is handed to every decision, and its MaxEventAge bounds the
+	// age of the events acted on (Envelope).
+	Policy plan.Policy
 	// SlurmTopic is the topic Slurm commands are published to (the agent's).
 	SlurmTopic string
 	// Project is the Google Cloud project of the Compute resources.
 	Project string
-	// MaxEventAge drops events published longer ago than this (by the wall
-	// clock), so an event failing for a day is not retried for the whole
-	// retry window; the reconciler converges what it would have done.
-	// 0 means DefaultMaxEventAge.
-	MaxEventAge time.Duration
 	// Fault, when set, is called at each side-effect boundary of Process:
 	// point "commit" after the transaction committed and before any
 	// external action, and point "action" before each external action (a
@@ -160,9 +158,6 @@ type ActionError struct {
 func (e ActionError) Failure() plan.Failure {
 	return plan.Failure{Action: e.Action, Class: e.Class, Code: e.Code}
 }
-
-// DefaultMaxEventAge is Deps.MaxEventAge's default.
-const DefaultMaxEventAge = time.Hour
 
 // ErrTransient wraps a failure worth retrying the event for.
 var ErrTransient = errors.New("transient failure")

@@ -138,6 +138,12 @@ type Policy struct {
 	// repair this many nodes at once (a one-node pool can repair its node).
 	// Default 1.
 	RepairMinBudget int
+
+	// MaxEventAge: an event published longer ago than this is acknowledged
+	// and dropped (EventTooOld), so that an event failing for a day is not
+	// retried for the whole retry window; the reconciler converges what it
+	// asked for. Default 1 h.
+	MaxEventAge time.Duration
 }
 
 // DefaultPolicy returns the defaults of every Policy field: the one table
@@ -171,6 +177,7 @@ func DefaultPolicy() Policy {
 		InconclusiveWindow: 24 * time.Hour,
 		RepairMaxUnhealthy: 0.2,
 		RepairMinBudget:    1,
+		MaxEventAge:        time.Hour,
 	}
 }
 
@@ -226,6 +233,7 @@ func (p Policy) withDefaults() Policy {
 	dur(&p.InconclusiveWindow, d.InconclusiveWindow)
 	share(&p.RepairMaxUnhealthy, d.RepairMaxUnhealthy)
 	count(&p.RepairMinBudget, d.RepairMinBudget)
+	dur(&p.MaxEventAge, d.MaxEventAge)
 	return p
 }
 
