@@ -489,7 +489,7 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 		if err != nil {
 			return err
 		}
-		return r.ensurePool(ctx, cluster, st, p)
+		return r.ensurePool(ctx, cluster, p, a)
 	case plan.CreateResizeRequest:
 		p, err := poolOf(a.Pool)
 		if err != nil {
@@ -619,30 +619,27 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 }
 
 // ensurePool creates the pool's instance template and MIG if missing (the
-// decision that asked for it already recorded the pool as ready).
-func (r *Runner) ensurePool(ctx context.Context, cluster string, st *model.State, p *model.Pool) error {
-	c, err := r.Spec(st)
+// decision that asked for it already recorded the pool as ready). The
+// template is the one the decision carried, built when the spec was applied
+// and sent as it is: nothing is built here. It is refused when it is not
+// the template the pool records (a stale request: the MIG would be pointed
+// back at it), when the pool left the spec, and when its body is not
+// exactly what its name was made from (instancetemplate.FromBody).
+func (r *Runner) ensurePool(ctx context.Context, cluster string, p *model.Pool, a plan.EnsurePool) error {
+	if p.Removed {
+		return fmt.Errorf("refusing to create the template and MIG of pool %s: the pool left the cluster spec", p.ID)
+	}
+	if a.Template != p.Template {
+		return fmt.Errorf("refusing to create template %s for pool %s: the pool records template %s", a.Template, p.ID, p.Template)
+	}
+	t, err := instancetemplate.FromBody(cluster, p.ID, a.Template, a.TemplateBody)
 	if err != nil {
-		return err
-	}
-	sp, ok := c.Pool(p.ID)
-	if !ok {
-		return fmt.Errorf("pool %s is not in the cluster spec", p.ID)
-	}
-	t, err := instancetemplate.Build(c, *sp, st.Cluster.Node)
-	if err != nil {
-		return fmt.Errorf("pool %s: %w", p.ID, err)
-	}
-	if t.Name != p.Template {
-		// The decision named the template from the same spec and settings;
-		// a different name means they changed since, and the next
-		// cluster.applied records the new one.
-		return fmt.Errorf("pool %s: recorded template %s, but the stored spec and node settings build %s", p.ID, p.Template, t.Name)
+		return fmt.Errorf("refusing to create the template of pool %s: %w", p.ID, err)
 	}
 	if err := r.d.Compute.EnsureInstanceTemplate(ctx, t, naming.InsertTemplateRequestID(t.Name)); err != nil {
 		return fmt.Errorf("ensuring instance template %s: %w", t.Name, err)
 	}
-	m := gce.MIGSpec{Zone: p.Zone, Name: p.MIG, Template: p.Template, BaseInstanceName: cluster + "-" + p.ID,
+	m := gce.MIGSpec{Zone: p.Zone, Name: p.MIG, Template: t.Name, BaseInstanceName: cluster + "-" + p.ID,
 		Description: fmt.Sprintf("flexslurm node pool %s of cluster %s", p.ID, cluster)}
 	if err := r.d.Compute.EnsureMIG(ctx, m, naming.InsertMIGRequestID(p.Zone, p.MIG, p.MIGIncarnation)); err != nil {
 		return fmt.Errorf("ensuring MIG %s: %w", p.MIG, err)

@@ -74,6 +74,7 @@ func TestPolicyOverridesOneFieldAtATime(t *testing.T) {
 // its Policy would provision in both.
 func TestEveryEntryPointHonoursPolicy(t *testing.T) {
 	c, eff := example(t)
+	tmpls := built(t, c, testNode)
 	now := t0.Add(time.Hour)
 	breakerOpen := func(st *model.State) {
 		p := st.Pools["a3u"]
@@ -97,7 +98,7 @@ func TestEveryEntryPointHonoursPolicy(t *testing.T) {
 			name:    "ClusterApplied",
 			prepare: func(t *testing.T, st *model.State) { staticGone(st) },
 			decide: func(st *model.State, pol Policy) ([]Action, error) {
-				return ClusterApplied(st, c, testNode, eff, now, pol), nil
+				return ClusterApplied(st, c, testNode, tmpls, eff, now, pol), nil
 			},
 		},
 		{
