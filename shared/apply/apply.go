@@ -692,7 +692,7 @@ func logAction(log *slog.Logger, a plan.Action, status string, extra ...any) {
 	case plan.SlurmCommand:
 		args = append(args, "slurm_command", a.Command, "nodes", strings.Join(a.Nodes, ","), "job", a.JobID)
 	case plan.EnsurePool:
-		args = append(args, "pool", a.Pool)
+		args = append(args, "pool", a.Pool, "template", a.Template)
 	case plan.Alert:
 		args = append(args, "pool", a.Pool, "node", a.Node)
 	case plan.Metric:
