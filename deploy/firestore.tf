@@ -34,3 +34,14 @@ resource "google_firestore_field" "cluster_spec" {
 
   index_config {}
 }
+
+# A pool's instance template body (a few KB of JSON, kept so the template
+# can be created long after the spec was applied) is never queried either.
+resource "google_firestore_field" "pool_template_body" {
+  project    = var.project
+  database   = google_firestore_database.state.name
+  collection = "pools"
+  field      = "template_body"
+
+  index_config {}
+}

@@ -66,6 +66,10 @@ func TestPoolTemplateCarriesNodeConfig(t *testing.T) {
 	if body.Name != pool.Template {
 		t.Errorf("built %s, pool records %s", body.Name, pool.Template)
 	}
+	// Compute holds the body the pool record keeps, as it was built.
+	if got.Body() != pool.TemplateBody || pool.TemplateBody != body.Body() {
+		t.Errorf("Compute's template body:\n%s\npool record's:\n%s\nbuilt:\n%s", got.Body(), pool.TemplateBody, body.Body())
+	}
 }
 
 // New node settings are a new template for every pool, and the pool's MIG

@@ -84,12 +84,13 @@ func (h *Handler) cluster(ctx context.Context, msg *event.Message) error {
 	if c.ID != ev.Cluster {
 		return fmt.Errorf("%w: cluster.applied for %q carries the spec of %q", event.ErrMalformed, ev.Cluster, c.ID)
 	}
-	for _, sp := range c.FlexPools() {
-		// Every pool's template must be buildable from this spec and
-		// these settings (e.g. a node_image resolved by flexslurm apply).
-		if _, err := instancetemplate.Build(c, sp, *ev.Node); err != nil {
-			return fmt.Errorf("%w: cluster.applied for %q: %w", event.ErrMalformed, ev.Cluster, err)
-		}
+	// Every pool's template, built once for this event: the event is valid
+	// only if each can be built from its spec and settings (e.g. a
+	// node_image resolved by flexslurm apply), and the decision records
+	// what was built, for the executor to send as it is.
+	templates, err := instancetemplate.BuildPools(c, *ev.Node)
+	if err != nil {
+		return fmt.Errorf("%w: cluster.applied for %q: %w", event.ErrMalformed, ev.Cluster, err)
 	}
 	effective, err := c.EffectiveJSON()
 	if err != nil {
@@ -99,7 +100,7 @@ func (h *Handler) cluster(ctx context.Context, msg *event.Message) error {
 		Flow: Flow, EventID: msg.ID,
 		Scope: store.Scope{Cluster: c.ID, AllPools: true},
 		Decide: func(st *model.State, now time.Time) ([]plan.Action, error) {
-			return plan.ClusterApplied(st, c, *ev.Node, effective, now, h.r.Deps().Policy), nil
+			return plan.ClusterApplied(st, c, *ev.Node, templates, effective, now, h.r.Deps().Policy), nil
 		},
 	})
 	return err

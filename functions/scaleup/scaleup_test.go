@@ -1,8 +1,12 @@
 package scaleup_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -93,4 +97,56 @@ func appliedPayload(t *testing.T, h *harness.Harness, c *spec.Cluster) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestHandleUnbuildableTemplateIsMalformed: a cluster.applied whose pool's
+// instance template cannot be built from the spec and settings it carries
+// (here a node_image with no resolved image) is malformed: acknowledged,
+// logged naming the pool, nothing committed and nothing asked of Compute.
+func TestHandleUnbuildableTemplateIsMalformed(t *testing.T) {
+	var logs lockedBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	h, err := harness.New(ctx, harness.Options{Log: &logs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	c := functest.ExampleSpec(t)
+	for i := range c.NodePools {
+		if c.NodePools[i].ID == "a3u" {
+			c.NodePools[i].NodeImage = "projects/mine/global/images/family/gpu"
+		}
+	}
+	e := functest.Eventarc(t, config.TopicClusterSpec, "m-1", appliedPayload(t, h, c), map[string]string{"type": event.TypeClusterApply}, time.Now())
+	if err := h.ScaleUp.Handle(ctx, e); err != nil {
+		t.Fatalf("Handle = %v, want nil (acknowledged)", err)
+	}
+	if ids, _ := h.Store.Clusters(ctx); len(ids) != 0 {
+		t.Errorf("an unbuildable template committed clusters %v", ids)
+	}
+	if migs := h.Sim.MIGs(); len(migs) != 0 {
+		t.Errorf("an unbuildable template created MIGs %v", migs)
+	}
+	if out := logs.String(); !strings.Contains(out, "malformed event acknowledged") || !strings.Contains(out, "instance template of pool a3u") {
+		t.Errorf("log does not say the event is malformed for pool a3u's template:\n%s", out)
+	}
+}
+
+// lockedBuffer is a log destination safe for concurrent writers.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

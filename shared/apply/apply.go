@@ -21,7 +21,8 @@
 // named and labelled as the cluster's and pool's (a guard against a
 // decision built from bad input, never a choice between outcomes); it
 // treats what Compute no longer has as done (idempotence); and it drops
-// events older than Deps.MaxEventAge (delivery, not domain state).
+// the events plan.EventTooOld finds older than the Policy's MaxEventAge,
+// measured on the wall clock.
 //
 // The package declares the ports it consumes (Compute, Publisher) and uses
 // shared/store, shared/plan, shared/spec, shared/gce value types, shared/event.
@@ -88,16 +89,13 @@ type Deps struct {
 	Publisher Publisher
 	Clock     clock.Clock
 	Log       *slog.Logger
-	Policy    plan.Policy
+	// Policy is handed to every decision, and its MaxEventAge bounds the
+	// age of the events acted on (Envelope).
+	Policy plan.Policy
 	// SlurmTopic is the topic Slurm commands are published to (the agent's).
 	SlurmTopic string
 	// Project is the Google Cloud project of the Compute resources.
 	Project string
-	// MaxEventAge drops events published longer ago than this (by the wall
-	// clock), so an event failing for a day is not retried for the whole
-	// retry window; the reconciler converges what it would have done.
-	// 0 means DefaultMaxEventAge.
-	MaxEventAge time.Duration
 	// Fault, when set, is called at each side-effect boundary of Process:
 	// point "commit" after the transaction committed and before any
 	// external action, and point "action" before each external action (a
@@ -160,9 +158,6 @@ type ActionError struct {
 func (e ActionError) Failure() plan.Failure {
 	return plan.Failure{Action: e.Action, Class: e.Class, Code: e.Code}
 }
-
-// DefaultMaxEventAge is Deps.MaxEventAge's default.
-const DefaultMaxEventAge = time.Hour
 
 // ErrTransient wraps a failure worth retrying the event for.
 var ErrTransient = errors.New("transient failure")
@@ -494,7 +489,7 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 		if err != nil {
 			return err
 		}
-		return r.ensurePool(ctx, cluster, st, p)
+		return r.ensurePool(ctx, cluster, p, a)
 	case plan.CreateResizeRequest:
 		p, err := poolOf(a.Pool)
 		if err != nil {
@@ -624,30 +619,27 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 }
 
 // ensurePool creates the pool's instance template and MIG if missing (the
-// decision that asked for it already recorded the pool as ready).
-func (r *Runner) ensurePool(ctx context.Context, cluster string, st *model.State, p *model.Pool) error {
-	c, err := r.Spec(st)
+// decision that asked for it already recorded the pool as ready). The
+// template is the one the decision carried, built when the spec was applied
+// and sent as it is: nothing is built here. It is refused when it is not
+// the template the pool records (a stale request: the MIG would be pointed
+// back at it), when the pool left the spec, and when its body is not
+// exactly what its name was made from (instancetemplate.FromBody).
+func (r *Runner) ensurePool(ctx context.Context, cluster string, p *model.Pool, a plan.EnsurePool) error {
+	if p.Removed {
+		return fmt.Errorf("refusing to create the template and MIG of pool %s: the pool left the cluster spec", p.ID)
+	}
+	if a.Template != p.Template {
+		return fmt.Errorf("refusing to create template %s for pool %s: the pool records template %s", a.Template, p.ID, p.Template)
+	}
+	t, err := instancetemplate.FromBody(cluster, p.ID, a.Template, a.TemplateBody)
 	if err != nil {
-		return err
-	}
-	sp, ok := c.Pool(p.ID)
-	if !ok {
-		return fmt.Errorf("pool %s is not in the cluster spec", p.ID)
-	}
-	t, err := instancetemplate.Build(c, *sp, st.Cluster.Node)
-	if err != nil {
-		return fmt.Errorf("pool %s: %w", p.ID, err)
-	}
-	if t.Name != p.Template {
-		// The decision named the template from the same spec and settings;
-		// a different name means they changed since, and the next
-		// cluster.applied records the new one.
-		return fmt.Errorf("pool %s: recorded template %s, but the stored spec and node settings build %s", p.ID, p.Template, t.Name)
+		return fmt.Errorf("refusing to create the template of pool %s: %w", p.ID, err)
 	}
 	if err := r.d.Compute.EnsureInstanceTemplate(ctx, t, naming.InsertTemplateRequestID(t.Name)); err != nil {
 		return fmt.Errorf("ensuring instance template %s: %w", t.Name, err)
 	}
-	m := gce.MIGSpec{Zone: p.Zone, Name: p.MIG, Template: p.Template, BaseInstanceName: cluster + "-" + p.ID,
+	m := gce.MIGSpec{Zone: p.Zone, Name: p.MIG, Template: t.Name, BaseInstanceName: cluster + "-" + p.ID,
 		Description: fmt.Sprintf("flexslurm node pool %s of cluster %s", p.ID, cluster)}
 	if err := r.d.Compute.EnsureMIG(ctx, m, naming.InsertMIGRequestID(p.Zone, p.MIG, p.MIGIncarnation)); err != nil {
 		return fmt.Errorf("ensuring MIG %s: %w", p.MIG, err)
@@ -700,7 +692,7 @@ func logAction(log *slog.Logger, a plan.Action, status string, extra ...any) {
 	case plan.SlurmCommand:
 		args = append(args, "slurm_command", a.Command, "nodes", strings.Join(a.Nodes, ","), "job", a.JobID)
 	case plan.EnsurePool:
-		args = append(args, "pool", a.Pool)
+		args = append(args, "pool", a.Pool, "template", a.Template)
 	case plan.Alert:
 		args = append(args, "pool", a.Pool, "node", a.Node)
 	case plan.Metric:

@@ -3,7 +3,9 @@ package apply_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/flexslurm/flexslurm/dev/harness"
 	"github.com/flexslurm/flexslurm/shared/apply"
 	"github.com/flexslurm/flexslurm/shared/gce"
+	"github.com/flexslurm/flexslurm/shared/instancetemplate"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
 	"github.com/flexslurm/flexslurm/shared/plan"
@@ -28,6 +31,23 @@ type recorder struct {
 	mu    sync.Mutex
 	calls []string
 	fail  map[string]error
+	// templates are the instance templates sent, in order.
+	templates []instancetemplate.Template
+}
+
+func (r *recorder) EnsureInstanceTemplate(ctx context.Context, t instancetemplate.Template, id string) error {
+	r.mu.Lock()
+	r.templates = append(r.templates, t)
+	r.mu.Unlock()
+	return r.Compute.EnsureInstanceTemplate(ctx, t, id)
+}
+
+func (r *recorder) takeTemplates() []instancetemplate.Template {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.templates
+	r.templates = nil
+	return out
 }
 
 func (r *recorder) rec(method, name, id string) error {
@@ -109,6 +129,7 @@ func setup(t *testing.T) (*harness.Harness, *recorder, *spec.Cluster, context.Co
 		t.Fatal(err)
 	}
 	rec.take()
+	rec.takeTemplates()
 	return h, rec, c, ctx
 }
 
@@ -269,6 +290,62 @@ func TestCancelConfirmedEndsTheRequest(t *testing.T) {
 			}
 			if n := st.Nodes["flexvm-a3u-2"]; n == nil || n.RequestOpen != tc.open {
 				t.Errorf("node after the cancel = %+v; want its previous request open = %v", n, tc.open)
+			}
+		})
+	}
+}
+
+// TestEnsurePoolSendsTheCarriedTemplate: the executor sends the template
+// body the decision carried, as it is, and builds nothing: with the stored
+// node settings changed since (a rebuild would make another template) it
+// still sends the carried one. It refuses a template the pool does not
+// record, and a body that is not what its name was made from, without a
+// call to Compute.
+func TestEnsurePoolSendsTheCarriedTemplate(t *testing.T) {
+	h, rec, c, ctx := setup(t)
+	st, err := h.Store.Read(ctx, store.Scope{Cluster: c.ID, AllPools: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := *st.Pools["a3u"]
+	if pool.TemplateBody == "" {
+		t.Fatal("the applied pool records no template body")
+	}
+	carried := plan.EnsurePool{Pool: "a3u", Template: pool.Template, TemplateBody: pool.TemplateBody, Reason: "test"}
+	other := *st.Cluster
+	other.Node.Image += "-elsewhere"
+	tampered := carried
+	tampered.TemplateBody = strings.Replace(carried.TemplateBody, `"diskSizeGb":"`, `"diskSizeGb":"1`, 1)
+	stale := carried
+	stale.Template = "fs-flexvm-a3u-00000000"
+	tests := []struct {
+		name string
+		acts []plan.Action
+		sent bool
+	}{
+		{"the carried template", []plan.Action{carried}, true},
+		{"the carried template, node settings changed since", []plan.Action{plan.PutCluster{Cluster: other, Reason: "test"}, carried}, true},
+		{"a template the pool does not record", []plan.Action{stale}, false},
+		{"a body that is not what its name was made from", []plan.Action{tampered}, false},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := h.Runner.Process(ctx, apply.Input{Flow: "test", EventID: fmt.Sprintf("e-%d", i), Scope: store.Scope{Cluster: c.ID, AllPools: true}, Decide: decide(tc.acts...)})
+			sent := rec.takeTemplates()
+			if !tc.sent {
+				if len(sent) != 0 || len(res.Failed) != 1 {
+					t.Fatalf("sent %d templates, failed %+v; want the action refused and nothing sent", len(sent), res.Failed)
+				}
+				return
+			}
+			if err != nil || len(res.Failed) != 0 {
+				t.Fatalf("Process: %v (failed: %+v)", err, res.Failed)
+			}
+			if len(sent) != 1 {
+				t.Fatalf("sent %d templates, want 1", len(sent))
+			}
+			if sent[0].Name != carried.Template || sent[0].Body() != carried.TemplateBody {
+				t.Errorf("sent template %s:\n%s\nwant %s:\n%s", sent[0].Name, sent[0].Body(), carried.Template, carried.TemplateBody)
 			}
 		})
 	}

@@ -29,16 +29,13 @@ func (r *Runner) Envelope(ctx context.Context, flow string, e cloudevents.Event)
 		return nil, log, err
 	}
 	log = log.With("message_id", msg.ID)
-	maxAge := r.d.MaxEventAge
-	if maxAge <= 0 {
-		maxAge = DefaultMaxEventAge
-	}
-	if !msg.PublishTime.IsZero() {
-		if age := time.Since(msg.PublishTime); age > maxAge {
-			log.Warn("event older than the maximum age dropped: the reconciler converges what it asked for",
-				"published", msg.PublishTime.Format(time.RFC3339), "age", age.Round(time.Second).String(), "max_age", maxAge.String())
-			return nil, log, ErrTooOld
-		}
+	// The age is measured on the wall clock, as Pub/Sub stamps publish
+	// times, whatever clock the decisions run on (a scaled clock locally).
+	now := time.Now()
+	if tooOld, maxAge := plan.EventTooOld(msg.PublishTime, now, r.d.Policy); tooOld {
+		log.Warn("event older than the maximum age dropped: the reconciler converges what it asked for",
+			"published", msg.PublishTime.Format(time.RFC3339), "age", now.Sub(msg.PublishTime).Round(time.Second).String(), "max_age", maxAge.String())
+		return nil, log, ErrTooOld
 	}
 	return msg, log, nil
 }

@@ -292,6 +292,13 @@ type Pool struct {
 	// MIG and Template name the pool's Compute resources.
 	MIG      string `firestore:"mig" json:"mig"`
 	Template string `firestore:"template" json:"template"`
+	// TemplateBody is the body of instance template Template, built once
+	// when the spec was applied (shared/instancetemplate: the API's JSON,
+	// without the name, which is a hash of it). Creating the pool's
+	// template and MIG sends it as it is, however late. A few KB; a pool
+	// record stored before it existed has it empty: the next
+	// cluster.applied records it.
+	TemplateBody string `firestore:"template_body" json:"template_body,omitempty"`
 	// MinNodes and MaxNodes are scaling_spec.min_node_count / max_node_count.
 	MinNodes int `firestore:"min_nodes" json:"min_nodes"`
 	MaxNodes int `firestore:"max_nodes" json:"max_nodes"`

@@ -67,10 +67,14 @@ type PutJob struct {
 }
 
 // EnsurePool makes sure the pool's instance template and MIG exist (target
-// size 0, repairs off), creating them when missing.
+// size 0, repairs off), creating them when missing. Template and
+// TemplateBody are the pool record's (model.Pool): the template as it was
+// built when the spec was applied, which the executor sends as it is.
 type EnsurePool struct {
-	Pool   string
-	Reason string
+	Pool         string
+	Template     string
+	TemplateBody string
+	Reason       string
 }
 
 // CreateResizeRequest asks Compute Engine for Flex-Start capacity: a resize
@@ -223,7 +227,7 @@ func (a PutNode) String() string {
 }
 func (a PutJob) String() string { return fmt.Sprintf("put job %s %s", a.Job.ID, a.Job.State) }
 func (a EnsurePool) String() string {
-	return fmt.Sprintf("ensure template and MIG of pool %s", a.Pool)
+	return fmt.Sprintf("ensure template %s and MIG of pool %s", a.Template, a.Pool)
 }
 func (a CreateResizeRequest) String() string {
 	return fmt.Sprintf("create resize request %s in pool %s for %s (%s)", a.Name, a.Pool, strings.Join(a.VMs, ","), a.RunDuration)

@@ -22,10 +22,15 @@ import (
 // nodes are released now, busy ones once their jobs end (reconciler), and
 // its MIG is deleted when empty.
 //
-// node are the deployment's node settings, images resolved: with the spec
-// they build every pool's instance template, whose name is a hash of its
-// body (shared/instancetemplate), so a change to either is a new template.
-func ClusterApplied(st *model.State, c *spec.Cluster, node nodeconfig.Settings, effective []byte, now time.Time, pol Policy) []Action {
+// node are the deployment's node settings, images resolved (stored in the
+// cluster record). templates are every pool's instance template, built
+// once from the spec and node, by pool id (instancetemplate.BuildPools, by
+// the caller, whose validation of the event that build is): a template's
+// name is a hash of its body, so a change to either input is a new
+// template. The pool record keeps the name and the body, and EnsurePool
+// carries them to the executor, which sends the body as it is, now or when
+// the reconciler asks again.
+func ClusterApplied(st *model.State, c *spec.Cluster, node nodeconfig.Settings, templates map[string]instancetemplate.Template, effective []byte, now time.Time, pol Policy) []Action {
 	b := newBuilder(st, now, pol)
 	b.cluster = c.ID
 	sha := spec.EffectiveSHA256(effective)
@@ -43,11 +48,11 @@ func ClusterApplied(st *model.State, c *spec.Cluster, node nodeconfig.Settings, 
 	inSpec := map[string]bool{}
 	for _, sp := range c.FlexPools() {
 		inSpec[sp.ID] = true
-		t, err := instancetemplate.Build(c, sp, node)
-		if err != nil {
-			// The event's spec and settings were validated; a pool whose
-			// template cannot be built is left as it is, loudly.
-			b.add(Alert{Pool: sp.ID, Reason: fmt.Sprintf("pool %s keeps its previous template: %v", sp.ID, err)})
+		t, ok := templates[sp.ID]
+		if !ok || t.Name == "" {
+			// The caller built every pool's template, or refused the
+			// event; a pool without one is left as it is, loudly.
+			b.add(Alert{Pool: sp.ID, Reason: fmt.Sprintf("pool %s keeps its previous template: no instance template was built for it", sp.ID)})
 			continue
 		}
 		tmpl := t.Name
@@ -59,7 +64,7 @@ func ClusterApplied(st *model.State, c *spec.Cluster, node nodeconfig.Settings, 
 			pool = *old
 			pool.CapacityWaits = append([]int64(nil), old.CapacityWaits...)
 		}
-		pool.ID, pool.Zone, pool.MIG, pool.Template = sp.ID, sp.Zone, naming.MIG(c.ID, sp.ID), tmpl
+		pool.ID, pool.Zone, pool.MIG, pool.Template, pool.TemplateBody = sp.ID, sp.Zone, naming.MIG(c.ID, sp.ID), tmpl, t.Body()
 		pool.MinNodes, pool.MaxNodes = sp.MinNodeCount, sp.MaxNodeCount
 		pool.MaxRunDuration, pool.RunDuration = sp.FlexStartMaxDuration, sp.ComputeRunDuration()
 		pool.ProvisioningModel, pool.MachineType = string(sp.ProvisioningModel), sp.MachineSpec.MachineType

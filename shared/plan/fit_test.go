@@ -205,7 +205,7 @@ func TestPoolShrunkWhileNodesPowerUp(t *testing.T) {
 			running(st, "flexvm-a3u-0", t0.Add(week))
 			Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 2, "flexvm-a3u-1", "flexvm-a3u-2")))
 			c2, eff := withMax(t, c, tc.min, tc.max)
-			got := ClusterApplied(st, c2, testNode, eff, t0.Add(time.Minute), Policy{})
+			got := ClusterApplied(st, c2, testNode, built(t, c2, testNode), eff, t0.Add(time.Minute), Policy{})
 			if d := cmp.Diff(tc.want, kinds(got)); d != "" {
 				t.Fatalf("apply (-want +got):\n%s", d)
 			}
@@ -242,7 +242,7 @@ func TestNodeBeyondMaxKeptWhileItsJobRuns(t *testing.T) {
 	running(st, "flexvm-a3u-2", t0.Add(week))
 	Apply(st, mustJob(t, st, jobEv(event.TypeJobStarted, "7", 1, "flexvm-a3u-2")))
 	c2, eff := withMax(t, c, 1, 2)
-	got := ClusterApplied(st, c2, testNode, eff, t0.Add(time.Minute), Policy{})
+	got := ClusterApplied(st, c2, testNode, built(t, c2, testNode), eff, t0.Add(time.Minute), Policy{})
 	if slices.ContainsFunc(got, func(a Action) bool { _, ok := a.(DeleteVMs); return ok }) {
 		t.Fatalf("a node under a running job was released: %v", kinds(got))
 	}
@@ -273,7 +273,7 @@ func TestNodeBeyondMaxReleasedWhenANewerSnapshotShowsItsJobPending(t *testing.T)
 			running(st, "flexvm-a3u-2", t0.Add(week))
 			Apply(st, mustJob(t, st, jobEv(event.TypeJobStarted, "7", 1, "flexvm-a3u-2")))
 			c2, eff := withMax(t, c, 1, 2)
-			Apply(st, ClusterApplied(st, c2, testNode, eff, t0.Add(time.Minute), Policy{}))
+			Apply(st, ClusterApplied(st, c2, testNode, built(t, c2, testNode), eff, t0.Add(time.Minute), Policy{}))
 			now := t0.Add(5 * time.Minute)
 			st.Slurm = &model.SlurmView{TakenAt: now, Nodes: map[string]model.SlurmNode{},
 				Jobs: []model.SlurmJob{{ID: "7", State: tc.state, Partition: "a3u", Nodes: []string{"flexvm-a3u-2"}, NodeCount: 1}}}

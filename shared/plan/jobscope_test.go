@@ -197,7 +197,7 @@ func TestJobNarrowDecidesAsTheWholePool(t *testing.T) {
 				Apply(st, mustJob(t, st, jobEv(event.TypeJobStarted, "7", 1, "flexvm-a3u-2")))
 				running(st, "flexvm-a3u-0", t0.Add(time.Hour))
 				c2, eff := shrunk(t, c, 2)
-				Apply(st, ClusterApplied(st, c2, testNode, eff, t0, Policy{}))
+				Apply(st, ClusterApplied(st, c2, testNode, built(t, c2, testNode), eff, t0, Policy{}))
 				if !st.Pools["a3u"].NodesBeyondMax {
 					t.Fatal("pool a3u not marked with nodes beyond max_node_count after the shrink")
 				}
@@ -272,7 +272,7 @@ func TestNodesBeyondMax(t *testing.T) {
 	running(st, "flexvm-a3u-2", t0.Add(time.Hour))
 	Apply(st, mustJob(t, st, jobEv(event.TypeJobStarted, "7", 1, "flexvm-a3u-2")))
 	c2, eff2 := shrunk(t, c, 2)
-	got := ClusterApplied(st, c2, testNode, eff2, t0, Policy{})
+	got := ClusterApplied(st, c2, testNode, built(t, c2, testNode), eff2, t0, Policy{})
 	want := []string{"PutCluster", "PutPool:a3u", "PutNode:flexvm-a3u-2/running", "PutPool:a3u"}
 	if d := cmp.Diff(want, kinds(got)); d != "" {
 		t.Fatalf("max lowered under a busy node (-want +got):\n%s", d)

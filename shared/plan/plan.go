@@ -138,6 +138,12 @@ type Policy struct {
 	// repair this many nodes at once (a one-node pool can repair its node).
 	// Default 1.
 	RepairMinBudget int
+
+	// MaxEventAge: an event published longer ago than this is acknowledged
+	// and dropped (EventTooOld), so that an event failing for a day is not
+	// retried for the whole retry window; the reconciler converges what it
+	// asked for. Default 1 h.
+	MaxEventAge time.Duration
 }
 
 // DefaultPolicy returns the defaults of every Policy field: the one table
@@ -171,6 +177,7 @@ func DefaultPolicy() Policy {
 		InconclusiveWindow: 24 * time.Hour,
 		RepairMaxUnhealthy: 0.2,
 		RepairMinBudget:    1,
+		MaxEventAge:        time.Hour,
 	}
 }
 
@@ -226,6 +233,7 @@ func (p Policy) withDefaults() Policy {
 	dur(&p.InconclusiveWindow, d.InconclusiveWindow)
 	share(&p.RepairMaxUnhealthy, d.RepairMaxUnhealthy)
 	count(&p.RepairMinBudget, d.RepairMinBudget)
+	dur(&p.MaxEventAge, d.MaxEventAge)
 	return p
 }
 
@@ -481,19 +489,39 @@ func (b *builder) provisionNode(pool *model.Pool, n model.Node, jobID, reason st
 // ensurePool asks for the pool's template and MIG and records the pool as
 // ready in the same transaction (one transaction per event): the action is
 // stored with the event and replayed on redelivery, and if it never took
-// effect the reconciler finds the MIG missing and asks again.
+// effect the reconciler finds the MIG missing and asks again. The template
+// is the one the pool record holds, built when the spec was applied
+// (ClusterApplied). A record stored before template bodies were recorded
+// holds none: nothing is asked for and the pool stays not ready, with an
+// alert, until the next cluster.applied records the body — the template's
+// inputs are the stored spec and settings, and this decision is not where
+// a template is built.
 func (b *builder) ensurePool(pool *model.Pool, reason string) {
 	for _, a := range b.out {
 		if e, ok := a.(EnsurePool); ok && e.Pool == pool.ID {
 			return
 		}
 	}
-	if cur, ok := b.st.Pools[pool.ID]; ok && !cur.Ready {
+	cur, ok := b.st.Pools[pool.ID]
+	if !ok {
+		cur = pool
+	}
+	if cur.TemplateBody == "" {
+		alert := Alert{Pool: pool.ID, Reason: fmt.Sprintf("pool %s: its record holds no instance template body (stored by an earlier flexslurm), so its template and MIG (%s) cannot be created: publish the cluster spec again (flexslurm apply)", pool.ID, cur.Template)}
+		for _, a := range b.out {
+			if a == Action(alert) {
+				return
+			}
+		}
+		b.add(alert)
+		return
+	}
+	if ok && !cur.Ready {
 		p := *cur
 		p.Ready = true
 		b.putPool(p, fmt.Sprintf("pool %s: template and MIG requested", pool.ID))
 	}
-	b.add(EnsurePool{Pool: pool.ID, Reason: reason})
+	b.add(EnsurePool{Pool: pool.ID, Template: cur.Template, TemplateBody: cur.TemplateBody, Reason: reason})
 }
 
 // queuedOnlyFor reports whether a node waits on capacity requested for job

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/flexslurm/flexslurm/shared/event"
+	"github.com/flexslurm/flexslurm/shared/instancetemplate"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
 	"github.com/flexslurm/flexslurm/shared/nodeconfig"
@@ -46,13 +47,24 @@ var testNode = nodeconfig.Settings{
 	Topics:         nodeconfig.Topics{Jobs: "job-pending", Health: "health-failure"},
 }
 
+// built builds every pool's instance template of c with node settings
+// node, as the cluster.applied handler does before it decides.
+func built(t *testing.T, c *spec.Cluster, node nodeconfig.Settings) map[string]instancetemplate.Template {
+	t.Helper()
+	ts, err := instancetemplate.BuildPools(c, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ts
+}
+
 // applied returns the state after the example cluster was applied and its
 // pool confirmed ready.
 func applied(t *testing.T) (*model.State, *spec.Cluster) {
 	t.Helper()
 	c, eff := example(t)
 	st := model.NewState()
-	Apply(st, ClusterApplied(st, c, testNode, eff, t0, Policy{}))
+	Apply(st, ClusterApplied(st, c, testNode, built(t, c, testNode), eff, t0, Policy{}))
 	st.Pools["a3u"].Ready = true
 	return st, c
 }
@@ -99,7 +111,7 @@ func kinds(actions []Action) []string {
 func TestClusterAppliedCreatesStaticNodes(t *testing.T) {
 	c, eff := example(t)
 	st := model.NewState()
-	got := ClusterApplied(st, c, testNode, eff, t0, Policy{})
+	got := ClusterApplied(st, c, testNode, built(t, c, testNode), eff, t0, Policy{})
 	want := []string{
 		"PutCluster",
 		"PutPool:a3u",
@@ -123,12 +135,12 @@ func TestClusterAppliedCreatesStaticNodes(t *testing.T) {
 	if !st.Pools["a3u"].Ready {
 		t.Fatal("the pool is not recorded ready with the request for its template and MIG")
 	}
-	if again := ClusterApplied(st, c, testNode, eff, t0.Add(time.Minute), Policy{}); len(again) != 0 {
+	if again := ClusterApplied(st, c, testNode, built(t, c, testNode), eff, t0.Add(time.Minute), Policy{}); len(again) != 0 {
 		t.Errorf("re-apply: %v", kinds(again))
 	}
 	// A pool not ready (its MIG found missing) is asked for again.
 	st.Pools["a3u"].Ready = false
-	if d := cmp.Diff([]string{"PutPool:a3u", "EnsurePool:a3u"}, kinds(ClusterApplied(st, c, testNode, eff, t0.Add(time.Minute), Policy{}))); d != "" {
+	if d := cmp.Diff([]string{"PutPool:a3u", "EnsurePool:a3u"}, kinds(ClusterApplied(st, c, testNode, built(t, c, testNode), eff, t0.Add(time.Minute), Policy{}))); d != "" {
 		t.Errorf("re-apply with a pool not ready (-want +got):\n%s", d)
 	}
 }
@@ -141,7 +153,7 @@ func TestClusterAppliedNodeSettingsChangeTemplate(t *testing.T) {
 	old := st.Pools["a3u"].Template
 	node := testNode
 	node.Image = "projects/schedmd-slurm-public/global/images/slurm-gcp-6-10-ubuntu-2204-lts-nvidia-570-v20260101"
-	got := ClusterApplied(st, c, node, eff, t0.Add(time.Minute), Policy{})
+	got := ClusterApplied(st, c, node, built(t, c, node), eff, t0.Add(time.Minute), Policy{})
 	if d := cmp.Diff([]string{"PutCluster", "PutPool:a3u", "PutPool:a3u", "EnsurePool:a3u"}, kinds(got)); d != "" {
 		t.Fatalf("new image (-want +got):\n%s", d)
 	}
@@ -168,7 +180,7 @@ func TestClusterResize(t *testing.T) {
 		}
 	}
 	eff2, _ := c2.EffectiveJSON()
-	got := ClusterApplied(st, &c2, testNode, eff2, t0, Policy{})
+	got := ClusterApplied(st, &c2, testNode, built(t, &c2, testNode), eff2, t0, Policy{})
 	want := []string{"PutCluster", "PutPool:a3u", "PutNode:flexvm-a3u-1/requested", "CreateResizeRequest:rr-flexvm-a3u-1-g1=flexvm-a3u-1-g1"}
 	if d := cmp.Diff(want, kinds(got)); d != "" {
 		t.Fatalf("raise min (-want +got):\n%s", d)
@@ -177,7 +189,7 @@ func TestClusterResize(t *testing.T) {
 	st.Nodes["flexvm-a3u-1"].Phase = model.PhaseRunning
 	// Lower min back to 1: the surplus static node is released.
 	eff1, _ := c.EffectiveJSON()
-	got = ClusterApplied(st, c, testNode, eff1, t0, Policy{})
+	got = ClusterApplied(st, c, testNode, built(t, c, testNode), eff1, t0, Policy{})
 	want = []string{"PutCluster", "PutPool:a3u", "DeleteVMs:flexvm-a3u-1-g1", "Slurm:power_down:flexvm-a3u-1", "PutNode:flexvm-a3u-1/deleting"}
 	if d := cmp.Diff(want, kinds(got)); d != "" {
 		t.Fatalf("lower min (-want +got):\n%s", d)
@@ -670,7 +682,8 @@ func TestEncodeExternalRoundTrip(t *testing.T) {
 	acts = append(acts, SlurmCommand{ID: "x", Command: event.SlurmDrain, Nodes: []string{"flexvm-a3u-1"}, Reason: "r"},
 		DeleteVMs{Pool: "a3u", VMs: []string{"flexvm-a3u-1-g1"}, RequestID: "id", Reason: "r"},
 		CancelResizeRequest{Pool: "a3u", Name: "rr", RequestID: "id", Reason: "r"},
-		DeleteResizeRequest{Pool: "a3u", Name: "rr", State: "CANCELLED", RequestID: "id", Reason: "r"}, EnsurePool{Pool: "a3u", Reason: "r"},
+		DeleteResizeRequest{Pool: "a3u", Name: "rr", State: "CANCELLED", RequestID: "id", Reason: "r"},
+		EnsurePool{Pool: "a3u", Template: st.Pools["a3u"].Template, TemplateBody: st.Pools["a3u"].TemplateBody, Reason: "r"},
 		ReportHostAsFaulty{Pool: "a3u", Node: "flexvm-a3u-1", Generation: 3, VM: "flexvm-a3u-1-g3", Behavior: FaultBehavior,
 			Description: "health check failed: Xid 79", JobID: "7", RequestID: "id", Reason: "r"},
 		StartVM{Pool: "a3u", Node: "flexvm-a3u-1", Generation: 3, VM: "flexvm-a3u-1-g3", RequestID: "id", Reason: "r"})

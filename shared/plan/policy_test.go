@@ -51,6 +51,7 @@ func TestPolicyOverridesOneFieldAtATime(t *testing.T) {
 		{"lead share at most one half", Policy{LeadMaxShare: 0.9}, func(p *Policy) { p.LeadMaxShare = 0.5 }},
 		{"a negative lead time is learnt", Policy{LeadTime: -time.Hour}, func(*Policy) {}},
 		{"a fixed lead time is kept", Policy{LeadTime: time.Hour}, func(p *Policy) { p.LeadTime = time.Hour }},
+		{"a set event age is kept", Policy{MaxEventAge: 3 * time.Hour}, func(p *Policy) { p.MaxEventAge = 3 * time.Hour }},
 		{"switches are kept", Policy{RecreateAfterTermination: true, DisableHostRepair: true},
 			func(p *Policy) { p.RecreateAfterTermination, p.DisableHostRepair = true, true }},
 	}
@@ -73,6 +74,7 @@ func TestPolicyOverridesOneFieldAtATime(t *testing.T) {
 // its Policy would provision in both.
 func TestEveryEntryPointHonoursPolicy(t *testing.T) {
 	c, eff := example(t)
+	tmpls := built(t, c, testNode)
 	now := t0.Add(time.Hour)
 	breakerOpen := func(st *model.State) {
 		p := st.Pools["a3u"]
@@ -96,7 +98,7 @@ func TestEveryEntryPointHonoursPolicy(t *testing.T) {
 			name:    "ClusterApplied",
 			prepare: func(t *testing.T, st *model.State) { staticGone(st) },
 			decide: func(st *model.State, pol Policy) ([]Action, error) {
-				return ClusterApplied(st, c, testNode, eff, now, pol), nil
+				return ClusterApplied(st, c, testNode, tmpls, eff, now, pol), nil
 			},
 		},
 		{
@@ -220,5 +222,36 @@ func TestProvisioningFailedHonoursPolicy(t *testing.T) {
 		if got := until.Sub(t0); got != tc.want {
 			t.Errorf("%+v: backoff %s, want %s", tc.pol, got, tc.want)
 		}
+	}
+}
+
+// TestEventTooOld: an event is dropped when it was published longer ago than
+// the Policy's MaxEventAge (the default table's 1 h when unset); an unknown
+// publish time, or one ahead of now, never is.
+func TestEventTooOld(t *testing.T) {
+	now := t0
+	tests := []struct {
+		name      string
+		published time.Time
+		pol       Policy
+		tooOld    bool
+		maxAge    time.Duration
+	}{
+		{"fresh", now.Add(-time.Minute), Policy{}, false, time.Hour},
+		{"exactly the default age", now.Add(-time.Hour), Policy{}, false, time.Hour},
+		{"just beyond the default age", now.Add(-time.Hour - time.Second), Policy{}, true, time.Hour},
+		{"within a longer policy age", now.Add(-90 * time.Minute), Policy{MaxEventAge: 2 * time.Hour}, false, 2 * time.Hour},
+		{"beyond a shorter policy age", now.Add(-20 * time.Minute), Policy{MaxEventAge: 15 * time.Minute}, true, 15 * time.Minute},
+		{"a negative age is unset", now.Add(-90 * time.Minute), Policy{MaxEventAge: -time.Minute}, true, time.Hour},
+		{"publish time unknown", time.Time{}, Policy{}, false, time.Hour},
+		{"published ahead of now", now.Add(time.Hour), Policy{}, false, time.Hour},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tooOld, maxAge := EventTooOld(tc.published, now, tc.pol)
+			if tooOld != tc.tooOld || maxAge != tc.maxAge {
+				t.Errorf("EventTooOld = %t, %s; want %t, %s", tooOld, maxAge, tc.tooOld, tc.maxAge)
+			}
+		})
 	}
 }

@@ -45,7 +45,8 @@ func ReplayNote(acts []Action, limit int) ([]byte, error) {
 // resize request is created again only while a node still waits on it in
 // this generation, so a late redelivery never resurrects capacity; a host
 // repair, and the start of a VM after one, only while that node's host
-// repair of that generation and VM is in progress. Without a stored note
+// repair of that generation and VM is in progress; a pool's template and
+// MIG only while the pool records that template. Without a stored note
 // (hasNote false: none was stored, or it does not decode), every in-flight
 // intent of the event's scope is re-driven (Redrive).
 func Replay(st *model.State, stored []Action, hasNote bool) []Action {
@@ -79,6 +80,19 @@ func Replay(st *model.State, stored []Action, hasNote bool) []Action {
 			if !inHostRepair(a.Node, a.Generation, a.VM) {
 				continue
 			}
+		case EnsurePool:
+			// Only the template the pool records now: a later spec may have
+			// replaced it (the MIG would be pointed back at the old one) or
+			// removed the pool. A note stored before EnsurePool named its
+			// template asked for the pool's current one. The body is the
+			// record's: the same as the action's, by its name.
+			p, ok := st.Pools[a.Pool]
+			if !ok || p.Removed || p.TemplateBody == "" || (a.Template != "" && a.Template != p.Template) {
+				continue
+			}
+			a.Template, a.TemplateBody = p.Template, p.TemplateBody
+			out = append(out, a)
+			continue
 		}
 		out = append(out, a)
 	}

@@ -78,8 +78,15 @@ func Build(ctx context.Context, cfg config.Config) (*apply.Runner, error) {
 	}
 	return apply.New(apply.Deps{
 		Store: st, Compute: cc, Publisher: ps, Clock: cfg.Clk(), Log: log,
-		SlurmTopic: cfg.SlurmTopic, Project: cfg.Project, MaxEventAge: cfg.MaxEventAge,
-		Policy: plan.Policy{SnapshotMaxAge: cfg.SnapshotMaxAge, IdleTimeout: cfg.IdleTimeout, ObserveGrace: cfg.ObserveGrace,
-			RecreateAfterTermination: cfg.RecreateAfterTermination},
+		SlurmTopic: cfg.SlurmTopic, Project: cfg.Project, Policy: Policy(cfg),
 	}), nil
+}
+
+// Policy is the decisions' Policy of a configuration: the environment's
+// overrides, every other field zero, which plan.DefaultPolicy fills.
+func Policy(cfg config.Config) plan.Policy {
+	return plan.Policy{
+		SnapshotMaxAge: cfg.SnapshotMaxAge, IdleTimeout: cfg.IdleTimeout, ObserveGrace: cfg.ObserveGrace,
+		RecreateAfterTermination: cfg.RecreateAfterTermination, MaxEventAge: cfg.MaxEventAge,
+	}
 }

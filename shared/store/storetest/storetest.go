@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -129,12 +130,22 @@ func sampleCluster(id string) *model.Cluster {
 	}
 }
 
+// sampleTemplateBody is an instance template body as a pool record keeps
+// it: a few KB of JSON (metadata values escaped, a startup script's
+// newlines and shell), the size Firestore must store in a pool document.
+func sampleTemplateBody(pool string) string {
+	script := strings.Repeat(`#!/bin/bash\nset -euo pipefail\ncurl -fsS \"http://metadata/x?a=1&b=2\" > /tmp/s && exec /tmp/s <&- # ü\n`, 40)
+	return `{"description":"flexslurm node pool ` + pool + `","properties":{"machineType":"a3-ultragpu-8g",` +
+		`"metadata":{"items":[{"key":"startup-script","value":"` + script + `"}]}}}`
+}
+
 func samplePool(id string) *model.Pool {
 	return &model.Pool{
 		ID:             id,
 		Zone:           "us-central1-a",
 		MIG:            "mig-" + id,
 		Template:       "tpl-" + id,
+		TemplateBody:   sampleTemplateBody(id),
 		MinNodes:       1,
 		MaxNodes:       4,
 		MaxRunDuration: 7*24*time.Hour - time.Nanosecond,

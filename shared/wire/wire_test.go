@@ -1,0 +1,44 @@
+package wire
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/flexslurm/flexslurm/shared/config"
+	"github.com/flexslurm/flexslurm/shared/plan"
+)
+
+// TestPolicyFromEnvironment: every Policy override of the environment lands
+// in the Policy the functions hand their decisions, the maximum event age
+// included; what the environment leaves unset stays zero, for
+// plan.DefaultPolicy to fill.
+func TestPolicyFromEnvironment(t *testing.T) {
+	env := map[string]string{
+		config.EnvProject:                  "p",
+		config.EnvMaxEventAge:              "2h",
+		config.EnvSnapshotMaxAge:           "3m",
+		config.EnvIdleTimeout:              "4m",
+		config.EnvObserveGrace:             "5m",
+		config.EnvRecreateAfterTermination: "true",
+	}
+	cfg, err := config.FromEnv(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := plan.Policy{
+		MaxEventAge: 2 * time.Hour, SnapshotMaxAge: 3 * time.Minute, IdleTimeout: 4 * time.Minute,
+		ObserveGrace: 5 * time.Minute, RecreateAfterTermination: true,
+	}
+	if d := cmp.Diff(want, Policy(cfg)); d != "" {
+		t.Errorf("Policy (-want +got):\n%s", d)
+	}
+	cfg, err = config.FromEnv(func(k string) string { return map[string]string{config.EnvProject: "p"}[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(plan.Policy{}, Policy(cfg)); d != "" {
+		t.Errorf("Policy of an environment without overrides (-want +got):\n%s", d)
+	}
+}
