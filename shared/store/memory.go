@@ -146,16 +146,24 @@ func applyDiff(full, before, after *model.State) int {
 		full.Slurm = after.Slurm.Clone()
 		n++
 	}
-	n += diffMap(full.Pools, before.Pools, after.Pools, (*model.Pool).Clone)
-	n += diffMap(full.Nodes, before.Nodes, after.Nodes, (*model.Node).Clone)
-	n += diffMap(full.Jobs, before.Jobs, after.Jobs, (*model.Job).Clone)
+	n += diffMap(full.Pools, before.Pools, after.Pools, (*model.Pool).Clone, deepEqual)
+	n += diffMap(full.Nodes, before.Nodes, after.Nodes, (*model.Node).Clone, nodeEqual)
+	n += diffMap(full.Jobs, before.Jobs, after.Jobs, (*model.Job).Clone, deepEqual)
 	return n
 }
 
-func diffMap[T any](full, before, after map[string]*T, clone func(*T) *T) int {
+func deepEqual[T any](a, b *T) bool { return reflect.DeepEqual(a, b) }
+
+// nodeEqual is reflect.DeepEqual for node records, which are comparable
+// (no slice, map or pointer: this would not compile otherwise): == implies
+// DeepEqual, and is most often true. DeepEqual decides otherwise (times
+// in equal but distinct locations).
+func nodeEqual(a, b *model.Node) bool { return *a == *b || reflect.DeepEqual(a, b) }
+
+func diffMap[T any](full, before, after map[string]*T, clone func(*T) *T, equal func(a, b *T) bool) int {
 	n := 0
 	for k, v := range after {
-		if old, ok := before[k]; !ok || !reflect.DeepEqual(old, v) {
+		if old, ok := before[k]; !ok || !equal(old, v) {
 			full[k] = clone(v)
 			n++
 		}
@@ -181,6 +189,23 @@ func (m *Memory) Read(ctx context.Context, scope Scope) (*model.State, error) {
 		return model.NewState(), nil
 	}
 	return selectScope(full, scope).Clone(), nil
+}
+
+// View is Read without the copy, for a reader that only looks (a
+// simulation's invariant checks): the maps are the caller's, the records
+// are the ones the store holds and must not be edited. A view stays as it
+// was taken: a later write replaces records, it never edits them.
+func (m *Memory) View(ctx context.Context, scope Scope) (*model.State, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	full, ok := m.clusters[scope.Cluster]
+	if !ok {
+		return model.NewState(), nil
+	}
+	return selectScope(full, scope), nil
 }
 
 // Clusters implements Store.
