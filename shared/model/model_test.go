@@ -54,12 +54,13 @@ func TestSlurmViewUpgrade(t *testing.T) {
 func TestCloneSharesNothing(t *testing.T) {
 	var st State
 	fill(reflect.ValueOf(&st).Elem(), new(int))
+	pool, node, job := st.Pools[firstKey(st.Pools)], st.Nodes[firstKey(st.Nodes)], st.Jobs[firstKey(st.Jobs)]
 	for name, c := range map[string]struct{ orig, clone any }{
 		"State":     {&st, st.Clone()},
 		"Cluster":   {st.Cluster, st.Cluster.Clone()},
-		"Pool":      {st.Pools[firstKey(st.Pools)], st.Pools[firstKey(st.Pools)].Clone()},
-		"Node":      {st.Nodes[firstKey(st.Nodes)], st.Nodes[firstKey(st.Nodes)].Clone()},
-		"Job":       {st.Jobs[firstKey(st.Jobs)], st.Jobs[firstKey(st.Jobs)].Clone()},
+		"Pool":      {pool, pool.Clone()},
+		"Node":      {node, node.Clone()},
+		"Job":       {job, job.Clone()},
 		"SlurmView": {st.Slurm, st.Slurm.Clone()},
 	} {
 		if diff := cmp.Diff(c.orig, c.clone); diff != "" {
