@@ -84,6 +84,37 @@ func TestListFaultsMatchLoopback(t *testing.T) {
 	}
 }
 
+// TestReuseChangesNothing: over chaos seeds (every invariant on, every
+// fault class), a run that reuses an uncopied view of the store, the VM
+// view, the resize request scan and one_request_per_node's result until
+// the store or the simulator changes has the same timeline and results,
+// evaluation by evaluation, as one that reads and evaluates everything
+// afresh after every event (scenario.RunOptions.NoReuse).
+func TestReuseChangesNothing(t *testing.T) {
+	ctx := testContext(t)
+	for _, seed := range []uint64{1, 2, 7} {
+		f := Generate(seed, Options{Horizon: 8 * time.Hour, Tail: 2 * time.Hour})
+		if !f.Invariants.OneRequestPerNode || f.Invariants.NoUnrecordedVM == nil || f.Invariants.StaticAtMin == nil {
+			t.Fatalf("seed %d does not check the invariants the caches serve: %+v", seed, f.Invariants)
+		}
+		run := func(noReuse bool) scenario.Report {
+			rep, err := scenario.RunFile(ctx, f, scenario.RunOptions{Trace: true, NoReuse: noReuse})
+			if err != nil {
+				t.Fatalf("seed %d, no reuse %t: %v", seed, noReuse, err)
+			}
+			rep.Wall = 0
+			return rep
+		}
+		fresh, reused := run(true), run(false)
+		if d := cmp.Diff(fresh, reused); d != "" {
+			t.Errorf("seed %d: reuse changes the run (-fresh +reused):\n%s", seed, d)
+		}
+		if len(reused.Results) == 0 || reused.Stats.Deliveries == 0 || reused.Stats.Crashes == 0 {
+			t.Errorf("seed %d: nothing was checked, delivered or crashed: %d results, %+v", seed, len(reused.Results), reused.Stats)
+		}
+	}
+}
+
 // TestRunParallelIsDeterministic: Run's outcomes, their order and the
 // summary do not depend on how many seeds run at once.
 func TestRunParallelIsDeterministic(t *testing.T) {

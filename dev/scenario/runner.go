@@ -64,10 +64,13 @@ type RunOptions struct {
 	// the list calls of a reconcile pass that no fault acts on are answered
 	// by the simulator's code without JSON (computesim.ListShortcut).
 	Loopback bool
-	// noStateReuse makes every check read the store and the simulator's
-	// VMs afresh (tests check that reusing a read until the next write
-	// changes no outcome).
-	noStateReuse bool
+	// NoReuse is a debug mode for tests: every check reads the store (a
+	// copy, as store.Read gives) and the simulator afresh instead of
+	// reusing an uncopied view, a VM view or a result until the store or
+	// the simulator changes; a run's report must be the same either way
+	// (TestStateReuseChangesNothing, and over chaos seeds
+	// TestReuseChangesNothing in dev/chaos). It is slower.
+	NoReuse bool
 }
 
 // Run loads a scenario file and runs it. The error is for a file that does
@@ -113,6 +116,7 @@ type runner struct {
 	// The system under test and the clients that reach the simulator.
 	h      *harness.Harness
 	store  *genStore        // the harness's store
+	mem    *store.Memory    // what store wraps
 	srv    *httptest.Server // flexslurm's Compute endpoint, through faults
 	oobSrv *httptest.Server // out-of-band endpoint (the scenario's own calls)
 	client *gce.Client
@@ -143,6 +147,10 @@ type runner struct {
 	step                   int
 	lastInstant            time.Time
 	instantEvents          int
+	// rrVersion is the simulator version (computesim.Sim.Version) whose
+	// resize request history afterEvent last scanned, if rrScanned.
+	rrVersion uint64
+	rrScanned bool
 }
 
 // genStore counts the writes to a store, so that a read can be reused
@@ -182,7 +190,8 @@ func newRunner(ctx context.Context, f *File, o RunOptions) (*runner, error) {
 	r.compute = computefault.New()
 	r.deliveries = delivery.New(f.Delivery, f.RandomFaults, start, r.tracef)
 
-	r.store = &genStore{Store: store.NewMemory(func() time.Time { return r.h.Clock.Now() })}
+	r.mem = store.NewMemory(func() time.Time { return r.h.Clock.Now() })
+	r.store = &genStore{Store: r.mem}
 	var pol plan.Policy
 	if err := f.Policy.ApplyTo(&pol); err != nil {
 		return nil, err
@@ -231,11 +240,11 @@ func newRunner(ctx context.Context, f *File, o RunOptions) (*runner, error) {
 		return nil, fmt.Errorf("creating the out-of-band Compute client: %w", err)
 	}
 	r.slurm = slurmmodel.New(f.Slurm, c, start, r.publishModel, r.tracef)
-	r.checks = check.New(check.Run{Ctx: ctx, Start: start, Now: r.now, Cluster: c, Sim: r.h.Sim, Store: r.store, Generation: r.store.gen.Load,
+	r.checks = check.New(check.Run{Ctx: ctx, Start: start, Now: r.now, Cluster: c, Sim: r.h.Sim, Store: r.store, View: r.mem.View, Generation: r.store.gen.Load,
 		Slurm: r.slurm, Compute: r.compute, Deliveries: r.deliveries, Commands: func() []slurmmodel.Command { return r.cmds },
 		ResizeRequestsSeen: func() map[string]bool { return r.rrSeen }, Foreign: func() []ForeignVM { return r.foreign },
 		CapacityDelay: r.capacityDelay, Simulator: f.Simulator, Invariants: f.Invariants, StopOnFailure: o.StopOnFailure,
-		NoStateReuse: o.noStateReuse, Note: r.note})
+		NoStateReuse: o.NoReuse, Note: r.note})
 	times := f.StepTimes()
 	end := time.Duration(0)
 	if len(times) > 0 {
@@ -578,12 +587,17 @@ func (r *runner) afterEvent() {
 	all, byNode := r.checks.VMs()
 	r.slurm.Update(r.now(), byNode)
 	r.collectCommands()
-	for _, rr := range r.h.Sim.ResizeRequestHistory() {
-		r.rrSeen[rr.Name] = true
-		if r.o.Trace && r.rrStates[rr.Name] != rr.State {
-			r.tracef("resize request %s %s (%s)", rr.Name, rr.State, strings.Join(rr.Instances, ","))
-			r.rrStates[rr.Name] = rr.State
+	// The history changes only with the simulator's state
+	// (computesim.Sim.Version).
+	if v := r.h.Sim.Version(); !r.rrScanned || v != r.rrVersion || r.o.NoReuse {
+		for _, rr := range r.h.Sim.ResizeRequestHistory() {
+			r.rrSeen[rr.Name] = true
+			if r.o.Trace && r.rrStates[rr.Name] != rr.State {
+				r.tracef("resize request %s %s (%s)", rr.Name, rr.State, strings.Join(rr.Instances, ","))
+				r.rrStates[rr.Name] = rr.State
+			}
 		}
+		r.rrVersion, r.rrScanned = v, true
 	}
 	if r.o.Trace {
 		now := map[string]string{}

@@ -33,7 +33,7 @@ steps:
 		rep.Wall = 0
 		return rep
 	}
-	reused, fresh := run(RunOptions{Trace: true}), run(RunOptions{Trace: true, noStateReuse: true})
+	reused, fresh := run(RunOptions{Trace: true}), run(RunOptions{Trace: true, NoReuse: true})
 	if d := cmp.Diff(fresh, reused); d != "" {
 		t.Errorf("reusing reads changes the run (-fresh +reused):\n%s", d)
 	}

@@ -488,44 +488,153 @@ func NewState() *State {
 	return &State{Pools: map[string]*Pool{}, Nodes: map[string]*Node{}, Jobs: map[string]*Job{}}
 }
 
-// Clone returns a deep copy.
+// Clone returns a deep copy: no pointer, slice or map of it is shared
+// with s (TestCloneSharesNothing), so either can be edited without the
+// other seeing it. Empty slices come out nil. The records of each kind are
+// allocated together, and so are their slices' elements, which makes a
+// clone a handful of allocations whatever its size.
 func (s *State) Clone() *State {
-	c := NewState()
+	c := &State{
+		Pools: make(map[string]*Pool, len(s.Pools)),
+		Nodes: make(map[string]*Node, len(s.Nodes)),
+		Jobs:  make(map[string]*Job, len(s.Jobs)),
+	}
 	if s.Cluster != nil {
-		cl := *s.Cluster
-		cl.Spec = append([]byte(nil), s.Cluster.Spec...)
-		c.Cluster = &cl
+		c.Cluster = s.Cluster.Clone()
 	}
+	pools := make([]Pool, len(s.Pools))
+	i := 0
 	for k, v := range s.Pools {
-		p := *v
-		p.CapacityWaits = append([]int64(nil), v.CapacityWaits...)
-		c.Pools[k] = &p
+		p := &pools[i]
+		i++
+		v.cloneInto(p)
+		c.Pools[k] = p
 	}
+	nodes := make([]Node, len(s.Nodes))
+	i = 0
 	for k, v := range s.Nodes {
-		n := *v
-		c.Nodes[k] = &n
+		n := &nodes[i]
+		i++
+		*n = *v
+		c.Nodes[k] = n
 	}
+	jobs := make([]Job, len(s.Jobs))
+	total := 0
+	for _, v := range s.Jobs {
+		total += len(v.Nodes)
+	}
+	names := make([]string, 0, total)
+	i = 0
 	for k, v := range s.Jobs {
-		j := *v
-		j.Nodes = append([]string(nil), v.Nodes...)
-		c.Jobs[k] = &j
+		j := &jobs[i]
+		i++
+		*j = *v
+		j.Nodes, names = carve(names, v.Nodes)
+		c.Jobs[k] = j
 	}
 	if s.Slurm != nil {
-		v := *s.Slurm
-		v.Nodes = make(map[string]SlurmNode, len(s.Slurm.Nodes))
-		for k, n := range s.Slurm.Nodes {
-			n.Flags = append(slurmstate.NodeFlags(nil), n.Flags...)
-			v.Nodes[k] = n
-		}
-		v.Jobs = make([]SlurmJob, len(s.Slurm.Jobs))
-		for i, j := range s.Slurm.Jobs {
-			j.Nodes = append([]string(nil), j.Nodes...)
-			v.Jobs[i] = j
-		}
-		c.Slurm = &v
+		c.Slurm = s.Slurm.Clone()
 	}
 	c.EventNote = append([]byte(nil), s.EventNote...)
 	return c
+}
+
+// carve copies src into the free room of backing (a new array when there is
+// not enough: the caller sizes backing for every copy), and returns the copy (nil for an
+// empty src, with its capacity capped at its length so that appending to
+// it never reaches a neighbour) and what is left of backing.
+func carve[T any](backing, src []T) (copied, rest []T) {
+	if len(src) == 0 {
+		return nil, backing
+	}
+	if cap(backing)-len(backing) < len(src) {
+		backing = make([]T, 0, len(src))
+	}
+	start := len(backing)
+	backing = append(backing, src...)
+	return backing[start:len(backing):len(backing)], backing
+}
+
+// Clone returns a deep copy of the cluster record.
+func (c *Cluster) Clone() *Cluster {
+	out := *c
+	out.Spec = append([]byte(nil), c.Spec...)
+	if c.Node.PoolImages != nil {
+		out.Node.PoolImages = make(map[string]string, len(c.Node.PoolImages))
+		for k, v := range c.Node.PoolImages {
+			out.Node.PoolImages[k] = v
+		}
+	}
+	return &out
+}
+
+// Clone returns a deep copy of the pool record.
+func (p *Pool) Clone() *Pool {
+	out := new(Pool)
+	p.cloneInto(out)
+	return out
+}
+
+func (p *Pool) cloneInto(out *Pool) {
+	*out = *p
+	out.CapacityWaits = append([]int64(nil), p.CapacityWaits...)
+	if p.Shortage != nil {
+		sh := *p.Shortage
+		out.Shortage = &sh
+	}
+}
+
+// Clone returns a copy of the node record (it holds no pointer, slice or
+// map).
+func (n *Node) Clone() *Node {
+	out := *n
+	return &out
+}
+
+// Clone returns a deep copy of the job record.
+func (j *Job) Clone() *Job {
+	out := *j
+	out.Nodes = append([]string(nil), j.Nodes...)
+	return &out
+}
+
+// Clone returns a deep copy of the Slurm view.
+func (v *SlurmView) Clone() *SlurmView {
+	out := *v
+	if v.Nodes != nil {
+		out.Nodes = make(map[string]SlurmNode, len(v.Nodes))
+		total := 0
+		for _, n := range v.Nodes {
+			total += len(n.Flags)
+		}
+		flags := make(slurmstate.NodeFlags, 0, total)
+		for k, n := range v.Nodes {
+			n.Flags, flags = carve(flags, n.Flags)
+			out.Nodes[k] = n
+		}
+	} else {
+		out.Nodes = map[string]SlurmNode{}
+	}
+	if v.Jobs != nil {
+		out.Jobs = make([]SlurmJob, len(v.Jobs))
+		total := 0
+		for _, j := range v.Jobs {
+			total += len(j.Nodes)
+		}
+		names := make([]string, 0, total)
+		for i, j := range v.Jobs {
+			j.Nodes, names = carve(names, j.Nodes)
+			out.Jobs[i] = j
+		}
+	} else {
+		out.Jobs = []SlurmJob{}
+	}
+	if v.Config != nil {
+		cfg := *v.Config
+		cfg.Divergences = append([]SlurmDivergence(nil), v.Config.Divergences...)
+		out.Config = &cfg
+	}
+	return &out
 }
 
 // CloneRecords is Clone for a decision that replaces records rather than

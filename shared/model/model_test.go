@@ -1,7 +1,10 @@
 package model
 
 import (
+	"fmt"
+	"reflect"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -41,4 +44,131 @@ func TestSlurmViewUpgrade(t *testing.T) {
 	}
 	var none *SlurmView
 	none.Upgrade()
+}
+
+// TestCloneSharesNothing: a clone of a state whose every field is set
+// (every pointer, slice and map non-nil, by reflection, so a field added
+// later is covered) equals it and shares no pointer, slice or map with
+// it; so do the clones of each record. Stores hand out clones and keep
+// their own records unshared (shared/store), which this guarantees.
+func TestCloneSharesNothing(t *testing.T) {
+	var st State
+	fill(reflect.ValueOf(&st).Elem(), new(int))
+	pool, node, job := st.Pools[firstKey(st.Pools)], st.Nodes[firstKey(st.Nodes)], st.Jobs[firstKey(st.Jobs)]
+	for name, c := range map[string]struct{ orig, clone any }{
+		"State":     {&st, st.Clone()},
+		"Cluster":   {st.Cluster, st.Cluster.Clone()},
+		"Pool":      {pool, pool.Clone()},
+		"Node":      {node, node.Clone()},
+		"Job":       {job, job.Clone()},
+		"SlurmView": {st.Slurm, st.Slurm.Clone()},
+	} {
+		if diff := cmp.Diff(c.orig, c.clone); diff != "" {
+			t.Errorf("%s: clone differs (-orig +clone):\n%s", name, diff)
+		}
+		if shared := sharing(reflect.ValueOf(c.orig), reflect.ValueOf(c.clone), name); len(shared) > 0 {
+			t.Errorf("%s: the clone shares %v with the original", name, shared)
+		}
+	}
+	// An empty state clones to an empty one.
+	if diff := cmp.Diff(NewState(), NewState().Clone()); diff != "" {
+		t.Errorf("empty state's clone (-want +got):\n%s", diff)
+	}
+}
+
+func firstKey[T any](m map[string]T) string {
+	for k := range m {
+		return k
+	}
+	return ""
+}
+
+var timeType = reflect.TypeOf(time.Time{})
+
+// fill sets every settable field reachable from v to a non-zero value, two
+// entries in each slice and map.
+func fill(v reflect.Value, n *int) {
+	*n++
+	switch {
+	case v.Type() == timeType:
+		v.Set(reflect.ValueOf(time.Unix(int64(*n)*1000, 0).UTC()))
+		return
+	}
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(fmt.Sprintf("s%d", *n))
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		v.SetInt(int64(*n))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		v.SetUint(uint64(*n % 200))
+	case reflect.Float32, reflect.Float64:
+		v.SetFloat(float64(*n))
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(v.Elem(), n)
+	case reflect.Slice:
+		v.Set(reflect.MakeSlice(v.Type(), 2, 2))
+		for i := range 2 {
+			fill(v.Index(i), n)
+		}
+	case reflect.Map:
+		v.Set(reflect.MakeMap(v.Type()))
+		for range 2 {
+			k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+			fill(k, n)
+			fill(e, n)
+			v.SetMapIndex(k, e)
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if f := v.Field(i); f.CanSet() {
+				fill(f, n)
+			}
+		}
+	}
+}
+
+// sharing lists the paths at which a and b (of one type) share a pointer,
+// a slice's array or a map.
+func sharing(a, b reflect.Value, path string) []string {
+	if a.Type() == timeType {
+		return nil // its *Location is immutable
+	}
+	var out []string
+	switch a.Kind() {
+	case reflect.Pointer:
+		if a.IsNil() || b.IsNil() {
+			return nil
+		}
+		if a.Pointer() == b.Pointer() {
+			out = append(out, path)
+		}
+		out = append(out, sharing(a.Elem(), b.Elem(), path)...)
+	case reflect.Slice:
+		if a.Cap() > 0 && b.Cap() > 0 && a.Pointer() == b.Pointer() {
+			out = append(out, path)
+		}
+		for i := range min(a.Len(), b.Len()) {
+			out = append(out, sharing(a.Index(i), b.Index(i), fmt.Sprintf("%s[%d]", path, i))...)
+		}
+	case reflect.Map:
+		if a.IsNil() || b.IsNil() {
+			return nil
+		}
+		if a.Pointer() == b.Pointer() {
+			out = append(out, path)
+		}
+		for _, k := range a.MapKeys() {
+			if bv := b.MapIndex(k); bv.IsValid() {
+				out = append(out, sharing(a.MapIndex(k), bv, fmt.Sprintf("%s[%v]", path, k))...)
+			}
+		}
+	case reflect.Struct:
+		for i := range a.NumField() {
+			out = append(out, sharing(a.Field(i), b.Field(i), path+"."+a.Type().Field(i).Name)...)
+		}
+	}
+	return out
 }

@@ -48,54 +48,52 @@ func (m *Memory) cluster(id string) *model.State {
 	return st
 }
 
-// scoped copies the part of full that scope selects.
-func scoped(full *model.State, scope Scope) *model.State {
+// selectScope returns the part of full that scope selects. Its maps are
+// its own but its records are full's: the records a Memory stores are
+// never edited in place (a write stores fresh copies, applyDiff), so a
+// selection may share them as long as nothing it is handed to edits them.
+// Read and Update hand out a deep copy (model.State.Clone) of it.
+func selectScope(full *model.State, scope Scope) *model.State {
 	out := model.NewState()
-	if full.Cluster != nil {
-		c := *full.Cluster
-		c.Spec = append([]byte(nil), full.Cluster.Spec...)
-		out.Cluster = &c
-	}
+	out.Cluster = full.Cluster
 	inPool := map[string]bool{}
 	for _, p := range scope.Pools {
 		inPool[p] = true
 	}
 	want := func(pool string) bool { return scope.AllPools || inPool[pool] }
-	clone := full.Clone()
-	for id, p := range clone.Pools {
+	for id, p := range full.Pools {
 		if want(id) {
 			out.Pools[id] = p
 		}
 	}
 	for _, id := range scope.PoolRecords {
-		if p, ok := clone.Pools[id]; ok {
+		if p, ok := full.Pools[id]; ok {
 			out.Pools[id] = p
 		}
 	}
 	for _, name := range scope.Nodes {
-		if n, ok := clone.Nodes[name]; ok {
+		if n, ok := full.Nodes[name]; ok {
 			out.Nodes[name] = n
 		}
 	}
-	for name, n := range clone.Nodes {
+	for name, n := range full.Nodes {
 		if want(n.Pool) {
 			out.Nodes[name] = n
 		}
 	}
-	for id, j := range clone.Jobs {
+	for id, j := range full.Jobs {
 		if want(j.Pool) && j.State.Active() {
 			out.Jobs[id] = j
 		}
 	}
 	for _, id := range scope.Jobs {
-		if j, ok := clone.Jobs[id]; ok {
+		if j, ok := full.Jobs[id]; ok {
 			out.Jobs[id] = j
 		}
 	}
 	if scope.Slurm {
-		out.Slurm = clone.Slurm
+		out.Slurm = full.Slurm
 	}
-	out.EventNote = nil
 	return out
 }
 
@@ -115,7 +113,7 @@ func (m *Memory) Update(ctx context.Context, scope Scope, fn func(st *model.Stat
 		}
 	}
 	full := m.cluster(scope.Cluster)
-	before := scoped(full, scope)
+	before := selectScope(full, scope) // the stored records, not to be edited
 	st := before.Clone()
 	if err := fn(st); err != nil {
 		return err
@@ -123,9 +121,7 @@ func (m *Memory) Update(ctx context.Context, scope Scope, fn func(st *model.Stat
 	if len(st.EventNote) > MaxEventNoteBytes {
 		return fmt.Errorf("store update: event note of %d bytes is above %d", len(st.EventNote), MaxEventNoteBytes)
 	}
-	// Clone: the stored records must not share slices (Spec, Job.Nodes)
-	// with st, which the caller may keep and edit after Update returns.
-	m.Writes += applyDiff(full, before, st.Clone())
+	m.Writes += applyDiff(full, before, st)
 	if scope.EventID != "" {
 		if m.events[scope.Cluster] == nil {
 			m.events[scope.Cluster] = map[string]eventMark{}
@@ -138,31 +134,37 @@ func (m *Memory) Update(ctx context.Context, scope Scope, fn func(st *model.Stat
 }
 
 // applyDiff writes into full what changed from before to after and returns
-// the number of records written or deleted.
+// the number of records written or deleted. It stores copies of after's
+// records: the caller may keep after and edit it once Update returns.
 func applyDiff(full, before, after *model.State) int {
 	n := 0
 	if after.Cluster != nil && !reflect.DeepEqual(before.Cluster, after.Cluster) {
-		c := *after.Cluster
-		full.Cluster = &c
+		full.Cluster = after.Cluster.Clone()
 		n++
 	}
 	if after.Slurm != nil && !reflect.DeepEqual(before.Slurm, after.Slurm) {
-		v := after.Clone().Slurm
-		full.Slurm = v
+		full.Slurm = after.Slurm.Clone()
 		n++
 	}
-	n += diffMap(full.Pools, before.Pools, after.Pools)
-	n += diffMap(full.Nodes, before.Nodes, after.Nodes)
-	n += diffMap(full.Jobs, before.Jobs, after.Jobs)
+	n += diffMap(full.Pools, before.Pools, after.Pools, (*model.Pool).Clone, deepEqual)
+	n += diffMap(full.Nodes, before.Nodes, after.Nodes, (*model.Node).Clone, nodeEqual)
+	n += diffMap(full.Jobs, before.Jobs, after.Jobs, (*model.Job).Clone, deepEqual)
 	return n
 }
 
-func diffMap[T any](full, before, after map[string]*T) int {
+func deepEqual[T any](a, b *T) bool { return reflect.DeepEqual(a, b) }
+
+// nodeEqual is reflect.DeepEqual for node records, which are comparable
+// (no slice, map or pointer: this would not compile otherwise): == implies
+// DeepEqual, and is most often true. DeepEqual decides otherwise (times
+// in equal but distinct locations).
+func nodeEqual(a, b *model.Node) bool { return *a == *b || reflect.DeepEqual(a, b) }
+
+func diffMap[T any](full, before, after map[string]*T, clone func(*T) *T, equal func(a, b *T) bool) int {
 	n := 0
 	for k, v := range after {
-		if old, ok := before[k]; !ok || !reflect.DeepEqual(old, v) {
-			c := *v
-			full[k] = &c
+		if old, ok := before[k]; !ok || !equal(old, v) {
+			full[k] = clone(v)
 			n++
 		}
 	}
@@ -186,7 +188,24 @@ func (m *Memory) Read(ctx context.Context, scope Scope) (*model.State, error) {
 	if !ok {
 		return model.NewState(), nil
 	}
-	return scoped(full, scope), nil
+	return selectScope(full, scope).Clone(), nil
+}
+
+// View is Read without the copy, for a reader that only looks (a
+// simulation's invariant checks): the maps are the caller's, the records
+// are the ones the store holds and must not be edited. A view stays as it
+// was taken: a later write replaces records, it never edits them.
+func (m *Memory) View(ctx context.Context, scope Scope) (*model.State, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	full, ok := m.clusters[scope.Cluster]
+	if !ok {
+		return model.NewState(), nil
+	}
+	return selectScope(full, scope), nil
 }
 
 // Clusters implements Store.

@@ -27,6 +27,9 @@ type world struct {
 	byNode map[string]slurmmodel.VM
 	// liveByNode lists every live VM of this cluster per node.
 	liveByNode map[string][]string
+	// multiVM are one_vm_per_node's violations: the nodes with more than
+	// one live VM, by name.
+	multiVM []string
 }
 
 // vmView is what the simulator shows of VMs now. It is computed once per
@@ -62,6 +65,12 @@ func (r *Checker) computeVMView() world {
 			w.byNode[node] = slurmmodel.VM{Name: vm.Name, Zone: vm.Zone, Status: vm.Status, Created: vm.Created}
 		}
 	}
+	for _, node := range sortedKeys(w.liveByNode) {
+		if vms := w.liveByNode[node]; len(vms) > 1 {
+			vms = sortStrings(vms)
+			w.multiVM = append(w.multiVM, fmt.Sprintf("node %s has %d live VMs %s", node, len(vms), listOf(vms)))
+		}
+	}
 	return w
 }
 
@@ -82,7 +91,11 @@ func (r *Checker) state(jobs ...string) *model.State {
 	if whole && r.stateCache != nil && r.stateGen == gen {
 		return r.stateCache
 	}
-	st, err := r.store.Read(r.ctx, store.Scope{Cluster: r.spec.ID, AllPools: true, Jobs: jobs})
+	read := r.store.Read
+	if r.view != nil && !r.noStateReuse {
+		read = r.view
+	}
+	st, err := read(r.ctx, store.Scope{Cluster: r.spec.ID, AllPools: true, Jobs: jobs})
 	if err != nil {
 		r.note("reading the store: %v", err)
 		return model.NewState()

@@ -68,6 +68,9 @@ type Run struct {
 	// to it, so that one read serves every check until the next write.
 	Store      store.Store
 	Generation func() uint64
+	// View, when set, reads Store without copying (store.Memory.View):
+	// the checks only look at the records.
+	View       func(ctx context.Context, scope store.Scope) (*model.State, error)
 	Slurm      *slurmmodel.Model
 	Compute    *computefault.Layer
 	Deliveries *delivery.Queue
@@ -97,6 +100,7 @@ type Checker struct {
 	now           func() time.Time
 	sim           *computesim.Sim
 	store         store.Store
+	view          func(ctx context.Context, scope store.Scope) (*model.State, error)
 	gen           func() uint64
 	slurm         *slurmmodel.Model
 	compute       *computefault.Layer
@@ -130,6 +134,11 @@ type Checker struct {
 	world        world
 	worldVersion uint64
 	worldOK      bool
+	// oneRequest are one_request_per_node's violations as of simulator
+	// version oneRequestVersion.
+	oneRequest        []string
+	oneRequestVersion uint64
+	oneRequestOK      bool
 	// resvScanned counts the Slurm commands foreignReservations has
 	// scanned for resvPrefix; resvFound are the violations it found.
 	resvPrefix  string
@@ -139,7 +148,7 @@ type Checker struct {
 
 // New is a Checker of run with no result yet.
 func New(run Run) *Checker {
-	return &Checker{ctx: run.Ctx, start: run.Start, now: run.Now, sim: run.Sim, store: run.Store, gen: run.Generation,
+	return &Checker{ctx: run.Ctx, start: run.Start, now: run.Now, sim: run.Sim, store: run.Store, view: run.View, gen: run.Generation,
 		slurm: run.Slurm, compute: run.Compute, deliveries: run.Deliveries, commands: run.Commands, rrSeen: run.ResizeRequestsSeen,
 		foreign: run.Foreign, capacityDelay: run.CapacityDelay, simulator: run.Simulator, stopOnFailure: run.StopOnFailure,
 		noStateReuse: run.NoStateReuse, note: run.Note, spec: run.Cluster, inv: newInvariantState(run.Invariants)}

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -83,6 +84,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 		{"EventsPerCluster", testEventsPerCluster},
 		{"FnErrorWritesNothing", testFnErrorWritesNothing},
 		{"NoAliasing", testNoAliasing},
+		{"NoAliasingDeep", testNoAliasingDeep},
 		{"Contention", testContention},
 		{"ConcurrentSameEvent", testConcurrentSameEvent},
 		{"Clusters", testClusters},
@@ -886,6 +888,113 @@ func testNoAliasing(t *testing.T, s store.Store, _ config) {
 	got.Jobs["10"].Nodes[1] = "mutated"
 	got.Cluster.Spec[1] = '!'
 	checkState(t, "after mutating Read's state", read(t, ctx, s, scope), pick(want, []string{"a", "b"}, scope.Jobs))
+}
+
+// testNoAliasingDeep: editing every field reachable from a state Read
+// returned, from the state an Update's fn kept, or from the state of an
+// Update whose fn edits and then fails, in place (through every pointer,
+// slice element and map entry, the Slurm view's included), changes
+// nothing stored.
+func testNoAliasingDeep(t *testing.T, s store.Store, _ config) {
+	ctx := ctxFor(t, timeout)
+	seed(t, ctx, s)
+	n0, n1 := model.NodeName(Cluster, "a", 0), model.NodeName(Cluster, "a", 1)
+	scope := store.Scope{Cluster: Cluster, AllPools: true, Jobs: []string{"12", "13", "21"}, Slurm: true}
+	update(t, ctx, s, scope, func(st *model.State) error {
+		st.Pools["a"].CapacityWaits = []int64{60, 3600}
+		st.Pools["a"].Shortage = &model.Shortage{Class: "stockout", Code: "ZONE_RESOURCE_POOL_EXHAUSTED", Message: "no capacity", Request: "rr-1", Since: T0}
+		st.Slurm = &model.SlurmView{
+			Version: model.SlurmViewVersion, TakenAt: T0, ReceivedAt: T0.Add(time.Second),
+			Nodes: map[string]model.SlurmNode{
+				n0: slurmstate.ParseNode(n0, []string{"IDLE", "CLOUD", "DRAIN"}, "flexslurm: health check failed ("+model.VMName(n0, 2)+")"),
+				n1: slurmstate.ParseNode(n1, []string{"allocated", "CLOUD"}, "x"),
+			},
+			Jobs:   []model.SlurmJob{{ID: "11", State: "RUNNING", Partition: "a", Nodes: []string{n0, n1}, NodeCount: 2}},
+			Config: &model.SlurmConfigCheck{SpecSHA256: "abc", Divergences: []model.SlurmDivergence{{Problem: "p", Fix: "f"}}},
+		}
+		return nil
+	})
+	// A deep copy (model's TestCloneSharesNothing), so that want is not
+	// what the edits below reach if the store shares records.
+	want := read(t, ctx, s, scope).Clone()
+	if want.Pools["a"].Shortage == nil || want.Slurm == nil || want.Slurm.Config == nil || len(want.Slurm.Nodes[n0].Flags) == 0 {
+		t.Fatalf("the records to edit were not stored: %+v", want)
+	}
+
+	got := read(t, ctx, s, scope)
+	scramble(reflect.ValueOf(got).Elem())
+	if cmp.Equal(want, got, cmpOpts) {
+		t.Fatal("scramble changed nothing")
+	}
+	checkState(t, "after editing Read's state", read(t, ctx, s, scope), want)
+
+	var kept *model.State
+	update(t, ctx, s, scope, func(st *model.State) error {
+		kept = st
+		return nil
+	})
+	scramble(reflect.ValueOf(kept).Elem())
+	checkState(t, "after editing the state fn kept", read(t, ctx, s, scope), want)
+
+	boom := errors.New("boom")
+	if err := s.Update(ctx, scope, func(st *model.State) error {
+		scramble(reflect.ValueOf(st).Elem())
+		return boom
+	}); err != boom {
+		t.Fatalf("Update returned %v, want fn's error", err)
+	}
+	checkState(t, "after a failed Update edited its state", read(t, ctx, s, scope), want)
+}
+
+var timeType = reflect.TypeOf(time.Time{})
+
+// scramble changes, in place, every settable value reachable from v:
+// strings, numbers, booleans and times, through pointers, slice elements
+// and map entries.
+func scramble(v reflect.Value) {
+	if v.Type() == timeType {
+		if v.CanSet() {
+			v.Set(reflect.ValueOf(v.Interface().(time.Time).Add(time.Second)))
+		}
+		return
+	}
+	switch v.Kind() {
+	case reflect.String:
+		if v.CanSet() {
+			v.SetString(v.String() + "~")
+		}
+	case reflect.Bool:
+		if v.CanSet() {
+			v.SetBool(!v.Bool())
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		if v.CanSet() {
+			v.SetInt(v.Int() + 1)
+		}
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if v.CanSet() {
+			v.SetUint(v.Uint() ^ 1)
+		}
+	case reflect.Pointer:
+		if !v.IsNil() {
+			scramble(v.Elem())
+		}
+	case reflect.Slice:
+		for i := range v.Len() {
+			scramble(v.Index(i))
+		}
+	case reflect.Map:
+		for _, k := range v.MapKeys() {
+			e := reflect.New(v.Type().Elem()).Elem()
+			e.Set(v.MapIndex(k))
+			scramble(e)
+			v.SetMapIndex(k, e)
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			scramble(v.Field(i))
+		}
+	}
 }
 
 func testContention(t *testing.T, s store.Store, _ config) {
