@@ -1,11 +1,15 @@
 package computesim
 
 import (
+	"errors"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/api/iterator"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
 )
 
 // TestVersion: Version changes with every call that may change the
@@ -35,7 +39,7 @@ func TestVersion(t *testing.T) {
 		{"tick", func() { e.sim.Tick(e.clk.Advance(time.Minute)) }},
 		{"direct list", func() {
 			l := ListShortcut{Sim: e.sim}
-			if _, ok := l.ListInstances(e.ctx, &computepb.ListInstancesRequest{Project: testProject, Zone: testZone}); !ok {
+			if !l.ListInstances(e.ctx, &computepb.ListInstancesRequest{Project: testProject, Zone: testZone}, func(*computepb.InstanceList) {}) {
 				t.Fatal("the direct list was not answered")
 			}
 		}},
@@ -55,33 +59,61 @@ func TestVersion(t *testing.T) {
 	}
 }
 
-// TestDirectListCopies: a direct list's answer is the caller's: changing it
-// changes nothing in the simulator, and later changes of the simulator do
-// not show in it.
-func TestDirectListCopies(t *testing.T) {
+// TestDirectListReadsUnderLock: a direct list hands its answer to read
+// once, while the simulator is locked (the items are its live state, so no
+// call can change them while read looks), and the answer is what the REST
+// client gets for the same call; a call left to HTTP (a next page, an
+// unknown MIG) never reaches read.
+func TestDirectListReadsUnderLock(t *testing.T) {
 	e := newEnv(t, Options{})
 	e.setup()
-	if err := e.insertRR("pool", namedRR("rr", 3600, "vm-1"), ""); err != nil {
+	if err := e.insertRR("pool", namedRR("rr", 3600, "vm-1", "vm-2"), ""); err != nil {
 		t.Fatal(err)
 	}
 	e.sim.Tick(e.clk.Advance(time.Minute))
 	l := ListShortcut{Sim: e.sim}
 	req := &computepb.ListInstancesRequest{Project: testProject, Zone: testZone}
-	got, ok := l.ListInstances(e.ctx, req)
-	if !ok || len(got.GetItems()) != 1 {
-		t.Fatalf("list = %v, %t", got, ok)
+	var got []*computepb.InstanceList
+	ok := l.ListInstances(e.ctx, req, func(m *computepb.InstanceList) {
+		if e.sim.mu.TryLock() {
+			e.sim.mu.Unlock()
+			t.Error("read ran without the simulator's lock")
+		}
+		got = append(got, proto.Clone(m).(*computepb.InstanceList))
+	})
+	if !ok || len(got) != 1 || len(got[0].GetItems()) != 2 {
+		t.Fatalf("answered %t, read %d times: %v", ok, len(got), got)
 	}
-	before := proto.Clone(got)
-	got.Items[0].Status = proto.String("MANGLED")
-	got.Items[0].Labels["x"] = "y"
-	again, _ := l.ListInstances(e.ctx, req)
-	if again.Items[0].GetStatus() == "MANGLED" || again.Items[0].GetLabels()["x"] != "" {
-		t.Errorf("changing an answer changed the simulator: %v", again.Items[0])
+	var rest []*computepb.Instance
+	it := e.inst.List(e.ctx, req)
+	for {
+		in, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		rest = append(rest, in)
 	}
-	if err := e.sim.ExpireNow(testZone, again.Items[0].GetName()); err != nil {
-		t.Fatal(err)
+	if d := cmp.Diff(rest, got[0].GetItems(), protocmp.Transform()); d != "" {
+		t.Errorf("direct answer differs from REST (-REST +direct):\n%s", d)
 	}
-	if !proto.Equal(before, again) {
-		t.Errorf("a later change of the simulator shows in an earlier answer")
+
+	unanswered := []func(read func()) bool{
+		func(read func()) bool {
+			return l.ListInstances(e.ctx, &computepb.ListInstancesRequest{Project: testProject, Zone: testZone, MaxResults: proto.Uint32(1)},
+				func(*computepb.InstanceList) { read() })
+		},
+		func(read func()) bool {
+			return l.ListResizeRequests(e.ctx, &computepb.ListInstanceGroupManagerResizeRequestsRequest{Project: testProject, Zone: testZone, InstanceGroupManager: "nope"},
+				func(*computepb.InstanceGroupManagerResizeRequestsListResponse) { read() })
+		},
+	}
+	for i, call := range unanswered {
+		read := false
+		if call(func() { read = true }) || read {
+			t.Errorf("call %d: answered directly (read called: %t), want it left to HTTP", i, read)
+		}
 	}
 }
