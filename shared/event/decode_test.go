@@ -45,7 +45,9 @@ func decodeSamples() [][]byte {
 		func(s string) string { return strings.Replace(s, `"version":1`, `"version":1,"VERSION":2`, 1) },
 		func(s string) string { return strings.Replace(s, `"version":1,`, ``, 1) },
 		func(s string) string { return strings.Replace(s, `"cluster":"flexvm"`, `"cluster":"Flex"`, 1) },
-		func(s string) string { return strings.Replace(s, `"cluster":"flexvm"`, `"Cluster":"flexvm","cluster":"x"`, 1) },
+		func(s string) string {
+			return strings.Replace(s, `"cluster":"flexvm"`, `"Cluster":"flexvm","cluster":"x"`, 1)
+		},
 		func(s string) string { return strings.Replace(s, `"type":`, `"extra":1,"type":`, 1) },
 		func(s string) string { return strings.Replace(s, `"type":"`, `"type":"x`, 1) },
 		func(s string) string { return strings.Replace(s, `"nodes":[`, `"nodes":[1,`, 1) },
