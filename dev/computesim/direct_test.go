@@ -2,6 +2,11 @@ package computesim
 
 import (
 	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
 	"testing"
 	"time"
 
@@ -115,5 +120,64 @@ func TestDirectListReadsUnderLock(t *testing.T) {
 		if call(func() { read = true }) || read {
 			t.Errorf("call %d: answered directly (read called: %t), want it left to HTTP", i, read)
 		}
+	}
+}
+
+// TestMIGListFiltersLikeViews: a MIG list gives what filtering the views
+// of every MIG gives (its answer before it filtered the stored MIGs when
+// the filter names no field a view computes), for filters on names, on
+// the computed status and actions, and on fields they do not reach.
+func TestMIGListFiltersLikeViews(t *testing.T) {
+	e := newEnv(t, Options{DeleteDelay: time.Hour})
+	e.setup()
+	for _, name := range []string{"pool-b", "other"} {
+		if err := e.insertMIG(name, "tpl", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.insertRR("pool", namedRR("rr", 3600, "vm-1", "vm-2"), ""); err != nil {
+		t.Fatal(err)
+	}
+	e.sim.Tick(e.clk.Advance(time.Minute))
+	if err := do(e.igm.DeleteInstances(e.ctx, &computepb.DeleteInstancesInstanceGroupManagerRequest{Project: testProject, Zone: testZone,
+		InstanceGroupManager: "pool", InstanceGroupManagersDeleteInstancesRequestResource: &computepb.InstanceGroupManagersDeleteInstancesRequest{
+			Instances: []string{"zones/" + testZone + "/instances/vm-1"}}})); err != nil {
+		t.Fatal(err)
+	}
+	filters := []string{"", `name eq "pool.*"`, `name eq "other"`, `status.isStable = true`, `status.isStable = false`,
+		`currentActions.deleting > 0`, `(name = "pool") (status.isStable = false)`, `(name eq "pool.*") (status.isStable = true)`, `targetSize > 1`, `NOT name:*`}
+	kept := 0
+	for _, f := range filters {
+		q := url.Values{}
+		if f != "" {
+			q.Set("filter", f)
+		}
+		req, aerr := route(http.MethodGet, "/compute/v1/projects/"+testProject+"/zones/"+testZone+"/instanceGroupManagers")
+		if aerr != nil {
+			t.Fatal(aerr)
+		}
+		req.query = q
+		e.sim.mu.Lock()
+		got, aerr := e.sim.migListLocked(req)
+		var views []*computepb.InstanceGroupManager
+		for _, k := range slices.Sorted(maps.Keys(e.sim.migs)) {
+			views = append(views, e.sim.migViewLocked(e.sim.migs[k]))
+		}
+		want, _, werr := paginate(views, q, true)
+		e.sim.mu.Unlock()
+		if aerr != nil || werr != nil {
+			if fmt.Sprint(aerr) != fmt.Sprint(werr) {
+				t.Errorf("filter %q: error %v, filtering views: %v", f, aerr, werr)
+			}
+			continue
+		}
+		if d := cmp.Diff(want, got.(*computepb.InstanceGroupManagerList).GetItems(), protocmp.Transform()); d != "" {
+			t.Errorf("filter %q (-views +list):\n%s", f, d)
+		}
+		kept += len(want)
+		t.Logf("%q: %d of 3", f, len(want))
+	}
+	if kept == 0 || kept == 3*len(filters) {
+		t.Errorf("the filters kept %d MIGs in all: nothing to tell apart", kept)
 	}
 }

@@ -134,13 +134,30 @@ func (s *Sim) migListLocked(req *request) (proto.Message, *apiError) {
 		}
 	}
 	slices.SortFunc(recs, func(a, b *migRec) int { return strings.Compare(a.name, b.name) })
+	// A filter that names neither of the fields a view computes
+	// (currentActions, status) keeps the same MIGs whether it looks at
+	// their views or at the stored resources, which differ only there:
+	// then only the MIGs it keeps are given views.
+	lf := listFilterOf(req.query.Get("filter"))
+	viewsFirst := lf.err == nil && (lf.only == nil || lf.only["currentActions"] || lf.only["status"])
 	all := make([]*computepb.InstanceGroupManager, len(recs))
+	byPB := make(map[*computepb.InstanceGroupManager]*migRec, len(recs))
 	for i, m := range recs {
-		all[i] = s.migViewLocked(m)
+		if viewsFirst {
+			all[i] = s.migViewLocked(m)
+		} else {
+			all[i] = m.pb
+			byPB[m.pb] = m
+		}
 	}
 	items, next, aerr := paginate(all, req.query, true)
 	if aerr != nil {
 		return nil, aerr
+	}
+	if !viewsFirst {
+		for i, pb := range items {
+			items[i] = s.migViewLocked(byPB[pb])
+		}
 	}
 	base := "projects/" + req.project + "/zones/" + req.zone + "/instanceGroupManagers"
 	out := &computepb.InstanceGroupManagerList{Kind: strp("compute#instanceGroupManagerList"), Id: strp(base), SelfLink: strp(link(base)), Items: items}
