@@ -181,3 +181,50 @@ func TestMIGListFiltersLikeViews(t *testing.T) {
 		t.Errorf("the filters kept %d MIGs in all: nothing to tell apart", kept)
 	}
 }
+
+// TestResizeRequestsShareUnchangingSlices: the requested and provisioned
+// names ResizeRequests and ResizeRequestHistory return are shared with the
+// simulator, which never changes them in place: an earlier answer stays
+// as it was while the requests go on.
+func TestResizeRequestsShareUnchangingSlices(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.setup()
+	if err := e.insertRR("pool", namedRR("rr", 3600, "vm-1", "vm-2"), ""); err != nil {
+		t.Fatal(err)
+	}
+	copyOf := func(rrs []ResizeRequest) []ResizeRequest {
+		out := slices.Clone(rrs)
+		for i := range out {
+			out[i].Instances, out[i].Provisioned = slices.Clone(out[i].Instances), slices.Clone(out[i].Provisioned)
+		}
+		return out
+	}
+	var answers, copies [][]ResizeRequest
+	keep := func() {
+		for _, rrs := range [][]ResizeRequest{e.sim.ResizeRequests(), e.sim.ResizeRequestHistory()} {
+			answers, copies = append(answers, rrs), append(copies, copyOf(rrs))
+		}
+	}
+	keep()
+	e.sim.Tick(e.clk.Advance(time.Minute)) // provisioned
+	keep()
+	if err := e.insertRR("pool", namedRR("rr2", 3600, "vm-3"), ""); err != nil {
+		t.Fatal(err)
+	}
+	e.sim.Tick(e.clk.Advance(time.Minute))
+	keep()
+	if err := do(e.rrs.Delete(e.ctx, &computepb.DeleteInstanceGroupManagerResizeRequestRequest{Project: testProject, Zone: testZone,
+		InstanceGroupManager: "pool", ResizeRequest: "rr"})); err != nil {
+		t.Fatal(err)
+	}
+	e.sim.Tick(e.clk.Advance(2 * time.Hour)) // expired
+	keep()
+	for i := range answers {
+		if d := cmp.Diff(copies[i], answers[i]); d != "" {
+			t.Errorf("answer %d changed afterwards (-then +now):\n%s", i, d)
+		}
+	}
+	if got := answers[2][0].Provisioned; len(got) != 2 {
+		t.Errorf("provisioned %v, want vm-1 and vm-2", got)
+	}
+}

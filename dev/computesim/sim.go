@@ -177,6 +177,8 @@ type ResizeRequest struct {
 	// ResizeBy is the number of VMs requested.
 	ResizeBy int
 	// Instances are the requested names, nil for resizeBy requests.
+	// Instances and Provisioned are shared with the simulator and with
+	// every other answer: read them, do not change them.
 	Instances []string
 	// Provisioned are the names of the VMs it created.
 	Provisioned []string
@@ -595,8 +597,10 @@ func (s *Sim) resizeRequestsLocked(history bool) []ResizeRequest {
 			Name:        rr.pb.GetName(),
 			State:       rr.pb.GetState(),
 			ResizeBy:    rr.count,
-			Instances:   slices.Clone(rr.names),
-			Provisioned: slices.Clone(rr.provisionedInstance),
+			// Shared: the simulator never changes these slices in
+			// place (TestResizeRequestsShareUnchangingSlices).
+			Instances:   rr.names,
+			Provisioned: rr.provisionedInstance,
 			RunDuration: rr.runDuration,
 			Created:     rr.created,
 			CapacityAt:  rr.capacityAt,
