@@ -591,12 +591,12 @@ func (s *Sim) resizeRequestsLocked(history bool) []ResizeRequest {
 	out := make([]ResizeRequest, 0, len(recs))
 	for _, rr := range recs {
 		r := ResizeRequest{
-			Project:     rr.project,
-			Zone:        rr.zone,
-			MIG:         rr.mig,
-			Name:        rr.pb.GetName(),
-			State:       rr.pb.GetState(),
-			ResizeBy:    rr.count,
+			Project:  rr.project,
+			Zone:     rr.zone,
+			MIG:      rr.mig,
+			Name:     rr.pb.GetName(),
+			State:    rr.pb.GetState(),
+			ResizeBy: rr.count,
 			// Shared: the simulator never changes these slices in
 			// place (TestResizeRequestsShareUnchangingSlices).
 			Instances:   rr.names,
