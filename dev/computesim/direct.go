@@ -15,15 +15,21 @@ import (
 // and resize requests without HTTP or JSON: the call is routed, validated
 // against the API contract, filtered, ordered and paged by the same
 // simulator code that serves it over HTTP (ServeHTTP), and the response
-// message is handed over as a deep copy. Its methods have the signatures of
-// gce.ListShortcut, whose Client consults it before each such list call.
+// message is handed to the caller's read function while the simulator
+// holds its lock, without a copy: it is the simulator's own state (its VMs
+// and resize requests), so read must not change it nor keep any part of it
+// that can change (a message, a slice, a map) after it returns. Its
+// methods have the signatures of gce.ListShortcut, whose Client consults
+// it before each such list call and translates the response inside read
+// (shared/gce, TestListShortcutDoesNotChangeOrKeepTheAnswer).
 //
 // It answers only a call that would succeed on its first page with no
 // injected error: for anything else (a call ServeHTTP would refuse, an
 // injection that matches it, a response with a next page, or a call Allow
-// refuses) it answers nothing (ok false) and changes nothing, and the
-// client makes the call over HTTP, where the failure happens as before.
-// A chaos seed runs several times faster this way (docs/chaos.md).
+// refuses) it answers nothing (ok false, read not called) and changes
+// nothing, and the client makes the call over HTTP, where the failure
+// happens as before. A chaos seed runs several times faster this way
+// (docs/chaos.md).
 type ListShortcut struct {
 	Sim *Sim
 	// Allow, if set, is asked first with the HTTP method and path of the
@@ -34,41 +40,46 @@ type ListShortcut struct {
 	Answered func(method, path string)
 }
 
-// ListInstances answers instances.list.
-func (l ListShortcut) ListInstances(ctx context.Context, req *computepb.ListInstancesRequest) (*computepb.InstanceList, bool) {
+// ListInstances answers instances.list: read gets the response.
+func (l ListShortcut) ListInstances(ctx context.Context, req *computepb.ListInstancesRequest, read func(*computepb.InstanceList)) bool {
 	// The paths are the ones the apiv1 REST clients build
 	// (cloud.google.com/go/compute/apiv1, instancesRESTClient.List and
 	// the like): /compute/v1/projects/{project}/zones/{zone}/….
 	path := "/compute/v1/projects/" + req.GetProject() + "/zones/" + req.GetZone() + "/instances"
-	out, ok := l.list(path, listQuery(req.Filter, req.MaxResults, req.OrderBy, req.PageToken))
-	if !ok {
-		return nil, false
-	}
-	m, ok := out.(*computepb.InstanceList)
-	return m, ok
+	return l.list(path, listQuery(req.Filter, req.MaxResults, req.OrderBy, req.PageToken), func(m proto.Message) bool {
+		out, ok := m.(*computepb.InstanceList)
+		if ok {
+			read(out)
+		}
+		return ok
+	})
 }
 
-// ListInstanceGroupManagers answers instanceGroupManagers.list.
-func (l ListShortcut) ListInstanceGroupManagers(ctx context.Context, req *computepb.ListInstanceGroupManagersRequest) (*computepb.InstanceGroupManagerList, bool) {
+// ListInstanceGroupManagers answers instanceGroupManagers.list: read gets
+// the response.
+func (l ListShortcut) ListInstanceGroupManagers(ctx context.Context, req *computepb.ListInstanceGroupManagersRequest, read func(*computepb.InstanceGroupManagerList)) bool {
 	path := "/compute/v1/projects/" + req.GetProject() + "/zones/" + req.GetZone() + "/instanceGroupManagers"
-	out, ok := l.list(path, listQuery(req.Filter, req.MaxResults, req.OrderBy, req.PageToken))
-	if !ok {
-		return nil, false
-	}
-	m, ok := out.(*computepb.InstanceGroupManagerList)
-	return m, ok
+	return l.list(path, listQuery(req.Filter, req.MaxResults, req.OrderBy, req.PageToken), func(m proto.Message) bool {
+		out, ok := m.(*computepb.InstanceGroupManagerList)
+		if ok {
+			read(out)
+		}
+		return ok
+	})
 }
 
-// ListResizeRequests answers instanceGroupManagerResizeRequests.list.
-func (l ListShortcut) ListResizeRequests(ctx context.Context, req *computepb.ListInstanceGroupManagerResizeRequestsRequest) (*computepb.InstanceGroupManagerResizeRequestsListResponse, bool) {
+// ListResizeRequests answers instanceGroupManagerResizeRequests.list: read
+// gets the response.
+func (l ListShortcut) ListResizeRequests(ctx context.Context, req *computepb.ListInstanceGroupManagerResizeRequestsRequest, read func(*computepb.InstanceGroupManagerResizeRequestsListResponse)) bool {
 	path := "/compute/v1/projects/" + req.GetProject() + "/zones/" + req.GetZone() +
 		"/instanceGroupManagers/" + req.GetInstanceGroupManager() + "/resizeRequests"
-	out, ok := l.list(path, listQuery(req.Filter, req.MaxResults, req.OrderBy, req.PageToken))
-	if !ok {
-		return nil, false
-	}
-	m, ok := out.(*computepb.InstanceGroupManagerResizeRequestsListResponse)
-	return m, ok
+	return l.list(path, listQuery(req.Filter, req.MaxResults, req.OrderBy, req.PageToken), func(m proto.Message) bool {
+		out, ok := m.(*computepb.InstanceGroupManagerResizeRequestsListResponse)
+		if ok {
+			read(out)
+		}
+		return ok
+	})
 }
 
 // listQuery is the query the REST clients send for a list request's
@@ -90,49 +101,56 @@ func listQuery(filter *string, maxResults *uint32, orderBy, pageToken *string) u
 	return q
 }
 
-func (l ListShortcut) list(path string, q url.Values) (proto.Message, bool) {
+func (l ListShortcut) list(path string, q url.Values, read func(proto.Message) bool) bool {
 	if l.Sim == nil || (l.Allow != nil && !l.Allow(http.MethodGet, path)) {
-		return nil, false
+		return false
 	}
-	out, ok := l.Sim.directList(path, q)
+	ok := l.Sim.directList(path, q, read)
 	if ok && l.Answered != nil {
 		l.Answered(http.MethodGet, path)
 	}
-	return out, ok
+	return ok
 }
 
-// directList serves a GET list call as ServeHTTP does and returns a deep
-// copy of its response; ok is false where ServeHTTP would answer an error,
-// an injection matches the call, or the response has a next page.
-func (s *Sim) directList(path string, q url.Values) (proto.Message, bool) {
+// directList serves a GET list call as ServeHTTP does and hands its
+// response to read under the lock (the items are live simulator state);
+// it reports whether read took it. read is not called where ServeHTTP
+// would answer an error, an injection matches the call, or the response
+// has a next page.
+func (s *Sim) directList(path string, q url.Values, read func(proto.Message) bool) bool {
 	req, aerr := route(http.MethodGet, path)
 	if aerr != nil {
-		return nil, false
+		return false
 	}
 	switch req.method {
 	case "instances.list", "instanceGroupManagers.list", "instanceGroupManagerResizeRequests.list":
 	default:
-		return nil, false
+		return false
 	}
 	req.http = &http.Request{Method: http.MethodGet, URL: &url.URL{Path: path, RawQuery: q.Encode()},
 		RemoteAddr: "127.0.0.1:1", Header: http.Header{}}
 	req.query, req.direct = q, true
 
-	s.lockForWrite()
-	req.now = s.nowLocked()
-	s.advanceLocked(req.now)
-	msg, aerr := s.serveLocked(req)
-	var out proto.Message
-	if aerr == nil && msg != nil {
-		if pt, ok := msg.(interface{ GetNextPageToken() string }); !ok || pt.GetNextPageToken() == "" {
-			// Copy under the lock: the items are live simulator state.
-			out = proto.Clone(msg)
+	var eff []func()
+	ok := func() bool {
+		s.lockForWrite()
+		defer func() {
+			eff = s.takeEffectsLocked()
+			s.mu.Unlock()
+		}()
+		req.now = s.nowLocked()
+		s.advanceLocked(req.now)
+		msg, aerr := s.serveLocked(req)
+		if aerr != nil || msg == nil {
+			return false
 		}
-	}
-	eff := s.takeEffectsLocked()
-	s.mu.Unlock()
+		if pt, ok := msg.(interface{ GetNextPageToken() string }); ok && pt.GetNextPageToken() != "" {
+			return false
+		}
+		return read(msg)
+	}()
 	runEffects(eff)
-	return out, out != nil
+	return ok
 }
 
 // checkContractOf is checkContract, remembering the direct list calls that

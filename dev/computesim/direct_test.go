@@ -1,11 +1,20 @@
 package computesim
 
 import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/api/iterator"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
 )
 
 // TestVersion: Version changes with every call that may change the
@@ -35,7 +44,7 @@ func TestVersion(t *testing.T) {
 		{"tick", func() { e.sim.Tick(e.clk.Advance(time.Minute)) }},
 		{"direct list", func() {
 			l := ListShortcut{Sim: e.sim}
-			if _, ok := l.ListInstances(e.ctx, &computepb.ListInstancesRequest{Project: testProject, Zone: testZone}); !ok {
+			if !l.ListInstances(e.ctx, &computepb.ListInstancesRequest{Project: testProject, Zone: testZone}, func(*computepb.InstanceList) {}) {
 				t.Fatal("the direct list was not answered")
 			}
 		}},
@@ -55,33 +64,167 @@ func TestVersion(t *testing.T) {
 	}
 }
 
-// TestDirectListCopies: a direct list's answer is the caller's: changing it
-// changes nothing in the simulator, and later changes of the simulator do
-// not show in it.
-func TestDirectListCopies(t *testing.T) {
+// TestDirectListReadsUnderLock: a direct list hands its answer to read
+// once, while the simulator is locked (the items are its live state, so no
+// call can change them while read looks), and the answer is what the REST
+// client gets for the same call; a call left to HTTP (a next page, an
+// unknown MIG) never reaches read.
+func TestDirectListReadsUnderLock(t *testing.T) {
 	e := newEnv(t, Options{})
 	e.setup()
-	if err := e.insertRR("pool", namedRR("rr", 3600, "vm-1"), ""); err != nil {
+	if err := e.insertRR("pool", namedRR("rr", 3600, "vm-1", "vm-2"), ""); err != nil {
 		t.Fatal(err)
 	}
 	e.sim.Tick(e.clk.Advance(time.Minute))
 	l := ListShortcut{Sim: e.sim}
 	req := &computepb.ListInstancesRequest{Project: testProject, Zone: testZone}
-	got, ok := l.ListInstances(e.ctx, req)
-	if !ok || len(got.GetItems()) != 1 {
-		t.Fatalf("list = %v, %t", got, ok)
+	var got []*computepb.InstanceList
+	ok := l.ListInstances(e.ctx, req, func(m *computepb.InstanceList) {
+		if e.sim.mu.TryLock() {
+			e.sim.mu.Unlock()
+			t.Error("read ran without the simulator's lock")
+		}
+		got = append(got, proto.Clone(m).(*computepb.InstanceList))
+	})
+	if !ok || len(got) != 1 || len(got[0].GetItems()) != 2 {
+		t.Fatalf("answered %t, read %d times: %v", ok, len(got), got)
 	}
-	before := proto.Clone(got)
-	got.Items[0].Status = proto.String("MANGLED")
-	got.Items[0].Labels["x"] = "y"
-	again, _ := l.ListInstances(e.ctx, req)
-	if again.Items[0].GetStatus() == "MANGLED" || again.Items[0].GetLabels()["x"] != "" {
-		t.Errorf("changing an answer changed the simulator: %v", again.Items[0])
+	var rest []*computepb.Instance
+	it := e.inst.List(e.ctx, req)
+	for {
+		in, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		rest = append(rest, in)
 	}
-	if err := e.sim.ExpireNow(testZone, again.Items[0].GetName()); err != nil {
+	if d := cmp.Diff(rest, got[0].GetItems(), protocmp.Transform()); d != "" {
+		t.Errorf("direct answer differs from REST (-REST +direct):\n%s", d)
+	}
+
+	unanswered := []func(read func()) bool{
+		func(read func()) bool {
+			return l.ListInstances(e.ctx, &computepb.ListInstancesRequest{Project: testProject, Zone: testZone, MaxResults: proto.Uint32(1)},
+				func(*computepb.InstanceList) { read() })
+		},
+		func(read func()) bool {
+			return l.ListResizeRequests(e.ctx, &computepb.ListInstanceGroupManagerResizeRequestsRequest{Project: testProject, Zone: testZone, InstanceGroupManager: "nope"},
+				func(*computepb.InstanceGroupManagerResizeRequestsListResponse) { read() })
+		},
+	}
+	for i, call := range unanswered {
+		read := false
+		if call(func() { read = true }) || read {
+			t.Errorf("call %d: answered directly (read called: %t), want it left to HTTP", i, read)
+		}
+	}
+}
+
+// TestMIGListFiltersLikeViews: a MIG list gives what filtering the views
+// of every MIG gives (its answer before it filtered the stored MIGs when
+// the filter names no field a view computes), for filters on names, on
+// the computed status and actions, and on fields they do not reach.
+func TestMIGListFiltersLikeViews(t *testing.T) {
+	e := newEnv(t, Options{DeleteDelay: time.Hour})
+	e.setup()
+	for _, name := range []string{"pool-b", "other"} {
+		if err := e.insertMIG(name, "tpl", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.insertRR("pool", namedRR("rr", 3600, "vm-1", "vm-2"), ""); err != nil {
 		t.Fatal(err)
 	}
-	if !proto.Equal(before, again) {
-		t.Errorf("a later change of the simulator shows in an earlier answer")
+	e.sim.Tick(e.clk.Advance(time.Minute))
+	if err := do(e.igm.DeleteInstances(e.ctx, &computepb.DeleteInstancesInstanceGroupManagerRequest{Project: testProject, Zone: testZone,
+		InstanceGroupManager: "pool", InstanceGroupManagersDeleteInstancesRequestResource: &computepb.InstanceGroupManagersDeleteInstancesRequest{
+			Instances: []string{"zones/" + testZone + "/instances/vm-1"}}})); err != nil {
+		t.Fatal(err)
+	}
+	filters := []string{"", `name eq "pool.*"`, `name eq "other"`, `status.isStable = true`, `status.isStable = false`,
+		`currentActions.deleting > 0`, `(name = "pool") (status.isStable = false)`, `(name eq "pool.*") (status.isStable = true)`, `targetSize > 1`, `NOT name:*`}
+	kept := 0
+	for _, f := range filters {
+		q := url.Values{}
+		if f != "" {
+			q.Set("filter", f)
+		}
+		req, aerr := route(http.MethodGet, "/compute/v1/projects/"+testProject+"/zones/"+testZone+"/instanceGroupManagers")
+		if aerr != nil {
+			t.Fatal(aerr)
+		}
+		req.query = q
+		e.sim.mu.Lock()
+		got, aerr := e.sim.migListLocked(req)
+		var views []*computepb.InstanceGroupManager
+		for _, k := range slices.Sorted(maps.Keys(e.sim.migs)) {
+			views = append(views, e.sim.migViewLocked(e.sim.migs[k]))
+		}
+		want, _, werr := paginate(views, q, true)
+		e.sim.mu.Unlock()
+		if aerr != nil || werr != nil {
+			if fmt.Sprint(aerr) != fmt.Sprint(werr) {
+				t.Errorf("filter %q: error %v, filtering views: %v", f, aerr, werr)
+			}
+			continue
+		}
+		if d := cmp.Diff(want, got.(*computepb.InstanceGroupManagerList).GetItems(), protocmp.Transform()); d != "" {
+			t.Errorf("filter %q (-views +list):\n%s", f, d)
+		}
+		kept += len(want)
+		t.Logf("%q: %d of 3", f, len(want))
+	}
+	if kept == 0 || kept == 3*len(filters) {
+		t.Errorf("the filters kept %d MIGs in all: nothing to tell apart", kept)
+	}
+}
+
+// TestResizeRequestsShareUnchangingSlices: the requested and provisioned
+// names ResizeRequests and ResizeRequestHistory return are shared with the
+// simulator, which never changes them in place: an earlier answer stays
+// as it was while the requests go on.
+func TestResizeRequestsShareUnchangingSlices(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.setup()
+	if err := e.insertRR("pool", namedRR("rr", 3600, "vm-1", "vm-2"), ""); err != nil {
+		t.Fatal(err)
+	}
+	copyOf := func(rrs []ResizeRequest) []ResizeRequest {
+		out := slices.Clone(rrs)
+		for i := range out {
+			out[i].Instances, out[i].Provisioned = slices.Clone(out[i].Instances), slices.Clone(out[i].Provisioned)
+		}
+		return out
+	}
+	var answers, copies [][]ResizeRequest
+	keep := func() {
+		for _, rrs := range [][]ResizeRequest{e.sim.ResizeRequests(), e.sim.ResizeRequestHistory()} {
+			answers, copies = append(answers, rrs), append(copies, copyOf(rrs))
+		}
+	}
+	keep()
+	e.sim.Tick(e.clk.Advance(time.Minute)) // provisioned
+	keep()
+	if err := e.insertRR("pool", namedRR("rr2", 3600, "vm-3"), ""); err != nil {
+		t.Fatal(err)
+	}
+	e.sim.Tick(e.clk.Advance(time.Minute))
+	keep()
+	if err := do(e.rrs.Delete(e.ctx, &computepb.DeleteInstanceGroupManagerResizeRequestRequest{Project: testProject, Zone: testZone,
+		InstanceGroupManager: "pool", ResizeRequest: "rr"})); err != nil {
+		t.Fatal(err)
+	}
+	e.sim.Tick(e.clk.Advance(2 * time.Hour)) // expired
+	keep()
+	for i := range answers {
+		if d := cmp.Diff(copies[i], answers[i]); d != "" {
+			t.Errorf("answer %d changed afterwards (-then +now):\n%s", i, d)
+		}
+	}
+	if got := answers[2][0].Provisioned; len(got) != 2 {
+		t.Errorf("provisioned %v, want vm-1 and vm-2", got)
 	}
 }

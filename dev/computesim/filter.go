@@ -449,9 +449,12 @@ func paginate[T proto.Message](msgs []T, q map[string][]string, paged bool) ([]T
 	filter, only := lf.expr, lf.only
 	var items []listItem
 	for _, m := range msgs {
-		obj, err := jsonView(m, only)
-		if err != nil {
-			return nil, "", &apiError{code: 500, reason: "internalError", message: err.Error()}
+		obj, ok := typedView(m, only)
+		if !ok {
+			var err error
+			if obj, err = jsonView(m, only); err != nil {
+				return nil, "", &apiError{code: 500, reason: "internalError", message: err.Error()}
+			}
 		}
 		if filter != nil && !filter.eval(obj) {
 			continue

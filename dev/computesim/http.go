@@ -240,8 +240,16 @@ func (s *Sim) serveLocked(req *request) (proto.Message, *apiError) {
 	if s.opts.Project != "" && req.project != s.opts.Project && !strings.HasPrefix(req.method, "images.") {
 		return nil, errNotFound("projects/" + req.project)
 	}
-	if req.zone != "" && !zoneName.MatchString(req.zone) {
-		return nil, errInvalidField("zone", req.zone, "Unknown zone.")
+	if req.zone != "" && !s.zonesOK[req.zone] {
+		if !zoneName.MatchString(req.zone) {
+			return nil, errInvalidField("zone", req.zone, "Unknown zone.")
+		}
+		if s.zonesOK == nil {
+			s.zonesOK = map[string]bool{}
+		}
+		if len(s.zonesOK) < 64 {
+			s.zonesOK[req.zone] = true
+		}
 	}
 	// Request IDs are remembered per project and operation scope (zone or
 	// global), so the operation a retry gets back can always be polled where
@@ -250,7 +258,10 @@ func (s *Sim) serveLocked(req *request) (proto.Message, *apiError) {
 	// token does: a collision in the caller's ID derivation silently skips
 	// the second action, in tests as in production.
 	rid := req.query.Get("requestId")
-	ridKey := req.project + "|" + req.zone + "|" + rid
+	var ridKey string
+	if rid != "" {
+		ridKey = req.project + "|" + req.zone + "|" + rid
+	}
 	if req.mutating() && rid != "" {
 		if aerr := checkRequestID(rid); aerr != nil {
 			return nil, aerr

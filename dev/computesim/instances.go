@@ -2,7 +2,6 @@ package computesim
 
 import (
 	"fmt"
-	"maps"
 	"net"
 	"slices"
 	"strings"
@@ -29,11 +28,17 @@ func (s *Sim) instanceGetLocked(req *request) (proto.Message, *apiError) {
 }
 
 func (s *Sim) instanceListLocked(req *request) (proto.Message, *apiError) {
-	var all []*computepb.Instance
-	for _, k := range slices.Sorted(maps.Keys(s.instances)) {
-		if in := s.instances[k]; in.project == req.project && in.zone == req.zone {
-			all = append(all, in.pb)
+	// In key order, as the zone's keys differ in the name only.
+	var recs []*instanceRec
+	for _, in := range s.instances {
+		if in.project == req.project && in.zone == req.zone {
+			recs = append(recs, in)
 		}
+	}
+	slices.SortFunc(recs, func(a, b *instanceRec) int { return strings.Compare(a.name, b.name) })
+	all := make([]*computepb.Instance, len(recs))
+	for i, in := range recs {
+		all[i] = in.pb
 	}
 	items, next, aerr := paginate(all, req.query, true)
 	if aerr != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"cloud.google.com/go/compute/apiv1/computepb"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -199,4 +200,66 @@ func filterFields(e filterExpr, extra ...string) map[string]bool {
 		return nil
 	}
 	return out
+}
+
+// typedView is jsonView for the fields the simulator's own list calls
+// look up — a VM's, MIG's or resize request's name and creationTimestamp
+// (every list orders by them) and a VM's labels (flexslurm lists VMs by
+// label) — read from the generated struct instead of by reflection. ok is
+// false for any other message or field, and for a value jsonView would
+// refuse (invalid UTF-8): the caller asks jsonView then, which answers or
+// reports the error. TestTypedViewMatchesJSONView checks the two agree.
+func typedView(m proto.Message, only map[string]bool) (obj map[string]any, ok bool) {
+	var name, created *string
+	var labels map[string]string
+	isVM := false
+	switch x := m.(type) {
+	case *computepb.Instance:
+		name, created, labels, isVM = x.Name, x.CreationTimestamp, x.Labels, true
+	case *computepb.InstanceGroupManager:
+		name, created = x.Name, x.CreationTimestamp
+	case *computepb.InstanceGroupManagerResizeRequest:
+		name, created = x.Name, x.CreationTimestamp
+	default:
+		return nil, false
+	}
+	if only == nil {
+		return nil, false
+	}
+	obj = make(map[string]any, len(only))
+	str := func(key string, v *string) bool {
+		if v == nil { // not populated: protojson leaves it out
+			return true
+		}
+		if !utf8.ValidString(*v) {
+			return false
+		}
+		obj[key] = *v
+		return true
+	}
+	for f := range only {
+		switch f {
+		case "name":
+			ok = str(f, name)
+		case "creationTimestamp":
+			ok = str(f, created)
+		case "labels":
+			if ok = isVM; ok && len(labels) > 0 {
+				mo := make(map[string]any, len(labels))
+				for k, v := range labels {
+					if !utf8.ValidString(v) {
+						return nil, false
+					}
+					mo[k] = v
+				}
+				obj[f] = mo
+			}
+		default:
+			ok = false
+		}
+		if !ok {
+			return nil, false
+		}
+	}
+	return obj, true
 }

@@ -182,3 +182,66 @@ func TestFilterOnFieldsItNames(t *testing.T) {
 		t.Logf("%s: %d of 200 matched", text, matched)
 	}
 }
+
+// TestTypedViewMatchesJSONView: where typedView answers, it gives what
+// jsonView gives, for random VMs, MIGs and resize requests and every set
+// of the fields it reads; it declines other fields and messages and
+// values jsonView refuses, and answers the list calls flexslurm makes.
+func TestTypedViewMatchesJSONView(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	kinds := []proto.Message{&computepb.Instance{}, &computepb.InstanceGroupManager{}, &computepb.InstanceGroupManagerResizeRequest{}}
+	sets := []map[string]bool{
+		{"name": true, "creationTimestamp": true},
+		{"name": true, "creationTimestamp": true, "labels": true},
+		{"labels": true}, {"name": true}, {},
+	}
+	answered := 0
+	for _, kind := range kinds {
+		for i := 0; i < 100; i++ {
+			m := kind.ProtoReflect().New()
+			fill(rng, m, 2)
+			if i%10 == 0 { // a value protojson refuses
+				if in, ok := m.Interface().(*computepb.Instance); ok && len(in.Labels) > 0 {
+					for k := range in.Labels {
+						in.Labels[k] = "\xff"
+					}
+				} else {
+					m.Set(m.Descriptor().Fields().ByName("name"), protoreflect.ValueOfString("a\xff"))
+				}
+			}
+			for _, only := range sets {
+				got, ok := typedView(m.Interface(), only)
+				want, err := jsonView(m.Interface(), only)
+				_, vm := kind.(*computepb.Instance)
+				switch {
+				case !ok && err == nil && (vm || !only["labels"]):
+					t.Fatalf("%s %v: typedView declined a view jsonView gives: %v", m.Descriptor().FullName(), only, want)
+				case !ok:
+					continue
+				case err != nil:
+					t.Fatalf("%s %v: typedView gave %v where jsonView fails: %v", m.Descriptor().FullName(), only, got, err)
+				}
+				answered++
+				if d := cmp.Diff(want, got); d != "" {
+					t.Fatalf("%s %v: typedView differs from jsonView (-jsonView +typedView):\n%s", m.Descriptor().FullName(), only, d)
+				}
+			}
+		}
+	}
+	if answered < 1000 {
+		t.Errorf("typedView answered %d views, want most of 1500", answered)
+	}
+	for _, c := range []struct {
+		m    proto.Message
+		only map[string]bool
+	}{
+		{&computepb.InstanceGroupManager{Name: proto.String("m")}, map[string]bool{"labels": true}},
+		{&computepb.Instance{Name: proto.String("i")}, map[string]bool{"status": true}},
+		{&computepb.Instance{Name: proto.String("i")}, nil},
+		{&computepb.InstanceTemplate{Name: proto.String("t")}, map[string]bool{"name": true}},
+	} {
+		if v, ok := typedView(c.m, c.only); ok {
+			t.Errorf("typedView(%v, %v) = %v, want it left to jsonView", c.m, c.only, v)
+		}
+	}
+}

@@ -66,10 +66,13 @@ func (s *Sim) provisionLocked(m *migRec, rr *rrRec, at time.Time) {
 	if run == 0 {
 		run = s.templateRunDurationLocked(m)
 	}
+	var provisioned []string
 	for _, n := range names {
 		in := s.createInstanceLocked(m, n, rr.pb.GetName(), run, at)
-		rr.provisionedInstance = append(rr.provisionedInstance, in.name)
+		provisioned = append(provisioned, in.name)
 	}
+	// A new slice: the one ResizeRequests handed out stays as it was.
+	rr.provisionedInstance = append(slices.Clip(rr.provisionedInstance), provisioned...)
 	rr.pb.State = strp(stateSucceeded)
 	if rr.pb.Status != nil {
 		rr.pb.Status.LastAttempt = nil // cleared when the request turns final

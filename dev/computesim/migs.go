@@ -2,7 +2,6 @@ package computesim
 
 import (
 	"fmt"
-	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -86,7 +85,10 @@ func (s *Sim) migInsertLocked(req *request) (proto.Message, *apiError) {
 func (s *Sim) migViewLocked(m *migRec) *computepb.InstanceGroupManager {
 	v := proto.CloneOf(m.pb)
 	var none, deleting, other int32
-	for _, in := range s.migMembersLocked(m) {
+	for _, in := range s.instances { // the members (migMembersLocked), in any order
+		if in.project != m.project || in.zone != m.zone || in.mig != m.name {
+			continue
+		}
 		switch {
 		case !in.deleteAt.IsZero():
 			deleting++
@@ -124,15 +126,38 @@ func (s *Sim) migGetLocked(req *request) (proto.Message, *apiError) {
 }
 
 func (s *Sim) migListLocked(req *request) (proto.Message, *apiError) {
-	var all []*computepb.InstanceGroupManager
-	for _, k := range slices.Sorted(maps.Keys(s.migs)) {
-		if m := s.migs[k]; m.project == req.project && m.zone == req.zone {
-			all = append(all, s.migViewLocked(m))
+	// In key order, as the zone's keys differ in the name only.
+	var recs []*migRec
+	for _, m := range s.migs {
+		if m.project == req.project && m.zone == req.zone {
+			recs = append(recs, m)
+		}
+	}
+	slices.SortFunc(recs, func(a, b *migRec) int { return strings.Compare(a.name, b.name) })
+	// A filter that names neither of the fields a view computes
+	// (currentActions, status) keeps the same MIGs whether it looks at
+	// their views or at the stored resources, which differ only there:
+	// then only the MIGs it keeps are given views.
+	lf := listFilterOf(req.query.Get("filter"))
+	viewsFirst := lf.err == nil && (lf.only == nil || lf.only["currentActions"] || lf.only["status"])
+	all := make([]*computepb.InstanceGroupManager, len(recs))
+	byPB := make(map[*computepb.InstanceGroupManager]*migRec, len(recs))
+	for i, m := range recs {
+		if viewsFirst {
+			all[i] = s.migViewLocked(m)
+		} else {
+			all[i] = m.pb
+			byPB[m.pb] = m
 		}
 	}
 	items, next, aerr := paginate(all, req.query, true)
 	if aerr != nil {
 		return nil, aerr
+	}
+	if !viewsFirst {
+		for i, pb := range items {
+			items[i] = s.migViewLocked(byPB[pb])
+		}
 	}
 	base := "projects/" + req.project + "/zones/" + req.zone + "/instanceGroupManagers"
 	out := &computepb.InstanceGroupManagerList{Kind: strp("compute#instanceGroupManagerList"), Id: strp(base), SelfLink: strp(link(base)), Items: items}

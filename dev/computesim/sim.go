@@ -30,6 +30,8 @@ type Sim struct {
 	usedNames map[string]bool // generated names (instance suffixes, insert IDs)
 	ipSeq     int
 	watermark time.Time // latest instant the state has been brought to
+	// zonesOK are the zone names that matched zoneName (serveLocked).
+	zonesOK map[string]bool
 
 	templates map[string]*templateRec // key: projects/P/global/instanceTemplates/N
 	images    map[string]*imageRec    // key: projects/P/global/images/N (images.go)
@@ -175,6 +177,8 @@ type ResizeRequest struct {
 	// ResizeBy is the number of VMs requested.
 	ResizeBy int
 	// Instances are the requested names, nil for resizeBy requests.
+	// Instances and Provisioned are shared with the simulator and with
+	// every other answer: read them, do not change them.
 	Instances []string
 	// Provisioned are the names of the VMs it created.
 	Provisioned []string
@@ -292,10 +296,43 @@ func (s *Sim) nowLocked() time.Time {
 	return now
 }
 
+// dueItem is a pending transition: what applyDueLocked does at its time.
+// (A value rather than a closure: the next one is looked for among every
+// VM and resize request on each call.)
 type dueItem struct {
-	at    time.Time
-	seq   uint64
-	apply func(at time.Time)
+	at   time.Time
+	seq  uint64
+	kind dueKind
+	in   *instanceRec
+	m    *migRec
+	rr   *rrRec
+}
+
+type dueKind int
+
+const (
+	dueFinishDelete dueKind = iota + 1
+	dueExpire
+	dueFinishRepair
+	dueAccept
+	dueAttempt
+)
+
+func (s *Sim) applyDueLocked(d dueItem, at time.Time) {
+	switch d.kind {
+	case dueFinishDelete:
+		s.finishDeleteLocked(d.in, at)
+	case dueExpire:
+		s.expireLocked(d.in, at)
+	case dueFinishRepair:
+		s.finishRepairLocked(d.in, at)
+	case dueAccept:
+		s.acceptLocked(d.m, d.rr, at)
+	case dueAttempt:
+		s.attemptLocked(d.m, d.rr, at)
+	default:
+		panic(fmt.Sprintf("computesim: transition of kind %d", d.kind))
+	}
 }
 
 func (s *Sim) nextDueLocked() (dueItem, bool) {
@@ -339,7 +376,7 @@ func (s *Sim) advanceLocked(now time.Time) {
 			at = s.watermark
 		}
 		s.watermark = at
-		d.apply(at)
+		s.applyDueLocked(d, at)
 	}
 	if now.After(s.watermark) {
 		s.watermark = now
@@ -349,14 +386,14 @@ func (s *Sim) advanceLocked(now time.Time) {
 func (s *Sim) instanceDueLocked(in *instanceRec) (dueItem, bool) {
 	switch {
 	case !in.deleteAt.IsZero():
-		return dueItem{in.deleteAt, in.seq, func(at time.Time) { s.finishDeleteLocked(in, at) }}, true
+		return dueItem{at: in.deleteAt, seq: in.seq, kind: dueFinishDelete, in: in}, true
 	case !in.repairAt.IsZero():
 		if !in.termination.IsZero() && !in.termination.After(in.repairAt) {
-			return dueItem{in.termination, in.seq, func(at time.Time) { s.expireLocked(in, at) }}, true
+			return dueItem{at: in.termination, seq: in.seq, kind: dueExpire, in: in}, true
 		}
-		return dueItem{in.repairAt, in.seq, func(at time.Time) { s.finishRepairLocked(in, at) }}, true
+		return dueItem{at: in.repairAt, seq: in.seq, kind: dueFinishRepair, in: in}, true
 	case !in.termination.IsZero():
-		return dueItem{in.termination, in.seq, func(at time.Time) { s.expireLocked(in, at) }}, true
+		return dueItem{at: in.termination, seq: in.seq, kind: dueExpire, in: in}, true
 	}
 	return dueItem{}, false
 }
@@ -364,14 +401,14 @@ func (s *Sim) instanceDueLocked(in *instanceRec) (dueItem, bool) {
 func (s *Sim) rrDueLocked(m *migRec, rr *rrRec) (dueItem, bool) {
 	switch rr.pb.GetState() {
 	case stateCreating:
-		return dueItem{rr.acceptAt, rr.seq, func(at time.Time) { s.acceptLocked(m, rr, at) }}, true
+		return dueItem{at: rr.acceptAt, seq: rr.seq, kind: dueAccept, m: m, rr: rr}, true
 	case stateAccepted:
 		for _, n := range rr.names {
 			if _, taken := s.instances[instanceKey(rr.project, rr.zone, n)]; taken {
 				return dueItem{}, false // waits until the name is free
 			}
 		}
-		return dueItem{rr.capacityAt, rr.seq, func(at time.Time) { s.attemptLocked(m, rr, at) }}, true
+		return dueItem{at: rr.capacityAt, seq: rr.seq, kind: dueAttempt, m: m, rr: rr}, true
 	}
 	return dueItem{}, false
 }
@@ -554,14 +591,16 @@ func (s *Sim) resizeRequestsLocked(history bool) []ResizeRequest {
 	out := make([]ResizeRequest, 0, len(recs))
 	for _, rr := range recs {
 		r := ResizeRequest{
-			Project:     rr.project,
-			Zone:        rr.zone,
-			MIG:         rr.mig,
-			Name:        rr.pb.GetName(),
-			State:       rr.pb.GetState(),
-			ResizeBy:    rr.count,
-			Instances:   slices.Clone(rr.names),
-			Provisioned: slices.Clone(rr.provisionedInstance),
+			Project:  rr.project,
+			Zone:     rr.zone,
+			MIG:      rr.mig,
+			Name:     rr.pb.GetName(),
+			State:    rr.pb.GetState(),
+			ResizeBy: rr.count,
+			// Shared: the simulator never changes these slices in
+			// place (TestResizeRequestsShareUnchangingSlices).
+			Instances:   rr.names,
+			Provisioned: rr.provisionedInstance,
 			RunDuration: rr.runDuration,
 			Created:     rr.created,
 			CapacityAt:  rr.capacityAt,

@@ -2,6 +2,7 @@ package apply
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
 
 	"github.com/flexslurm/flexslurm/shared/gce"
@@ -17,22 +18,23 @@ import (
 func (r *Runner) Observe(ctx context.Context, cluster string, st *model.State) plan.Observed {
 	obs := plan.Observed{Pools: map[string]plan.ObservedPool{}}
 	for _, p := range st.SortedPools() {
-		log := r.d.Log.With("flow", "flex.reconcile", "cluster", cluster, "pool", p.ID)
+		// The pool's logger, built only when there is something to log.
+		log := func() *slog.Logger { return r.d.Log.With("flow", "flex.reconcile", "cluster", cluster, "pool", p.ID) }
 		// Resize requests first, then VMs: a request seen SUCCEEDED has
 		// created its VMs before the VM list is taken.
 		rrs, err := r.d.Compute.ListResizeRequests(ctx, p.Zone, p.MIG)
 		if err != nil && !gce.IsNotFound(err) {
-			log.Error("listing resize requests failed: pool skipped this pass", "error", err.Error(), "error_class", gce.Classify(err).String())
+			log().Error("listing resize requests failed: pool skipped this pass", "error", err.Error(), "error_class", gce.Classify(err).String())
 			continue
 		}
 		vms, err := r.d.Compute.ListInstances(ctx, p.Zone, naming.Labels(cluster, p.ID))
 		if err != nil {
-			log.Error("listing VMs failed: pool skipped this pass", "error", err.Error(), "error_class", gce.Classify(err).String())
+			log().Error("listing VMs failed: pool skipped this pass", "error", err.Error(), "error_class", gce.Classify(err).String())
 			continue
 		}
 		migs, err := r.d.Compute.ListMIGs(ctx, p.Zone, p.MIG)
 		if err != nil {
-			log.Error("listing MIGs failed: pool skipped this pass", "error", err.Error(), "error_class", gce.Classify(err).String())
+			log().Error("listing MIGs failed: pool skipped this pass", "error", err.Error(), "error_class", gce.Classify(err).String())
 			continue
 		}
 		op := plan.ObservedPool{Listed: true}

@@ -13,6 +13,7 @@
 package event
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -168,10 +169,7 @@ var bootstrapSteps = []string{BootstrapStepIdentity, BootstrapStepFirewall, Boot
 // DecodeBootstrap decodes and validates a node.bootstrap_failed payload.
 func DecodeBootstrap(data []byte) (*Bootstrap, error) {
 	var b Bootstrap
-	if err := decodeStrict(data, &b); err != nil {
-		return nil, err
-	}
-	if _, err := PeekHeader(data); err != nil {
+	if err := decodePayload(data, &b, &b.Header); err != nil {
 		return nil, err
 	}
 	if b.Type != TypeBootstrapFail {
@@ -365,21 +363,80 @@ var (
 
 // ValidNodeName reports whether s is an acceptable flexslurm Slurm node
 // name: lowercase RFC1035 characters, at most 63 bytes (Compute's name limit).
-func ValidNodeName(s string) bool { return nodeNameRe.MatchString(s) }
-
-func decodeStrict(data []byte, v any) error {
-	if len(data) > MaxPayloadBytes {
-		return malformed("payload is %d bytes, above the %d-byte limit", len(data), MaxPayloadBytes)
+func ValidNodeName(s string) bool {
+	// nodeNameRe, without the regexp machinery: a snapshot checks every
+	// node's name (TestValidatorsMatchTheirPatterns).
+	if len(s) == 0 || len(s) > 63 || s[0] < 'a' || s[0] > 'z' {
+		return false
 	}
-	dec := json.NewDecoder(strings.NewReader(string(data)))
+	for i := 1; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// validJobID reports whether s matches jobIDRe (the same test by hand: a
+// snapshot checks every job's id).
+func validJobID(s string) bool {
+	digits := func(s string, max int) bool {
+		if len(s) == 0 || len(s) > max {
+			return false
+		}
+		for i := 0; i < len(s); i++ {
+			if s[i] < '0' || s[i] > '9' {
+				return false
+			}
+		}
+		return true
+	}
+	id, task, array := strings.Cut(s, "_")
+	return digits(id, 12) && (!array || digits(task, 9))
+}
+
+// decodeStrict decodes data into v, refusing unknown fields and a second
+// value after the first.
+func decodeStrict(data []byte, v any) error {
+	_, err := decodeStrictRest(data, v)
+	return err
+}
+
+// decodeStrictRest is decodeStrict, also reporting whether anything but
+// white space follows the value (which dec.More does not tell of a
+// closing bracket or brace).
+func decodeStrictRest(data []byte, v any) (rest bool, err error) {
+	if len(data) > MaxPayloadBytes {
+		return false, malformed("payload is %d bytes, above the %d-byte limit", len(data), MaxPayloadBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return malformed("decoding payload: %v", err)
+		return false, malformed("decoding payload: %v", err)
 	}
 	if dec.More() {
-		return malformed("trailing data after the JSON payload")
+		return false, malformed("trailing data after the JSON payload")
 	}
-	return nil
+	return len(bytes.TrimLeft(data[dec.InputOffset():], " \t\r\n")) > 0, nil
+}
+
+// decodePayload decodes a payload whose type embeds Header (at h) strictly
+// and checks its header: the same errors, in the same order, as
+// decodeStrict followed by PeekHeader, without reading the bytes a third
+// time. Once data decoded strictly into a value embedding Header, with
+// nothing but white space after it, json.Unmarshal of the same bytes into
+// a Header gives the same header (the same fields, decoded by the same
+// rules) and no error; otherwise PeekHeader itself reports.
+func decodePayload(data []byte, v any, h *Header) error {
+	rest, err := decodeStrictRest(data, v)
+	if err != nil {
+		return err
+	}
+	if rest {
+		_, err := PeekHeader(data)
+		return err
+	}
+	return checkHeader(*h)
 }
 
 // PeekHeader reads the common header of a payload.
@@ -391,22 +448,23 @@ func PeekHeader(data []byte) (Header, error) {
 	if err := json.Unmarshal(data, &h); err != nil {
 		return h, malformed("decoding payload header: %v", err)
 	}
+	return h, checkHeader(h)
+}
+
+func checkHeader(h Header) error {
 	if h.Version != SchemaVersion {
-		return h, malformed("payload version %d is not supported (want %d)", h.Version, SchemaVersion)
+		return malformed("payload version %d is not supported (want %d)", h.Version, SchemaVersion)
 	}
 	if !clusterRe.MatchString(h.Cluster) {
-		return h, malformed("cluster %q is not a cluster id (^[a-z][a-z0-9]{0,9}$)", h.Cluster)
+		return malformed("cluster %q is not a cluster id (^[a-z][a-z0-9]{0,9}$)", h.Cluster)
 	}
-	return h, nil
+	return nil
 }
 
 // DecodeJob decodes and validates a job.* payload.
 func DecodeJob(data []byte) (*Job, error) {
 	var j Job
-	if err := decodeStrict(data, &j); err != nil {
-		return nil, err
-	}
-	if _, err := PeekHeader(data); err != nil {
+	if err := decodePayload(data, &j, &j.Header); err != nil {
 		return nil, err
 	}
 	switch j.Type {
@@ -444,10 +502,7 @@ func DecodeJob(data []byte) (*Job, error) {
 // validated by shared/spec).
 func DecodeCluster(data []byte) (*Cluster, error) {
 	var c Cluster
-	if err := decodeStrict(data, &c); err != nil {
-		return nil, err
-	}
-	if _, err := PeekHeader(data); err != nil {
+	if err := decodePayload(data, &c, &c.Header); err != nil {
 		return nil, err
 	}
 	if c.Type != TypeClusterApply {
@@ -476,10 +531,7 @@ const (
 // FAIL, at most MaxHealthReasons reasons of MaxHealthReasonBytes each.
 func DecodeHealth(data []byte) (*Health, error) {
 	var h Health
-	if err := decodeStrict(data, &h); err != nil {
-		return nil, err
-	}
-	if _, err := PeekHeader(data); err != nil {
+	if err := decodePayload(data, &h, &h.Header); err != nil {
 		return nil, err
 	}
 	if h.Type != TypeHealthFailure {
@@ -541,10 +593,7 @@ func DecodeTick(data []byte) (*Tick, error) {
 // DecodeSlurmCommand decodes a slurm.command payload.
 func DecodeSlurmCommand(data []byte) (*SlurmCommand, error) {
 	var c SlurmCommand
-	if err := decodeStrict(data, &c); err != nil {
-		return nil, err
-	}
-	if _, err := PeekHeader(data); err != nil {
+	if err := decodePayload(data, &c, &c.Header); err != nil {
 		return nil, err
 	}
 	if c.Type != TypeSlurmCommand {
@@ -648,10 +697,7 @@ const MaxNodesPerEvent = 10000
 // DecodeNode decodes and validates a node.* payload.
 func DecodeNode(data []byte) (*Node, error) {
 	var n Node
-	if err := decodeStrict(data, &n); err != nil {
-		return nil, err
-	}
-	if _, err := PeekHeader(data); err != nil {
+	if err := decodePayload(data, &n, &n.Header); err != nil {
 		return nil, err
 	}
 	if n.Type != TypeNodeSuspend && n.Type != TypeResumeFailed {
@@ -674,10 +720,7 @@ func DecodeNode(data []byte) (*Node, error) {
 // DecodeSnapshot decodes and validates a slurm.snapshot payload.
 func DecodeSnapshot(data []byte) (*SlurmSnapshot, error) {
 	var s SlurmSnapshot
-	if err := decodeStrict(data, &s); err != nil {
-		return nil, err
-	}
-	if _, err := PeekHeader(data); err != nil {
+	if err := decodePayload(data, &s, &s.Header); err != nil {
 		return nil, err
 	}
 	if s.Type != TypeSlurmSnapshot {
@@ -693,7 +736,7 @@ func DecodeSnapshot(data []byte) (*SlurmSnapshot, error) {
 		s.Nodes[i].Node = slurmstate.ParseNode(n.Name, n.Words(), n.Reason)
 	}
 	for i, j := range s.Jobs {
-		if !jobIDRe.MatchString(j.ID) {
+		if !validJobID(j.ID) {
 			return nil, malformed("job id %q is not a Slurm job id", j.ID)
 		}
 		s.Jobs[i].State, _ = slurmstate.ParseJobState([]string{string(j.State)})

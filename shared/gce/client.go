@@ -83,14 +83,17 @@ type Client struct {
 // (computesim.ListShortcut) hands the response message over instead of
 // encoding it as JSON for the REST client to decode, which is most of the
 // cost of a simulated reconcile pass. Each method gets the request the REST
-// client would get and returns the whole response (a single page, owned by
-// the caller), or ok false to leave the call to the REST client. Everything
-// the Client does around the call (the request it builds, the filtering and
-// translation of the result) is the same either way.
+// client would get and, if it answers, calls read once with the whole
+// response (a single page) before it returns true; false (read not called)
+// leaves the call to the REST client. The response stays the shortcut's:
+// read neither changes it nor keeps any part of it that can change after
+// it returns (the Client copies what it keeps, such as a VM's labels).
+// Everything the Client does around the call (the request it builds, the
+// filtering and translation of the result) is the same either way.
 type ListShortcut interface {
-	ListInstances(ctx context.Context, req *computepb.ListInstancesRequest) (*computepb.InstanceList, bool)
-	ListInstanceGroupManagers(ctx context.Context, req *computepb.ListInstanceGroupManagersRequest) (*computepb.InstanceGroupManagerList, bool)
-	ListResizeRequests(ctx context.Context, req *computepb.ListInstanceGroupManagerResizeRequestsRequest) (*computepb.InstanceGroupManagerResizeRequestsListResponse, bool)
+	ListInstances(ctx context.Context, req *computepb.ListInstancesRequest, read func(*computepb.InstanceList)) bool
+	ListInstanceGroupManagers(ctx context.Context, req *computepb.ListInstanceGroupManagersRequest, read func(*computepb.InstanceGroupManagerList)) bool
+	ListResizeRequests(ctx context.Context, req *computepb.ListInstanceGroupManagerResizeRequestsRequest, read func(*computepb.InstanceGroupManagerResizeRequestsListResponse)) bool
 }
 
 // SetListShortcut makes ListInstances, ListMIGs and ListResizeRequests ask
@@ -510,30 +513,10 @@ func (c *Client) ListMIGs(ctx context.Context, zone, namePrefix string) ([]MIG, 
 	if namePrefix != "" {
 		req.Filter = proto.String(`name eq "` + regexp.QuoteMeta(namePrefix) + `.*"`)
 	}
-	var items []*computepb.InstanceGroupManager
-	answered := false
-	if c.lists != nil {
-		var resp *computepb.InstanceGroupManagerList
-		resp, answered = c.lists.ListInstanceGroupManagers(ctx, req)
-		items = resp.GetItems()
-	}
-	if !answered {
-		it := c.migs.List(ctx, req)
-		for {
-			m, err := it.Next()
-			if errors.Is(err, iterator.Done) {
-				break
-			}
-			if err != nil {
-				return nil, fmt.Errorf("listing managed instance groups in %s: %w", zone, mark(err))
-			}
-			items = append(items, m)
-		}
-	}
 	var out []MIG
-	for _, m := range items {
+	add := func(m *computepb.InstanceGroupManager) {
 		if !strings.HasPrefix(m.GetName(), namePrefix) {
-			continue
+			return
 		}
 		tpl := m.GetInstanceTemplate()
 		if tpl == "" && len(m.GetVersions()) > 0 {
@@ -548,7 +531,24 @@ func (c *Client) ListMIGs(ctx context.Context, zone, namePrefix string) ([]MIG, 
 			Created:     parseTime(m.GetCreationTimestamp()),
 		})
 	}
-	return out, nil
+	if c.lists != nil && c.lists.ListInstanceGroupManagers(ctx, req, func(resp *computepb.InstanceGroupManagerList) {
+		for _, m := range resp.GetItems() {
+			add(m)
+		}
+	}) {
+		return out, nil
+	}
+	it := c.migs.List(ctx, req)
+	for {
+		m, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing managed instance groups in %s: %w", zone, mark(err))
+		}
+		add(m)
+	}
 }
 
 // DeleteInstances deletes the named VMs of a MIG (deleteInstances with
@@ -705,13 +705,13 @@ func (c *Client) ListResizeRequests(ctx context.Context, zone, mig string) ([]Re
 		InstanceGroupManager: mig,
 	}
 	var out []ResizeRequest
-	if c.lists != nil {
-		if resp, ok := c.lists.ListResizeRequests(ctx, req); ok {
-			for _, r := range resp.GetItems() {
-				out = append(out, toResizeRequest(zone, mig, r))
-			}
-			return out, nil
+	if c.lists != nil && c.lists.ListResizeRequests(ctx, req, func(resp *computepb.InstanceGroupManagerResizeRequestsListResponse) {
+		// toResizeRequest keeps strings only.
+		for _, r := range resp.GetItems() {
+			out = append(out, toResizeRequest(zone, mig, r))
 		}
+	}) {
+		return out, nil
 	}
 	it := c.rrs.List(ctx, req)
 	for {
@@ -851,13 +851,20 @@ func (c *Client) ListInstances(ctx context.Context, zone string, labels map[stri
 		req.Filter = proto.String(labelFilter(labels))
 	}
 	var out []Instance
-	if c.lists != nil {
-		if resp, ok := c.lists.ListInstances(ctx, req); ok {
-			for _, p := range resp.GetItems() {
-				out = append(out, toInstance(zone, p))
+	if c.lists != nil && c.lists.ListInstances(ctx, req, func(resp *computepb.InstanceList) {
+		for _, p := range resp.GetItems() {
+			in := toInstance(zone, p)
+			// The answer is the shortcut's: keep a copy of the one
+			// reference toInstance shares with it (none for no labels,
+			// as a decoded answer has).
+			in.Labels = nil
+			if labels := p.GetLabels(); len(labels) > 0 {
+				in.Labels = maps.Clone(labels)
 			}
-			return out, nil
+			out = append(out, in)
 		}
+	}) {
+		return out, nil
 	}
 	it := c.instances.List(ctx, req)
 	for {

@@ -1,13 +1,17 @@
 package gce_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
+	"cloud.google.com/go/compute/apiv1/computepb"
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/api/option"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/flexslurm/flexslurm/dev/computesim"
 	"github.com/flexslurm/flexslurm/shared/gce"
@@ -156,4 +160,115 @@ func TestListShortcutMatchesREST(t *testing.T) {
 	s.SetListShortcut(computesim.ListShortcut{Sim: h.sim, Allow: func(string, string) bool { return false },
 		Answered: func(_, path string) { answered = append(answered, path) }})
 	check("Allow refusing", 0)
+}
+
+// cannedLists is a ListShortcut answering every call with the same
+// responses, which it keeps (as the simulator keeps its state).
+type cannedLists struct {
+	vms  *computepb.InstanceList
+	migs *computepb.InstanceGroupManagerList
+	rrs  *computepb.InstanceGroupManagerResizeRequestsListResponse
+}
+
+func (c cannedLists) ListInstances(_ context.Context, _ *computepb.ListInstancesRequest, read func(*computepb.InstanceList)) bool {
+	read(c.vms)
+	return true
+}
+
+func (c cannedLists) ListInstanceGroupManagers(_ context.Context, _ *computepb.ListInstanceGroupManagersRequest, read func(*computepb.InstanceGroupManagerList)) bool {
+	read(c.migs)
+	return true
+}
+
+func (c cannedLists) ListResizeRequests(_ context.Context, _ *computepb.ListInstanceGroupManagerResizeRequestsRequest, read func(*computepb.InstanceGroupManagerResizeRequestsListResponse)) bool {
+	read(c.rrs)
+	return true
+}
+
+// TestListShortcutDoesNotChangeOrKeepTheAnswer: the answers a ListShortcut
+// hands to the Client stay the shortcut's (the simulator's live state):
+// the Client changes nothing in them, and what it returns does not change
+// when they change afterwards.
+func TestListShortcutDoesNotChangeOrKeepTheAnswer(t *testing.T) {
+	ctx := context.Background()
+	c, err := gce.New(ctx, project, option.WithEndpoint("http://127.0.0.1:1"), option.WithoutAuthentication())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	canned := cannedLists{
+		vms: &computepb.InstanceList{Items: []*computepb.Instance{{
+			Name: proto.String("c1-h200-0"), Id: proto.Uint64(7), Status: proto.String("RUNNING"),
+			Labels:            map[string]string{"flexslurm-cluster": "c1", "flexslurm-pool": "h200"},
+			CreationTimestamp: proto.String("2026-12-01T10:00:00.000-00:00"),
+			Zone:              proto.String("https://www.googleapis.com/compute/v1/projects/proj/zones/" + zone),
+			Metadata: &computepb.Metadata{Items: []*computepb.Items{{Key: proto.String("created-by"),
+				Value: proto.String("projects/1/zones/" + zone + "/instanceGroupManagers/c1-h200")}}},
+		}, {Name: proto.String("c1-h200-1"), Labels: map[string]string{}}}},
+		migs: &computepb.InstanceGroupManagerList{Items: []*computepb.InstanceGroupManager{{
+			Name: proto.String("c1-h200"), TargetSize: proto.Int32(1),
+			Versions: []*computepb.InstanceGroupManagerVersion{{InstanceTemplate: proto.String("global/instanceTemplates/c1-h200-v1")}},
+		}}},
+		rrs: &computepb.InstanceGroupManagerResizeRequestsListResponse{Items: []*computepb.InstanceGroupManagerResizeRequest{{
+			Name: proto.String("rr-1"), State: proto.String("ACCEPTED"),
+			Instances: []*computepb.PerInstanceConfig{{Name: proto.String("c1-h200-0")}},
+			Status: &computepb.InstanceGroupManagerResizeRequestStatus{LastAttempt: &computepb.InstanceGroupManagerResizeRequestStatusLastAttempt{
+				Error: &computepb.Error{Errors: []*computepb.Errors{{Code: proto.String("ZONE_RESOURCE_POOL_EXHAUSTED"), Message: proto.String("no capacity")}}}}},
+		}}},
+	}
+	before := cannedLists{vms: proto.CloneOf(canned.vms), migs: proto.CloneOf(canned.migs), rrs: proto.CloneOf(canned.rrs)}
+	c.SetListShortcut(canned)
+	list := func() (vms []gce.Instance, migs []gce.MIG, rrs []gce.ResizeRequest) {
+		t.Helper()
+		var err error
+		if vms, err = c.ListInstances(ctx, zone, map[string]string{"flexslurm-cluster": "c1"}); err != nil {
+			t.Fatal(err)
+		}
+		if migs, err = c.ListMIGs(ctx, zone, "c1-"); err != nil {
+			t.Fatal(err)
+		}
+		if rrs, err = c.ListResizeRequests(ctx, zone, "c1-h200"); err != nil {
+			t.Fatal(err)
+		}
+		return vms, migs, rrs
+	}
+	vms, migs, rrs := list()
+	for _, d := range []string{
+		cmp.Diff(before.vms, canned.vms, protocmp.Transform()),
+		cmp.Diff(before.migs, canned.migs, protocmp.Transform()),
+		cmp.Diff(before.rrs, canned.rrs, protocmp.Transform()),
+	} {
+		if d != "" {
+			t.Errorf("the Client changed the shortcut's answer (-before +after):\n%s", d)
+		}
+	}
+	if len(vms) != 2 || vms[0].Labels["flexslurm-pool"] != "h200" || vms[0].MIG != "c1-h200" || vms[1].Labels != nil ||
+		len(migs) != 1 || migs[0].Template != "c1-h200-v1" ||
+		len(rrs) != 1 || rrs[0].LastAttemptCode != "ZONE_RESOURCE_POOL_EXHAUSTED" || len(rrs[0].Instances) != 1 {
+		t.Fatalf("translated answers: %+v %+v %+v", vms, migs, rrs)
+	}
+	wantVMs, wantMIGs, wantRRs := fmt.Sprint(vms), fmt.Sprint(migs), fmt.Sprint(rrs)
+
+	// The shortcut's state changes afterwards, everywhere it can.
+	v := canned.vms.Items[0]
+	v.Labels["flexslurm-pool"] = "b200"
+	v.Labels["x"] = "y"
+	v.Name, v.Status = proto.String("renamed"), proto.String("STOPPING")
+	v.Metadata.Items[0].Value = proto.String("projects/1/zones/z/instanceGroupManagers/other")
+	canned.vms.Items[1].Labels["new"] = "label"
+	canned.migs.Items[0].Versions[0].InstanceTemplate = proto.String("global/instanceTemplates/other")
+	canned.migs.Items[0].TargetSize = proto.Int32(9)
+	r := canned.rrs.Items[0]
+	r.State = proto.String("FAILED")
+	r.Instances[0].Name = proto.String("other")
+	r.Status.LastAttempt.Error.Errors[0].Code = proto.String("OTHER")
+	if got := fmt.Sprint(vms); got != wantVMs {
+		t.Errorf("VMs changed with the shortcut's state: %s, want %s", got, wantVMs)
+	}
+	if got := fmt.Sprint(migs); got != wantMIGs {
+		t.Errorf("MIGs changed with the shortcut's state: %s, want %s", got, wantMIGs)
+	}
+	if got := fmt.Sprint(rrs); got != wantRRs {
+		t.Errorf("resize requests changed with the shortcut's state: %s, want %s", got, wantRRs)
+	}
 }
