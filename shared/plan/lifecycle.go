@@ -235,13 +235,17 @@ func (b *builder) followSuccessor(pool *model.Pool, old model.Node, slurm *model
 		old.Successor = ""
 		why := fmt.Sprintf("make-before-break: successor %s does not take %s's place (its capacity never came, or it was released or made dynamic by a lowered max_node_count)", succ, old.Name)
 		switch {
-		case !handedOver:
+		case b.staticShort(pool) && !handedOver:
 			why += "; the node is recreated after its termination instead"
 		case b.staticShort(pool):
 			old.Kind = model.NodeStatic
 			why += fmt.Sprintf("; the pool is short of static nodes: %s is static again and recreated after its termination", old.Name)
 		default:
-			why += "; the pool has its static nodes without it: it stays dynamic"
+			// The pool has min_node_count static nodes without it
+			// (min_node_count lowered): it is surplus, as releaseSurplus
+			// would make it.
+			old.Kind = model.NodeDynamic
+			why += fmt.Sprintf("; the pool has min_node_count static nodes without it: %s is dynamic", old.Name)
 			handedOver = false
 		}
 		b.putNode(old, why)

@@ -369,6 +369,19 @@ func TestHandOverUndone(t *testing.T) {
 			wantKind: model.NodeDynamic,
 		},
 		{
+			name: "not yet handed over, the successor made dynamic by a lowered min_node_count, the pool has its static nodes: dynamic",
+			prepare: func(st *model.State, p *model.Pool) {
+				st.Nodes[old].Kind = model.NodeStatic
+				s := st.Nodes[succ]
+				s.Kind, s.Phase, s.LastEnd = model.NodeDynamic, model.PhaseRunning, ""
+				st.Nodes["flexvm-a3u-1"] = &model.Node{Name: "flexvm-a3u-1", Pool: "a3u", Index: 1, Kind: model.NodeStatic, Phase: model.PhaseRunning,
+					Generation: 1, VMName: "flexvm-a3u-1-g1", Registered: true}
+			},
+			reason: "", state: []string{"idle"},
+			want:     []string{"PutNode:flexvm-a3u-0/running", "PutNode:flexvm-a3u-2/running", "PutPool:a3u"},
+			wantKind: model.NodeDynamic,
+		},
+		{
 			name: "not yet handed over, the successor's capacity never came: still static",
 			prepare: func(st *model.State, _ *model.Pool) {
 				st.Nodes[old].Kind = model.NodeStatic
