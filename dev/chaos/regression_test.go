@@ -12,6 +12,7 @@ func TestRegressionSeeds(t *testing.T) {
 		831,  // a repaired node kept idle 2.5 h for a requeued job that ran elsewhere (idle_dynamic_released)
 		1040, // a node drained for diagnosis, then FAILed, counted idle from its job's end, not the hold's (idle_dynamic_released)
 		1042, // a cancelled job took its static node's queued replacement with it (static_at_min)
+		2296, // a static node handed over to a successor that a lowered max_node_count then released kept no static role (static_at_min)
 	} {
 		o := RunSeed(testContext(t), seed, RunOptions{})
 		if o.Failed() {

@@ -103,11 +103,17 @@ func (b *builder) generationEnded(pool *model.Pool, n model.Node, end model.EndR
 	n.Phase = model.PhaseReleased
 	n.VMID = ""
 	if n.Successor != "" {
-		// A successor already took (or is taking) this static node's place.
 		succ := n.Successor
-		b.handoverEnded(pool, &n)
-		b.putNode(n, fmt.Sprintf("%s: not recreated, successor %s replaces it", why, succ))
-		return
+		if b.handoverEnded(pool, &n) {
+			// A successor already took (or is taking) this static node's place.
+			b.putNode(n, fmt.Sprintf("%s: not recreated, successor %s replaces it", why, succ))
+			return
+		}
+		// The successor does not take its place (released or made dynamic
+		// by a lowered max_node_count, or its capacity never came): a node
+		// the pool's static count needs is static again, and recreated
+		// below.
+		why = fmt.Sprintf("%s (successor %s does not take its place)", why, succ)
 	}
 	if n.Kind == model.NodeStatic {
 		b.provisionNode(pool, n, "", why+": static node recreated (static nodes are always recreated)")

@@ -9,6 +9,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
+	"github.com/flexslurm/flexslurm/shared/slurmstate"
 )
 
 // maxCapacityWaits is how many recent capacity waits a pool keeps: about
@@ -228,13 +229,33 @@ func (b *builder) requestSuccessor(pool *model.Pool, old model.Node) {
 // successor whose capacity never came.
 func (b *builder) followSuccessor(pool *model.Pool, old model.Node, slurm *model.SlurmView) {
 	s, ok := b.st.Nodes[old.Successor]
-	if !ok || s.Predecessor != old.Name || !s.Phase.Serving() {
+	if !b.successorTakesOver(old) {
+		succ := old.Successor
+		handedOver := old.Kind != model.NodeStatic
 		old.Successor = ""
-		b.putNode(old, "make-before-break: the successor did not come up; the node is recreated after its termination instead")
+		why := fmt.Sprintf("make-before-break: successor %s does not take %s's place (its capacity never came, or it was released or made dynamic by a lowered max_node_count)", succ, old.Name)
+		switch {
+		case b.staticShort(pool) && !handedOver:
+			why += "; the node is recreated after its termination instead"
+		case b.staticShort(pool):
+			old.Kind = model.NodeStatic
+			why += fmt.Sprintf("; the pool is short of static nodes: %s is static again and recreated after its termination", old.Name)
+		default:
+			// The pool has min_node_count static nodes without it
+			// (min_node_count lowered): it is surplus, as releaseSurplus
+			// would make it.
+			old.Kind = model.NodeDynamic
+			why += fmt.Sprintf("; the pool has min_node_count static nodes without it: %s is dynamic", old.Name)
+			handedOver = false
+		}
+		b.putNode(old, why)
 		if ok && s.Predecessor == old.Name {
 			ss := *s
 			ss.Predecessor = ""
 			b.putNode(ss, ss.Reason)
+		}
+		if handedOver {
+			b.liftHandOverDrain(old, slurm)
 		}
 		return
 	}
@@ -285,13 +306,59 @@ func (b *builder) followSuccessor(pool *model.Pool, old model.Node, slurm *model
 	b.releaseNode(pool, old, fmt.Sprintf("make-before-break: %s is drained and runs no job, and %s serves in its place: VM released", old.Name, s.Name))
 }
 
+// staticShort reports whether the pool has fewer than min_node_count
+// static nodes serving (staticServing: a node with a successor counts
+// through it).
+func (b *builder) staticShort(pool *model.Pool) bool {
+	if cur, ok := b.st.Pools[pool.ID]; ok {
+		pool = cur
+	}
+	return b.staticServing(pool.ID) < pool.MinNodes
+}
+
+// successorTakesOver reports whether old's make-before-break successor
+// still takes its place: it names old as its predecessor, is static and
+// serves (requested or running). A successor released, or made dynamic,
+// because its slot is at or beyond a lowered max_node_count (cluster.go,
+// shrink.go), or whose capacity never came, does not: the static role
+// stays with old.
+func (b *builder) successorTakesOver(old model.Node) bool {
+	s, ok := b.st.Nodes[old.Successor]
+	return ok && s.Predecessor == old.Name && s.Kind == model.NodeStatic && s.Phase.Serving()
+}
+
+// liftHandOverDrain resumes in Slurm a node that flexslurm drained for its
+// hand-over to a successor that then did not take its place: the node is
+// static again and serves until its termination (its end-of-life
+// reservation keeps jobs that would outlive it off). Only flexslurm's own
+// drain for this very generation is lifted, and not while a health repair
+// or a diagnosis holds the node; another drain (an administrator's) and a
+// node Slurm is not known to hold drained are left alone.
+func (b *builder) liftHandOverDrain(old model.Node, slurm *model.SlurmView) {
+	if slurm == nil || old.Phase != model.PhaseRunning || old.Repair != model.RepairNone {
+		return
+	}
+	sn, ok := slurm.Nodes[old.Name]
+	if !ok || !sn.DrainSet() || sn.Owner != slurmstate.OwnerFlexslurm || sn.ReasonGeneration != old.Generation {
+		return
+	}
+	b.slurm(event.SlurmResume, []string{old.Name}, "", fmt.Sprintf("make-before-break: %s is static again, its successor does not take its place: lifting flexslurm's hand-over drain", old.Name), old.VMName, "handover-undone")
+}
+
 // handoverEnded closes a make-before-break when the old node's VM is gone:
-// the overlap is accounted and the link cleared on both nodes.
-func (b *builder) handoverEnded(pool *model.Pool, old *model.Node) {
+// the link is cleared on both nodes and, when the successor took the old
+// node's place, the overlap is accounted and the old node stays dynamic
+// (not recreated). When the successor does not take its place
+// (successorTakesOver) and the pool is short of static nodes without the
+// old node, the old node is static again, so that its caller recreates it.
+// It reports whether the successor took over.
+func (b *builder) handoverEnded(pool *model.Pool, old *model.Node) bool {
+	took := b.successorTakesOver(*old)
+	short := !took && b.staticShort(pool)
 	if s, ok := b.st.Nodes[old.Successor]; ok && s.Predecessor == old.Name {
 		ss := *s
 		ss.Predecessor = ""
-		if !s.RunningAt.IsZero() && b.now.After(s.RunningAt) {
+		if took && !s.RunningAt.IsZero() && b.now.After(s.RunningAt) {
 			p := *b.st.Pools[pool.ID]
 			overlap := b.now.Sub(s.RunningAt)
 			p.OverlapSeconds += int64(overlap / time.Second)
@@ -302,6 +369,10 @@ func (b *builder) handoverEnded(pool *model.Pool, old *model.Node) {
 	}
 	old.Successor = ""
 	old.Kind = model.NodeDynamic
+	if short {
+		old.Kind = model.NodeStatic
+	}
+	return took
 }
 
 // endAtConfiguredDuration ends a VM whose pool's flex_start_max_duration is

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/model"
 )
 
@@ -287,6 +288,174 @@ func TestHandOver(t *testing.T) {
 			b.followSuccessor(p, *b.st.Nodes[names["old"]], view)
 			if diff := cmp.Diff(tt.want, kinds(b.out)); diff != "" {
 				t.Errorf("actions (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestHandOverUndone: a static node handed over to a make-before-break
+// successor (drained in Slurm, no longer counted as static) whose
+// successor then does not take its place — released or made dynamic
+// because its slot is beyond a lowered max_node_count (chaos seed 2296),
+// or its capacity never came — takes the static role back when the pool
+// is short without it: it is static again, flexslurm's own hand-over drain
+// is lifted, and its expiry recreates it. A pool that has its static nodes
+// without it (min_node_count lowered too) keeps it dynamic.
+func TestHandOverUndone(t *testing.T) {
+	const (
+		old  = "flexvm-a3u-0"
+		succ = "flexvm-a3u-2"
+	)
+	ownDrain := "flexslurm: end of life at 2026-11-30T14:00:00Z, replaced by flexvm-a3u-2 (flexvm-a3u-0-g1)"
+	setup := func(t *testing.T) (*model.State, *model.Pool) {
+		st, _ := applied(t)
+		p := st.Pools["a3u"]
+		p.MinNodes, p.MaxNodes = 1, 2 // lowered from 3: the successor's slot is beyond it
+		o := st.Nodes[old]
+		o.Kind, o.Phase, o.Generation, o.VMName = model.NodeDynamic, model.PhaseRunning, 1, old+"-g1"
+		o.TerminationTime, o.Registered, o.RunningAt, o.Successor = t0.Add(2*time.Hour), true, t0.Add(-10*time.Hour), succ
+		st.Nodes[succ] = &model.Node{Name: succ, Pool: "a3u", Index: 2, Kind: model.NodeStatic, Phase: model.PhaseDeleting,
+			Generation: 1, VMName: succ + "-g1", Predecessor: old, Registered: true, RunningAt: t0.Add(-time.Hour), LastEnd: model.EndReleased, Reason: "released"}
+		return st, p
+	}
+	tests := []struct {
+		name     string
+		prepare  func(st *model.State, p *model.Pool)
+		reason   string   // old's drain reason in Slurm
+		state    []string // old's Slurm state words
+		want     []string
+		wantKind model.NodeKind
+	}{
+		{
+			name:   "successor released beyond the new maximum: static again, own drain lifted",
+			reason: ownDrain, state: []string{"allocated", "DRAIN"},
+			want:     []string{"PutNode:flexvm-a3u-0/running", "PutNode:flexvm-a3u-2/deleting", "Slurm:resume:flexvm-a3u-0"},
+			wantKind: model.NodeStatic,
+		},
+		{
+			name: "successor kept beyond the new maximum for its job, made dynamic: static again",
+			prepare: func(st *model.State, _ *model.Pool) {
+				s := st.Nodes[succ]
+				s.Kind, s.Phase, s.LastEnd = model.NodeDynamic, model.PhaseRunning, ""
+			},
+			reason: ownDrain, state: []string{"idle", "DRAIN"},
+			want:     []string{"PutNode:flexvm-a3u-0/running", "PutNode:flexvm-a3u-2/running", "PutPool:a3u", "Slurm:resume:flexvm-a3u-0"},
+			wantKind: model.NodeStatic,
+		},
+		{
+			name:   "an administrator's drain is left alone",
+			reason: "admin: DIMM replacement", state: []string{"idle", "DRAIN"},
+			want:     []string{"PutNode:flexvm-a3u-0/running", "PutNode:flexvm-a3u-2/deleting"},
+			wantKind: model.NodeStatic,
+		},
+		{
+			name: "a drain for a health repair is left to the repair",
+			prepare: func(st *model.State, _ *model.Pool) {
+				st.Nodes[old].Repair = model.RepairAwaitDrain
+			},
+			reason: "flexslurm: health check failed: GPU 3 (flexvm-a3u-0-g1)", state: []string{"idle", "DRAIN"},
+			want:     []string{"PutNode:flexvm-a3u-0/running", "PutNode:flexvm-a3u-2/deleting"},
+			wantKind: model.NodeStatic,
+		},
+		{
+			name: "the pool has its static nodes without it (min_node_count lowered too): stays dynamic",
+			prepare: func(st *model.State, p *model.Pool) {
+				p.MinNodes = 1
+				st.Nodes["flexvm-a3u-1"] = &model.Node{Name: "flexvm-a3u-1", Pool: "a3u", Index: 1, Kind: model.NodeStatic, Phase: model.PhaseRunning,
+					Generation: 1, VMName: "flexvm-a3u-1-g1", Registered: true}
+			},
+			reason: ownDrain, state: []string{"idle", "DRAIN"},
+			want:     []string{"PutNode:flexvm-a3u-0/running", "PutNode:flexvm-a3u-2/deleting"},
+			wantKind: model.NodeDynamic,
+		},
+		{
+			name: "not yet handed over, the successor made dynamic by a lowered min_node_count, the pool has its static nodes: dynamic",
+			prepare: func(st *model.State, p *model.Pool) {
+				st.Nodes[old].Kind = model.NodeStatic
+				s := st.Nodes[succ]
+				s.Kind, s.Phase, s.LastEnd = model.NodeDynamic, model.PhaseRunning, ""
+				st.Nodes["flexvm-a3u-1"] = &model.Node{Name: "flexvm-a3u-1", Pool: "a3u", Index: 1, Kind: model.NodeStatic, Phase: model.PhaseRunning,
+					Generation: 1, VMName: "flexvm-a3u-1-g1", Registered: true}
+			},
+			reason: "", state: []string{"idle"},
+			want:     []string{"PutNode:flexvm-a3u-0/running", "PutNode:flexvm-a3u-2/running", "PutPool:a3u"},
+			wantKind: model.NodeDynamic,
+		},
+		{
+			name: "not yet handed over, the successor's capacity never came: still static",
+			prepare: func(st *model.State, _ *model.Pool) {
+				st.Nodes[old].Kind = model.NodeStatic
+				s := st.Nodes[succ]
+				s.Phase, s.Registered, s.RunningAt = model.PhaseReleased, false, time.Time{}
+			},
+			reason: "", state: []string{"idle"},
+			want:     []string{"PutNode:flexvm-a3u-0/running", "PutNode:flexvm-a3u-2/released"},
+			wantKind: model.NodeStatic,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st, p := setup(t)
+			if tt.prepare != nil {
+				tt.prepare(st, p)
+			}
+			view := &model.SlurmView{TakenAt: t0, Nodes: map[string]model.SlurmNode{old: slurmNode(old, tt.reason, tt.state...)}}
+			b := newBuilder(st, t0, Policy{})
+			b.followSuccessor(p, *b.st.Nodes[old], view)
+			if diff := cmp.Diff(tt.want, kinds(b.out)); diff != "" {
+				t.Errorf("actions (-want +got):\n%s", diff)
+			}
+			o, s := b.st.Nodes[old], b.st.Nodes[succ]
+			if o.Kind != tt.wantKind || o.Successor != "" || s.Predecessor != "" {
+				t.Errorf("after: %s kind %s successor %q, %s predecessor %q; want kind %s and both links cleared", old, o.Kind, o.Successor, succ, s.Predecessor, tt.wantKind)
+			}
+		})
+	}
+}
+
+// TestHandOverUndoneAtExpiry: the old node's VM ends before a reconcile
+// pass saw that its successor does not take its place (chaos seed 2296:
+// the successor released by a lowered max_node_count minutes before the
+// old node's expiry). The node is recreated as a static node at once
+// (its own request, next generation), not left dynamic with the pool
+// below min_node_count; with the successor serving it is not.
+func TestHandOverUndoneAtExpiry(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		succPhase model.Phase
+		want      []string
+		wantKind  model.NodeKind
+	}{
+		{
+			name: "successor released", succPhase: model.PhaseDeleting,
+			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "Slurm:reservation_delete:flexvm-a3u-0", "PutNode:flexvm-a3u-2/deleting",
+				"PutNode:flexvm-a3u-0/requested", "CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
+			wantKind: model.NodeStatic,
+		},
+		{
+			name: "successor serving", succPhase: model.PhaseRunning,
+			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "Slurm:reservation_delete:flexvm-a3u-0", "PutPool:a3u",
+				"PutNode:flexvm-a3u-2/running", "PutNode:flexvm-a3u-0/released"},
+			wantKind: model.NodeDynamic,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, _ := applied(t)
+			running(st, "flexvm-a3u-0", t0)
+			o := st.Nodes["flexvm-a3u-0"]
+			o.Kind, o.Successor = model.NodeDynamic, "flexvm-a3u-2"
+			st.Nodes["flexvm-a3u-2"] = &model.Node{Name: "flexvm-a3u-2", Pool: "a3u", Index: 2, Kind: model.NodeStatic, Phase: tc.succPhase,
+				Generation: 1, VMName: "flexvm-a3u-2-g1", Predecessor: "flexvm-a3u-0", Registered: true, RunningAt: t0.Add(-time.Hour), Reason: "successor"}
+			got, err := Expiry(st, audit(event.AuditDeferredDelete, "flexvm-a3u-0-g1"), t0, Policy{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.want, kinds(got)); d != "" {
+				t.Errorf("actions (-want +got):\n%s", d)
+			}
+			Apply(st, got)
+			if k := st.Nodes["flexvm-a3u-0"].Kind; k != tc.wantKind {
+				t.Errorf("flexvm-a3u-0 is %s, want %s", k, tc.wantKind)
 			}
 		})
 	}

@@ -719,6 +719,23 @@ func (b *builder) provisionJob(j model.Job, why string) bool {
 		b.putJobIfChanged(j, j.Stage, strings.Join(held, "; "))
 		return false
 	}
+	// A static node is requested through its own resize request, never
+	// through the job's: a request is cancelled as a whole (when the job
+	// ends and its dynamic nodes are released, or when a lowered
+	// max_node_count releases one of them), and the static node must keep
+	// its capacity — and its place in the queue — through both.
+	dynamic := missing[:0:0]
+	for _, n := range missing {
+		if n.Kind == model.NodeStatic {
+			b.provisionNode(pool, n, "", fmt.Sprintf("static node %s has no VM and job %s is pending on it: requested in its own resize request (%s)", n.Name, j.ID, why))
+			continue
+		}
+		dynamic = append(dynamic, n)
+	}
+	if missing = dynamic; len(missing) == 0 {
+		b.putJobAt(j, model.JobStageProvisioned, "nodes provisioned or in flight")
+		return true
+	}
 	j.Generation++
 	rr := naming.JobResizeRequest(b.cluster, pool.ID, j.ID, j.Generation)
 	j.ResizeRequest = rr

@@ -18,7 +18,10 @@ import (
 //   - its queued resize request is cancelled (with it, the other nodes the
 //     same request named end their generation: a request still naming
 //     them could create the VM beyond the maximum), and any VM it made
-//     meanwhile deleted by name;
+//     meanwhile deleted by name; a static node never shares a job's
+//     request (provisionJob), and one that did (an older request) is
+//     requested again in its own request once that request has ended
+//     (ensureStatic, previous.go);
 //   - every node whose generation so ended is powered down in Slurm
 //     (power_down_force), so Slurm requeues the job now, instead of
 //     waiting out ResumeTimeout for a VM that will never come;
