@@ -67,7 +67,7 @@ func TestStaticNodeNeverSharesAJobsRequest(t *testing.T) {
 	t.Run("pool shrunk below the job's dynamic node", func(t *testing.T) {
 		st, c := provision(t)
 		c2, eff := withMax(t, c, 1, 2)
-		got := ClusterApplied(st, c2, testNode, eff, t0.Add(time.Minute), Policy{})
+		got := ClusterApplied(st, c2, testNode, built(t, c2, testNode), eff, t0.Add(time.Minute), Policy{})
 		for _, a := range got {
 			if cr, ok := a.(CancelResizeRequest); ok && cr.Name != "rr-flexvm-a3u-j7-g1" {
 				t.Errorf("cancelled %s, want only the job's request rr-flexvm-a3u-j7-g1", cr.Name)
@@ -133,7 +133,7 @@ func TestSharedRequestCancelledRequestsTheStaticNodeAgain(t *testing.T) {
 		}},
 		{"pool shrunk below the dynamic node", func(t *testing.T, st *model.State, c *spec.Cluster) []Action {
 			c2, eff := withMax(t, c, 1, 2)
-			return ClusterApplied(st, c2, testNode, eff, t0.Add(time.Minute), Policy{})
+			return ClusterApplied(st, c2, testNode, built(t, c2, testNode), eff, t0.Add(time.Minute), Policy{})
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
