@@ -56,6 +56,9 @@ func TestStrictDecodingNamesPathAndLine(t *testing.T) {
 		{"unknown repair state", base + "steps:\n  - assert:\n      - nodes: [{name: flexvm-a3u-0, repair: fixing}]\n", `unknown repair state "fixing"; states: none, await_drain, host_repair, blocked, diagnosis`},
 		{"unknown shortage code", base + "steps:\n  - shortage: {code: INVALID_FIELD_VALUE}\n", `steps[0].shortage.code (line 11): unknown code "INVALID_FIELD_VALUE"`},
 		{"bad pool shortage", base + "steps:\n  - assert:\n      - pools: [{id: a3u, shortage: stock}]\n", `want capacity, quota or none, got "stock"`},
+		{"resize request check that only selects", base + "steps:\n  - assert:\n      - resize_requests: {name: rr-flexvm-a3u-0-g2, state: active}\n",
+			`steps[0].assert[0].resize_requests (line 12): selects resize requests but checks nothing`},
+		{"VM check that only selects", base + "steps:\n  - assert:\n      - vms: {pool: a3u}\n", `steps[0].assert[0].vms (line 12): selects VMs but checks nothing`},
 		{"pool check without id", base + "steps:\n  - assert:\n      - pools: [{condition: none}]\n", `steps[0].assert[0].pools[0].id (line 12): required`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -509,12 +509,20 @@ func (c *Check) validate(p *problems, path string, f *File) {
 	if c.VMs != nil {
 		n++
 		checkCount(p, line, path+".vms", c.VMs.Count)
+		if v := c.VMs; v.Names == nil && !v.Count.IsSet() && v.BootDiskSizeGB == 0 && !v.PoolTemplate && v.EndBy == nil {
+			// pool, node, include_stopping and foreign only select.
+			p.add(line, path+".vms", "selects VMs but checks nothing: give names, count, min, max, boot_disk_size_gb, pool_template or end_by")
+		}
 	}
 	if c.ResizeRequests != nil {
 		n++
 		rr := c.ResizeRequests
 		checkRegexp(p, line, path+".resize_requests.match", rr.Match)
 		checkCount(p, line, path+".resize_requests", rr.Count)
+		if rr.Names == nil && !rr.Count.IsSet() && len(rr.States) == 0 {
+			// name, match, node, job and state only select.
+			p.add(line, path+".resize_requests", "selects resize requests but checks nothing: give names, count, min, max or states")
+		}
 		for _, s := range rr.State {
 			if !contains(rrStates, s) {
 				p.add(line, path+".resize_requests.state", "unknown state %q; states: %s", s, strings.Join(rrStates, ", "))
