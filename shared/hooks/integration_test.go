@@ -434,7 +434,8 @@ func heldJobs(t testing.TB, n int) []string {
 	for i := 0; i < n; i++ {
 		ids = append(ids, cl.Sbatch(t, "true", "-H", "-p", "big", "-t", "60"))
 	}
-	t.Cleanup(func() { cl.Cancel(ids...) })
+	c := cl // the cluster these jobs are on, whatever cl is when cleanup runs
+	t.Cleanup(func() { c.Cancel(ids...) })
 	return ids
 }
 
@@ -495,9 +496,10 @@ func testResumeProgram64Nodes(t *testing.T) {
 // reports its 99th percentile (on the host's Slurm).
 func BenchmarkResumeProgram64Nodes(b *testing.B) {
 	c, teardown := slurmtest.Setup(slurmtest.Options{PubSub: true}, localslurm.Host())
-	defer teardown()
+	// Cleanups run last registered first: heldJobs' cancel, then these.
+	b.Cleanup(teardown)
 	cl = c
-	defer func() { cl = nil }()
+	b.Cleanup(func() { cl = nil })
 	cl.Require(b)
 	if err := cl.WriteHooks(productionHooks()); err != nil {
 		b.Fatal(err)
