@@ -252,6 +252,9 @@ type builder struct {
 	// byPool indexes the names of st's nodes by pool, sorted by index,
 	// built on first use (poolNodes) and kept current by putNode.
 	byPool map[string][]string
+	// poolRecords holds, per pool, the records poolNodes last returned;
+	// putNode drops the pool's entry, since it replaces a record.
+	poolRecords map[string][]*model.Node
 }
 
 // poolNodes returns the pool's nodes sorted by index, as
@@ -278,6 +281,10 @@ func (b *builder) poolNodes(pool string) []*model.Node {
 			b.byPool[p] = names
 		}
 	}
+	if recs, ok := b.poolRecords[pool]; ok {
+		// A copy: a caller may reorder or extend what it gets.
+		return slices.Clone(recs)
+	}
 	names := b.byPool[pool]
 	if len(names) == 0 {
 		return nil
@@ -288,7 +295,11 @@ func (b *builder) poolNodes(pool string) []*model.Node {
 			out = append(out, n)
 		}
 	}
-	return out
+	if b.poolRecords == nil {
+		b.poolRecords = map[string][]*model.Node{}
+	}
+	b.poolRecords[pool] = out
+	return slices.Clone(out)
 }
 
 // indexNode adds a node new to b.st to the pool index, in index order.
@@ -334,10 +345,15 @@ func (b *builder) putNode(n model.Node, reason string) {
 	n.Reason = reason
 	n.UpdatedAt = b.now
 	c := n
-	if _, ok := b.st.Nodes[n.Name]; !ok {
-		defer b.indexNode(n)
+	old, existed := b.st.Nodes[n.Name]
+	if existed {
+		delete(b.poolRecords, old.Pool)
 	}
+	delete(b.poolRecords, n.Pool)
 	b.st.Nodes[n.Name] = &c
+	if !existed {
+		b.indexNode(n)
+	}
 	b.add(PutNode{Node: n, Reason: reason})
 	b.noteBeyondMax(n)
 }
