@@ -115,6 +115,27 @@ func benchLine(path, name string) (iterations string, metric map[string]float64,
 	return "", nil, why
 }
 
+// benchMetric reads metric unit of benchmark name from the output file
+// named by environment variable env, or calls pending with why there is
+// none.
+func benchMetric(env, name, unit string, pending func(string)) (iterations string, metric map[string]float64, ok bool) {
+	path := os.Getenv(env)
+	if path == "" {
+		pending(env + " unset; `make bench` sets it")
+		return "", nil, false
+	}
+	n, m, why := benchLine(path, name)
+	if why != "" {
+		pending(why)
+		return "", nil, false
+	}
+	if _, ok := m[unit]; !ok {
+		pending(name + " reported no " + unit)
+		return "", nil, false
+	}
+	return n, m, true
+}
+
 // chaosRow adds flexslurm chaos's throughput from dev/chaos' BenchmarkRun
 // output, or marks it pending.
 func chaosRow() {
@@ -126,21 +147,11 @@ func chaosRow() {
 		sec.Note("pending: %s", why)
 		sec.Pending(what, "pending: "+why, target)
 	}
-	path := os.Getenv(envChaos)
-	if path == "" {
-		pending(envChaos + " unset; `make bench` sets it")
-		return
-	}
-	n, m, why := benchLine(path, "BenchmarkRun")
-	if why != "" {
-		pending(why)
-		return
-	}
-	rate, ok := m["seeds/s"]
+	n, m, ok := benchMetric(envChaos, "BenchmarkRun", "seeds/s", pending)
 	if !ok {
-		pending("BenchmarkRun reported no seeds/s")
 		return
 	}
+	rate := m["seeds/s"]
 	sec.Add(n, fmt.Sprintf("%.1f", rate), fmt.Sprintf("%.3f", m["cpu-s/seed"]), fmt.Sprintf("%.0f", m["deliveries/seed"]), fmt.Sprintf("%.1f", m["crashes/seed"]))
 	sec.Target(what, fmt.Sprintf("%.1f seeds/s (%.3f CPU-s a seed)", rate, m["cpu-s/seed"]), target, rate >= 20)
 }
@@ -156,21 +167,11 @@ func hooksRow() {
 		sec.Note("pending: needs shared/hooks (%s)", why)
 		sec.Pending(what, "pending: needs shared/hooks", target)
 	}
-	path := os.Getenv(envHooks)
-	if path == "" {
-		pending(envHooks + " unset; `make bench` sets it")
-		return
-	}
-	n, metric, why := benchLine(path, "BenchmarkResumeProgram64Nodes")
-	if why != "" {
-		pending(why)
-		return
-	}
-	p99, ok := metric["p99-ms"]
+	n, metric, ok := benchMetric(envHooks, "BenchmarkResumeProgram64Nodes", "p99-ms", pending)
 	if !ok {
-		pending("BenchmarkResumeProgram64Nodes reported no p99-ms")
 		return
 	}
+	p99 := metric["p99-ms"]
 	sec.Add("64 nodes", n, fmt.Sprintf("%.0f ms", metric["p50-ms"]), fmt.Sprintf("%.0f ms", p99))
 	sec.Target(what, fmt.Sprintf("p99 %.0f ms", p99), target, p99 < 1000)
 }

@@ -182,13 +182,13 @@ func (m *Memory) Read(ctx context.Context, scope Scope) (*model.State, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	full, ok := m.clusters[scope.Cluster]
-	if !ok {
-		return model.NewState(), nil
+	v, err := m.View(ctx, scope)
+	if err != nil {
+		return nil, err
 	}
-	return selectScope(full, scope).Clone(), nil
+	// The view's maps are fresh and its records are never edited in
+	// place, so it is copied outside the lock.
+	return v.Clone(), nil
 }
 
 // View is Read without the copy, for a reader that only looks (a
