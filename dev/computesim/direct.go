@@ -40,32 +40,32 @@ type ListShortcut struct {
 	Answered func(method, path string)
 }
 
+// readAs hands a list's response to read when it is a T, and reports
+// whether it was.
+func readAs[T proto.Message](read func(T)) func(proto.Message) bool {
+	return func(m proto.Message) bool {
+		out, ok := m.(T)
+		if ok {
+			read(out)
+		}
+		return ok
+	}
+}
+
 // ListInstances answers instances.list: read gets the response.
 func (l ListShortcut) ListInstances(ctx context.Context, req *computepb.ListInstancesRequest, read func(*computepb.InstanceList)) bool {
 	// The paths are the ones the apiv1 REST clients build
 	// (cloud.google.com/go/compute/apiv1, instancesRESTClient.List and
 	// the like): /compute/v1/projects/{project}/zones/{zone}/….
 	path := "/compute/v1/projects/" + req.GetProject() + "/zones/" + req.GetZone() + "/instances"
-	return l.list(path, listQuery(req.Filter, req.MaxResults, req.OrderBy, req.PageToken), func(m proto.Message) bool {
-		out, ok := m.(*computepb.InstanceList)
-		if ok {
-			read(out)
-		}
-		return ok
-	})
+	return l.list(path, listQuery(req.Filter, req.MaxResults, req.OrderBy, req.PageToken), readAs(read))
 }
 
 // ListInstanceGroupManagers answers instanceGroupManagers.list: read gets
 // the response.
 func (l ListShortcut) ListInstanceGroupManagers(ctx context.Context, req *computepb.ListInstanceGroupManagersRequest, read func(*computepb.InstanceGroupManagerList)) bool {
 	path := "/compute/v1/projects/" + req.GetProject() + "/zones/" + req.GetZone() + "/instanceGroupManagers"
-	return l.list(path, listQuery(req.Filter, req.MaxResults, req.OrderBy, req.PageToken), func(m proto.Message) bool {
-		out, ok := m.(*computepb.InstanceGroupManagerList)
-		if ok {
-			read(out)
-		}
-		return ok
-	})
+	return l.list(path, listQuery(req.Filter, req.MaxResults, req.OrderBy, req.PageToken), readAs(read))
 }
 
 // ListResizeRequests answers instanceGroupManagerResizeRequests.list: read
@@ -73,13 +73,7 @@ func (l ListShortcut) ListInstanceGroupManagers(ctx context.Context, req *comput
 func (l ListShortcut) ListResizeRequests(ctx context.Context, req *computepb.ListInstanceGroupManagerResizeRequestsRequest, read func(*computepb.InstanceGroupManagerResizeRequestsListResponse)) bool {
 	path := "/compute/v1/projects/" + req.GetProject() + "/zones/" + req.GetZone() +
 		"/instanceGroupManagers/" + req.GetInstanceGroupManager() + "/resizeRequests"
-	return l.list(path, listQuery(req.Filter, req.MaxResults, req.OrderBy, req.PageToken), func(m proto.Message) bool {
-		out, ok := m.(*computepb.InstanceGroupManagerResizeRequestsListResponse)
-		if ok {
-			read(out)
-		}
-		return ok
-	})
+	return l.list(path, listQuery(req.Filter, req.MaxResults, req.OrderBy, req.PageToken), readAs(read))
 }
 
 // listQuery is the query the REST clients send for a list request's
