@@ -64,7 +64,7 @@ fuzz:
 # reconcile at scale; shared/hooks' ResumeProgram benchmark when it exists;
 # dev/chaos' seeds per second over CHAOSBENCH seeds),
 # with the emulators started around them. Prints the table, also written to
-# bin/bench-table.md. Takes about ten minutes.
+# bin/bench-table.md. Takes two to three minutes on 2 idle cores.
 bench: build
 	$(BIN) emulators run -- sh -c '\
 	  if grep -qs "^func BenchmarkResumeProgram64Nodes(" shared/hooks/*_test.go; then \
