@@ -76,6 +76,7 @@ type LocalCluster struct {
 	hookDir   string
 	daemons   map[string]*daemon // "munged", "slurmctld", "slurmd:NODE"
 	mungeOurs bool
+	clusterID string // ClusterName of the slurm.conf WriteConfig wrote
 	lockFile  *os.File
 	exeDir    string   // the directory of the hooks' flexslurm binary
 	mounts    []string // chroot mount points, in mount order
@@ -238,6 +239,9 @@ func (l *LocalCluster) WriteConfig(c *spec.Cluster, o slurm.ConfigOptions) error
 	if err != nil {
 		return fmt.Errorf("writing slurm.conf for cluster %s: %w", c.ID, err)
 	}
+	l.mu.Lock()
+	l.clusterID = c.ID
+	l.mu.Unlock()
 	uid, gid, err := l.Inst.LookupUser("slurm")
 	if err != nil {
 		return fmt.Errorf("%w: no slurm user: %w", ErrUnavailable, err)
@@ -599,7 +603,10 @@ func (l *LocalCluster) StopNode(name string) error {
 	// that no slurmstepd tells slurmctld its job was killed (which would end
 	// the job FAILED instead of letting Slurm requeue it when the node goes
 	// DOWN) while slurmd shuts down or the processes are killed one by one.
-	frozen := nodeProcesses(name)
+	l.mu.Lock()
+	cluster := l.clusterID
+	l.mu.Unlock()
+	frozen := nodeProcesses(cluster, name)
 	for _, pid := range frozen {
 		_ = syscall.Kill(pid, syscall.SIGSTOP)
 	}
@@ -612,7 +619,7 @@ func (l *LocalCluster) StopNode(name string) error {
 		l.log().Info("slurmd stopped", "node", name, "pid", d.pid())
 	}
 	pids := frozen
-	for _, pid := range nodeProcesses(name) {
+	for _, pid := range nodeProcesses(cluster, name) {
 		if !slices.Contains(pids, pid) {
 			pids = append(pids, pid)
 		}
@@ -769,13 +776,22 @@ func procName(pid int) string {
 	return strings.TrimSpace(string(b))
 }
 
-// nodeProcesses returns the live processes that run for node name on this
-// host: those whose environment holds SLURMD_NODENAME=name (job tasks,
-// batch scripts, prologs), and the slurmstepd processes that are their
-// parents (a slurmstepd's own environment does not name its node).
-func nodeProcesses(name string) []int {
+// nodeProcesses returns the live processes that run for node name of
+// cluster on this host: those whose environment holds
+// SLURMD_NODENAME=name and SLURM_CLUSTER_NAME=cluster (job tasks and batch
+// scripts: Slurm sets both in every job's environment, see sbatch(1)
+// "OUTPUT ENVIRONMENT VARIABLES"), and the slurmstepd processes that are
+// their parents (a slurmstepd's own environment does not name its node).
+// A job of another cluster on the same host (one left by a killed run)
+// whose node has the same name is not touched. An empty cluster (no
+// slurm.conf written by this LocalCluster) matches nothing.
+func nodeProcesses(cluster, name string) []int {
+	if cluster == "" {
+		return nil
+	}
 	entries, _ := os.ReadDir("/proc")
 	want := []byte("\x00SLURMD_NODENAME=" + name + "\x00")
+	wantCluster := []byte("\x00SLURM_CLUSTER_NAME=" + cluster + "\x00")
 	self := os.Getpid()
 	var pids []int
 	seen := map[int]bool{}
@@ -785,7 +801,11 @@ func nodeProcesses(name string) []int {
 			continue
 		}
 		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !bytes.Contains(append([]byte{0}, env...), want) || !pidAlive(pid) {
+		if err != nil {
+			continue
+		}
+		env = append([]byte{0}, env...)
+		if !bytes.Contains(env, want) || !bytes.Contains(env, wantCluster) || !pidAlive(pid) {
 			continue
 		}
 		if !seen[pid] {

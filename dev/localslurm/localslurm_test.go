@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -154,5 +155,29 @@ func TestParseVersion(t *testing.T) {
 		if got, err := parseVersion(in); err == nil {
 			t.Errorf("parseVersion(%q) = %q, want an error", in, got)
 		}
+	}
+}
+
+// TestNodeProcessesOnlyThisCluster starts three processes that look like
+// jobs of node n1: one of this cluster, one of another cluster on the same
+// host, one of another node. Only the first is this node's.
+func TestNodeProcessesOnlyThisCluster(t *testing.T) {
+	start := func(env ...string) int {
+		cmd := exec.Command("sleep", "60")
+		cmd.Env = append(os.Environ(), env...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd.Process.Pid
+	}
+	ours := start("SLURMD_NODENAME=np-n1-0", "SLURM_CLUSTER_NAME=np-ours")
+	start("SLURMD_NODENAME=np-n1-0", "SLURM_CLUSTER_NAME=np-other")
+	start("SLURMD_NODENAME=np-n1-1", "SLURM_CLUSTER_NAME=np-ours")
+	if got := nodeProcesses("np-ours", "np-n1-0"); !slices.Equal(got, []int{ours}) {
+		t.Errorf("nodeProcesses(np-ours, np-n1-0) = %v, want [%d]", got, ours)
+	}
+	if got := nodeProcesses("", "np-n1-0"); got != nil {
+		t.Errorf("nodeProcesses with no cluster = %v, want none", got)
 	}
 }

@@ -1,7 +1,12 @@
 package agent_test
 
 import (
+	"bytes"
 	"context"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,8 +32,27 @@ func testPowerDownForceOfAGoneVM(t *testing.T) {
 	t.Cleanup(func() { cl.Cancel(job) })
 	cl.WaitJob(t, job, 20*time.Second, "running", func(j slurm.JobInfo) bool { return j.State == slurm.JobRunning })
 
+	// slurmctld marks the job RUNNING before slurmd starts its script:
+	// wait for the script's sleep.
+	var tasks []int
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		tasks = jobProcesses(job)
+		if slices.ContainsFunc(tasks, func(pid int) bool { return procName(pid) == "sleep" }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s runs no sleep on this host 10 s after it started: processes %v", job, tasks)
+		}
+	}
 	if err := cl.StopNode(dyn); err != nil { // the VM ends
 		t.Fatal(err)
+	}
+	for _, pid := range tasks {
+		// A zombie ("PID (comm) Z …") has ended; this host's init may be
+		// slow to reap it.
+		if st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil && !bytes.Contains(st, []byte(") Z ")) {
+			t.Errorf("process of job %s still there after its node's VM ended: %s", job, st)
+		}
 	}
 	h.applied(event.SlurmCommand{Command: event.SlurmPowerDownForce, Nodes: []string{dyn}, Reason: "flexslurm: VM flexci-gpu-2-g1 reached its max run duration"})
 	j := cl.WaitJob(t, job, 10*time.Second, "requeued and pending", func(j slurm.JobInfo) bool { return j.Pending() && j.Restarts == 1 })
@@ -39,4 +63,32 @@ func testPowerDownForceOfAGoneVM(t *testing.T) {
 	// over 20 s (SuspendTimeout is 3 s) to finish POWERING_DOWN.
 	cl.WaitNode(t, dyn, 90*time.Second, "powered down", func(n slurm.NodeInfo) bool { return n.Has(slurm.FlagPoweredDown) && !n.Down() })
 	h.unchanged(event.SlurmCommand{Command: event.SlurmPowerDownForce, Nodes: []string{dyn}})
+}
+
+// jobProcesses returns the processes on this host whose environment holds
+// SLURM_JOB_ID=id: the job's batch script and its tasks.
+func jobProcesses(id string) []int {
+	entries, _ := os.ReadDir("/proc")
+	want := []byte("\x00SLURM_JOB_ID=" + id + "\x00")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err == nil && bytes.Contains(append([]byte{0}, env...), want) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// procName is the program name of pid ("" when it has ended).
+func procName(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
