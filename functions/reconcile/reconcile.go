@@ -46,12 +46,13 @@ func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
 	if err != nil {
 		return nil
 	}
-	if hdr, herr := event.PeekHeader(msg.Data); herr == nil && hdr.Type == event.TypeSlurmSnapshot {
-		return apply.Outcome(log, h.snapshot(ctx, msg))
-	}
-	tick, err := event.DecodeTick(msg.Data)
+	// A snapshot (slurm-snapshot topic) or else a tick.
+	snap, tick, err := event.DecodeSnapshotOrTick(msg.Data)
 	if err != nil {
 		return apply.Outcome(log, err)
+	}
+	if snap != nil {
+		return apply.Outcome(log, h.snapshot(ctx, msg.ID, snap))
 	}
 	clusters := []string{tick.Cluster}
 	if tick.Cluster == "" {
@@ -71,13 +72,9 @@ func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
 
 // snapshot stores the agent's latest Slurm snapshot; which snapshot is kept
 // when they arrive out of order is plan.Snapshot's decision.
-func (h *Handler) snapshot(ctx context.Context, msg *event.Message) error {
-	snap, err := event.DecodeSnapshot(msg.Data)
-	if err != nil {
-		return err
-	}
-	_, err = h.r.Process(ctx, apply.Input{
-		Flow: Flow, EventID: msg.ID,
+func (h *Handler) snapshot(ctx context.Context, eventID string, snap *event.SlurmSnapshot) error {
+	_, err := h.r.Process(ctx, apply.Input{
+		Flow: Flow, EventID: eventID,
 		Scope: store.Scope{Cluster: snap.Cluster, Slurm: true},
 		Decide: func(st *model.State, now time.Time) ([]plan.Action, error) {
 			return plan.Snapshot(st, snap, now)
