@@ -85,13 +85,15 @@ func (h *Handler) snapshot(ctx context.Context, eventID string, snap *event.Slur
 
 // Cluster reconciles one cluster: observe, then decide and act.
 func (h *Handler) Cluster(ctx context.Context, tickID, cluster string) error {
-	scope := store.Scope{Cluster: cluster, AllPools: true, Slurm: true}
-	// 1. Observe Compute for the pools the cluster has now.
-	st, err := h.r.Deps().Store.Read(ctx, scope)
+	// 1. Observe Compute for the pools the cluster has now: their records
+	// and the Slurm view are all this reads, not the nodes and jobs the
+	// transaction loads.
+	st, err := h.r.Deps().Store.Read(ctx, store.Scope{Cluster: cluster, AllPoolRecords: true, Slurm: true})
 	if err != nil {
 		return fmt.Errorf("reading state: %w", err)
 	}
 	obs := h.r.Observe(ctx, cluster, st)
+	scope := store.Scope{Cluster: cluster, AllPools: true, Slurm: true}
 	// The records of the jobs the snapshot shows pending are loaded whatever
 	// their state (a pass loads active jobs only): a job whose end flexslurm
 	// recorded must not look unknown (plan.Observed.JobRecordsFor).

@@ -65,6 +65,11 @@ func selectScope(full *model.State, scope Scope) *model.State {
 			out.Pools[id] = p
 		}
 	}
+	if scope.AllPoolRecords {
+		for id, p := range full.Pools {
+			out.Pools[id] = p
+		}
+	}
 	for _, id := range scope.PoolRecords {
 		if p, ok := full.Pools[id]; ok {
 			out.Pools[id] = p
