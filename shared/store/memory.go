@@ -53,13 +53,24 @@ func (m *Memory) cluster(id string) *model.State {
 // selection may share them as long as nothing it is handed to edits them.
 // Read and Update hand out a deep copy (model.State.Clone) of it.
 func selectScope(full *model.State, scope Scope) *model.State {
-	out := model.NewState()
-	out.Cluster = full.Cluster
+	out := &model.State{Cluster: full.Cluster}
 	inPool := map[string]bool{}
 	for _, p := range scope.Pools {
 		inPool[p] = true
 	}
 	want := func(pool string) bool { return scope.AllPools || inPool[pool] }
+	// The maps are sized for what they will hold where it is known (every
+	// pool and node under AllPools), instead of growing an entry at a time.
+	pools, nodes := len(scope.Pools)+len(scope.PoolRecords), len(scope.Nodes)
+	if scope.AllPools || scope.AllPoolRecords {
+		pools = len(full.Pools)
+	}
+	if scope.AllPools {
+		nodes = len(full.Nodes)
+	}
+	out.Pools = make(map[string]*model.Pool, pools)
+	out.Nodes = make(map[string]*model.Node, nodes)
+	out.Jobs = make(map[string]*model.Job, len(scope.Jobs))
 	for id, p := range full.Pools {
 		if want(id) {
 			out.Pools[id] = p
