@@ -13,6 +13,7 @@ import (
 
 	"github.com/flexslurm/flexslurm/shared/apply"
 	"github.com/flexslurm/flexslurm/shared/event"
+	"github.com/flexslurm/flexslurm/shared/logx"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
 	"github.com/flexslurm/flexslurm/shared/plan"
@@ -49,7 +50,9 @@ func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
 	if err != nil {
 		return apply.Outcome(log, err)
 	}
-	log = log.With("vm", a.Instance, "method", a.Method, "principal", a.Principal)
+	if !logx.Discards(log) {
+		log = log.With("vm", a.Instance, "method", a.Method, "principal", a.Principal)
+	}
 	// 2. Only VMs named like this system's are considered (labels are
 	// checked again before any deletion).
 	_, cluster, pool, _, ok := naming.ParseVMName(a.Instance)

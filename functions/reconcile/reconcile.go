@@ -46,12 +46,13 @@ func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
 	if err != nil {
 		return nil
 	}
-	if hdr, herr := event.PeekHeader(msg.Data); herr == nil && hdr.Type == event.TypeSlurmSnapshot {
-		return apply.Outcome(log, h.snapshot(ctx, msg))
-	}
-	tick, err := event.DecodeTick(msg.Data)
+	// A snapshot (slurm-snapshot topic) or else a tick.
+	snap, tick, err := event.DecodeSnapshotOrTick(msg.Data)
 	if err != nil {
 		return apply.Outcome(log, err)
+	}
+	if snap != nil {
+		return apply.Outcome(log, h.snapshot(ctx, msg.ID, snap))
 	}
 	clusters := []string{tick.Cluster}
 	if tick.Cluster == "" {
@@ -71,13 +72,9 @@ func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
 
 // snapshot stores the agent's latest Slurm snapshot; which snapshot is kept
 // when they arrive out of order is plan.Snapshot's decision.
-func (h *Handler) snapshot(ctx context.Context, msg *event.Message) error {
-	snap, err := event.DecodeSnapshot(msg.Data)
-	if err != nil {
-		return err
-	}
-	_, err = h.r.Process(ctx, apply.Input{
-		Flow: Flow, EventID: msg.ID,
+func (h *Handler) snapshot(ctx context.Context, eventID string, snap *event.SlurmSnapshot) error {
+	_, err := h.r.Process(ctx, apply.Input{
+		Flow: Flow, EventID: eventID,
 		Scope: store.Scope{Cluster: snap.Cluster, Slurm: true},
 		Decide: func(st *model.State, now time.Time) ([]plan.Action, error) {
 			return plan.Snapshot(st, snap, now)
@@ -88,13 +85,15 @@ func (h *Handler) snapshot(ctx context.Context, msg *event.Message) error {
 
 // Cluster reconciles one cluster: observe, then decide and act.
 func (h *Handler) Cluster(ctx context.Context, tickID, cluster string) error {
-	scope := store.Scope{Cluster: cluster, AllPools: true, Slurm: true}
-	// 1. Observe Compute for the pools the cluster has now.
-	st, err := h.r.Deps().Store.Read(ctx, scope)
+	// 1. Observe Compute for the pools the cluster has now: their records
+	// and the Slurm view are all this reads, not the nodes and jobs the
+	// transaction loads.
+	st, err := h.r.Deps().Store.Read(ctx, store.Scope{Cluster: cluster, AllPoolRecords: true, Slurm: true})
 	if err != nil {
 		return fmt.Errorf("reading state: %w", err)
 	}
 	obs := h.r.Observe(ctx, cluster, st)
+	scope := store.Scope{Cluster: cluster, AllPools: true, Slurm: true}
 	// The records of the jobs the snapshot shows pending are loaded whatever
 	// their state (a pass loads active jobs only): a job whose end flexslurm
 	// recorded must not look unknown (plan.Observed.JobRecordsFor).

@@ -28,6 +28,7 @@ import (
 
 	"github.com/flexslurm/flexslurm/shared/apply"
 	"github.com/flexslurm/flexslurm/shared/event"
+	"github.com/flexslurm/flexslurm/shared/logx"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
 	"github.com/flexslurm/flexslurm/shared/plan"
@@ -64,7 +65,9 @@ func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
 	if err != nil {
 		return apply.Outcome(log, err)
 	}
-	log = log.With("cluster", ev.Cluster, "node", ev.Node, "generation", ev.Generation, "verdict", ev.Verdict)
+	if !logx.Discards(log) {
+		log = log.With("cluster", ev.Cluster, "node", ev.Node, "generation", ev.Generation, "verdict", ev.Verdict)
+	}
 	_, pool, _, ok := naming.ParseNodeName(ev.Node)
 	if !ok {
 		return apply.Outcome(log, plan.ErrRejected)

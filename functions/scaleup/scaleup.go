@@ -18,6 +18,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/apply"
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/instancetemplate"
+	"github.com/flexslurm/flexslurm/shared/logx"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
 	"github.com/flexslurm/flexslurm/shared/plan"
@@ -55,7 +56,9 @@ func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
 	if err != nil {
 		return apply.Outcome(log, err)
 	}
-	log = log.With("cluster", hdr.Cluster, "type", hdr.Type)
+	if !logx.Discards(log) {
+		log = log.With("cluster", hdr.Cluster, "type", hdr.Type)
+	}
 	// 2. Decide and act.
 	switch hdr.Type {
 	case event.TypeClusterApply:

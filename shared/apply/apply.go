@@ -44,6 +44,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/gce"
 	"github.com/flexslurm/flexslurm/shared/instancetemplate"
+	"github.com/flexslurm/flexslurm/shared/logx"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
 	"github.com/flexslurm/flexslurm/shared/plan"
@@ -189,10 +190,16 @@ func (r *Runner) Process(ctx context.Context, in Input) (Result, error) {
 		}
 		st.EventNote = note
 		res.Actions = acts
-		after = st.Clone()
+		// The store's contract lets fn keep st once Update returns (nothing
+		// of it reaches the store, and the store keeps no part of it), so
+		// the actions are carried out against it as it is, uncopied.
+		after = st
 		return nil
 	})
-	log := r.d.Log.With("flow", in.Flow, "event_id", in.EventID, "cluster", in.Scope.Cluster)
+	log := r.d.Log
+	if !logx.Discards(log) {
+		log = log.With("flow", in.Flow, "event_id", in.EventID, "cluster", in.Scope.Cluster)
+	}
 	switch {
 	case errors.Is(err, store.ErrDuplicateEvent):
 		// A redelivery: the decision was recorded before. Replay its
@@ -337,7 +344,7 @@ func (r *Runner) hostRepairFailed(ctx context.Context, cluster string, hr plan.R
 		}
 		plan.Apply(st, a)
 		acts = a
-		after = st.Clone()
+		after = st // kept as Process keeps it: the store contract allows it
 		return nil
 	})
 	if errors.Is(err, plan.ErrRejected) {
@@ -669,6 +676,19 @@ func (r *Runner) Spec(st *model.State) (*spec.Cluster, error) {
 }
 
 func logAction(log *slog.Logger, a plan.Action, status string, extra ...any) {
+	lvl := slog.LevelInfo
+	if status == "failed" {
+		lvl = slog.LevelError
+	}
+	if _, ok := a.(plan.Alert); ok {
+		lvl = slog.LevelWarn
+	}
+	// Logger.Log asks the handler the same before formatting the line;
+	// asking first also spares building its attributes.
+	ctx := context.Background()
+	if !log.Enabled(ctx, lvl) {
+		return
+	}
 	args := []any{"action", fmt.Sprintf("%T", a)[len("plan."):], "status", status, "reason", a.Why()}
 	switch a := a.(type) {
 	case plan.PutNode:
@@ -704,12 +724,5 @@ func logAction(log *slog.Logger, a plan.Action, status string, extra ...any) {
 		}
 	}
 	args = append(args, extra...)
-	lvl := slog.LevelInfo
-	if status == "failed" {
-		lvl = slog.LevelError
-	}
-	if _, ok := a.(plan.Alert); ok {
-		lvl = slog.LevelWarn
-	}
-	log.Log(context.Background(), lvl, a.String(), args...)
+	log.Log(ctx, lvl, a.String(), args...)
 }

@@ -187,3 +187,72 @@ func TestDecodeSnapshotJSONRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeSnapshotOrTickMatchesBefore: DecodeSnapshotOrTick gives the
+// snapshot, the tick and the error that the reconciler's two steps gave —
+// PeekHeader, then DecodeSnapshot for a valid snapshot header and
+// DecodeTick otherwise — for payloads of every kind, spoiled every way.
+func TestDecodeSnapshotOrTickMatchesBefore(t *testing.T) {
+	before := func(data []byte) (*SlurmSnapshot, *Tick, error) {
+		if h, err := PeekHeader(data); err == nil && h.Type == TypeSlurmSnapshot {
+			s, err := DecodeSnapshot(data)
+			return s, nil, err
+		}
+		tick, err := DecodeTick(data)
+		return nil, tick, err
+	}
+	type result struct {
+		Snap *SlurmSnapshot
+		Tick *Tick
+		Err  string
+	}
+	errText := func(err error) string {
+		if err == nil {
+			return ""
+		}
+		return err.Error()
+	}
+	samples := decodeSamples()
+	for _, s := range []string{
+		`{"version":1,"type":"reconcile.tick","cluster":"flexvm"}`,
+		`{"version":1,"type":"reconcile.tick"}`,
+		`{"version":1,"type":"reconcile.tick","cluster":"flexvm","nodes":[]}`,
+		`{"version":1,"type":"slurm.snapshot","cluster":"flexvm","taken_at":"2026-11-30T12:00:00Z","nodes":[{"name":"Bad_Name","state":"idle"}]}`,
+		`{"version":1,"type":"slurm.snapshot","cluster":"flexvm","taken_at":"2026-11-30T12:00:00Z","jobs":[{"id":"x1","state":"PENDING"}]}`,
+		`{"version":1,"type":"slurm.snapshot","cluster":"flexvm","nodes":[{"name":"flexvm-a3u-1","state":"idle","unknown":1}]}`,
+		`{"version":1,"type":"slurm.snapshot","cluster":"flexvm","nodes":[{"name":"flexvm-a3u-1","state":"idle"}]} ]`,
+		`{}`, ` {} `, `{"version":1}`, `{"type":"slurm.snapshot"}`,
+	} {
+		samples = append(samples, []byte(s))
+	}
+	kinds := map[string]int{}
+	for _, data := range samples {
+		s, tick, err := before(data)
+		want := result{s, tick, errText(err)}
+		s, tick, err = DecodeSnapshotOrTick(data)
+		got := result{s, tick, errText(err)}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%q (-before +now):\n%s", data, diff)
+		}
+		switch {
+		case want.Snap != nil:
+			kinds["snapshot"]++
+		case want.Tick != nil:
+			kinds["tick"]++
+		case isSnapshot(data):
+			kinds["snapshot rejected"]++
+		default:
+			kinds[errKind(err)]++
+		}
+	}
+	for _, k := range []string{"snapshot", "tick", "snapshot rejected", "decoding payload:", "other"} {
+		if kinds[k] == 0 {
+			t.Errorf("no sample gave %q: %v", k, kinds)
+		}
+	}
+}
+
+func isSnapshot(data []byte) bool {
+	h, err := PeekHeader(data)
+	return err == nil && h.Type == TypeSlurmSnapshot
+}

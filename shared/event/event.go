@@ -723,33 +723,75 @@ func DecodeSnapshot(data []byte) (*SlurmSnapshot, error) {
 	if err := decodePayload(data, &s, &s.Header); err != nil {
 		return nil, err
 	}
+	if err := checkSnapshot(&s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// DecodeSnapshotOrTick decodes a payload of the reconciler's topics: a
+// slurm.snapshot (snap) or else a reconcile tick (tick). It returns what
+// reading the header (PeekHeader), then DecodeSnapshot when the header is
+// a valid snapshot's and DecodeTick otherwise, return — the same values
+// and errors — while reading a snapshot's bytes once instead of twice.
+//
+// Why the one strict decode into a SlurmSnapshot gives what PeekHeader
+// would: when it succeeds with nothing but white space after the value,
+// its header is the one json.Unmarshal reads into a Header, with no error
+// (decodePayload); when it fails, PeekHeader runs to tell a snapshot with
+// a bad body (DecodeSnapshot's error is the strict decode's) from a
+// payload of another type; with anything after the value, PeekHeader
+// fails and the payload is decoded as a tick, as before.
+func DecodeSnapshotOrTick(data []byte) (snap *SlurmSnapshot, tick *Tick, err error) {
+	var s SlurmSnapshot
+	rest, err := decodeStrictRest(data, &s)
+	switch {
+	case err == nil && !rest:
+		if checkHeader(s.Header) == nil && s.Type == TypeSlurmSnapshot {
+			if err := checkSnapshot(&s); err != nil {
+				return nil, nil, err
+			}
+			return &s, nil, nil
+		}
+	case err != nil:
+		if h, herr := PeekHeader(data); herr == nil && h.Type == TypeSlurmSnapshot {
+			return nil, nil, err
+		}
+	}
+	tick, err = DecodeTick(data)
+	return nil, tick, err
+}
+
+// checkSnapshot validates a snapshot decoded with a valid header, and
+// parses its nodes' and jobs' states.
+func checkSnapshot(s *SlurmSnapshot) error {
 	if s.Type != TypeSlurmSnapshot {
-		return nil, malformed("type %q is not %s", s.Type, TypeSlurmSnapshot)
+		return malformed("type %q is not %s", s.Type, TypeSlurmSnapshot)
 	}
 	if len(s.Nodes) > MaxNodesPerEvent || len(s.Jobs) > 100000 {
-		return nil, malformed("snapshot of %d nodes and %d jobs is above the limits (%d nodes, 100000 jobs)", len(s.Nodes), len(s.Jobs), MaxNodesPerEvent)
+		return malformed("snapshot of %d nodes and %d jobs is above the limits (%d nodes, 100000 jobs)", len(s.Nodes), len(s.Jobs), MaxNodesPerEvent)
 	}
 	for i, n := range s.Nodes {
 		if !ValidNodeName(n.Name) {
-			return nil, malformed("node name %q is not valid", n.Name)
+			return malformed("node name %q is not valid", n.Name)
 		}
 		s.Nodes[i].Node = slurmstate.ParseNode(n.Name, n.Words(), n.Reason)
 	}
 	for i, j := range s.Jobs {
 		if !validJobID(j.ID) {
-			return nil, malformed("job id %q is not a Slurm job id", j.ID)
+			return malformed("job id %q is not a Slurm job id", j.ID)
 		}
 		s.Jobs[i].State, _ = slurmstate.ParseJobState([]string{string(j.State)})
 	}
 	if c := s.Config; c != nil {
 		if len(c.Divergences) > MaxConfigDivergences {
-			return nil, malformed("config: %d divergences are above the limit of %d", len(c.Divergences), MaxConfigDivergences)
+			return malformed("config: %d divergences are above the limit of %d", len(c.Divergences), MaxConfigDivergences)
 		}
 		for _, d := range c.Divergences {
 			if len(d.Problem) > MaxConfigDivergenceText || len(d.Fix) > MaxConfigDivergenceText {
-				return nil, malformed("config: a divergence of %d+%d bytes is above the limit of %d each", len(d.Problem), len(d.Fix), MaxConfigDivergenceText)
+				return malformed("config: a divergence of %d+%d bytes is above the limit of %d each", len(d.Problem), len(d.Fix), MaxConfigDivergenceText)
 			}
 		}
 	}
-	return &s, nil
+	return nil
 }

@@ -26,6 +26,7 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -834,12 +835,27 @@ func toInstance(zone string, p *computepb.Instance) Instance {
 // parentheses: "To filter on multiple expressions, provide each separate
 // expression within parentheses" (the filter parameter of the Compute v1
 // discovery document).
+// Values are quoted as Go quotes them (strconv.Quote, what %q does).
 func labelFilter(labels map[string]string) string {
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(labels)) {
-		parts = append(parts, fmt.Sprintf("(labels.%s = %q)", k, labels[k]))
+	keys := make([]string, 0, len(labels))
+	size := 0
+	for k, v := range labels {
+		keys = append(keys, k)
+		size += len(k) + len(v) + len("(labels. = \"\") ")
 	}
-	return strings.Join(parts, " ")
+	slices.Sort(keys)
+	b := make([]byte, 0, size)
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		b = append(b, "(labels."...)
+		b = append(b, k...)
+		b = append(b, " = "...)
+		b = strconv.AppendQuote(b, labels[k])
+		b = append(b, ')')
+	}
+	return string(b)
 }
 
 // ListInstances returns the zone's VMs carrying every label in labels (all

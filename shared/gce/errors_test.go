@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/url"
 	"os"
+	"slices"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -236,5 +239,18 @@ func TestLabelFilter(t *testing.T) {
 	got := labelFilter(map[string]string{"pool": "h200", "cluster": "c1"})
 	if want := `(labels.cluster = "c1") (labels.pool = "h200")`; got != want {
 		t.Errorf("labelFilter = %q, want %q", got, want)
+	}
+	// The same text as formatting each expression with %q and joining
+	// them, for values that need escaping too.
+	for _, labels := range []map[string]string{
+		nil, {}, {"a": ""}, {"flexslurm-cluster": "c1", "flexslurm-pool": "h200", "x": `q"uo\te`}, {"k": "é\n\x00"},
+	} {
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(labels)) {
+			parts = append(parts, fmt.Sprintf("(labels.%s = %q)", k, labels[k]))
+		}
+		if got, want := labelFilter(labels), strings.Join(parts, " "); got != want {
+			t.Errorf("labelFilter(%v) = %q, want %q", labels, got, want)
+		}
 	}
 }

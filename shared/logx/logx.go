@@ -79,6 +79,12 @@ func Trace(project, traceparent string) slog.Attr {
 	return slog.String(KeyTrace, "projects/"+project+"/traces/"+parts[1])
 }
 
+// Discards reports whether l writes nothing at all (its handler is
+// slog.DiscardHandler), so that a caller can skip building attributes —
+// Logger.With formats its arguments whatever the handler — for a logger
+// that drops them. Any other handler may keep a line, so it is false.
+func Discards(l *slog.Logger) bool { return l.Handler() == slog.DiscardHandler }
+
 type ctxKey struct{}
 
 // With stores a logger in a context.

@@ -22,6 +22,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // NodeBase is a node's base state, lower case as flexslurm records it.
@@ -162,16 +163,17 @@ func ParseNode(name string, words []string, reason string) Node {
 	var n Node
 	var flags []NodeFlag
 	for _, w := range words {
-		w = strings.ToUpper(strings.TrimRight(strings.TrimSpace(w), "*~#%!$@^-"))
+		w = strings.TrimRight(strings.TrimSpace(w), "*~#%!$@^-")
 		if w == "" {
 			continue
 		}
-		if b := NodeBase(strings.ToLower(w)); slices.Contains(NodeBases, b) {
+		if b, ok := baseState(w); ok {
 			if n.State == "" {
 				n.State = b
 			}
 			continue
 		}
+		w = strings.ToUpper(w)
 		if c, ok := sinfoWords[w]; ok {
 			if n.State == "" && c.base != "" {
 				n.State = c.base
@@ -179,15 +181,49 @@ func ParseNode(name string, words []string, reason string) Node {
 			flags = append(flags, c.flags...)
 			continue
 		}
+		if flags == nil {
+			flags = make([]NodeFlag, 0, len(words))
+		}
 		flags = append(flags, NodeFlag(w))
 	}
 	if n.State == "" {
 		n.State = NodeUnknown
 	}
-	n.Flags = NewNodeFlags(flags...)
+	n.Flags = flagSet(flags)
 	n.Reason = reason
 	n.Owner, n.ReasonGeneration = parseReason(name, reason)
 	return n
+}
+
+// baseState finds the base state a word (trimmed, not empty) names, in
+// any case: the NodeBases entry equal to strings.ToLower(strings.ToUpper(w)),
+// compared without building either for a word of ASCII letters (Slurm's),
+// whose case folding is ASCII's.
+func baseState(w string) (NodeBase, bool) {
+	for i := 0; i < len(w); i++ {
+		if w[i] >= utf8.RuneSelf {
+			b := NodeBase(strings.ToLower(strings.ToUpper(w)))
+			return b, slices.Contains(NodeBases, b)
+		}
+	}
+	for _, b := range NodeBases {
+		if strings.EqualFold(w, string(b)) {
+			return b, true
+		}
+	}
+	return "", false
+}
+
+// flagSet is NewNodeFlags(fs...) for a slice the caller gives up: sorted
+// and without duplicates in place.
+func flagSet(fs []NodeFlag) NodeFlags {
+	fs = slices.DeleteFunc(fs, func(f NodeFlag) bool { return f == "" })
+	if len(fs) == 0 {
+		return nil
+	}
+	slices.Sort(fs)
+	fs = slices.Compact(fs)
+	return NodeFlags(fs[:len(fs):len(fs)])
 }
 
 // parseReason decides whose reason it is and, for flexslurm's, which

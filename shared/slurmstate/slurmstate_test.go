@@ -1,6 +1,9 @@
 package slurmstate
 
 import (
+	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -172,6 +175,63 @@ func TestJobState(t *testing.T) {
 		got := preds{s.Pending(), s.Unstarted(), s.Waiting(), s.Running(), s.OnNodes(), s.Alive(), s.Finished()}
 		if diff := cmp.Diff(tc.preds, got); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", s, diff)
+		}
+	}
+}
+
+// parseNodeBefore is ParseNode as it was written first, upper- and
+// lower-casing every word: the reference TestParseNodeMatchesBefore
+// holds the faster one to.
+func parseNodeBefore(name string, words []string, reason string) Node {
+	var n Node
+	var flags []NodeFlag
+	for _, w := range words {
+		w = strings.ToUpper(strings.TrimRight(strings.TrimSpace(w), "*~#%!$@^-"))
+		if w == "" {
+			continue
+		}
+		if b := NodeBase(strings.ToLower(w)); slices.Contains(NodeBases, b) {
+			if n.State == "" {
+				n.State = b
+			}
+			continue
+		}
+		if c, ok := sinfoWords[w]; ok {
+			if n.State == "" && c.base != "" {
+				n.State = c.base
+			}
+			flags = append(flags, c.flags...)
+			continue
+		}
+		flags = append(flags, NodeFlag(w))
+	}
+	if n.State == "" {
+		n.State = NodeUnknown
+	}
+	n.Flags = NewNodeFlags(flags...)
+	n.Reason = reason
+	n.Owner, n.ReasonGeneration = parseReason(name, reason)
+	return n
+}
+
+// TestParseNodeMatchesBefore: ParseNode gives what parseNodeBefore gives
+// for random lists of state words in any case, with sinfo's suffixes,
+// compound words, duplicates, white space and non-ASCII letters (the
+// Kelvin sign and the long s fold to ASCII letters).
+func TestParseNodeMatchesBefore(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	pool := []string{"idle", "IDLE", "Idle", "idle~", "alloc", "ALLOCATED", "mixed", "MIX", "down*", "DOWN", "error", "future", "unknown",
+		"drained", "DRAINING", "drng", "comp", "COMPLETING", "CLOUD", "cloud", "POWERED_DOWN", "powering_up", "DRAIN", "NOT_RESPONDING",
+		"", " ", " idle ", "#", "x", "unkno\u212An", "\u017Fomething", "\u00e9tat", "MAINT", "reserved", "power_down", "POWER_UP"}
+	for range 20000 {
+		words := make([]string, rng.IntN(6))
+		for i := range words {
+			words[i] = pool[rng.IntN(len(pool))]
+		}
+		want := parseNodeBefore("c-p-1", words, "flexslurm: x (c-p-1-g2)")
+		got := ParseNode("c-p-1", words, "flexslurm: x (c-p-1-g2)")
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("ParseNode(%q) (-before +now):\n%s", words, diff)
 		}
 	}
 }

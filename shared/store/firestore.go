@@ -418,6 +418,11 @@ func (f *Firestore) load(ctx context.Context, r reader, scope Scope) (*model.Sta
 			if err := checkID("pool", id); err != nil {
 				return nil, err
 			}
+		}
+		if scope.AllPoolRecords {
+			records = nil // the query of every pool below reads them
+		}
+		for _, id := range slices.Concat(pools, records) {
 			refs = append(refs, cref.Collection(poolsColl).Doc(id))
 		}
 	}
@@ -490,10 +495,12 @@ func (f *Firestore) load(ctx context.Context, r reader, scope Scope) (*model.Sta
 
 	nodes := cref.Collection(nodesColl).Query
 	active := cref.Collection(jobsColl).Where("state", "in", activeStates)
-	if scope.AllPools {
+	if scope.AllPools || scope.AllPoolRecords {
 		if err := queryInto(ctx, f, r, cref.Collection(poolsColl).Query, "pool", st.Pools); err != nil {
 			return nil, err
 		}
+	}
+	if scope.AllPools {
 		if err := queryInto(ctx, f, r, nodes, "node", st.Nodes); err != nil {
 			return nil, err
 		}

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"sort"
 	"sync"
 	"time"
@@ -54,15 +53,31 @@ func (m *Memory) cluster(id string) *model.State {
 // selection may share them as long as nothing it is handed to edits them.
 // Read and Update hand out a deep copy (model.State.Clone) of it.
 func selectScope(full *model.State, scope Scope) *model.State {
-	out := model.NewState()
-	out.Cluster = full.Cluster
+	out := &model.State{Cluster: full.Cluster}
 	inPool := map[string]bool{}
 	for _, p := range scope.Pools {
 		inPool[p] = true
 	}
 	want := func(pool string) bool { return scope.AllPools || inPool[pool] }
+	// The maps are sized for what they will hold where it is known (every
+	// pool and node under AllPools), instead of growing an entry at a time.
+	pools, nodes := len(scope.Pools)+len(scope.PoolRecords), len(scope.Nodes)
+	if scope.AllPools || scope.AllPoolRecords {
+		pools = len(full.Pools)
+	}
+	if scope.AllPools {
+		nodes = len(full.Nodes)
+	}
+	out.Pools = make(map[string]*model.Pool, pools)
+	out.Nodes = make(map[string]*model.Node, nodes)
+	out.Jobs = make(map[string]*model.Job, len(scope.Jobs))
 	for id, p := range full.Pools {
 		if want(id) {
+			out.Pools[id] = p
+		}
+	}
+	if scope.AllPoolRecords {
+		for id, p := range full.Pools {
 			out.Pools[id] = p
 		}
 	}
@@ -136,34 +151,28 @@ func (m *Memory) Update(ctx context.Context, scope Scope, fn func(st *model.Stat
 // applyDiff writes into full what changed from before to after and returns
 // the number of records written or deleted. It stores copies of after's
 // records: the caller may keep after and edit it once Update returns.
+// A record is changed when it is not reflect.DeepEqual to the one loaded,
+// which the functions of equal.go decide without reflection.
 func applyDiff(full, before, after *model.State) int {
 	n := 0
-	if after.Cluster != nil && !reflect.DeepEqual(before.Cluster, after.Cluster) {
+	if after.Cluster != nil && (before.Cluster == nil || !clusterEqual(before.Cluster, after.Cluster)) {
 		full.Cluster = after.Cluster.Clone()
 		n++
 	}
-	if after.Slurm != nil && !reflect.DeepEqual(before.Slurm, after.Slurm) {
+	if after.Slurm != nil && (before.Slurm == nil || !slurmViewEqual(before.Slurm, after.Slurm)) {
 		full.Slurm = after.Slurm.Clone()
 		n++
 	}
-	n += diffMap(full.Pools, before.Pools, after.Pools, (*model.Pool).Clone, deepEqual)
+	n += diffMap(full.Pools, before.Pools, after.Pools, (*model.Pool).Clone, poolEqual)
 	n += diffMap(full.Nodes, before.Nodes, after.Nodes, (*model.Node).Clone, nodeEqual)
-	n += diffMap(full.Jobs, before.Jobs, after.Jobs, (*model.Job).Clone, deepEqual)
+	n += diffMap(full.Jobs, before.Jobs, after.Jobs, (*model.Job).Clone, jobEqual)
 	return n
 }
-
-func deepEqual[T any](a, b *T) bool { return reflect.DeepEqual(a, b) }
-
-// nodeEqual is reflect.DeepEqual for node records, which are comparable
-// (no slice, map or pointer: this would not compile otherwise): == implies
-// DeepEqual, and is most often true. DeepEqual decides otherwise (times
-// in equal but distinct locations).
-func nodeEqual(a, b *model.Node) bool { return *a == *b || reflect.DeepEqual(a, b) }
 
 func diffMap[T any](full, before, after map[string]*T, clone func(*T) *T, equal func(a, b *T) bool) int {
 	n := 0
 	for k, v := range after {
-		if old, ok := before[k]; !ok || !equal(old, v) {
+		if old, ok := before[k]; !ok || !samePtr(old, v, equal) {
 			full[k] = clone(v)
 			n++
 		}

@@ -57,6 +57,11 @@ type Scope struct {
 	// their nodes or jobs (a pool also in Pools, or under AllPools, is
 	// loaded whole). An unknown id loads nothing.
 	PoolRecords []string
+	// AllPoolRecords loads the record of every pool of the cluster,
+	// without their nodes or jobs (a pool also in Pools, or under
+	// AllPools, is loaded whole): what a reader that needs the pools but
+	// none of their nodes, such as the reconciler listing Compute, reads.
+	AllPoolRecords bool
 	// Jobs lists job ids loaded in addition, whatever their state or pool
 	// (a job seen for the first time has no pool yet).
 	Jobs []string

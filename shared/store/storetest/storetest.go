@@ -630,6 +630,14 @@ func testScopeNodesAndPoolRecords(t *testing.T, s store.Store, _ config) {
 		{"nodes by name", store.Scope{Cluster: Cluster, Nodes: []string{a1, b0, a3, a1}}, narrow(nil, []string{a1, b0}, nil)},
 		{"a job's records", store.Scope{Cluster: Cluster, PoolRecords: []string{"a", "a"}, Nodes: []string{a1}, Jobs: []string{"10"}},
 			narrow([]string{"a"}, []string{a1}, []string{"10"})},
+		{"every pool record", store.Scope{Cluster: Cluster, AllPoolRecords: true}, narrow([]string{"a", "b"}, nil, nil)},
+		{"every pool record, a pool whole, nodes and a job", store.Scope{Cluster: Cluster, AllPoolRecords: true, Pools: []string{"b"}, PoolRecords: []string{"a"}, Nodes: []string{a1}, Jobs: []string{"10"}},
+			func() *model.State {
+				w := pick(full, []string{"b"}, []string{"10"})
+				w.Pools["a"] = full.Clone().Pools["a"]
+				w.Nodes[a1] = full.Clone().Nodes[a1]
+				return w
+			}()},
 		{"record of a pool also loaded whole", store.Scope{Cluster: Cluster, Pools: []string{"b"}, PoolRecords: []string{"b", "a"}, Nodes: []string{a0}},
 			func() *model.State {
 				w := pick(full, []string{"b"}, nil)
