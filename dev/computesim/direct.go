@@ -38,6 +38,11 @@ type ListShortcut struct {
 	Allow func(method, path string) bool
 	// Answered, if set, is told of each call answered here.
 	Answered func(method, path string)
+	// NoReuse evaluates every call afresh. Otherwise an answer is reused
+	// while the simulator's state is the one it was computed from and the
+	// call (path and query) is the same (keepListsLocked): the same message,
+	// which read already must neither change nor keep.
+	NoReuse bool
 }
 
 // readAs hands a list's response to read when it is a T, and reports
@@ -99,7 +104,7 @@ func (l ListShortcut) list(path string, q url.Values, read func(proto.Message) b
 	if l.Sim == nil || (l.Allow != nil && !l.Allow(http.MethodGet, path)) {
 		return false
 	}
-	ok := l.Sim.directList(path, q, read)
+	ok := l.Sim.directList(path, q, !l.NoReuse, read)
 	if ok && l.Answered != nil {
 		l.Answered(http.MethodGet, path)
 	}
@@ -110,8 +115,9 @@ func (l ListShortcut) list(path string, q url.Values, read func(proto.Message) b
 // response to read under the lock (the items are live simulator state);
 // it reports whether read took it. read is not called where ServeHTTP
 // would answer an error, an injection matches the call, or the response
-// has a next page.
-func (s *Sim) directList(path string, q url.Values, read func(proto.Message) bool) bool {
+// has a next page. With reuse, an answer computed at the same state for
+// the same path and query is handed over again (keepListsLocked).
+func (s *Sim) directList(path string, q url.Values, reuse bool, read func(proto.Message) bool) bool {
 	req, aerr := route(http.MethodGet, path)
 	if aerr != nil {
 		return false
@@ -121,9 +127,8 @@ func (s *Sim) directList(path string, q url.Values, read func(proto.Message) boo
 	default:
 		return false
 	}
-	req.http = &http.Request{Method: http.MethodGet, URL: &url.URL{Path: path, RawQuery: q.Encode()},
-		RemoteAddr: "127.0.0.1:1", Header: http.Header{}}
-	req.query, req.direct = q, true
+	raw := q.Encode()
+	key := path + "?" + raw
 
 	var eff []func()
 	ok := func() bool {
@@ -132,11 +137,26 @@ func (s *Sim) directList(path string, q url.Values, read func(proto.Message) boo
 			eff = s.takeEffectsLocked()
 			s.mu.Unlock()
 		}()
-		req.now = s.nowLocked()
-		s.advanceLocked(req.now)
-		msg, aerr := s.serveLocked(req)
-		if aerr != nil || msg == nil {
-			return false
+		now := s.nowLocked()
+		s.keepListsLocked(!s.advanceLocked(now))
+		var msg proto.Message
+		if reuse {
+			msg = s.lists[key]
+		}
+		if msg == nil {
+			req.http = &http.Request{Method: http.MethodGet, URL: &url.URL{Path: path, RawQuery: raw},
+				RemoteAddr: "127.0.0.1:1", Header: http.Header{}}
+			req.query, req.direct, req.now = q, true, now
+			var aerr *apiError
+			if msg, aerr = s.serveLocked(req); aerr != nil || msg == nil {
+				return false
+			}
+			if reuse {
+				if s.lists == nil || len(s.lists) >= maxLists {
+					s.lists = map[string]proto.Message{}
+				}
+				s.lists[key] = msg
+			}
 		}
 		if pt, ok := msg.(interface{ GetNextPageToken() string }); ok && pt.GetNextPageToken() != "" {
 			return false
@@ -146,6 +166,29 @@ func (s *Sim) directList(path string, q url.Values, read func(proto.Message) boo
 	runEffects(eff)
 	return ok
 }
+
+// keepListsLocked keeps the list answers (lists) for the state the
+// caller, which has just taken the lock for writing, is looking at, or
+// drops them. unchanged says the caller has changed nothing since it took
+// the lock. The answers are kept only if the lock was last taken (the
+// version before this one) by a call that kept them, and so changed
+// nothing either: every call that may change the state (an API call over
+// HTTP, an out-of-band change, an injection, a Tick that applied a
+// transition) takes the lock for writing without keeping them, which
+// drops them at the next direct list call. A list answer depends only on
+// the state and the call: not on the clock (beyond the transitions
+// advanceLocked applies), the caller or anything else a call leaves
+// behind (the contract and zone memos hold for any state).
+func (s *Sim) keepListsLocked(unchanged bool) {
+	if !unchanged || s.listsAt != s.version-1 {
+		clear(s.lists)
+	}
+	s.listsAt = s.version
+}
+
+// maxLists bounds the list answers kept: a reconcile pass makes a few
+// calls per pool.
+const maxLists = 256
 
 // checkContractOf is checkContract, remembering the direct list calls that
 // pass it: such a call has no body, so the outcome depends only on its

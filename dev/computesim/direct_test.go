@@ -228,3 +228,124 @@ func TestResizeRequestsShareUnchangingSlices(t *testing.T) {
 		t.Errorf("provisioned %v, want vm-1 and vm-2", got)
 	}
 }
+
+// TestListReuseMatchesFresh: a direct list answer reused while the state
+// stays the same is exactly what a fresh evaluation gives, after every
+// kind of call that changes the state (API calls, Ticks, transitions the
+// list call itself brings due, out-of-band changes, injections,
+// shortages), and it is reused (the same message) when nothing changed.
+func TestListReuseMatchesFresh(t *testing.T) {
+	e := newEnv(t, Options{DeleteDelay: time.Minute, AcceptDelay: time.Minute})
+	e.setup()
+	if err := e.insertMIG("other", "tpl", "DO_NOTHING"); err != nil {
+		t.Fatal(err)
+	}
+	str := proto.String
+	instReqs := []*computepb.ListInstancesRequest{
+		{Project: testProject, Zone: testZone},
+		{Project: testProject, Zone: testZone, Filter: str(`name = "vm-*"`)},
+		{Project: testProject, Zone: testZone, Filter: str(`labels.role = "x"`), OrderBy: str("creationTimestamp desc")},
+	}
+	migReqs := []*computepb.ListInstanceGroupManagersRequest{
+		{Project: testProject, Zone: testZone},
+		{Project: testProject, Zone: testZone, Filter: str(`name = "pool"`)},
+		{Project: testProject, Zone: testZone, Filter: str(`status.isStable = false`)},
+	}
+	rrReqs := []*computepb.ListInstanceGroupManagerResizeRequestsRequest{
+		{Project: testProject, Zone: testZone, InstanceGroupManager: "pool"},
+		{Project: testProject, Zone: testZone, InstanceGroupManager: "other"},
+	}
+	// lists answers every call, with or without reuse: a clone of each
+	// answer and the message read got (nil when not answered).
+	lists := func(noReuse bool) (clones, seen []proto.Message) {
+		l := ListShortcut{Sim: e.sim, NoReuse: noReuse}
+		add := func(ok bool, m proto.Message) {
+			if !ok {
+				clones, seen = append(clones, nil), append(seen, nil)
+				return
+			}
+			clones, seen = append(clones, proto.Clone(m)), append(seen, m)
+		}
+		for _, r := range instReqs {
+			var got proto.Message
+			add(l.ListInstances(e.ctx, r, func(m *computepb.InstanceList) { got = m }), got)
+		}
+		for _, r := range migReqs {
+			var got proto.Message
+			add(l.ListInstanceGroupManagers(e.ctx, r, func(m *computepb.InstanceGroupManagerList) { got = m }), got)
+		}
+		for _, r := range rrReqs {
+			var got proto.Message
+			add(l.ListResizeRequests(e.ctx, r, func(m *computepb.InstanceGroupManagerResizeRequestsListResponse) { got = m }), got)
+		}
+		return clones, seen
+	}
+	vmCount := func() int { return len(e.sim.Instances()) }
+	steps := []struct {
+		name string
+		do   func()
+	}{
+		{"nothing", func() {}},
+		{"resize request inserted", func() {
+			if err := e.insertRR("pool", namedRR("rr-1", 3600, "vm-1", "vm-2"), ""); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"accepted and provisioned by Ticks", func() { e.advance(time.Minute); e.advance(time.Second) }},
+		{"tick with nothing due", func() { e.advance(time.Second) }},
+		{"second request inserted", func() {
+			if err := e.insertRR("other", namedRR("rr-2", 3600, "vm-3"), ""); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"clock only: the list call brings the acceptance due", func() { e.clk.Advance(2 * time.Minute) }},
+		{"out-of-band VM", func() {
+			if _, err := e.sim.AddInstance(testProject, testZone, "foreign-1", map[string]string{"role": "x"}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"VM expired now (STOPPING)", func() {
+			if err := e.sim.ExpireNow(testZone, "vm-1"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"clock only: the list call finishes the deletion", func() { e.clk.Advance(2 * time.Minute) }},
+		{"VM deleted over REST", func() {
+			if err := do(e.inst.Delete(e.ctx, &computepb.DeleteInstanceRequest{Project: testProject, Zone: testZone, Instance: "foreign-1"})); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"injection on instance lists", func() {
+			e.sim.InjectError(Match{Method: http.MethodGet, Path: `/instances$`}, http.StatusServiceUnavailable, "backendError", "", 1)
+		}},
+		{"injections cleared", func() { e.sim.ClearInjections() }},
+		{"shortage set", func() {
+			e.sim.SetShortage(Shortage{Name: "s", Zone: testZone, Code: "ZONE_RESOURCE_POOL_EXHAUSTED", Message: "no"})
+		}},
+		{"expiry at the end of the run", func() { e.advance(2 * time.Hour) }},
+	}
+	reusedAny := false
+	for _, s := range steps {
+		before := vmCount()
+		s.do()
+		first, firstSeen := lists(false)
+		again, againSeen := lists(false)
+		fresh, _ := lists(true)
+		if d := cmp.Diff(fresh, first, protocmp.Transform()); d != "" {
+			t.Errorf("%s: reused answers differ from fresh ones (-fresh +reused):\n%s", s.name, d)
+		}
+		if d := cmp.Diff(fresh, again, protocmp.Transform()); d != "" {
+			t.Errorf("%s: answers given again differ from fresh ones (-fresh +again):\n%s", s.name, d)
+		}
+		for i := range firstSeen {
+			if firstSeen[i] != nil && firstSeen[i] != againSeen[i] {
+				t.Errorf("%s: call %d was evaluated again with nothing changed in between", s.name, i)
+			}
+			reusedAny = reusedAny || firstSeen[i] != nil
+		}
+		t.Logf("%s: %d VMs before, %d after", s.name, before, vmCount())
+	}
+	if !reusedAny {
+		t.Error("no answer was given")
+	}
+}

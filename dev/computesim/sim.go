@@ -11,6 +11,7 @@ import (
 
 	"cloud.google.com/go/compute/apiv1/computepb"
 	"github.com/flexslurm/flexslurm/shared/clock"
+	"google.golang.org/protobuf/proto"
 )
 
 // Sim is the simulator state and its http.Handler. It is safe for concurrent
@@ -49,6 +50,11 @@ type Sim struct {
 	injections []*Injection
 	shortages  []Shortage
 	effects    []func()
+
+	// lists are the answers of direct list calls (ListShortcut), by path
+	// and query, computed at the state of version listsAt: keepListsLocked.
+	lists   map[string]proto.Message
+	listsAt uint64
 }
 
 type templateRec struct {
@@ -246,7 +252,7 @@ type AuditEntry struct {
 // audit sink for what happened.
 func (s *Sim) Tick(now time.Time) {
 	s.lockForWrite()
-	s.advanceLocked(now)
+	s.keepListsLocked(!s.advanceLocked(now))
 	eff := s.takeEffectsLocked()
 	s.mu.Unlock()
 	runEffects(eff)
@@ -361,7 +367,10 @@ func (s *Sim) nextDueLocked() (dueItem, bool) {
 // maxStepsPerTick guards against a transition that fails to change state.
 const maxStepsPerTick = 1_000_000
 
-func (s *Sim) advanceLocked(now time.Time) {
+// advanceLocked applies every transition due at or before now (Tick). It
+// reports whether it applied any transition: if not, the state is the
+// same as before but for the watermark, which no answer shows.
+func (s *Sim) advanceLocked(now time.Time) (applied bool) {
 	for n := 0; ; n++ {
 		if n == maxStepsPerTick {
 			s.opts.Logger.Error("computesim: too many transitions in one tick; stopping", "now", now)
@@ -377,10 +386,12 @@ func (s *Sim) advanceLocked(now time.Time) {
 		}
 		s.watermark = at
 		s.applyDueLocked(d, at)
+		applied = true
 	}
 	if now.After(s.watermark) {
 		s.watermark = now
 	}
+	return applied
 }
 
 func (s *Sim) instanceDueLocked(in *instanceRec) (dueItem, bool) {

@@ -65,9 +65,10 @@ type RunOptions struct {
 	// by the simulator's code without JSON (computesim.ListShortcut).
 	Loopback bool
 	// NoReuse is a debug mode for tests: every check reads the store (a
-	// copy, as store.Read gives) and the simulator afresh instead of
-	// reusing an uncopied view, a VM view or a result until the store or
-	// the simulator changes; a run's report must be the same either way
+	// copy, as store.Read gives) and the simulator afresh, and the
+	// simulator evaluates every list call afresh (ListShortcut.NoReuse),
+	// instead of reusing an uncopied view, a VM view, a list answer or a
+	// result until the store or the simulator changes; a run's report must be the same either way
 	// (TestStateReuseChangesNothing, and over chaos seeds
 	// TestReuseChangesNothing in dev/chaos). It is slower.
 	NoReuse bool
@@ -232,7 +233,7 @@ func newRunner(ctx context.Context, f *File, o RunOptions) (*runner, error) {
 		// List calls that no fault acts on skip the JSON round trip
 		// (docs/chaos.md); the others go over HTTP as before.
 		r.client.SetListShortcut(computesim.ListShortcut{Sim: r.h.Sim,
-			Allow: r.compute.ShortcutAllows, Answered: r.compute.ShortcutAnswered})
+			Allow: r.compute.ShortcutAllows, Answered: r.compute.ShortcutAnswered, NoReuse: r.o.NoReuse})
 	}
 	r.oob, err = r.computeClient(ctx, r.h.Sim)
 	if err != nil {
