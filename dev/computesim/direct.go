@@ -39,8 +39,8 @@ type ListShortcut struct {
 	// Answered, if set, is told of each call answered here.
 	Answered func(method, path string)
 	// NoReuse evaluates every call afresh. Otherwise an answer is reused
-	// while the simulator's state is the one it was computed from and the
-	// call (path and query) is the same (keepListsLocked): the same message,
+	// while the simulator's state is the one it was computed from (Version)
+	// and the call (path and query) is the same: the same message,
 	// which read already must neither change nor keep.
 	NoReuse bool
 }
@@ -115,8 +115,11 @@ func (l ListShortcut) list(path string, q url.Values, read func(proto.Message) b
 // response to read under the lock (the items are live simulator state);
 // it reports whether read took it. read is not called where ServeHTTP
 // would answer an error, an injection matches the call, or the response
-// has a next page. With reuse, an answer computed at the same state for
-// the same path and query is handed over again (keepListsLocked).
+// has a next page. With reuse, an answer computed at the same state
+// (Version) for the same path and query is handed over again: a list
+// answer depends only on the state and the call, not on the clock (beyond
+// the transitions advanceLocked applies), the caller or anything else a
+// call leaves behind (the contract and zone memos hold for any state).
 func (s *Sim) directList(path string, q url.Values, reuse bool, read func(proto.Message) bool) bool {
 	req, aerr := route(http.MethodGet, path)
 	if aerr != nil {
@@ -138,7 +141,13 @@ func (s *Sim) directList(path string, q url.Values, reuse bool, read func(proto.
 			s.mu.Unlock()
 		}()
 		now := s.nowLocked()
-		s.keepListsLocked(!s.advanceLocked(now))
+		if !s.advanceLocked(now) {
+			s.unchangedLocked()
+		}
+		if s.listsAt != s.changed {
+			clear(s.lists)
+			s.listsAt = s.changed
+		}
 		var msg proto.Message
 		if reuse {
 			msg = s.lists[key]
@@ -165,25 +174,6 @@ func (s *Sim) directList(path string, q url.Values, reuse bool, read func(proto.
 	}()
 	runEffects(eff)
 	return ok
-}
-
-// keepListsLocked keeps the list answers (lists) for the state the
-// caller, which has just taken the lock for writing, is looking at, or
-// drops them. unchanged says the caller has changed nothing since it took
-// the lock. The answers are kept only if the lock was last taken (the
-// version before this one) by a call that kept them, and so changed
-// nothing either: every call that may change the state (an API call over
-// HTTP, an out-of-band change, an injection, a Tick that applied a
-// transition) takes the lock for writing without keeping them, which
-// drops them at the next direct list call. A list answer depends only on
-// the state and the call: not on the clock (beyond the transitions
-// advanceLocked applies), the caller or anything else a call leaves
-// behind (the contract and zone memos hold for any state).
-func (s *Sim) keepListsLocked(unchanged bool) {
-	if !unchanged || s.listsAt != s.version-1 {
-		clear(s.lists)
-	}
-	s.listsAt = s.version
 }
 
 // maxLists bounds the list answers kept: a reconcile pass makes a few

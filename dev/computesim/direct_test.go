@@ -18,10 +18,11 @@ import (
 )
 
 // TestVersion: Version changes with every call that may change the
-// simulator's state (API calls, Tick, direct lists, out-of-band changes)
-// and not with the read-only introspection calls.
+// simulator's state (API calls, Ticks and direct lists that apply a
+// transition, out-of-band changes) and not with the read-only
+// introspection calls, nor with a Tick or direct list that applies none.
 func TestVersion(t *testing.T) {
-	e := newEnv(t, Options{})
+	e := newEnv(t, Options{AcceptDelay: time.Minute})
 	e.setup()
 	v := e.sim.Version()
 	e.sim.Instances()
@@ -32,33 +33,38 @@ func TestVersion(t *testing.T) {
 	if got := e.sim.Version(); got != v {
 		t.Errorf("introspection changed Version from %d to %d", v, got)
 	}
+	l := ListShortcut{Sim: e.sim}
+	list := func() {
+		if !l.ListInstances(e.ctx, &computepb.ListInstancesRequest{Project: testProject, Zone: testZone}, func(*computepb.InstanceList) {}) {
+			t.Fatal("the direct list was not answered")
+		}
+	}
 	steps := []struct {
-		name string
-		do   func()
+		name    string
+		do      func()
+		changes bool
 	}{
 		{"resize request inserted", func() {
 			if err := e.insertRR("pool", namedRR("rr", 3600, "vm-1"), ""); err != nil {
 				t.Fatal(err)
 			}
-		}},
-		{"tick", func() { e.sim.Tick(e.clk.Advance(time.Minute)) }},
-		{"direct list", func() {
-			l := ListShortcut{Sim: e.sim}
-			if !l.ListInstances(e.ctx, &computepb.ListInstancesRequest{Project: testProject, Zone: testZone}, func(*computepb.InstanceList) {}) {
-				t.Fatal("the direct list was not answered")
-			}
-		}},
-		{"expired", func() {
-			if err := e.sim.ExpireNow(testZone, e.sim.Instances()[0].Name); err != nil {
+		}, true},
+		{"tick: accepted and provisioned", func() { e.sim.Tick(e.clk.Advance(time.Minute)) }, true},
+		{"direct list, nothing due", func() { e.clk.Advance(time.Second); list() }, false},
+		{"tick, nothing due", func() { e.sim.Tick(e.clk.Advance(time.Second)) }, false},
+		{"direct list: the run duration ends", func() { e.clk.Advance(time.Hour); list() }, true},
+		{"out-of-band VM", func() {
+			if _, err := e.sim.AddInstance(testProject, testZone, "foreign", nil); err != nil {
 				t.Fatal(err)
 			}
-		}},
+		}, true},
+		{"injection", func() { e.sim.InjectError(Match{Method: http.MethodGet}, 503, "backendError", "", 1) }, true},
 	}
 	for _, s := range steps {
 		s.do()
 		got := e.sim.Version()
-		if got == v {
-			t.Errorf("%s: Version still %d", s.name, v)
+		if changed := got != v; changed != s.changes {
+			t.Errorf("%s: Version %d before, %d after, want a change %t", s.name, v, got, s.changes)
 		}
 		v = got
 	}

@@ -23,14 +23,16 @@ type Sim struct {
 
 	mu sync.Mutex
 	// version counts the acquisitions of mu that may change state
-	// (lockForWrite): Version.
-	version   uint64
-	rng       *rand.Rand
-	seq       uint64          // creation order of every record, for deterministic tie-breaks
-	usedIDs   map[uint64]bool // resource and operation IDs handed out
-	usedNames map[string]bool // generated names (instance suffixes, insert IDs)
-	ipSeq     int
-	watermark time.Time // latest instant the state has been brought to
+	// (lockForWrite); changed is the version of the last one that may
+	// have changed it (Version), and prevChanged what changed was before
+	// the call holding the lock took it (unchangedLocked).
+	version, changed, prevChanged uint64
+	rng                           *rand.Rand
+	seq                           uint64          // creation order of every record, for deterministic tie-breaks
+	usedIDs                       map[uint64]bool // resource and operation IDs handed out
+	usedNames                     map[string]bool // generated names (instance suffixes, insert IDs)
+	ipSeq                         int
+	watermark                     time.Time // latest instant the state has been brought to
 	// zonesOK are the zone names that matched zoneName (serveLocked).
 	zonesOK map[string]bool
 
@@ -52,7 +54,7 @@ type Sim struct {
 	effects    []func()
 
 	// lists are the answers of direct list calls (ListShortcut), by path
-	// and query, computed at the state of version listsAt: keepListsLocked.
+	// and query, computed at the state of Version listsAt.
 	lists   map[string]proto.Message
 	listsAt uint64
 }
@@ -252,7 +254,9 @@ type AuditEntry struct {
 // audit sink for what happened.
 func (s *Sim) Tick(now time.Time) {
 	s.lockForWrite()
-	s.keepListsLocked(!s.advanceLocked(now))
+	if !s.advanceLocked(now) {
+		s.unchangedLocked()
+	}
 	eff := s.takeEffectsLocked()
 	s.mu.Unlock()
 	runEffects(eff)
@@ -265,16 +269,26 @@ func (s *Sim) Tick(now time.Time) {
 func (s *Sim) lockForWrite() {
 	s.mu.Lock()
 	s.version++
+	s.prevChanged, s.changed = s.changed, s.version
+}
+
+// unchangedLocked records that the call holding the lock (taken with
+// lockForWrite) has changed nothing and will change nothing before it
+// unlocks: Version stays what it was before the call. Only a Tick or a
+// direct list call that applied no transition says so.
+func (s *Sim) unchangedLocked() {
+	s.changed = s.prevChanged
 }
 
 // Version is a number that changes whenever the simulator's state may have
-// changed (an API call, a Tick, an out-of-band change, an injection): a
-// caller that derives something from Instances or the other introspection
-// calls can keep it while Version stays the same.
+// changed (an API call, a Tick or direct list call that applied a
+// transition, an out-of-band change, an injection): a caller that derives
+// something from the state alone (Instances and the other introspection
+// calls, a list answer) can keep it while Version stays the same.
 func (s *Sim) Version() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.version
+	return s.changed
 }
 
 // NextDue returns the instant of the next pending transition, if any. A
