@@ -141,9 +141,7 @@ func (s *Sim) directList(path string, q url.Values, reuse bool, read func(proto.
 			s.mu.Unlock()
 		}()
 		now := s.nowLocked()
-		if !s.advanceLocked(now) {
-			s.unchangedLocked()
-		}
+		s.advanceQuietLocked(now)
 		if s.listsAt != s.changed {
 			clear(s.lists)
 			s.listsAt = s.changed

@@ -239,7 +239,8 @@ func TestResizeRequestsShareUnchangingSlices(t *testing.T) {
 // stays the same is exactly what a fresh evaluation gives, after every
 // kind of call that changes the state (API calls, Ticks, transitions the
 // list call itself brings due, out-of-band changes, injections,
-// shortages), and it is reused (the same message) when nothing changed.
+// shortages), and it is reused (the same message) when nothing changed;
+// so is the next transition NextDue remembers.
 func TestListReuseMatchesFresh(t *testing.T) {
 	e := newEnv(t, Options{DeleteDelay: time.Minute, AcceptDelay: time.Minute})
 	e.setup()
@@ -330,11 +331,33 @@ func TestListReuseMatchesFresh(t *testing.T) {
 		}},
 		{"expiry at the end of the run", func() { e.advance(2 * time.Hour) }},
 	}
+	// NextDue remembers the next transition per Version: it must be what
+	// looking through every record gives.
+	checkNext := func(when string) {
+		t.Helper()
+		at, ok := e.sim.NextDue()
+		e.sim.mu.Lock()
+		d, fresh := e.sim.nextDueLocked()
+		want := d.at
+		if fresh && want.Before(e.sim.watermark) {
+			want = e.sim.watermark
+		}
+		e.sim.mu.Unlock()
+		if ok != fresh || (ok && !at.Equal(want)) {
+			t.Errorf("%s: NextDue %v %t, looking through the records %v %t", when, at, ok, want, fresh)
+		}
+	}
 	reusedAny := false
 	for _, s := range steps {
 		before := vmCount()
 		s.do()
+		checkNext(s.name)
 		first, firstSeen := lists(false)
+		checkNext(s.name + ", listed")
+		// A list call brings the state to now: nothing is left due.
+		if at, ok := e.sim.NextDue(); ok && !at.After(e.clk.Now()) {
+			t.Errorf("%s: a transition at %v is still due after the list calls at %v", s.name, at, e.clk.Now())
+		}
 		again, againSeen := lists(false)
 		fresh, _ := lists(true)
 		if d := cmp.Diff(fresh, first, protocmp.Transform()); d != "" {

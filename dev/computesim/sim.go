@@ -57,6 +57,11 @@ type Sim struct {
 	// and query, computed at the state of Version listsAt.
 	lists   map[string]proto.Message
 	listsAt uint64
+	// next is the next transition of the state of Version nextAt (none
+	// if !nextOK), when nextKnown: nextDueOfStateLocked.
+	next              dueItem
+	nextOK, nextKnown bool
+	nextAt            uint64
 }
 
 type templateRec struct {
@@ -254,9 +259,7 @@ type AuditEntry struct {
 // audit sink for what happened.
 func (s *Sim) Tick(now time.Time) {
 	s.lockForWrite()
-	if !s.advanceLocked(now) {
-		s.unchangedLocked()
-	}
+	s.advanceQuietLocked(now)
 	eff := s.takeEffectsLocked()
 	s.mu.Unlock()
 	runEffects(eff)
@@ -296,7 +299,7 @@ func (s *Sim) Version() uint64 {
 func (s *Sim) NextDue() (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d, ok := s.nextDueLocked()
+	d, ok := s.nextDueOfStateLocked()
 	if !ok {
 		return time.Time{}, false
 	}
@@ -378,6 +381,41 @@ func (s *Sim) nextDueLocked() (dueItem, bool) {
 	return best, found
 }
 
+// nextDueOfStateLocked is nextDueLocked for a caller holding mu without
+// having changed anything (NextDue): the state is the one of Version, and
+// its next transition is remembered until Version changes.
+func (s *Sim) nextDueOfStateLocked() (dueItem, bool) {
+	if !s.nextKnown || s.nextAt != s.changed {
+		s.next, s.nextOK = s.nextDueLocked()
+		s.nextKnown, s.nextAt = true, s.changed
+	}
+	return s.next, s.nextOK
+}
+
+// advanceQuietLocked is advanceLocked for a call that changes nothing
+// else, right after it took the lock (lockForWrite): a Tick or a direct
+// list call. If it applies no transition, the call changed nothing
+// (unchangedLocked). It reports whether it applied one. When the state at
+// the start (that of the Version before the call) has its next transition
+// remembered and it is not due, nothing is looked for; the next
+// transition after advancing is remembered for the state the call leaves.
+func (s *Sim) advanceQuietLocked(now time.Time) (applied bool) {
+	if s.nextKnown && s.nextAt == s.prevChanged && (!s.nextOK || s.next.at.After(now)) {
+		// As advanceLocked when nothing is due.
+		if now.After(s.watermark) {
+			s.watermark = now
+		}
+		s.unchangedLocked()
+		return false
+	}
+	applied, next, ok, complete := s.advanceToLocked(now)
+	if !applied {
+		s.unchangedLocked()
+	}
+	s.next, s.nextOK, s.nextKnown, s.nextAt = next, ok, complete, s.changed
+	return applied
+}
+
 // maxStepsPerTick guards against a transition that fails to change state.
 const maxStepsPerTick = 1_000_000
 
@@ -385,13 +423,21 @@ const maxStepsPerTick = 1_000_000
 // reports whether it applied any transition: if not, the state is the
 // same as before but for the watermark, which no answer shows.
 func (s *Sim) advanceLocked(now time.Time) (applied bool) {
+	applied, _, _, _ = s.advanceToLocked(now)
+	return applied
+}
+
+// advanceToLocked is advanceLocked, also returning the next transition
+// after it (ok false: none) when it stopped at one not due (complete).
+func (s *Sim) advanceToLocked(now time.Time) (applied bool, next dueItem, ok, complete bool) {
 	for n := 0; ; n++ {
 		if n == maxStepsPerTick {
 			s.opts.Logger.Error("computesim: too many transitions in one tick; stopping", "now", now)
 			break
 		}
-		d, ok := s.nextDueLocked()
-		if !ok || d.at.After(now) {
+		d, found := s.nextDueLocked()
+		if !found || d.at.After(now) {
+			next, ok, complete = d, found, true
 			break
 		}
 		at := d.at
@@ -405,7 +451,7 @@ func (s *Sim) advanceLocked(now time.Time) (applied bool) {
 	if now.After(s.watermark) {
 		s.watermark = now
 	}
-	return applied
+	return applied, next, ok, complete
 }
 
 func (s *Sim) instanceDueLocked(in *instanceRec) (dueItem, bool) {
