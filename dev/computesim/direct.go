@@ -121,20 +121,14 @@ func (l ListShortcut) list(path string, q url.Values, read func(proto.Message) b
 // the transitions advanceLocked applies), the caller or anything else a
 // call leaves behind (the contract and zone memos hold for any state).
 func (s *Sim) directList(path string, q url.Values, reuse bool, read func(proto.Message) bool) bool {
-	req, aerr := route(http.MethodGet, path)
-	if aerr != nil {
+	req, ok := listRoute(path)
+	if !ok {
 		return false
 	}
-	switch req.method {
-	case "instances.list", "instanceGroupManagers.list", "instanceGroupManagerResizeRequests.list":
-	default:
-		return false
-	}
-	raw := q.Encode()
-	key := path + "?" + raw
+	key := listKey(path, q)
 
 	var eff []func()
-	ok := func() bool {
+	ok = func() bool {
 		s.lockForWrite()
 		defer func() {
 			eff = s.takeEffectsLocked()
@@ -151,7 +145,7 @@ func (s *Sim) directList(path string, q url.Values, reuse bool, read func(proto.
 			msg = s.lists[key]
 		}
 		if msg == nil {
-			req.http = &http.Request{Method: http.MethodGet, URL: &url.URL{Path: path, RawQuery: raw},
+			req.http = &http.Request{Method: http.MethodGet, URL: &url.URL{Path: path, RawQuery: q.Encode()},
 				RemoteAddr: "127.0.0.1:1", Header: http.Header{}}
 			req.query, req.direct, req.now = q, true, now
 			var aerr *apiError
@@ -177,6 +171,74 @@ func (s *Sim) directList(path string, q url.Values, reuse bool, read func(proto.
 // maxLists bounds the list answers kept: a reconcile pass makes a few
 // calls per pool.
 const maxLists = 256
+
+// listRoute is route for a GET of path, when it is one of the list calls
+// directList answers (ok false otherwise). The routes of such paths are
+// remembered: route depends on the method and path alone.
+func listRoute(path string) (*request, bool) {
+	listRoutes.Lock()
+	r, ok := listRoutes.m[path]
+	listRoutes.Unlock()
+	if ok {
+		return &r, true
+	}
+	req, aerr := route(http.MethodGet, path)
+	if aerr != nil {
+		return nil, false
+	}
+	switch req.method {
+	case "instances.list", "instanceGroupManagers.list", "instanceGroupManagerResizeRequests.list":
+	default:
+		return nil, false
+	}
+	listRoutes.Lock()
+	if listRoutes.m == nil || len(listRoutes.m) >= maxContractPassed {
+		listRoutes.m = map[string]request{}
+	}
+	listRoutes.m[path] = *req
+	listRoutes.Unlock()
+	return req, true
+}
+
+var listRoutes struct {
+	sync.Mutex
+	m map[string]request // by path; fields a call fills are zero
+}
+
+// listKey identifies a list call by path and query for the answers kept
+// (Sim.lists): the path, then each of the query parameters the REST
+// clients send for a list, with its length, so that no two calls share a
+// key; any other query is encoded whole (after "?", which no parameter
+// name starts with).
+func listKey(path string, q url.Values) string {
+	n := 0
+	for _, k := range listParams {
+		if v, ok := q[k]; ok {
+			if len(v) != 1 {
+				return path + "\x00?" + q.Encode()
+			}
+			n++
+		}
+	}
+	if n != len(q) {
+		return path + "\x00?" + q.Encode()
+	}
+	b := make([]byte, 0, len(path)+64)
+	b = append(b, path...)
+	b = append(b, '\x00')
+	for _, k := range listParams {
+		if v, ok := q[k]; ok {
+			b = append(b, k...)
+			b = append(b, '=')
+			b = strconv.AppendInt(b, int64(len(v[0])), 10)
+			b = append(b, ':')
+			b = append(b, v[0]...)
+		}
+	}
+	return string(b)
+}
+
+var listParams = [...]string{"filter", "maxResults", "orderBy", "pageToken"}
 
 // checkContractOf is checkContract, remembering the direct list calls that
 // pass it: such a call has no body, so the outcome depends only on its

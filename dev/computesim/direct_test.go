@@ -378,3 +378,43 @@ func TestListReuseMatchesFresh(t *testing.T) {
 		t.Error("no answer was given")
 	}
 }
+
+// TestListKeyTellsCallsApart: two list calls share a key for the answers
+// kept exactly when their path and encoded query are the same.
+func TestListKeyTellsCallsApart(t *testing.T) {
+	paths := []string{"/compute/v1/projects/p/zones/z/instances", "/compute/v1/projects/p/zones/z/instanceGroupManagers"}
+	vals := []string{"", "a", "a:", "1", "name = \"x\"", "orderBy=b", "a\x00b"}
+	var queries []url.Values
+	queries = append(queries, url.Values{}, url.Values{"other": {"1"}}, url.Values{"filter": {"a", "b"}})
+	for _, k := range listParams {
+		for _, v := range vals {
+			queries = append(queries, url.Values{k: {v}})
+			for _, k2 := range listParams {
+				if k2 != k {
+					queries = append(queries, url.Values{k: {v}, k2: {"a"}}, url.Values{k: {v}, k2: {v + "1"}})
+				}
+			}
+		}
+	}
+	byKey := map[string]string{}
+	for _, p := range paths {
+		for _, q := range queries {
+			call := p + "?" + q.Encode()
+			k := listKey(p, q)
+			if other, ok := byKey[k]; ok && other != call {
+				t.Errorf("calls %q and %q share key %q", other, call, k)
+			}
+			byKey[k] = call
+		}
+	}
+	if len(byKey) < 100 {
+		t.Errorf("only %d keys", len(byKey))
+	}
+	// The same call, however its query was built, has one key.
+	a := url.Values{"filter": {"x"}, "orderBy": {"name"}}
+	b := url.Values{"orderBy": {"name"}}
+	b.Set("filter", "x")
+	if listKey(paths[0], a) != listKey(paths[0], b) {
+		t.Error("the same call has two keys")
+	}
+}
