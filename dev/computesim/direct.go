@@ -38,6 +38,11 @@ type ListShortcut struct {
 	Allow func(method, path string) bool
 	// Answered, if set, is told of each call answered here.
 	Answered func(method, path string)
+	// NoReuse evaluates every call afresh. Otherwise an answer is reused
+	// while the simulator's state is the one it was computed from (Version)
+	// and the call (path and query) is the same: the same message,
+	// which read already must neither change nor keep.
+	NoReuse bool
 }
 
 // readAs hands a list's response to read when it is a T, and reports
@@ -99,7 +104,7 @@ func (l ListShortcut) list(path string, q url.Values, read func(proto.Message) b
 	if l.Sim == nil || (l.Allow != nil && !l.Allow(http.MethodGet, path)) {
 		return false
 	}
-	ok := l.Sim.directList(path, q, read)
+	ok := l.Sim.directList(path, q, !l.NoReuse, read)
 	if ok && l.Answered != nil {
 		l.Answered(http.MethodGet, path)
 	}
@@ -110,33 +115,49 @@ func (l ListShortcut) list(path string, q url.Values, read func(proto.Message) b
 // response to read under the lock (the items are live simulator state);
 // it reports whether read took it. read is not called where ServeHTTP
 // would answer an error, an injection matches the call, or the response
-// has a next page.
-func (s *Sim) directList(path string, q url.Values, read func(proto.Message) bool) bool {
-	req, aerr := route(http.MethodGet, path)
-	if aerr != nil {
+// has a next page. With reuse, an answer computed at the same state
+// (Version) for the same path and query is handed over again: a list
+// answer depends only on the state and the call, not on the clock (beyond
+// the transitions advanceLocked applies), the caller or anything else a
+// call leaves behind (the contract and zone memos hold for any state).
+func (s *Sim) directList(path string, q url.Values, reuse bool, read func(proto.Message) bool) bool {
+	req, ok := listRoute(path)
+	if !ok {
 		return false
 	}
-	switch req.method {
-	case "instances.list", "instanceGroupManagers.list", "instanceGroupManagerResizeRequests.list":
-	default:
-		return false
-	}
-	req.http = &http.Request{Method: http.MethodGet, URL: &url.URL{Path: path, RawQuery: q.Encode()},
-		RemoteAddr: "127.0.0.1:1", Header: http.Header{}}
-	req.query, req.direct = q, true
+	key := listKey(path, q)
 
 	var eff []func()
-	ok := func() bool {
+	ok = func() bool {
 		s.lockForWrite()
 		defer func() {
 			eff = s.takeEffectsLocked()
 			s.mu.Unlock()
 		}()
-		req.now = s.nowLocked()
-		s.advanceLocked(req.now)
-		msg, aerr := s.serveLocked(req)
-		if aerr != nil || msg == nil {
-			return false
+		now := s.nowLocked()
+		s.advanceQuietLocked(now)
+		if s.listsAt != s.changed {
+			clear(s.lists)
+			s.listsAt = s.changed
+		}
+		var msg proto.Message
+		if reuse {
+			msg = s.lists[key]
+		}
+		if msg == nil {
+			req.http = &http.Request{Method: http.MethodGet, URL: &url.URL{Path: path, RawQuery: q.Encode()},
+				RemoteAddr: "127.0.0.1:1", Header: http.Header{}}
+			req.query, req.direct, req.now = q, true, now
+			var aerr *apiError
+			if msg, aerr = s.serveLocked(req); aerr != nil || msg == nil {
+				return false
+			}
+			if reuse {
+				if s.lists == nil || len(s.lists) >= maxLists {
+					s.lists = map[string]proto.Message{}
+				}
+				s.lists[key] = msg
+			}
 		}
 		if pt, ok := msg.(interface{ GetNextPageToken() string }); ok && pt.GetNextPageToken() != "" {
 			return false
@@ -146,6 +167,78 @@ func (s *Sim) directList(path string, q url.Values, read func(proto.Message) boo
 	runEffects(eff)
 	return ok
 }
+
+// maxLists bounds the list answers kept: a reconcile pass makes a few
+// calls per pool.
+const maxLists = 256
+
+// listRoute is route for a GET of path, when it is one of the list calls
+// directList answers (ok false otherwise). The routes of such paths are
+// remembered: route depends on the method and path alone.
+func listRoute(path string) (*request, bool) {
+	listRoutes.Lock()
+	r, ok := listRoutes.m[path]
+	listRoutes.Unlock()
+	if ok {
+		return &r, true
+	}
+	req, aerr := route(http.MethodGet, path)
+	if aerr != nil {
+		return nil, false
+	}
+	switch req.method {
+	case "instances.list", "instanceGroupManagers.list", "instanceGroupManagerResizeRequests.list":
+	default:
+		return nil, false
+	}
+	listRoutes.Lock()
+	if listRoutes.m == nil || len(listRoutes.m) >= maxContractPassed {
+		listRoutes.m = map[string]request{}
+	}
+	listRoutes.m[path] = *req
+	listRoutes.Unlock()
+	return req, true
+}
+
+var listRoutes struct {
+	sync.Mutex
+	m map[string]request // by path; fields a call fills are zero
+}
+
+// listKey identifies a list call by path and query for the answers kept
+// (Sim.lists): the path, then each of the query parameters the REST
+// clients send for a list, with its length, so that no two calls share a
+// key; any other query is encoded whole (after "?", which no parameter
+// name starts with).
+func listKey(path string, q url.Values) string {
+	n := 0
+	for _, k := range listParams {
+		if v, ok := q[k]; ok {
+			if len(v) != 1 {
+				return path + "\x00?" + q.Encode()
+			}
+			n++
+		}
+	}
+	if n != len(q) {
+		return path + "\x00?" + q.Encode()
+	}
+	b := make([]byte, 0, len(path)+64)
+	b = append(b, path...)
+	b = append(b, '\x00')
+	for _, k := range listParams {
+		if v, ok := q[k]; ok {
+			b = append(b, k...)
+			b = append(b, '=')
+			b = strconv.AppendInt(b, int64(len(v[0])), 10)
+			b = append(b, ':')
+			b = append(b, v[0]...)
+		}
+	}
+	return string(b)
+}
+
+var listParams = [...]string{"filter", "maxResults", "orderBy", "pageToken"}
 
 // checkContractOf is checkContract, remembering the direct list calls that
 // pass it: such a call has no body, so the outcome depends only on its

@@ -18,10 +18,11 @@ import (
 )
 
 // TestVersion: Version changes with every call that may change the
-// simulator's state (API calls, Tick, direct lists, out-of-band changes)
-// and not with the read-only introspection calls.
+// simulator's state (API calls, Ticks and direct lists that apply a
+// transition, out-of-band changes) and not with the read-only
+// introspection calls, nor with a Tick or direct list that applies none.
 func TestVersion(t *testing.T) {
-	e := newEnv(t, Options{})
+	e := newEnv(t, Options{AcceptDelay: time.Minute})
 	e.setup()
 	v := e.sim.Version()
 	e.sim.Instances()
@@ -32,33 +33,38 @@ func TestVersion(t *testing.T) {
 	if got := e.sim.Version(); got != v {
 		t.Errorf("introspection changed Version from %d to %d", v, got)
 	}
+	l := ListShortcut{Sim: e.sim}
+	list := func() {
+		if !l.ListInstances(e.ctx, &computepb.ListInstancesRequest{Project: testProject, Zone: testZone}, func(*computepb.InstanceList) {}) {
+			t.Fatal("the direct list was not answered")
+		}
+	}
 	steps := []struct {
-		name string
-		do   func()
+		name    string
+		do      func()
+		changes bool
 	}{
 		{"resize request inserted", func() {
 			if err := e.insertRR("pool", namedRR("rr", 3600, "vm-1"), ""); err != nil {
 				t.Fatal(err)
 			}
-		}},
-		{"tick", func() { e.sim.Tick(e.clk.Advance(time.Minute)) }},
-		{"direct list", func() {
-			l := ListShortcut{Sim: e.sim}
-			if !l.ListInstances(e.ctx, &computepb.ListInstancesRequest{Project: testProject, Zone: testZone}, func(*computepb.InstanceList) {}) {
-				t.Fatal("the direct list was not answered")
-			}
-		}},
-		{"expired", func() {
-			if err := e.sim.ExpireNow(testZone, e.sim.Instances()[0].Name); err != nil {
+		}, true},
+		{"tick: accepted and provisioned", func() { e.sim.Tick(e.clk.Advance(time.Minute)) }, true},
+		{"direct list, nothing due", func() { e.clk.Advance(time.Second); list() }, false},
+		{"tick, nothing due", func() { e.sim.Tick(e.clk.Advance(time.Second)) }, false},
+		{"direct list: the run duration ends", func() { e.clk.Advance(time.Hour); list() }, true},
+		{"out-of-band VM", func() {
+			if _, err := e.sim.AddInstance(testProject, testZone, "foreign", nil); err != nil {
 				t.Fatal(err)
 			}
-		}},
+		}, true},
+		{"injection", func() { e.sim.InjectError(Match{Method: http.MethodGet}, 503, "backendError", "", 1) }, true},
 	}
 	for _, s := range steps {
 		s.do()
 		got := e.sim.Version()
-		if got == v {
-			t.Errorf("%s: Version still %d", s.name, v)
+		if changed := got != v; changed != s.changes {
+			t.Errorf("%s: Version %d before, %d after, want a change %t", s.name, v, got, s.changes)
 		}
 		v = got
 	}
@@ -226,5 +232,189 @@ func TestResizeRequestsShareUnchangingSlices(t *testing.T) {
 	}
 	if got := answers[2][0].Provisioned; len(got) != 2 {
 		t.Errorf("provisioned %v, want vm-1 and vm-2", got)
+	}
+}
+
+// TestListReuseMatchesFresh: a direct list answer reused while the state
+// stays the same is exactly what a fresh evaluation gives, after every
+// kind of call that changes the state (API calls, Ticks, transitions the
+// list call itself brings due, out-of-band changes, injections,
+// shortages), and it is reused (the same message) when nothing changed;
+// so is the next transition NextDue remembers.
+func TestListReuseMatchesFresh(t *testing.T) {
+	e := newEnv(t, Options{DeleteDelay: time.Minute, AcceptDelay: time.Minute})
+	e.setup()
+	if err := e.insertMIG("other", "tpl", "DO_NOTHING"); err != nil {
+		t.Fatal(err)
+	}
+	str := proto.String
+	instReqs := []*computepb.ListInstancesRequest{
+		{Project: testProject, Zone: testZone},
+		{Project: testProject, Zone: testZone, Filter: str(`name = "vm-*"`)},
+		{Project: testProject, Zone: testZone, Filter: str(`labels.role = "x"`), OrderBy: str("creationTimestamp desc")},
+	}
+	migReqs := []*computepb.ListInstanceGroupManagersRequest{
+		{Project: testProject, Zone: testZone},
+		{Project: testProject, Zone: testZone, Filter: str(`name = "pool"`)},
+		{Project: testProject, Zone: testZone, Filter: str(`status.isStable = false`)},
+	}
+	rrReqs := []*computepb.ListInstanceGroupManagerResizeRequestsRequest{
+		{Project: testProject, Zone: testZone, InstanceGroupManager: "pool"},
+		{Project: testProject, Zone: testZone, InstanceGroupManager: "other"},
+	}
+	// lists answers every call, with or without reuse: a clone of each
+	// answer and the message read got (nil when not answered).
+	lists := func(noReuse bool) (clones, seen []proto.Message) {
+		l := ListShortcut{Sim: e.sim, NoReuse: noReuse}
+		add := func(ok bool, m proto.Message) {
+			if !ok {
+				clones, seen = append(clones, nil), append(seen, nil)
+				return
+			}
+			clones, seen = append(clones, proto.Clone(m)), append(seen, m)
+		}
+		for _, r := range instReqs {
+			var got proto.Message
+			add(l.ListInstances(e.ctx, r, func(m *computepb.InstanceList) { got = m }), got)
+		}
+		for _, r := range migReqs {
+			var got proto.Message
+			add(l.ListInstanceGroupManagers(e.ctx, r, func(m *computepb.InstanceGroupManagerList) { got = m }), got)
+		}
+		for _, r := range rrReqs {
+			var got proto.Message
+			add(l.ListResizeRequests(e.ctx, r, func(m *computepb.InstanceGroupManagerResizeRequestsListResponse) { got = m }), got)
+		}
+		return clones, seen
+	}
+	vmCount := func() int { return len(e.sim.Instances()) }
+	steps := []struct {
+		name string
+		do   func()
+	}{
+		{"nothing", func() {}},
+		{"resize request inserted", func() {
+			if err := e.insertRR("pool", namedRR("rr-1", 3600, "vm-1", "vm-2"), ""); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"accepted and provisioned by Ticks", func() { e.advance(time.Minute); e.advance(time.Second) }},
+		{"tick with nothing due", func() { e.advance(time.Second) }},
+		{"second request inserted", func() {
+			if err := e.insertRR("other", namedRR("rr-2", 3600, "vm-3"), ""); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"clock only: the list call brings the acceptance due", func() { e.clk.Advance(2 * time.Minute) }},
+		{"out-of-band VM", func() {
+			if _, err := e.sim.AddInstance(testProject, testZone, "foreign-1", map[string]string{"role": "x"}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"VM expired now (STOPPING)", func() {
+			if err := e.sim.ExpireNow(testZone, "vm-1"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"clock only: the list call finishes the deletion", func() { e.clk.Advance(2 * time.Minute) }},
+		{"VM deleted over REST", func() {
+			if err := do(e.inst.Delete(e.ctx, &computepb.DeleteInstanceRequest{Project: testProject, Zone: testZone, Instance: "foreign-1"})); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"injection on instance lists", func() {
+			e.sim.InjectError(Match{Method: http.MethodGet, Path: `/instances$`}, http.StatusServiceUnavailable, "backendError", "", 1)
+		}},
+		{"injections cleared", func() { e.sim.ClearInjections() }},
+		{"shortage set", func() {
+			e.sim.SetShortage(Shortage{Name: "s", Zone: testZone, Code: "ZONE_RESOURCE_POOL_EXHAUSTED", Message: "no"})
+		}},
+		{"expiry at the end of the run", func() { e.advance(2 * time.Hour) }},
+	}
+	// NextDue remembers the next transition per Version: it must be what
+	// looking through every record gives.
+	checkNext := func(when string) {
+		t.Helper()
+		at, ok := e.sim.NextDue()
+		e.sim.mu.Lock()
+		d, fresh := e.sim.nextDueLocked()
+		want := d.at
+		if fresh && want.Before(e.sim.watermark) {
+			want = e.sim.watermark
+		}
+		e.sim.mu.Unlock()
+		if ok != fresh || (ok && !at.Equal(want)) {
+			t.Errorf("%s: NextDue %v %t, looking through the records %v %t", when, at, ok, want, fresh)
+		}
+	}
+	reusedAny := false
+	for _, s := range steps {
+		before := vmCount()
+		s.do()
+		checkNext(s.name)
+		first, firstSeen := lists(false)
+		checkNext(s.name + ", listed")
+		// A list call brings the state to now: nothing is left due.
+		if at, ok := e.sim.NextDue(); ok && !at.After(e.clk.Now()) {
+			t.Errorf("%s: a transition at %v is still due after the list calls at %v", s.name, at, e.clk.Now())
+		}
+		again, againSeen := lists(false)
+		fresh, _ := lists(true)
+		if d := cmp.Diff(fresh, first, protocmp.Transform()); d != "" {
+			t.Errorf("%s: reused answers differ from fresh ones (-fresh +reused):\n%s", s.name, d)
+		}
+		if d := cmp.Diff(fresh, again, protocmp.Transform()); d != "" {
+			t.Errorf("%s: answers given again differ from fresh ones (-fresh +again):\n%s", s.name, d)
+		}
+		for i := range firstSeen {
+			if firstSeen[i] != nil && firstSeen[i] != againSeen[i] {
+				t.Errorf("%s: call %d was evaluated again with nothing changed in between", s.name, i)
+			}
+			reusedAny = reusedAny || firstSeen[i] != nil
+		}
+		t.Logf("%s: %d VMs before, %d after", s.name, before, vmCount())
+	}
+	if !reusedAny {
+		t.Error("no answer was given")
+	}
+}
+
+// TestListKeyTellsCallsApart: two list calls share a key for the answers
+// kept exactly when their path and encoded query are the same.
+func TestListKeyTellsCallsApart(t *testing.T) {
+	paths := []string{"/compute/v1/projects/p/zones/z/instances", "/compute/v1/projects/p/zones/z/instanceGroupManagers"}
+	vals := []string{"", "a", "a:", "1", "name = \"x\"", "orderBy=b", "a\x00b"}
+	var queries []url.Values
+	queries = append(queries, url.Values{}, url.Values{"other": {"1"}}, url.Values{"filter": {"a", "b"}})
+	for _, k := range listParams {
+		for _, v := range vals {
+			queries = append(queries, url.Values{k: {v}})
+			for _, k2 := range listParams {
+				if k2 != k {
+					queries = append(queries, url.Values{k: {v}, k2: {"a"}}, url.Values{k: {v}, k2: {v + "1"}})
+				}
+			}
+		}
+	}
+	byKey := map[string]string{}
+	for _, p := range paths {
+		for _, q := range queries {
+			call := p + "?" + q.Encode()
+			k := listKey(p, q)
+			if other, ok := byKey[k]; ok && other != call {
+				t.Errorf("calls %q and %q share key %q", other, call, k)
+			}
+			byKey[k] = call
+		}
+	}
+	if len(byKey) < 100 {
+		t.Errorf("only %d keys", len(byKey))
+	}
+	// The same call, however its query was built, has one key.
+	a := url.Values{"filter": {"x"}, "orderBy": {"name"}}
+	b := url.Values{"orderBy": {"name"}}
+	b.Set("filter", "x")
+	if listKey(paths[0], a) != listKey(paths[0], b) {
+		t.Error("the same call has two keys")
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"cloud.google.com/go/compute/apiv1/computepb"
 	"github.com/flexslurm/flexslurm/shared/clock"
+	"google.golang.org/protobuf/proto"
 )
 
 // Sim is the simulator state and its http.Handler. It is safe for concurrent
@@ -22,14 +23,16 @@ type Sim struct {
 
 	mu sync.Mutex
 	// version counts the acquisitions of mu that may change state
-	// (lockForWrite): Version.
-	version   uint64
-	rng       *rand.Rand
-	seq       uint64          // creation order of every record, for deterministic tie-breaks
-	usedIDs   map[uint64]bool // resource and operation IDs handed out
-	usedNames map[string]bool // generated names (instance suffixes, insert IDs)
-	ipSeq     int
-	watermark time.Time // latest instant the state has been brought to
+	// (lockForWrite); changed is the version of the last one that may
+	// have changed it (Version), and prevChanged what changed was before
+	// the call holding the lock took it (unchangedLocked).
+	version, changed, prevChanged uint64
+	rng                           *rand.Rand
+	seq                           uint64          // creation order of every record, for deterministic tie-breaks
+	usedIDs                       map[uint64]bool // resource and operation IDs handed out
+	usedNames                     map[string]bool // generated names (instance suffixes, insert IDs)
+	ipSeq                         int
+	watermark                     time.Time // latest instant the state has been brought to
 	// zonesOK are the zone names that matched zoneName (serveLocked).
 	zonesOK map[string]bool
 
@@ -49,6 +52,16 @@ type Sim struct {
 	injections []*Injection
 	shortages  []Shortage
 	effects    []func()
+
+	// lists are the answers of direct list calls (ListShortcut), by path
+	// and query, computed at the state of Version listsAt.
+	lists   map[string]proto.Message
+	listsAt uint64
+	// next is the next transition of the state of Version nextAt (none
+	// if !nextOK), when nextKnown: nextDueOfStateLocked.
+	next              dueItem
+	nextOK, nextKnown bool
+	nextAt            uint64
 }
 
 type templateRec struct {
@@ -246,7 +259,7 @@ type AuditEntry struct {
 // audit sink for what happened.
 func (s *Sim) Tick(now time.Time) {
 	s.lockForWrite()
-	s.advanceLocked(now)
+	s.advanceQuietLocked(now)
 	eff := s.takeEffectsLocked()
 	s.mu.Unlock()
 	runEffects(eff)
@@ -259,16 +272,26 @@ func (s *Sim) Tick(now time.Time) {
 func (s *Sim) lockForWrite() {
 	s.mu.Lock()
 	s.version++
+	s.prevChanged, s.changed = s.changed, s.version
+}
+
+// unchangedLocked records that the call holding the lock (taken with
+// lockForWrite) has changed nothing and will change nothing before it
+// unlocks: Version stays what it was before the call. Only a Tick or a
+// direct list call that applied no transition says so.
+func (s *Sim) unchangedLocked() {
+	s.changed = s.prevChanged
 }
 
 // Version is a number that changes whenever the simulator's state may have
-// changed (an API call, a Tick, an out-of-band change, an injection): a
-// caller that derives something from Instances or the other introspection
-// calls can keep it while Version stays the same.
+// changed (an API call, a Tick or direct list call that applied a
+// transition, an out-of-band change, an injection): a caller that derives
+// something from the state alone (Instances and the other introspection
+// calls, a list answer) can keep it while Version stays the same.
 func (s *Sim) Version() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.version
+	return s.changed
 }
 
 // NextDue returns the instant of the next pending transition, if any. A
@@ -276,7 +299,7 @@ func (s *Sim) Version() uint64 {
 func (s *Sim) NextDue() (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d, ok := s.nextDueLocked()
+	d, ok := s.nextDueOfStateLocked()
 	if !ok {
 		return time.Time{}, false
 	}
@@ -358,17 +381,63 @@ func (s *Sim) nextDueLocked() (dueItem, bool) {
 	return best, found
 }
 
+// nextDueOfStateLocked is nextDueLocked for a caller holding mu without
+// having changed anything (NextDue): the state is the one of Version, and
+// its next transition is remembered until Version changes.
+func (s *Sim) nextDueOfStateLocked() (dueItem, bool) {
+	if !s.nextKnown || s.nextAt != s.changed {
+		s.next, s.nextOK = s.nextDueLocked()
+		s.nextKnown, s.nextAt = true, s.changed
+	}
+	return s.next, s.nextOK
+}
+
+// advanceQuietLocked is advanceLocked for a call that changes nothing
+// else, right after it took the lock (lockForWrite): a Tick or a direct
+// list call. If it applies no transition, the call changed nothing
+// (unchangedLocked). It reports whether it applied one. When the state at
+// the start (that of the Version before the call) has its next transition
+// remembered and it is not due, nothing is looked for; the next
+// transition after advancing is remembered for the state the call leaves.
+func (s *Sim) advanceQuietLocked(now time.Time) (applied bool) {
+	if s.nextKnown && s.nextAt == s.prevChanged && (!s.nextOK || s.next.at.After(now)) {
+		// As advanceLocked when nothing is due.
+		if now.After(s.watermark) {
+			s.watermark = now
+		}
+		s.unchangedLocked()
+		return false
+	}
+	applied, next, ok, complete := s.advanceToLocked(now)
+	if !applied {
+		s.unchangedLocked()
+	}
+	s.next, s.nextOK, s.nextKnown, s.nextAt = next, ok, complete, s.changed
+	return applied
+}
+
 // maxStepsPerTick guards against a transition that fails to change state.
 const maxStepsPerTick = 1_000_000
 
-func (s *Sim) advanceLocked(now time.Time) {
+// advanceLocked applies every transition due at or before now (Tick). It
+// reports whether it applied any transition: if not, the state is the
+// same as before but for the watermark, which no answer shows.
+func (s *Sim) advanceLocked(now time.Time) (applied bool) {
+	applied, _, _, _ = s.advanceToLocked(now)
+	return applied
+}
+
+// advanceToLocked is advanceLocked, also returning the next transition
+// after it (ok false: none) when it stopped at one not due (complete).
+func (s *Sim) advanceToLocked(now time.Time) (applied bool, next dueItem, ok, complete bool) {
 	for n := 0; ; n++ {
 		if n == maxStepsPerTick {
 			s.opts.Logger.Error("computesim: too many transitions in one tick; stopping", "now", now)
 			break
 		}
-		d, ok := s.nextDueLocked()
-		if !ok || d.at.After(now) {
+		d, found := s.nextDueLocked()
+		if !found || d.at.After(now) {
+			next, ok, complete = d, found, true
 			break
 		}
 		at := d.at
@@ -377,10 +446,12 @@ func (s *Sim) advanceLocked(now time.Time) {
 		}
 		s.watermark = at
 		s.applyDueLocked(d, at)
+		applied = true
 	}
 	if now.After(s.watermark) {
 		s.watermark = now
 	}
+	return applied, next, ok, complete
 }
 
 func (s *Sim) instanceDueLocked(in *instanceRec) (dueItem, bool) {

@@ -3,6 +3,7 @@ package harness
 import (
 	"encoding/base64"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -15,22 +16,26 @@ import (
 // sorted), and decodes back to the message.
 func TestCloudEventEnvelope(t *testing.T) {
 	for _, c := range []struct {
-		data  []byte
-		attrs map[string]string
+		data      []byte
+		attrs     map[string]string
+		topic, id string
 	}{
-		{[]byte(`{"version":1,"type":"reconcile.tick"}`), nil},
-		{nil, nil},
-		{[]byte{}, map[string]string{}},
-		{[]byte("<\u2028&\xff>"), map[string]string{"b": "2", "a": "<1>"}},
+		{[]byte(`{"version":1,"type":"reconcile.tick"}`), nil, "topic-x", "id-1"},
+		{nil, nil, "topic-x", "id-1"},
+		{[]byte{}, map[string]string{}, "topic-x", "id-1"},
+		{[]byte("<\u2028&\xff>"), map[string]string{"b": "2", "a": "<1>"}, "topic-x", "id-1"},
+		{[]byte("x"), nil, "topic-x", `id "2" <&> \ \x7f`},
+		{[]byte("x"), nil, "topic-\u2028\xff", "id-3\n"},
+		{[]byte("abcd"), nil, "t", ""},
 	} {
-		e := CloudEvent("topic-x", "id-1", c.data, c.attrs)
+		e := CloudEvent(c.topic, c.id, c.data, c.attrs)
 		want, err := json.Marshal(map[string]any{
 			"message": map[string]any{
 				"data":       base64.StdEncoding.EncodeToString(c.data),
 				"attributes": c.attrs,
-				"messageId":  "id-1",
+				"messageId":  c.id,
 			},
-			"subscription": "projects/" + Project + "/subscriptions/topic-x",
+			"subscription": "projects/" + Project + "/subscriptions/" + c.topic,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -42,7 +47,9 @@ func TestCloudEventEnvelope(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if string(m.Data) != string(c.data) || m.ID != "id-1" || m.Topic != "projects/"+Project+"/topics/topic-x" {
+		// (The source URL escapes a topic that is not ASCII.)
+		ascii := !strings.ContainsFunc(c.topic, func(r rune) bool { return r > 0x7e })
+		if string(m.Data) != string(c.data) || m.ID != c.id || (ascii && m.Topic != "projects/"+Project+"/topics/"+c.topic) {
 			t.Errorf("decoded %+v, want data %q", m, c.data)
 		}
 	}

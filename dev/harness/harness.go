@@ -200,10 +200,42 @@ func CloudEvent(topic, id string, data []byte, attrs map[string]string) cloudeve
 	// A struct with the fields in the order encoding/json gives a map's
 	// keys (sorted): the bytes are those of the map this envelope used to
 	// be (TestCloudEventEnvelope), encoded without sorting map keys.
-	env := pubsubEnvelope{Subscription: "projects/" + Project + "/subscriptions/" + topic}
+	sub := "projects/" + Project + "/subscriptions/" + topic
+	if attrs == nil && plainJSON(id) && plainJSON(sub) {
+		// What encoding/json gives for the struct below, written
+		// directly: neither string needs escaping, base64 never does,
+		// and nil attributes are null.
+		const head, mid, tail = `{"message":{"attributes":null,"data":"`, `","messageId":"`, `"},"subscription":"`
+		n := base64.StdEncoding.EncodedLen(len(data))
+		b := make([]byte, 0, len(head)+n+len(mid)+len(id)+len(tail)+len(sub)+2)
+		b = append(b, head...)
+		b = base64.StdEncoding.AppendEncode(b, data)
+		b = append(b, mid...)
+		b = append(b, id...)
+		b = append(b, tail...)
+		b = append(b, sub...)
+		b = append(b, `"}`...)
+		e.SetDataContentType(cloudevents.ApplicationJSON)
+		e.DataEncoded, e.DataBase64 = b, false
+		return e
+	}
+	env := pubsubEnvelope{Subscription: sub}
 	env.Message.Attributes, env.Message.Data, env.Message.MessageID = attrs, base64.StdEncoding.EncodeToString(data), id
 	_ = e.SetData(cloudevents.ApplicationJSON, env)
 	return e
+}
+
+// plainJSON reports whether encoding/json writes s as it is between
+// quotes: printable ASCII other than a double quote, a backslash and the
+// HTML characters it escapes ('<', '>', '&').
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c >= 0x7f, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
 }
 
 // Deliver hands one message to the function that reads its topic and

@@ -65,11 +65,13 @@ type RunOptions struct {
 	// by the simulator's code without JSON (computesim.ListShortcut).
 	Loopback bool
 	// NoReuse is a debug mode for tests: every check reads the store (a
-	// copy, as store.Read gives) and the simulator afresh instead of
-	// reusing an uncopied view, a VM view or a result until the store or
-	// the simulator changes; a run's report must be the same either way
-	// (TestStateReuseChangesNothing, and over chaos seeds
-	// TestReuseChangesNothing in dev/chaos). It is slower.
+	// copy, as store.Read gives) and the simulator afresh, the simulator
+	// evaluates every list call afresh (computesim.ListShortcut.NoReuse)
+	// and the Slurm model sorts its nodes afresh, instead of reusing an
+	// uncopied view, a VM view, a list answer, a sorted list or a result
+	// until the store, the simulator or the model changes; a run's report
+	// must be the same either way (TestStateReuseChangesNothing, and over
+	// chaos seeds TestReuseChangesNothing in dev/chaos). It is slower.
 	NoReuse bool
 }
 
@@ -232,7 +234,7 @@ func newRunner(ctx context.Context, f *File, o RunOptions) (*runner, error) {
 		// List calls that no fault acts on skip the JSON round trip
 		// (docs/chaos.md); the others go over HTTP as before.
 		r.client.SetListShortcut(computesim.ListShortcut{Sim: r.h.Sim,
-			Allow: r.compute.ShortcutAllows, Answered: r.compute.ShortcutAnswered})
+			Allow: r.compute.ShortcutAllows, Answered: r.compute.ShortcutAnswered, NoReuse: r.o.NoReuse})
 	}
 	r.oob, err = r.computeClient(ctx, r.h.Sim)
 	if err != nil {
@@ -240,6 +242,9 @@ func newRunner(ctx context.Context, f *File, o RunOptions) (*runner, error) {
 		return nil, fmt.Errorf("creating the out-of-band Compute client: %w", err)
 	}
 	r.slurm = slurmmodel.New(f.Slurm, c, start, r.publishModel, r.tracef)
+	if o.NoReuse {
+		r.slurm.NoReuse()
+	}
 	r.checks = check.New(check.Run{Ctx: ctx, Start: start, Now: r.now, Cluster: c, Sim: r.h.Sim, Store: r.store, View: r.mem.View, Generation: r.store.gen.Load,
 		Slurm: r.slurm, Compute: r.compute, Deliveries: r.deliveries, Commands: func() []slurmmodel.Command { return r.cmds },
 		ResizeRequestsSeen: func() map[string]bool { return r.rrSeen }, Foreign: func() []ForeignVM { return r.foreign },

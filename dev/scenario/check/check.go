@@ -144,6 +144,9 @@ type Checker struct {
 	resvPrefix  string
 	resvScanned int
 	resvFound   []string
+	// flex are the spec's flex pools (spec.Cluster.FlexPools) of flexOf.
+	flex   []spec.NodePool
+	flexOf *spec.Cluster
 }
 
 // New is a Checker of run with no result yet.
@@ -157,6 +160,16 @@ func New(run Run) *Checker {
 // SpecApplied follows a spec a step applied at at.
 func (r *Checker) SpecApplied(c *spec.Cluster, at time.Time) {
 	r.spec, r.specAt = c, at
+	r.flex, r.flexOf = nil, nil
+}
+
+// flexPools is r.spec.FlexPools(), kept until the spec changes: callers
+// must not change it.
+func (r *Checker) flexPools() []spec.NodePool {
+	if r.flexOf != r.spec || r.noStateReuse {
+		r.flex, r.flexOf = r.spec.FlexPools(), r.spec
+	}
+	return r.flex
 }
 
 // Results are every result so far, in evaluation order.

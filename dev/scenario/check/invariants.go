@@ -271,7 +271,9 @@ func (r *Checker) invariant(name string, w world, strict bool) []string {
 	case "static_at_min":
 		st := r.state()
 		var out []string
-		for _, p := range r.spec.FlexPools() {
+		pools := r.flexPools()
+		for i := range pools {
+			p := &pools[i]
 			if p.MinNodeCount == 0 {
 				continue
 			}

@@ -121,6 +121,10 @@ type Model struct {
 	cluster string
 	spec    *spec.Cluster
 	nodes   map[string]*Node
+	// sorted is sortedNodes' answer while no node was added or dropped
+	// (nil: to be sorted again). Nobody changes it; a new one replaces it.
+	sorted  []*Node
+	noReuse bool // NoReuse
 	jobs    map[string]*Job
 	order   []string           // job ids in submission order
 	extra   []lang.SnapshotJob // jobs set by snapshot steps (published as given)
@@ -215,6 +219,7 @@ func (m *Model) dropRemoved() {
 		if n.removed && n.job == "" && n.flags[flagPoweredDown] && !n.flags[flagPoweringUp] {
 			m.trace("slurm: node %s left the configuration", n.name)
 			delete(m.nodes, n.name)
+			m.sorted = nil
 		}
 	}
 }
@@ -233,10 +238,21 @@ func (m *Model) node(name string) *Node {
 		}
 	}
 	m.nodes[name] = n
+	m.sorted = nil
 	return n
 }
 
+// NoReuse makes the model sort its nodes afresh each time (a debug mode
+// for tests: a run's report must be the same either way).
+func (m *Model) NoReuse() { m.noReuse = true }
+
+// sortedNodes returns the nodes by pool, index and name: the same slice
+// until a node is added or dropped, so callers must not change it. The
+// order depends on nothing a node changes after it is created.
 func (m *Model) sortedNodes() []*Node {
+	if m.sorted != nil && !m.noReuse {
+		return m.sorted
+	}
 	out := make([]*Node, 0, len(m.nodes))
 	for _, n := range m.nodes {
 		out = append(out, n)
@@ -250,6 +266,7 @@ func (m *Model) sortedNodes() []*Node {
 		}
 		return out[i].name < out[j].name
 	})
+	m.sorted = out
 	return out
 }
 

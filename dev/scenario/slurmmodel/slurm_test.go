@@ -505,3 +505,44 @@ func TestNodesLeaveInOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestSortedNodesFollowsTheConfiguration: the sorted node list the model
+// keeps is, after nodes are added and dropped, the one sorting them afresh
+// gives, and it is kept while the nodes stay the same.
+func TestSortedNodesFollowsTheConfiguration(t *testing.T) {
+	m, _ := newModel(t, lang.Slurm{Simulate: true})
+	names := func(ns []*Node) []string {
+		var out []string
+		for _, n := range ns {
+			out = append(out, n.name)
+		}
+		return out
+	}
+	check := func(when string) {
+		t.Helper()
+		kept := m.sortedNodes()
+		m.noReuse = true
+		fresh := m.sortedNodes()
+		m.noReuse = false
+		if d := cmp.Diff(names(fresh), names(kept)); d != "" {
+			t.Errorf("%s: kept order differs from a fresh sort (-fresh +kept):\n%s", when, d)
+		}
+		if again := m.sortedNodes(); len(again) > 0 && &again[0] != &fresh[0] {
+			t.Errorf("%s: sorted again with nothing changed", when)
+		}
+	}
+	check("start")
+	raised := exampleCluster(t)
+	p, _ := raised.Pool("a3u")
+	p.MaxNodeCount = 12
+	m.Reconfigure(t0, raised)
+	check("raised to 12 (flexvm-a3u-10 and -11 sort after -9)")
+	if got := names(m.sortedNodes()); !slicesContain(got, "flexvm-a3u-11") {
+		t.Fatalf("nodes %v lack flexvm-a3u-11", got)
+	}
+	m.Reconfigure(t0, exampleCluster(t))
+	check("lowered again")
+	if got := names(m.sortedNodes()); slicesContain(got, "flexvm-a3u-11") {
+		t.Errorf("nodes %v still hold flexvm-a3u-11", got)
+	}
+}
