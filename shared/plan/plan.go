@@ -255,6 +255,9 @@ type builder struct {
 	// poolRecords holds, per pool, the records poolNodes last returned;
 	// putNode drops the pool's entry, since it replaces a record.
 	poolRecords map[string][]*model.Node
+	// nodeWrites counts the node records putNode stored: a caller holding
+	// records it read knows they are all current while it is unchanged.
+	nodeWrites int
 	// decided is the table's last answer (decide).
 	decided lastDecision
 }
@@ -365,7 +368,8 @@ func (b *builder) indexPools() {
 	}
 }
 
-// indexNode adds a node new to b.st to the pool index, in index order.
+// indexNode adds a node new to b.st (or to its pool) to the pool index,
+// in index order.
 func (b *builder) indexNode(n model.Node) {
 	if b.byPool == nil {
 		return
@@ -414,7 +418,8 @@ func (b *builder) putNode(n model.Node, reason string) {
 	}
 	delete(b.poolRecords, n.Pool)
 	b.st.Nodes[n.Name] = &c
-	if !existed {
+	b.nodeWrites++
+	if !existed || old.Pool != n.Pool {
 		b.indexNode(n)
 	}
 	b.add(PutNode{Node: n, Reason: reason})

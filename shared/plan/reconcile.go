@@ -211,7 +211,7 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 	// The stored nodes in index order, then the slots with no record in
 	// index order. Records are replaced, never edited, so stored keeps the
 	// records as they were here; each is read again below.
-	stored := b.poolNodes(pool.ID)
+	stored, writes := b.poolNodes(pool.ID), b.nodeWrites
 	seen := make([]bool, pool.MaxNodes) // by slot index
 	for _, n := range stored {
 		if n.Index >= 0 && n.Index < len(seen) {
@@ -235,9 +235,13 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 		}
 		// An earlier node's decision in this pass may have changed this
 		// one (a job it serves provisioned with it): decide on the record
-		// as it is now, never on the copy taken before the loop.
-		if cur, ok := b.st.Nodes[node.Name]; ok {
-			node = *cur
+		// as it is now, never on the copy taken before the loop. While no
+		// record was stored since stored was read, its records are the
+		// current ones (b.st.Nodes is keyed by node name).
+		if k >= len(stored) || b.nodeWrites != writes {
+			if cur, ok := b.st.Nodes[node.Name]; ok {
+				node = *cur
+			}
 		}
 		vm, present := vms.get(node.VMName)
 		if node.VMName == "" {
