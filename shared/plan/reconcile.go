@@ -210,7 +210,7 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 	// max_node_count (a slot never used has no record, but Slurm knows it).
 	// The stored nodes in index order, then the slots with no record in
 	// index order. Records are replaced, never edited, so stored keeps the
-	// records as they were here; each is read again below.
+	// records as they were here.
 	stored, writes := b.poolNodes(pool.ID), b.nodeWrites
 	seen := make([]bool, pool.MaxNodes) // by slot index
 	for _, n := range stored {
@@ -307,7 +307,7 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 	}
 	b.makeBeforeBreak(pool, slurm)
 	b.ensureStatic(pool, "reconciler: static pool below min_node_count")
-	b.orphans(pool, po, pol)
+	b.orphans(pool, po, vms, pol)
 	b.unwantedRequests(pool, po, pol)
 	b.finishedRequests(pool, po)
 	if pool.Removed {
@@ -615,7 +615,7 @@ func (b *builder) issued(rr string) bool {
 
 // orphans deletes VMs of the pool (by label) that no node record names,
 // once older than the orphan grace.
-func (b *builder) orphans(pool *model.Pool, po ObservedPool, pol Policy) {
+func (b *builder) orphans(pool *model.Pool, po ObservedPool, vms vmIndex, pol Policy) {
 	deleting := map[string]bool{}
 	for _, a := range b.out {
 		if d, ok := a.(DeleteVMs); ok {
@@ -634,9 +634,24 @@ func (b *builder) orphans(pool *model.Pool, po ObservedPool, pol Policy) {
 		n, ok := b.st.Nodes[vm[:i]]
 		return ok && n.VMName == vm
 	}
+	// Most of the pool's VMs are named by the pool's own records, which
+	// the pass has just read: those are marked from the records first
+	// (b.st.Nodes is keyed by node name, so the record a VM's name points
+	// to is the one found here), and only the others are looked up in the
+	// map of every record.
+	byRecord := make([]bool, len(po.VMs))
+	for _, n := range b.poolNodes(pool.ID) {
+		i, ok := vms.at[n.VMName]
+		if !ok || n.VMName == "" {
+			continue
+		}
+		if j := strings.LastIndex(n.VMName, "-g"); j > 0 && n.VMName[:j] == n.Name {
+			byRecord[i] = true
+		}
+	}
 	var names []string
-	for _, vm := range po.VMs {
-		if named(vm.Name) || deleting[vm.Name] {
+	for i, vm := range po.VMs {
+		if byRecord[i] || named(vm.Name) || deleting[vm.Name] {
 			continue
 		}
 		if vm.Status == "STOPPING" || incompleteVM(vm) || b.now.Sub(vm.Created) < pol.OrphanGrace {
