@@ -11,12 +11,14 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/flexslurm/flexslurm/dev/computesim"
 	"github.com/flexslurm/flexslurm/dev/harness"
@@ -47,6 +49,10 @@ const (
 	envReconcileNodes = "FLEXSLURM_BENCH_RECONCILE_NODES"
 	envReconcileZones = "FLEXSLURM_BENCH_RECONCILE_ZONES"
 	envReconcileOut   = "FLEXSLURM_BENCH_RECONCILE_OUT"
+	// envReconcileProfile, when set, names the prefix of the profiles of
+	// the decision alone the helper process writes (profileDecision).
+	envReconcileProfile  = "FLEXSLURM_BENCH_RECONCILE_PROFILE"
+	reconcileProfileRuns = 200
 )
 
 // scaleCase is one reconcile run: nodes over reconcilePools pools spread
@@ -81,6 +87,9 @@ type scaleResult struct {
 	Steady              []passResult
 	HWMResetWorks       bool
 	DecideSeconds       []float64 // plan.Reconcile alone: per sample, the mean run (reconcileDecideRuns)
+	DecideCPUSeconds    []float64 // the same samples' process CPU time (user + system, collections included) per run
+	DecideHeapBytes     uint64    // live heap while the decision alone is timed (its input; the harness closed)
+	HarnessCollected    bool      // the closed harness was collected before the decision alone was timed
 	ProcessPeakBytes    int64     // VmHWM of the whole process at the end
 }
 
@@ -100,7 +109,7 @@ func BenchmarkReconcileScale(b *testing.B) {
 		atOnceTook, atOnce = convergeAtOnce(b, reconcileCases[0])
 	}
 	sec := results.Section(rankReconcile, fmt.Sprintf("Reconcile at scale (%d pools, in-memory store, Compute simulator over HTTP through the apiv1 clients; each case in its own process; steady pass = median of %d, nothing to change)", reconcilePools, reconcileSteadyPasses),
-		"nodes", "zones", "steady pass", "CPU time of the pass", "in Compute calls", "outside Compute calls", fmt.Sprintf("plan.Reconcile alone (median of %d samples, each the mean run over %s)", reconcileDecideRuns, reconcileDecideSample), "Compute calls per pass", "allocated per pass", "peak RSS during pass (RSS before it)", fmt.Sprintf("pass in which the last %d nodes come up", reconcileBatch))
+		"nodes", "zones", "steady pass", "CPU time of the pass", "in Compute calls", "outside Compute calls", fmt.Sprintf("plan.Reconcile alone (on the last pass's state and observation, store, simulator and harness closed; median of %d samples, each the mean run over %s)", reconcileDecideRuns, reconcileDecideSample), "Compute calls per pass", "allocated per pass", "peak RSS during pass (RSS before it)", fmt.Sprintf("pass in which the last %d nodes come up", reconcileBatch))
 	listsOK := true
 	for _, r := range res {
 		s := medianPass(r.Steady)
@@ -129,8 +138,8 @@ func BenchmarkReconcileScale(b *testing.B) {
 		b.ReportMetric(s.Seconds, fmt.Sprintf("pass-s-%dnodes-%dzones", r.Nodes, r.Zones))
 	}
 	for _, r := range res {
-		sec.Note("%d nodes, %d zone(s): populating (cluster applied; per pool one job of %d nodes, one resize request; capacity for %d nodes between passes) took %.1f s; live heap after it %s; whole-process peak RSS %s.",
-			r.Nodes, r.Zones, r.Nodes/r.Pools, reconcileBatch, r.PopulateSeconds, mib(int64(r.StateHeapBytes)), mib(r.ProcessPeakBytes))
+		sec.Note("%d nodes, %d zone(s): populating (cluster applied; per pool one job of %d nodes, one resize request; capacity for %d nodes between passes) took %.1f s; live heap after it %s (store, simulator, harness), while plan.Reconcile alone is timed %s; whole-process peak RSS %s.",
+			r.Nodes, r.Zones, r.Nodes/r.Pools, reconcileBatch, r.PopulateSeconds, mib(int64(r.StateHeapBytes)), mib(int64(r.DecideHeapBytes)), mib(r.ProcessPeakBytes))
 	}
 	if atOnce != nil {
 		sec.Note("All %d nodes coming up between two passes (one job per pool, capacity for all arriving at once): the pass fails, and the next tick fails the same way, so the reconciler is stuck for this cluster: %v", reconcileCases[0].nodes, atOnce)
@@ -149,8 +158,9 @@ func BenchmarkReconcileScale(b *testing.B) {
 	flexRatio := (big.Seconds - big.ComputeSecs) / (small.Seconds - small.ComputeSecs)
 	memRatio := float64(big.PeakRSSBytes) / float64(small.PeakRSSBytes)
 	decideRatio := medianOf(res[1].DecideSeconds) / medianOf(res[0].DecideSeconds)
-	sec.Note("10k/1k ratios (%d zones): steady pass %.1f (CPU time %.1f); in Compute calls %.1f; outside Compute calls %.1f; plan.Reconcile alone %.1f; allocated per pass %.1f; peak RSS during the pass %.1f; the pass in which %d nodes come up %.1f.",
-		res[0].Zones, ratio, cpuRatio, big.ComputeSecs/small.ComputeSecs, flexRatio, decideRatio, float64(big.AllocBytes)/float64(small.AllocBytes), memRatio, reconcileBatch, res[1].Converging.Seconds/res[0].Converging.Seconds)
+	decideCPURatio := medianOf(res[1].DecideCPUSeconds) / medianOf(res[0].DecideCPUSeconds)
+	sec.Note("10k/1k ratios (%d zones): steady pass %.1f (CPU time %.1f); in Compute calls %.1f; outside Compute calls %.1f; plan.Reconcile alone %.1f (CPU time %.1f: %s vs %s a run); allocated per pass %.1f; peak RSS during the pass %.1f; the pass in which %d nodes come up %.1f.",
+		res[0].Zones, ratio, cpuRatio, big.ComputeSecs/small.ComputeSecs, flexRatio, decideRatio, decideCPURatio, ms(time.Duration(medianOf(res[1].DecideCPUSeconds)*1e9)), ms(time.Duration(medianOf(res[0].DecideCPUSeconds)*1e9)), float64(big.AllocBytes)/float64(small.AllocBytes), memRatio, reconcileBatch, res[1].Converging.Seconds/res[0].Converging.Seconds)
 	sec.Target("reconcile: 10k/1k steady pass time", fmt.Sprintf("%.1f (%s vs %s)", ratio, secs(big.Seconds), secs(small.Seconds)), "≤ 12", ratio <= 12)
 	sec.Target("reconcile: 10k/1k steady pass CPU time", fmt.Sprintf("%.1f (%s vs %s)", cpuRatio, secs(big.CPUSeconds), secs(small.CPUSeconds)), "≤ 12", cpuRatio <= 12)
 	sec.Target("reconcile: 10k/1k time outside Compute calls (flexslurm's own work: store, decisions, handler)", fmt.Sprintf("%.1f (%s vs %s)", flexRatio, secs(big.Seconds-big.ComputeSecs), secs(small.Seconds-small.ComputeSecs)), "≤ 12", flexRatio <= 12)
@@ -262,7 +272,11 @@ func runScaleChild(tb testing.TB, c scaleCase) scaleResult {
 // populates a cluster of FLEXSLURM_BENCH_RECONCILE_NODES nodes over 100
 // pools through the real path (cluster applied, one job per pool covering
 // all its nodes, one resize request each, capacity arrived, a converging
-// reconcile pass, jobs started), then times steady passes.
+// reconcile pass, jobs started), then times steady passes. It then closes
+// the harness and times plan.Reconcile alone on the last pass's state and
+// observation; with FLEXSLURM_BENCH_RECONCILE_PROFILE=PREFIX it also
+// writes CPU and allocation profiles of the decision to PREFIX.cpu and
+// PREFIX.allocs.
 func TestReconcileScaleChild(t *testing.T) {
 	n, err := strconv.Atoi(os.Getenv(envReconcileNodes))
 	if err != nil {
@@ -275,9 +289,73 @@ func TestReconcileScaleChild(t *testing.T) {
 	perPool := n / reconcilePools
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
+	res := scaleResult{Nodes: n, Pools: reconcilePools, Zones: zones}
+	// The passes run in a subtest, whose cleanup closes the harness (store,
+	// simulator, servers); what it hands out for the decision alone is the
+	// state and observation of the last pass, plain data.
+	var st *model.State
+	var obs plan.Observed
+	var now time.Time
+	var harnessRef weak.Pointer[harness.Harness]
+	t.Run("passes", func(t *testing.T) {
+		st, obs, now, harnessRef = reconcilePasses(t, ctx, &res, perPool)
+	})
+	if t.Failed() || st == nil {
+		return
+	}
+	// The closed harness's goroutines may take a moment to end and let go
+	// of it; the decision is timed once it is collected.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		runtime.GC()
+		if harnessRef.Value() == nil {
+			res.HarnessCollected = true
+			break
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+	}
+	// The decision alone (shared/plan.Reconcile, a pure function) on the
+	// same state and observation, without store or Compute, in a process
+	// holding little else: the harness is closed, so a collection the
+	// decision triggers marks the decision's input, not the simulator's VMs.
+	res.DecideHeapBytes = liveHeap()
+	for range reconcileDecideRuns {
+		// One sample is the mean of as many runs as fill
+		// reconcileDecideSample: a run takes milliseconds, shorter than
+		// the machine's noise.
+		var runs int
+		start, cpu0 := time.Now(), cpuTime()
+		for runs == 0 || time.Since(start) < reconcileDecideSample {
+			acts := plan.Reconcile(st, obs, now, plan.Policy{})
+			if len(plan.External(acts)) != 0 {
+				t.Fatalf("the steady decision has external actions: %v", plan.External(acts))
+			}
+			runs++
+		}
+		res.DecideSeconds = append(res.DecideSeconds, time.Since(start).Seconds()/float64(runs))
+		res.DecideCPUSeconds = append(res.DecideCPUSeconds, (cpuTime()-cpu0).Seconds()/float64(runs))
+	}
+	if prefix := os.Getenv(envReconcileProfile); prefix != "" {
+		profileDecision(t, prefix, func() { plan.Reconcile(st, obs, now, plan.Policy{}) })
+	}
+	res.ProcessPeakBytes = procStatus("VmHWM")
+	data, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(os.Getenv(envReconcileOut), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// reconcilePasses populates the cluster through the real path, times the
+// converging and the steady passes into res, and returns the state and
+// observation of the last pass and the clock's time.
+func reconcilePasses(t *testing.T, ctx context.Context, res *scaleResult, perPool int) (*model.State, plan.Observed, time.Time, weak.Pointer[harness.Harness]) {
+	n, zones := res.Nodes, res.Zones
 	r := newRig(t, ctx, nil, harness.Options{Sim: computesim.Options{CapacityDelay: func(string, string) time.Duration { return 20 * time.Minute }}})
 	h := r.h
-	res := scaleResult{Nodes: n, Pools: reconcilePools, Zones: zones}
 
 	start := time.Now()
 	if err := h.Apply(ctx, scaleSpec(t, scaleCase{n, zones})); err != nil {
@@ -337,35 +415,39 @@ func TestReconcileScaleChild(t *testing.T) {
 		res.Steady = append(res.Steady, measurePass(t, ctx, r))
 		h.Publisher.Take(config.TopicSlurmCommands)
 	}
-	// The decision alone (shared/plan.Reconcile, a pure function) on the
-	// same state and observation, without store or Compute.
 	st, err = h.Store.Read(ctx, store.Scope{Cluster: "flexvm", AllPools: true, Slurm: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	obs := h.Runner.Observe(ctx, "flexvm", st)
-	runtime.GC()
-	for range reconcileDecideRuns {
-		// One sample is the mean of as many runs as fill
-		// reconcileDecideSample: a run takes milliseconds, shorter than
-		// the machine's noise.
-		var runs int
-		start := time.Now()
-		for runs == 0 || time.Since(start) < reconcileDecideSample {
-			acts := plan.Reconcile(st, obs, h.Clock.Now(), plan.Policy{})
-			if len(plan.External(acts)) != 0 {
-				t.Fatalf("the steady decision has external actions: %v", plan.External(acts))
-			}
-			runs++
-		}
-		res.DecideSeconds = append(res.DecideSeconds, time.Since(start).Seconds()/float64(runs))
-	}
-	res.ProcessPeakBytes = procStatus("VmHWM")
-	data, err := json.Marshal(res)
+	return st, h.Runner.Observe(ctx, "flexvm", st), h.Clock.Now(), weak.Make(h)
+}
+
+// profileDecision writes a CPU profile of reconcileProfileRuns runs of
+// decide to prefix.cpu, and the allocations they make (sampled every
+// 4 KiB) to prefix.allocs, for go tool pprof. It runs after the timed
+// samples: the finer allocation sampling would slow them.
+func profileDecision(t *testing.T, prefix string, decide func()) {
+	cpu, err := os.Create(prefix + ".cpu")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(os.Getenv(envReconcileOut), data, 0o644); err != nil {
+	defer cpu.Close()
+	runtime.MemProfileRate = 4 << 10
+	runtime.GC()
+	if err := pprof.StartCPUProfile(cpu); err != nil {
+		t.Fatal(err)
+	}
+	for range reconcileProfileRuns {
+		decide()
+	}
+	pprof.StopCPUProfile()
+	runtime.GC() // the profile's allocations are those up to the last collection
+	allocs, err := os.Create(prefix + ".allocs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer allocs.Close()
+	if err := pprof.Lookup("allocs").WriteTo(allocs, 0); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -22,11 +22,22 @@ func TestPoolNodesIndex(t *testing.T) {
 			st.Nodes[name] = &model.Node{Name: name, Pool: p, Index: i, Phase: model.PhaseRunning}
 		}
 	}
+	// Nodes beyond a pool's max_node_count (its window of the index grows
+	// past it), a pool with max_node_count 0, and nodes of a pool with no
+	// record.
+	st.Pools["d"] = &model.Pool{ID: "d", MaxNodes: 2}
+	st.Pools["e"] = &model.Pool{ID: "e"}
+	for _, i := range []int{1, 4, 0, 3, 2} {
+		for _, p := range []string{"d", "e", "gone"} {
+			name := model.NodeName("flexvm", p, i)
+			st.Nodes[name] = &model.Node{Name: name, Pool: p, Index: i, Phase: model.PhaseRunning}
+		}
+	}
 	b := newBuilder(st, t0, Policy{})
 	b.cluster = "flexvm"
 	check := func(when string) {
 		t.Helper()
-		for _, p := range []string{"a", "b", "c", "zz"} {
+		for _, p := range []string{"a", "b", "c", "d", "e", "gone", "zz"} {
 			if d := cmp.Diff(b.st.PoolNodes(p), b.poolNodes(p)); d != "" {
 				t.Errorf("%s: pool %s (-PoolNodes +poolNodes):\n%s", when, p, d)
 			}
@@ -40,8 +51,15 @@ func TestPoolNodesIndex(t *testing.T) {
 	}
 	n := b.node(b.st.Pools["c"], 2)
 	b.putNode(n, "first node of pool c")
+	for _, i := range []int{7, 5} {
+		n := b.node(b.st.Pools["d"], i)
+		n.Phase = model.PhaseRequested
+		b.putNode(n, fmt.Sprintf("slot %d beyond max_node_count", i))
+	}
 	check("after storing new and existing nodes")
-	if got := len(b.poolNodes("a")); got != 7 {
-		t.Errorf("pool a has %d nodes, want 7", got)
+	for p, want := range map[string]int{"a": 7, "d": 7, "e": 5, "gone": 5} {
+		if got := len(b.poolNodes(p)); got != want {
+			t.Errorf("pool %s has %d nodes, want %d", p, got, want)
+		}
 	}
 }

@@ -123,11 +123,15 @@ func (b *builder) noteBeyondMax(n model.Node) {
 // that serve. Only a decision that holds every node of every pool (cluster
 // applied, reconcile) may call it.
 func (b *builder) syncBeyondMax() {
-	beyond := map[string]bool{}
-	for _, n := range b.st.Nodes {
-		if n.Phase.Serving() {
-			if p, ok := b.st.Pools[n.Pool]; ok && n.Index >= p.MaxNodes {
-				beyond[n.Pool] = true
+	// A pool's nodes come sorted by index: only its last ones can be at or
+	// beyond max_node_count.
+	beyond := make(map[string]bool, len(b.st.Pools))
+	for id, p := range b.st.Pools {
+		nodes := b.poolNodes(id)
+		for i := len(nodes) - 1; i >= 0 && nodes[i].Index >= p.MaxNodes; i-- {
+			if nodes[i].Phase.Serving() {
+				beyond[id] = true
+				break
 			}
 		}
 	}

@@ -255,35 +255,27 @@ type builder struct {
 	// poolRecords holds, per pool, the records poolNodes last returned;
 	// putNode drops the pool's entry, since it replaces a record.
 	poolRecords map[string][]*model.Node
+	// nodeWrites counts the node records putNode stored: a caller holding
+	// records it read knows they are all current while it is unchanged.
+	nodeWrites int
+	// decided is the table's last answer (decide).
+	decided lastDecision
 }
 
 // poolNodes returns the pool's nodes sorted by index, as
 // b.st.PoolNodes(pool) does, from an index built once per decision rather
 // than a scan of every node of the cluster per call (a reconcile pass asks
-// for every pool's nodes several times).
+// for every pool's nodes several times). The slice is shared between calls
+// until putNode replaces one of the pool's records (which drops it rather
+// than editing it, so a caller ranging over it sees the records as they
+// were when it asked): callers read it and must never reorder, edit or
+// append to it.
 func (b *builder) poolNodes(pool string) []*model.Node {
 	if b.byPool == nil {
-		type slot struct {
-			index int
-			name  string
-		}
-		slots := map[string][]slot{}
-		for name, n := range b.st.Nodes {
-			slots[n.Pool] = append(slots[n.Pool], slot{n.Index, name})
-		}
-		b.byPool = make(map[string][]string, len(slots))
-		for p, ss := range slots {
-			slices.SortFunc(ss, func(x, y slot) int { return x.index - y.index })
-			names := make([]string, len(ss))
-			for i, s := range ss {
-				names[i] = s.name
-			}
-			b.byPool[p] = names
-		}
+		b.indexPools()
 	}
 	if recs, ok := b.poolRecords[pool]; ok {
-		// A copy: a caller may reorder or extend what it gets.
-		return slices.Clone(recs)
+		return recs
 	}
 	names := b.byPool[pool]
 	if len(names) == 0 {
@@ -296,13 +288,88 @@ func (b *builder) poolNodes(pool string) []*model.Node {
 		}
 	}
 	if b.poolRecords == nil {
-		b.poolRecords = map[string][]*model.Node{}
+		b.poolRecords = make(map[string][]*model.Node, len(b.byPool))
 	}
-	b.poolRecords[pool] = out
-	return slices.Clone(out)
+	b.poolRecords[pool] = out[:len(out):len(out)]
+	return b.poolRecords[pool]
 }
 
-// indexNode adds a node new to b.st to the pool index, in index order.
+// indexPools builds b.byPool, the names of b.st's nodes by pool, each
+// pool's sorted by index, and b.poolRecords, their records in the same
+// order. A node goes straight to its slot below its pool's
+// max_node_count, so there is nothing to sort but the few nodes without
+// one (beyond max_node_count, or of a pool with no record), and the index
+// costs the same per node whatever the size of the pools. It allocates a
+// fixed handful of slices whatever the number of nodes.
+func (b *builder) indexPools() {
+	type slot struct {
+		index int
+		name  string // the node's key in b.st.Nodes
+		node  *model.Node
+	}
+	type window struct {
+		byIndex []slot // slot i: the node of index i (node nil: none)
+		other   []slot // the pool's nodes without a slot of their own
+	}
+	room := 0
+	for _, p := range b.st.Pools {
+		room += max(p.MaxNodes, 0)
+	}
+	backing := make([]slot, room)
+	ws := make([]window, 0, len(b.st.Pools))
+	windows := make(map[string]*window, len(b.st.Pools))
+	at := 0
+	for id, p := range b.st.Pools {
+		size := max(p.MaxNodes, 0)
+		ws = append(ws, window{byIndex: backing[at : at+size : at+size]})
+		windows[id] = &ws[len(ws)-1]
+		at += size
+	}
+	for name, n := range b.st.Nodes {
+		w, ok := windows[n.Pool]
+		if !ok {
+			w = new(window)
+			windows[n.Pool] = w
+		}
+		if n.Index >= 0 && n.Index < len(w.byIndex) && w.byIndex[n.Index].node == nil {
+			w.byIndex[n.Index] = slot{n.Index, name, n}
+			continue
+		}
+		w.other = append(w.other, slot{n.Index, name, n})
+	}
+	names := make([]string, len(b.st.Nodes))
+	recs := make([]*model.Node, len(b.st.Nodes))
+	b.byPool = make(map[string][]string, len(windows))
+	b.poolRecords = make(map[string][]*model.Node, len(windows))
+	at = 0
+	for p, w := range windows {
+		slices.SortFunc(w.other, func(x, y slot) int { return x.index - y.index })
+		start, o := at, 0
+		for _, s := range w.byIndex {
+			if s.node == nil {
+				continue
+			}
+			for ; o < len(w.other) && w.other[o].index < s.index; o++ {
+				names[at], recs[at] = w.other[o].name, w.other[o].node
+				at++
+			}
+			names[at], recs[at] = s.name, s.node
+			at++
+		}
+		for ; o < len(w.other); o++ {
+			names[at], recs[at] = w.other[o].name, w.other[o].node
+			at++
+		}
+		if at == start {
+			continue
+		}
+		// Capped: indexNode's insert copies, never reaches a neighbour.
+		b.byPool[p], b.poolRecords[p] = names[start:at:at], recs[start:at:at]
+	}
+}
+
+// indexNode adds a node new to b.st (or to its pool) to the pool index,
+// in index order.
 func (b *builder) indexNode(n model.Node) {
 	if b.byPool == nil {
 		return
@@ -351,7 +418,8 @@ func (b *builder) putNode(n model.Node, reason string) {
 	}
 	delete(b.poolRecords, n.Pool)
 	b.st.Nodes[n.Name] = &c
-	if !existed {
+	b.nodeWrites++
+	if !existed || old.Pool != n.Pool {
 		b.indexNode(n)
 	}
 	b.add(PutNode{Node: n, Reason: reason})

@@ -69,14 +69,14 @@ func (b *builder) holdForPreviousRequest(pool *model.Pool, n model.Node) string 
 // gone after Policy.MissThreshold consecutive passes. A request in a final
 // state is deleted by finishedRequests in the same pass, after its end is
 // recorded here.
-func (b *builder) observePreviousRequests(pool *model.Pool, vms map[string]VM, rrs map[string]ObservedResizeRequest) {
+func (b *builder) observePreviousRequests(pool *model.Pool, vms vmIndex, rrs map[string]ObservedResizeRequest) {
 	for _, n := range b.poolNodes(pool.ID) {
 		if !requestMayBeActive(*n) {
 			continue
 		}
 		node := *n
 		rr, seen := rrs[node.ResizeRequest]
-		_, vmListed := vms[node.VMName]
+		vmListed := vms.has(node.VMName)
 		switch {
 		case vmListed:
 			node.RequestOpen, node.RequestMisses = false, 0

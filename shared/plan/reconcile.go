@@ -169,11 +169,8 @@ func kindOf(n model.Node, pool *model.Pool) model.NodeKind {
 }
 
 func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.SlurmView, pol Policy) {
-	vms := map[string]VM{}
-	for _, vm := range po.VMs {
-		vms[vm.Name] = vm
-	}
-	rrs := map[string]ObservedResizeRequest{}
+	vms := indexVMs(po.VMs)
+	rrs := make(map[string]ObservedResizeRequest, len(po.ResizeRequests))
 	for _, rr := range po.ResizeRequests {
 		rrs[rr.Name] = rr
 	}
@@ -211,28 +208,42 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 	b.observePreviousRequests(pool, vms, rrs)
 	// Every node of the pool: the stored ones and every slot below
 	// max_node_count (a slot never used has no record, but Slurm knows it).
-	stored := b.poolNodes(pool.ID)
-	nodes := make([]model.Node, 0, max(len(stored), pool.MaxNodes))
+	// The stored nodes in index order, then the slots with no record in
+	// index order. Records are replaced, never edited, so stored keeps the
+	// records as they were here.
+	stored, writes := b.poolNodes(pool.ID), b.nodeWrites
 	seen := make([]bool, pool.MaxNodes) // by slot index
 	for _, n := range stored {
-		nodes = append(nodes, *n)
 		if n.Index >= 0 && n.Index < len(seen) {
 			seen[n.Index] = true
 		}
 	}
-	for i := 0; i < pool.MaxNodes; i++ {
-		if !seen[i] {
-			nodes = append(nodes, b.node(pool, i))
+	slot := 0 // next slot index to look at once the stored nodes are done
+	for k := 0; ; k++ {
+		var node model.Node
+		if k < len(stored) {
+			node = *stored[k]
+		} else {
+			for slot < pool.MaxNodes && seen[slot] {
+				slot++
+			}
+			if slot >= pool.MaxNodes {
+				break
+			}
+			node = b.node(pool, slot)
+			slot++
 		}
-	}
-	for _, node := range nodes {
 		// An earlier node's decision in this pass may have changed this
 		// one (a job it serves provisioned with it): decide on the record
-		// as it is now, never on the copy taken before the loop.
-		if cur, ok := b.st.Nodes[node.Name]; ok {
-			node = *cur
+		// as it is now, never on the copy taken before the loop. While no
+		// record was stored since stored was read, its records are the
+		// current ones (b.st.Nodes is keyed by node name).
+		if k >= len(stored) || b.nodeWrites != writes {
+			if cur, ok := b.st.Nodes[node.Name]; ok {
+				node = *cur
+			}
 		}
-		vm, present := vms[node.VMName]
+		vm, present := vms.get(node.VMName)
 		if node.VMName == "" {
 			present = false
 		}
@@ -249,7 +260,7 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 		if node.Phase == "" {
 			combo.Phase = model.PhaseReleased
 		}
-		rule, ok := Decide(combo)
+		rule, ok := b.decide(combo)
 		if !ok { // unreachable: TestTableIsExhaustive
 			b.add(Alert{Pool: pool.ID, Node: node.Name, Reason: "reconciler: no decision for " + combo.String()})
 			continue
@@ -296,12 +307,63 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 	}
 	b.makeBeforeBreak(pool, slurm)
 	b.ensureStatic(pool, "reconciler: static pool below min_node_count")
-	b.orphans(pool, po, pol)
+	b.orphans(pool, po, vms, pol)
 	b.unwantedRequests(pool, po, pol)
 	b.finishedRequests(pool, po)
 	if pool.Removed {
 		b.removedPool(pool, po)
 	}
+}
+
+// decide is Decide, remembering the last combination it was asked about:
+// most nodes of a pool are in the same combination as the node before
+// them, and comparing one is cheaper than scanning the table for it.
+func (b *builder) decide(c Combo) (Rule, bool) {
+	if b.decided.valid && b.decided.combo == c {
+		return b.decided.rule, b.decided.ok
+	}
+	rule, ok := Decide(c)
+	b.decided = lastDecision{valid: true, combo: c, rule: rule, ok: ok}
+	return rule, ok
+}
+
+// lastDecision is the table's answer for one combination.
+type lastDecision struct {
+	valid bool // false until decide is first asked
+	combo Combo
+	rule  Rule
+	ok    bool
+}
+
+// vmIndex finds a pool's listed VMs by name: the position in the list of
+// the last VM of each name. It holds positions rather than copies of the
+// VMs, so a pass allocates a few bytes per VM for it.
+type vmIndex struct {
+	list []VM
+	at   map[string]int
+}
+
+func indexVMs(list []VM) vmIndex {
+	at := make(map[string]int, len(list))
+	for i, vm := range list {
+		at[vm.Name] = i
+	}
+	return vmIndex{list: list, at: at}
+}
+
+// get returns the VM listed under name.
+func (x vmIndex) get(name string) (VM, bool) {
+	i, ok := x.at[name]
+	if !ok {
+		return VM{}, false
+	}
+	return x.list[i], true
+}
+
+// has reports whether a VM of that name is listed.
+func (x vmIndex) has(name string) bool {
+	_, ok := x.at[name]
+	return ok
 }
 
 // removedPool releases the nodes of a pool removed from the spec as their
@@ -334,7 +396,6 @@ func (b *builder) removedPool(pool *model.Pool, po ObservedPool) {
 // act carries out one node's outcome. It returns true when it stored the
 // node (so the caller need not).
 func (b *builder) act(pool *model.Pool, node model.Node, vm VM, outcome Outcome, rule Rule, combo Combo, rrs map[string]ObservedResizeRequest, pol Policy) bool {
-	why := "reconciler: " + rule.Why
 	del := func(name, reason string) {
 		b.add(DeleteVMs{Pool: pool.ID, VMs: []string{name},
 			RequestID: naming.DeleteInstancesRequestID(pool.MIG, name), Reason: reason})
@@ -405,25 +466,25 @@ func (b *builder) act(pool *model.Pool, node model.Node, vm VM, outcome Outcome,
 		}
 		return true
 	case OutcomeEndStopped:
-		del(node.VMName, why)
+		del(node.VMName, rule.reconcilerWhy())
 		end := model.EndLost
 		if !node.TerminationTime.IsZero() && !b.now.Before(node.TerminationTime.Add(-pol.ExpirySlack)) {
 			end = model.EndExpired
 		}
-		b.generationEnded(pool, node, end, fmt.Sprintf("%s: VM %s is %s", why, vm.Name, vm.Status))
+		b.generationEnded(pool, node, end, fmt.Sprintf("%s: VM %s is %s", rule.reconcilerWhy(), vm.Name, vm.Status))
 		return true
 	case OutcomeEndGoing:
 		end := model.EndLost
 		if !node.TerminationTime.IsZero() && !b.now.Before(node.TerminationTime.Add(-pol.ExpirySlack)) {
 			end = model.EndExpired
 		}
-		b.generationEnded(pool, node, end, fmt.Sprintf("%s: VM %s is %s", why, vm.Name, vm.Status))
+		b.generationEnded(pool, node, end, fmt.Sprintf("%s: VM %s is %s", rule.reconcilerWhy(), vm.Name, vm.Status))
 		return true
 	case OutcomeResumeFailed:
-		b.resumeFailed(pool, node, b.view.TakenAt, why)
+		b.resumeFailed(pool, node, b.view.TakenAt, rule.reconcilerWhy())
 		return true
 	case OutcomeDeleteAgain:
-		del(node.VMName, fmt.Sprintf("%s (VM %s is %s)", why, vm.Name, vm.Status))
+		del(node.VMName, fmt.Sprintf("%s (VM %s is %s)", rule.reconcilerWhy(), vm.Name, vm.Status))
 		return false
 	case OutcomeMarkReleased:
 		node.Phase = model.PhaseReleased
@@ -437,10 +498,10 @@ func (b *builder) act(pool *model.Pool, node model.Node, vm VM, outcome Outcome,
 		if incompleteVM(vm) || b.now.Sub(vm.Created) < pol.OrphanGrace {
 			return false
 		}
-		del(vm.Name, why)
+		del(vm.Name, rule.reconcilerWhy())
 		return false
 	case OutcomeReleaseIdle:
-		b.releaseQuietly(pool, node, why)
+		b.releaseQuietly(pool, node, rule.reconcilerWhy())
 		if combo.Slurm == SlurmDownPowered {
 			b.slurm(event.SlurmResume, []string{node.Name}, "", rule.Why, node.VMName, "resume")
 		}
@@ -461,11 +522,15 @@ func (b *builder) act(pool *model.Pool, node model.Node, vm VM, outcome Outcome,
 			b.bootstrapFailed(pool, node, fmt.Sprintf("VM %s ran but node %s never registered in Slurm", node.VMName, node.Name))
 			pool = b.st.Pools[pool.ID]
 		}
-		b.replaceLost(pool, node, why, rule.Why)
+		b.replaceLost(pool, node, rule.reconcilerWhy(), rule.Why)
 		return true
 	}
 	return false
 }
+
+// reconcilerWhy is the reason of an action the rule's outcome takes,
+// built only by the outcomes that act (most nodes need none).
+func (r Rule) reconcilerWhy() string { return "reconciler: " + r.Why }
 
 // replaceLost deletes a node's VM that will never serve: a static node
 // gets a new generation at once, a dynamic node is powered down in Slurm
@@ -550,7 +615,7 @@ func (b *builder) issued(rr string) bool {
 
 // orphans deletes VMs of the pool (by label) that no node record names,
 // once older than the orphan grace.
-func (b *builder) orphans(pool *model.Pool, po ObservedPool, pol Policy) {
+func (b *builder) orphans(pool *model.Pool, po ObservedPool, vms vmIndex, pol Policy) {
 	deleting := map[string]bool{}
 	for _, a := range b.out {
 		if d, ok := a.(DeleteVMs); ok {
@@ -569,9 +634,24 @@ func (b *builder) orphans(pool *model.Pool, po ObservedPool, pol Policy) {
 		n, ok := b.st.Nodes[vm[:i]]
 		return ok && n.VMName == vm
 	}
+	// Most of the pool's VMs are named by the pool's own records, which
+	// the pass has just read: those are marked from the records first
+	// (b.st.Nodes is keyed by node name, so the record a VM's name points
+	// to is the one found here), and only the others are looked up in the
+	// map of every record.
+	byRecord := make([]bool, len(po.VMs))
+	for _, n := range b.poolNodes(pool.ID) {
+		i, ok := vms.at[n.VMName]
+		if !ok || n.VMName == "" {
+			continue
+		}
+		if j := strings.LastIndex(n.VMName, "-g"); j > 0 && n.VMName[:j] == n.Name {
+			byRecord[i] = true
+		}
+	}
 	var names []string
-	for _, vm := range po.VMs {
-		if named(vm.Name) || deleting[vm.Name] {
+	for i, vm := range po.VMs {
+		if byRecord[i] || named(vm.Name) || deleting[vm.Name] {
 			continue
 		}
 		if vm.Status == "STOPPING" || incompleteVM(vm) || b.now.Sub(vm.Created) < pol.OrphanGrace {
