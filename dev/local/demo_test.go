@@ -50,7 +50,15 @@ func demo(t *testing.T, noSlurm bool, release string, want ...string) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building flexslurm: %v\n%s", err, out)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	// The demo must end, and stop every process it started, before the
+	// test binary's own timeout (go test -timeout) kills the binary with
+	// them still running: a slurmctld left behind answers on Slurm's ports
+	// and fails every later Slurm test on this host.
+	deadline := time.Now().Add(20 * time.Minute)
+	if d, ok := t.Deadline(); ok && d.Add(-demoStopMargin).Before(deadline) {
+		deadline = d.Add(-demoStopMargin)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	var out bytes.Buffer
 	err = Run(ctx, Options{
@@ -63,6 +71,9 @@ func demo(t *testing.T, noSlurm bool, release string, want ...string) {
 		Slurm:    release,
 	})
 	t.Log("\n" + out.String())
+	if ctx.Err() != nil {
+		t.Fatalf("demo stopped at its deadline, %v before the test binary's timeout: give go test more time (make test uses -timeout 30m): %v", demoStopMargin, err)
+	}
 	if err != nil {
 		t.Fatalf("demo: %v", err)
 	}
@@ -75,6 +86,10 @@ func demo(t *testing.T, noSlurm bool, release string, want ...string) {
 		t.Error("a demo check failed")
 	}
 }
+
+// demoStopMargin is how long before the test binary's timeout the demo is
+// stopped: enough for Run to stop Slurm, the functions and the emulators.
+const demoStopMargin = 90 * time.Second
 
 // TestDemo is `make demo`: the whole system with a real Slurm cluster,
 // driven by sbatch jobs, so CI proves the main job — on each Slurm release
