@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/flexslurm/flexslurm/shared/model/modeltest"
 	"github.com/flexslurm/flexslurm/shared/slurmstate"
 )
 
@@ -53,7 +54,7 @@ func TestSlurmViewUpgrade(t *testing.T) {
 // their own records unshared (shared/store), which this guarantees.
 func TestCloneSharesNothing(t *testing.T) {
 	var st State
-	fill(reflect.ValueOf(&st).Elem(), new(int))
+	modeltest.Fill(&st)
 	pool, node, job := st.Pools[firstKey(st.Pools)], st.Nodes[firstKey(st.Nodes)], st.Jobs[firstKey(st.Jobs)]
 	for name, c := range map[string]struct{ orig, clone any }{
 		"State":     {&st, st.Clone()},
@@ -84,51 +85,6 @@ func firstKey[T any](m map[string]T) string {
 }
 
 var timeType = reflect.TypeOf(time.Time{})
-
-// fill sets every settable field reachable from v to a non-zero value, two
-// entries in each slice and map.
-func fill(v reflect.Value, n *int) {
-	*n++
-	switch {
-	case v.Type() == timeType:
-		v.Set(reflect.ValueOf(time.Unix(int64(*n)*1000, 0).UTC()))
-		return
-	}
-	switch v.Kind() {
-	case reflect.String:
-		v.SetString(fmt.Sprintf("s%d", *n))
-	case reflect.Bool:
-		v.SetBool(true)
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		v.SetInt(int64(*n))
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		v.SetUint(uint64(*n % 200))
-	case reflect.Float32, reflect.Float64:
-		v.SetFloat(float64(*n))
-	case reflect.Pointer:
-		v.Set(reflect.New(v.Type().Elem()))
-		fill(v.Elem(), n)
-	case reflect.Slice:
-		v.Set(reflect.MakeSlice(v.Type(), 2, 2))
-		for i := range 2 {
-			fill(v.Index(i), n)
-		}
-	case reflect.Map:
-		v.Set(reflect.MakeMap(v.Type()))
-		for range 2 {
-			k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
-			fill(k, n)
-			fill(e, n)
-			v.SetMapIndex(k, e)
-		}
-	case reflect.Struct:
-		for i := range v.NumField() {
-			if f := v.Field(i); f.CanSet() {
-				fill(f, n)
-			}
-		}
-	}
-}
 
 // sharing lists the paths at which a and b (of one type) share a pointer,
 // a slice's array or a map.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/flexslurm/flexslurm/shared/model/modeltest"
 )
 
 // TestEqualMatchesDeepEqual: the equality applyDiff uses for each kind of
@@ -32,7 +33,7 @@ func check[T any](t *testing.T, name string, eq func(a, b *T) bool) {
 		name string
 		make func() *T
 	}{
-		{"filled", func() *T { v := new(T); fill(reflect.ValueOf(v).Elem(), new(int)); return v }},
+		{"filled", func() *T { v := new(T); modeltest.Fill(v); return v }},
 		{"zero", func() *T { return new(T) }},
 	} {
 		a := base.make()
@@ -77,48 +78,6 @@ func TestSameTime(t *testing.T) {
 	} {
 		if got, want := sameTime(c.a, c.b), reflect.DeepEqual(c.a, c.b); got != want {
 			t.Errorf("%s: sameTime %v, reflect.DeepEqual %v", c.name, got, want)
-		}
-	}
-}
-
-// fill sets every settable field reachable from v to a non-zero value, two
-// entries in each slice and map; the same calls fill alike.
-func fill(v reflect.Value, n *int) {
-	*n++
-	if v.Type() == timeType {
-		v.Set(reflect.ValueOf(time.Unix(int64(*n)*1000, 0).UTC()))
-		return
-	}
-	switch v.Kind() {
-	case reflect.String:
-		v.SetString(fmt.Sprintf("s%d", *n))
-	case reflect.Bool:
-		v.SetBool(true)
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		v.SetInt(int64(*n))
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		v.SetUint(uint64(*n % 200))
-	case reflect.Pointer:
-		v.Set(reflect.New(v.Type().Elem()))
-		fill(v.Elem(), n)
-	case reflect.Slice:
-		v.Set(reflect.MakeSlice(v.Type(), 2, 2))
-		for i := range 2 {
-			fill(v.Index(i), n)
-		}
-	case reflect.Map:
-		v.Set(reflect.MakeMap(v.Type()))
-		for range 2 {
-			k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
-			fill(k, n)
-			fill(e, n)
-			v.SetMapIndex(k, e)
-		}
-	case reflect.Struct:
-		for i := range v.NumField() {
-			if f := v.Field(i); f.CanSet() {
-				fill(f, n)
-			}
 		}
 	}
 }
@@ -248,7 +207,7 @@ func mutate(v reflect.Value, k *int, path string) (string, bool) {
 // changed and only those, whatever kind.
 func TestApplyDiffWritesChangedRecords(t *testing.T) {
 	var full model.State
-	fill(reflect.ValueOf(&full).Elem(), new(int))
+	modeltest.Fill(&full)
 	full.EventNote = nil
 	before := full.Clone()
 	after := before.Clone()
