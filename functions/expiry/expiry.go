@@ -50,9 +50,7 @@ func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
 	if err != nil {
 		return apply.Outcome(log, err)
 	}
-	if !logx.Discards(log) {
-		log = log.With("vm", a.Instance, "method", a.Method, "principal", a.Principal)
-	}
+	log = logx.Attrs(log, "vm", a.Instance, "method", a.Method, "principal", a.Principal)
 	// 2. Only VMs named like this system's are considered (labels are
 	// checked again before any deletion).
 	_, cluster, pool, _, ok := naming.ParseVMName(a.Instance)

@@ -65,9 +65,7 @@ func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
 	if err != nil {
 		return apply.Outcome(log, err)
 	}
-	if !logx.Discards(log) {
-		log = log.With("cluster", ev.Cluster, "node", ev.Node, "generation", ev.Generation, "verdict", ev.Verdict)
-	}
+	log = logx.Attrs(log, "cluster", ev.Cluster, "node", ev.Node, "generation", ev.Generation, "verdict", ev.Verdict)
 	_, pool, _, ok := naming.ParseNodeName(ev.Node)
 	if !ok {
 		return apply.Outcome(log, plan.ErrRejected)

@@ -56,9 +56,7 @@ func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
 	if err != nil {
 		return apply.Outcome(log, err)
 	}
-	if !logx.Discards(log) {
-		log = log.With("cluster", hdr.Cluster, "type", hdr.Type)
-	}
+	log = logx.Attrs(log, "cluster", hdr.Cluster, "type", hdr.Type)
 	// 2. Decide and act.
 	switch hdr.Type {
 	case event.TypeClusterApply:

@@ -196,10 +196,7 @@ func (r *Runner) Process(ctx context.Context, in Input) (Result, error) {
 		after = st
 		return nil
 	})
-	log := r.d.Log
-	if !logx.Discards(log) {
-		log = log.With("flow", in.Flow, "event_id", in.EventID, "cluster", in.Scope.Cluster)
-	}
+	log := logx.Attrs(r.d.Log, "flow", in.Flow, "event_id", in.EventID, "cluster", in.Scope.Cluster)
 	switch {
 	case errors.Is(err, store.ErrDuplicateEvent):
 		// A redelivery: the decision was recorded before. Replay its

@@ -17,15 +17,10 @@ import (
 // logger carrying the event's id, flow and trace. A malformed envelope is
 // logged; the caller returns nil so it is acknowledged.
 func (r *Runner) Envelope(ctx context.Context, flow string, e cloudevents.Event) (*event.Message, *slog.Logger, error) {
-	// A logger that writes nothing is not given attributes (Logger.With
-	// formats them whatever its handler does with them).
-	log, discard := r.d.Log, logx.Discards(r.d.Log)
-	if !discard {
-		log = log.With("flow", flow, "event_id", e.ID())
-		if tp, ok := e.Extensions()["traceparent"].(string); ok {
-			if a := logx.Trace(r.d.Project, tp); a.Key != "" {
-				log = log.With(a)
-			}
+	log := logx.Attrs(r.d.Log, "flow", flow, "event_id", e.ID())
+	if tp, ok := e.Extensions()["traceparent"].(string); ok && !logx.Discards(log) {
+		if a := logx.Trace(r.d.Project, tp); a.Key != "" {
+			log = log.With(a)
 		}
 	}
 	msg, err := event.FromCloudEvent(e)
@@ -33,9 +28,7 @@ func (r *Runner) Envelope(ctx context.Context, flow string, e cloudevents.Event)
 		log.Error("malformed event acknowledged without action", "error", err.Error())
 		return nil, log, err
 	}
-	if !discard {
-		log = log.With("message_id", msg.ID)
-	}
+	log = logx.Attrs(log, "message_id", msg.ID)
 	// The age is measured on the wall clock, as Pub/Sub stamps publish
 	// times, whatever clock the decisions run on (a scaled clock locally).
 	now := time.Now()

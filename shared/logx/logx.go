@@ -85,6 +85,15 @@ func Trace(project, traceparent string) slog.Attr {
 // that drops them. Any other handler may keep a line, so it is false.
 func Discards(l *slog.Logger) bool { return l.Handler() == slog.DiscardHandler }
 
+// Attrs is l.With(args...), except that a logger that Discards is
+// returned as it is, without building the attributes.
+func Attrs(l *slog.Logger, args ...any) *slog.Logger {
+	if Discards(l) {
+		return l
+	}
+	return l.With(args...)
+}
+
 type ctxKey struct{}
 
 // With stores a logger in a context.

@@ -3,6 +3,7 @@ package logx
 import (
 	"bytes"
 	"log/slog"
+	"strings"
 	"testing"
 )
 
@@ -25,5 +26,22 @@ func TestDiscards(t *testing.T) {
 		if got := Discards(c.l); got != c.want {
 			t.Errorf("%s: Discards = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestAttrs: a logger that writes gets the attributes on every line; one
+// that discards is handed back as it is.
+func TestAttrs(t *testing.T) {
+	var buf bytes.Buffer
+	l := Attrs(New(&buf, slog.LevelInfo), "cluster", "c1", "node", "n-0")
+	l.Info("hello")
+	for _, want := range []string{`"cluster":"c1"`, `"node":"n-0"`} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("line %s lacks %s", buf.String(), want)
+		}
+	}
+	d := slog.New(slog.DiscardHandler)
+	if got := Attrs(d, "cluster", "c1"); got != d {
+		t.Errorf("Attrs of a discarding logger = %p, want the same logger %p", got, d)
 	}
 }
