@@ -113,6 +113,12 @@ func (g *guests) metadataServer(in computesim.Instance) (*computesim.MetadataSer
 	if err != nil {
 		return nil, err
 	}
+	// A rule for the port this server now holds can only have been left by
+	// a process killed before its shutdown removed it: drop it, so that the
+	// guest's bootstrap adds (and reports) its own.
+	if err := node.RemoveStaleFirewall(context.Background(), ms.Addr()); err != nil {
+		return nil, errors.Join(err, ms.Close())
+	}
 	g.meta[in.Name] = ms
 	return ms, nil
 }

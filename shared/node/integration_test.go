@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -122,6 +123,10 @@ func TestBootOnThisHostLetsOnlyRootAtTheTokenAndTheKey(t *testing.T) {
 	t.Setenv("GCE_METADATA_HOST", ms.Addr())
 	tokenURL := "http://" + ms.Addr() + "/computeMetadata/v1/instance/service-accounts/default/token"
 
+	// A rule for this port can only be stale (the port is this test's now).
+	if err := RemoveStaleFirewall(ctx, ms.Addr()); err != nil {
+		t.Fatal(err)
+	}
 	// Before the bootstrap any user gets the token.
 	if out, err := asUser("nobody", "/usr/bin/curl", "-sSf", "-m", "60", "-H", "Metadata-Flavor: Google", tokenURL); err != nil {
 		t.Fatalf("before the bootstrap nobody cannot fetch the token either (%v: %s): the check below proves nothing", err, out)
@@ -215,4 +220,33 @@ func createVM(ctx context.Context, url, nodeAttr string) error {
 			ReservationAffinity: &computepb.ReservationAffinity{ConsumeReservationType: proto.String("NO_RESERVATION")},
 		},
 	}, testVM)
+}
+
+// TestRemoveStaleFirewallFreesANewServer leaves a rule behind for a port,
+// as a killed process does, binds a server on that port, and checks that
+// nobody is refused before RemoveStaleFirewall and served after it.
+func TestRemoveStaleFirewallFreesANewServer(t *testing.T) {
+	needRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }))
+	defer srv.Close()
+	addr := srv.Listener.Addr().String()
+	rule, err := FirewallRule(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := EnsureFirewall(ctx, OSHost{}, rule); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = RemoveFirewall(context.Background(), OSHost{}, rule) })
+	if out, err := asUser("nobody", "/usr/bin/curl", "-sSf", "-m", "60", srv.URL); err == nil {
+		t.Fatalf("with the stale rule nobody still reached the server (%s): the check below proves nothing", out)
+	}
+	if err := RemoveStaleFirewall(ctx, addr); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := asUser("nobody", "/usr/bin/curl", "-sSf", "-m", "60", srv.URL); err != nil || string(out) != "ok" {
+		t.Errorf("after RemoveStaleFirewall nobody got %q, %v", out, err)
+	}
 }

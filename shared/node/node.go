@@ -426,6 +426,27 @@ func RemoveFirewall(ctx context.Context, h Host, rule []string) error {
 	return nil
 }
 
+// RemoveStaleFirewall removes the rule FirewallRule gives for addr, which
+// a caller has just bound: any such rule was left behind by a process that
+// was killed before removing its own, and it would refuse every non-root
+// client of the new server. Where this process cannot run iptables (not
+// root), it does nothing: neither can it have added a rule.
+func RemoveStaleFirewall(ctx context.Context, addr string) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	rule, err := FirewallRule(addr)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := RemoveFirewall(ctx, OSHost{}, rule); err != nil {
+		return fmt.Errorf("removing a stale rule for %s: %w", addr, err)
+	}
+	return nil
+}
+
 func errOrEmpty(err error) string {
 	if err == nil {
 		return ""
