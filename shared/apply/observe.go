@@ -21,7 +21,9 @@ func (r *Runner) Observe(ctx context.Context, cluster string, st *model.State) p
 		// The pool's logger, built only when there is something to log.
 		log := func() *slog.Logger { return r.d.Log.With("flow", "flex.reconcile", "cluster", cluster, "pool", p.ID) }
 		// Resize requests first, then VMs: a request seen SUCCEEDED has
-		// created its VMs before the VM list is taken.
+		// created its VMs before the VM list is taken. What the lists show
+		// is true as of listedAt or later (plan.ObservedPool.ListedAt).
+		listedAt := r.d.Clock.Now()
 		rrs, err := r.d.Compute.ListResizeRequests(ctx, p.Zone, p.MIG)
 		if err != nil && !gce.IsNotFound(err) {
 			log().Error("listing resize requests failed: pool skipped this pass", "error", err.Error(), "error_class", gce.Classify(err).String())
@@ -37,7 +39,7 @@ func (r *Runner) Observe(ctx context.Context, cluster string, st *model.State) p
 			log().Error("listing MIGs failed: pool skipped this pass", "error", err.Error(), "error_class", gce.Classify(err).String())
 			continue
 		}
-		op := plan.ObservedPool{Listed: true}
+		op := plan.ObservedPool{Listed: true, ListedAt: listedAt}
 		for _, m := range migs {
 			op.MIGExists = op.MIGExists || m.Name == p.MIG
 		}

@@ -94,7 +94,7 @@ func TestClusterAppliedRecordsTheBuiltTemplate(t *testing.T) {
 // saying to publish the spec again.
 func TestEnsurePoolTakesTheRecordedBody(t *testing.T) {
 	now := t0.Add(time.Hour)
-	obs := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: false}}}
+	obs := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, ListedAt: now, MIGExists: false}}}
 	tests := []struct {
 		name       string
 		noBody     bool
@@ -183,6 +183,56 @@ func TestReplayEnsurePool(t *testing.T) {
 			}
 			if d := cmp.Diff(tc.want, Replay(st, []Action{tc.stored}, true)); d != "" {
 				t.Errorf("replayed (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// TestMIGMissingFromAnEarlyListIsNotTakenForDeleted: a pass lists Compute
+// and decides later. A MIG missing from a list taken within ObserveGrace
+// of the pool record's last change may have been created since (commit,
+// then act), however late the decision: nothing is decided for the pool.
+// From a list taken after the grace, the MIG is deleted: it is recreated
+// and the node requested in it planned again. A list of unknown time is
+// not evidence.
+func TestMIGMissingFromAnEarlyListIsNotTakenForDeleted(t *testing.T) {
+	now := t0.Add(6 * time.Hour)
+	for _, tc := range []struct {
+		name     string
+		listedAt time.Time
+		deleted  bool
+	}{
+		{"listed a minute after the pool was recorded", t0.Add(time.Minute), false},
+		{"listed before the pool was recorded", t0.Add(-time.Minute), false},
+		{"listed at an unknown time", time.Time{}, false},
+		{"listed after the grace", t0.Add(DefaultPolicy().ObserveGrace), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, _ := applied(t)
+			if got := st.Pools["a3u"].UpdatedAt; !got.Equal(t0) {
+				t.Fatalf("pool recorded at %v, want %v", got, t0)
+			}
+			n := st.Nodes["flexvm-a3u-0"]
+			if n.Phase != model.PhaseRequested {
+				t.Fatalf("static node %s, want requested", n.Phase)
+			}
+			obs := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, ListedAt: tc.listedAt}}}
+			got := Reconcile(st, obs, now, Policy{})
+			var ensures, alerts, lost int
+			for _, a := range got {
+				switch a := a.(type) {
+				case EnsurePool:
+					ensures++
+				case Alert:
+					alerts++
+				case PutNode:
+					if a.Node.Name == "flexvm-a3u-0" && a.Node.LastEnd == model.EndLost {
+						lost++
+					}
+				}
+			}
+			if tc.deleted != (ensures == 1 && alerts == 1 && lost == 1) || !tc.deleted && len(got) != 0 {
+				t.Errorf("MIG deleted %v: %d EnsurePool, %d alerts, %d lost generations; actions %v", tc.deleted, ensures, alerts, lost, kinds(got))
 			}
 		})
 	}

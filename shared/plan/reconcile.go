@@ -66,6 +66,13 @@ type AttemptError struct {
 // pool (an empty list must never read as "every VM is gone").
 type ObservedPool struct {
 	Listed bool
+	// ListedAt is when the pool's first list call was made: the lists
+	// show Compute as it was then or later, and the decision may run
+	// long after (the pass reads, lists every pool, then decides). A MIG
+	// missing from a list taken within Policy.ObserveGrace of the pool
+	// record's last change may have been created since; zero means not
+	// known, and then a missing MIG is not taken for deleted.
+	ListedAt time.Time
 	// MIGExists reports whether the pool's MIG was found.
 	MIGExists      bool
 	VMs            []VM // VMs labelled as this cluster's and pool's
@@ -176,10 +183,13 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 	}
 	// A pool is recorded ready in the transaction that asks for its
 	// template and MIG, before they exist (commit, then act): a MIG missing
-	// within ObserveGrace of the pool record's last change may still be on
-	// its way, and taking it for deleted would plan a second VM for every
-	// node already requested in it. Decide nothing for the pool this pass.
-	if pool.Ready && !po.MIGExists && !pool.Removed && b.now.Sub(pool.UpdatedAt) < pol.ObserveGrace {
+	// from a list taken within ObserveGrace of the pool record's last
+	// change may still have been on its way, and taking it for deleted
+	// would plan a second VM for every node already requested in it. The
+	// list's time counts, not the decision's: a pass that lists early and
+	// decides late (a loaded instance) has seen nothing of what happened
+	// in between. Decide nothing for the pool this pass.
+	if pool.Ready && !po.MIGExists && !pool.Removed && (po.ListedAt.IsZero() || po.ListedAt.Sub(pool.UpdatedAt) < pol.ObserveGrace) {
 		return
 	}
 	b.queuedShortage(pool, po.ResizeRequests)
