@@ -46,19 +46,8 @@ func probeScriptNoCurl(addr string) string {
 // root must get both (so the check can fail). It returns whether both
 // hold.
 func (s *System) demoNoRootJobs(ctx context.Context, ss *slurmSide, node, part string, wait time.Duration) bool {
-	ss.mu.Lock()
-	vm := ss.vms[node]
-	ss.mu.Unlock()
-	addr := ss.g.metadataAddr(vm)
-	if addr == "" {
-		return s.TL.Check(false, fmt.Sprintf("VM %s of %s has a metadata server", vm, node))
-	}
 	outDir := ss.lc.HookLogDir() // mode 1777: nobody writes its output there
-	script := probeScript(addr)
-	if ss.lc.Inst.Chrooted() {
-		script = probeScriptNoCurl(addr)
-	}
-	submit := func(user string) (string, error) {
+	submit := func(user, script string) (string, error) {
 		args := []string{"--parsable", "-p", part, "-N", "1", "-w", node, "--time", "5", "-J", "probe-" + user,
 			"--chdir", "/tmp", "-o", filepath.Join(outDir, "probe-%j.out"), "--wrap", script}
 		argv := append([]string{"/usr/bin/sbatch"}, args...)
@@ -79,19 +68,59 @@ func (s *System) demoNoRootJobs(ctx context.Context, ss *slurmSide, node, part s
 		id, _, _ := strings.Cut(strings.TrimSpace(string(out)), ";")
 		return id, nil
 	}
-	result := func(user string) string {
-		id, err := submit(user)
+	// vmNow is the node's VM and the address of its metadata server.
+	vmNow := func() (string, string) {
+		ss.mu.Lock()
+		vm := ss.vms[node]
+		ss.mu.Unlock()
+		return vm, ss.g.metadataAddr(vm)
+	}
+	// probe runs the job once as user against the metadata server of the
+	// node's VM at submission. It reports whether that VM still served the
+	// node when the job ended: the clock runs fast, and a static node's
+	// VM can reach its max run duration while the job waits or runs. A
+	// probe of a VM that went away proves nothing (a closed server also
+	// refuses a connection).
+	probe := func(user string) (out string, sameVM bool) {
+		vm, addr := vmNow()
+		if addr == "" {
+			ss.tl.Say(fmt.Sprintf("VM %s of %s has no metadata server", vm, node))
+			return "", false
+		}
+		script := probeScript(addr)
+		if ss.lc.Inst.Chrooted() {
+			script = probeScriptNoCurl(addr)
+		}
+		id, err := submit(user, script)
 		if err != nil {
 			ss.tl.Say(err.Error())
-			return ""
+			return "", true
 		}
 		var jl slurm.JobInfo
-		if !s.waitFor(ctx, wait, ss.jobIs(ctx, id, &jl, func(j slurm.JobInfo) bool { return j.State == slurm.JobCompleted })) {
+		completed := s.waitFor(ctx, wait, ss.jobIs(ctx, id, &jl, func(j slurm.JobInfo) bool { return j.State == slurm.JobCompleted }))
+		if vm2, addr2 := vmNow(); vm2 != vm || addr2 != addr {
+			ss.tl.Say(fmt.Sprintf("%s's VM %s went away while job %s of %s probed it: probing its next VM", node, vm, id, user))
+			ss.scancel(ctx, id)
+			return "", false
+		}
+		if !completed {
 			ss.tl.Say(fmt.Sprintf("job %s of %s did not complete (%s)", id, user, jl.State))
-			return ""
+			return "", true
 		}
 		b, _ := os.ReadFile(filepath.Join(outDir, "probe-"+id+".out"))
-		return strings.TrimSpace(string(b))
+		return strings.TrimSpace(string(b)), true
+	}
+	result := func(user string) string {
+		var out string
+		for range 3 {
+			var same bool
+			if out, same = probe(user); same {
+				return out
+			}
+			// Wait for the next VM to serve the node.
+			s.waitFor(ctx, wait, func() bool { vm, addr := vmNow(); return vm != "" && addr != "" })
+		}
+		return out
 	}
 	nobody := result("nobody")
 	root := result("root")
