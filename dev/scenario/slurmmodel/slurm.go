@@ -82,6 +82,33 @@ type Node struct {
 	// or shrank below it). Slurm schedules nothing more on it, and it
 	// leaves the model once powered down with no job.
 	removed bool
+
+	// snap is the node's snapshot entry as of base snapBase, the flags
+	// of snapFlags (flagMask) and reason snapReason, when snapOK
+	// (Model.snapshotNode).
+	snap       event.SnapshotNode
+	snapOK     bool
+	snapBase   string
+	snapFlags  uint16
+	snapReason string
+}
+
+// knownFlags are the flags flagMask represents, one bit each.
+var knownFlags = [...]string{flagCloud, lang.SlurmFlagCompleting, flagDrain, flagFail, lang.SlurmFlagMaintenance, lang.SlurmFlagReserved,
+	flagNotResponding, flagPoweredDown, flagPoweringUp, flagPoweringDown, flagPowerDown}
+
+// flagMask is the set of the node's flags as bits of knownFlags; ok is
+// false when the flags map holds any other entry (an unknown flag, or a
+// flag set to false), which the mask cannot tell apart.
+func (n *Node) flagMask() (mask uint16, ok bool) {
+	k := 0
+	for i, f := range knownFlags {
+		if n.flags[f] {
+			mask |= 1 << i
+			k++
+		}
+	}
+	return mask, k == len(n.flags)
 }
 
 func (n *Node) state() string { return lang.FormatSlurmState(n.base, n.flags) }
@@ -313,14 +340,18 @@ func activeSlurmJobState(s string) bool {
 	return false
 }
 
-// Snapshot is the agent's view of Slurm.
+// Snapshot is the agent's view of Slurm. Its nodes' Flags slices may be
+// shared with earlier and later snapshots (snapshotNode): callers must not
+// change them.
 func (m *Model) Snapshot(now time.Time) event.SlurmSnapshot {
 	s := event.SlurmSnapshot{
 		Header:  event.Header{Version: event.SchemaVersion, Type: event.TypeSlurmSnapshot, Cluster: m.cluster},
 		TakenAt: now, Nodes: []event.SnapshotNode{}, Jobs: []event.SnapshotJob{},
 	}
-	for _, n := range m.sortedNodes() {
-		s.Nodes = append(s.Nodes, event.SnapshotNode{Name: n.name, Node: slurmstate.ParseNode(n.name, strings.Split(n.state(), "+"), n.reason)})
+	nodes := m.sortedNodes()
+	s.Nodes = make([]event.SnapshotNode, 0, len(nodes))
+	for _, n := range nodes {
+		s.Nodes = append(s.Nodes, m.snapshotNode(n))
 	}
 	for _, id := range m.order {
 		j := m.jobs[id]
@@ -335,6 +366,23 @@ func (m *Model) Snapshot(now time.Time) event.SlurmSnapshot {
 		s.Jobs = append(s.Jobs, event.SnapshotJob{ID: j.ID, State: state, Partition: j.Partition, Nodes: j.Nodes, NodeCount: j.NodeCount, Reason: j.Reason})
 	}
 	return s
+}
+
+// snapshotNode is n's entry in a snapshot. It depends on the node's name,
+// base state, flags and reason alone, so it is kept until one of them
+// changes (the flags compared as a flagMask; flags it cannot represent
+// are parsed afresh each time, as is everything with NoReuse): its Flags
+// slice is shared by the snapshots that hold it, which must not change it.
+func (m *Model) snapshotNode(n *Node) event.SnapshotNode {
+	mask, known := n.flagMask()
+	if known && !m.noReuse && n.snapOK && n.snapBase == n.base && n.snapFlags == mask && n.snapReason == n.reason {
+		return n.snap
+	}
+	sn := event.SnapshotNode{Name: n.name, Node: slurmstate.ParseNode(n.name, strings.Split(n.state(), "+"), n.reason)}
+	if known && !m.noReuse {
+		n.snap, n.snapOK, n.snapBase, n.snapFlags, n.snapReason = sn, true, n.base, mask, n.reason
+	}
+	return sn
 }
 
 // Apply applies a Slurm command flexslurm published, as the agent's

@@ -546,3 +546,72 @@ func TestSortedNodesFollowsTheConfiguration(t *testing.T) {
 		t.Errorf("nodes %v still hold flexvm-a3u-11", got)
 	}
 }
+
+// TestSnapshotFollowsNodeChanges: a snapshot's node entries, kept per node
+// until its base state, flags or reason change, are those parsed afresh
+// after every kind of change the model makes; and a node nothing changed
+// keeps its entry.
+func TestSnapshotFollowsNodeChanges(t *testing.T) {
+	m, _ := newModel(t, lang.Slurm{Simulate: true, SuspendTime: lang.Duration(time.Minute)})
+	now := t0
+	check := func(when string) {
+		t.Helper()
+		kept := m.Snapshot(now)
+		m.noReuse = true
+		fresh := m.Snapshot(now)
+		m.noReuse = false
+		if d := cmp.Diff(fresh, kept); d != "" {
+			t.Errorf("%s: kept snapshot differs from a fresh one (-fresh +kept):\n%s", when, d)
+		}
+	}
+	check("start")
+	n, _ := m.Node(node1)
+	if !n.snapOK {
+		t.Fatalf("no entry kept for %s", node1)
+	}
+	kept := n.snap
+	m.Snapshot(now)
+	if n, _ := m.Node(node1); len(kept.Flags) > 0 && &n.snap.Flags[0] != &kept.Flags[0] {
+		t.Errorf("%s parsed again with nothing changed", node1)
+	}
+	for _, c := range []Command{
+		{Command: event.SlurmDrain, Nodes: []string{node1}, Reason: "flexslurm: repair (flexvm-a3u-1-g1)"},
+		{Command: event.SlurmDrain, Nodes: []string{node1}, Reason: "another reason"},
+		{Command: event.SlurmResume, Nodes: []string{node1}},
+		{Command: event.SlurmPowerUp, Nodes: []string{node2}},
+		{Command: event.SlurmDown, Nodes: []string{node2}, Reason: "down"},
+		{Command: event.SlurmResume, Nodes: []string{node2}},
+		{Command: event.SlurmPowerDown, Nodes: []string{node2}},
+	} {
+		now = now.Add(time.Second)
+		if !m.Apply(now, c) {
+			t.Fatalf("command %s not applied", c.Command)
+		}
+		check(fmt.Sprintf("after %s %v", c.Command, c.Nodes))
+	}
+	// Registration, a lost VM and a timeout, through Update.
+	now = now.Add(time.Minute)
+	m.Update(now, map[string]VM{node2: running(node2)})
+	check("after node2's VM registered")
+	now = now.Add(time.Hour)
+	m.Update(now, map[string]VM{})
+	check("after node2's VM was lost")
+	// A snapshot step's state, with a flag the mask does not know and
+	// one set to false.
+	if err := m.SetNode(now, lang.SnapshotNode{Name: node1, State: "IDLE+CLOUD+DRAIN", Reason: "set"}); err != nil {
+		t.Fatal(err)
+	}
+	check("after a snapshot step")
+	n, _ = m.Node(node1)
+	n.flags["INVALID_REG"] = true
+	check("with a flag outside the mask")
+	delete(n.flags, "INVALID_REG")
+	n.flags[flagDrain] = false
+	check("with a flag set to false")
+	delete(n.flags, flagDrain)
+	check("with the flag gone")
+	n.base = baseDown
+	check("with another base state")
+	n.reason = "changed"
+	check("with another reason")
+}
