@@ -418,3 +418,28 @@ func TestListKeyTellsCallsApart(t *testing.T) {
 		t.Error("the same call has two keys")
 	}
 }
+
+// TestListCallKeyIsListKey: the key ListShortcut builds from a request's
+// fields is the key of the path and the query the REST client sends.
+func TestListCallKeyIsListKey(t *testing.T) {
+	path := "/compute/v1/projects/p/zones/z/instances"
+	strs := []*string{nil, proto.String(""), proto.String("a"), proto.String(`(labels.a = "b") (labels.c = "d")`), proto.String("x=1:y")}
+	nums := []*uint32{nil, proto.Uint32(0), proto.Uint32(500)}
+	n := 0
+	for _, f := range strs {
+		for _, m := range nums {
+			for _, o := range strs {
+				for _, p := range strs {
+					c := listCall{path, f, m, o, p}
+					if got, want := c.key(), listKey(path, c.query()); got != want {
+						t.Errorf("call %+v: key %q, listKey %q", c, got, want)
+					}
+					n++
+				}
+			}
+		}
+	}
+	if n < 300 {
+		t.Errorf("only %d calls", n)
+	}
+}
