@@ -28,6 +28,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	compute "cloud.google.com/go/compute/apiv1"
@@ -77,6 +78,27 @@ type Client struct {
 	// lists, if set, answers list calls before the REST clients
 	// (SetListShortcut).
 	lists ListShortcut
+	// filter is the label filter last built (filterOf): a reconciler
+	// lists with the same labels pass after pass.
+	filter atomic.Pointer[labelFilterMemo]
+}
+
+// labelFilterMemo is labelFilter(labels) = filter; labels is the Client's
+// own copy.
+type labelFilterMemo struct {
+	labels map[string]string
+	filter string
+}
+
+// filterOf is labelFilter(labels), reusing the last one built for the
+// same labels.
+func (c *Client) filterOf(labels map[string]string) string {
+	if m := c.filter.Load(); m != nil && maps.Equal(m.labels, labels) {
+		return m.filter
+	}
+	f := labelFilter(labels)
+	c.filter.Store(&labelFilterMemo{labels: maps.Clone(labels), filter: f})
+	return f
 }
 
 // ListShortcut answers some of the Client's list calls without the REST
@@ -864,7 +886,7 @@ func labelFilter(labels map[string]string) string {
 func (c *Client) ListInstances(ctx context.Context, zone string, labels map[string]string) ([]Instance, error) {
 	req := &computepb.ListInstancesRequest{Project: c.project, Zone: zone}
 	if len(labels) > 0 {
-		req.Filter = proto.String(labelFilter(labels))
+		req.Filter = proto.String(c.filterOf(labels))
 	}
 	var out []Instance
 	if c.lists != nil && c.lists.ListInstances(ctx, req, func(resp *computepb.InstanceList) {
