@@ -3,9 +3,11 @@ package harness
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/flexslurm/flexslurm/shared/event"
@@ -51,6 +53,29 @@ func TestCloudEventEnvelope(t *testing.T) {
 		ascii := !strings.ContainsFunc(c.topic, func(r rune) bool { return r > 0x7e })
 		if string(m.Data) != string(c.data) || m.ID != c.id || (ascii && m.Topic != "projects/"+Project+"/topics/"+c.topic) {
 			t.Errorf("decoded %+v, want data %q", m, c.data)
+		}
+	}
+}
+
+// TestCloudEventSource: the event CloudEvent builds, with its source
+// parsed once per URL, is the one SetSource gives, for the first and
+// later events of a topic, and for a source that does not parse.
+func TestCloudEventSource(t *testing.T) {
+	for _, topic := range []string{"topic-x", "topic-x", "topic-\u2028\xff", "t%zz", "t%zz", ""} {
+		for _, id := range []string{"id-1", "", " id-2\n"} {
+			got := CloudEvent(topic, id, []byte("x"), nil)
+			want := cloudevents.New()
+			want.SetID(id)
+			want.SetType(event.PubSubType)
+			want.SetSource("//pubsub.googleapis.com/projects/" + Project + "/topics/" + topic)
+			want.SetDataContentType(cloudevents.ApplicationJSON)
+			want.DataEncoded = got.DataEncoded
+			if d := cmp.Diff(want.String(), got.String()); d != "" {
+				t.Errorf("topic %q, id %q (-SetSource +CloudEvent):\n%s", topic, id, d)
+			}
+			if d := cmp.Diff(fmt.Sprint(want.FieldErrors), fmt.Sprint(got.FieldErrors)); d != "" {
+				t.Errorf("topic %q, id %q: field errors (-SetSource +CloudEvent):\n%s", topic, id, d)
+			}
 		}
 	}
 }
