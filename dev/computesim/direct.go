@@ -292,11 +292,12 @@ func listKey(path string, q url.Values) string {
 
 var listParams = [...]string{"filter", "maxResults", "orderBy", "pageToken"}
 
-// checkContractOf is checkContract, remembering the direct list calls that
-// pass it: such a call has no body, so the outcome depends only on its
-// method, path and query, and a reconcile pass repeats the same few.
+// checkContractOf is checkContract, remembering the calls without a body
+// that pass it (list and get calls, direct or over HTTP): the outcome of
+// such a call depends only on its method, path and query, and a reconcile
+// pass repeats the same few.
 func checkContractOf(req *request) *apiError {
-	if !req.direct || len(req.body) > 0 {
+	if len(req.body) > 0 {
 		return checkContract(req)
 	}
 	key := req.method + " " + req.http.URL.Path + "?" + req.http.URL.RawQuery
