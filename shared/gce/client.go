@@ -78,9 +78,11 @@ type Client struct {
 	// lists, if set, answers list calls before the REST clients
 	// (SetListShortcut).
 	lists ListShortcut
-	// filter is the label filter last built (filterOf): a reconciler
-	// lists with the same labels pass after pass.
-	filter atomic.Pointer[labelFilterMemo]
+	// filters are the label filters built so far (filterOf), at most
+	// maxFilters: a reconciler lists each pool's VMs with the same labels
+	// pass after pass. Entries are never changed; a new slice replaces
+	// the old.
+	filters atomic.Pointer[[]labelFilterMemo]
 }
 
 // labelFilterMemo is labelFilter(labels) = filter; labels is the Client's
@@ -90,14 +92,27 @@ type labelFilterMemo struct {
 	filter string
 }
 
-// filterOf is labelFilter(labels), reusing the last one built for the
-// same labels.
+// maxFilters bounds the label filters a Client keeps.
+const maxFilters = 16
+
+// filterOf is labelFilter(labels), reusing one built for the same labels.
 func (c *Client) filterOf(labels map[string]string) string {
-	if m := c.filter.Load(); m != nil && maps.Equal(m.labels, labels) {
-		return m.filter
+	var kept []labelFilterMemo
+	if p := c.filters.Load(); p != nil {
+		kept = *p
+	}
+	for _, m := range kept {
+		if maps.Equal(m.labels, labels) {
+			return m.filter
+		}
 	}
 	f := labelFilter(labels)
-	c.filter.Store(&labelFilterMemo{labels: maps.Clone(labels), filter: f})
+	next := make([]labelFilterMemo, 0, len(kept)+1)
+	if len(kept) < maxFilters {
+		next = append(next, kept...)
+	}
+	next = append(next, labelFilterMemo{labels: maps.Clone(labels), filter: f})
+	c.filters.Store(&next)
 	return f
 }
 

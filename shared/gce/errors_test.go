@@ -274,6 +274,13 @@ func TestFilterOfFollowsTheLabels(t *testing.T) {
 			t.Errorf("call %d: filterOf(%v) = %q, want %q", i, labels, got, want)
 		}
 	}
+	// More label sets than are kept, twice over.
+	for i := 0; i < 2*(maxFilters+3); i++ {
+		labels := map[string]string{"flexslurm-cluster": "c1", "flexslurm-pool": fmt.Sprintf("p%d", i%(maxFilters+3))}
+		if got, want := c.filterOf(labels), labelFilter(labels); got != want {
+			t.Errorf("call %d: filterOf(%v) = %q, want %q", i, labels, got, want)
+		}
+	}
 	c.filterOf(mine)
 	mine["flexslurm-cluster"] = "c3"
 	if got, want := c.filterOf(map[string]string{"flexslurm-cluster": "c1"}), `(labels.flexslurm-cluster = "c1")`; got != want {
