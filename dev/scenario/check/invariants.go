@@ -503,7 +503,10 @@ func (r *Checker) foreignTouched(w world) []string {
 		}
 		var re *regexp.Regexp // compiled for the first call that may name f
 		for _, c := range calls {
-			if c.Method == "GET" || !(strings.Contains(c.Path+c.Body, f.Name) || strings.Contains(c.Path+c.Body, f.MIG)) {
+			// (Each of Path and Body apart: the pattern below matches
+			// within one of them.)
+			if c.Method == "GET" || !(strings.Contains(c.Path, f.Name) || strings.Contains(c.Body, f.Name) ||
+				strings.Contains(c.Path, f.MIG) || strings.Contains(c.Body, f.MIG)) {
 				continue
 			}
 			if re == nil {
