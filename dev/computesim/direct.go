@@ -176,16 +176,16 @@ func (s *Sim) directList(c listCall, reuse bool, read func(proto.Message) bool) 
 	}
 	var eff []func()
 	ok := func() bool {
-		s.lockForWrite()
+		s.lockQuiet()
 		defer func() {
 			eff = s.takeEffectsLocked()
 			s.mu.Unlock()
 		}()
 		now := s.nowLocked()
 		s.advanceQuietLocked(now)
-		if s.listsAt != s.changed {
+		if s.listsAt != s.version {
 			clear(s.lists)
-			s.listsAt = s.changed
+			s.listsAt = s.version
 		}
 		var msg proto.Message
 		if reuse {
