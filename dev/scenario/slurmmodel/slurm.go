@@ -1,6 +1,8 @@
 package slurmmodel
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -87,6 +89,7 @@ type Node struct {
 	// of snapFlags (flagMask) and reason snapReason, when snapOK
 	// (Model.snapshotNode).
 	snap       event.SnapshotNode
+	snapJSON   []byte // snap encoded, once asked for (nil: not yet)
 	snapOK     bool
 	snapBase   string
 	snapFlags  uint16
@@ -344,14 +347,20 @@ func activeSlurmJobState(s string) bool {
 // shared with earlier and later snapshots (snapshotNode): callers must not
 // change them.
 func (m *Model) Snapshot(now time.Time) event.SlurmSnapshot {
-	s := event.SlurmSnapshot{
-		Header:  event.Header{Version: event.SchemaVersion, Type: event.TypeSlurmSnapshot, Cluster: m.cluster},
-		TakenAt: now, Nodes: []event.SnapshotNode{}, Jobs: []event.SnapshotJob{},
-	}
+	s := m.snapshotJobs(now)
 	nodes := m.sortedNodes()
 	s.Nodes = make([]event.SnapshotNode, 0, len(nodes))
 	for _, n := range nodes {
 		s.Nodes = append(s.Nodes, m.snapshotNode(n))
+	}
+	return s
+}
+
+// snapshotJobs is Snapshot(now) without its nodes (nil).
+func (m *Model) snapshotJobs(now time.Time) event.SlurmSnapshot {
+	s := event.SlurmSnapshot{
+		Header:  event.Header{Version: event.SchemaVersion, Type: event.TypeSlurmSnapshot, Cluster: m.cluster},
+		TakenAt: now, Jobs: []event.SnapshotJob{},
 	}
 	for _, id := range m.order {
 		j := m.jobs[id]
@@ -374,15 +383,74 @@ func (m *Model) Snapshot(now time.Time) event.SlurmSnapshot {
 // are parsed afresh each time, as is everything with NoReuse): its Flags
 // slice is shared by the snapshots that hold it, which must not change it.
 func (m *Model) snapshotNode(n *Node) event.SnapshotNode {
+	sn, _ := m.snapshotNodeKept(n)
+	return sn
+}
+
+// snapshotNodeKept is snapshotNode, also reporting whether the entry is
+// the one kept in n (n.snap).
+func (m *Model) snapshotNodeKept(n *Node) (event.SnapshotNode, bool) {
 	mask, known := n.flagMask()
 	if known && !m.noReuse && n.snapOK && n.snapBase == n.base && n.snapFlags == mask && n.snapReason == n.reason {
-		return n.snap
+		return n.snap, true
 	}
 	sn := event.SnapshotNode{Name: n.name, Node: slurmstate.ParseNode(n.name, strings.Split(n.state(), "+"), n.reason)}
 	if known && !m.noReuse {
-		n.snap, n.snapOK, n.snapBase, n.snapFlags, n.snapReason = sn, true, n.base, mask, n.reason
+		n.snap, n.snapJSON, n.snapOK, n.snapBase, n.snapFlags, n.snapReason = sn, nil, true, n.base, mask, n.reason
+		return sn, true
 	}
-	return sn
+	return sn, false
+}
+
+// nodesNull is how the encoding of a snapshot without nodes ends its
+// header and begins its jobs: the first such text in it, since every
+// string before is escaped (its quotes are \").
+var nodesNull = []byte(`,"nodes":null,`)
+
+// SnapshotJSON is the JSON encoding of Snapshot(now), as json.Marshal
+// gives it, with each node's entry encoded once and kept with the entry
+// (snapshotNode), instead of every node encoded again for every snapshot
+// (TestSnapshotJSONIsSnapshot).
+func (m *Model) SnapshotJSON(now time.Time) ([]byte, error) {
+	if m.noReuse {
+		return json.Marshal(m.Snapshot(now))
+	}
+	nodes := m.sortedNodes()
+	head, err := json.Marshal(m.snapshotJobs(now))
+	if err != nil {
+		return nil, err
+	}
+	i := bytes.Index(head, nodesNull)
+	if i < 0 {
+		return nil, fmt.Errorf("encoding a Slurm snapshot: no %s in %s", nodesNull, head)
+	}
+	encoded := make([][]byte, len(nodes))
+	size := len(head) + len(nodes)
+	for k, n := range nodes {
+		sn, kept := m.snapshotNodeKept(n)
+		b := n.snapJSON
+		if !kept || b == nil {
+			if b, err = json.Marshal(sn); err != nil {
+				return nil, err
+			}
+			if kept {
+				n.snapJSON = b
+			}
+		}
+		encoded[k] = b
+		size += len(b)
+	}
+	out := make([]byte, 0, size+len(`,"nodes":[],`))
+	out = append(out, head[:i]...)
+	out = append(out, `,"nodes":[`...)
+	for k, b := range encoded {
+		if k > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, b...)
+	}
+	out = append(out, "],"...)
+	return append(out, head[i+len(nodesNull):]...), nil
 }
 
 // Apply applies a Slurm command flexslurm published, as the agent's

@@ -1,6 +1,7 @@
 package slurmmodel
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -614,4 +615,55 @@ func TestSnapshotFollowsNodeChanges(t *testing.T) {
 	check("with another base state")
 	n.reason = "changed"
 	check("with another reason")
+}
+
+// TestSnapshotJSONIsSnapshot: SnapshotJSON, built from the node entries
+// kept encoded, is json.Marshal of Snapshot, byte for byte, as nodes
+// change, jobs come and go, and with no node at all.
+func TestSnapshotJSONIsSnapshot(t *testing.T) {
+	m, _ := newModel(t, lang.Slurm{Simulate: true})
+	now := t0
+	check := func(when string) {
+		t.Helper()
+		got, err := m.SnapshotJSON(now)
+		if err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+		m.noReuse = true
+		want, err := json.Marshal(m.Snapshot(now))
+		m.noReuse = false
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(string(want), string(got)); d != "" {
+			t.Errorf("%s: SnapshotJSON differs from json.Marshal(Snapshot) (-Marshal +SnapshotJSON):\n%s", when, d)
+		}
+	}
+	check("start")
+	check("again, with every entry kept encoded")
+	now = now.Add(time.Second)
+	m.Apply(now, Command{Command: event.SlurmDrain, Nodes: []string{node1}, Reason: `a "quoted" <reason> & more`})
+	check("after a drain")
+	if err := m.Submit(now, lang.SubmitStep{ID: "7", Partition: "a3u", Nodes: 2, Runtime: lang.Duration(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	check("with a job")
+	m.SetJobs([]lang.SnapshotJob{{ID: "9", State: "PENDING", Partition: "a3u", NodeCount: 1, Reason: "Resources"}})
+	check("with a snapshot step's job")
+	now = now.Add(time.Minute)
+	m.Update(now, map[string]VM{node2: running(node2)})
+	check("after an update")
+	n, _ := m.Node(node2)
+	n.flags["INVALID_REG"] = true
+	check("with a flag outside the mask")
+
+	empty := New(lang.Slurm{}, exampleCluster(t), t0, func(string, any) {}, func(string, ...any) {})
+	got, err := empty.SnapshotJSON(t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := json.Marshal(empty.Snapshot(t0))
+	if d := cmp.Diff(string(want), string(got)); d != "" {
+		t.Errorf("no node (-Marshal +SnapshotJSON):\n%s", d)
+	}
 }
