@@ -79,3 +79,18 @@ func TestCloudEventSource(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCloudEvent compares CloudEvent's direct envelope (an id and
+// topic that need no escaping, no attributes) with the encoder it falls
+// back to (an id that needs escaping), for a snapshot-sized payload.
+func BenchmarkCloudEvent(b *testing.B) {
+	data := []byte(strings.Repeat(`{"name":"flexvm-a3u-1","state":"IDLE","flags":["CLOUD","POWERED_DOWN"]},`, 12))
+	for _, c := range []struct{ name, id string }{{"direct", "msg-123"}, {"encoder", "msg-<123>"}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				CloudEvent("flexslurm-slurm-snapshot", c.id, data, nil)
+			}
+		})
+	}
+}
