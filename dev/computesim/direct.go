@@ -63,14 +63,14 @@ func (l ListShortcut) ListInstances(ctx context.Context, req *computepb.ListInst
 	// (cloud.google.com/go/compute/apiv1, instancesRESTClient.List and
 	// the like): /compute/v1/projects/{project}/zones/{zone}/….
 	path := "/compute/v1/projects/" + req.GetProject() + "/zones/" + req.GetZone() + "/instances"
-	return l.list(path, listQuery(req.Filter, req.MaxResults, req.OrderBy, req.PageToken), readAs(read))
+	return l.list(listCall{path, req.Filter, req.MaxResults, req.OrderBy, req.PageToken}, readAs(read))
 }
 
 // ListInstanceGroupManagers answers instanceGroupManagers.list: read gets
 // the response.
 func (l ListShortcut) ListInstanceGroupManagers(ctx context.Context, req *computepb.ListInstanceGroupManagersRequest, read func(*computepb.InstanceGroupManagerList)) bool {
 	path := "/compute/v1/projects/" + req.GetProject() + "/zones/" + req.GetZone() + "/instanceGroupManagers"
-	return l.list(path, listQuery(req.Filter, req.MaxResults, req.OrderBy, req.PageToken), readAs(read))
+	return l.list(listCall{path, req.Filter, req.MaxResults, req.OrderBy, req.PageToken}, readAs(read))
 }
 
 // ListResizeRequests answers instanceGroupManagerResizeRequests.list: read
@@ -78,35 +78,82 @@ func (l ListShortcut) ListInstanceGroupManagers(ctx context.Context, req *comput
 func (l ListShortcut) ListResizeRequests(ctx context.Context, req *computepb.ListInstanceGroupManagerResizeRequestsRequest, read func(*computepb.InstanceGroupManagerResizeRequestsListResponse)) bool {
 	path := "/compute/v1/projects/" + req.GetProject() + "/zones/" + req.GetZone() +
 		"/instanceGroupManagers/" + req.GetInstanceGroupManager() + "/resizeRequests"
-	return l.list(path, listQuery(req.Filter, req.MaxResults, req.OrderBy, req.PageToken), readAs(read))
+	return l.list(listCall{path, req.Filter, req.MaxResults, req.OrderBy, req.PageToken}, readAs(read))
 }
 
-// listQuery is the query the REST clients send for a list request's
-// optional fields.
-func listQuery(filter *string, maxResults *uint32, orderBy, pageToken *string) url.Values {
+// listCall is a list call as the REST clients make it: the path and the
+// request's optional list fields.
+type listCall struct {
+	path               string
+	filter             *string
+	maxResults         *uint32
+	orderBy, pageToken *string
+}
+
+// query is the query the REST clients send for the call's optional
+// fields.
+func (c listCall) query() url.Values {
 	q := url.Values{}
-	if filter != nil {
-		q.Set("filter", *filter)
+	if c.filter != nil {
+		q.Set("filter", *c.filter)
 	}
-	if maxResults != nil {
-		q.Set("maxResults", strconv.FormatUint(uint64(*maxResults), 10))
+	if c.maxResults != nil {
+		q.Set("maxResults", strconv.FormatUint(uint64(*c.maxResults), 10))
 	}
-	if orderBy != nil {
-		q.Set("orderBy", *orderBy)
+	if c.orderBy != nil {
+		q.Set("orderBy", *c.orderBy)
 	}
-	if pageToken != nil {
-		q.Set("pageToken", *pageToken)
+	if c.pageToken != nil {
+		q.Set("pageToken", *c.pageToken)
 	}
 	return q
 }
 
-func (l ListShortcut) list(path string, q url.Values, read func(proto.Message) bool) bool {
-	if l.Sim == nil || (l.Allow != nil && !l.Allow(http.MethodGet, path)) {
+// key is listKey(c.path, c.query()), built without the query
+// (TestListCallKeyIsListKey).
+func (c listCall) key() string {
+	n := len(c.path) + 1
+	for _, v := range [...]*string{c.filter, c.orderBy, c.pageToken} {
+		if v != nil {
+			n += len(*v) + 16
+		}
+	}
+	if c.maxResults != nil {
+		n += 32
+	}
+	b := make([]byte, 0, n)
+	b = append(b, c.path...)
+	b = append(b, '\x00')
+	param := func(k, v string) {
+		b = append(b, k...)
+		b = append(b, '=')
+		b = strconv.AppendInt(b, int64(len(v)), 10)
+		b = append(b, ':')
+		b = append(b, v...)
+	}
+	// In listParams' order.
+	if c.filter != nil {
+		param("filter", *c.filter)
+	}
+	if c.maxResults != nil {
+		param("maxResults", strconv.FormatUint(uint64(*c.maxResults), 10))
+	}
+	if c.orderBy != nil {
+		param("orderBy", *c.orderBy)
+	}
+	if c.pageToken != nil {
+		param("pageToken", *c.pageToken)
+	}
+	return string(b)
+}
+
+func (l ListShortcut) list(c listCall, read func(proto.Message) bool) bool {
+	if l.Sim == nil || (l.Allow != nil && !l.Allow(http.MethodGet, c.path)) {
 		return false
 	}
-	ok := l.Sim.directList(path, q, !l.NoReuse, read)
+	ok := l.Sim.directList(c, !l.NoReuse, read)
 	if ok && l.Answered != nil {
-		l.Answered(http.MethodGet, path)
+		l.Answered(http.MethodGet, c.path)
 	}
 	return ok
 }
@@ -120,32 +167,37 @@ func (l ListShortcut) list(path string, q url.Values, read func(proto.Message) b
 // answer depends only on the state and the call, not on the clock (beyond
 // the transitions advanceLocked applies), the caller or anything else a
 // call leaves behind (the contract and zone memos hold for any state).
-func (s *Sim) directList(path string, q url.Values, reuse bool, read func(proto.Message) bool) bool {
-	req, ok := listRoute(path)
-	if !ok {
-		return false
+func (s *Sim) directList(c listCall, reuse bool, read func(proto.Message) bool) bool {
+	// A kept answer was computed for a call listRoute accepted: the call
+	// is routed (and its query built) only when none is kept.
+	var key string
+	if reuse {
+		key = c.key()
 	}
-	key := listKey(path, q)
-
 	var eff []func()
-	ok = func() bool {
-		s.lockForWrite()
+	ok := func() bool {
+		s.lockQuiet()
 		defer func() {
 			eff = s.takeEffectsLocked()
 			s.mu.Unlock()
 		}()
 		now := s.nowLocked()
 		s.advanceQuietLocked(now)
-		if s.listsAt != s.changed {
+		if s.listsAt != s.version {
 			clear(s.lists)
-			s.listsAt = s.changed
+			s.listsAt = s.version
 		}
 		var msg proto.Message
 		if reuse {
 			msg = s.lists[key]
 		}
 		if msg == nil {
-			req.http = &http.Request{Method: http.MethodGet, URL: &url.URL{Path: path, RawQuery: q.Encode()},
+			req, ok := listRoute(c.path)
+			if !ok {
+				return false
+			}
+			q := c.query()
+			req.http = &http.Request{Method: http.MethodGet, URL: &url.URL{Path: c.path, RawQuery: q.Encode()},
 				RemoteAddr: "127.0.0.1:1", Header: http.Header{}}
 			req.query, req.direct, req.now = q, true, now
 			var aerr *apiError
@@ -240,11 +292,12 @@ func listKey(path string, q url.Values) string {
 
 var listParams = [...]string{"filter", "maxResults", "orderBy", "pageToken"}
 
-// checkContractOf is checkContract, remembering the direct list calls that
-// pass it: such a call has no body, so the outcome depends only on its
-// method, path and query, and a reconcile pass repeats the same few.
+// checkContractOf is checkContract, remembering the calls without a body
+// that pass it (list and get calls, direct or over HTTP): the outcome of
+// such a call depends only on its method, path and query, and a reconcile
+// pass repeats the same few.
 func checkContractOf(req *request) *apiError {
-	if !req.direct || len(req.body) > 0 {
+	if len(req.body) > 0 {
 		return checkContract(req)
 	}
 	key := req.method + " " + req.http.URL.Path + "?" + req.http.URL.RawQuery

@@ -418,3 +418,69 @@ func TestListKeyTellsCallsApart(t *testing.T) {
 		t.Error("the same call has two keys")
 	}
 }
+
+// TestListCallKeyIsListKey: the key ListShortcut builds from a request's
+// fields is the key of the path and the query the REST client sends.
+func TestListCallKeyIsListKey(t *testing.T) {
+	path := "/compute/v1/projects/p/zones/z/instances"
+	strs := []*string{nil, proto.String(""), proto.String("a"), proto.String(`(labels.a = "b") (labels.c = "d")`), proto.String("x=1:y")}
+	nums := []*uint32{nil, proto.Uint32(0), proto.Uint32(500)}
+	n := 0
+	for _, f := range strs {
+		for _, m := range nums {
+			for _, o := range strs {
+				for _, p := range strs {
+					c := listCall{path, f, m, o, p}
+					if got, want := c.key(), listKey(path, c.query()); got != want {
+						t.Errorf("call %+v: key %q, listKey %q", c, got, want)
+					}
+					n++
+				}
+			}
+		}
+	}
+	if n < 300 {
+		t.Errorf("only %d calls", n)
+	}
+}
+
+// TestContractMemoFollowsTheCall: a call without a body that passed the
+// contract check is remembered by method, path and query, direct or over
+// HTTP; another query, or one that fails, is checked again.
+func TestContractMemoFollowsTheCall(t *testing.T) {
+	call := func(method, path, rawQuery string, direct bool) *apiError {
+		t.Helper()
+		req, aerr := route(method, path)
+		if aerr != nil {
+			t.Fatalf("route %s %s: %v", method, path, aerr.message)
+		}
+		q, err := url.ParseQuery(rawQuery)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.http = &http.Request{Method: method, URL: &url.URL{Path: path, RawQuery: rawQuery}}
+		req.query, req.direct = q, direct
+		return checkContractOf(req)
+	}
+	get := "/compute/v1/projects/p/zones/us-central1-a/instances/vm-memo-1"
+	list := "/compute/v1/projects/p/zones/us-central1-a/instances"
+	for i := 0; i < 2; i++ {
+		for _, direct := range []bool{false, true} {
+			if aerr := call(http.MethodGet, get, "", direct); aerr != nil {
+				t.Errorf("get %d (direct %t): %s", i, direct, aerr.message)
+			}
+			if aerr := call(http.MethodGet, list, "maxResults=10", direct); aerr != nil {
+				t.Errorf("list %d (direct %t): %s", i, direct, aerr.message)
+			}
+			if aerr := call(http.MethodGet, list, "bogus=1", direct); aerr == nil {
+				t.Errorf("list with an unknown parameter %d (direct %t) passed", i, direct)
+			}
+			if aerr := call(http.MethodGet, list, "maxResults=10&maxResults=11", direct); aerr == nil {
+				t.Errorf("list with maxResults twice %d (direct %t) passed", i, direct)
+			}
+			if aerr := call(http.MethodGet, "/compute/v1/projects/p/zones/us-central1-a/instances/Bad_Name", "", direct); aerr == nil {
+				t.Errorf("get of an invalid name %d (direct %t) passed", i, direct)
+			}
+		}
+	}
+}

@@ -22,17 +22,17 @@ type Sim struct {
 	clk  clock.Clock
 
 	mu sync.Mutex
-	// version counts the acquisitions of mu that may change state
-	// (lockForWrite); changed is the version of the last one that may
-	// have changed it (Version), and prevChanged what changed was before
-	// the call holding the lock took it (unchangedLocked).
-	version, changed, prevChanged uint64
-	rng                           *rand.Rand
-	seq                           uint64          // creation order of every record, for deterministic tie-breaks
-	usedIDs                       map[uint64]bool // resource and operation IDs handed out
-	usedNames                     map[string]bool // generated names (instance suffixes, insert IDs)
-	ipSeq                         int
-	watermark                     time.Time // latest instant the state has been brought to
+	// version is Version: it moves when a call that may change the
+	// state takes mu (lockForWrite), and when a Tick or a direct list
+	// call, which take it with lockQuiet, applies a transition
+	// (advanceQuietLocked).
+	version   uint64
+	rng       *rand.Rand
+	seq       uint64          // creation order of every record, for deterministic tie-breaks
+	usedIDs   map[uint64]bool // resource and operation IDs handed out
+	usedNames map[string]bool // generated names (instance suffixes, insert IDs)
+	ipSeq     int
+	watermark time.Time // latest instant the state has been brought to
 	// zonesOK are the zone names that matched zoneName (serveLocked).
 	zonesOK map[string]bool
 
@@ -258,7 +258,7 @@ type AuditEntry struct {
 // order) order, each with its due time as timestamp, then runs hooks and the
 // audit sink for what happened.
 func (s *Sim) Tick(now time.Time) {
-	s.lockForWrite()
+	s.lockQuiet()
 	s.advanceQuietLocked(now)
 	eff := s.takeEffectsLocked()
 	s.mu.Unlock()
@@ -268,20 +268,16 @@ func (s *Sim) Tick(now time.Time) {
 // lockForWrite locks mu for a call that may change the simulator's state
 // (every call but the read-only introspection ones: NextDue, Instances,
 // ResizeRequests, ResizeRequestHistory, MIGs, Calls, AuditEntries,
-// Version).
+// Version, and Tick and direct list calls: lockQuiet). It moves Version.
 func (s *Sim) lockForWrite() {
 	s.mu.Lock()
 	s.version++
-	s.prevChanged, s.changed = s.changed, s.version
 }
 
-// unchangedLocked records that the call holding the lock (taken with
-// lockForWrite) has changed nothing and will change nothing before it
-// unlocks: Version stays what it was before the call. Only a Tick or a
-// direct list call that applied no transition says so.
-func (s *Sim) unchangedLocked() {
-	s.changed = s.prevChanged
-}
+// lockQuiet locks mu for a Tick or a direct list call: a call that changes
+// the state only by the transitions it applies (advanceQuietLocked), and
+// moves Version only if it applies one.
+func (s *Sim) lockQuiet() { s.mu.Lock() }
 
 // Version is a number that changes whenever the simulator's state may have
 // changed (an API call, a Tick or direct list call that applied a
@@ -291,7 +287,7 @@ func (s *Sim) unchangedLocked() {
 func (s *Sim) Version() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.changed
+	return s.version
 }
 
 // NextDue returns the instant of the next pending transition, if any. A
@@ -385,34 +381,32 @@ func (s *Sim) nextDueLocked() (dueItem, bool) {
 // having changed anything (NextDue): the state is the one of Version, and
 // its next transition is remembered until Version changes.
 func (s *Sim) nextDueOfStateLocked() (dueItem, bool) {
-	if !s.nextKnown || s.nextAt != s.changed {
+	if !s.nextKnown || s.nextAt != s.version {
 		s.next, s.nextOK = s.nextDueLocked()
-		s.nextKnown, s.nextAt = true, s.changed
+		s.nextKnown, s.nextAt = true, s.version
 	}
 	return s.next, s.nextOK
 }
 
 // advanceQuietLocked is advanceLocked for a call that changes nothing
-// else, right after it took the lock (lockForWrite): a Tick or a direct
-// list call. If it applies no transition, the call changed nothing
-// (unchangedLocked). It reports whether it applied one. When the state at
-// the start (that of the Version before the call) has its next transition
+// else, right after it took the lock (lockQuiet): a Tick or a direct list
+// call. It moves Version if it applies a transition, and reports whether
+// it did. When the state (that of Version) has its next transition
 // remembered and it is not due, nothing is looked for; the next
 // transition after advancing is remembered for the state the call leaves.
 func (s *Sim) advanceQuietLocked(now time.Time) (applied bool) {
-	if s.nextKnown && s.nextAt == s.prevChanged && (!s.nextOK || s.next.at.After(now)) {
+	if s.nextKnown && s.nextAt == s.version && (!s.nextOK || s.next.at.After(now)) {
 		// As advanceLocked when nothing is due.
 		if now.After(s.watermark) {
 			s.watermark = now
 		}
-		s.unchangedLocked()
 		return false
 	}
 	applied, next, ok, complete := s.advanceToLocked(now)
-	if !applied {
-		s.unchangedLocked()
+	if applied {
+		s.version++
 	}
-	s.next, s.nextOK, s.nextKnown, s.nextAt = next, ok, complete, s.changed
+	s.next, s.nextOK, s.nextKnown, s.nextAt = next, ok, complete, s.version
 	return applied
 }
 

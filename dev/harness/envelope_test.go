@@ -3,9 +3,11 @@ package harness
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/flexslurm/flexslurm/shared/event"
@@ -52,5 +54,43 @@ func TestCloudEventEnvelope(t *testing.T) {
 		if string(m.Data) != string(c.data) || m.ID != c.id || (ascii && m.Topic != "projects/"+Project+"/topics/"+c.topic) {
 			t.Errorf("decoded %+v, want data %q", m, c.data)
 		}
+	}
+}
+
+// TestCloudEventSource: the event CloudEvent builds, with its source
+// parsed once per URL, is the one SetSource gives, for the first and
+// later events of a topic, and for a source that does not parse.
+func TestCloudEventSource(t *testing.T) {
+	for _, topic := range []string{"topic-x", "topic-x", "topic-\u2028\xff", "t%zz", "t%zz", ""} {
+		for _, id := range []string{"id-1", "", " id-2\n"} {
+			got := CloudEvent(topic, id, []byte("x"), nil)
+			want := cloudevents.New()
+			want.SetID(id)
+			want.SetType(event.PubSubType)
+			want.SetSource("//pubsub.googleapis.com/projects/" + Project + "/topics/" + topic)
+			want.SetDataContentType(cloudevents.ApplicationJSON)
+			want.DataEncoded = got.DataEncoded
+			if d := cmp.Diff(want.String(), got.String()); d != "" {
+				t.Errorf("topic %q, id %q (-SetSource +CloudEvent):\n%s", topic, id, d)
+			}
+			if d := cmp.Diff(fmt.Sprint(want.FieldErrors), fmt.Sprint(got.FieldErrors)); d != "" {
+				t.Errorf("topic %q, id %q: field errors (-SetSource +CloudEvent):\n%s", topic, id, d)
+			}
+		}
+	}
+}
+
+// BenchmarkCloudEvent compares CloudEvent's direct envelope (an id and
+// topic that need no escaping, no attributes) with the encoder it falls
+// back to (an id that needs escaping), for a snapshot-sized payload.
+func BenchmarkCloudEvent(b *testing.B) {
+	data := []byte(strings.Repeat(`{"name":"flexvm-a3u-1","state":"IDLE","flags":["CLOUD","POWERED_DOWN"]},`, 12))
+	for _, c := range []struct{ name, id string }{{"direct", "msg-123"}, {"encoder", "msg-<123>"}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				CloudEvent("flexslurm-slurm-snapshot", c.id, data, nil)
+			}
+		})
 	}
 }

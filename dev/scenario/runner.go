@@ -673,6 +673,11 @@ func (r *runner) newMessage(topic string, payload any) (*delivery.Message, error
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s payload: %w", topic, err)
 	}
+	return r.message(topic, data, payload), nil
+}
+
+// message is a new message of payload encoded as data.
+func (r *runner) message(topic string, data []byte, payload any) *delivery.Message {
 	m := &delivery.Message{ID: r.h.NewID(), Topic: topic, Data: data}
 	switch p := payload.(type) {
 	case event.Job:
@@ -694,7 +699,7 @@ func (r *runner) newMessage(topic string, payload any) (*delivery.Message, error
 		m.Type = p.Type
 		m.Ident = fmt.Sprintf("%s|%s", topic, FormatDuration(r.since()))
 	}
-	return m, nil
+	return m
 }
 
 // publish sends a payload as a new message with the step's faults.
@@ -893,9 +898,16 @@ func (r *runner) publishTick(cluster string, faults *DeliveryFaults, label strin
 }
 
 func (r *runner) publishSnapshot(faults *DeliveryFaults, label string) {
-	if err := r.publish(config.TopicSlurmSnapshot, r.slurm.Snapshot(r.now()), faults, label); err != nil {
-		r.note("snapshot: %v", err)
+	// The snapshot's encoding keeps its nodes' entries encoded
+	// (slurmmodel.Model.SnapshotJSON); the message is the one publish
+	// makes of Snapshot.
+	data, err := r.slurm.SnapshotJSON(r.now())
+	if err != nil {
+		r.note("snapshot: encoding %s payload: %v", config.TopicSlurmSnapshot, err)
+		return
 	}
+	head := event.SlurmSnapshot{Header: event.Header{Version: event.SchemaVersion, Type: event.TypeSlurmSnapshot}}
+	r.deliveries.Publish(r.message(config.TopicSlurmSnapshot, data, head), r.now(), faults, label)
 }
 
 func (r *runner) publishHealth(s *Step) error {

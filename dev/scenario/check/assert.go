@@ -25,6 +25,8 @@ type world struct {
 	// byNode is each node's live (not STOPPING) VM of this cluster, the
 	// newest when there are several.
 	byNode map[string]slurmmodel.VM
+	// nodes are byNode's keys, sorted.
+	nodes []string
 	// liveByNode lists every live VM of this cluster per node.
 	liveByNode map[string][]string
 	// multiVM are one_vm_per_node's violations: the nodes with more than
@@ -65,7 +67,9 @@ func (r *Checker) computeVMView() world {
 			w.byNode[node] = slurmmodel.VM{Name: vm.Name, Zone: vm.Zone, Status: vm.Status, Created: vm.Created}
 		}
 	}
-	for _, node := range sortedKeys(w.liveByNode) {
+	// A node has a live VM in liveByNode exactly when byNode has one.
+	w.nodes = sortedKeys(w.byNode)
+	for _, node := range w.nodes {
 		if vms := w.liveByNode[node]; len(vms) > 1 {
 			vms = sortStrings(vms)
 			w.multiVM = append(w.multiVM, fmt.Sprintf("node %s has %d live VMs %s", node, len(vms), listOf(vms)))

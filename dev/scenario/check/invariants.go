@@ -28,18 +28,24 @@ type invariantState struct {
 	beyondSince     map[string]time.Time // VM → since when beyond its pool's max
 	held            map[string]bool      // node → held for a repair or diagnosis when last evaluated
 	heldUntil       map[string]time.Time // node → when its last such hold was first seen ended
+	// names are the configured invariants (enabledOf cfg), which a run
+	// never changes.
+	names []string
 }
 
 func newInvariantState(cfg lang.Invariants) *invariantState {
 	return &invariantState{cfg: cfg, failedAt: map[string]int{}, repeats: map[string]int{},
 		unrecordedSince: map[string]time.Time{}, belowSince: map[string]time.Time{}, beyondSince: map[string]time.Time{},
-		held: map[string]bool{}, heldUntil: map[string]time.Time{}}
+		held: map[string]bool{}, heldUntil: map[string]time.Time{}, names: enabledOf(cfg)}
 }
 
-// enabled lists the configured invariants with their grace.
-func (s *invariantState) enabled() []string {
+// enabled lists the configured invariants, in evaluation order: the same
+// slice each time (callers must not change it).
+func (s *invariantState) enabled() []string { return s.names }
+
+// enabledOf lists the invariants c configures.
+func enabledOf(c lang.Invariants) []string {
 	var out []string
-	c := s.cfg
 	if c.OneVMPerNode {
 		out = append(out, "one_vm_per_node")
 	}
@@ -104,8 +110,9 @@ func (r *Checker) checkInvariants() {
 	}
 	s.evals++
 	w := r.vmView()
+	now := r.now()
 	for _, name := range names {
-		v := r.invariant(name, w, false)
+		v := r.invariant(name, w, now, false)
 		if len(v) == 0 {
 			continue
 		}
@@ -150,16 +157,16 @@ func (r *Checker) strictInvariant(name string) []string {
 	case "quiet":
 		return r.deliveries.NotQuiet()
 	case "no_idle_dynamic_vm":
-		return r.idleDynamic(w, 0, time.Time{}, true)
+		return r.idleDynamic(w, r.now(), 0, time.Time{}, true)
 	}
-	return r.invariant(name, w, true)
+	return r.invariant(name, w, r.now(), true)
 }
 
-// invariant returns the violations of one invariant; strict ignores grace
-// periods.
-func (r *Checker) invariant(name string, w world, strict bool) []string {
+// invariant returns the violations of one invariant at now (the clock's
+// time: the caller reads it once for all the invariants it evaluates);
+// strict ignores grace periods.
+func (r *Checker) invariant(name string, w world, now time.Time, strict bool) []string {
 	s := r.inv
-	now := r.now()
 	grace := func(wi *lang.Within) time.Duration {
 		if strict || wi == nil {
 			return 0
@@ -311,7 +318,7 @@ func (r *Checker) invariant(name string, w world, strict bool) []string {
 		}
 		return out
 	case "idle_dynamic_released":
-		return r.idleDynamic(w, grace(s.cfg.IdleDynamicReleased), afterFault(s.cfg.IdleDynamicReleased, computefault.AnyPath), strict)
+		return r.idleDynamic(w, now, grace(s.cfg.IdleDynamicReleased), afterFault(s.cfg.IdleDynamicReleased, computefault.AnyPath), strict)
 	case "repair_progress":
 		st := r.state()
 		var waiting []*model.Node
@@ -368,11 +375,10 @@ func (r *Checker) oneRequestPerNode() []string {
 
 // idleDynamic lists the live dynamic VMs whose node Slurm has not allocated
 // to a job for SuspendTime plus grace.
-func (r *Checker) idleDynamic(w world, grace time.Duration, notBefore time.Time, strict bool) []string {
-	now := r.now()
+func (r *Checker) idleDynamic(w world, now time.Time, grace time.Duration, notBefore time.Time, strict bool) []string {
 	st := r.state()
 	var out []string
-	for _, node := range sortedKeys(w.byNode) {
+	for _, node := range w.nodes {
 		vm := w.byNode[node]
 		n, ok := r.slurm.Node(node)
 		if !ok || n.Static() {
@@ -469,8 +475,15 @@ func holdingJobs(st *model.State, node string) []string {
 // foreignTouched lists foreign VMs that are gone and calls flexslurm made
 // that name a foreign VM or MIG.
 func (r *Checker) foreignTouched(w world) []string {
+	foreign := r.foreign()
+	if len(foreign) == 0 {
+		// No call can name a foreign resource: the calls so far count as
+		// scanned, as the loop below would leave them.
+		r.foreignScanned = r.compute.Len()
+		return append([]string(nil), r.foreignCalls...)
+	}
 	var out []string
-	for _, f := range r.foreign() {
+	for _, f := range foreign {
 		alive := false
 		for _, vm := range w.all {
 			if vm.Name == f.Name && vm.Zone == f.Zone && vm.Status != "STOPPING" {
@@ -484,13 +497,16 @@ func (r *Checker) foreignTouched(w world) []string {
 	// Calls are scanned once each, as they come.
 	calls := r.compute.Since(r.foreignScanned)
 	r.foreignScanned += len(calls)
-	for _, f := range r.foreign() {
+	for _, f := range foreign {
 		if len(calls) == 0 {
 			break
 		}
 		var re *regexp.Regexp // compiled for the first call that may name f
 		for _, c := range calls {
-			if c.Method == "GET" || !(strings.Contains(c.Path+c.Body, f.Name) || strings.Contains(c.Path+c.Body, f.MIG)) {
+			// (Each of Path and Body apart: the pattern below matches
+			// within one of them.)
+			if c.Method == "GET" || !(strings.Contains(c.Path, f.Name) || strings.Contains(c.Body, f.Name) ||
+				strings.Contains(c.Path, f.MIG) || strings.Contains(c.Body, f.MIG)) {
 				continue
 			}
 			if re == nil {

@@ -305,6 +305,13 @@ func (c *Layer) Since(n int) []CallRecord {
 	return append([]CallRecord(nil), c.calls[n:]...)
 }
 
+// Len is the number of calls recorded so far.
+func (c *Layer) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.calls)
+}
+
 // BlockedUntil is the latest instant a fault on POST calls to path (any
 // path for "") was, or will be for a window, in force: the end of its
 // window, or the last call it failed; or a shortage ends.

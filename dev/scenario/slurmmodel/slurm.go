@@ -1,6 +1,8 @@
 package slurmmodel
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -82,6 +84,34 @@ type Node struct {
 	// or shrank below it). Slurm schedules nothing more on it, and it
 	// leaves the model once powered down with no job.
 	removed bool
+
+	// snap is the node's snapshot entry as of base snapBase, the flags
+	// of snapFlags (flagMask) and reason snapReason, when snapOK
+	// (Model.snapshotNode).
+	snap       event.SnapshotNode
+	snapJSON   []byte // snap encoded, once asked for (nil: not yet)
+	snapOK     bool
+	snapBase   string
+	snapFlags  uint16
+	snapReason string
+}
+
+// knownFlags are the flags flagMask represents, one bit each.
+var knownFlags = [...]string{flagCloud, lang.SlurmFlagCompleting, flagDrain, flagFail, lang.SlurmFlagMaintenance, lang.SlurmFlagReserved,
+	flagNotResponding, flagPoweredDown, flagPoweringUp, flagPoweringDown, flagPowerDown}
+
+// flagMask is the set of the node's flags as bits of knownFlags; ok is
+// false when the flags map holds any other entry (an unknown flag, or a
+// flag set to false), which the mask cannot tell apart.
+func (n *Node) flagMask() (mask uint16, ok bool) {
+	k := 0
+	for i, f := range knownFlags {
+		if n.flags[f] {
+			mask |= 1 << i
+			k++
+		}
+	}
+	return mask, k == len(n.flags)
 }
 
 func (n *Node) state() string { return lang.FormatSlurmState(n.base, n.flags) }
@@ -313,14 +343,24 @@ func activeSlurmJobState(s string) bool {
 	return false
 }
 
-// Snapshot is the agent's view of Slurm.
+// Snapshot is the agent's view of Slurm. Its nodes' Flags slices may be
+// shared with earlier and later snapshots (snapshotNode): callers must not
+// change them.
 func (m *Model) Snapshot(now time.Time) event.SlurmSnapshot {
+	s := m.snapshotJobs(now)
+	nodes := m.sortedNodes()
+	s.Nodes = make([]event.SnapshotNode, 0, len(nodes))
+	for _, n := range nodes {
+		s.Nodes = append(s.Nodes, m.snapshotNode(n))
+	}
+	return s
+}
+
+// snapshotJobs is Snapshot(now) without its nodes (nil).
+func (m *Model) snapshotJobs(now time.Time) event.SlurmSnapshot {
 	s := event.SlurmSnapshot{
 		Header:  event.Header{Version: event.SchemaVersion, Type: event.TypeSlurmSnapshot, Cluster: m.cluster},
-		TakenAt: now, Nodes: []event.SnapshotNode{}, Jobs: []event.SnapshotJob{},
-	}
-	for _, n := range m.sortedNodes() {
-		s.Nodes = append(s.Nodes, event.SnapshotNode{Name: n.name, Node: slurmstate.ParseNode(n.name, strings.Split(n.state(), "+"), n.reason)})
+		TakenAt: now, Jobs: []event.SnapshotJob{},
 	}
 	for _, id := range m.order {
 		j := m.jobs[id]
@@ -335,6 +375,82 @@ func (m *Model) Snapshot(now time.Time) event.SlurmSnapshot {
 		s.Jobs = append(s.Jobs, event.SnapshotJob{ID: j.ID, State: state, Partition: j.Partition, Nodes: j.Nodes, NodeCount: j.NodeCount, Reason: j.Reason})
 	}
 	return s
+}
+
+// snapshotNode is n's entry in a snapshot. It depends on the node's name,
+// base state, flags and reason alone, so it is kept until one of them
+// changes (the flags compared as a flagMask; flags it cannot represent
+// are parsed afresh each time, as is everything with NoReuse): its Flags
+// slice is shared by the snapshots that hold it, which must not change it.
+func (m *Model) snapshotNode(n *Node) event.SnapshotNode {
+	sn, _ := m.snapshotNodeKept(n)
+	return sn
+}
+
+// snapshotNodeKept is snapshotNode, also reporting whether the entry is
+// the one kept in n (n.snap).
+func (m *Model) snapshotNodeKept(n *Node) (event.SnapshotNode, bool) {
+	mask, known := n.flagMask()
+	if known && !m.noReuse && n.snapOK && n.snapBase == n.base && n.snapFlags == mask && n.snapReason == n.reason {
+		return n.snap, true
+	}
+	sn := event.SnapshotNode{Name: n.name, Node: slurmstate.ParseNode(n.name, strings.Split(n.state(), "+"), n.reason)}
+	if known && !m.noReuse {
+		n.snap, n.snapJSON, n.snapOK, n.snapBase, n.snapFlags, n.snapReason = sn, nil, true, n.base, mask, n.reason
+		return sn, true
+	}
+	return sn, false
+}
+
+// nodesNull is how the encoding of a snapshot without nodes ends its
+// header and begins its jobs: the first such text in it, since every
+// string before is escaped (its quotes are \").
+var nodesNull = []byte(`,"nodes":null,`)
+
+// SnapshotJSON is the JSON encoding of Snapshot(now), as json.Marshal
+// gives it, with each node's entry encoded once and kept with the entry
+// (snapshotNode), instead of every node encoded again for every snapshot
+// (TestSnapshotJSONIsSnapshot).
+func (m *Model) SnapshotJSON(now time.Time) ([]byte, error) {
+	if m.noReuse {
+		return json.Marshal(m.Snapshot(now))
+	}
+	nodes := m.sortedNodes()
+	head, err := json.Marshal(m.snapshotJobs(now))
+	if err != nil {
+		return nil, err
+	}
+	i := bytes.Index(head, nodesNull)
+	if i < 0 {
+		return nil, fmt.Errorf("encoding a Slurm snapshot: no %s in %s", nodesNull, head)
+	}
+	encoded := make([][]byte, len(nodes))
+	size := len(head) + len(nodes)
+	for k, n := range nodes {
+		sn, kept := m.snapshotNodeKept(n)
+		b := n.snapJSON
+		if !kept || b == nil {
+			if b, err = json.Marshal(sn); err != nil {
+				return nil, err
+			}
+			if kept {
+				n.snapJSON = b
+			}
+		}
+		encoded[k] = b
+		size += len(b)
+	}
+	out := make([]byte, 0, size+len(`,"nodes":[],`))
+	out = append(out, head[:i]...)
+	out = append(out, `,"nodes":[`...)
+	for k, b := range encoded {
+		if k > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, b...)
+	}
+	out = append(out, "],"...)
+	return append(out, head[i+len(nodesNull):]...), nil
 }
 
 // Apply applies a Slurm command flexslurm published, as the agent's

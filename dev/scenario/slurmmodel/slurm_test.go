@@ -1,6 +1,7 @@
 package slurmmodel
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -544,5 +545,125 @@ func TestSortedNodesFollowsTheConfiguration(t *testing.T) {
 	check("lowered again")
 	if got := names(m.sortedNodes()); slicesContain(got, "flexvm-a3u-11") {
 		t.Errorf("nodes %v still hold flexvm-a3u-11", got)
+	}
+}
+
+// TestSnapshotFollowsNodeChanges: a snapshot's node entries, kept per node
+// until its base state, flags or reason change, are those parsed afresh
+// after every kind of change the model makes; and a node nothing changed
+// keeps its entry.
+func TestSnapshotFollowsNodeChanges(t *testing.T) {
+	m, _ := newModel(t, lang.Slurm{Simulate: true, SuspendTime: lang.Duration(time.Minute)})
+	now := t0
+	check := func(when string) {
+		t.Helper()
+		kept := m.Snapshot(now)
+		m.noReuse = true
+		fresh := m.Snapshot(now)
+		m.noReuse = false
+		if d := cmp.Diff(fresh, kept); d != "" {
+			t.Errorf("%s: kept snapshot differs from a fresh one (-fresh +kept):\n%s", when, d)
+		}
+	}
+	check("start")
+	n, _ := m.Node(node1)
+	if !n.snapOK {
+		t.Fatalf("no entry kept for %s", node1)
+	}
+	kept := n.snap
+	m.Snapshot(now)
+	if n, _ := m.Node(node1); len(kept.Flags) > 0 && &n.snap.Flags[0] != &kept.Flags[0] {
+		t.Errorf("%s parsed again with nothing changed", node1)
+	}
+	for _, c := range []Command{
+		{Command: event.SlurmDrain, Nodes: []string{node1}, Reason: "flexslurm: repair (flexvm-a3u-1-g1)"},
+		{Command: event.SlurmDrain, Nodes: []string{node1}, Reason: "another reason"},
+		{Command: event.SlurmResume, Nodes: []string{node1}},
+		{Command: event.SlurmPowerUp, Nodes: []string{node2}},
+		{Command: event.SlurmDown, Nodes: []string{node2}, Reason: "down"},
+		{Command: event.SlurmResume, Nodes: []string{node2}},
+		{Command: event.SlurmPowerDown, Nodes: []string{node2}},
+	} {
+		now = now.Add(time.Second)
+		if !m.Apply(now, c) {
+			t.Fatalf("command %s not applied", c.Command)
+		}
+		check(fmt.Sprintf("after %s %v", c.Command, c.Nodes))
+	}
+	// Registration, a lost VM and a timeout, through Update.
+	now = now.Add(time.Minute)
+	m.Update(now, map[string]VM{node2: running(node2)})
+	check("after node2's VM registered")
+	now = now.Add(time.Hour)
+	m.Update(now, map[string]VM{})
+	check("after node2's VM was lost")
+	// A snapshot step's state, with a flag the mask does not know and
+	// one set to false.
+	if err := m.SetNode(now, lang.SnapshotNode{Name: node1, State: "IDLE+CLOUD+DRAIN", Reason: "set"}); err != nil {
+		t.Fatal(err)
+	}
+	check("after a snapshot step")
+	n, _ = m.Node(node1)
+	n.flags["INVALID_REG"] = true
+	check("with a flag outside the mask")
+	delete(n.flags, "INVALID_REG")
+	n.flags[flagDrain] = false
+	check("with a flag set to false")
+	delete(n.flags, flagDrain)
+	check("with the flag gone")
+	n.base = baseDown
+	check("with another base state")
+	n.reason = "changed"
+	check("with another reason")
+}
+
+// TestSnapshotJSONIsSnapshot: SnapshotJSON, built from the node entries
+// kept encoded, is json.Marshal of Snapshot, byte for byte, as nodes
+// change, jobs come and go, and with no node at all.
+func TestSnapshotJSONIsSnapshot(t *testing.T) {
+	m, _ := newModel(t, lang.Slurm{Simulate: true})
+	now := t0
+	check := func(when string) {
+		t.Helper()
+		got, err := m.SnapshotJSON(now)
+		if err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+		m.noReuse = true
+		want, err := json.Marshal(m.Snapshot(now))
+		m.noReuse = false
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(string(want), string(got)); d != "" {
+			t.Errorf("%s: SnapshotJSON differs from json.Marshal(Snapshot) (-Marshal +SnapshotJSON):\n%s", when, d)
+		}
+	}
+	check("start")
+	check("again, with every entry kept encoded")
+	now = now.Add(time.Second)
+	m.Apply(now, Command{Command: event.SlurmDrain, Nodes: []string{node1}, Reason: `a "quoted" <reason> & more`})
+	check("after a drain")
+	if err := m.Submit(now, lang.SubmitStep{ID: "7", Partition: "a3u", Nodes: 2, Runtime: lang.Duration(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	check("with a job")
+	m.SetJobs([]lang.SnapshotJob{{ID: "9", State: "PENDING", Partition: "a3u", NodeCount: 1, Reason: "Resources"}})
+	check("with a snapshot step's job")
+	now = now.Add(time.Minute)
+	m.Update(now, map[string]VM{node2: running(node2)})
+	check("after an update")
+	n, _ := m.Node(node2)
+	n.flags["INVALID_REG"] = true
+	check("with a flag outside the mask")
+
+	empty := New(lang.Slurm{}, exampleCluster(t), t0, func(string, any) {}, func(string, ...any) {})
+	got, err := empty.SnapshotJSON(t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := json.Marshal(empty.Snapshot(t0))
+	if d := cmp.Diff(string(want), string(got)); d != "" {
+		t.Errorf("no node (-Marshal +SnapshotJSON):\n%s", d)
 	}
 }
