@@ -227,12 +227,16 @@ func TestStricterThanV1(t *testing.T) {
 			if v2Stricter([]byte(s.data)) == "" {
 				t.Fatalf("v2Stricter does not see why %s is refused", s.data)
 			}
-			var v1 Node
-			if _, err := v1DecodeStrictRest([]byte(s.data), &v1); err != nil && !strings.Contains(s.data, "slurm.snapshot") {
+			snapshot := strings.Contains(s.data, TypeSlurmSnapshot)
+			var v1 any = &Node{}
+			if snapshot {
+				v1 = &SlurmSnapshot{}
+			}
+			if _, err := v1DecodeStrictRest([]byte(s.data), v1); err != nil {
 				t.Fatalf("encoding/json refused it too: %v", err)
 			}
 			var err error
-			if strings.Contains(s.data, "slurm.snapshot") {
+			if snapshot {
 				_, _, err = DecodeSnapshotOrTick([]byte(s.data))
 			} else {
 				_, err = DecodeNode([]byte(s.data))
