@@ -731,8 +731,12 @@ func (p *pushData) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 		*p = nil
 		return nil
 	case '"':
+	case '[':
+		return errors.New("an array, not a base64 string")
+	case '{':
+		return errors.New("an object, not a base64 string")
 	default:
-		return fmt.Errorf("a JSON %v, not a base64 string", v.Kind())
+		return fmt.Errorf("%s, not a base64 string", v)
 	}
 	s := []byte(v[1 : len(v)-1]) // valid until the decoder reads on
 	if bytes.IndexByte(s, '\\') >= 0 {

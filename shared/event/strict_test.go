@@ -451,7 +451,8 @@ func TestEnvelopeData(t *testing.T) {
 		{`""`, []byte{}, ""},
 		{`null`, nil, ""},
 		{`"eyJ2ZXJzaW9uIjoxfQ"`, nil, `within "/message/data": illegal base64 data at input byte 16`},
-		{`[1,2]`, nil, `within "/message/data": a JSON [, not a base64 string`},
+		{`[1,2]`, nil, `within "/message/data": an array, not a base64 string`},
+		{`7`, nil, `within "/message/data": 7, not a base64 string`},
 	} {
 		e := cloudevents.New()
 		e.SetID("id")
