@@ -8,20 +8,36 @@
 // error wrapping ErrMalformed for input that will never decode, so handlers
 // can acknowledge it instead of retrying forever.
 //
+// flexslurm's own payloads decode with encoding/json/v2's rules (the
+// github.com/go-json-experiment/json mirror of it, which is the standard
+// library's implementation when built with Go 1.27 or GOEXPERIMENT=jsonv2),
+// strictly: an unknown member is an error, names match exactly ("Version"
+// is not "version"), a member named twice is an error and so is invalid
+// UTF-8 — a payload whose reading would depend on a name's case or on
+// which of two values wins is malformed — and a time must be RFC 3339
+// (encoding/json took a one-digit hour or a comma before the fraction).
+// Errors name the member and its JSON pointer ("/nodes/3"). The Pub/Sub
+// envelope and the Compute audit-log entry are Google's formats and
+// decode leniently, unknown members ignored (FromCloudEvent, DecodeAudit).
+//
 // Of flexslurm's packages it imports only nodeconfig and slurmstate (the
 // typed Slurm facts of a snapshot).
 package event
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/flexslurm/flexslurm/shared/nodeconfig"
 	"github.com/flexslurm/flexslurm/shared/slurmstate"
@@ -40,6 +56,12 @@ var ErrMalformed = errors.New("malformed event")
 
 func malformed(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
+}
+
+// malformedJSON wraps a decoding error: what was being decoded, then the
+// JSON error, which names the member and where it is.
+func malformedJSON(what string, err error) error {
+	return fmt.Errorf("%w: %s: %w", ErrMalformed, what, err)
 }
 
 // Payload types, in the "type" field of every payload.
@@ -395,38 +417,65 @@ func validJobID(s string) bool {
 	return digits(id, 12) && (!array || digits(task, 9))
 }
 
-// decodeStrict decodes data into v, refusing unknown fields and a second
+// decodeStrict decodes data into v, refusing unknown members and a second
 // value after the first.
 func decodeStrict(data []byte, v any) error {
 	_, err := decodeStrictRest(data, v)
 	return err
 }
 
-// decodeStrictRest is decodeStrict, also reporting whether anything but
-// white space follows the value (which dec.More does not tell of a
-// closing bracket or brace).
+// strictOptions are the options of a payload's decode: encoding/json/v2's
+// defaults (exact names; duplicate names and invalid UTF-8 rejected) and
+// unknown members rejected.
+var strictOptions = jsonv2.RejectUnknownMembers(true)
+
+// valueDecoder reads one JSON value from a byte slice, reporting where it
+// ended. Pooled: a jsontext.Decoder keeps the stacks it grew.
+type valueDecoder struct {
+	buf bytes.Buffer // aliases the data being decoded (jsontext reads a bytes.Buffer in place)
+	dec jsontext.Decoder
+}
+
+var valueDecoders = sync.Pool{New: func() any { return new(valueDecoder) }}
+
+// decodeStrictRest is decodeStrict, also reporting whether a closing
+// bracket or brace follows the value (after white space), which is not an
+// error here: a payload with one is a malformed header (PeekHeader), not
+// a malformed body. Anything else after the value is an error.
 func decodeStrictRest(data []byte, v any) (rest bool, err error) {
 	if len(data) > MaxPayloadBytes {
 		return false, malformed("payload is %d bytes, above the %d-byte limit", len(data), MaxPayloadBytes)
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return false, malformed("decoding payload: %v", err)
+	d := valueDecoders.Get().(*valueDecoder)
+	d.buf = *bytes.NewBuffer(data)
+	d.dec.Reset(&d.buf, strictOptions)
+	err = jsonv2.UnmarshalDecode(&d.dec, v)
+	end := d.dec.InputOffset()
+	d.buf = bytes.Buffer{}
+	d.dec.Reset(&d.buf) // no reference to data stays in the pool
+	valueDecoders.Put(d)
+	if err != nil {
+		return false, malformedJSON("decoding payload", err)
 	}
-	if dec.More() {
-		return false, malformed("trailing data after the JSON payload")
+	tail := bytes.TrimLeft(data[end:], " \t\r\n")
+	switch {
+	case len(tail) == 0:
+		return false, nil
+	case tail[0] == ']' || tail[0] == '}':
+		return true, nil
+	default:
+		return false, malformed("trailing data after the JSON payload at byte %d", len(data)-len(tail))
 	}
-	return len(bytes.TrimLeft(data[dec.InputOffset():], " \t\r\n")) > 0, nil
 }
 
 // decodePayload decodes a payload whose type embeds Header (at h) strictly
 // and checks its header: the same errors, in the same order, as
 // decodeStrict followed by PeekHeader, without reading the bytes a third
 // time. Once data decoded strictly into a value embedding Header, with
-// nothing but white space after it, json.Unmarshal of the same bytes into
-// a Header gives the same header (the same fields, decoded by the same
-// rules) and no error; otherwise PeekHeader itself reports.
+// nothing but white space after it, PeekHeader's decode of the same bytes
+// into a Header gives the same header (the same members, read by the same
+// rules, only unknown ones ignored instead of refused) and no error;
+// otherwise PeekHeader itself reports.
 func decodePayload(data []byte, v any, h *Header) error {
 	rest, err := decodeStrictRest(data, v)
 	if err != nil {
@@ -445,8 +494,10 @@ func PeekHeader(data []byte) (Header, error) {
 	if len(data) > MaxPayloadBytes {
 		return h, malformed("payload is %d bytes, above the %d-byte limit", len(data), MaxPayloadBytes)
 	}
-	if err := json.Unmarshal(data, &h); err != nil {
-		return h, malformed("decoding payload header: %v", err)
+	// The payload's rules (exact names, no duplicates, valid UTF-8), but
+	// other members ignored: the header of any payload type.
+	if err := jsonv2.Unmarshal(data, &h); err != nil {
+		return h, malformedJSON("decoding payload header", err)
 	}
 	return h, checkHeader(h)
 }
@@ -644,11 +695,16 @@ type Message struct {
 }
 
 // pushEnvelope is the data of a google.cloud.pubsub.topic.v1.messagePublished
-// CloudEvent (https://github.com/googleapis/google-cloudevents/blob/main/proto/google/events/cloud/pubsub/v1/data.proto). Real deliveries may also carry message.@type and
-// the legacy message_id/publish_time duplicates, which are ignored here.
+// CloudEvent: a push delivery's body, {"message": {"data", "attributes",
+// "messageId", "message_id", "publishTime", "publish_time"}, "subscription"}
+// (https://cloud.google.com/pubsub/docs/push,
+// https://github.com/googleapis/google-cloudevents/blob/main/proto/google/events/cloud/pubsub/v1/data.proto).
+// message_id is the legacy duplicate of messageId, read when messageId is
+// absent; publish_time and anything else (message.@type, orderingKey, …)
+// are ignored.
 type pushEnvelope struct {
 	Message struct {
-		Data        []byte            `json:"data"`
+		Data        pushData          `json:"data"`
 		Attributes  map[string]string `json:"attributes"`
 		MessageID   string            `json:"messageId"`
 		MessageID2  string            `json:"message_id"`
@@ -656,6 +712,53 @@ type pushEnvelope struct {
 	} `json:"message"`
 	Subscription string `json:"subscription"`
 }
+
+// pushData is message.data, base64 decoded with encoding/base64's
+// StdEncoding as encoding/json decoded a []byte (padding required, line
+// breaks skipped, which encoding/json/v2's RFC 4648 decoding refuses);
+// null or absent is no data, "" is empty data.
+type pushData []byte
+
+// UnmarshalJSONFrom decodes the base64 string straight from the
+// decoder's buffer.
+func (p *pushData) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	v, err := dec.ReadValue()
+	if err != nil {
+		return err
+	}
+	switch v.Kind() {
+	case 'n':
+		*p = nil
+		return nil
+	case '"':
+	case '[':
+		return errors.New("an array, not a base64 string")
+	case '{':
+		return errors.New("an object, not a base64 string")
+	default:
+		return fmt.Errorf("%s, not a base64 string", v)
+	}
+	s := []byte(v[1 : len(v)-1]) // valid until the decoder reads on
+	if bytes.IndexByte(s, '\\') >= 0 {
+		if s, err = jsontext.AppendUnquote(nil, v); err != nil {
+			return err
+		}
+	}
+	b := make([]byte, base64.StdEncoding.DecodedLen(len(s)))
+	n, err := base64.StdEncoding.Decode(b, s)
+	if err != nil {
+		return err
+	}
+	*p = b[:n]
+	return nil
+}
+
+// envelopeOptions decode Google's envelope leniently, as encoding/json
+// did: unknown members ignored (v2's default), a duplicate member's last
+// value taken, invalid UTF-8 replaced. Names match exactly: Pub/Sub
+// writes them so, and encoding/json's case-insensitive match never
+// mattered for them (no two of them differ only in case).
+var envelopeOptions = jsonv2.JoinOptions(jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 
 // PubSubType is the CloudEvent type of a Pub/Sub message.
 const PubSubType = "google.cloud.pubsub.topic.v1.messagePublished"
@@ -669,8 +772,8 @@ func FromCloudEvent(e cloudevents.Event) (*Message, error) {
 		return nil, malformed("CloudEvent %s data is %d bytes, above the limit", e.ID(), len(e.Data()))
 	}
 	var env pushEnvelope
-	if err := json.Unmarshal(e.Data(), &env); err != nil {
-		return nil, malformed("CloudEvent %s: decoding Pub/Sub envelope: %v", e.ID(), err)
+	if err := jsonv2.Unmarshal(e.Data(), &env, envelopeOptions); err != nil {
+		return nil, malformedJSON(fmt.Sprintf("CloudEvent %s: decoding Pub/Sub envelope", e.ID()), err)
 	}
 	m := &Message{Data: env.Message.Data, Attributes: env.Message.Attributes, ID: env.Message.MessageID}
 	if m.ID == "" {
@@ -737,7 +840,7 @@ func DecodeSnapshot(data []byte) (*SlurmSnapshot, error) {
 //
 // Why the one strict decode into a SlurmSnapshot gives what PeekHeader
 // would: when it succeeds with nothing but white space after the value,
-// its header is the one json.Unmarshal reads into a Header, with no error
+// its header is the one PeekHeader reads, with no error
 // (decodePayload); when it fails, PeekHeader runs to tell a snapshot with
 // a bad body (DecodeSnapshot's error is the strict decode's) from a
 // payload of another type; with anything after the value, PeekHeader
