@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"sync"
 	"time"
@@ -13,9 +14,18 @@ import (
 // Memory is an in-memory Store. Updates are serialised by one mutex, so they
 // never conflict; otherwise it behaves as the Firestore adapter (the
 // conformance suite checks both). It is safe for concurrent use.
+//
+// The states it hands out (Read, and Update's fn) share with the records
+// it holds what is replaced, never edited in place: the Slurm view and
+// the cluster record's Spec and Node.PoolImages (model.State.CloneEditable).
+// It keeps a private copy of each and panics when one of them no longer
+// matches it, that is when a caller edited one in place (checked after
+// every transaction's fn and before a write replaces them): a broken
+// contract fails the test or the simulation that breaks it.
 type Memory struct {
 	mu       sync.Mutex
 	clusters map[string]*model.State
+	shared   map[string]*sharedCopy          // cluster → private copies of what clusters[cluster] shares
 	events   map[string]map[string]eventMark // cluster → event id → marker
 	now      func() time.Time
 
@@ -35,16 +45,39 @@ func NewMemory(now func() time.Time) *Memory {
 	if now == nil {
 		now = time.Now
 	}
-	return &Memory{clusters: map[string]*model.State{}, events: map[string]map[string]eventMark{}, now: now}
+	return &Memory{clusters: map[string]*model.State{}, shared: map[string]*sharedCopy{},
+		events: map[string]map[string]eventMark{}, now: now}
 }
 
-func (m *Memory) cluster(id string) *model.State {
+func (m *Memory) cluster(id string) (*model.State, *sharedCopy) {
 	st, ok := m.clusters[id]
 	if !ok {
 		st = model.NewState()
 		m.clusters[id] = st
+		m.shared[id] = &sharedCopy{}
 	}
-	return st
+	return st, m.shared[id]
+}
+
+// sharedCopy holds private copies of what a stored state shares with the
+// states Memory hands out, to detect an edit in place.
+type sharedCopy struct {
+	slurm *model.SlurmView
+	spec  []byte
+	// poolImages is the cluster record's Node.PoolImages.
+	poolImages map[string]string
+}
+
+// check panics when full's shared parts no longer match the private copies.
+func (c *sharedCopy) check(cluster string, full *model.State) {
+	if full.Slurm != nil && !slurmViewEqual(full.Slurm, c.slurm) {
+		panic(fmt.Sprintf("store: the stored Slurm view of cluster %s was edited in place; a view is shared "+
+			"with the states the store hands out and must be replaced, never edited (model.SlurmView)", cluster))
+	}
+	if full.Cluster != nil && (!sameBytes(full.Cluster.Spec, c.spec) || !sameMap(full.Cluster.Node.PoolImages, c.poolImages)) {
+		panic(fmt.Sprintf("store: the stored spec or pool images of cluster %s were edited in place; they are shared "+
+			"with the states the store hands out and must be replaced, never edited (model.Cluster)", cluster))
+	}
 }
 
 // selectScope returns the part of full that scope selects. Its maps are
@@ -71,9 +104,14 @@ func selectScope(full *model.State, scope Scope) *model.State {
 	out.Pools = make(map[string]*model.Pool, pools)
 	out.Nodes = make(map[string]*model.Node, nodes)
 	out.Jobs = make(map[string]*model.Job, len(scope.Jobs))
-	for id, p := range full.Pools {
-		if want(id) {
-			out.Pools[id] = p
+	// A scope without whole pools (an event about a few named records)
+	// selects no record by its pool: the scans of every record are skipped.
+	whole := scope.AllPools || len(inPool) > 0
+	if whole && !scope.AllPoolRecords {
+		for id, p := range full.Pools {
+			if want(id) {
+				out.Pools[id] = p
+			}
 		}
 	}
 	if scope.AllPoolRecords {
@@ -91,14 +129,16 @@ func selectScope(full *model.State, scope Scope) *model.State {
 			out.Nodes[name] = n
 		}
 	}
-	for name, n := range full.Nodes {
-		if want(n.Pool) {
-			out.Nodes[name] = n
+	if whole {
+		for name, n := range full.Nodes {
+			if want(n.Pool) {
+				out.Nodes[name] = n
+			}
 		}
-	}
-	for id, j := range full.Jobs {
-		if want(j.Pool) && j.State.Active() {
-			out.Jobs[id] = j
+		for id, j := range full.Jobs {
+			if want(j.Pool) && j.State.Active() {
+				out.Jobs[id] = j
+			}
 		}
 	}
 	for _, id := range scope.Jobs {
@@ -127,16 +167,18 @@ func (m *Memory) Update(ctx context.Context, scope Scope, fn func(st *model.Stat
 			return &DuplicateError{EventID: scope.EventID, Note: append([]byte(nil), mark.note...)}
 		}
 	}
-	full := m.cluster(scope.Cluster)
+	full, kept := m.cluster(scope.Cluster)
 	before := selectScope(full, scope) // the stored records, not to be edited
-	st := before.Clone()
-	if err := fn(st); err != nil {
+	st := before.CloneEditable()
+	err := fn(st)
+	kept.check(scope.Cluster, full)
+	if err != nil {
 		return err
 	}
 	if len(st.EventNote) > MaxEventNoteBytes {
 		return fmt.Errorf("store update: event note of %d bytes is above %d", len(st.EventNote), MaxEventNoteBytes)
 	}
-	m.Writes += applyDiff(full, before, st)
+	m.Writes += applyDiff(full, kept, before, st)
 	if scope.EventID != "" {
 		if m.events[scope.Cluster] == nil {
 			m.events[scope.Cluster] = map[string]eventMark{}
@@ -150,17 +192,25 @@ func (m *Memory) Update(ctx context.Context, scope Scope, fn func(st *model.Stat
 
 // applyDiff writes into full what changed from before to after and returns
 // the number of records written or deleted. It stores copies of after's
-// records: the caller may keep after and edit it once Update returns.
-// A record is changed when it is not reflect.DeepEqual to the one loaded,
-// which the functions of equal.go decide without reflection.
-func applyDiff(full, before, after *model.State) int {
+// records: the caller may keep after and edit it once Update returns
+// (what the store shares with it, the Slurm view, spec and pool images,
+// excepted: those are never edited in place). A record is changed when it
+// is not reflect.DeepEqual to the one loaded, which the functions of
+// equal.go decide without reflection; a Slurm view still the one loaded
+// (the same pointer) is unchanged, since views are never edited in place.
+// kept gets private copies of the Slurm view, spec and pool images
+// stored.
+func applyDiff(full *model.State, kept *sharedCopy, before, after *model.State) int {
 	n := 0
 	if after.Cluster != nil && (before.Cluster == nil || !clusterEqual(before.Cluster, after.Cluster)) {
 		full.Cluster = after.Cluster.Clone()
+		kept.spec = append([]byte(nil), after.Cluster.Spec...)
+		kept.poolImages = maps.Clone(after.Cluster.Node.PoolImages)
 		n++
 	}
-	if after.Slurm != nil && (before.Slurm == nil || !slurmViewEqual(before.Slurm, after.Slurm)) {
+	if after.Slurm != nil && after.Slurm != before.Slurm && (before.Slurm == nil || !slurmViewEqual(before.Slurm, after.Slurm)) {
 		full.Slurm = after.Slurm.Clone()
+		kept.slurm = after.Slurm.Clone()
 		n++
 	}
 	n += diffMap(full.Pools, before.Pools, after.Pools, (*model.Pool).Clone, poolEqual)
@@ -197,7 +247,7 @@ func (m *Memory) Read(ctx context.Context, scope Scope) (*model.State, error) {
 	}
 	// The view's maps are fresh and its records are never edited in
 	// place, so it is copied outside the lock.
-	return v.Clone(), nil
+	return v.CloneEditable(), nil
 }
 
 // View is Read without the copy, for a reader that only looks (a
