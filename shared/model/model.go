@@ -549,11 +549,21 @@ func (s *State) cloneEditable() *State {
 		Jobs:  make(map[string]*Job, len(s.Jobs)),
 	}
 	pools := make([]Pool, len(s.Pools))
+	total := 0
+	for _, v := range s.Pools {
+		total += len(v.CapacityWaits)
+	}
+	waits := make([]int64, 0, total)
 	i := 0
 	for k, v := range s.Pools {
 		p := &pools[i]
 		i++
-		v.cloneInto(p)
+		*p = *v
+		p.CapacityWaits, waits = carve(waits, v.CapacityWaits)
+		if v.Shortage != nil {
+			sh := *v.Shortage
+			p.Shortage = &sh
+		}
 		c.Pools[k] = p
 	}
 	nodes := make([]Node, len(s.Nodes))
@@ -565,7 +575,7 @@ func (s *State) cloneEditable() *State {
 		c.Nodes[k] = n
 	}
 	jobs := make([]Job, len(s.Jobs))
-	total := 0
+	total = 0
 	for _, v := range s.Jobs {
 		total += len(v.Nodes)
 	}

@@ -141,6 +141,27 @@ func TestMemoryDetectsSharedEdits(t *testing.T) {
 			})
 		}
 	}
+	// The view a transaction stored is the store's once written: an edit
+	// of it afterwards is detected too.
+	t.Run("stored view edited after the transaction", func(t *testing.T) {
+		m := fresh(t)
+		v := &model.SlurmView{Version: model.SlurmViewVersion, Jobs: []model.SlurmJob{{ID: "8"}}}
+		if err := m.Update(ctx, scope, func(st *model.State) error {
+			st.Slurm = v
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		v.Jobs[0].ID = "9"
+		var msg string
+		func() {
+			defer func() { msg = fmt.Sprint(recover()) }()
+			_ = m.Update(ctx, scope, func(st *model.State) error { return nil })
+		}()
+		if !strings.Contains(msg, "Slurm view of cluster "+c+" was edited in place") {
+			t.Errorf("the edit in place was not detected: recovered %q", msg)
+		}
+	})
 	// Replacing them is what a writer does, and passes.
 	m := fresh(t)
 	st, err := m.Read(ctx, scope)
