@@ -381,6 +381,12 @@ type Shortage struct {
 }
 
 // Cluster is the stored cluster record: the effective spec as applied.
+//
+// Its Spec bytes and its Node.PoolImages map are replaced, never edited in
+// place: a store shares them between the record it holds and every state
+// it hands out (State.CloneEditable), so an edit in place would change
+// what is stored without a write. A decision that applies a new spec puts
+// a new record (plan.PutCluster) with its own slice and map.
 type Cluster struct {
 	ID string `firestore:"id" json:"id"`
 	// Spec is the effective cluster spec JSON (shared/spec's EffectiveJSON).
@@ -421,6 +427,15 @@ const SlurmViewVersion = 1
 
 // SlurmView is the latest Slurm snapshot of a cluster, published by the
 // agent beside slurmctld and stored for the reconciler.
+//
+// A view is never edited in place once it is in a state (its fields, its
+// Nodes map and their Flags, its Jobs and their Nodes, its Config): a
+// newer snapshot replaces State.Slurm whole (plan.Snapshot builds a new
+// view). A store shares the view it holds with every state it hands out
+// (State.CloneEditable), so an edit in place would change what is stored
+// without a write; store.Memory detects one when the view is replaced
+// (TestMemoryDetectsSharedEdits). Upgrade, which edits in place, is for a
+// view just decoded that nothing shares yet.
 type SlurmView struct {
 	// Version is SlurmViewVersion when written; a view read with an older
 	// one is brought up to date by Upgrade.
@@ -474,7 +489,9 @@ type State struct {
 	Nodes   map[string]*Node
 	Jobs    map[string]*Job
 	// Slurm is the latest Slurm snapshot, loaded when the scope asks for
-	// it (store.Scope.Slurm); nil when absent or not loaded.
+	// it (store.Scope.Slurm); nil when absent or not loaded. It may be
+	// shared with the store: replace it, never edit it in place
+	// (SlurmView).
 	Slurm *SlurmView
 	// EventNote, set by a decision, is stored with the processed-event
 	// marker (not as a record) and handed back when the same event is
@@ -494,20 +511,59 @@ func NewState() *State {
 // allocated together, and so are their slices' elements, which makes a
 // clone a handful of allocations whatever its size.
 func (s *State) Clone() *State {
+	c := s.cloneEditable()
+	if s.Cluster != nil {
+		c.Cluster = s.Cluster.Clone()
+	}
+	if s.Slurm != nil {
+		c.Slurm = s.Slurm.Clone()
+	}
+	return c
+}
+
+// CloneEditable is Clone but for the parts that are replaced, never
+// edited in place, which it shares with s: the Slurm view (SlurmView) and
+// the cluster record's Spec and Node.PoolImages (Cluster). Everything a
+// decision may edit in place is copied as Clone copies it: the maps, the
+// pool, node and job records with their slices, and the cluster record's
+// own fields (TestCloneEditableSharesOnlyReplaced). It is the copy a
+// store hands out (store.Memory's Read and Update): the Slurm view and
+// the spec are the larger part of a state, and are copied only when a
+// write replaces them.
+func (s *State) CloneEditable() *State {
+	c := s.cloneEditable()
+	if s.Cluster != nil {
+		cl := *s.Cluster
+		c.Cluster = &cl
+	}
+	c.Slurm = s.Slurm
+	return c
+}
+
+// cloneEditable copies s's maps, pool, node and job records and event
+// note; the cluster record and the Slurm view are left to the caller.
+func (s *State) cloneEditable() *State {
 	c := &State{
 		Pools: make(map[string]*Pool, len(s.Pools)),
 		Nodes: make(map[string]*Node, len(s.Nodes)),
 		Jobs:  make(map[string]*Job, len(s.Jobs)),
 	}
-	if s.Cluster != nil {
-		c.Cluster = s.Cluster.Clone()
-	}
 	pools := make([]Pool, len(s.Pools))
+	total := 0
+	for _, v := range s.Pools {
+		total += len(v.CapacityWaits)
+	}
+	waits := make([]int64, 0, total)
 	i := 0
 	for k, v := range s.Pools {
 		p := &pools[i]
 		i++
-		v.cloneInto(p)
+		*p = *v
+		p.CapacityWaits, waits = carve(waits, v.CapacityWaits)
+		if v.Shortage != nil {
+			sh := *v.Shortage
+			p.Shortage = &sh
+		}
 		c.Pools[k] = p
 	}
 	nodes := make([]Node, len(s.Nodes))
@@ -519,7 +575,7 @@ func (s *State) Clone() *State {
 		c.Nodes[k] = n
 	}
 	jobs := make([]Job, len(s.Jobs))
-	total := 0
+	total = 0
 	for _, v := range s.Jobs {
 		total += len(v.Nodes)
 	}
@@ -531,9 +587,6 @@ func (s *State) Clone() *State {
 		*j = *v
 		j.Nodes, names = carve(names, v.Nodes)
 		c.Jobs[k] = j
-	}
-	if s.Slurm != nil {
-		c.Slurm = s.Slurm.Clone()
 	}
 	c.EventNote = append([]byte(nil), s.EventNote...)
 	return c

@@ -3,6 +3,8 @@ package model
 import (
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,6 +76,42 @@ func TestCloneSharesNothing(t *testing.T) {
 	// An empty state clones to an empty one.
 	if diff := cmp.Diff(NewState(), NewState().Clone()); diff != "" {
 		t.Errorf("empty state's clone (-want +got):\n%s", diff)
+	}
+}
+
+// TestCloneEditableSharesOnlyReplaced: CloneEditable of a state whose
+// every field is set equals it and shares with it only what is replaced,
+// never edited in place: the Slurm view (and everything in it) and the
+// cluster record's Spec and Node.PoolImages. A field added to a record
+// is covered, and is copied unless it is one of these.
+func TestCloneEditableSharesOnlyReplaced(t *testing.T) {
+	var st State
+	modeltest.Fill(&st)
+	c := st.CloneEditable()
+	if diff := cmp.Diff(&st, c); diff != "" {
+		t.Errorf("clone differs (-orig +clone):\n%s", diff)
+	}
+	replaced := []string{"State.Slurm", "State.Cluster.Spec", "State.Cluster.Node.PoolImages"}
+	var got []string
+	for _, p := range sharing(reflect.ValueOf(&st), reflect.ValueOf(c), "State") {
+		if p == "State" {
+			continue // the *State itself: reported when the two are one
+		}
+		if !slices.ContainsFunc(replaced, func(r string) bool { return p == r || strings.HasPrefix(p, r+".") || strings.HasPrefix(p, r+"[") }) {
+			t.Errorf("the editable clone shares %s with the original", p)
+		}
+		got = append(got, p)
+	}
+	for _, r := range replaced {
+		if !slices.Contains(got, r) {
+			t.Errorf("the editable clone copies %s, which it is to share", r)
+		}
+	}
+	if c == &st || c.Cluster == st.Cluster {
+		t.Error("the editable clone shares the state or the cluster record")
+	}
+	if diff := cmp.Diff(NewState(), NewState().CloneEditable()); diff != "" {
+		t.Errorf("empty state's editable clone (-want +got):\n%s", diff)
 	}
 }
 

@@ -210,8 +210,11 @@ func TestApplyDiffWritesChangedRecords(t *testing.T) {
 	modeltest.Fill(&full)
 	full.EventNote = nil
 	before := full.Clone()
+	if n := applyDiff(&full, &sharedCopy{}, before, before.CloneEditable()); n != 0 {
+		t.Fatalf("unchanged state, Slurm view and spec shared: %d records written", n)
+	}
 	after := before.Clone()
-	if n := applyDiff(&full, before, after); n != 0 {
+	if n := applyDiff(&full, &sharedCopy{}, before, after); n != 0 {
 		t.Fatalf("unchanged state: %d records written", n)
 	}
 	for id := range after.Pools {
@@ -228,10 +231,18 @@ func TestApplyDiffWritesChangedRecords(t *testing.T) {
 		break
 	}
 	after.Cluster.Spec = append(after.Cluster.Spec, ' ')
-	if n := applyDiff(&full, before, after); n != 4 {
+	kept := &sharedCopy{}
+	if n := applyDiff(&full, kept, before, after); n != 4 {
 		t.Errorf("a pool, a job, the Slurm view and the cluster changed: %d records written, want 4", n)
 	}
 	if !reflect.DeepEqual(full.Slurm, after.Slurm) || !reflect.DeepEqual(full.Cluster, after.Cluster) {
 		t.Errorf("the changed records were not stored")
+	}
+	if !reflect.DeepEqual(kept.slurm, after.Slurm) || !reflect.DeepEqual(kept.spec, after.Cluster.Spec) ||
+		!reflect.DeepEqual(kept.poolImages, after.Cluster.Node.PoolImages) {
+		t.Errorf("no private copy was kept of the Slurm view, spec and pool images stored")
+	}
+	if kept.slurm == full.Slurm || &kept.spec[0] == &full.Cluster.Spec[0] {
+		t.Errorf("the private copies are the records stored")
 	}
 }

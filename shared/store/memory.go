@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"sync"
 	"time"
@@ -13,9 +14,20 @@ import (
 // Memory is an in-memory Store. Updates are serialised by one mutex, so they
 // never conflict; otherwise it behaves as the Firestore adapter (the
 // conformance suite checks both). It is safe for concurrent use.
+//
+// The states it hands out (Read, and Update's fn) share with the records
+// it holds what is replaced, never edited in place: the Slurm view and
+// the cluster record's Spec and Node.PoolImages (model.State.CloneEditable);
+// a Slurm view a transaction stores is the one its fn put in the state,
+// not a copy. It keeps a private copy of each and panics when one of them
+// no longer matches it, that is when a caller edited one in place:
+// checked after every transaction's fn (the Slurm view when the scope
+// loads it, as fn cannot reach it otherwise), so a broken contract fails
+// the test or the simulation that breaks it.
 type Memory struct {
 	mu       sync.Mutex
 	clusters map[string]*model.State
+	shared   map[string]*sharedCopy          // cluster → private copies of what clusters[cluster] shares
 	events   map[string]map[string]eventMark // cluster → event id → marker
 	now      func() time.Time
 
@@ -35,25 +47,64 @@ func NewMemory(now func() time.Time) *Memory {
 	if now == nil {
 		now = time.Now
 	}
-	return &Memory{clusters: map[string]*model.State{}, events: map[string]map[string]eventMark{}, now: now}
+	return &Memory{clusters: map[string]*model.State{}, shared: map[string]*sharedCopy{},
+		events: map[string]map[string]eventMark{}, now: now}
 }
 
-func (m *Memory) cluster(id string) *model.State {
+func (m *Memory) cluster(id string) (*model.State, *sharedCopy) {
 	st, ok := m.clusters[id]
 	if !ok {
 		st = model.NewState()
 		m.clusters[id] = st
+		m.shared[id] = &sharedCopy{}
 	}
-	return st
+	return st, m.shared[id]
 }
 
-// selectScope returns the part of full that scope selects. Its maps are
-// its own but its records are full's: the records a Memory stores are
-// never edited in place (a write stores fresh copies, applyDiff), so a
-// selection may share them as long as nothing it is handed to edits them.
-// Read and Update hand out a deep copy (model.State.Clone) of it.
-func selectScope(full *model.State, scope Scope) *model.State {
-	out := &model.State{Cluster: full.Cluster}
+// sharedCopy holds private copies of what a stored state shares with the
+// states Memory hands out, to detect an edit in place.
+type sharedCopy struct {
+	slurm *model.SlurmView
+	spec  []byte
+	// poolImages is the cluster record's Node.PoolImages.
+	poolImages map[string]string
+}
+
+// exactClone is SlurmView.Clone but for nil maps and slices, which stay
+// nil (Clone makes them empty), so that the copy is reflect.DeepEqual to v.
+func exactClone(v *model.SlurmView) *model.SlurmView {
+	c := v.Clone()
+	if v.Nodes == nil {
+		c.Nodes = nil
+	}
+	if v.Jobs == nil {
+		c.Jobs = nil
+	}
+	return c
+}
+
+// check panics when full's shared parts no longer match the private
+// copies: the spec and pool images, and the Slurm view with slurm.
+func (c *sharedCopy) check(cluster string, full *model.State, slurm bool) {
+	if slurm && full.Slurm != nil && !slurmViewEqual(full.Slurm, c.slurm) {
+		panic(fmt.Sprintf("store: the stored Slurm view of cluster %s was edited in place; a view is shared "+
+			"with the states the store hands out and must be replaced, never edited (model.SlurmView)", cluster))
+	}
+	if full.Cluster != nil && (!sameBytes(full.Cluster.Spec, c.spec) || !sameMap(full.Cluster.Node.PoolImages, c.poolImages)) {
+		panic(fmt.Sprintf("store: the stored spec or pool images of cluster %s were edited in place; they are shared "+
+			"with the states the store hands out and must be replaced, never edited (model.Cluster)", cluster))
+	}
+}
+
+// selectScope puts into out the part of full that scope selects. Its
+// maps are out's own (nil when they select nothing: out is read, or
+// copied, never added to) but its records are full's: the records a Memory
+// stores are never edited in place (a write stores fresh copies,
+// applyDiff), so a selection may share them as long as nothing it is
+// handed to edits them. Read and Update hand out a copy of it
+// (model.State.CloneEditable), View gives it empty maps.
+func selectScope(full *model.State, scope Scope, out *model.State) {
+	*out = model.State{Cluster: full.Cluster}
 	inPool := map[string]bool{}
 	for _, p := range scope.Pools {
 		inPool[p] = true
@@ -68,48 +119,59 @@ func selectScope(full *model.State, scope Scope) *model.State {
 	if scope.AllPools {
 		nodes = len(full.Nodes)
 	}
-	out.Pools = make(map[string]*model.Pool, pools)
-	out.Nodes = make(map[string]*model.Node, nodes)
-	out.Jobs = make(map[string]*model.Job, len(scope.Jobs))
-	for id, p := range full.Pools {
-		if want(id) {
-			out.Pools[id] = p
+	// A scope without whole pools (an event about a few named records)
+	// selects no record by its pool: the scans of every record are skipped.
+	whole := scope.AllPools || len(inPool) > 0
+	if whole && !scope.AllPoolRecords {
+		for id, p := range full.Pools {
+			if want(id) {
+				put(&out.Pools, pools, id, p)
+			}
 		}
 	}
 	if scope.AllPoolRecords {
 		for id, p := range full.Pools {
-			out.Pools[id] = p
+			put(&out.Pools, pools, id, p)
 		}
 	}
 	for _, id := range scope.PoolRecords {
 		if p, ok := full.Pools[id]; ok {
-			out.Pools[id] = p
+			put(&out.Pools, pools, id, p)
 		}
 	}
 	for _, name := range scope.Nodes {
 		if n, ok := full.Nodes[name]; ok {
-			out.Nodes[name] = n
+			put(&out.Nodes, nodes, name, n)
 		}
 	}
-	for name, n := range full.Nodes {
-		if want(n.Pool) {
-			out.Nodes[name] = n
+	if whole {
+		for name, n := range full.Nodes {
+			if want(n.Pool) {
+				put(&out.Nodes, nodes, name, n)
+			}
 		}
-	}
-	for id, j := range full.Jobs {
-		if want(j.Pool) && j.State.Active() {
-			out.Jobs[id] = j
+		for id, j := range full.Jobs {
+			if want(j.Pool) && j.State.Active() {
+				put(&out.Jobs, len(scope.Jobs), id, j)
+			}
 		}
 	}
 	for _, id := range scope.Jobs {
 		if j, ok := full.Jobs[id]; ok {
-			out.Jobs[id] = j
+			put(&out.Jobs, len(scope.Jobs), id, j)
 		}
 	}
 	if scope.Slurm {
 		out.Slurm = full.Slurm
 	}
-	return out
+}
+
+// put sets (*m)[k] = v, making *m, sized for hint entries, if it is nil.
+func put[T any](m *map[string]*T, hint int, k string, v *T) {
+	if *m == nil {
+		*m = make(map[string]*T, hint)
+	}
+	(*m)[k] = v
 }
 
 // Update implements Store.
@@ -127,16 +189,19 @@ func (m *Memory) Update(ctx context.Context, scope Scope, fn func(st *model.Stat
 			return &DuplicateError{EventID: scope.EventID, Note: append([]byte(nil), mark.note...)}
 		}
 	}
-	full := m.cluster(scope.Cluster)
-	before := selectScope(full, scope) // the stored records, not to be edited
-	st := before.Clone()
-	if err := fn(st); err != nil {
+	full, kept := m.cluster(scope.Cluster)
+	var before model.State // the stored records, not to be edited
+	selectScope(full, scope, &before)
+	st := before.CloneEditable()
+	err := fn(st)
+	kept.check(scope.Cluster, full, scope.Slurm)
+	if err != nil {
 		return err
 	}
 	if len(st.EventNote) > MaxEventNoteBytes {
 		return fmt.Errorf("store update: event note of %d bytes is above %d", len(st.EventNote), MaxEventNoteBytes)
 	}
-	m.Writes += applyDiff(full, before, st)
+	m.Writes += applyDiff(full, kept, &before, st)
 	if scope.EventID != "" {
 		if m.events[scope.Cluster] == nil {
 			m.events[scope.Cluster] = map[string]eventMark{}
@@ -150,17 +215,25 @@ func (m *Memory) Update(ctx context.Context, scope Scope, fn func(st *model.Stat
 
 // applyDiff writes into full what changed from before to after and returns
 // the number of records written or deleted. It stores copies of after's
-// records: the caller may keep after and edit it once Update returns.
-// A record is changed when it is not reflect.DeepEqual to the one loaded,
-// which the functions of equal.go decide without reflection.
-func applyDiff(full, before, after *model.State) int {
+// records, so the caller may keep after and edit it once Update returns,
+// except for what is never edited in place (model.State.CloneEditable):
+// the Slurm view it stores is after's own, which stays the caller's to
+// read and replace, not to edit. A record is changed when it is not
+// reflect.DeepEqual to the one loaded, which the functions of equal.go
+// decide without reflection; a Slurm view still the one loaded (the same
+// pointer) is unchanged, since views are never edited in place. kept gets
+// private copies of the Slurm view, spec and pool images stored.
+func applyDiff(full *model.State, kept *sharedCopy, before, after *model.State) int {
 	n := 0
 	if after.Cluster != nil && (before.Cluster == nil || !clusterEqual(before.Cluster, after.Cluster)) {
 		full.Cluster = after.Cluster.Clone()
+		kept.spec = append([]byte(nil), after.Cluster.Spec...)
+		kept.poolImages = maps.Clone(after.Cluster.Node.PoolImages)
 		n++
 	}
-	if after.Slurm != nil && (before.Slurm == nil || !slurmViewEqual(before.Slurm, after.Slurm)) {
-		full.Slurm = after.Slurm.Clone()
+	if after.Slurm != nil && after.Slurm != before.Slurm && (before.Slurm == nil || !slurmViewEqual(before.Slurm, after.Slurm)) {
+		full.Slurm = after.Slurm
+		kept.slurm = exactClone(after.Slurm)
 		n++
 	}
 	n += diffMap(full.Pools, before.Pools, after.Pools, (*model.Pool).Clone, poolEqual)
@@ -191,13 +264,19 @@ func (m *Memory) Read(ctx context.Context, scope Scope) (*model.State, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	v, err := m.View(ctx, scope)
-	if err != nil {
-		return nil, err
+	var sel model.State
+	m.mu.Lock()
+	full, ok := m.clusters[scope.Cluster]
+	if ok {
+		selectScope(full, scope, &sel)
 	}
-	// The view's maps are fresh and its records are never edited in
-	// place, so it is copied outside the lock.
-	return v.Clone(), nil
+	m.mu.Unlock()
+	if !ok {
+		return model.NewState(), nil
+	}
+	// The selection's maps are its own and its records are never edited
+	// in place, so it is copied outside the lock.
+	return sel.CloneEditable(), nil
 }
 
 // View is Read without the copy, for a reader that only looks (a
@@ -214,7 +293,18 @@ func (m *Memory) View(ctx context.Context, scope Scope) (*model.State, error) {
 	if !ok {
 		return model.NewState(), nil
 	}
-	return selectScope(full, scope), nil
+	v := new(model.State)
+	selectScope(full, scope, v)
+	if v.Pools == nil {
+		v.Pools = map[string]*model.Pool{}
+	}
+	if v.Nodes == nil {
+		v.Nodes = map[string]*model.Node{}
+	}
+	if v.Jobs == nil {
+		v.Jobs = map[string]*model.Job{}
+	}
+	return v, nil
 }
 
 // Clusters implements Store.

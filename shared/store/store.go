@@ -89,8 +89,17 @@ type Store interface {
 	// Scope.EventID is set. fn may be called more than once (transaction
 	// retries) and must not have side effects beyond editing st. An error
 	// from fn aborts the transaction and is returned unchanged.
+	//
+	// st is fn's to edit, during and after the transaction, and nothing
+	// of it reaches the store but through the writes above, except what
+	// is replaced, never edited in place (model.State.CloneEditable): the
+	// Slurm view and the cluster record's Spec and Node.PoolImages that st
+	// holds, as loaded or as fn put them, may be the store's own.
 	Update(ctx context.Context, scope Scope, fn func(st *model.State) error) error
-	// Read loads the scoped state without a transaction.
+	// Read loads the scoped state without a transaction. The state is the
+	// caller's, under the same terms as Update's st: its Slurm view and
+	// the cluster record's Spec and Node.PoolImages are replaced, never
+	// edited in place.
 	Read(ctx context.Context, scope Scope) (*model.State, error)
 	// Clusters lists the ids of every stored cluster.
 	Clusters(ctx context.Context) ([]string, error)

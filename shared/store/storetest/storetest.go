@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -85,6 +86,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 		{"FnErrorWritesNothing", testFnErrorWritesNothing},
 		{"NoAliasing", testNoAliasing},
 		{"NoAliasingDeep", testNoAliasingDeep},
+		{"SharedPartsReplaced", testSharedPartsReplaced},
 		{"Contention", testContention},
 		{"ConcurrentSameEvent", testConcurrentSameEvent},
 		{"Clusters", testClusters},
@@ -874,7 +876,10 @@ func testFnErrorWritesNothing(t *testing.T, s store.Store, cfg config) {
 }
 
 // testNoAliasing: records fn handed to the store, and records Read returned,
-// do not share memory with what the store keeps.
+// do not share memory with what the store keeps. The Slurm view and the
+// cluster record's Spec and Node.PoolImages may be shared, as they are
+// replaced, never edited in place (model.State.CloneEditable): the edits
+// here replace them (testSharedPartsReplaced).
 func testNoAliasing(t *testing.T, s store.Store, _ config) {
 	ctx := ctxFor(t, timeout)
 	want := seed(t, ctx, s)
@@ -889,20 +894,26 @@ func testNoAliasing(t *testing.T, s store.Store, _ config) {
 	want.Jobs["10"].Nodes = []string{"x", "y"}
 	want.Cluster.Spec = []byte(`{"v":2}`)
 	kept.Jobs["10"].Nodes[0] = "mutated"
-	kept.Cluster.Spec[0] = '!'
+	kept.Cluster.Spec = []byte("!")
+	kept.Cluster.SpecVersion++
 	kept.Nodes[model.NodeName(Cluster, "a", 0)].Reason = "mutated"
 	got := read(t, ctx, s, scope)
 	checkState(t, "after mutating fn's state", got, pick(want, []string{"a", "b"}, scope.Jobs))
 	got.Jobs["10"].Nodes[1] = "mutated"
-	got.Cluster.Spec[1] = '!'
+	got.Cluster.Spec = []byte("!")
+	got.Cluster.Node.PoolImages = map[string]string{"a": "mutated"}
+	got.Cluster.Node.Image = "mutated"
 	checkState(t, "after mutating Read's state", read(t, ctx, s, scope), pick(want, []string{"a", "b"}, scope.Jobs))
 }
 
 // testNoAliasingDeep: editing every field reachable from a state Read
 // returned, from the state an Update's fn kept, or from the state of an
 // Update whose fn edits and then fails, in place (through every pointer,
-// slice element and map entry, the Slurm view's included), changes
-// nothing stored.
+// slice element and map entry), changes nothing stored. What a store may
+// share, since it is replaced and never edited in place (the Slurm view,
+// the cluster record's Spec and Node.PoolImages: model.State.CloneEditable),
+// is first replaced by a copy of its own, which is then edited too
+// (ownShared): every other part must be the caller's alone.
 func testNoAliasingDeep(t *testing.T, s store.Store, _ config) {
 	ctx := ctxFor(t, timeout)
 	seed(t, ctx, s)
@@ -930,6 +941,7 @@ func testNoAliasingDeep(t *testing.T, s store.Store, _ config) {
 	}
 
 	got := read(t, ctx, s, scope)
+	ownShared(got)
 	scramble(reflect.ValueOf(got).Elem())
 	if cmp.Equal(want, got, cmpOpts) {
 		t.Fatal("scramble changed nothing")
@@ -941,17 +953,87 @@ func testNoAliasingDeep(t *testing.T, s store.Store, _ config) {
 		kept = st
 		return nil
 	})
+	ownShared(kept)
 	scramble(reflect.ValueOf(kept).Elem())
 	checkState(t, "after editing the state fn kept", read(t, ctx, s, scope), want)
 
 	boom := errors.New("boom")
 	if err := s.Update(ctx, scope, func(st *model.State) error {
+		ownShared(st)
 		scramble(reflect.ValueOf(st).Elem())
 		return boom
 	}); err != boom {
 		t.Fatalf("Update returned %v, want fn's error", err)
 	}
 	checkState(t, "after a failed Update edited its state", read(t, ctx, s, scope), want)
+}
+
+// ownShared replaces what a store may share with the states it hands out
+// (model.State.CloneEditable) by copies of st's own, as a caller that
+// wants to edit them must.
+func ownShared(st *model.State) {
+	if st.Cluster != nil {
+		st.Cluster.Spec = bytes.Clone(st.Cluster.Spec)
+		st.Cluster.Node.PoolImages = maps.Clone(st.Cluster.Node.PoolImages)
+	}
+	if st.Slurm != nil {
+		st.Slurm = st.Slurm.Clone()
+	}
+}
+
+// testSharedPartsReplaced: the Slurm view, spec and pool images a
+// transaction replaces are stored, and what a reader got before stays as
+// it was (a store that shares them replaces them, it never writes into
+// the ones it handed out); replacing them with equal copies writes
+// nothing.
+func testSharedPartsReplaced(t *testing.T, s store.Store, cfg config) {
+	ctx := ctxFor(t, timeout)
+	seed(t, ctx, s)
+	n0 := model.NodeName(Cluster, "a", 0)
+	scope := store.Scope{Cluster: Cluster, Slurm: true}
+	update(t, ctx, s, scope, func(st *model.State) error {
+		st.Slurm = &model.SlurmView{
+			Version: model.SlurmViewVersion, TakenAt: T0, ReceivedAt: T0.Add(time.Second),
+			Nodes:  map[string]model.SlurmNode{n0: slurmstate.ParseNode(n0, []string{"IDLE", "CLOUD"}, "")},
+			Jobs:   []model.SlurmJob{{ID: "11", State: "RUNNING", Partition: "a", Nodes: []string{n0}, NodeCount: 1}},
+			Config: &model.SlurmConfigCheck{SpecSHA256: "abc", Divergences: []model.SlurmDivergence{{Problem: "p", Fix: "f"}}},
+		}
+		return nil
+	})
+	old := read(t, ctx, s, scope)
+	want := old.Clone()
+
+	var writes int64
+	if cfg.writes != nil {
+		writes = cfg.writes(s)
+	}
+	update(t, ctx, s, scope, func(st *model.State) error {
+		ownShared(st) // equal copies: nothing to write
+		return nil
+	})
+	if cfg.writes != nil {
+		if n := cfg.writes(s) - writes; n != 0 {
+			t.Errorf("replacing the Slurm view, spec and pool images by equal copies wrote %d records, want 0", n)
+		}
+	}
+
+	update(t, ctx, s, scope, func(st *model.State) error {
+		v := st.Slurm.Clone()
+		v.TakenAt = T0.Add(time.Minute)
+		v.Nodes[n0] = slurmstate.ParseNode(n0, []string{"IDLE", "CLOUD", "DRAIN"}, "x")
+		v.Jobs[0].Nodes = nil
+		v.Config.Divergences = nil
+		st.Slurm = v
+		st.Cluster.Spec = []byte(`{"name":"` + Cluster + `","v":2}`)
+		st.Cluster.Node.PoolImages = map[string]string{"a": "projects/p/global/images/custom-2"}
+		return nil
+	})
+	got := read(t, ctx, s, scope)
+	if got.Slurm.TakenAt.Equal(T0) || got.Slurm.Nodes[n0].Reason != "x" || len(got.Slurm.Jobs[0].Nodes) != 0 ||
+		string(got.Cluster.Spec) != `{"name":"`+Cluster+`","v":2}` || got.Cluster.Node.PoolImages["a"] != "projects/p/global/images/custom-2" {
+		t.Errorf("the replaced Slurm view, spec and pool images were not stored: %+v %s %v", got.Slurm, got.Cluster.Spec, got.Cluster.Node.PoolImages)
+	}
+	checkState(t, "a state read before the replacement", old, want)
 }
 
 var timeType = reflect.TypeOf(time.Time{})
