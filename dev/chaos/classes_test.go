@@ -109,3 +109,28 @@ func TestClassSeeds(t *testing.T) {
 		}
 	}
 }
+
+// TestLateDecisionClassDecidesLate: in the late-decision class's seeds,
+// reconcile passes do decide late, and the runner sees every late pass's
+// lists end (no pass decides while the runner still waits for its lists).
+func TestLateDecisionClassDecidesLate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short mode: run `flexslurm chaos --class late-decision` instead")
+	}
+	o := testOptions
+	o.Classes = []Class{ClassLateDecision}
+	for seed := uint64(1); seed <= 2; seed++ {
+		out := RunSeed(testContext(t), seed, RunOptions{Options: o})
+		if out.Failed() {
+			t.Errorf("seed %d: %s", seed, out.Signature())
+		}
+		if n := out.Report.Stats.LateDecisions; n == 0 {
+			t.Errorf("seed %d: no reconcile pass decided late", seed)
+		}
+		for _, n := range out.Report.Notes {
+			if strings.Contains(n, "late_decision") {
+				t.Errorf("seed %d: %s", seed, n)
+			}
+		}
+	}
+}
