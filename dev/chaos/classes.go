@@ -36,10 +36,18 @@ const (
 	// job waits, then may run elsewhere, while its replaced node is idle
 	// (chaos seed 831).
 	ClassRequeuedElsewhere Class = "requeued-elsewhere"
+	// ClassLateDecision: for a while, reconcile passes decide 3–30
+	// minutes after they listed Compute (a loaded instance), while what
+	// is due meanwhile happens — jobs submitted and cancelled, a static
+	// node's VM expiring, the a3u MIG deleted out of band and recreated:
+	// Compute lists older than the decision and than the records it
+	// changes (the local demo's two VMs for one node: a MIG listed before
+	// it was created, taken for deleted by a decision made after).
+	ClassLateDecision Class = "late-decision"
 )
 
 // Classes lists every class.
-var Classes = []Class{ClassStaleSnapshot, ClassGoingVM, ClassResumeTimeout, ClassRequeuedElsewhere}
+var Classes = []Class{ClassStaleSnapshot, ClassGoingVM, ClassResumeTimeout, ClassRequeuedElsewhere, ClassLateDecision}
 
 // ParseClass returns the class named s.
 func ParseClass(s string) (Class, error) {
@@ -149,6 +157,31 @@ func classSteps(f *scenario.File, seed uint64, o Options) []scenario.Step {
 			fail := t + between(time.Hour, runtime-10*time.Minute)
 			add(fail, scenario.Step{Health: &scenario.HealthStep{Node: fmt.Sprintf("flexvm-a3u-%d", 1+rng.IntN(3)),
 				Reasons: []string{"GPU 2: Xid 79, fallen off the bus"}}})
+		case ClassLateDecision:
+			for w, n := 0, 1+rng.IntN(2); w < n; w++ {
+				start := between(time.Hour, o.Horizon-4*time.Hour)
+				length := between(time.Hour, 3*time.Hour).Round(time.Minute)
+				lag := between(3*time.Minute, 30*time.Minute).Round(time.Second)
+				add(start, scenario.Step{LateDecision: &scenario.LateDecisionStep{Lag: dur(lag), For: dur(length)}})
+				for i, k := 0, 1+rng.IntN(3); i < k; i++ {
+					p := pools[rng.IntN(len(pools))]
+					t := start + between(0, length)
+					id := jobID(i + 10*w)
+					add(t, scenario.Step{Submit: &scenario.SubmitStep{ID: id, Nodes: 1 + rng.IntN(p.max-p.min), Partition: p.id,
+						Runtime: dur(between(10*time.Minute, 2*time.Hour).Round(time.Minute))}})
+					if rng.IntN(3) == 0 {
+						add(t+between(time.Minute, 20*time.Minute), scenario.Step{Cancel: &scenario.CancelStep{ID: id}})
+					}
+				}
+				if rng.IntN(2) == 0 {
+					add(start+between(0, length), scenario.Step{Expire: &scenario.VMRef{Node: "flexvm-a3u-0", Optional: true}})
+				}
+				// The MIG recreated while passes decide late (once a
+				// seed: a second deletion could find it gone).
+				if w == 0 && rng.IntN(2) == 0 {
+					add(start+between(0, length/2), scenario.Step{DeleteMIG: &scenario.PoolRef{Pool: "a3u"}})
+				}
+			}
 		}
 	}
 	return steps
@@ -160,17 +193,34 @@ func classSteps(f *scenario.File, seed uint64, o Options) []scenario.Step {
 // simulator fixes a request's capacity delay when it accepts the request,
 // while static_at_min counts from the delay configured when it checks, so
 // its bound takes the longest delay any step sets.
+//
+// A late reconcile pass acts on lists a lag old: what it decides is
+// corrected by the passes after it, so the late-decision class adds its
+// longest lag to every time-bounded invariant.
 func classInvariants(f *scenario.File, o Options) {
 	if len(o.Classes) == 0 || f.Invariants.StaticAtMin == nil {
 		return
 	}
-	longest := time.Duration(0)
+	longest, lag := time.Duration(0), time.Duration(0)
 	for _, s := range f.Steps {
 		if s.Capacity != nil && s.Capacity.Delay.D() > longest {
 			longest = s.Capacity.Delay.D()
 		}
+		if s.LateDecision != nil && s.LateDecision.Lag.D() > lag {
+			lag = s.LateDecision.Lag.D()
+		}
 	}
-	w := *f.Invariants.StaticAtMin
-	w.Within = dur(w.Within.D() + longest)
-	f.Invariants.StaticAtMin = &w
+	widen := func(w **scenario.Within, d time.Duration) {
+		if *w == nil || d == 0 {
+			return
+		}
+		c := **w
+		c.Within = dur(c.Within.D() + d)
+		*w = &c
+	}
+	widen(&f.Invariants.StaticAtMin, longest+lag)
+	widen(&f.Invariants.NoUnrecordedVM, lag)
+	widen(&f.Invariants.IdleDynamicReleased, lag)
+	widen(&f.Invariants.RepairProgress, lag)
+	widen(&f.Invariants.WithinMax, lag)
 }

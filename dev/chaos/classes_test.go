@@ -3,6 +3,7 @@ package chaos
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/flexslurm/flexslurm/dev/scenario"
 )
@@ -35,6 +36,24 @@ func TestClassesKeepTheBaseWorkload(t *testing.T) {
 	}
 	if d := g.Slurm.ResumeTimeout.D(); d < 15*60e9 || d > 40*60e9 {
 		t.Errorf("resume-timeout: ResumeTimeout %s, want 15m–40m", d)
+	}
+	// late-decision: reconcile passes decide 3–30 minutes late for a
+	// while, and the time-bounded invariants allow the longest lag.
+	base, late := Generate(7, Options{}), Generate(7, Options{Classes: []Class{ClassLateDecision}})
+	lag := time.Duration(0)
+	for _, s := range late.Steps {
+		if s.LateDecision != nil {
+			if d := s.LateDecision.Lag.D(); d < 3*time.Minute || d > 30*time.Minute || s.LateDecision.For.D() < time.Hour {
+				t.Errorf("late-decision: lag %s for %s, want a 3m–30m lag for at least 1h", d, s.LateDecision.For.D())
+			}
+			lag = max(lag, s.LateDecision.Lag.D())
+		}
+	}
+	if lag == 0 {
+		t.Fatal("late-decision: no late_decision step")
+	}
+	if got, want := late.Invariants.NoUnrecordedVM.Within.D(), base.Invariants.NoUnrecordedVM.Within.D()+lag; got != want {
+		t.Errorf("late-decision: no_unrecorded_vm within %s, want %s (the base's and the longest lag)", got, want)
 	}
 }
 
@@ -87,6 +106,31 @@ func TestClassSeeds(t *testing.T) {
 			out.Report.Write(&b, false)
 			data, _ := scenario.Marshal(out.File)
 			t.Errorf("seed %d with every class: %s\n%s\nscenario:\n%s", seed, out.Signature(), b.String(), data)
+		}
+	}
+}
+
+// TestLateDecisionClassDecidesLate: in the late-decision class's seeds,
+// reconcile passes do decide late, and the runner sees every late pass's
+// lists end (no pass decides while the runner still waits for its lists).
+func TestLateDecisionClassDecidesLate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short mode: run `flexslurm chaos --class late-decision` instead")
+	}
+	o := testOptions
+	o.Classes = []Class{ClassLateDecision}
+	for seed := uint64(1); seed <= 2; seed++ {
+		out := RunSeed(testContext(t), seed, RunOptions{Options: o})
+		if out.Failed() {
+			t.Errorf("seed %d: %s", seed, out.Signature())
+		}
+		if n := out.Report.Stats.LateDecisions; n == 0 {
+			t.Errorf("seed %d: no reconcile pass decided late", seed)
+		}
+		for _, n := range out.Report.Notes {
+			if strings.Contains(n, "late_decision") {
+				t.Errorf("seed %d: %s", seed, n)
+			}
 		}
 	}
 }

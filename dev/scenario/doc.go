@@ -31,6 +31,10 @@
 //     power-saving hooks and the flexslurm agent;
 //   - check: assertions, always watches and continuous invariants.
 //
+// The runner itself plays late decisions (late_decision steps, late.go):
+// a reconcile pass that lists Compute, then waits while what is due
+// happens, and decides with the later time against its earlier lists.
+//
 // The package and its parts are development tooling: nothing imports them
 // but tests, dev/chaos and the CLI (deploy/production_imports_test.go).
 package scenario

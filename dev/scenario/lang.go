@@ -45,6 +45,7 @@ type (
 	ComputeErrorStep      = lang.ComputeErrorStep
 	ShortageStep          = lang.ShortageStep
 	ListOmitStep          = lang.ListOmitStep
+	LateDecisionStep      = lang.LateDecisionStep
 	Watch                 = lang.Watch
 	Check                 = lang.Check
 	Count                 = lang.Count

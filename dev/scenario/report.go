@@ -34,6 +34,9 @@ type Stats struct {
 	// Events counts the runner's steps through time: deliveries,
 	// simulator transitions, ticks, snapshots and Slurm timers.
 	Events int
+	// LateDecisions are the reconcile passes that decided late
+	// (late_decision steps).
+	LateDecisions int
 }
 
 // Report is the outcome of a run.

@@ -23,7 +23,6 @@ import (
 	"github.com/flexslurm/flexslurm/dev/scenario/delivery"
 	"github.com/flexslurm/flexslurm/dev/scenario/lang"
 	"github.com/flexslurm/flexslurm/dev/scenario/slurmmodel"
-	"github.com/flexslurm/flexslurm/shared/apply"
 	"github.com/flexslurm/flexslurm/shared/config"
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/gce"
@@ -153,6 +152,10 @@ type runner struct {
 	// resize request history afterEvent last scanned, if rrScanned.
 	rrVersion uint64
 	rrScanned bool
+	// horizon is the time the innermost runUntil runs to; late holds the
+	// late_decision rule and pass (late.go).
+	horizon time.Time
+	late    lateDecisions
 }
 
 // genStore counts the writes to a store, so that a read can be reused
@@ -160,10 +163,15 @@ type runner struct {
 type genStore struct {
 	store.Store
 	gen atomic.Uint64
+	// beforeUpdate, if set, is called before every transaction.
+	beforeUpdate func(store.Scope)
 }
 
 func (g *genStore) Update(ctx context.Context, scope store.Scope, fn func(st *model.State) error) error {
 	defer g.gen.Add(1)
+	if g.beforeUpdate != nil {
+		g.beforeUpdate(scope)
+	}
 	return g.Store.Update(ctx, scope, fn)
 }
 
@@ -194,6 +202,9 @@ func newRunner(ctx context.Context, f *File, o RunOptions) (*runner, error) {
 
 	r.mem = store.NewMemory(func() time.Time { return r.h.Clock.Now() })
 	r.store = &genStore{Store: r.mem}
+	if hasLateDecisions(f) {
+		r.store.beforeUpdate = r.lateUpdate
+	}
 	var pol plan.Policy
 	if err := f.Policy.ApplyTo(&pol); err != nil {
 		return nil, err
@@ -221,7 +232,7 @@ func newRunner(ctx context.Context, f *File, o RunOptions) (*runner, error) {
 		Policy:  pol,
 		Log:     logw,
 		Store:   r.store,
-		Compute: func(apply.Compute) apply.Compute { return r.client },
+		Compute: r.functionsCompute,
 		Fault:   r.deliveries.Fault,
 	})
 	if err != nil {
@@ -523,6 +534,9 @@ func (r *runner) nextDue() (time.Time, dueKind) {
 // runUntil processes everything due up to t, in time order, and leaves the
 // clock at t.
 func (r *runner) runUntil(t time.Time) error {
+	prev := r.horizon
+	r.horizon = t
+	defer func() { r.horizon = prev }()
 	for !r.checks.Stopped() {
 		if err := r.ctx.Err(); err != nil {
 			return err
@@ -570,6 +584,10 @@ func (r *runner) process(at time.Time, kind dueKind) error {
 		r.deliveries.DeliverNext(at, func(topic, id string, data []byte) error {
 			return r.h.Deliver(r.ctx, topic, id, data)
 		})
+		if err := r.late.err; err != nil {
+			r.late.err = nil
+			return err
+		}
 	case dueTick:
 		r.nextTick = r.nextTick.Add(r.f.Reconcile.Every.D())
 		r.publishTick("", nil, "")
@@ -844,6 +862,9 @@ func (r *runner) exec(i int, s *Step) error {
 		r.tracef("shortage %s (%s) in %s/%s until %s", cs.Name, orAny(cs.Code), orAny(cs.Zone), orAny(cs.MachineType), until)
 		r.compute.AddShortage(cs.Until)
 		r.h.Sim.SetShortage(cs)
+		return nil
+	case s.LateDecision != nil:
+		r.setLateDecision(*s.LateDecision)
 		return nil
 	case len(s.Assert) > 0:
 		r.checks.Assert(i, s.Assert)

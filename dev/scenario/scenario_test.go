@@ -341,3 +341,51 @@ steps:
 		t.Errorf("failed checks (-want +got):\n%s\n%s", d, strings.Join(rep.Trace, "\n"))
 	}
 }
+
+// TestLateDecision: under a late_decision step a reconcile pass lists
+// Compute, then what is due within the lag happens (here the passes of the
+// next ticks, on time), and only then does it decide and its delivery end;
+// a pass that starts while another is late, or after the step's window,
+// is on time; a lag ends at the next step's time at the latest.
+func TestLateDecision(t *testing.T) {
+	for _, tc := range []struct {
+		name, steps string
+		late        int
+		want        []string // lines of the trace, in this order (prefixes)
+	}{
+		{"decides after the next ticks", "  - late_decision: {lag: 12m, for: 14m}\nend: 30m\n", 1, []string{
+			"5m        reconcile pass listed Compute: it decides at 17m",
+			"10m       deliver reconcile-tick",
+			"15m       deliver reconcile-tick",
+			"17m       deliver reconcile-tick",
+			"20m       deliver reconcile-tick",
+		}},
+		{"a step ends the lag", "  - late_decision: {lag: 12m, for: 9m}\n  - at: 8m\n    tick: {}\nend: 20m\n", 1, []string{
+			"5m        reconcile pass listed Compute: it decides at 8m",
+			"8m        deliver reconcile-tick",
+			"8m        deliver reconcile-tick",
+			"10m       deliver reconcile-tick",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := run(t, base+"steps:\n"+tc.steps)
+			if rep.Stats.LateDecisions != tc.late {
+				t.Errorf("late decisions = %d, want %d", rep.Stats.LateDecisions, tc.late)
+			}
+			for _, n := range rep.Notes {
+				if strings.Contains(n, "late_decision") {
+					t.Errorf("note: %s", n)
+				}
+			}
+			i := 0
+			for _, line := range rep.Trace {
+				if i < len(tc.want) && strings.HasPrefix(line, tc.want[i]) {
+					i++
+				}
+			}
+			if i < len(tc.want) {
+				t.Errorf("trace lacks, in order, %q (after %q):\n%s", tc.want[i], tc.want[:i], strings.Join(rep.Trace, "\n"))
+			}
+		})
+	}
+}

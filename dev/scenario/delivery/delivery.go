@@ -470,10 +470,14 @@ func (q *Queue) DeliverNext(now time.Time, handle func(topic, id string, data []
 	case Duplicate:
 		q.counts.Duplicates++
 	}
+	// handle may deliver others before it returns (a late reconcile
+	// pass, in the scenario runner): each delivery has its own crash plan,
+	// and the one in progress gets its own back.
+	outer := q.crash
 	q.crash = q.crashPlanFor(m)
 	err := handle(m.Topic, m.ID, m.Data)
 	cp := q.crash
-	q.crash = nil
+	q.crash = outer
 	outcome := "ack"
 	crashed := cp != nil && (cp.fired || cp.armed)
 	if crashed && err == nil {

@@ -194,6 +194,38 @@ func TestCrashPoints(t *testing.T) {
 	}
 }
 
+// TestNestedDeliveryKeepsTheCrashPlan: a handler that delivers other
+// messages before it returns (a late reconcile pass in the scenario runner)
+// still crashes where its own delivery's plan says, and the messages
+// delivered meanwhile do not inherit that plan.
+func TestNestedDeliveryKeepsTheCrashPlan(t *testing.T) {
+	q := New(lang.Delivery{}, nil, t0, nop)
+	q.AddCrash(lang.CrashStep{Point: "commit", Label: "late", Times: 1})
+	q.Publish(msg("late"), t0, nil, "late")
+	q.Publish(msg("meanwhile"), t0.Add(time.Minute), nil, "")
+	var got []string
+	q.DeliverNext(t0, func(_, id string, _ []byte) error {
+		at, ok := q.Next()
+		if !ok {
+			t.Fatal("nothing queued to deliver meanwhile")
+		}
+		q.DeliverNext(at, func(_, id string, _ []byte) error {
+			got = append(got, fmt.Sprintf("%s: commit %v", id, q.Fault("commit", nil)))
+			return nil
+		})
+		err := q.Fault("commit", nil)
+		got = append(got, fmt.Sprintf("%s: commit crashed %t", id, errors.Is(err, ErrInjectedCrash)))
+		return err
+	})
+	want := []string{"meanwhile: commit <nil>", "late: commit crashed true"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("progress (-want +got):\n%s", d)
+	}
+	if c := q.Counts(); c.Crashes != 1 || c.Acks != 1 {
+		t.Errorf("counts = %+v, want 1 crash and 1 ack", c)
+	}
+}
+
 // TestRandomFaultsFollowTheIdentity: random faults are a function of the
 // seed and each message's identity, not of the order of publication.
 func TestRandomFaultsFollowTheIdentity(t *testing.T) {

@@ -273,6 +273,7 @@ type Step struct {
 	ComputeError      *ComputeErrorStep      `yaml:"compute_error,omitempty"`
 	ListOmit          *ListOmitStep          `yaml:"list_omit,omitempty"`
 	Shortage          *ShortageStep          `yaml:"shortage,omitempty"`
+	LateDecision      *LateDecisionStep      `yaml:"late_decision,omitempty"`
 	Assert            []Check                `yaml:"assert,omitempty"`
 	Always            *Watch                 `yaml:"always,omitempty"`
 
@@ -758,6 +759,24 @@ type ListOmitStep struct {
 	// Field is the JSON field of the VM to omit; empty omits the VM.
 	Field string   `yaml:"field,omitempty"`
 	Times int      `yaml:"times,omitempty"`
+	For   Duration `yaml:"for,omitempty"`
+	Until *At      `yaml:"until,omitempty"`
+}
+
+// LateDecisionStep makes reconcile passes decide late, as on a loaded
+// instance: a pass reads the pool records and lists Compute as usual, then
+// what falls due within Lag happens (deliveries to every function, other
+// reconcile passes, the simulator's transitions, the Slurm model) and the
+// clock moves on, and only then does the pass's transaction run, with the
+// later time, against the earlier lists. It applies to every pass that
+// starts listing while the step is in force (For, or until Until; with
+// neither, until the end) and while no other pass is late: one loaded
+// instance at a time. A lag ends at the next step's time at the latest
+// (steps keep their times), so a pass that a step's own message starts
+// (a tick step, settled at once) is not late.
+type LateDecisionStep struct {
+	// Lag is how long after its lists a pass decides; required.
+	Lag   Duration `yaml:"lag"`
 	For   Duration `yaml:"for,omitempty"`
 	Until *At      `yaml:"until,omitempty"`
 }

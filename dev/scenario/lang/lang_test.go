@@ -59,6 +59,7 @@ func TestStrictDecodingNamesPathAndLine(t *testing.T) {
 		{"resize request check that only selects", base + "steps:\n  - assert:\n      - resize_requests: {name: rr-flexvm-a3u-0-g2, state: active}\n",
 			`steps[0].assert[0].resize_requests (line 12): selects resize requests but checks nothing`},
 		{"VM check that only selects", base + "steps:\n  - assert:\n      - vms: {pool: a3u}\n", `steps[0].assert[0].vms (line 12): selects VMs but checks nothing`},
+		{"late decision without a lag", base + "steps:\n  - late_decision: {for: 1h}\n", `steps[0].late_decision.lag (line 11): required: a duration > 0, got 0`},
 		{"pool check without id", base + "steps:\n  - assert:\n      - pools: [{condition: none}]\n", `steps[0].assert[0].pools[0].id (line 12): required`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -324,7 +324,7 @@ func (s *Step) validate(p *problems, path string, f *File) {
 	acts := s.actions()
 	switch len(acts) {
 	case 0:
-		p.add(s.line, path, "a step needs one action (apply, job, health, power, snapshot, tick, advance, expire, delete_vm, delete_mig, fail_resize_request, capacity, submit, cancel, deliveries, duplicate, release, crash, compute_error, list_omit, shortage, assert, always)")
+		p.add(s.line, path, "a step needs one action (apply, job, health, power, snapshot, tick, advance, expire, delete_vm, delete_mig, fail_resize_request, capacity, submit, cancel, deliveries, duplicate, release, crash, compute_error, list_omit, shortage, late_decision, assert, always)")
 		return
 	case 1:
 	default:
@@ -464,6 +464,13 @@ func (s *Step) validate(p *problems, path string, f *File) {
 		}
 		if strings.HasPrefix(lo.Field, ".") || strings.HasSuffix(lo.Field, ".") || strings.Contains(lo.Field, "..") || lo.Field == "name" {
 			p.add(s.line, path+".list_omit.field", "want a field such as status or scheduling.terminationTimestamp (not name), got %q", lo.Field)
+		}
+	case s.LateDecision != nil:
+		if s.LateDecision.Lag.D() <= 0 {
+			p.add(s.line, path+".late_decision.lag", "required: a duration > 0, got %s", FormatDuration(s.LateDecision.Lag.D()))
+		}
+		if s.LateDecision.For.D() < 0 {
+			p.add(s.line, path+".late_decision.for", "must be ≥ 0")
 		}
 	case s.Shortage != nil:
 		if sh := s.Shortage; sh.Code != "" && !contains(ShortageCodes, sh.Code) {
