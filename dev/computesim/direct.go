@@ -109,8 +109,10 @@ func (c listCall) query() url.Values {
 	return q
 }
 
-// key is listKey(c.path, c.query()), built without the query
-// (TestListCallKeyIsListKey).
+// key identifies the call for the answers kept (Sim.lists), built
+// without the query: the path, then each optional field the REST clients
+// send as a query parameter, in a fixed order, with its length, so that
+// no two calls share a key (TestListCallKeyTellsCallsApart).
 func (c listCall) key() string {
 	n := len(c.path) + 1
 	for _, v := range [...]*string{c.filter, c.orderBy, c.pageToken} {
@@ -131,7 +133,6 @@ func (c listCall) key() string {
 		b = append(b, ':')
 		b = append(b, v...)
 	}
-	// In listParams' order.
 	if c.filter != nil {
 		param("filter", *c.filter)
 	}
@@ -256,41 +257,6 @@ var listRoutes struct {
 	sync.Mutex
 	m map[string]request // by path; fields a call fills are zero
 }
-
-// listKey identifies a list call by path and query for the answers kept
-// (Sim.lists): the path, then each of the query parameters the REST
-// clients send for a list, with its length, so that no two calls share a
-// key; any other query is encoded whole (after "?", which no parameter
-// name starts with).
-func listKey(path string, q url.Values) string {
-	n := 0
-	for _, k := range listParams {
-		if v, ok := q[k]; ok {
-			if len(v) != 1 {
-				return path + "\x00?" + q.Encode()
-			}
-			n++
-		}
-	}
-	if n != len(q) {
-		return path + "\x00?" + q.Encode()
-	}
-	b := make([]byte, 0, len(path)+64)
-	b = append(b, path...)
-	b = append(b, '\x00')
-	for _, k := range listParams {
-		if v, ok := q[k]; ok {
-			b = append(b, k...)
-			b = append(b, '=')
-			b = strconv.AppendInt(b, int64(len(v[0])), 10)
-			b = append(b, ':')
-			b = append(b, v[0]...)
-		}
-	}
-	return string(b)
-}
-
-var listParams = [...]string{"filter", "maxResults", "orderBy", "pageToken"}
 
 // checkContractOf is checkContract, remembering the calls without a body
 // that pass it (list and get calls, direct or over HTTP): the outcome of
