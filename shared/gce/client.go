@@ -28,7 +28,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	compute "cloud.google.com/go/compute/apiv1"
@@ -78,42 +77,6 @@ type Client struct {
 	// lists, if set, answers list calls before the REST clients
 	// (SetListShortcut).
 	lists ListShortcut
-	// filters are the label filters built so far (filterOf), at most
-	// maxFilters: a reconciler lists each pool's VMs with the same labels
-	// pass after pass. Entries are never changed; a new slice replaces
-	// the old.
-	filters atomic.Pointer[[]labelFilterMemo]
-}
-
-// labelFilterMemo is labelFilter(labels) = filter; labels is the Client's
-// own copy.
-type labelFilterMemo struct {
-	labels map[string]string
-	filter string
-}
-
-// maxFilters bounds the label filters a Client keeps.
-const maxFilters = 16
-
-// filterOf is labelFilter(labels), reusing one built for the same labels.
-func (c *Client) filterOf(labels map[string]string) string {
-	var kept []labelFilterMemo
-	if p := c.filters.Load(); p != nil {
-		kept = *p
-	}
-	for _, m := range kept {
-		if maps.Equal(m.labels, labels) {
-			return m.filter
-		}
-	}
-	f := labelFilter(labels)
-	next := make([]labelFilterMemo, 0, len(kept)+1)
-	if len(kept) < maxFilters {
-		next = append(next, kept...)
-	}
-	next = append(next, labelFilterMemo{labels: maps.Clone(labels), filter: f})
-	c.filters.Store(&next)
-	return f
 }
 
 // ListShortcut answers some of the Client's list calls without the REST
@@ -901,7 +864,7 @@ func labelFilter(labels map[string]string) string {
 func (c *Client) ListInstances(ctx context.Context, zone string, labels map[string]string) ([]Instance, error) {
 	req := &computepb.ListInstancesRequest{Project: c.project, Zone: zone}
 	if len(labels) > 0 {
-		req.Filter = proto.String(c.filterOf(labels))
+		req.Filter = proto.String(labelFilter(labels))
 	}
 	var out []Instance
 	if c.lists != nil && c.lists.ListInstances(ctx, req, func(resp *computepb.InstanceList) {

@@ -254,36 +254,3 @@ func TestLabelFilter(t *testing.T) {
 		}
 	}
 }
-
-// TestFilterOfFollowsTheLabels: the filter a Client reuses is labelFilter
-// of the labels of each call, whichever labels came before, and a
-// caller's later change to its map does not reach it.
-func TestFilterOfFollowsTheLabels(t *testing.T) {
-	c := &Client{}
-	mine := map[string]string{"flexslurm-cluster": "c1"}
-	for i, labels := range []map[string]string{
-		{"flexslurm-cluster": "c1", "flexslurm-pool": "h200"},
-		{"flexslurm-cluster": "c1", "flexslurm-pool": "h200"},
-		{"flexslurm-cluster": "c1", "flexslurm-pool": "b200"},
-		{"flexslurm-cluster": "c1"},
-		mine,
-		{"flexslurm-cluster": "c2"},
-		{"flexslurm-cluster": "c1", "flexslurm-pool": "h200"},
-	} {
-		if got, want := c.filterOf(labels), labelFilter(labels); got != want {
-			t.Errorf("call %d: filterOf(%v) = %q, want %q", i, labels, got, want)
-		}
-	}
-	// More label sets than are kept, twice over.
-	for i := 0; i < 2*(maxFilters+3); i++ {
-		labels := map[string]string{"flexslurm-cluster": "c1", "flexslurm-pool": fmt.Sprintf("p%d", i%(maxFilters+3))}
-		if got, want := c.filterOf(labels), labelFilter(labels); got != want {
-			t.Errorf("call %d: filterOf(%v) = %q, want %q", i, labels, got, want)
-		}
-	}
-	c.filterOf(mine)
-	mine["flexslurm-cluster"] = "c3"
-	if got, want := c.filterOf(map[string]string{"flexslurm-cluster": "c1"}), `(labels.flexslurm-cluster = "c1")`; got != want {
-		t.Errorf("after the caller changed its map: %q, want %q", got, want)
-	}
-}
