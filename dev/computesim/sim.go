@@ -390,38 +390,33 @@ func (s *Sim) nextDueOfStateLocked() (dueItem, bool) {
 
 // advanceQuietLocked is advanceLocked for a call that changes nothing
 // else, right after it took the lock (lockQuiet): a Tick or a direct list
-// call. It moves Version if it applies a transition, and reports whether
-// it did. When the state (that of Version) has its next transition
+// call. It moves Version if it applies a transition. When the state (that of Version) has its next transition
 // remembered and it is not due, nothing is looked for; the next
 // transition after advancing is remembered for the state the call leaves.
-func (s *Sim) advanceQuietLocked(now time.Time) (applied bool) {
+func (s *Sim) advanceQuietLocked(now time.Time) {
 	if s.nextKnown && s.nextAt == s.version && (!s.nextOK || s.next.at.After(now)) {
 		// As advanceLocked when nothing is due.
 		if now.After(s.watermark) {
 			s.watermark = now
 		}
-		return false
+		return
 	}
 	applied, next, ok, complete := s.advanceToLocked(now)
 	if applied {
 		s.version++
 	}
 	s.next, s.nextOK, s.nextKnown, s.nextAt = next, ok, complete, s.version
-	return applied
 }
 
 // maxStepsPerTick guards against a transition that fails to change state.
 const maxStepsPerTick = 1_000_000
 
-// advanceLocked applies every transition due at or before now (Tick). It
-// reports whether it applied any transition: if not, the state is the
-// same as before but for the watermark, which no answer shows.
-func (s *Sim) advanceLocked(now time.Time) (applied bool) {
-	applied, _, _, _ = s.advanceToLocked(now)
-	return applied
-}
+// advanceLocked applies every transition due at or before now.
+func (s *Sim) advanceLocked(now time.Time) { s.advanceToLocked(now) }
 
-// advanceToLocked is advanceLocked, also returning the next transition
+// advanceToLocked is advanceLocked, also reporting whether it applied any
+// transition (if not, the state is the same as before but for the
+// watermark, which no answer shows) and returning the next transition
 // after it (ok false: none) when it stopped at one not due (complete).
 func (s *Sim) advanceToLocked(now time.Time) (applied bool, next dueItem, ok, complete bool) {
 	for n := 0; ; n++ {
