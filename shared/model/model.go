@@ -558,12 +558,7 @@ func (s *State) cloneEditable() *State {
 	for k, v := range s.Pools {
 		p := &pools[i]
 		i++
-		*p = *v
-		p.CapacityWaits, waits = carve(waits, v.CapacityWaits)
-		if v.Shortage != nil {
-			sh := *v.Shortage
-			p.Shortage = &sh
-		}
+		waits = v.cloneInto(p, waits)
 		c.Pools[k] = p
 	}
 	nodes := make([]Node, len(s.Nodes))
@@ -624,17 +619,20 @@ func (c *Cluster) Clone() *Cluster {
 // Clone returns a deep copy of the pool record.
 func (p *Pool) Clone() *Pool {
 	out := new(Pool)
-	p.cloneInto(out)
+	p.cloneInto(out, nil)
 	return out
 }
 
-func (p *Pool) cloneInto(out *Pool) {
+// cloneInto makes out a deep copy of p, its capacity waits carved from
+// waits (carve); it returns what is left of waits.
+func (p *Pool) cloneInto(out *Pool, waits []int64) []int64 {
 	*out = *p
-	out.CapacityWaits = append([]int64(nil), p.CapacityWaits...)
+	out.CapacityWaits, waits = carve(waits, p.CapacityWaits)
 	if p.Shortage != nil {
 		sh := *p.Shortage
 		out.Shortage = &sh
 	}
+	return waits
 }
 
 // Clone returns a copy of the node record (it holds no pointer, slice or
