@@ -116,7 +116,7 @@ func (g *guests) metadataServer(in computesim.Instance) (*computesim.MetadataSer
 	// A rule for the port this server now holds can only have been left by
 	// a process killed before its shutdown removed it: drop it, so that the
 	// guest's bootstrap adds (and reports) its own.
-	if err := node.RemoveStaleFirewall(context.Background(), ms.Addr()); err != nil {
+	if err := node.RemoveFirewallFor(context.Background(), ms.Addr()); err != nil {
 		return nil, errors.Join(err, ms.Close())
 	}
 	g.meta[in.Name] = ms
@@ -238,14 +238,7 @@ func (g *guests) shutdown(vm string) error {
 	if ms == nil {
 		return nil
 	}
-	var errs []error
-	if rule, err := node.FirewallRule(ms.Addr()); err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		errs = append(errs, node.RemoveFirewall(ctx, node.OSHost{}, rule))
-		cancel()
-	}
-	errs = append(errs, ms.Close())
-	return errors.Join(errs...)
+	return errors.Join(node.RemoveFirewallFor(context.Background(), ms.Addr()), ms.Close())
 }
 
 // close ends every guest, unmounts the simulated VMs' /home and stops the

@@ -124,7 +124,7 @@ func TestBootOnThisHostLetsOnlyRootAtTheTokenAndTheKey(t *testing.T) {
 	tokenURL := "http://" + ms.Addr() + "/computeMetadata/v1/instance/service-accounts/default/token"
 
 	// A rule for this port can only be stale (the port is this test's now).
-	if err := RemoveStaleFirewall(ctx, ms.Addr()); err != nil {
+	if err := RemoveFirewallFor(ctx, ms.Addr()); err != nil {
 		t.Fatal(err)
 	}
 	// Before the bootstrap any user gets the token.
@@ -224,7 +224,7 @@ func createVM(ctx context.Context, url, nodeAttr string) error {
 
 // TestRemoveStaleFirewallFreesANewServer leaves a rule behind for a port,
 // as a killed process does, binds a server on that port, and checks that
-// nobody is refused before RemoveStaleFirewall and served after it.
+// nobody is refused before RemoveFirewallFor and served after it.
 func TestRemoveStaleFirewallFreesANewServer(t *testing.T) {
 	needRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -243,10 +243,10 @@ func TestRemoveStaleFirewallFreesANewServer(t *testing.T) {
 	if out, err := asUser("nobody", "/usr/bin/curl", "-sSf", "-m", "60", srv.URL); err == nil {
 		t.Fatalf("with the stale rule nobody still reached the server (%s): the check below proves nothing", out)
 	}
-	if err := RemoveStaleFirewall(ctx, addr); err != nil {
+	if err := RemoveFirewallFor(ctx, addr); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := asUser("nobody", "/usr/bin/curl", "-sSf", "-m", "60", srv.URL); err != nil || string(out) != "ok" {
-		t.Errorf("after RemoveStaleFirewall nobody got %q, %v", out, err)
+		t.Errorf("after RemoveFirewallFor nobody got %q, %v", out, err)
 	}
 }

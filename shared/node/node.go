@@ -426,12 +426,13 @@ func RemoveFirewall(ctx context.Context, h Host, rule []string) error {
 	return nil
 }
 
-// RemoveStaleFirewall removes the rule FirewallRule gives for addr, which
-// a caller has just bound: any such rule was left behind by a process that
-// was killed before removing its own, and it would refuse every non-root
-// client of the new server. Where this process cannot run iptables (not
-// root), it does nothing: neither can it have added a rule.
-func RemoveStaleFirewall(ctx context.Context, addr string) error {
+// RemoveFirewallFor removes every copy of the rule FirewallRule gives for
+// addr, with a 10-second bound: the rule of a metadata server that ends,
+// or a stale one for a port a caller has just bound (left by a process
+// killed before removing its own, it would refuse every non-root client
+// of the new server). Where this process cannot run iptables (not root),
+// it does nothing: neither can it have added a rule.
+func RemoveFirewallFor(ctx context.Context, addr string) error {
 	if os.Geteuid() != 0 {
 		return nil
 	}
@@ -442,7 +443,7 @@ func RemoveStaleFirewall(ctx context.Context, addr string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := RemoveFirewall(ctx, OSHost{}, rule); err != nil {
-		return fmt.Errorf("removing a stale rule for %s: %w", addr, err)
+		return fmt.Errorf("removing the rule for %s: %w", addr, err)
 	}
 	return nil
 }
