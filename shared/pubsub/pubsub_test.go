@@ -12,6 +12,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -460,5 +461,52 @@ func TestConcurrentPublish(t *testing.T) {
 	}
 	if len(seen) != n {
 		t.Errorf("pulled %d distinct messages, want %d", len(seen), n)
+	}
+}
+
+// TestShortPullsLoseNothingToTheAckDeadline publishes while another
+// goroutine pulls with short waits. A pull the client gives up on after
+// the server has handed it a message would hold that message for the
+// subscription's ack deadline (10 s) before it is delivered again; Pull
+// makes no such call, so every message arrives well within that.
+func TestShortPullsLoseNothingToTheAckDeadline(t *testing.T) {
+	c := newClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	topic, sub := uniqueID(t, "topic"), uniqueID(t, "sub")
+	if err := c.EnsurePullSubscription(ctx, sub, topic); err != nil {
+		t.Fatal(err)
+	}
+	const n = 60
+	sentAt := make(chan time.Time, n)
+	go func() {
+		for i := range n {
+			time.Sleep(time.Duration(7+i%13) * time.Millisecond)
+			if _, err := c.Publish(ctx, topic, []byte(strconv.Itoa(i)), nil); err != nil {
+				t.Errorf("Publish: %v", err)
+				return
+			}
+			sentAt <- time.Now()
+		}
+	}()
+	got := map[string]bool{}
+	var lastSent time.Time
+	for len(got) < n && ctx.Err() == nil {
+		for len(sentAt) > 0 {
+			lastSent = <-sentAt
+		}
+		if len(got) > 0 && !lastSent.IsZero() && time.Since(lastSent) > 5*time.Second {
+			t.Fatalf("%d of %d messages arrived; nothing more within 5 s of the last publish", len(got), n)
+		}
+		msgs, err := c.Pull(ctx, sub, 5, 15*time.Millisecond)
+		if err != nil {
+			t.Fatalf("Pull: %v", err)
+		}
+		for _, m := range msgs {
+			got[string(m.Data)] = true
+		}
+	}
+	if len(got) != n {
+		t.Fatalf("%d of %d messages arrived", len(got), n)
 	}
 }
