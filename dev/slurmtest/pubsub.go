@@ -100,6 +100,16 @@ func (in *Inbox) pull(t testing.TB, wait time.Duration) {
 // what arrived.
 func (in *Inbox) Wait(t testing.TB, timeout time.Duration, what string, match func(data []byte) bool) []byte {
 	t.Helper()
+	data, ok := in.Poll(t, timeout, match)
+	if !ok {
+		t.Fatalf("no %s within %v; received: %q", what, timeout, in.Received())
+	}
+	return data
+}
+
+// Poll is Wait that reports a timeout (false) instead of failing t.
+func (in *Inbox) Poll(t testing.TB, timeout time.Duration, match func(data []byte) bool) ([]byte, bool) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
 		in.mu.Lock()
@@ -107,24 +117,27 @@ func (in *Inbox) Wait(t testing.TB, timeout time.Duration, what string, match fu
 			if match(m.Data) {
 				in.msgs = append(in.msgs[:i:i], in.msgs[i+1:]...)
 				in.mu.Unlock()
-				return m.Data
+				return m.Data, true
 			}
 		}
 		in.mu.Unlock()
 		left := time.Until(deadline)
 		if left <= 0 {
-			break
+			return nil, false
 		}
 		in.pull(t, min(left, time.Second))
 	}
+}
+
+// Received returns the messages in the inbox, leaving them there.
+func (in *Inbox) Received() []string {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	var got []string
 	for _, m := range in.msgs {
 		got = append(got, string(m.Data))
 	}
-	t.Fatalf("no %s within %v; received: %q", what, timeout, got)
-	return nil
+	return got
 }
 
 // Drain returns every message that arrives within wait, emptying the inbox.
