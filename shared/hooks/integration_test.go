@@ -311,8 +311,8 @@ func testHealthCheckProgramDrainsARunningNode(t *testing.T) {
 // released.
 //
 // slurmctld may kill that EpilogSlurmctld itself: cancelling the job also
-// asks slurmscriptd, without waiting, to kill every script of the job (for
-// a PrologSlurmctld still running), and on a loaded host that request can
+// asks slurmscriptd, without waiting for it, to kill every script it runs
+// for the job, and on a loaded host that request can
 // reach slurmscriptd after the epilog has started ("JobId=N
 // EpilogSlurmctld killed by signal 9" in slurmctld's log). flexslurm then
 // learns of the end from the reconciler (a snapshot without the job,
