@@ -807,12 +807,23 @@ type Instance struct {
 	MIG string
 }
 
+// canonicalStatus returns the API's own copy of a known instance status
+// (computepb's enum table), so that the statuses of a pool's thousands of
+// listed VMs share a handful of strings rather than each holding the one
+// its response decoded; an unknown status is kept as it came.
+func canonicalStatus(s string) string {
+	if v, ok := computepb.Instance_Status_value[s]; ok {
+		return computepb.Instance_Status_name[v]
+	}
+	return s
+}
+
 func toInstance(zone string, p *computepb.Instance) Instance {
 	out := Instance{
 		Zone:            zone,
 		Name:            p.GetName(),
 		ID:              p.GetId(),
-		Status:          p.GetStatus(),
+		Status:          canonicalStatus(p.GetStatus()),
 		Labels:          p.GetLabels(),
 		Created:         parseTime(p.GetCreationTimestamp()),
 		TerminationTime: parseTime(p.GetResourceStatus().GetScheduling().GetTerminationTimestamp()),
