@@ -9,8 +9,11 @@
 package model
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/flexslurm/flexslurm/shared/nodeconfig"
@@ -563,11 +566,34 @@ func (s *State) cloneEditable() *State {
 	}
 	nodes := make([]Node, len(s.Nodes))
 	i = 0
+	// The copies are laid out pool by pool in index order, the order in
+	// which a decision walks a pool's records: at thousands of nodes, a
+	// walk in the map's order would find each record in a cache line of
+	// its own.
+	type entry struct {
+		pool  string
+		index int
+		key   string
+		node  *Node
+	}
+	order := make([]entry, 0, len(s.Nodes))
 	for k, v := range s.Nodes {
+		order = append(order, entry{v.Pool, v.Index, k, v})
+	}
+	slices.SortFunc(order, func(x, y entry) int {
+		if c := strings.Compare(x.pool, y.pool); c != 0 {
+			return c
+		}
+		if x.index != y.index {
+			return cmp.Compare(x.index, y.index)
+		}
+		return strings.Compare(x.key, y.key)
+	})
+	for _, e := range order {
 		n := &nodes[i]
 		i++
-		*n = *v
-		c.Nodes[k] = n
+		*n = *e.node
+		c.Nodes[e.key] = n
 	}
 	jobs := make([]Job, len(s.Jobs))
 	total = 0
@@ -689,16 +715,18 @@ func (v *SlurmView) Clone() *SlurmView {
 }
 
 // CloneRecords is Clone for a decision that replaces records rather than
-// editing them: the maps are new, so adding, replacing or deleting an
-// entry leaves s untouched, but the Node and Job records (and the Slurm
-// view) are shared with s and must never be edited in place. Pools and
-// the cluster record are copied. At 10,000 nodes it allocates a few
-// hundred kilobytes where Clone allocates several megabytes.
+// editing them, and copies a record map before its first write: Pools and
+// the cluster record are copied; the Nodes and Jobs maps, their records
+// and the Slurm view are shared with s. The caller must never edit a
+// shared record in place, and must replace c.Nodes (c.Jobs) with
+// maps.Clone of it before it adds, replaces or deletes an entry. A
+// decision that writes nothing (a steady reconcile pass over 10,000
+// nodes) then copies no map of them.
 func (s *State) CloneRecords() *State {
 	c := &State{
 		Pools:     make(map[string]*Pool, len(s.Pools)),
-		Nodes:     make(map[string]*Node, len(s.Nodes)),
-		Jobs:      make(map[string]*Job, len(s.Jobs)),
+		Nodes:     s.Nodes,
+		Jobs:      s.Jobs,
 		Slurm:     s.Slurm,
 		EventNote: s.EventNote,
 	}
@@ -710,12 +738,6 @@ func (s *State) CloneRecords() *State {
 		p := *v
 		p.CapacityWaits = append([]int64(nil), v.CapacityWaits...)
 		c.Pools[k] = &p
-	}
-	for k, v := range s.Nodes {
-		c.Nodes[k] = v
-	}
-	for k, v := range s.Jobs {
-		c.Jobs[k] = v
 	}
 	return c
 }

@@ -2,11 +2,13 @@ package model
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -165,4 +167,38 @@ func sharing(a, b reflect.Value, path string) []string {
 		}
 	}
 	return out
+}
+
+// TestCloneEditableLaysOutNodesInPoolOrder: the node records of a state
+// the store hands out follow one another in memory pool by pool, in index
+// order (the order a decision walks them), whatever the map's order; the
+// clone keeps the map's keys.
+func TestCloneEditableLaysOutNodesInPoolOrder(t *testing.T) {
+	st := NewState()
+	for _, p := range []string{"b", "a", "c"} {
+		for _, i := range []int{12, 0, 7, 3, 100} {
+			name := NodeName("flexvm", p, i)
+			st.Nodes[name] = &Node{Name: name, Pool: p, Index: i}
+		}
+	}
+	st.Nodes["odd-key"] = &Node{Name: "flexvm-a-5", Pool: "a", Index: 5}
+	c := st.CloneEditable()
+	recs := slices.Collect(maps.Values(c.Nodes))
+	slices.SortFunc(recs, func(x, y *Node) int {
+		if c := strings.Compare(x.Pool, y.Pool); c != 0 {
+			return c
+		}
+		return x.Index - y.Index
+	})
+	for i := 1; i < len(recs); i++ {
+		prev, cur := uintptr(unsafe.Pointer(recs[i-1])), uintptr(unsafe.Pointer(recs[i]))
+		if cur != prev+unsafe.Sizeof(Node{}) {
+			t.Fatalf("%s/%d is not laid out right after %s/%d", recs[i].Pool, recs[i].Index, recs[i-1].Pool, recs[i-1].Index)
+		}
+	}
+	for k, v := range st.Nodes {
+		if got, ok := c.Nodes[k]; !ok || *got != *v || got == v {
+			t.Errorf("key %s: clone %v, want a copy of %v", k, got, v)
+		}
+	}
 }

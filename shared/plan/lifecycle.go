@@ -198,7 +198,7 @@ func (b *builder) requestSuccessor(pool *model.Pool, old model.Node) {
 	var succ *model.Node
 	for i := 0; i < pool.MaxNodes; i++ {
 		n := b.node(pool, i)
-		if !n.Phase.Serving() && n.Successor == "" && n.Predecessor == "" && !b.claimed(n.Name) && n.Name != old.Name && !requestMayBeActive(n) {
+		if !n.Phase.Serving() && n.Successor == "" && n.Predecessor == "" && !b.claimed(n.Name) && n.Name != old.Name && !requestMayBeActive(&n) {
 			succ = &n
 			break
 		}

@@ -3,6 +3,7 @@ package plan
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
@@ -258,6 +259,13 @@ type builder struct {
 	// nodeWrites counts the node records putNode stored: a caller holding
 	// records it read knows they are all current while it is unchanged.
 	nodeWrites int
+	// ownNodes and ownJobs report whether b.st's Nodes and Jobs maps are
+	// the builder's own copies: until its first write, each is the input
+	// state's (model.State.CloneRecords), copied at that write.
+	ownNodes, ownJobs bool
+	// vmAt is the map of the VM index of the pool being reconciled
+	// (indexVMs).
+	vmAt map[string]int
 	// decided is the table's last answer (decide).
 	decided lastDecision
 }
@@ -417,6 +425,12 @@ func (b *builder) putNode(n model.Node, reason string) {
 		delete(b.poolRecords, old.Pool)
 	}
 	delete(b.poolRecords, n.Pool)
+	if !b.ownNodes {
+		b.st.Nodes, b.ownNodes = maps.Clone(b.st.Nodes), true
+		if b.st.Nodes == nil {
+			b.st.Nodes = map[string]*model.Node{}
+		}
+	}
 	b.st.Nodes[n.Name] = &c
 	b.nodeWrites++
 	if !existed || old.Pool != n.Pool {
@@ -439,6 +453,12 @@ func (b *builder) putJobAt(j model.Job, stage model.JobStage, reason string) {
 	j.Nodes = append([]string(nil), j.Nodes...)
 	c := j
 	c.Nodes = append([]string(nil), j.Nodes...)
+	if !b.ownJobs {
+		b.st.Jobs, b.ownJobs = maps.Clone(b.st.Jobs), true
+		if b.st.Jobs == nil {
+			b.st.Jobs = map[string]*model.Job{}
+		}
+	}
 	b.st.Jobs[j.ID] = &c
 	b.add(PutJob{Job: j, Reason: reason})
 }
@@ -854,7 +874,7 @@ func (b *builder) freeSlots(pool *model.Pool, want int) ([]string, int) {
 	var free []string
 	for i := pool.MinNodes; i < pool.MaxNodes; i++ {
 		n := b.node(pool, i)
-		if !n.Phase.Serving() && !b.claimed(n.Name) && !requestMayBeActive(n) {
+		if !n.Phase.Serving() && !b.claimed(n.Name) && !requestMayBeActive(&n) {
 			free = append(free, n.Name)
 		}
 	}

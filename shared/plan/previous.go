@@ -41,8 +41,9 @@ import (
 
 // requestMayBeActive reports whether the resize request of n's ended
 // generation may still be active (ACCEPTED or CREATING), so that n must
-// not be requested again yet.
-func requestMayBeActive(n model.Node) bool {
+// not be requested again yet. It takes the record by pointer: a pass asks
+// it of every record of a pool.
+func requestMayBeActive(n *model.Node) bool {
 	return n.RequestOpen && n.ResizeRequest != "" && !n.Phase.Serving()
 }
 
@@ -50,7 +51,7 @@ func requestMayBeActive(n model.Node) bool {
 // ("" when it can), and asks again for the cancellation of its previous
 // request, once per decision.
 func (b *builder) holdForPreviousRequest(pool *model.Pool, n model.Node) string {
-	if !requestMayBeActive(n) {
+	if !requestMayBeActive(&n) {
 		return ""
 	}
 	why := fmt.Sprintf("waiting: %s's previous resize request %s may still be active (cancelled, not yet seen to end); its next generation is requested once it has ended", n.Name, n.ResizeRequest)
@@ -71,7 +72,7 @@ func (b *builder) holdForPreviousRequest(pool *model.Pool, n model.Node) string 
 // recorded here.
 func (b *builder) observePreviousRequests(pool *model.Pool, vms vmIndex, rrs map[string]ObservedResizeRequest) {
 	for _, n := range b.poolNodes(pool.ID) {
-		if !requestMayBeActive(*n) {
+		if !requestMayBeActive(n) {
 			continue
 		}
 		node := *n
@@ -106,7 +107,7 @@ func (b *builder) observePreviousRequests(pool *model.Pool, vms vmIndex, rrs map
 func NodesAwaitingRequests(st *model.State, rrs []string) []string {
 	var out []string
 	for _, n := range st.SortedNodes() {
-		if requestMayBeActive(*n) && slices.Contains(rrs, n.ResizeRequest) {
+		if requestMayBeActive(n) && slices.Contains(rrs, n.ResizeRequest) {
 			out = append(out, n.Name)
 		}
 	}

@@ -176,7 +176,7 @@ func kindOf(n model.Node, pool *model.Pool) model.NodeKind {
 }
 
 func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.SlurmView, pol Policy) {
-	vms := indexVMs(po.VMs)
+	vms := b.indexVMs(po.VMs)
 	rrs := make(map[string]ObservedResizeRequest, len(po.ResizeRequests))
 	for _, rr := range po.ResizeRequests {
 		rrs[rr.Name] = rr
@@ -208,7 +208,7 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 			switch {
 			case n.Phase == model.PhaseRequested:
 				b.generationEnded(pool, *n, model.EndLost, fmt.Sprintf("reconciler: resize request %s vanished with MIG %s", n.ResizeRequest, pool.MIG))
-			case requestMayBeActive(*n):
+			case requestMayBeActive(n):
 				node := *n
 				node.RequestOpen, node.RequestMisses = false, 0
 				b.putNode(node, fmt.Sprintf("reconciler: previous resize request %s vanished with MIG %s", n.ResizeRequest, pool.MIG))
@@ -353,12 +353,20 @@ type vmIndex struct {
 	at   map[string]int
 }
 
-func indexVMs(list []VM) vmIndex {
-	at := make(map[string]int, len(list))
-	for i, vm := range list {
-		at[vm.Name] = i
+// indexVMs indexes one pool's list. The index lives while that pool is
+// reconciled: its map is the builder's, emptied and refilled for the next
+// pool, so that a pass over a hundred pools does not allocate a hundred
+// maps.
+func (b *builder) indexVMs(list []VM) vmIndex {
+	if b.vmAt == nil {
+		b.vmAt = make(map[string]int, len(list))
+	} else {
+		clear(b.vmAt)
 	}
-	return vmIndex{list: list, at: at}
+	for i, vm := range list {
+		b.vmAt[vm.Name] = i
+	}
+	return vmIndex{list: list, at: b.vmAt}
 }
 
 // get returns the VM listed under name.
