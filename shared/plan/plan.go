@@ -426,10 +426,7 @@ func (b *builder) putNode(n model.Node, reason string) {
 	}
 	delete(b.poolRecords, n.Pool)
 	if !b.ownNodes {
-		b.st.Nodes, b.ownNodes = maps.Clone(b.st.Nodes), true
-		if b.st.Nodes == nil {
-			b.st.Nodes = map[string]*model.Node{}
-		}
+		b.st.Nodes, b.ownNodes = writable(b.st.Nodes), true
 	}
 	b.st.Nodes[n.Name] = &c
 	b.nodeWrites++
@@ -438,6 +435,17 @@ func (b *builder) putNode(n model.Node, reason string) {
 	}
 	b.add(PutNode{Node: n, Reason: reason})
 	b.noteBeyondMax(n)
+}
+
+// writable returns the builder's own copy of a record map it shares with
+// the input state (model.State.CloneRecords), to write to: maps.Clone of
+// it, which copies its table without hashing a key again, or an empty map
+// for a nil one.
+func writable[M ~map[string]V, V any](m M) M {
+	if c := maps.Clone(m); c != nil {
+		return c
+	}
+	return M{}
 }
 
 // putJob stores a job with no provisioning stage (putJobAt records one).
@@ -454,10 +462,7 @@ func (b *builder) putJobAt(j model.Job, stage model.JobStage, reason string) {
 	c := j
 	c.Nodes = append([]string(nil), j.Nodes...)
 	if !b.ownJobs {
-		b.st.Jobs, b.ownJobs = maps.Clone(b.st.Jobs), true
-		if b.st.Jobs == nil {
-			b.st.Jobs = map[string]*model.Job{}
-		}
+		b.st.Jobs, b.ownJobs = writable(b.st.Jobs), true
 	}
 	b.st.Jobs[j.ID] = &c
 	b.add(PutJob{Job: j, Reason: reason})
