@@ -12,6 +12,7 @@ import (
 
 	"github.com/flexslurm/flexslurm/dev/localslurm"
 	"github.com/flexslurm/flexslurm/dev/slurmtest"
+	"github.com/flexslurm/flexslurm/shared/slurm"
 	"github.com/flexslurm/flexslurm/shared/spec"
 )
 
@@ -130,7 +131,7 @@ func TestLocalSlurmOnEachRelease(t *testing.T) {
 			if !slices.Equal(parts, want) || len(nodes) != len(lc.Nodes()) {
 				t.Errorf("sinfo: %d nodes in partitions %v, want %d in %v", len(nodes), parts, len(lc.Nodes()), want)
 			}
-			log, err := os.ReadFile(filepath.Join(lc.Root, "log", "slurmctld.log"))
+			log, err := os.ReadFile(slurm.LocalCtldLog(lc.Root))
 			if err != nil {
 				t.Fatal(err)
 			}

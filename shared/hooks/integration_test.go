@@ -357,7 +357,7 @@ func testEpilogOfAJobCancelledWhilePoweringUp(t *testing.T) {
 // job id's EpilogSlurmctld.
 func epilogKilledBySlurm(t *testing.T, id string) bool {
 	t.Helper()
-	log, err := os.ReadFile(filepath.Join(cl.Root, "log", "slurmctld.log"))
+	log, err := os.ReadFile(slurm.LocalCtldLog(cl.Root))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -206,7 +206,7 @@ func BuildConfig(c *spec.Cluster, o ConfigOptions, root, hookDir string) ([]byte
 	w("SlurmdSpoolDir=%s", filepath.Join(root, "spool", "%n"))
 	w("SlurmctldPidFile=%s", filepath.Join(root, "run", "slurmctld.pid"))
 	w("SlurmdPidFile=%s", filepath.Join(root, "run", "slurmd-%n.pid"))
-	w("SlurmctldLogFile=%s", filepath.Join(root, "log", "slurmctld.log"))
+	w("SlurmctldLogFile=%s", LocalCtldLog(root))
 	w("SlurmdLogFile=%s", filepath.Join(root, "log", "slurmd-%n.log"))
 	w("SlurmctldDebug=info")
 	w("SlurmdDebug=info")
@@ -239,6 +239,10 @@ func BuildConfig(c *spec.Cluster, o ConfigOptions, root, hookDir string) ([]byte
 
 // localAddr is the loopback address of the local cluster's node k.
 func localAddr(k int) string { return fmt.Sprintf("127.1.%d.%d", k/250, k%250+1) }
+
+// LocalCtldLog is the local cluster's slurmctld log (SlurmctldLogFile):
+// under its root.
+func LocalCtldLog(root string) string { return filepath.Join(root, "log", "slurmctld.log") }
 
 // LocalGPUDir is where the local cluster's stand-in GPU device files are
 // (nvidia0 …, empty regular files that gres.conf names with File=): under
