@@ -747,7 +747,7 @@ func (r *runner) exec(i int, s *Step) error {
 	case s.Job != nil:
 		j := s.Job
 		ev := event.Job{Header: r.header(j.EventType()), JobID: j.ID, Partition: j.Partition, NodeCount: j.Count,
-			Nodes: j.Nodes, Requeued: j.Requeued, TimeLimitSeconds: int64(j.TimeLimit.D() / time.Second), ReportedAt: now}
+			Nodes: j.Nodes, Requeued: j.Requeued, NodesUp: j.NodesUp, TimeLimitSeconds: int64(j.TimeLimit.D() / time.Second), ReportedAt: now}
 		if j.ReportedAt != nil {
 			ev.ReportedAt = r.start.Add(j.ReportedAt.Offset)
 		}

@@ -256,3 +256,29 @@ func isSnapshot(data []byte) bool {
 	h, err := PeekHeader(data)
 	return err == nil && h.Type == TypeSlurmSnapshot
 }
+
+// TestDecodeJobNodesUp: nodes_up says the nodes of a finished job were up,
+// so it comes only with job.finished and the nodes it speaks of.
+func TestDecodeJobNodesUp(t *testing.T) {
+	tests := []struct {
+		payload string
+		err     string // "" when the payload decodes
+	}{
+		{`{"version":1,"type":"job.finished","cluster":"flexvm","job_id":"7","nodes":["flexvm-a3u-1","flexvm-a3u-2"],"nodes_up":true}`, ""},
+		{`{"version":1,"type":"job.finished","cluster":"flexvm","job_id":"7","nodes":["flexvm-a3u-1"]}`, ""},
+		{`{"version":1,"type":"job.finished","cluster":"flexvm","job_id":"7","nodes_up":true}`, "nodes_up is only for a job.finished that names its nodes (job.finished of job 7 names 0)"},
+		{`{"version":1,"type":"job.cancelled","cluster":"flexvm","job_id":"7","nodes":["flexvm-a3u-1"],"nodes_up":true}`, "nodes_up is only for a job.finished that names its nodes (job.cancelled of job 7 names 1)"},
+		{`{"version":1,"type":"job.pending","cluster":"flexvm","job_id":"7","nodes":["flexvm-a3u-1"],"nodes_up":true}`, "nodes_up is only for a job.finished"},
+	}
+	for _, tt := range tests {
+		j, err := DecodeJob([]byte(tt.payload))
+		switch {
+		case tt.err == "" && err != nil:
+			t.Errorf("%s: %v", tt.payload, err)
+		case tt.err == "" && j.NodesUp != strings.Contains(tt.payload, `"nodes_up":true`):
+			t.Errorf("%s: nodes_up decoded as %v", tt.payload, j.NodesUp)
+		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+			t.Errorf("%s: error %v, want one containing %q", tt.payload, err, tt.err)
+		}
+	}
+}

@@ -101,6 +101,11 @@ type Job struct {
 	Nodes []string `json:"nodes,omitempty"`
 	// Requeued is true when the job is pending again after it had started.
 	Requeued bool `json:"requeued,omitempty"`
+	// NodesUp (job.finished only) is true when the hook saw every one of
+	// Nodes up in Slurm as the job ended (none powering up or powered
+	// down): the job ran there, so their capacity came, whether or not
+	// flexslurm has seen the VMs yet. False when the hook could not tell.
+	NodesUp bool `json:"nodes_up,omitempty"`
 	// TimeLimit is the job's time limit in seconds (0 = unknown or none).
 	TimeLimitSeconds int64     `json:"time_limit_s,omitempty"`
 	ReportedAt       time.Time `json:"reported_at,omitzero"`
@@ -545,6 +550,9 @@ func DecodeJob(data []byte) (*Job, error) {
 	}
 	if len(j.Nodes) > 0 && len(j.Nodes) != j.NodeCount {
 		return nil, malformed("job %s names %d nodes but node_count is %d", j.JobID, len(j.Nodes), j.NodeCount)
+	}
+	if j.NodesUp && (j.Type != TypeJobFinished || len(j.Nodes) == 0) {
+		return nil, malformed("nodes_up is only for a job.finished that names its nodes (%s of job %s names %d)", j.Type, j.JobID, len(j.Nodes))
 	}
 	return &j, nil
 }

@@ -17,9 +17,11 @@ func FuzzDecodeJob(f *testing.F) {
 	f.Add([]byte(`{"version":1,"type":"job.pending","cluster":"flexvm","job_id":"4242","partition":"a3u","node_count":2,"nodes":["flexvm-a3u-1","flexvm-a3u-2"]}`))
 	f.Add([]byte(`{"version":1,"type":"job.finished","cluster":"flexvm","job_id":"12_3"}`))
 	f.Add([]byte(`{"version":1,"type":"job.pending","cluster":"flexvm","job_id":"1","node_count":-1}`))
+	f.Add([]byte(`{"version":1,"type":"job.finished","cluster":"flexvm","job_id":"7","nodes":["flexvm-a3u-1"],"nodes_up":true}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		j, err := DecodeJob(data)
-		if err == nil && (j == nil || !jobIDRe.MatchString(j.JobID) || j.NodeCount < 0) {
+		if err == nil && (j == nil || !jobIDRe.MatchString(j.JobID) || j.NodeCount < 0 ||
+			(j.NodesUp && (j.Type != TypeJobFinished || len(j.Nodes) == 0))) {
 			t.Fatalf("accepted an invalid job: %+v", j)
 		}
 	})

@@ -421,7 +421,9 @@ func beingRequeued(j slurm.JobInfo, now time.Time) bool {
 
 // EpilogCtld is EpilogSlurmctld: job.finished, or job.cancelled when the
 // job ended while some of its nodes were still powering up (it never ran:
-// its queued capacity is no longer wanted). A job being requeued (scontrol
+// its queued capacity is no longer wanted). job.finished says nodes_up when
+// Slurm showed every node up: their capacity came, even if flexslurm has
+// not yet seen the VMs (its job.started may still be on its way). A job being requeued (scontrol
 // shows EndTime=Unknown, or an end time still ahead, during its epilog)
 // gets no event: it comes back
 // through ResumeProgram as job.pending once Slurm allocates it nodes.
@@ -445,11 +447,12 @@ func (rt *Runtime) EpilogCtld(ctx context.Context) error {
 		rt.Log.Warn("job state unknown at its epilog", "job_id", id, "error", err)
 	}
 	typ := event.TypeJobFinished
-	if rt.nodesNeverUp(qctx, nodes) {
+	up := rt.nodesUp(qctx, nodes)
+	if up == nodesNeverUp {
 		typ = event.TypeJobCancelled
 	}
 	ev := event.Job{Header: rt.header(typ), JobID: id, Partition: partition, Nodes: nodes, NodeCount: len(nodes),
-		ReportedAt: rt.now().UTC()}
+		NodesUp: up == nodesAllUp, ReportedAt: rt.now().UTC()}
 	m, err := rt.message(rt.Config.Topics.Jobs, typ, slurm.HookEpilogCtld, ev)
 	if err != nil {
 		return err
@@ -457,24 +460,35 @@ func (rt *Runtime) EpilogCtld(ctx context.Context) error {
 	return rt.send(ctx, []Message{m})
 }
 
-// nodesNeverUp reports whether any of nodes is still powering up or powered
-// down; false when Slurm does not say.
-func (rt *Runtime) nodesNeverUp(ctx context.Context, nodes []string) bool {
+// What EpilogSlurmctld saw of its job's nodes.
+type nodesSeen int
+
+const (
+	nodesUnknown nodesSeen = iota // no nodes, or Slurm did not say
+	nodesNeverUp                  // one of them is powering up or powered down: the job never ran
+	nodesAllUp                    // Slurm showed every one of them, none powering up or powered down
+)
+
+// nodesUp asks Slurm whether the job's nodes came up.
+func (rt *Runtime) nodesUp(ctx context.Context, nodes []string) nodesSeen {
 	if len(nodes) == 0 {
-		return false
+		return nodesUnknown
 	}
 	ns, err := rt.Slurm.ShowNodes(ctx, nodes)
 	if err != nil {
 		rt.Log.Debug("node states unknown", "error", err)
-		return false
+		return nodesUnknown
 	}
 	for _, n := range ns {
 		if n.Has(slurm.FlagPoweringUp) || n.Has(slurm.FlagPoweredDown) {
 			rt.Log.Debug("the job ended on a node that never came up", "node", n.Name, "state", n.StateString())
-			return true
+			return nodesNeverUp
 		}
 	}
-	return false
+	if len(ns) != len(nodes) {
+		return nodesUnknown
+	}
+	return nodesAllUp
 }
 
 // maxDrainReason bounds the drain reason set in Slurm.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -468,5 +469,45 @@ func TestCommandUsageErrors(t *testing.T) {
 	data, _ := json.Marshal(Config{Cluster: "flexvm"})
 	if !strings.Contains(string(data), `"cluster":"flexvm"`) || strings.Contains(string(data), "topics") {
 		t.Errorf("config JSON %s: want empty fields omitted", data)
+	}
+}
+
+// TestEpilogCtldSaysWhetherTheNodesCameUp: EpilogSlurmctld reports a job
+// that ended while one of its nodes was still powering up (or powered down)
+// as cancelled, a job all of whose nodes Slurm showed up as finished with
+// nodes_up (its capacity came), and a job whose nodes Slurm did not show,
+// all or some, as finished without it.
+func TestEpilogCtldSaysWhetherTheNodesCameUp(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		lines   []string // what scontrol show node prints; nil: scontrol fails
+		typ     string
+		nodesUp bool
+	}{
+		{"both up", []string{"IDLE+CLOUD", "IDLE+CLOUD+COMPLETING"}, event.TypeJobFinished, true},
+		{"one powering up", []string{"IDLE+CLOUD", "IDLE+CLOUD+POWERING_UP"}, event.TypeJobCancelled, false},
+		{"one powered down", []string{"IDLE+CLOUD+POWERED_DOWN", "IDLE+CLOUD"}, event.TypeJobCancelled, false},
+		{"only one shown", []string{"IDLE+CLOUD"}, event.TypeJobFinished, false},
+		{"Slurm does not answer", nil, event.TypeJobFinished, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt, pub := testRuntime(t, map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "flexvm-a3u-[1-2]", "SLURM_JOB_PARTITION": "a3u"})
+			if tc.lines != nil {
+				script := "#!/bin/sh\n[ \"$2\" = node ] || exit 1\n"
+				for i, state := range tc.lines {
+					script += fmt.Sprintf("echo 'NodeName=flexvm-a3u-%d Arch=x86_64 CoresPerSocket=1 State=%s Reason=(null)'\n", i+1, state)
+				}
+				if err := os.WriteFile(filepath.Join(rt.Slurm.BinDir, "scontrol"), []byte(script), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if code := rt.Run(context.Background(), slurm.HookEpilogCtld, nil); code != 0 {
+				t.Fatalf("epilog-ctld exit %d", code)
+			}
+			got := decodeJobs(t, pub.sent())
+			if len(got) != 1 || got[0].Type != tc.typ || got[0].NodesUp != tc.nodesUp || !slices.Equal(got[0].Nodes, []string{"flexvm-a3u-1", "flexvm-a3u-2"}) {
+				t.Errorf("events %+v, want one %s with nodes_up %v", got, tc.typ, tc.nodesUp)
+			}
+		})
 	}
 }

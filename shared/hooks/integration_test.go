@@ -174,8 +174,8 @@ func testJobLifecycleThroughSlurm(t *testing.T) {
 	}
 	cl.WaitJob(t, id, 40*time.Second, "completed", func(j slurm.JobInfo) bool { return j.State == slurm.JobCompleted })
 	finished, err := event.DecodeJob(jobs.Wait(t, 10*time.Second, "job.finished", isJob(event.TypeJobFinished, id)))
-	if err != nil || finished.NodeCount != 2 {
-		t.Errorf("job.finished = %+v, %v", finished, err)
+	if err != nil || finished.NodeCount != 2 || !finished.NodesUp {
+		t.Errorf("job.finished = %+v, %v; want its 2 nodes, up", finished, err)
 	}
 
 	// Idle dynamic nodes are suspended after SuspendTime (5 s); the

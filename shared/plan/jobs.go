@@ -62,10 +62,26 @@ func Job(st *model.State, c *spec.Cluster, ev *event.Job, now time.Time, pol Pol
 		b.putJob(j, why)
 		// Capacity still queued for this job is no longer wanted: cancel
 		// exactly its own request and free its nodes (a static node's
-		// replacement stays queued: queuedOnlyFor).
+		// replacement stays queued: queuedOnlyFor). A job that finished on
+		// nodes Slurm showed up ran there: its capacity came, though the
+		// reconciler may not have seen the VMs yet (this report overtook
+		// job.started, or came before the pass that lists them). Those
+		// nodes are kept, as any node that ran a job is, for the next job
+		// or until Slurm suspends them idle. A resize request is fulfilled
+		// all at once, so a request that made one of them made every VM
+		// it names: its other nodes are kept too (cancelling it would end
+		// theirs and the kept nodes' generations alike).
+		came := map[string]bool{}
+		if ev.Type == event.TypeJobFinished && ev.NodesUp {
+			for _, name := range ev.Nodes {
+				if n, ok := b.st.Nodes[name]; ok && n.Phase == model.PhaseRequested && n.ResizeRequest != "" {
+					came[n.ResizeRequest] = true
+				}
+			}
+		}
 		if pool, ok := b.st.Pools[j.Pool]; ok {
 			for _, name := range j.Nodes {
-				if n, ok := b.st.Nodes[name]; ok && queuedOnlyFor(n, j.ID) {
+				if n, ok := b.st.Nodes[name]; ok && queuedOnlyFor(n, j.ID) && !came[n.ResizeRequest] {
 					b.releaseNode(pool, *n, fmt.Sprintf("%s before its capacity arrived", why))
 				}
 			}

@@ -615,10 +615,27 @@ func (b *builder) reconcileRequested(pool *model.Pool, node model.Node, rrs map[
 		why := fmt.Sprintf("reconciler: resize request %s is %s and VM %s does not exist", rr.Name, rr.State, node.VMName)
 		b.generationEnded(pool, node, model.EndLost, why)
 		return true
+	case rr.State == "ACCEPTED" && b.jobEnded(pool, node):
+		// A job's end keeps the nodes it ran on (job.finished with
+		// nodes_up), their requests fulfilled. One still queued made no VM
+		// the job could have run on (Slurm showed the node up from an
+		// older VM), and no job waits for it now: it is released.
+		b.releaseNode(pool, node, fmt.Sprintf("reconciler: job %s has ended and resize request %s still queues for node %s", node.JobID, rr.Name, node.Name))
+		return true
 	case rr.State == "ACCEPTED" && b.now.Sub(rr.Created) > pol.QueueTimeout:
 		return b.queueTimedOut(pool, node, rr)
 	}
 	return false
+}
+
+// jobEnded reports whether node is a dynamic node requested for a job
+// flexslurm has recorded as finished or cancelled.
+func (b *builder) jobEnded(pool *model.Pool, node model.Node) bool {
+	if node.JobID == "" || kindOf(node, pool) != model.NodeDynamic {
+		return false
+	}
+	j, ok := b.st.Jobs[node.JobID]
+	return ok && (j.State == model.JobFinished || j.State == model.JobCancelled)
 }
 
 // issued reports whether this pass already re-issued the request.

@@ -308,6 +308,9 @@ type JobStep struct {
 	Count     int      `yaml:"count,omitempty"`
 	Nodes     []string `yaml:"nodes,omitempty"`
 	Requeued  bool     `yaml:"requeued,omitempty"`
+	// NodesUp (finished only): Slurm showed every one of nodes up as the
+	// job ended (EpilogSlurmctld's nodes_up).
+	NodesUp bool `yaml:"nodes_up,omitempty"`
 	// TimeLimit is the job's time limit.
 	TimeLimit Duration `yaml:"time_limit,omitempty"`
 	// ReportedAt is when the hook saw the state (offset from the start);

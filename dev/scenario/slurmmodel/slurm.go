@@ -684,8 +684,19 @@ func (m *Model) Cancel(now time.Time, id string) {
 	m.freeNodes(now, j)
 	j.state = st
 	j.endAt = now
-	m.publish(config.TopicJobs, event.Job{Header: event.Header{Version: event.SchemaVersion, Type: typ, Cluster: m.cluster},
-		JobID: j.id, Partition: j.partition, ReportedAt: now})
+	m.publish(config.TopicJobs, m.jobEnd(now, j, typ))
+}
+
+// jobEnd is what EpilogSlurmctld publishes for a job that ends: its nodes,
+// and for a job that ran (its nodes up) job.finished with nodes_up.
+func (m *Model) jobEnd(now time.Time, j *Job, typ string) event.Job {
+	ev := event.Job{Header: event.Header{Version: event.SchemaVersion, Type: typ, Cluster: m.cluster},
+		JobID: j.id, Partition: j.partition, ReportedAt: now}
+	if len(j.nodes) > 0 {
+		ev.Nodes, ev.NodeCount = slices.Clone(j.nodes), len(j.nodes)
+		ev.NodesUp = typ == event.TypeJobFinished
+	}
+	return ev
 }
 
 // HealthFailure drains a node as a health hook does and requeues its job;
@@ -797,8 +808,7 @@ func (m *Model) Update(now time.Time, vms map[string]VM) {
 		if j.state == "RUNNING" && !now.Before(j.endAt) {
 			m.freeNodes(now, j)
 			j.state = "COMPLETED"
-			m.publish(config.TopicJobs, event.Job{Header: event.Header{Version: event.SchemaVersion, Type: event.TypeJobFinished, Cluster: m.cluster},
-				JobID: j.id, Partition: j.partition, ReportedAt: now})
+			m.publish(config.TopicJobs, m.jobEnd(now, j, event.TypeJobFinished))
 		}
 	}
 	for _, id := range m.order {

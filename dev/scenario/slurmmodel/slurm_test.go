@@ -42,7 +42,11 @@ func (r *recorder) publish(topic string, payload any) {
 	case event.Node:
 		r.events = append(r.events, fmt.Sprintf("%s %s %s", topic, p.Type, strings.Join(p.Nodes, ",")))
 	case event.Job:
-		r.events = append(r.events, fmt.Sprintf("%s %s job %s %s", topic, p.Type, p.JobID, strings.Join(p.Nodes, ",")))
+		e := fmt.Sprintf("%s %s job %s %s", topic, p.Type, p.JobID, strings.Join(p.Nodes, ","))
+		if p.NodesUp {
+			e += " (up)"
+		}
+		r.events = append(r.events, e)
 	default:
 		r.events = append(r.events, fmt.Sprintf("%s %T", topic, payload))
 	}
@@ -263,7 +267,8 @@ func TestJobLifecycle(t *testing.T) {
 	if j.State() != "CANCELLED" {
 		t.Errorf("cancelled while configuring = %s, want CANCELLED", j.State())
 	}
-	if d := cmp.Diff([]string{config.TopicJobs + " job.cancelled job 7 "}, rec.take()); d != "" {
+	// EpilogSlurmctld names the nodes; the job never ran there.
+	if d := cmp.Diff([]string{config.TopicJobs + " job.cancelled job 7 " + static + "," + node2}, rec.take()); d != "" {
 		t.Errorf("cancel (-want +got):\n%s", d)
 	}
 }
@@ -301,8 +306,8 @@ func TestPowerDownWaitsForTheJob(t *testing.T) {
 				t.Errorf("at the job's end: job %s, node %s; want COMPLETED, IDLE+CLOUD+POWERED_DOWN", j.State(), state(t, m, static))
 			}
 			// The node is powered down as the job frees it, before the
-			// job's end is reported.
-			if d := cmp.Diff([]string{config.TopicJobs + " node.suspend " + static, config.TopicJobs + " job.finished job 7 "}, rec.take()); d != "" {
+			// job's end is reported (on its node, which was up).
+			if d := cmp.Diff([]string{config.TopicJobs + " node.suspend " + static, config.TopicJobs + " job.finished job 7 " + static + " (up)"}, rec.take()); d != "" {
 				t.Errorf("published (-want +got):\n%s", d)
 			}
 		})

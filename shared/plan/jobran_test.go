@@ -1,0 +1,118 @@
+package plan
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flexslurm/flexslurm/shared/event"
+	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestJobFinishedOnNodesThatCameUp: EpilogSlurmctld's job.finished says
+// nodes_up when Slurm showed every node of the job up: the job ran there,
+// so its capacity came, even when the report overtakes job.started and the
+// reconciler has not yet seen the VMs (the nodes are still requested).
+// Those nodes, and every node of the same resize request (fulfilled all at
+// once), are kept; the reconciler then finds their VMs running. Without
+// nodes_up (the hook could not ask Slurm) the queued capacity is released,
+// as for a cancelled job.
+func TestJobFinishedOnNodesThatCameUp(t *testing.T) {
+	finished := func(up bool, nodes ...string) *event.Job {
+		ev := jobEv(event.TypeJobFinished, "7", 0, nodes...)
+		ev.NodesUp = up
+		return ev
+	}
+	tests := []struct {
+		name string
+		ev   *event.Job
+		want []string
+	}{
+		{"nodes up: kept", finished(true, "flexvm-a3u-1", "flexvm-a3u-2"), []string{"PutJob:7/finished"}},
+		{"one of the request's nodes up: the request came, all kept", finished(true, "flexvm-a3u-1"), []string{"PutJob:7/finished"}},
+		{"not known to be up: released", finished(false, "flexvm-a3u-1", "flexvm-a3u-2"), []string{"PutJob:7/finished",
+			"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "DeleteVMs:flexvm-a3u-2-g1", "PutNode:flexvm-a3u-2/deleting",
+			"DeleteVMs:flexvm-a3u-1-g1", "PutNode:flexvm-a3u-1/deleting"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st, c := applied(t)
+			Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 2, "flexvm-a3u-1", "flexvm-a3u-2")))
+			got, err := Job(st, c, tt.ev, t0.Add(20*time.Minute), Policy{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tt.want, kinds(got)); d != "" {
+				t.Fatalf("actions (-want +got):\n%s", d)
+			}
+			Apply(st, got)
+			if len(tt.want) > 1 {
+				return
+			}
+			// The next pass lists the request's VMs running and Slurm shows
+			// the nodes idle: they are recorded running (with the maintenance
+			// reservation every running VM gets), nothing deleted.
+			vm := func(i string) VM {
+				return VM{Name: "flexvm-a3u-" + i + "-g1", ID: "4" + i, Status: "RUNNING", Created: t0.Add(15 * time.Minute), TerminationTime: t0.Add(week)}
+			}
+			st.Slurm = slurmView(t0.Add(24*time.Minute), map[string]string{"flexvm-a3u-1": "IDLE+CLOUD", "flexvm-a3u-2": "IDLE+CLOUD"})
+			obs := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true, ListedAt: t0.Add(25 * time.Minute),
+				VMs:            []VM{vm("1"), vm("2")},
+				ResizeRequests: []ObservedResizeRequest{{Name: "rr-flexvm-a3u-j7-g1", State: "SUCCEEDED", VMs: []string{"flexvm-a3u-1-g1", "flexvm-a3u-2-g1"}, Created: t0}},
+			}}}
+			var acts []string
+			for _, k := range kinds(Reconcile(st, obs, t0.Add(25*time.Minute), Policy{})) {
+				if strings.Contains(k, "flexvm-a3u-1") || strings.Contains(k, "flexvm-a3u-2") || strings.HasPrefix(k, "DeleteVMs:") {
+					acts = append(acts, k)
+				}
+			}
+			want := []string{"PutNode:flexvm-a3u-1/running", "Slurm:reservation_create:flexvm-a3u-1",
+				"PutNode:flexvm-a3u-2/running", "Slurm:reservation_create:flexvm-a3u-2"}
+			if d := cmp.Diff(want, acts); d != "" {
+				t.Errorf("next pass (-want +got):\n%s", d)
+			}
+			for _, name := range []string{"flexvm-a3u-1", "flexvm-a3u-2"} {
+				if n := st.Nodes[name]; n.Phase != model.PhaseRequested {
+					t.Errorf("%s is %s before the pass's actions are applied", name, n.Phase)
+				}
+			}
+		})
+	}
+}
+
+// TestQueuedRequestOfAnEndedJobIsReleased: a dynamic node kept requested
+// after its job finished "on nodes up" whose request the reconciler finds
+// still queued never served the job (Slurm saw the node up from an older
+// VM): the request is cancelled, so no capacity comes for a job that ended.
+func TestQueuedRequestOfAnEndedJobIsReleased(t *testing.T) {
+	st, c := applied(t)
+	Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 1, "flexvm-a3u-1")))
+	ev := jobEv(event.TypeJobFinished, "7", 0, "flexvm-a3u-1")
+	ev.NodesUp = true
+	got, err := Job(st, c, ev, t0.Add(20*time.Minute), Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	Apply(st, got)
+	for _, tc := range []struct {
+		state string
+		want  []string
+	}{
+		{"ACCEPTED", []string{"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "DeleteVMs:flexvm-a3u-1-g1", "PutNode:flexvm-a3u-1/deleting"}},
+		{"CREATING", nil}, // the VM is on its way: the job may have run on it
+	} {
+		obs := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true, ListedAt: t0.Add(25 * time.Minute),
+			ResizeRequests: []ObservedResizeRequest{{Name: "rr-flexvm-a3u-j7-g1", State: tc.state, VMs: []string{"flexvm-a3u-1-g1"}, Created: t0}},
+		}}}
+		var acts []string
+		for _, k := range kinds(Reconcile(st, obs, t0.Add(25*time.Minute), Policy{})) {
+			if strings.Contains(k, "flexvm-a3u-1") || strings.Contains(k, "-j7-") {
+				acts = append(acts, k)
+			}
+		}
+		if d := cmp.Diff(tc.want, acts); d != "" {
+			t.Errorf("request %s (-want +got):\n%s", tc.state, d)
+		}
+	}
+}
