@@ -83,8 +83,9 @@ func TestJobFinishedOnNodesThatCameUp(t *testing.T) {
 
 // TestQueuedRequestOfAnEndedJobIsReleased: a dynamic node kept requested
 // after its job finished "on nodes up" whose request the reconciler finds
-// still queued never served the job (Slurm saw the node up from an older
-// VM): the request is cancelled, so no capacity comes for a job that ended.
+// still queued, or not at all, never served the job (Slurm saw the node up
+// from an older VM): the request is cancelled, never issued again, so no
+// capacity comes for a job that ended.
 func TestQueuedRequestOfAnEndedJobIsReleased(t *testing.T) {
 	st, c := applied(t)
 	Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 1, "flexvm-a3u-1")))
@@ -101,9 +102,16 @@ func TestQueuedRequestOfAnEndedJobIsReleased(t *testing.T) {
 	}{
 		{"ACCEPTED", []string{"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "DeleteVMs:flexvm-a3u-1-g1", "PutNode:flexvm-a3u-1/deleting"}},
 		{"CREATING", nil}, // the VM is on its way: the job may have run on it
+		// Not listed: never issued (a crash before the call). It is not
+		// issued again for a job that has ended.
+		{"", []string{"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "DeleteVMs:flexvm-a3u-1-g1", "PutNode:flexvm-a3u-1/deleting"}},
 	} {
+		var rrs []ObservedResizeRequest
+		if tc.state != "" {
+			rrs = []ObservedResizeRequest{{Name: "rr-flexvm-a3u-j7-g1", State: tc.state, VMs: []string{"flexvm-a3u-1-g1"}, Created: t0}}
+		}
 		obs := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true, ListedAt: t0.Add(25 * time.Minute),
-			ResizeRequests: []ObservedResizeRequest{{Name: "rr-flexvm-a3u-j7-g1", State: tc.state, VMs: []string{"flexvm-a3u-1-g1"}, Created: t0}},
+			ResizeRequests: rrs,
 		}}}
 		var acts []string
 		for _, k := range kinds(Reconcile(st, obs, t0.Add(25*time.Minute), Policy{})) {

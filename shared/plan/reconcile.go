@@ -575,6 +575,11 @@ func (b *builder) reconcileRequested(pool *model.Pool, node model.Node, rrs map[
 		if b.now.Sub(node.RequestedAt) < pol.RequestGrace || b.issued(node.ResizeRequest) {
 			return false
 		}
+		if b.jobEnded(pool, node) {
+			// Never issued, and its job has ended: not issued now.
+			b.releaseNode(pool, node, fmt.Sprintf("reconciler: job %s has ended and resize request %s for node %s was never seen: not issued", node.JobID, node.ResizeRequest, node.Name))
+			return true
+		}
 		// A crash between the Firestore commit and the Compute call: issue
 		// the same request again (same name and request id: never twice).
 		var vms []string
