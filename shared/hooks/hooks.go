@@ -421,12 +421,12 @@ func beingRequeued(j slurm.JobInfo, now time.Time) bool {
 
 // EpilogCtld is EpilogSlurmctld: job.finished, or job.cancelled when the
 // job ended while some of its nodes were still powering up (it never ran:
-// its queued capacity is no longer wanted). job.finished says nodes_up when
-// Slurm showed every node up: their capacity came, even if flexslurm has
-// not yet seen the VMs (its job.started may still be on its way). A job being requeued (scontrol
-// shows EndTime=Unknown, or an end time still ahead, during its epilog)
-// gets no event: it comes back
-// through ResumeProgram as job.pending once Slurm allocates it nodes.
+// its queued capacity is no longer wanted). job.finished says nodes_up
+// when Slurm showed every node up: their capacity came, even if flexslurm
+// has not yet seen the VMs (its job.started may still be on its way). A
+// job being requeued (scontrol shows EndTime=Unknown, or an end time still
+// ahead, during its epilog) gets no event: it comes back through
+// ResumeProgram as job.pending once Slurm allocates it nodes.
 // Slurm runs no EpilogSlurmctld for a job cancelled before any allocation.
 func (rt *Runtime) EpilogCtld(ctx context.Context) error {
 	id, partition, nodes, ok, err := rt.ctldJob()

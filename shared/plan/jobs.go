@@ -74,7 +74,7 @@ func Job(st *model.State, c *spec.Cluster, ev *event.Job, now time.Time, pol Pol
 		came := map[string]bool{}
 		if ev.Type == event.TypeJobFinished && ev.NodesUp {
 			for _, name := range ev.Nodes {
-				if n, ok := b.st.Nodes[name]; ok && n.Phase == model.PhaseRequested && n.ResizeRequest != "" {
+				if n, ok := b.st.Nodes[name]; ok && n.Phase == model.PhaseRequested && n.JobID == j.ID && n.ResizeRequest != "" {
 					came[n.ResizeRequest] = true
 				}
 			}

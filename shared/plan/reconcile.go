@@ -621,10 +621,11 @@ func (b *builder) reconcileRequested(pool *model.Pool, node model.Node, rrs map[
 		b.generationEnded(pool, node, model.EndLost, why)
 		return true
 	case rr.State == "ACCEPTED" && b.jobEnded(pool, node):
-		// A job's end keeps the nodes it ran on (job.finished with
-		// nodes_up), their requests fulfilled. One still queued made no VM
-		// the job could have run on (Slurm showed the node up from an
-		// older VM), and no job waits for it now: it is released.
+		// No job waits for this capacity: a job's end releases its queued
+		// nodes, but keeps those it ran on (job.finished with nodes_up:
+		// their requests were fulfilled, unless Slurm showed the node up
+		// from an older VM), and names only the nodes the job has now (it
+		// may have been requested here, then placed elsewhere).
 		b.releaseNode(pool, node, fmt.Sprintf("reconciler: job %s has ended and resize request %s still queues for node %s", node.JobID, rr.Name, node.Name))
 		return true
 	case rr.State == "ACCEPTED" && b.now.Sub(rr.Created) > pol.QueueTimeout:
