@@ -101,7 +101,7 @@ func TestQueuedRequestOfAnEndedJobIsReleased(t *testing.T) {
 		want  []string
 	}{
 		{"ACCEPTED", []string{"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "DeleteVMs:flexvm-a3u-1-g1", "PutNode:flexvm-a3u-1/deleting"}},
-		{"CREATING", nil}, // the VM is on its way: the job may have run on it
+		{"CREATING", nil}, // not yet queued, and not cancellable yet: the next pass sees it ACCEPTED
 		// Not listed: never issued (a crash before the call). It is not
 		// issued again for a job that has ended.
 		{"", []string{"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "DeleteVMs:flexvm-a3u-1-g1", "PutNode:flexvm-a3u-1/deleting"}},
@@ -123,4 +123,63 @@ func TestQueuedRequestOfAnEndedJobIsReleased(t *testing.T) {
 			t.Errorf("request %s (-want +got):\n%s", tc.state, d)
 		}
 	}
+}
+
+// TestEndedJobRuleActsOnlyOnWhatItKnows: the rule above acts on a listing
+// taken after the job's end was recorded, never on an older one (a pass
+// lists first and decides later: the request it shows queued may since
+// have made the VM the job ran on); not on a node Slurm shows up (its VM
+// serves); and not on a node an active job names (a job Slurm placed
+// there waits on that request).
+func TestEndedJobRuleActsOnlyOnWhatItKnows(t *testing.T) {
+	ended := t0.Add(20 * time.Minute)
+	prepare := func(t *testing.T) *model.State {
+		st, c := applied(t)
+		Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 1, "flexvm-a3u-1")))
+		ev := jobEv(event.TypeJobFinished, "7", 0, "flexvm-a3u-1")
+		ev.NodesUp = true
+		got, err := Job(st, c, ev, ended, Policy{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		Apply(st, got)
+		return st
+	}
+	pass := func(st *model.State, listed time.Time) []string {
+		obs := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true, ListedAt: listed,
+			ResizeRequests: []ObservedResizeRequest{{Name: "rr-flexvm-a3u-j7-g1", State: "ACCEPTED", VMs: []string{"flexvm-a3u-1-g1"}, Created: t0}},
+		}}}
+		var acts []string
+		for _, k := range kinds(Reconcile(st, obs, ended.Add(time.Minute), Policy{})) {
+			if strings.Contains(k, "flexvm-a3u-1") || strings.Contains(k, "-j7-") {
+				acts = append(acts, k)
+			}
+		}
+		return acts
+	}
+	t.Run("listing older than the job's end", func(t *testing.T) {
+		if got := pass(prepare(t), ended.Add(-time.Minute)); len(got) != 0 {
+			t.Errorf("acted on a listing taken before the job ended: %v", got)
+		}
+	})
+	t.Run("Slurm shows the node allocated", func(t *testing.T) {
+		st := prepare(t)
+		st.Slurm = slurmView(ended.Add(30*time.Second), map[string]string{"flexvm-a3u-1": "ALLOCATED+CLOUD"})
+		if got := pass(st, ended.Add(30*time.Second)); len(got) != 0 {
+			t.Errorf("acted on a node Slurm shows busy: %v", got)
+		}
+	})
+	t.Run("an active job names the node", func(t *testing.T) {
+		st := prepare(t)
+		st.Jobs["8"] = &model.Job{ID: "8", Partition: "a3u", Pool: "a3u", State: model.JobPending, Nodes: []string{"flexvm-a3u-1"}, UpdatedAt: ended}
+		if got := pass(st, ended.Add(30*time.Second)); len(got) != 0 {
+			t.Errorf("cancelled the request job 8 waits on: %v", got)
+		}
+	})
+	t.Run("listing after the job's end, nothing else", func(t *testing.T) {
+		want := []string{"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "DeleteVMs:flexvm-a3u-1-g1", "PutNode:flexvm-a3u-1/deleting"}
+		if d := cmp.Diff(want, pass(prepare(t), ended.Add(30*time.Second))); d != "" {
+			t.Errorf("(-want +got):\n%s", d)
+		}
+	})
 }

@@ -247,6 +247,9 @@ type builder struct {
 	out     []Action
 	pol     Policy
 	view    *model.SlurmView // the fresh Slurm snapshot, when reconciling
+	// listedAt is when the Compute listing of the pool being reconciled
+	// was taken (zero: unknown).
+	listedAt time.Time
 	// key tells one event's Slurm commands from an earlier event's about
 	// the same nodes (a report's time), where the command alone would not.
 	key string

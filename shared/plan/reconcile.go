@@ -176,6 +176,7 @@ func kindOf(n model.Node, pool *model.Pool) model.NodeKind {
 }
 
 func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.SlurmView, pol Policy) {
+	b.listedAt = po.ListedAt
 	vms := b.indexVMs(po.VMs)
 	rrs := make(map[string]ObservedResizeRequest, len(po.ResizeRequests))
 	for _, rr := range po.ResizeRequests {
@@ -575,7 +576,7 @@ func (b *builder) reconcileRequested(pool *model.Pool, node model.Node, rrs map[
 		if b.now.Sub(node.RequestedAt) < pol.RequestGrace || b.issued(node.ResizeRequest) {
 			return false
 		}
-		if b.jobEnded(pool, node) {
+		if b.endedBeforeListing(pool, node) {
 			// Never issued, and its job has ended: not issued now.
 			b.releaseNode(pool, node, fmt.Sprintf("reconciler: job %s has ended and resize request %s for node %s was never seen: not issued", node.JobID, node.ResizeRequest, node.Name))
 			return true
@@ -620,7 +621,7 @@ func (b *builder) reconcileRequested(pool *model.Pool, node model.Node, rrs map[
 		why := fmt.Sprintf("reconciler: resize request %s is %s and VM %s does not exist", rr.Name, rr.State, node.VMName)
 		b.generationEnded(pool, node, model.EndLost, why)
 		return true
-	case rr.State == "ACCEPTED" && b.jobEnded(pool, node):
+	case rr.State == "ACCEPTED" && b.endedBeforeListing(pool, node):
 		// No job waits for this capacity: a job's end releases its queued
 		// nodes, but keeps those it ran on (job.finished with nodes_up:
 		// their requests were fulfilled, unless Slurm showed the node up
@@ -634,14 +635,26 @@ func (b *builder) reconcileRequested(pool *model.Pool, node model.Node, rrs map[
 	return false
 }
 
-// jobEnded reports whether node is a dynamic node requested for a job
-// flexslurm has recorded as finished or cancelled.
-func (b *builder) jobEnded(pool *model.Pool, node model.Node) bool {
-	if node.JobID == "" || kindOf(node, pool) != model.NodeDynamic {
+// endedBeforeListing reports whether node is a dynamic node requested for
+// a job flexslurm recorded as finished or cancelled before the pool's
+// Compute listing was taken, that no active job names now, and that the
+// Slurm snapshot does not show up. A listing taken before the job's end
+// was recorded may show a request as queued that has since made the VM
+// the job ran on (the pass lists first and decides later), and a node
+// Slurm shows up has a VM serving: neither is acted on.
+func (b *builder) endedBeforeListing(pool *model.Pool, node model.Node) bool {
+	if node.JobID == "" || kindOf(node, pool) != model.NodeDynamic || b.claimed(node.Name) {
 		return false
 	}
 	j, ok := b.st.Jobs[node.JobID]
-	return ok && (j.State == model.JobFinished || j.State == model.JobCancelled)
+	if !ok || (j.State != model.JobFinished && j.State != model.JobCancelled) || !b.listedAt.After(j.UpdatedAt) {
+		return false
+	}
+	switch nodeSlurmClass(b.view, node) {
+	case SlurmIdle, SlurmBusy, SlurmDrain:
+		return false
+	}
+	return true
 }
 
 // issued reports whether this pass already re-issued the request.
