@@ -98,6 +98,9 @@ func (h *Handler) Cluster(ctx context.Context, tickID, cluster string) error {
 	// their state (a pass loads active jobs only): a job whose end flexslurm
 	// recorded must not look unknown (plan.Observed.JobRecordsFor).
 	scope.Jobs = plan.ReconcileJobs(st.Slurm)
+	// And those of the nodes still waiting on capacity, whatever their
+	// state: capacity still queued for a job that ended is cancelled.
+	scope.JobsOfRequested = true
 	if st.Slurm != nil {
 		obs.JobRecordsFor = st.Slurm.TakenAt
 	}

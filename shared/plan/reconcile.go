@@ -638,7 +638,9 @@ func (b *builder) reconcileRequested(pool *model.Pool, node model.Node, rrs map[
 // endedBeforeListing reports whether node is a dynamic node requested for
 // a job flexslurm recorded as finished or cancelled before the pool's
 // Compute listing was taken, that no active job names now, and that the
-// Slurm snapshot does not show up. A listing taken before the job's end
+// Slurm snapshot does not show up or powering up. The reconciler's scope
+// loads such a job's record (store.Scope.JobsOfRequested). A listing
+// taken before the job's end
 // was recorded may show a request as queued that has since made the VM
 // the job ran on (the pass lists first and decides later), and a node
 // Slurm shows up has a VM serving: neither is acted on.
@@ -651,8 +653,8 @@ func (b *builder) endedBeforeListing(pool *model.Pool, node model.Node) bool {
 		return false
 	}
 	switch nodeSlurmClass(b.view, node) {
-	case SlurmIdle, SlurmBusy, SlurmDrain:
-		return false
+	case SlurmIdle, SlurmBusy, SlurmDrain, SlurmPoweringUp:
+		return false // a VM serves, or Slurm resumes the node for a job not yet reported
 	}
 	return true
 }

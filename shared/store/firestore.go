@@ -504,7 +504,10 @@ func (f *Firestore) load(ctx context.Context, r reader, scope Scope) (*model.Sta
 		if err := queryInto(ctx, f, r, nodes, "node", st.Nodes); err != nil {
 			return nil, err
 		}
-		return st, queryInto(ctx, f, r, active, "job", st.Jobs)
+		if err := queryInto(ctx, f, r, active, "job", st.Jobs); err != nil {
+			return nil, err
+		}
+		return st, f.readJobsOfRequested(ctx, r, cref, scope, st)
 	}
 	for chunk := range slices.Chunk(pools, maxInValues) {
 		if err := queryInto(ctx, f, r, nodes.Where("pool", "in", chunk), "node", st.Nodes); err != nil {
@@ -516,7 +519,38 @@ func (f *Firestore) load(ctx context.Context, r reader, scope Scope) (*model.Sta
 			return nil, err
 		}
 	}
-	return st, nil
+	return st, f.readJobsOfRequested(ctx, r, cref, scope, st)
+}
+
+// readJobsOfRequested loads, under Scope.JobsOfRequested, the jobs st's
+// requested nodes were provisioned for that st does not hold yet (ended
+// jobs: the queries above load active ones), by id, in batches.
+func (f *Firestore) readJobsOfRequested(ctx context.Context, r reader, cref *firestore.DocumentRef, scope Scope, st *model.State) error {
+	if !scope.JobsOfRequested {
+		return nil
+	}
+	var refs []*firestore.DocumentRef
+	for _, id := range jobsOfRequested(st) {
+		if err := checkID("job", id); err != nil {
+			return err
+		}
+		refs = append(refs, cref.Collection(jobsColl).Doc(id))
+	}
+	for chunk := range slices.Chunk(refs, maxGetAll) {
+		snaps, err := r.getAll(ctx, chunk)
+		f.reads.Add(int64(len(chunk)))
+		if err != nil {
+			return fmt.Errorf("reading jobs of requested nodes of cluster %s: %w", scope.Cluster, err)
+		}
+		for _, s := range snaps {
+			if s.Exists() {
+				if err := decodeInto(s, "job", st.Jobs); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // query runs q and decodes every result into m, keyed by document id.

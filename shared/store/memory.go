@@ -161,6 +161,13 @@ func selectScope(full *model.State, scope Scope, out *model.State) {
 			put(&out.Jobs, len(scope.Jobs), id, j)
 		}
 	}
+	if scope.JobsOfRequested {
+		for _, id := range jobsOfRequested(out) {
+			if j, ok := full.Jobs[id]; ok {
+				put(&out.Jobs, 0, id, j)
+			}
+		}
+	}
 	if scope.Slurm {
 		out.Slurm = full.Slurm
 	}

@@ -13,6 +13,7 @@ package store
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/flexslurm/flexslurm/shared/model"
@@ -70,6 +71,12 @@ type Scope struct {
 	// Jobs it lets an event read exactly the records it concerns, not
 	// every node and active job of their pools.
 	Nodes []string
+	// JobsOfRequested loads, in addition, the record of the job every
+	// loaded node still waiting on capacity (phase requested) was
+	// provisioned for (model.Node.JobID), whatever the job's state: a
+	// reconcile pass must know a job has ended to stop buying capacity
+	// for it, and it loads active jobs only.
+	JobsOfRequested bool
 	// Slurm loads the latest Slurm snapshot (model.State.Slurm); an Update
 	// that sets it writes it back when changed.
 	Slurm bool
@@ -107,4 +114,19 @@ type Store interface {
 	// returns how many it deleted (the ledger only has to outlive redelivery:
 	// Pub/Sub's retry window is 24 h for gen2 functions, https://cloud.google.com/functions/docs/bestpractices/retries).
 	ForgetEvents(ctx context.Context, cluster string, before time.Time) (int, error)
+}
+
+// jobsOfRequested returns, sorted and each once, the jobs that st's nodes
+// waiting on capacity were provisioned for and that st does not hold.
+func jobsOfRequested(st *model.State) []string {
+	var ids []string
+	for _, n := range st.Nodes {
+		if n.Phase == model.PhaseRequested && n.JobID != "" {
+			if _, ok := st.Jobs[n.JobID]; !ok {
+				ids = append(ids, n.JobID)
+			}
+		}
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
 }

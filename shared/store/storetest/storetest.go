@@ -77,6 +77,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 		{"ScopePools", testScopePools},
 		{"ScopeAllPools", testScopeAllPools},
 		{"ScopeExplicitJobs", testScopeExplicitJobs},
+		{"ScopeJobsOfRequested", testScopeJobsOfRequested},
 		{"ScopeManyPools", testScopeManyPools},
 		{"ScopeNodesAndPoolRecords", testScopeNodesAndPoolRecords},
 		{"DuplicateEvent", testDuplicateEvent},
@@ -590,6 +591,40 @@ func testScopeExplicitJobs(t *testing.T, s store.Store, _ config) {
 	got := read(t, ctx, s, store.Scope{Cluster: Cluster, Jobs: []string{"99"}})
 	if diff := cmp.Diff(&model.Job{ID: "99", State: model.JobPending, NodesWanted: 1, SubmittedAt: T0}, got.Jobs["99"], cmpOpts); diff != "" {
 		t.Errorf("job 99 (-want +got):\n%s", diff)
+	}
+}
+
+// testScopeJobsOfRequested loads, beside a scope's active jobs, the job
+// of every loaded node still waiting on capacity, whatever the job's
+// state: what a reconcile pass needs to stop buying capacity for a job
+// that ended.
+func testScopeJobsOfRequested(t *testing.T, s store.Store, _ config) {
+	ctx := ctxFor(t, timeout)
+	seed(t, ctx, s)
+	// a-1 waits on capacity for finished job 12, b-0 for finished job 21
+	// (pool b, out of a pool-a scope), a-0 runs for job 13 (cancelled).
+	update(t, ctx, s, store.Scope{Cluster: Cluster, AllPools: true}, func(st *model.State) error {
+		for name, job := range map[string]string{model.NodeName(Cluster, "a", 1): "12", model.NodeName(Cluster, "b", 0): "21"} {
+			st.Nodes[name].Phase, st.Nodes[name].JobID = model.PhaseRequested, job
+		}
+		st.Nodes[model.NodeName(Cluster, "a", 0)].JobID = "13"
+		return nil
+	})
+	full := read(t, ctx, s, store.Scope{Cluster: Cluster, AllPools: true, Jobs: []string{"12", "13", "21"}})
+	for _, tc := range []struct {
+		name  string
+		scope store.Scope
+		want  *model.State
+	}{
+		{"all pools", store.Scope{Cluster: Cluster, AllPools: true, JobsOfRequested: true}, pick(full, []string{"a", "b"}, []string{"12", "21"})},
+		{"pool a", store.Scope{Cluster: Cluster, Pools: []string{"a"}, JobsOfRequested: true}, pick(full, []string{"a"}, []string{"12"})},
+		{"without it", store.Scope{Cluster: Cluster, AllPools: true}, pick(full, []string{"a", "b"}, nil)},
+	} {
+		checkState(t, "Read "+tc.name, read(t, ctx, s, tc.scope), tc.want)
+		update(t, ctx, s, tc.scope, func(st *model.State) error {
+			checkState(t, "Update "+tc.name, st, tc.want)
+			return nil
+		})
 	}
 }
 
