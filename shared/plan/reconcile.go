@@ -640,10 +640,10 @@ func (b *builder) reconcileRequested(pool *model.Pool, node model.Node, rrs map[
 // Compute listing was taken, that no active job names now, and that the
 // Slurm snapshot does not show up or powering up. The reconciler's scope
 // loads such a job's record (store.Scope.JobsOfRequested). A listing
-// taken before the job's end
-// was recorded may show a request as queued that has since made the VM
-// the job ran on (the pass lists first and decides later), and a node
-// Slurm shows up has a VM serving: neither is acted on.
+// taken before the job's end was recorded may show a request as queued
+// that has since made the VM the job ran on (the pass lists first and
+// decides later), and a node Slurm shows up has a VM serving: neither is
+// acted on.
 func (b *builder) endedBeforeListing(pool *model.Pool, node model.Node) bool {
 	if node.JobID == "" || kindOf(node, pool) != model.NodeDynamic || b.claimed(node.Name) {
 		return false
