@@ -266,7 +266,7 @@ func (b *builder) queueTimedOut(pool *model.Pool, node model.Node, rr ObservedRe
 	if node.JobID != "" && kindOf(node, pool) == model.NodeDynamic {
 		j, ok := b.st.Jobs[node.JobID]
 		if !ok || j.State != model.JobPending {
-			return false // a running job has its nodes; an ended job's queued request is cancelled (jobEnded)
+			return false // a running job has its nodes; an ended job's queued request is cancelled (endedBeforeListing)
 		}
 		job, count, owner = j, j.Resubmits, "job "+j.ID
 	}

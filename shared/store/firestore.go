@@ -478,19 +478,8 @@ func (f *Firestore) load(ctx context.Context, r reader, scope Scope) (*model.Sta
 		}
 		nodeRefs = append(nodeRefs, cref.Collection(nodesColl).Doc(name))
 	}
-	for chunk := range slices.Chunk(nodeRefs, maxGetAll) {
-		snaps, err := r.getAll(ctx, chunk)
-		f.reads.Add(int64(len(chunk)))
-		if err != nil {
-			return nil, fmt.Errorf("reading nodes of cluster %s: %w", scope.Cluster, err)
-		}
-		for _, s := range snaps {
-			if s.Exists() {
-				if err := decodeInto(s, "node", st.Nodes); err != nil {
-					return nil, err
-				}
-			}
-		}
+	if err := getAllInto(ctx, f, r, nodeRefs, "node", st.Nodes); err != nil {
+		return nil, fmt.Errorf("reading nodes of cluster %s: %w", scope.Cluster, err)
 	}
 
 	nodes := cref.Collection(nodesColl).Query
@@ -536,15 +525,24 @@ func (f *Firestore) readJobsOfRequested(ctx context.Context, r reader, cref *fir
 		}
 		refs = append(refs, cref.Collection(jobsColl).Doc(id))
 	}
+	if err := getAllInto(ctx, f, r, refs, "job", st.Jobs); err != nil {
+		return fmt.Errorf("reading jobs of requested nodes of cluster %s: %w", scope.Cluster, err)
+	}
+	return nil
+}
+
+// getAllInto reads refs in batches of maxGetAll and decodes every document
+// that exists into m, keyed by document id.
+func getAllInto[T any](ctx context.Context, f *Firestore, r reader, refs []*firestore.DocumentRef, kind string, m map[string]*T) error {
 	for chunk := range slices.Chunk(refs, maxGetAll) {
 		snaps, err := r.getAll(ctx, chunk)
 		f.reads.Add(int64(len(chunk)))
 		if err != nil {
-			return fmt.Errorf("reading jobs of requested nodes of cluster %s: %w", scope.Cluster, err)
+			return err
 		}
 		for _, s := range snaps {
 			if s.Exists() {
-				if err := decodeInto(s, "job", st.Jobs); err != nil {
+				if err := decodeInto(s, kind, m); err != nil {
 					return err
 				}
 			}
