@@ -87,15 +87,7 @@ func TestJobFinishedOnNodesThatCameUp(t *testing.T) {
 // from an older VM): the request is cancelled, never issued again, so no
 // capacity comes for a job that ended.
 func TestQueuedRequestOfAnEndedJobIsReleased(t *testing.T) {
-	st, c := applied(t)
-	Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 1, "flexvm-a3u-1")))
-	ev := jobEv(event.TypeJobFinished, "7", 0, "flexvm-a3u-1")
-	ev.NodesUp = true
-	got, err := Job(st, c, ev, t0.Add(20*time.Minute), Policy{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	Apply(st, got)
+	st := finishedOnNodeUp(t, t0.Add(20*time.Minute))
 	for _, tc := range []struct {
 		state string
 		want  []string
@@ -113,13 +105,7 @@ func TestQueuedRequestOfAnEndedJobIsReleased(t *testing.T) {
 		obs := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true, ListedAt: t0.Add(25 * time.Minute),
 			ResizeRequests: rrs,
 		}}}
-		var acts []string
-		for _, k := range kinds(Reconcile(st, obs, t0.Add(25*time.Minute), Policy{})) {
-			if strings.Contains(k, "flexvm-a3u-1") || strings.Contains(k, "-j7-") {
-				acts = append(acts, k)
-			}
-		}
-		if d := cmp.Diff(tc.want, acts); d != "" {
+		if d := cmp.Diff(tc.want, nodeOneActions(st, obs, t0.Add(25*time.Minute))); d != "" {
 			t.Errorf("request %s (-want +got):\n%s", tc.state, d)
 		}
 	}
@@ -133,29 +119,12 @@ func TestQueuedRequestOfAnEndedJobIsReleased(t *testing.T) {
 // there waits on that request).
 func TestEndedJobRuleActsOnlyOnWhatItKnows(t *testing.T) {
 	ended := t0.Add(20 * time.Minute)
-	prepare := func(t *testing.T) *model.State {
-		st, c := applied(t)
-		Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 1, "flexvm-a3u-1")))
-		ev := jobEv(event.TypeJobFinished, "7", 0, "flexvm-a3u-1")
-		ev.NodesUp = true
-		got, err := Job(st, c, ev, ended, Policy{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		Apply(st, got)
-		return st
-	}
+	prepare := func(t *testing.T) *model.State { return finishedOnNodeUp(t, ended) }
 	pass := func(st *model.State, listed time.Time) []string {
 		obs := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true, ListedAt: listed,
 			ResizeRequests: []ObservedResizeRequest{{Name: "rr-flexvm-a3u-j7-g1", State: "ACCEPTED", VMs: []string{"flexvm-a3u-1-g1"}, Created: t0}},
 		}}}
-		var acts []string
-		for _, k := range kinds(Reconcile(st, obs, ended.Add(time.Minute), Policy{})) {
-			if strings.Contains(k, "flexvm-a3u-1") || strings.Contains(k, "-j7-") {
-				acts = append(acts, k)
-			}
-		}
-		return acts
+		return nodeOneActions(st, obs, ended.Add(time.Minute))
 	}
 	t.Run("listing older than the job's end", func(t *testing.T) {
 		if got := pass(prepare(t), ended.Add(-time.Minute)); len(got) != 0 {
@@ -182,4 +151,33 @@ func TestEndedJobRuleActsOnlyOnWhatItKnows(t *testing.T) {
 			t.Errorf("(-want +got):\n%s", d)
 		}
 	})
+}
+
+// finishedOnNodeUp is the state after job 7 was provisioned on
+// flexvm-a3u-1 and reported finished there, nodes up, at the given time:
+// the node is kept, still requested.
+func finishedOnNodeUp(t *testing.T, at time.Time) *model.State {
+	t.Helper()
+	st, c := applied(t)
+	Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 1, "flexvm-a3u-1")))
+	ev := jobEv(event.TypeJobFinished, "7", 0, "flexvm-a3u-1")
+	ev.NodesUp = true
+	got, err := Job(st, c, ev, at, Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	Apply(st, got)
+	return st
+}
+
+// nodeOneActions is what a reconcile pass does to flexvm-a3u-1 and job
+// 7's requests.
+func nodeOneActions(st *model.State, obs Observed, now time.Time) []string {
+	var acts []string
+	for _, k := range kinds(Reconcile(st, obs, now, Policy{})) {
+		if strings.Contains(k, "flexvm-a3u-1") || strings.Contains(k, "-j7-") {
+			acts = append(acts, k)
+		}
+	}
+	return acts
 }
