@@ -4,13 +4,17 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"math"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/flexslurm/flexslurm/shared/apply"
 	"github.com/flexslurm/flexslurm/shared/clock"
 	"github.com/flexslurm/flexslurm/shared/gce"
 	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/flexslurm/flexslurm/shared/plan"
 )
 
 // slowLists is a Compute whose every list call takes an hour of the clock.
@@ -52,5 +56,58 @@ func TestObserveStampsEachPoolBeforeItsLists(t *testing.T) {
 	}
 	if want := start.Add(3 * time.Hour); !b.Listed || b.MIGExists || !b.ListedAt.Equal(want) {
 		t.Errorf("pool b: listed %v, MIG found %v, at %v; want listed, not found, at %v", b.Listed, b.MIGExists, b.ListedAt, want)
+	}
+}
+
+// listedVMs is a Compute that lists vms in every zone.
+type listedVMs struct {
+	apply.Compute
+	vms []gce.Instance
+}
+
+func (c listedVMs) ListResizeRequests(context.Context, string, string) ([]gce.ResizeRequest, error) {
+	return nil, nil
+}
+
+func (c listedVMs) ListInstances(context.Context, string, map[string]string) ([]gce.Instance, error) {
+	return c.vms, nil
+}
+
+func (c listedVMs) ListMIGs(_ context.Context, zone, mig string) ([]gce.MIG, error) {
+	return []gce.MIG{{Zone: zone, Name: mig}}, nil
+}
+
+// TestObserveKeepsEveryVMField: the observation holds each listed VM's
+// name, id, status and times as listed, whatever their lengths (the
+// names, ids and statuses are copied together, observedVMs), and no VM
+// for an empty list.
+func TestObserveKeepsEveryVMField(t *testing.T) {
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	listed := []gce.Instance{
+		{Zone: "us-central1-a", Name: "flexvm-a3u-0-g1", ID: 8421376120393812345, Status: "RUNNING",
+			Created: at, TerminationTime: at.Add(7 * 24 * time.Hour), LastStart: at.Add(time.Minute)},
+		{Zone: "us-central1-a", Name: "flexvm-a3u-10-g12", ID: 0, Status: "", Created: at.Add(time.Hour)},
+		{Zone: "us-central1-a", Name: "", ID: math.MaxUint64, Status: "STOPPING"},
+		{Zone: "us-central1-a", Name: "flexvm-a3u-1-g1", ID: 7, Status: "PROVISIONING"},
+	}
+	want := []plan.VM{
+		{Name: "flexvm-a3u-0-g1", ID: "8421376120393812345", Status: "RUNNING",
+			Created: at, TerminationTime: at.Add(7 * 24 * time.Hour), LastStart: at.Add(time.Minute)},
+		{Name: "flexvm-a3u-10-g12", ID: "0", Status: "", Created: at.Add(time.Hour)},
+		{Name: "", ID: "18446744073709551615", Status: "STOPPING"},
+		{Name: "flexvm-a3u-1-g1", ID: "7", Status: "PROVISIONING"},
+	}
+	st := model.NewState()
+	st.Pools["a3u"] = &model.Pool{ID: "a3u", Zone: "us-central1-a", MIG: "fs-flexvm-a3u", Ready: true}
+	observe := func(vms []gce.Instance) []plan.VM {
+		r := apply.New(apply.Deps{Clock: clock.NewManual(at), Compute: listedVMs{vms: vms},
+			Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		return r.Observe(context.Background(), "flexvm", st).Pools["a3u"].VMs
+	}
+	if diff := cmp.Diff(want, observe(listed)); diff != "" {
+		t.Errorf("observed VMs (-want +got):\n%s", diff)
+	}
+	if got := observe(nil); got != nil {
+		t.Errorf("no VM listed: observed %v, want none", got)
 	}
 }
