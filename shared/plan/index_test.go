@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -33,8 +34,15 @@ func TestPoolNodesIndex(t *testing.T) {
 			st.Nodes[name] = &model.Node{Name: name, Pool: p, Index: i, Phase: model.PhaseRunning}
 		}
 	}
+	// A record stored under a key other than its name (never written so
+	// by flexslurm): indexed under its key, in its index's place.
+	st.Nodes["stray-key"] = &model.Node{Name: model.NodeName("flexvm", "b", 5), Pool: "b", Index: 5, Phase: model.PhaseRunning}
 	b := newBuilder(st, t0, Policy{})
 	b.cluster = "flexvm"
+	_ = b.poolNodes("b")
+	if got, want := b.byPool["b"], []string{"flexvm-b-0", "flexvm-b-3", "stray-key", "flexvm-b-7", "flexvm-b-12"}; !slices.Equal(got, want) {
+		t.Errorf("pool b is indexed by keys %q, want %q", got, want)
+	}
 	check := func(when string) {
 		t.Helper()
 		for _, p := range []string{"a", "b", "c", "d", "e", "gone", "zz"} {

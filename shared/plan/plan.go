@@ -312,21 +312,28 @@ func (b *builder) poolNodes(pool string) []*model.Node {
 // one (beyond max_node_count, or of a pool with no record), and the index
 // costs the same per node whatever the size of the pools. It allocates a
 // fixed handful of slices whatever the number of nodes.
+//
+// A slot holds the record alone (its index is its place, its key its
+// name): the map hands records out in no order, so the slots are written
+// in no order either, and at 10,000 nodes slots of 8 bytes stay in the
+// second-level cache where slots of 32 did not (docs/reconcile-scale.md,
+// "Fourth round"). A record stored under a key other than its name goes
+// with the nodes without a slot, under its key.
 func (b *builder) indexPools() {
-	type slot struct {
+	type entry struct {
 		index int
 		name  string // the node's key in b.st.Nodes
 		node  *model.Node
 	}
 	type window struct {
-		byIndex []slot // slot i: the node of index i (node nil: none)
-		other   []slot // the pool's nodes without a slot of their own
+		byIndex []*model.Node // slot i: the node of index i, keyed by its name (nil: none)
+		other   []entry       // the pool's nodes without a slot of their own
 	}
 	room := 0
 	for _, p := range b.st.Pools {
 		room += max(p.MaxNodes, 0)
 	}
-	backing := make([]slot, room)
+	backing := make([]*model.Node, room)
 	ws := make([]window, 0, len(b.st.Pools))
 	windows := make(map[string]*window, len(b.st.Pools))
 	at := 0
@@ -342,11 +349,11 @@ func (b *builder) indexPools() {
 			w = new(window)
 			windows[n.Pool] = w
 		}
-		if n.Index >= 0 && n.Index < len(w.byIndex) && w.byIndex[n.Index].node == nil {
-			w.byIndex[n.Index] = slot{n.Index, name, n}
+		if n.Index >= 0 && n.Index < len(w.byIndex) && w.byIndex[n.Index] == nil && name == n.Name {
+			w.byIndex[n.Index] = n
 			continue
 		}
-		w.other = append(w.other, slot{n.Index, name, n})
+		w.other = append(w.other, entry{n.Index, name, n})
 	}
 	names := make([]string, len(b.st.Nodes))
 	recs := make([]*model.Node, len(b.st.Nodes))
@@ -354,17 +361,17 @@ func (b *builder) indexPools() {
 	b.poolRecords = make(map[string][]*model.Node, len(windows))
 	at = 0
 	for p, w := range windows {
-		slices.SortFunc(w.other, func(x, y slot) int { return x.index - y.index })
+		slices.SortFunc(w.other, func(x, y entry) int { return x.index - y.index })
 		start, o := at, 0
-		for _, s := range w.byIndex {
-			if s.node == nil {
+		for i, n := range w.byIndex {
+			if n == nil {
 				continue
 			}
-			for ; o < len(w.other) && w.other[o].index < s.index; o++ {
+			for ; o < len(w.other) && w.other[o].index < i; o++ {
 				names[at], recs[at] = w.other[o].name, w.other[o].node
 				at++
 			}
-			names[at], recs[at] = s.name, s.node
+			names[at], recs[at] = n.Name, n
 			at++
 		}
 		for ; o < len(w.other); o++ {
