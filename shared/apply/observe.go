@@ -64,8 +64,8 @@ func (r *Runner) Observe(ctx context.Context, cluster string, st *model.State) p
 // names, ids and statuses copied into one string in list order. The
 // decision reads every VM's name several times (finding each node's VM,
 // then the VMs no node names); as decoded, each name lies among its
-// Instance's other fields, a cache line of its own, and at thousands of
-// VMs those reads were a tenth of a steady decision's time
+// Instance's other fields, a cache line of its own, and at 10,000 VMs
+// those reads were about an eighth of a steady decision's time
 // (docs/reconcile-scale.md, "Fourth round"). Together they take a few
 // pages, read in order.
 func observedVMs(vms []gce.Instance) []plan.VM {
