@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
+	"strings"
 
 	"github.com/flexslurm/flexslurm/shared/gce"
 	"github.com/flexslurm/flexslurm/shared/model"
@@ -61,40 +62,38 @@ func (r *Runner) Observe(ctx context.Context, cluster string, st *model.State) p
 }
 
 // observedVMs returns the listed VMs as the decision sees them, their
-// names, ids and statuses copied into one string in list order. The
-// decision reads every VM's name several times (finding each node's VM,
-// then the VMs no node names); as decoded, each name lies among its
-// Instance's other fields, a cache line of its own, and at 10,000 VMs
-// those reads were about an eighth of a steady decision's time
+// names and statuses copied into one string in list order. The decision
+// reads every VM's name several times (finding each node's VM, then the
+// VMs no node names); as decoded, each name lies among its Instance's
+// other fields, a cache line of its own, and at 10,000 VMs those reads
+// were about an eighth of a steady decision's time
 // (docs/reconcile-scale.md, "Fourth round"). Together they take a few
-// pages, read in order.
+// pages, read in order. Each id is a string of its own: a node record
+// keeps its VM's id, and a substring would keep the whole listing alive
+// with it.
 func observedVMs(vms []gce.Instance) []plan.VM {
 	if len(vms) == 0 {
 		return nil
 	}
+	var text strings.Builder
 	size := 0
 	for _, vm := range vms {
-		size += len(vm.Name) + len(vm.Status) + 20 // a uint64 has at most 20 digits
+		size += len(vm.Name) + len(vm.Status)
 	}
-	text := make([]byte, 0, size)
-	ends := make([]int, 0, 3*len(vms)) // end of each VM's name, id and status in text
+	text.Grow(size)
 	for _, vm := range vms {
-		text = append(text, vm.Name...)
-		ends = append(ends, len(text))
-		text = strconv.AppendUint(text, vm.ID, 10)
-		ends = append(ends, len(text))
-		text = append(text, vm.Status...)
-		ends = append(ends, len(text))
+		text.WriteString(vm.Name)
+		text.WriteString(vm.Status)
 	}
-	all, at := string(text), 0
-	next := func(end int) string {
-		s := all[at:end]
-		at = end
+	all, at := text.String(), 0
+	next := func(n int) string {
+		s := all[at : at+n]
+		at += n
 		return s
 	}
 	out := make([]plan.VM, len(vms))
 	for i, vm := range vms {
-		out[i] = plan.VM{Name: next(ends[3*i]), ID: next(ends[3*i+1]), Status: next(ends[3*i+2]),
+		out[i] = plan.VM{Name: next(len(vm.Name)), ID: strconv.FormatUint(vm.ID, 10), Status: next(len(vm.Status)),
 			Created: vm.Created, TerminationTime: vm.TerminationTime, LastStart: vm.LastStart}
 	}
 	return out
