@@ -71,3 +71,27 @@ func TestPoolNodesIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolIndexSlotGoesToTheRecordOfItsName: of two records of the same
+// pool and index, the one stored under its own name takes the index's
+// place, whatever order the map hands them out in, and the other, stored
+// under another key, follows it under that key.
+func TestPoolIndexSlotGoesToTheRecordOfItsName(t *testing.T) {
+	for range 20 { // the map's order differs from one walk to the next
+		st := model.NewState()
+		st.Pools["b"] = &model.Pool{ID: "b", MaxNodes: 10}
+		for _, i := range []int{3, 7, 8} {
+			name := model.NodeName("flexvm", "b", i)
+			st.Nodes[name] = &model.Node{Name: name, Pool: "b", Index: i, Phase: model.PhaseRunning}
+		}
+		st.Nodes["stray-7"] = &model.Node{Name: model.NodeName("flexvm", "b", 7), Pool: "b", Index: 7, Phase: model.PhaseRequested}
+		b := newBuilder(st, t0, Policy{})
+		recs := b.poolNodes("b")
+		if got, want := b.byPool["b"], []string{"flexvm-b-3", "flexvm-b-7", "stray-7", "flexvm-b-8"}; !slices.Equal(got, want) {
+			t.Fatalf("pool b is indexed by keys %q, want %q", got, want)
+		}
+		if len(recs) != 4 || recs[1] != st.Nodes["flexvm-b-7"] || recs[2] != st.Nodes["stray-7"] {
+			t.Fatalf("pool b's records do not follow its keys: %v", recs)
+		}
+	}
+}
