@@ -62,39 +62,34 @@ func (r *Runner) Observe(ctx context.Context, cluster string, st *model.State) p
 }
 
 // observedVMs returns the listed VMs as the decision sees them, their
-// names and statuses copied into one string in list order. The decision
-// reads every VM's name several times (finding each node's VM, then the
-// VMs no node names); as decoded, each name lies among its Instance's
-// other fields, a cache line of its own, and at 10,000 VMs those reads
-// were about an eighth of a steady decision's time
-// (docs/reconcile-scale.md, "Fourth round"). Together they take a few
-// pages, read in order. Each id is a string of its own: a node record
-// keeps its VM's id, and a substring would keep the whole listing alive
-// with it.
+// names copied into one string in list order. The decision reads every
+// VM's name several times (finding each node's VM, then the VMs no node
+// names); as decoded, each name lies among its Instance's other fields, a
+// cache line of its own, and at 10,000 VMs copying them together made a
+// steady decision 13–15 % faster (docs/reconcile-scale.md, "Fourth
+// round"). A status is already one of a handful of shared strings
+// (gce.canonicalStatus), and each id is a string of its own: a node
+// record keeps its VM's id, and a substring would keep the pool's whole
+// listing alive with it.
 func observedVMs(vms []gce.Instance) []plan.VM {
 	if len(vms) == 0 {
 		return nil
 	}
-	var text strings.Builder
+	var names strings.Builder
 	size := 0
 	for _, vm := range vms {
-		size += len(vm.Name) + len(vm.Status)
+		size += len(vm.Name)
 	}
-	text.Grow(size)
+	names.Grow(size)
 	for _, vm := range vms {
-		text.WriteString(vm.Name)
-		text.WriteString(vm.Status)
+		names.WriteString(vm.Name)
 	}
-	all, at := text.String(), 0
-	next := func(n int) string {
-		s := all[at : at+n]
-		at += n
-		return s
-	}
+	all, at := names.String(), 0
 	out := make([]plan.VM, len(vms))
 	for i, vm := range vms {
-		out[i] = plan.VM{Name: next(len(vm.Name)), ID: strconv.FormatUint(vm.ID, 10), Status: next(len(vm.Status)),
+		out[i] = plan.VM{Name: all[at : at+len(vm.Name)], ID: strconv.FormatUint(vm.ID, 10), Status: vm.Status,
 			Created: vm.Created, TerminationTime: vm.TerminationTime, LastStart: vm.LastStart}
+		at += len(vm.Name)
 	}
 	return out
 }

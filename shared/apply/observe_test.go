@@ -7,6 +7,7 @@ import (
 	"math"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -104,8 +105,21 @@ func TestObserveKeepsEveryVMField(t *testing.T) {
 			Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		return r.Observe(context.Background(), "flexvm", st).Pools["a3u"].VMs
 	}
-	if diff := cmp.Diff(want, observe(listed)); diff != "" {
-		t.Errorf("observed VMs (-want +got):\n%s", diff)
+	got := observe(listed)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("observed VMs (-want +got):\n%s", diff)
+	}
+	// The names lie one after the other in one string; no id lies in it,
+	// since a node record keeps its VM's id.
+	addr := func(s string) uintptr { return uintptr(unsafe.Pointer(unsafe.StringData(s))) }
+	start, end := addr(got[0].Name), addr(got[3].Name)+uintptr(len(got[3].Name))
+	if want := start + uintptr(len(got[0].Name)+len(got[1].Name)+len(got[2].Name)); addr(got[3].Name) != want {
+		t.Errorf("the last VM's name is not right after the others in the pool's string of names")
+	}
+	for _, vm := range got {
+		if p := addr(vm.ID); p >= start && p < end {
+			t.Errorf("VM %q: its id %s lies in the pool's string of names", vm.Name, vm.ID)
+		}
 	}
 	if got := observe(nil); got != nil {
 		t.Errorf("no VM listed: observed %v, want none", got)
