@@ -315,8 +315,8 @@ func (b *builder) poolNodes(pool string) []*model.Node {
 //
 // A slot holds the record alone (its index is its place, its key its
 // name): the map hands records out in no order, so the slots are written
-// in no order either, and at 10,000 nodes slots of 8 bytes (80 KiB) made
-// the whole decision 5–15 % faster than slots of 32 (320 KiB) did
+// in no order either, and at 10,000 nodes slots of 8 bytes (80 kB) made
+// the whole decision 5–15 % faster than slots of 32 (320 kB) did
 // (docs/reconcile-scale.md, "Fourth round"). A record stored under a key
 // other than its name goes with the nodes without a slot, under its key.
 func (b *builder) indexPools() {
