@@ -157,11 +157,14 @@ func BenchmarkReconcileScale(b *testing.B) {
 		if r.VMs != r.Nodes {
 			b.Errorf("%d nodes: %d VMs after populating", r.Nodes, r.VMs)
 		}
+		if !r.HarnessCollected {
+			b.Errorf("%d nodes: plan.Reconcile alone was timed with the closed harness not yet collected", r.Nodes)
+		}
 		peak := fmt.Sprintf("%s (%s)", mib(s.PeakRSSBytes), mib(s.BaseRSSBytes))
 		if !r.HWMResetWorks {
 			peak = fmt.Sprintf("process peak %s (VmHWM could not be reset)", mib(r.ProcessPeakBytes))
 		}
-		sec.Add(strconv.Itoa(r.Nodes), strconv.Itoa(r.Zones), secs(s.Seconds), secs(s.CPUSeconds), secs(s.ComputeSecs), secs(s.Seconds-s.ComputeSecs), secs(medianOf(r.DecideSeconds)),
+		sec.Add(strconv.Itoa(r.Nodes), strconv.Itoa(r.Zones), secs(s.Seconds), secs(s.CPUSeconds), secs(s.ComputeSecs), secs(s.Seconds-s.ComputeSecs), msec(medianOf(r.DecideSeconds)),
 			fmt.Sprintf("%s = %d × pools", Calls(s.Calls), Calls(s.Calls).Sum(Lists...)/r.Pools),
 			mib(int64(s.AllocBytes)), peak, secs(r.Converging.Seconds))
 		b.ReportMetric(s.Seconds, fmt.Sprintf("pass-s-%dnodes-%dzones", r.Nodes, r.Zones))
@@ -193,14 +196,16 @@ func BenchmarkReconcileScale(b *testing.B) {
 	sec.Target("reconcile: 10k/1k steady pass time", fmt.Sprintf("%.1f (%s vs %s)", ratio, secs(big.Seconds), secs(small.Seconds)), "≤ 12", ratio <= 12)
 	sec.Target("reconcile: 10k/1k steady pass CPU time", fmt.Sprintf("%.1f (%s vs %s)", cpuRatio, secs(big.CPUSeconds), secs(small.CPUSeconds)), "≤ 12", cpuRatio <= 12)
 	sec.Target("reconcile: 10k/1k time outside Compute calls (flexslurm's own work: store, decisions, handler)", fmt.Sprintf("%.1f (%s vs %s)", flexRatio, secs(big.Seconds-big.ComputeSecs), secs(small.Seconds-small.ComputeSecs)), "≤ 12", flexRatio <= 12)
+	const decideTarget = "reconcile: 10k/1k plan.Reconcile alone (the decision, no I/O; timed in turns in one process)"
 	if p := res[1].Pair; p == nil || p.SmallNodes != res[0].Nodes || len(p.ratios()) == 0 {
 		b.Errorf("the %d-node process did not time the decision alone in turns with a %d-node cluster", res[1].Nodes, res[0].Nodes)
+		sec.Target(decideTarget, "not timed", "≤ 11", false)
 	} else {
 		ratios := p.ratios()
 		pairRatio := medianOf(ratios)
 		sec.Note("plan.Reconcile alone timed in turns in the %d-node process, beside a %d-node cluster populated the same way (a %d-node sample then a %d-node sample, %d pairs; samples as above): 10k/1k %.1f, the median of the pairs' ratios (%.1f–%.1f); medians %s vs %s a run (the same process's %d-node samples before the pair: %s).",
 			res[1].Nodes, p.SmallNodes, p.SmallNodes, res[1].Nodes, len(ratios), pairRatio, slices.Min(ratios), slices.Max(ratios), msec(medianOf(p.BigSeconds)), msec(medianOf(p.SmallSeconds)), res[1].Nodes, msec(medianOf(res[1].DecideSeconds)))
-		sec.Target("reconcile: 10k/1k plan.Reconcile alone (the decision, no I/O; timed in turns in one process)", fmt.Sprintf("%.1f (median of %d pair ratios; %s vs %s a run)", pairRatio, len(ratios), msec(medianOf(p.BigSeconds)), msec(medianOf(p.SmallSeconds))), "≤ 11", pairRatio <= 11)
+		sec.Target(decideTarget, fmt.Sprintf("%.1f (median of %d pair ratios; %s vs %s a run)", pairRatio, len(ratios), msec(medianOf(p.BigSeconds)), msec(medianOf(p.SmallSeconds))), "≤ 11", pairRatio <= 11)
 	}
 	sec.Target("reconcile: 10k/1k peak RSS during a pass", fmt.Sprintf("%.1f (%s vs %s)", memRatio, mib(big.PeakRSSBytes), mib(small.PeakRSSBytes)), "≤ 12", memRatio <= 12)
 }
