@@ -66,7 +66,7 @@ func (r *Runner) Observe(ctx context.Context, cluster string, st *model.State) p
 // VM's name several times (finding each node's VM, then the VMs no node
 // names); as decoded, each name lies among its Instance's other fields, a
 // cache line of its own, and at 10,000 VMs copying them together made a
-// steady decision 13–15 % faster (docs/reconcile-scale.md, "Fourth
+// steady decision 11–13 % faster (docs/reconcile-scale.md, "Fourth
 // round"). A status is already one of a handful of shared strings
 // (gce.canonicalStatus), and each id is a string of its own: a node
 // record keeps its VM's id, and a substring would keep the pool's whole
