@@ -80,8 +80,7 @@ func (c listedVMs) ListMIGs(_ context.Context, zone, mig string) ([]gce.MIG, err
 
 // TestObserveKeepsEveryVMField: the observation holds each listed VM's
 // name, id, status and times as listed, whatever their lengths (the
-// names, ids and statuses are copied together, observedVMs), and no VM
-// for an empty list.
+// names are copied together, observedVMs), and no VM for an empty list.
 func TestObserveKeepsEveryVMField(t *testing.T) {
 	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	listed := []gce.Instance{
