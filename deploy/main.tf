@@ -43,7 +43,7 @@ locals {
   dead_lettered = toset(concat([for f in local.functions : f.topic], ["slurm-commands"]))
 
   # The Slurm side (hooks and agent beside slurmctld) publishes to these.
-  slurm_publishes = toset(["job-pending", "health-failure", "slurm-snapshot", "slurm-command-results"])
+  slurm_publishes = toset(["job-pending", "slurm-snapshot", "slurm-command-results"])
 
   # The Pub/Sub service agent forwards dead letters: it publishes to the
   # dead-letter topics and acknowledges on the source subscriptions.

@@ -12,6 +12,7 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/flexslurm/flexslurm/shared/apply"
+	"github.com/flexslurm/flexslurm/shared/config"
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/logx"
 	"github.com/flexslurm/flexslurm/shared/model"
@@ -45,6 +46,10 @@ func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
 	msg, log, err := h.r.Envelope(ctx, Flow, e)
 	if err != nil {
 		return nil
+	}
+	// Only the expiry log sink's topic carries audit-log entries.
+	if err := h.r.CheckOrigin(msg, config.EntryExpiry, event.TypeAuditLog); err != nil {
+		return apply.Outcome(log, err)
 	}
 	a, err := event.DecodeAudit(msg.Data)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/flexslurm/flexslurm/shared/apply"
+	"github.com/flexslurm/flexslurm/shared/config"
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/plan"
@@ -49,6 +50,14 @@ func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
 	// A snapshot (slurm-snapshot topic) or else a tick.
 	snap, tick, err := event.DecodeSnapshotOrTick(msg.Data)
 	if err != nil {
+		return apply.Outcome(log, err)
+	}
+	// A snapshot only from slurm-snapshot, a tick only from reconcile-tick.
+	typ := event.TypeReconcileTick
+	if snap != nil {
+		typ = event.TypeSlurmSnapshot
+	}
+	if err := h.r.CheckOrigin(msg, config.EntryReconcile, typ); err != nil {
 		return apply.Outcome(log, err)
 	}
 	if snap != nil {

@@ -27,6 +27,7 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/flexslurm/flexslurm/shared/apply"
+	"github.com/flexslurm/flexslurm/shared/config"
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/logx"
 	"github.com/flexslurm/flexslurm/shared/model"
@@ -60,6 +61,14 @@ func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
 	msg, log, err := h.r.Envelope(ctx, Flow, e)
 	if err != nil {
 		return nil
+	}
+	hdr, err := event.PeekHeader(msg.Data)
+	if err != nil {
+		return apply.Outcome(log, err)
+	}
+	// Health reports are accepted only from health-failure.
+	if err := h.r.CheckOrigin(msg, config.EntryRepair, hdr.Type); err != nil {
+		return apply.Outcome(logx.Attrs(log, "cluster", hdr.Cluster, "type", hdr.Type), err)
 	}
 	ev, err := event.DecodeHealth(msg.Data)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/flexslurm/flexslurm/shared/apply"
+	"github.com/flexslurm/flexslurm/shared/config"
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/instancetemplate"
 	"github.com/flexslurm/flexslurm/shared/logx"
@@ -57,6 +58,12 @@ func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
 		return apply.Outcome(log, err)
 	}
 	log = logx.Attrs(log, "cluster", hdr.Cluster, "type", hdr.Type)
+	// A type is accepted only from its own topic: a spec only from
+	// cluster-spec, which only the operator may publish to; job and node
+	// reports only from job-pending.
+	if err := h.r.CheckOrigin(msg, config.EntryScaleUp, hdr.Type); err != nil {
+		return apply.Outcome(log, err)
+	}
 	// 2. Decide and act.
 	switch hdr.Type {
 	case event.TypeClusterApply:

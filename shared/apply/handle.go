@@ -40,6 +40,18 @@ func (r *Runner) Envelope(ctx context.Context, flow string, e cloudevents.Event)
 	return msg, log, nil
 }
 
+// MetricEventsRefused counts events refused for their origin (a type from
+// the wrong topic, a topic the function does not read, a sender that did
+// not prove its identity): one log line each, jsonPayload.metric.
+const MetricEventsRefused = "events_refused"
+
+// CheckOrigin refuses (event.ErrRefused) a message of payload type typ that
+// entry point entry must not accept from the topic it came from
+// (event.CheckOrigin, against this deployment's project).
+func (r *Runner) CheckOrigin(msg *event.Message, entry, typ string) error {
+	return event.CheckOrigin(msg, r.d.Project, entry, typ)
+}
+
 // ErrTooOld marks an event dropped for its age (acknowledged).
 var ErrTooOld = errors.New("event older than the maximum age")
 
@@ -56,6 +68,11 @@ func Outcome(log *slog.Logger, err error) error {
 		// itself wrap a sentinel below; it is still retried.
 		log.Error("event failed: will be redelivered", "error", err.Error())
 		return err
+	case errors.Is(err, event.ErrRefused):
+		// One line per refusal: a log-based metric counts lines with
+		// jsonPayload.metric = events_refused (deploy/).
+		log.Warn("event refused: acknowledged without action", "reason", err.Error(), "metric", MetricEventsRefused)
+		return nil
 	case errors.Is(err, event.ErrMalformed):
 		log.Error("malformed event acknowledged without action", "error", err.Error())
 		return nil

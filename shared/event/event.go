@@ -20,8 +20,8 @@
 // envelope and the Compute audit-log entry are Google's formats and
 // decode leniently, unknown members ignored (FromCloudEvent, DecodeAudit).
 //
-// Of flexslurm's packages it imports only nodeconfig and slurmstate (the
-// typed Slurm facts of a snapshot).
+// Of flexslurm's packages it imports only config (topic ids),
+// nodeconfig and slurmstate (the typed Slurm facts of a snapshot).
 package event
 
 import (
