@@ -98,7 +98,7 @@ func TestSecurityDocListsEveryAttack(t *testing.T) {
 	if n, _ := strconv.Atoi(fig[1]); n != len(have) {
 		t.Errorf("docs/security.md says %d attacks tried; the repository has %d TestAttack tests", n, len(have))
 	}
-	if len(have) < 3 {
+	if len(have) < 2 {
 		t.Errorf("only %d attack tests found: the walk is broken", len(have))
 	}
 }
