@@ -136,7 +136,7 @@ type program struct {
 	files map[*types.Package][]*ast.File
 	decls map[*types.Func]*ast.FuncDecl
 	infos map[*ast.FuncDecl]*types.Info
-	named []*types.TypeName // flexslurm's non-generic, non-interface named types
+	named []*types.TypeName // flexslurm's non-interface named types
 	root  *types.Package
 }
 
@@ -234,16 +234,15 @@ func load1() (*program, error) {
 				}
 			}
 		}
-		for _, name := range pkg.Scope().Names() {
-			tn, ok := pkg.Scope().Lookup(name).(*types.TypeName)
+		// Every named type, those declared in function bodies included.
+		for _, obj := range info.Defs {
+			tn, ok := obj.(*types.TypeName)
 			if !ok || tn.IsAlias() {
 				continue
 			}
-			n, ok := tn.Type().(*types.Named)
-			if !ok || n.TypeParams().Len() > 0 || types.IsInterface(n) {
-				continue
+			if n, ok := tn.Type().(*types.Named); ok && !types.IsInterface(n) {
+				pr.named = append(pr.named, tn)
 			}
-			pr.named = append(pr.named, tn)
 		}
 	}
 	pr.root = pr.pkgs[modulePath]
@@ -368,6 +367,15 @@ func (r *reach) implementations(f *types.Func) []*types.Func {
 	iface := f.Type().(*types.Signature).Recv().Type().Underlying().(*types.Interface)
 	var out []*types.Func
 	for _, tn := range r.pr.named {
+		if tn.Type().(*types.Named).TypeParams().Len() > 0 {
+			// A generic type: whether an instance implements the
+			// interface depends on its type arguments; take its method of
+			// that name, if any (over-approximating).
+			if m, ok := lookupMethod(types.NewPointer(tn.Type()), f.Pkg(), f.Name()); ok {
+				out = append(out, m)
+			}
+			continue
+		}
 		for _, t := range []types.Type{tn.Type(), types.NewPointer(tn.Type())} {
 			if !types.Implements(t, iface) {
 				continue
