@@ -32,6 +32,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -850,11 +851,11 @@ func (p *celParser) unary() (celCond, error) {
 	}
 }
 
-// TestComputeConditionNamesThisCluster: the condition of every conditional
+// TestAttackComputeConditionRefusesOtherNames: the condition of every conditional
 // Compute grant parses, admits the names shared/naming gives this
 // cluster's VMs (in each pool's zone) and instance templates, and refuses
 // other clusters', other projects', other zones' and other types' names.
-func TestComputeConditionNamesThisCluster(t *testing.T) {
+func TestAttackComputeConditionRefusesOtherNames(t *testing.T) {
 	m := loadModule(t)
 	data, err := os.ReadFile(filepath.Join("..", "examples", "cluster_config.json"))
 	if err != nil {
@@ -937,6 +938,57 @@ func TestCELSubset(t *testing.T) {
 	for _, bad := range []string{`resource.name.startsWith("a"`, `resource.type = "A"`, `resource.name.endsWith("a")`, `(resource.type == "A"`, `resource.type == "A" ||`, `resource.type == A`} {
 		if _, err := parseCEL(bad); err == nil {
 			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+// TestAttackFunctionAccountsCannotTakeOverVMs: a function account used by
+// someone else (a leaked token, a compromised dependency) cannot reach into
+// a VM: no Compute permission that runs code or logs in on a VM (metadata,
+// startup scripts, SSH keys, the VM's service account, serial port), that
+// creates or deletes a VM, disk or image outside a MIG, or that changes a
+// network or firewall is granted to it, nor any role that holds one.
+func TestAttackFunctionAccountsCannotTakeOverVMs(t *testing.T) {
+	m := loadModule(t)
+	forbidden := []string{
+		"compute.instances.setMetadata", "compute.projects.setCommonInstanceMetadata",
+		"compute.instances.setServiceAccount", "compute.instances.create", "compute.instances.delete",
+		"compute.instances.setLabels", "compute.instances.attachDisk", "compute.instances.updateNetworkInterface",
+		"compute.instances.getSerialPortOutput", "compute.instances.osAdminLogin", "compute.instances.osLogin",
+		"compute.instances.setIamPolicy", "compute.instances.stop", "compute.instances.reset",
+		"compute.disks.create", "compute.disks.createSnapshot", "compute.images.create",
+		"compute.firewalls.create", "compute.firewalls.update", "compute.networks.updatePolicy",
+		"compute.subnetworks.use", "compute.instanceTemplates.delete",
+	}
+	grants := functionComputeGrants(t, m)
+	if len(grants) == 0 {
+		t.Fatal("no Compute grant to a function account")
+	}
+	for _, g := range grants {
+		for _, p := range g.permissions {
+			if slices.Contains(forbidden, p) {
+				t.Errorf("%s grants %s to function account %s", g.addr, p, g.identity)
+			}
+		}
+	}
+	for _, b := range m.blocks {
+		if _, ok := b.body.Attributes["role"]; !ok {
+			continue
+		}
+		for _, in := range b.instances {
+			mem, ok := m.ref1(get(in.value, "member"))
+			if !ok || mem.b.typ != "google_service_account" || mem.b.name != "function" {
+				continue
+			}
+			r, _ := str(get(in.value, "role"))
+			for _, bad := range []string{"roles/owner", "roles/editor", "roles/compute."} {
+				if strings.HasPrefix(r, bad) {
+					t.Errorf("%s grants %s to function account %s", b.instAddr(in.key), r, mem.key)
+				}
+			}
+			if r == "roles/iam.serviceAccountUser" && b.typ != "google_service_account_iam_member" {
+				t.Errorf("%s grants %s to function account %s beyond one service account", b.instAddr(in.key), r, mem.key)
+			}
 		}
 	}
 }
