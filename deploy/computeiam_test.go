@@ -150,7 +150,7 @@ var (
 // loadProgram loads the functions' program once per test binary.
 func loadProgram(t *testing.T) *program {
 	t.Helper()
-	progOnce.Do(func() { prog, progErr = load1() })
+	progOnce.Do(func() { prog, progErr = loadFunctionsProgram() })
 	if progErr != nil {
 		t.Fatal(progErr)
 	}
@@ -161,7 +161,9 @@ type importerFunc func(path string) (*types.Package, error)
 
 func (f importerFunc) Import(path string) (*types.Package, error) { return f(path) }
 
-func load1() (*program, error) {
+// loadFunctionsProgram lists the root package's dependencies with their
+// export data and type-checks flexslurm's own from source.
+func loadFunctionsProgram() (*program, error) {
 	cmd := exec.Command("go", "list", "-e", "-export", "-deps", "-json=ImportPath,Dir,GoFiles,Export,Error", ".")
 	cmd.Dir = ".."
 	var stderr bytes.Buffer
