@@ -44,13 +44,91 @@ resource "google_project_iam_member" "function_firestore" {
   }
 }
 
-# Functions: instance templates, managed instance groups, resize requests,
-# VM deletes and host-fault reports in the node pools' zones.
-resource "google_project_iam_member" "function_compute" {
+# Functions: Compute Engine, least privilege. Each function account gets two
+# custom roles holding exactly the Compute permissions its entry point's code
+# may use (computeiam_test.go derives them from the code and fails when these
+# lists differ), split by where Compute checks them:
+#   - on instances and instance templates, resource types that accept IAM
+#     Conditions on their names: granted for this cluster's names only;
+#   - on managed instance groups (which hold their resize requests), on
+#     operations and on the project (lists, creates), which no condition on
+#     a resource name can scope: granted without a condition.
+# The executor's name-and-label guard (shared/apply) is the second wall.
+locals {
+  compute_cluster_permissions = [
+    "compute.instanceTemplates.useReadOnly", # MIG insert, setInstanceTemplate
+    "compute.instances.get",                 # read a VM's labels before acting on it
+    "compute.instances.reportHostAsFaulty",  # host repair
+    "compute.instances.start",               # restart a host-repaired VM
+  ]
+  compute_project_permissions = [
+    "compute.globalOperations.get",         # wait for a template insert
+    "compute.instanceGroupManagers.create", # a pool's MIG
+    "compute.instanceGroupManagers.delete", # a removed pool's MIG
+    "compute.instanceGroupManagers.get",    # MIG template, resize request get
+    "compute.instanceGroupManagers.update", # setInstanceTemplate, deleteInstances, resize request insert/cancel/delete
+    "compute.instanceTemplates.create",     # a pool's template
+    "compute.zoneOperations.get",           # wait for zonal operations
+  ]
+  # Only the reconciler lists what Compute has (shared/apply Observe):
+  # resize requests (instanceGroupManagers.get, above), VMs and MIGs.
+  compute_list_permissions = [
+    "compute.instanceGroupManagers.list",
+    "compute.instances.list",
+  ]
+  compute_permissions = {
+    scaleup   = { cluster = local.compute_cluster_permissions, project = local.compute_project_permissions }
+    expiry    = { cluster = local.compute_cluster_permissions, project = local.compute_project_permissions }
+    repair    = { cluster = local.compute_cluster_permissions, project = local.compute_project_permissions }
+    reconcile = { cluster = local.compute_cluster_permissions, project = concat(local.compute_project_permissions, local.compute_list_permissions) }
+  }
+
+  # This cluster's VMs ("CLUSTER-POOL-INDEX-gGENERATION", in the pools'
+  # zones) and instance templates ("fs-CLUSTER-POOL-HASH"): shared/naming.
+  # Cluster ids hold no hyphen, so "CLUSTER-" names no other cluster's.
+  pool_zones = distinct([for p in local.cluster.node_pools : p.zone])
+  compute_cluster_condition = join(" || ", concat(
+    [for z in local.pool_zones : "(resource.type == \"compute.googleapis.com/Instance\" && resource.name.startsWith(\"projects/${data.google_project.this.project_id}/zones/${z}/instances/${local.cluster_id}-\"))"],
+    ["(resource.type == \"compute.googleapis.com/InstanceTemplate\" && resource.name.startsWith(\"projects/${data.google_project.this.project_id}/global/instanceTemplates/fs-${local.cluster_id}-\"))"],
+  ))
+}
+
+resource "google_project_iam_custom_role" "function_compute_project" {
+  for_each    = local.identities
+  project     = var.project
+  role_id     = "${replace(var.name_prefix, "-", "_")}_${each.key}_compute_project"
+  title       = "flexslurm ${each.key}: Compute, project-wide"
+  description = "What the ${each.key} function calls on managed instance groups, operations and the project (deploy/README.md)."
+  permissions = local.compute_permissions[each.key].project
+}
+
+resource "google_project_iam_custom_role" "function_compute_cluster" {
+  for_each    = local.identities
+  project     = var.project
+  role_id     = "${replace(var.name_prefix, "-", "_")}_${each.key}_compute_cluster"
+  title       = "flexslurm ${each.key}: Compute, this cluster's VMs and templates"
+  description = "What the ${each.key} function calls on instances and instance templates; granted for the cluster's names only (deploy/README.md)."
+  permissions = local.compute_permissions[each.key].cluster
+}
+
+resource "google_project_iam_member" "function_compute_project" {
   for_each = local.identities
   project  = var.project
-  role     = "roles/compute.instanceAdmin.v1"
+  role     = google_project_iam_custom_role.function_compute_project[each.key].name
   member   = google_service_account.function[each.key].member
+}
+
+resource "google_project_iam_member" "function_compute_cluster" {
+  for_each = local.identities
+  project  = var.project
+  role     = google_project_iam_custom_role.function_compute_cluster[each.key].name
+  member   = google_service_account.function[each.key].member
+
+  condition {
+    title       = "flexslurm-cluster-${local.cluster_id}"
+    description = "Only cluster ${local.cluster_id}'s VMs and instance templates."
+    expression  = local.compute_cluster_condition
+  }
 }
 
 # Functions: commands for the Slurm agent.

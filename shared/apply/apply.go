@@ -487,24 +487,45 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 		}
 		return p, nil
 	}
+	// migOf is poolOf for the actions on the pool's MIG (and what it holds):
+	// the record must name the MIG shared/naming gives the cluster's pool.
+	// Compute's IAM cannot scope MIG permissions to names (deploy/README.md,
+	// "Compute permissions of the function accounts"), so this is the wall
+	// that keeps a bad record off another MIG.
+	migOf := func(id string) (*model.Pool, error) {
+		p, err := poolOf(id)
+		if err != nil {
+			return nil, err
+		}
+		if want := naming.MIG(cluster, p.ID); p.MIG != want {
+			return nil, fmt.Errorf("%w: refusing to act on MIG %q for pool %s: pool %s of cluster %s has MIG %s", errNotOurs, p.MIG, p.ID, p.ID, cluster, want)
+		}
+		return p, nil
+	}
 	switch a := a.(type) {
 	case plan.EnsurePool:
-		p, err := poolOf(a.Pool)
+		p, err := migOf(a.Pool)
 		if err != nil {
 			return err
 		}
 		return r.ensurePool(ctx, cluster, p, a)
 	case plan.CreateResizeRequest:
-		p, err := poolOf(a.Pool)
+		p, err := migOf(a.Pool)
 		if err != nil {
 			return err
+		}
+		// Only VMs named as this cluster's and pool's are ever requested.
+		for _, vm := range a.VMs {
+			if _, c, pool, _, ok := naming.ParseVMName(vm); !ok || c != cluster || pool != a.Pool {
+				return fmt.Errorf("%w: refusing to request VM %s: not named as a VM of pool %s of cluster %s", errNotOurs, vm, a.Pool, cluster)
+			}
 		}
 		return r.d.Compute.CreateResizeRequest(ctx, p.Zone, p.MIG, gce.ResizeRequestSpec{
 			Name: a.Name, Instances: a.VMs, RunDuration: a.RunDuration,
 			Description: text.Truncate("flexslurm: "+a.Reason, 2048),
 		}, a.RequestID)
 	case plan.CancelResizeRequest:
-		p, err := poolOf(a.Pool)
+		p, err := migOf(a.Pool)
 		if err != nil {
 			return err
 		}
@@ -514,13 +535,13 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 		}
 		return err
 	case plan.DeleteResizeRequest:
-		p, err := poolOf(a.Pool)
+		p, err := migOf(a.Pool)
 		if err != nil {
 			return err
 		}
 		return r.d.Compute.DeleteResizeRequest(ctx, p.Zone, p.MIG, a.Name, a.RequestID)
 	case plan.DeleteVMs:
-		p, err := poolOf(a.Pool)
+		p, err := migOf(a.Pool)
 		if err != nil {
 			return err
 		}
@@ -606,7 +627,7 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 		}
 		return r.d.Compute.StartInstance(ctx, p.Zone, a.VM, a.RequestID)
 	case plan.DeleteMIG:
-		p, err := poolOf(a.Pool)
+		p, err := migOf(a.Pool)
 		if err != nil {
 			return err
 		}
