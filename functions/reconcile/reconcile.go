@@ -74,9 +74,11 @@ func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
 // snapshot stores the agent's latest Slurm snapshot; which snapshot is kept
 // when they arrive out of order is plan.Snapshot's decision. A snapshot
 // that shows nodes drained may confirm the drain a repair waits for: the
-// pools of those nodes that await a drain are loaded with it, so that
-// plan.Snapshot takes their repair step in this event rather than at the
-// next reconcile pass (minutes later). Other snapshots load nothing more.
+// pools of those nodes that await a drain (or whose step a snapshot took:
+// plan.SnapshotLoadsPool, so that a redelivery replays it) are loaded with
+// it, so that plan.Snapshot takes their repair step in this event rather
+// than at the next reconcile pass (minutes later). Other snapshots load
+// nothing more.
 func (h *Handler) snapshot(ctx context.Context, eventID string, snap *event.SlurmSnapshot) error {
 	scope := store.Scope{Cluster: snap.Cluster, Slurm: true}
 	if drained := plan.SnapshotRepairNodes(snap); len(drained) > 0 {
@@ -86,12 +88,12 @@ func (h *Handler) snapshot(ctx context.Context, eventID string, snap *event.Slur
 		}
 		pools, jobs := map[string]bool{}, map[string]bool{}
 		for _, n := range st.Nodes {
-			if n.Phase == model.PhaseRunning && n.Repair == model.RepairAwaitDrain {
+			if plan.SnapshotLoadsPool(n) {
 				if !pools[n.Pool] {
 					pools[n.Pool] = true
 					scope.Pools = append(scope.Pools, n.Pool)
 				}
-				if n.RepairJob != "" && !jobs[n.RepairJob] {
+				if n.Repair == model.RepairAwaitDrain && n.RepairJob != "" && !jobs[n.RepairJob] {
 					jobs[n.RepairJob] = true
 					scope.Jobs = append(scope.Jobs, n.RepairJob)
 				}

@@ -98,8 +98,8 @@ func Snapshot(st *model.State, snap *event.SlurmSnapshot, now time.Time, pol Pol
 
 // SnapshotRepairNodes returns the nodes a snapshot shows drained (DRAIN
 // with no job left): those whose repair it may continue (Snapshot). The
-// snapshot's handler loads their records, and the pools of those awaiting
-// a drain, with the snapshot.
+// snapshot's handler reads their records, and loads with the snapshot the
+// pools of those SnapshotLoadsPool selects.
 func SnapshotRepairNodes(snap *event.SlurmSnapshot) []string {
 	var names []string
 	for _, n := range snap.Nodes {
@@ -108,6 +108,20 @@ func SnapshotRepairNodes(snap *event.SlurmSnapshot) []string {
 		}
 	}
 	return names
+}
+
+// SnapshotLoadsPool reports whether the pool of a node a snapshot shows
+// drained is loaded with the snapshot: the node's repair awaits the drain
+// (Snapshot may take its step), or a snapshot took that step already — the
+// VM in host repair, or replaced and its replacement still requested — so
+// that a redelivery of that snapshot finds the records its actions are
+// replayed against (Replay). A drain that is not a repair's (an operator's)
+// loads nothing.
+func SnapshotLoadsPool(n *model.Node) bool {
+	if n.Phase == model.PhaseRunning {
+		return n.Repair == model.RepairAwaitDrain || n.Repair == model.RepairHost
+	}
+	return n.Phase == model.PhaseRequested && n.LastEnd == model.EndHealth
 }
 
 // nodeRecordedAt is when flexslurm last changed what it knows of a node's
