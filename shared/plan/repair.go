@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -357,12 +358,13 @@ func (b *builder) repairJob(n model.Node) (string, bool) {
 	return id, waiting
 }
 
-// DrainedRepairs continues the repairs that wait for a drain (awaiting
+// drainedRepairs continues the repairs that wait for a drain (awaiting
 // drain, running) of the nodes st holds whose pool it holds, when the
 // fresh Slurm snapshot, taken after the repair started, shows the node
-// drained: the repair step is taken at once, as the reconciler would on
-// its next pass. Called when a snapshot is stored, so that a repair
-// continues as soon as Slurm confirms the drain.
+// drained: the repair step is taken at once, and the pool's blocked
+// repairs the freed budget allows start, as the reconciler would on its
+// next pass. Called when a snapshot is stored, so that a repair continues
+// as soon as Slurm confirms the drain.
 func (b *builder) drainedRepairs() {
 	var names []string
 	for name, n := range b.st.Nodes {
@@ -371,6 +373,7 @@ func (b *builder) drainedRepairs() {
 		}
 	}
 	sort.Strings(names)
+	var stepped []string
 	for _, name := range names {
 		node := *b.st.Nodes[name]
 		pool, ok := b.st.Pools[node.Pool]
@@ -379,6 +382,14 @@ func (b *builder) drainedRepairs() {
 		}
 		b.repairStep(pool, node, fmt.Sprintf("Slurm's snapshot of %s shows %s drained: %s on %s",
 			b.view.TakenAt.Format(time.RFC3339), node.Name, node.RepairReason, node.VMName))
+		if !slices.Contains(stepped, pool.ID) {
+			stepped = append(stepped, pool.ID)
+		}
+	}
+	// A repair step that replaced a VM frees the pool's repair budget: the
+	// blocked repairs start now, as the reconciler's next pass would.
+	for _, id := range stepped {
+		b.unblockRepairs(b.st.Pools[id])
 	}
 }
 
