@@ -146,7 +146,7 @@ func (s *System) DrainedSnapshot(ctx context.Context, node, vm, reason, requeued
 	drainReason := slurmstate.ReasonPrefix + " health check failed: " + reason + " (" + vm + ")"
 	snap := event.SlurmSnapshot{Header: event.Header{Version: event.SchemaVersion, Type: event.TypeSlurmSnapshot, Cluster: s.Spec.ID},
 		TakenAt: s.Clock.Now(),
-		Nodes: []event.SnapshotNode{{Name: node, Node: slurmstate.ParseNode(node, []string{"IDLE", "CLOUD", "DRAIN"}, drainReason)}}}
+		Nodes:   []event.SnapshotNode{{Name: node, Node: slurmstate.ParseNode(node, []string{"IDLE", "CLOUD", "DRAIN"}, drainReason)}}}
 	for _, j := range st.SortedJobs() {
 		switch {
 		case j.ID == requeued:
