@@ -43,17 +43,22 @@ const MaxFaultDescription = event.MaxHealthReasonBytes
 // FAIL:
 //   - a node already under repair for this generation (awaiting drain or in
 //     host repair) gets no new external action: another hook reported the
-//     same fault; it is noted, and a node awaiting drain that the report
-//     says is now drained takes its repair step;
+//     same fault; it is noted, and a node awaiting drain that a snapshot
+//     taken since its repair started shows drained takes its repair step;
 //   - beyond the pool's repair budget (Policy.RepairMaxUnhealthy,
 //     Policy.RepairMinBudget) the repair is blocked: the node is drained,
 //     an alert and the repair_blocked metric say so, and the reconciler
-//     starts it, oldest first, when the budget frees;
+//     (or the snapshot that frees the budget) starts it, oldest first;
 //   - otherwise Slurm drains the node (reason naming the fault and the VM)
-//     and, once Slurm has drained it (h.Drained, or a fresh snapshot taken
-//     after the check showing DRAIN with no job), the repair step is taken
-//     at once; until then the node awaits the drain and the reconciler
-//     takes the step.
+//     and the node awaits the drain: the repair step is taken once a Slurm
+//     snapshot taken after the repair started shows it DRAIN with no job
+//     (drainConfirmed) — by Snapshot when it stores that snapshot, or by
+//     the reconciler.
+//
+// What the report says of Slurm — its drained flag, its checked_at, its
+// job_state — decides nothing: a node is not the authority on Slurm's
+// state, and whoever controls one could claim anything. The drained flag
+// is noted in the node's record.
 //
 // The repair step: a dynamic node no job waits for has its VM deleted and
 // is not replaced; otherwise the VM's host is reported faulty so that
@@ -62,8 +67,10 @@ const MaxFaultDescription = event.MaxHealthReasonBytes
 // is disabled, the VM was already host-repaired, or it ends within
 // Policy.RepairTimeout — then the VM is deleted and replaced at once (a
 // static node by a new generation, a dynamic node for the job that waits).
-// A job the failure left pending or requeued is recorded pending again
-// (Requeues+1).
+// The job that waits is the one the report named (else the node's), when
+// flexslurm's records or Slurm's snapshot show it waiting
+// (repairJobWaiting); one Slurm shows waiting again after running is
+// recorded pending again (Requeues+1).
 //
 // INCONCLUSIVE: counted per generation within Policy.InconclusiveWindow; at
 // Policy.InconclusiveLimit the node is drained for diagnosis (alert,
