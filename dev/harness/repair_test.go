@@ -265,3 +265,52 @@ func TestFailAwaitingDrainIsRepairedFromTheSnapshot(t *testing.T) {
 		t.Fatalf("drained: repair %q, %d repairs", n.Repair, repairs.Load())
 	}
 }
+
+// TestSnapshotLoadsPoolsOnlyForRepairs: a snapshot is stored with the
+// cluster's records alone unless it shows drained a node whose repair
+// awaits the drain (or whose step a snapshot took, for its redelivery):
+// then that node's pool and its repair's job are loaded with it. A node an
+// operator drained loads nothing more.
+func TestSnapshotLoadsPoolsOnlyForRepairs(t *testing.T) {
+	ss := &scopeStore{Store: store.NewMemory(nil)}
+	h, ctx := newHarness(t, Options{Store: ss})
+	must(t, h.Apply(ctx, exampleSpec(t)))
+	settle(t, h, ctx)
+	deliver := func(id string, snap event.SlurmSnapshot) []store.Scope {
+		t.Helper()
+		data, err := json.Marshal(snap)
+		must(t, err)
+		ss.take()
+		must(t, h.Deliver(ctx, config.TopicSlurmSnapshot, id, data))
+		return ss.take()
+	}
+	plain := func(id string) store.Scope {
+		return store.Scope{Cluster: "flexvm", Slurm: true, EventID: id, EventKind: "flex.reconcile"}
+	}
+	must(t, h.Advance(ctx, time.Second))
+	if d := cmp.Diff([]store.Scope{plain("s-1")}, deliver("s-1", drainedSnapshot(h.Clock.Now(), nil))); d != "" {
+		t.Errorf("a snapshot with no node drained (-want +got):\n%s", d)
+	}
+	must(t, h.Advance(ctx, time.Second))
+	if d := cmp.Diff([]store.Scope{plain("s-2")}, deliver("s-2", drainedSnapshot(h.Clock.Now(), []string{"flexvm-a3u-0"}))); d != "" {
+		t.Errorf("a node drained by someone else, no repair (-want +got):\n%s", d)
+	}
+	must(t, h.Deliver(ctx, config.TopicHealthFailure, "fail-1", failEvent("flexvm-a3u-0", 1, true)))
+	must(t, h.Advance(ctx, time.Second))
+	snap := drainedSnapshot(h.Clock.Now(), []string{"flexvm-a3u-0"})
+	withPool := store.Scope{Cluster: "flexvm", Slurm: true, Pools: []string{"a3u"}, EventID: "s-3", EventKind: "flex.reconcile"}
+	if d := cmp.Diff([]store.Scope{withPool}, deliver("s-3", snap)); d != "" {
+		t.Errorf("the snapshot confirming a repair's drain (-want +got):\n%s", d)
+	}
+	if n := node(t, h, "flexvm-a3u-0"); n.Generation != 2 || n.LastEnd != model.EndHealth {
+		t.Fatalf("after the confirming snapshot: gen %d last end %q", n.Generation, n.LastEnd)
+	}
+	// Its redelivery loads the same pool, to replay its actions.
+	data, err := json.Marshal(snap)
+	must(t, err)
+	ss.take()
+	must(t, h.Deliver(ctx, config.TopicSlurmSnapshot, "s-3", data))
+	if d := cmp.Diff([]store.Scope{withPool}, ss.take()); d != "" {
+		t.Errorf("the redelivered snapshot (-want +got):\n%s", d)
+	}
+}
