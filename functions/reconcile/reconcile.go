@@ -3,7 +3,9 @@
 // shows (VMs by this cluster's labels, resize requests per MIG) and converges
 // the stored state with it and with the latest Slurm snapshot
 // (shared/plan.Reconcile). It repairs whatever the events missed. It also
-// stores the snapshots the Slurm agent publishes (slurm-snapshot topic).
+// stores the snapshots the Slurm agent publishes (slurm-snapshot topic),
+// and takes the step of the health repairs a snapshot confirms drained
+// (shared/plan.Snapshot).
 package reconcile
 
 import (
