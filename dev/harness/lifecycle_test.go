@@ -163,6 +163,12 @@ func TestSeedLifecycle(t *testing.T) {
 		Node:   "flexvm-a3u-1", Generation: 2, JobID: "102", JobState: "requeued", Verdict: "FAIL", Drained: true,
 		Reasons: []string{"GPU 3: 2 uncorrectable ECC errors"}})
 	must(t, err)
+	// The hook's word that the node is drained and the job requeued
+	// decides nothing: Slurm's next snapshot confirms both.
+	if n := node(t, h, "flexvm-a3u-1"); n.Repair != model.RepairAwaitDrain || n.VMName != "flexvm-a3u-1-g2" {
+		t.Fatalf("node after the failure, before Slurm confirmed the drain: repair %q %s", n.Repair, n.VMName)
+	}
+	confirmDrain(t, h, ctx, "flexvm-a3u-1", event.SnapshotJob{ID: "102", State: "PENDING", Partition: "a3u", NodeCount: 1})
 	if n := node(t, h, "flexvm-a3u-1"); n.Repair != model.RepairNone || n.LastEnd != model.EndHealth || n.VMName == "flexvm-a3u-1-g2" && n.Phase.Serving() {
 		t.Fatalf("node after the failure: repair %q last end %q, %s %s", n.Repair, n.LastEnd, n.VMName, n.Phase)
 	}

@@ -61,6 +61,7 @@ func reservationBound(t *testing.T, h *Harness, ctx context.Context, vm string, 
 func TestFlexStartFailIsReplacedWithoutHostRepair(t *testing.T) {
 	h, ctx, repairs := flexHarness(t, Options{})
 	must(t, h.Deliver(ctx, config.TopicHealthFailure, "fail-1", failEvent("flexvm-a3u-0", 1, true)))
+	confirmDrain(t, h, ctx, "flexvm-a3u-0")
 	n := node(t, h, "flexvm-a3u-0")
 	if n.Generation != 2 || n.Phase != model.PhaseRequested || n.LastEnd != model.EndHealth || n.Repair != model.RepairNone {
 		t.Fatalf("after the FAIL: gen %d %s last end %q repair %q", n.Generation, n.Phase, n.LastEnd, n.Repair)
@@ -80,6 +81,7 @@ func TestHostRepairLeavesTheVMStoppedAndTheReconcilerStartsIt(t *testing.T) {
 	h, ctx, repairs := flexHarness(t, Options{Sim: computesim.Options{RepairDelay: 11 * time.Minute}})
 	reservationBound(t, h, ctx, "flexvm-a3u-0-g1", false)
 	must(t, h.Deliver(ctx, config.TopicHealthFailure, "fail-1", failEvent("flexvm-a3u-0", 1, true)))
+	confirmDrain(t, h, ctx, "flexvm-a3u-0")
 	if n := node(t, h, "flexvm-a3u-0"); n.Repair != model.RepairHost || repairs.Load() != 1 {
 		t.Fatalf("after the FAIL: repair %q, %d host repairs", n.Repair, repairs.Load())
 	}
@@ -115,6 +117,26 @@ func TestHostRepairLeavesTheVMStoppedAndTheReconcilerStartsIt(t *testing.T) {
 	}
 }
 
+// drainedSnapshot is the agent's snapshot taken at at, showing nodes
+// drained by flexslurm's health drain (IDLE+CLOUD+DRAIN), and jobs.
+func drainedSnapshot(at time.Time, nodes []string, jobs ...event.SnapshotJob) event.SlurmSnapshot {
+	snap := event.SlurmSnapshot{Header: event.Header{Version: 1, Type: event.TypeSlurmSnapshot, Cluster: "flexvm"}, TakenAt: at, Jobs: jobs}
+	for _, n := range nodes {
+		snap.Nodes = append(snap.Nodes, event.SnapshotNode{Name: n, Node: slurmstate.Node{State: slurmstate.NodeIdle,
+			Flags: slurmstate.NewNodeFlags(slurmstate.FlagCloud, slurmstate.FlagDrain), Reason: "flexslurm: health check failed"}})
+	}
+	return snap
+}
+
+// confirmDrain is the agent's next snapshot, a second later, showing node
+// drained (and jobs): Slurm's confirmation a repair waits for.
+func confirmDrain(t *testing.T, h *Harness, ctx context.Context, node string, jobs ...event.SnapshotJob) {
+	t.Helper()
+	must(t, h.Advance(ctx, time.Second))
+	_, err := h.Publish(ctx, config.TopicSlurmSnapshot, drainedSnapshot(h.Clock.Now(), []string{node}, jobs...))
+	must(t, err)
+}
+
 func failEvent(node string, gen int64, drained bool) []byte {
 	data, _ := json.Marshal(event.Health{Header: event.Header{Version: 1, Type: event.TypeHealthFailure, Cluster: "flexvm"},
 		Node: node, Generation: gen, Verdict: event.VerdictFail, Drained: drained, Reasons: []string{"GPU 2: Xid 79, fallen off the bus"}})
@@ -145,6 +167,7 @@ func TestHostRepairRefusedIsReplaced(t *testing.T) {
 			h, ctx, repairs := repairHarness(t, Options{})
 			h.Sim.InjectError(computesim.Match{Method: "POST", Path: `/instances/[^/]+/reportHostAsFaulty$`}, tc.status, tc.reason, tc.code, 1)
 			must(t, h.Deliver(ctx, config.TopicHealthFailure, "fail-1", failEvent("flexvm-a3u-0", 1, true)))
+			confirmDrain(t, h, ctx, "flexvm-a3u-0")
 			if tc.late {
 				if n := node(t, h, "flexvm-a3u-0"); n.Repair != model.RepairHost || n.Generation != 1 {
 					t.Fatalf("refused in the operation, before the reconciler: repair %q gen %d", n.Repair, n.Generation)
@@ -171,19 +194,24 @@ func TestHostRepairRefusedIsReplaced(t *testing.T) {
 }
 
 // TestHostRepairTransientErrorIsRetried: a 503 on the call redelivers the
-// event, which asks again with the same request id; a later redelivery and
-// the reconciler repair nothing twice.
+// snapshot whose confirmation of the drain asked for it, which asks again
+// with the same request id; later redeliveries, of the snapshot or of the
+// FAIL, and the reconciler repair nothing twice.
 func TestHostRepairTransientErrorIsRetried(t *testing.T) {
 	h, ctx, repairs := repairHarness(t, Options{})
 	h.Sim.InjectError(computesim.Match{Method: "POST", Path: `/reportHostAsFaulty$`}, 503, "backendError", "", 1)
-	if err := h.Deliver(ctx, config.TopicHealthFailure, "fail-1", failEvent("flexvm-a3u-0", 1, true)); err == nil {
+	must(t, h.Deliver(ctx, config.TopicHealthFailure, "fail-1", failEvent("flexvm-a3u-0", 1, true)))
+	must(t, h.Advance(ctx, time.Second))
+	snap, err := json.Marshal(drainedSnapshot(h.Clock.Now(), []string{"flexvm-a3u-0"}))
+	must(t, err)
+	if err := h.Deliver(ctx, config.TopicSlurmSnapshot, "snap-1", snap); err == nil {
 		t.Fatal("a transient failure of the host repair was acknowledged")
 	}
 	if n := node(t, h, "flexvm-a3u-0"); n.Repair != model.RepairHost || repairs.Load() != 0 {
 		t.Fatalf("after the failed call: repair %q, %d repairs", n.Repair, repairs.Load())
 	}
-	must(t, h.Deliver(ctx, config.TopicHealthFailure, "fail-1", failEvent("flexvm-a3u-0", 1, true)))
-	must(t, h.Deliver(ctx, config.TopicHealthFailure, "fail-1", failEvent("flexvm-a3u-0", 1, true)))
+	must(t, h.Deliver(ctx, config.TopicSlurmSnapshot, "snap-1", snap))
+	must(t, h.Deliver(ctx, config.TopicSlurmSnapshot, "snap-1", snap))
 	if repairs.Load() != 1 {
 		t.Fatalf("%d repairs, want 1", repairs.Load())
 	}
@@ -204,6 +232,7 @@ func TestHostRepairTransientErrorIsRetried(t *testing.T) {
 func TestHostRepairTimeoutFallsBack(t *testing.T) {
 	h, ctx, repairs := repairHarness(t, Options{Sim: computesim.Options{RepairDelay: 3 * time.Hour}})
 	must(t, h.Deliver(ctx, config.TopicHealthFailure, "fail-1", failEvent("flexvm-a3u-0", 1, true)))
+	confirmDrain(t, h, ctx, "flexvm-a3u-0")
 	must(t, h.Advance(ctx, 10*time.Minute))
 	must(t, h.Tick(ctx))
 	if n := node(t, h, "flexvm-a3u-0"); n.Repair != model.RepairHost || n.Generation != 1 {
@@ -221,22 +250,67 @@ func TestHostRepairTimeoutFallsBack(t *testing.T) {
 }
 
 // TestFailAwaitingDrainIsRepairedFromTheSnapshot: a FAIL on a node still
-// draining waits; the agent's snapshot showing it drained lets the
-// reconciler repair it.
+// draining waits; the agent's snapshot showing it drained continues the
+// repair in the snapshot's own event, before any reconcile pass.
 func TestFailAwaitingDrainIsRepairedFromTheSnapshot(t *testing.T) {
-	h, ctx, repairs := repairHarness(t, Options{})
+	h, ctx, repairs := repairHarness(t, Options{Sim: computesim.Options{RepairDelay: 11 * time.Minute}})
 	must(t, h.Deliver(ctx, config.TopicHealthFailure, "fail-1", failEvent("flexvm-a3u-0", 1, false)))
 	settle(t, h, ctx)
 	if n := node(t, h, "flexvm-a3u-0"); n.Repair != model.RepairAwaitDrain || repairs.Load() != 0 {
 		t.Fatalf("no snapshot yet: repair %q, %d repairs", n.Repair, repairs.Load())
 	}
-	snap := event.SlurmSnapshot{Header: event.Header{Version: 1, Type: event.TypeSlurmSnapshot, Cluster: "flexvm"}, TakenAt: h.Clock.Now(),
-		Nodes: []event.SnapshotNode{{Name: "flexvm-a3u-0", Node: slurmstate.Node{State: slurmstate.NodeIdle,
-			Flags: slurmstate.NewNodeFlags(slurmstate.FlagCloud, slurmstate.FlagDrain), Reason: "flexslurm: health check failed"}}}}
-	_, err := h.Publish(ctx, config.TopicSlurmSnapshot, snap)
+	_, err := h.Publish(ctx, config.TopicSlurmSnapshot, drainedSnapshot(h.Clock.Now(), []string{"flexvm-a3u-0"}))
 	must(t, err)
-	must(t, h.Tick(ctx))
 	if n := node(t, h, "flexvm-a3u-0"); n.Repair != model.RepairHost || repairs.Load() != 1 {
 		t.Fatalf("drained: repair %q, %d repairs", n.Repair, repairs.Load())
+	}
+}
+
+// TestSnapshotLoadsPoolsOnlyForRepairs: a snapshot is stored with the
+// cluster's records alone unless it shows drained a node whose repair
+// awaits the drain (or whose step a snapshot took, for its redelivery):
+// then that node's pool and its repair's job are loaded with it. A node an
+// operator drained loads nothing more.
+func TestSnapshotLoadsPoolsOnlyForRepairs(t *testing.T) {
+	ss := &scopeStore{Store: store.NewMemory(nil)}
+	h, ctx := newHarness(t, Options{Store: ss})
+	must(t, h.Apply(ctx, exampleSpec(t)))
+	settle(t, h, ctx)
+	deliver := func(id string, snap event.SlurmSnapshot) []store.Scope {
+		t.Helper()
+		data, err := json.Marshal(snap)
+		must(t, err)
+		ss.take()
+		must(t, h.Deliver(ctx, config.TopicSlurmSnapshot, id, data))
+		return ss.take()
+	}
+	plain := func(id string) store.Scope {
+		return store.Scope{Cluster: "flexvm", Slurm: true, EventID: id, EventKind: "flex.reconcile"}
+	}
+	must(t, h.Advance(ctx, time.Second))
+	if d := cmp.Diff([]store.Scope{plain("s-1")}, deliver("s-1", drainedSnapshot(h.Clock.Now(), nil))); d != "" {
+		t.Errorf("a snapshot with no node drained (-want +got):\n%s", d)
+	}
+	must(t, h.Advance(ctx, time.Second))
+	if d := cmp.Diff([]store.Scope{plain("s-2")}, deliver("s-2", drainedSnapshot(h.Clock.Now(), []string{"flexvm-a3u-0"}))); d != "" {
+		t.Errorf("a node drained by someone else, no repair (-want +got):\n%s", d)
+	}
+	must(t, h.Deliver(ctx, config.TopicHealthFailure, "fail-1", failEvent("flexvm-a3u-0", 1, true)))
+	must(t, h.Advance(ctx, time.Second))
+	snap := drainedSnapshot(h.Clock.Now(), []string{"flexvm-a3u-0"})
+	withPool := store.Scope{Cluster: "flexvm", Slurm: true, Pools: []string{"a3u"}, EventID: "s-3", EventKind: "flex.reconcile"}
+	if d := cmp.Diff([]store.Scope{withPool}, deliver("s-3", snap)); d != "" {
+		t.Errorf("the snapshot confirming a repair's drain (-want +got):\n%s", d)
+	}
+	if n := node(t, h, "flexvm-a3u-0"); n.Generation != 2 || n.LastEnd != model.EndHealth {
+		t.Fatalf("after the confirming snapshot: gen %d last end %q", n.Generation, n.LastEnd)
+	}
+	// Its redelivery loads the same pool, to replay its actions.
+	data, err := json.Marshal(snap)
+	must(t, err)
+	ss.take()
+	must(t, h.Deliver(ctx, config.TopicSlurmSnapshot, "s-3", data))
+	if d := cmp.Diff([]store.Scope{withPool}, ss.take()); d != "" {
+		t.Errorf("the redelivered snapshot (-want +got):\n%s", d)
 	}
 }

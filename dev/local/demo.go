@@ -15,7 +15,9 @@ import (
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
 	"github.com/flexslurm/flexslurm/shared/nodeconfig"
+	"github.com/flexslurm/flexslurm/shared/slurmstate"
 	"github.com/flexslurm/flexslurm/shared/spec"
+	"github.com/flexslurm/flexslurm/shared/store"
 )
 
 // Apply publishes a cluster.applied event for c, as `flexslurm apply` does.
@@ -122,12 +124,48 @@ func (s *System) Health(ctx context.Context, n model.Node, jobID, jobState, reas
 		Header: event.Header{Version: event.SchemaVersion, Type: event.TypeHealthFailure, Cluster: s.Spec.ID},
 		Node:   n.Name, Generation: n.Generation, VMName: n.VMName, JobID: jobID, JobState: jobState,
 		Verdict: "FAIL", Reasons: []string{reason}, CheckedAt: s.Clock.Now(),
-		// Slurm requeued the job: the hook finds the node drained.
+		// Slurm requeued the job: the hook finds the node drained. Only
+		// logged: flexslurm waits for the agent's snapshot to confirm it.
 		Drained: jobState == "requeued" || jobState == "pending",
 	}
 	data, _ := json.Marshal(ev)
 	s.TL.Say(fmt.Sprintf("health check on %s (%s) fails: %s", n.Name, n.VMName, reason))
 	return s.publish(ctx, config.TopicHealthFailure, data)
+}
+
+// DrainedSnapshot publishes what the Slurm agent would once Slurm has
+// drained node after a failed health check on vm: a snapshot showing the
+// node IDLE+CLOUD+DRAIN with flexslurm's reason, the job it requeued
+// pending, and the other active jobs as flexslurm records them. Without
+// Slurm the demo stands in for the agent, as it does for the hooks.
+func (s *System) DrainedSnapshot(ctx context.Context, node, vm, reason, requeued string) error {
+	st, err := s.Store.Read(ctx, store.Scope{Cluster: s.Spec.ID, AllPools: true})
+	if err != nil {
+		return fmt.Errorf("reading the records for the snapshot: %w", err)
+	}
+	drainReason := slurmstate.ReasonPrefix + " health check failed: " + reason + " (" + vm + ")"
+	snap := event.SlurmSnapshot{Header: event.Header{Version: event.SchemaVersion, Type: event.TypeSlurmSnapshot, Cluster: s.Spec.ID},
+		TakenAt: s.Clock.Now(),
+		Nodes:   []event.SnapshotNode{{Name: node, Node: slurmstate.ParseNode(node, []string{"IDLE", "CLOUD", "DRAIN"}, drainReason)}}}
+	for _, j := range st.SortedJobs() {
+		switch {
+		case j.ID == requeued:
+			snap.Jobs = append(snap.Jobs, event.SnapshotJob{ID: j.ID, State: slurmstate.JobPending, Partition: j.Partition,
+				NodeCount: max(j.NodesWanted, 1), Reason: "launch failed requeued held"})
+		case j.State == model.JobPending:
+			snap.Jobs = append(snap.Jobs, event.SnapshotJob{ID: j.ID, State: slurmstate.JobPending, Partition: j.Partition,
+				NodeCount: max(j.NodesWanted, 1), Reason: "Resources"})
+		case j.State == model.JobRunning:
+			snap.Jobs = append(snap.Jobs, event.SnapshotJob{ID: j.ID, State: slurmstate.JobRunning, Partition: j.Partition,
+				Nodes: j.Nodes, NodeCount: max(len(j.Nodes), 1)})
+		}
+	}
+	data, err := json.Marshal(snap)
+	if err != nil {
+		return err
+	}
+	s.TL.Say(fmt.Sprintf("the Slurm agent's snapshot shows %s drained and job %s pending", node, requeued))
+	return s.publish(ctx, config.TopicSlurmSnapshot, data)
 }
 
 func (s *System) flexPartition() string {
@@ -318,7 +356,7 @@ func (s *System) Demo(ctx context.Context) error {
 		check(s.vmStatus(model.VMName(idle, 2)) == "" && s.vmStatus(model.VMName(idle, 1)) == "", idle+" has no VM")
 	}
 
-	s.TL.Step(6, "job 102 starts; a GPU health check fails on its node; Slurm requeues the job: the Flex-Start VM (no host repair for Flex-Start) is deleted and replaced for the job at once")
+	s.TL.Step(6, "job 102 starts; a GPU health check fails on its node; Slurm requeues the job: once the agent's snapshot confirms the drain, the Flex-Start VM (no host repair for Flex-Start) is deleted and replaced for the job")
 	if served != "" {
 		if err := s.Job(ctx, event.TypeJobStarted, "102", 0, false); err != nil {
 			return err
@@ -337,6 +375,13 @@ func (s *System) Demo(ctx context.Context) error {
 			}
 			return false
 		}), "Slurm was asked to drain "+served)
+		check(s.waitFor(ctx, 5*time.Second, func() bool {
+			n, ok := s.TL.Node(served)
+			return ok && n.Repair == model.RepairAwaitDrain && s.vmStatus(faulty.Name) != ""
+		}), fmt.Sprintf("%s awaits Slurm's word that it is drained: the hook's word deletes no VM", faulty.Name))
+		if err := s.DrainedSnapshot(ctx, served, faulty.Name, "GPU 3: 2 uncorrectable ECC errors (nvidia-smi)", "102"); err != nil {
+			return err
+		}
 		check(s.waitFor(ctx, stepWait, func() bool { return s.vmStatus(faulty.Name) == "" }),
 			fmt.Sprintf("%s was deleted: Compute Engine repairs hosts of reservation-bound VMs only, never of Flex-Start VMs", faulty.Name))
 		check(s.waitFor(ctx, stepWait, func() bool {

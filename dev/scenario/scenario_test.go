@@ -264,7 +264,8 @@ steps:
 
 // TestIdleCountsFromTheEndOfARepairHold: a dynamic node drained for
 // diagnosis is held (not idle) however long it waits for an operator; a
-// FAIL then ends the hold and flexslurm deletes its VM, which two crashes
+// FAIL then ends the hold and, once the next snapshot confirms the drain,
+// flexslurm deletes its VM in that snapshot's event, which two crashes
 // before the deletion delay by 30 s (chaos seed 1040). The node is idle
 // from the end of the hold, not from its job's end hours before.
 func TestIdleCountsFromTheEndOfARepairHold(t *testing.T) {
@@ -281,10 +282,12 @@ steps:
     health: {node: flexvm-a3u-1, verdict: INCONCLUSIVE, reasons: ["dcgmi diag did not finish within 2m"]}
   - at: 4h
     health: {node: flexvm-a3u-1, reasons: ["GPU 0: Xid 79"]}
-    delivery: {crash: ["before:delete_vms", "before:delete_vms"]}
+  - at: 4h1m
+    deliveries: {topic: slurm-snapshot, times: 1, crash: ["before:delete_vms", "before:delete_vms"]}
   - at: 5h
     assert:
-      - counter: {counter: nacks, topic: health-failure, count: 2}
+      - counter: {counter: nacks, topic: health-failure, count: 0}
+      - counter: {counter: nacks, topic: slurm-snapshot, count: 2}
       - vms: {node: flexvm-a3u-1, count: 0}
 `)
 	if d := cmp.Diff([]string(nil), failures(rep)); d != "" {

@@ -3,13 +3,16 @@
 // shows (VMs by this cluster's labels, resize requests per MIG) and converges
 // the stored state with it and with the latest Slurm snapshot
 // (shared/plan.Reconcile). It repairs whatever the events missed. It also
-// stores the snapshots the Slurm agent publishes (slurm-snapshot topic).
+// stores the snapshots the Slurm agent publishes (slurm-snapshot topic),
+// and takes the step of the health repairs a snapshot confirms drained
+// (shared/plan.Snapshot).
 package reconcile
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
@@ -80,13 +83,40 @@ func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
 }
 
 // snapshot stores the agent's latest Slurm snapshot; which snapshot is kept
-// when they arrive out of order is plan.Snapshot's decision.
+// when they arrive out of order is plan.Snapshot's decision. A snapshot
+// that shows nodes drained may confirm the drain a repair waits for: the
+// pools of those nodes that await a drain (or whose step a snapshot took:
+// plan.SnapshotLoadsPool, so that a redelivery replays it) are loaded with
+// it, so that plan.Snapshot takes their repair step in this event rather
+// than at the next reconcile pass (minutes later). Other snapshots load
+// nothing more.
 func (h *Handler) snapshot(ctx context.Context, eventID string, snap *event.SlurmSnapshot) error {
+	scope := store.Scope{Cluster: snap.Cluster, Slurm: true}
+	if drained := plan.SnapshotRepairNodes(snap); len(drained) > 0 {
+		st, err := h.r.Deps().Store.Read(ctx, store.Scope{Cluster: snap.Cluster, Nodes: drained})
+		if err != nil {
+			return fmt.Errorf("%w: reading the records of the nodes the snapshot shows drained: %w", apply.ErrTransient, err)
+		}
+		pools, jobs := map[string]bool{}, map[string]bool{}
+		for _, n := range st.Nodes {
+			if plan.SnapshotLoadsPool(n) {
+				if !pools[n.Pool] {
+					pools[n.Pool] = true
+					scope.Pools = append(scope.Pools, n.Pool)
+				}
+				if n.Repair == model.RepairAwaitDrain && n.RepairJob != "" && !jobs[n.RepairJob] {
+					jobs[n.RepairJob] = true
+					scope.Jobs = append(scope.Jobs, n.RepairJob)
+				}
+			}
+		}
+		slices.Sort(scope.Pools)
+		slices.Sort(scope.Jobs)
+	}
 	_, err := h.r.Process(ctx, apply.Input{
-		Flow: Flow, EventID: eventID,
-		Scope: store.Scope{Cluster: snap.Cluster, Slurm: true},
+		Flow: Flow, EventID: eventID, Scope: scope,
 		Decide: func(st *model.State, now time.Time) ([]plan.Action, error) {
-			return plan.Snapshot(st, snap, now)
+			return plan.Snapshot(st, snap, now, h.r.Deps().Policy)
 		},
 	})
 	return err

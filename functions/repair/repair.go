@@ -2,8 +2,9 @@
 // prolog, epilog or HealthCheckProgram) published a health.failure event
 // with its verdict (shared/plan.Repair; docs/design.md, "Health repair").
 //
-// On FAIL the node is drained in Slurm and, once Slurm has drained it (the
-// hook's drained flag, or the latest Slurm snapshot), repaired: a
+// On FAIL the node is drained in Slurm and, once Slurm has drained it (a
+// Slurm snapshot taken after the drain was asked for shows it drained; the
+// hook's own drained flag is logged, never trusted), repaired: a
 // Flex-Start VM is deleted and replaced (a static node, or a dynamic node
 // whose job is pending or was requeued, at once), since Compute Engine
 // repairs hosts only of reservation-bound A4X Max, A4X, A4 and A3 Ultra VMs
@@ -74,12 +75,16 @@ func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
 	if err != nil {
 		return apply.Outcome(log, err)
 	}
-	log = logx.Attrs(log, "cluster", ev.Cluster, "node", ev.Node, "generation", ev.Generation, "verdict", ev.Verdict)
+	// drained_claim is the hook's word that the node is drained: logged for
+	// diagnosis, never acted on (plan.Repair waits for Slurm's snapshot).
+	log = logx.Attrs(log, "cluster", ev.Cluster, "node", ev.Node, "generation", ev.Generation, "verdict", ev.Verdict,
+		"drained_claim", ev.Drained, "job_id", ev.JobID, "job_state_claim", ev.JobState)
 	_, pool, _, ok := naming.ParseNodeName(ev.Node)
 	if !ok {
 		return apply.Outcome(log, plan.ErrRejected)
 	}
-	// The snapshot tells whether Slurm has drained the node already.
+	// The snapshot tells whether Slurm has drained the node already (for a
+	// node awaiting its drain) and whether the job the event names waits.
 	scope := store.Scope{Cluster: ev.Cluster, Pools: []string{pool}, Slurm: true}
 	if ev.JobID != "" {
 		scope.Jobs = []string{ev.JobID}

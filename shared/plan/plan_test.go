@@ -318,16 +318,13 @@ func TestJobCancelledCancelsOnlyItsRequest(t *testing.T) {
 // serve whether or not the job does, and cancelling would only queue it
 // again, at the back, past static_at_min's deadline.
 func TestJobEndKeepsAStaticNodesReplacement(t *testing.T) {
+	pending7 := event.SnapshotJob{ID: "7", State: "PENDING", Partition: "a3u", NodeCount: 2}
 	for _, typ := range []string{event.TypeJobCancelled, event.TypeJobFinished} {
 		t.Run(typ, func(t *testing.T) {
 			st, c := applied(t)
 			running(st, "flexvm-a3u-0", t0.Add(week))
 			Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 2, "flexvm-a3u-0", "flexvm-a3u-1")))
-			rep, err := Repair(st, fail("flexvm-a3u-0", 1, "7", "pending", true), t0, Policy{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			Apply(st, rep)
+			failAndConfirm(t, st, fail("flexvm-a3u-0", 1, "7", "pending", true), t0, Policy{}, pending7)
 			if n := st.Nodes["flexvm-a3u-0"]; n.Phase != model.PhaseRequested || n.ResizeRequest != "rr-flexvm-a3u-0-g2" || n.JobID != "7" {
 				t.Fatalf("static node after its repair: %s %s for job %q, want requested through rr-flexvm-a3u-0-g2 for job 7", n.Phase, n.ResizeRequest, n.JobID)
 			}
@@ -348,11 +345,7 @@ func TestJobEndKeepsAStaticNodesReplacement(t *testing.T) {
 		st, _ := applied(t)
 		running(st, "flexvm-a3u-0", t0.Add(week))
 		Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 2, "flexvm-a3u-0", "flexvm-a3u-1")))
-		rep, err := Repair(st, fail("flexvm-a3u-0", 1, "7", "pending", true), t0, Policy{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		Apply(st, rep)
+		failAndConfirm(t, st, fail("flexvm-a3u-0", 1, "7", "pending", true), t0, Policy{}, pending7)
 		st.Slurm = slurmView(t0.Add(2*time.Minute), map[string]string{"flexvm-a3u-0": "IDLE+CLOUD+DRAIN", "flexvm-a3u-1": "IDLE+CLOUD+POWERED_DOWN"})
 		obs := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true, ResizeRequests: []ObservedResizeRequest{
 			{Name: "rr-flexvm-a3u-j7-g1", State: "ACCEPTED", VMs: []string{"flexvm-a3u-1-g1"}, Created: t0},

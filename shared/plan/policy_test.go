@@ -148,12 +148,20 @@ func TestEveryEntryPointHonoursPolicy(t *testing.T) {
 			},
 		},
 		{
-			name:    "Repair",
+			// The FAIL waits for the drain; the snapshot confirming it
+			// takes the repair step (Snapshot is an entry point too).
+			name:    "Repair, then Snapshot",
 			prepare: func(t *testing.T, st *model.State) { running(st, "flexvm-a3u-0", now.Add(farEnd)) },
 			decide: func(st *model.State, pol Policy) ([]Action, error) {
 				h := fail("flexvm-a3u-0", 1, "", "", true)
 				h.CheckedAt = now
-				return Repair(st, h, now, pol)
+				acts, err := Repair(st, h, now, pol)
+				if err != nil {
+					return nil, err
+				}
+				Apply(st, acts)
+				more, err := Snapshot(st, confirmSnapshot(now.Add(time.Second), map[string]string{"flexvm-a3u-0": "IDLE+CLOUD+DRAIN"}), now.Add(2*time.Second), pol)
+				return append(acts, more...), err
 			},
 		},
 		{

@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -42,17 +43,22 @@ const MaxFaultDescription = event.MaxHealthReasonBytes
 // FAIL:
 //   - a node already under repair for this generation (awaiting drain or in
 //     host repair) gets no new external action: another hook reported the
-//     same fault; it is noted, and a node awaiting drain that the report
-//     says is now drained takes its repair step;
+//     same fault; it is noted, and a node awaiting drain that a snapshot
+//     taken since its repair started shows drained takes its repair step;
 //   - beyond the pool's repair budget (Policy.RepairMaxUnhealthy,
 //     Policy.RepairMinBudget) the repair is blocked: the node is drained,
 //     an alert and the repair_blocked metric say so, and the reconciler
-//     starts it, oldest first, when the budget frees;
+//     (or the snapshot that frees the budget) starts it, oldest first;
 //   - otherwise Slurm drains the node (reason naming the fault and the VM)
-//     and, once Slurm has drained it (h.Drained, or a fresh snapshot taken
-//     after the check showing DRAIN with no job), the repair step is taken
-//     at once; until then the node awaits the drain and the reconciler
-//     takes the step.
+//     and the node awaits the drain: the repair step is taken once a Slurm
+//     snapshot taken after the repair started shows it DRAIN with no job
+//     (drainConfirmed) — by Snapshot when it stores that snapshot, or by
+//     the reconciler.
+//
+// What the report says of Slurm — its drained flag, its checked_at, its
+// job_state — decides nothing: a node is not the authority on Slurm's
+// state, and whoever controls one could claim anything. The drained flag
+// is noted in the node's record.
 //
 // The repair step: a dynamic node no job waits for has its VM deleted and
 // is not replaced; otherwise the VM's host is reported faulty so that
@@ -61,8 +67,10 @@ const MaxFaultDescription = event.MaxHealthReasonBytes
 // is disabled, the VM was already host-repaired, or it ends within
 // Policy.RepairTimeout — then the VM is deleted and replaced at once (a
 // static node by a new generation, a dynamic node for the job that waits).
-// A job the failure left pending or requeued is recorded pending again
-// (Requeues+1).
+// The job that waits is the one the report named (else the node's), when
+// flexslurm's records or Slurm's snapshot show it waiting
+// (repairJobWaiting); one Slurm shows waiting again after running is
+// recorded pending again (Requeues+1).
 //
 // INCONCLUSIVE: counted per generation within Policy.InconclusiveWindow; at
 // Policy.InconclusiveLimit the node is drained for diagnosis (alert,
@@ -109,33 +117,29 @@ func Repair(st *model.State, h *event.Health, now time.Time, pol Policy) ([]Acti
 
 	reason := faultReason(h.Reasons)
 	why := fmt.Sprintf("%s on %s", reason, node.VMName)
+	if h.Drained {
+		// The hook's word, kept for diagnosis only: whether the node is
+		// drained is Slurm's to say (drainConfirmed).
+		why += " (the hook saw the node drained)"
+	}
 
-	// The job the failure hit: pending (prolog failure) or requeued.
+	// The job the failure involved: the one the hook names, else the one
+	// the node was provisioned for. It is a candidate only: whether it
+	// waits for the node's replacement is decided at the repair step from
+	// flexslurm's records and Slurm's snapshot (repairJobWaiting), never
+	// from the hook's job_state.
 	jobID := h.JobID
 	if jobID == "" {
 		jobID = node.JobID
 	}
-	j, known := b.st.Jobs[jobID]
-	waiting := jobID != "" && (h.JobState == "pending" || h.JobState == "requeued" || (known && j.State == model.JobPending))
-	if known && waiting && j.State != model.JobPending {
-		jj := *j
-		jj.State = model.JobPending
-		jj.Requeues++
-		b.putJob(jj, "job requeued by a failed health check on "+node.Name)
-	}
-	if waiting && node.RepairJob == "" {
+	if node.RepairJob == "" {
 		node.RepairJob = jobID
 	}
-	drained := h.Drained || b.slurmDrained(node.Name, h.CheckedAt)
 
 	switch node.Repair {
 	case model.RepairAwaitDrain:
-		if drained {
-			jid, w := b.repairJobWaiting(node)
-			if waiting {
-				jid, w = node.RepairJob, true
-			}
-			b.repairStep(pool, node, why+": reported again, and Slurm has drained the node", jid, w)
+		if b.drainConfirmed(node.Name, node.RepairSince) {
+			b.repairStep(pool, node, why+": reported again, and Slurm has drained the node")
 			return b.out, nil
 		}
 		fallthrough
@@ -145,7 +149,9 @@ func Repair(st *model.State, h *event.Health, now time.Time, pol Policy) ([]Acti
 		return b.out, nil
 	}
 
-	// A new repair (or a FAIL on a node drained for diagnosis).
+	// A new repair (or a FAIL on a node drained for diagnosis): flexslurm
+	// asks for the drain now, so only a snapshot taken after now can
+	// confirm it.
 	node.Repair, node.RepairSince, node.RepairReason = model.RepairNone, now, text.Truncate(reason, MaxFaultDescription)
 	b.slurm(event.SlurmDrain, []string{node.Name}, "", fmt.Sprintf("%s (%s)", reason, node.VMName), b.drainParts(node)...)
 	if unhealthy, allowed, serving := b.repairBudget(pool, node.Name); unhealthy >= allowed {
@@ -157,7 +163,7 @@ func Repair(st *model.State, h *event.Health, now time.Time, pol Policy) ([]Acti
 		b.add(Metric{Name: MetricRepairBlocked, Labels: map[string]string{"pool": pool.ID}, Reason: msg})
 		return b.out, nil
 	}
-	b.startRepair(pool, node, drained, why, jobIfWaiting(jobID, waiting), waiting)
+	b.startRepair(pool, node, b.drainConfirmed(node.Name, now), why)
 	return b.out, nil
 }
 
@@ -193,27 +199,30 @@ func HostRepairFailed(st *model.State, nodeName string, generation int64, code s
 // deleted and replaced.
 func (b *builder) hostRepairFallback(pool *model.Pool, node model.Node, why, label string) {
 	node.HostRepaired = node.Generation
-	jobID, waiting := b.repairJobWaiting(node)
+	jobID, waiting := b.repairJob(node)
 	b.add(Alert{Pool: pool.ID, Node: node.Name, Reason: why + ": the VM is deleted and replaced"})
 	b.add(Metric{Name: MetricRepairFallback, Labels: map[string]string{"pool": pool.ID, "reason": label}, Reason: why})
 	b.replaceVM(pool, node, why, jobIfWaiting(jobID, waiting), waiting)
 }
 
-// startRepair takes the repair step now when Slurm has drained the node,
-// or records that it waits for the drain.
-func (b *builder) startRepair(pool *model.Pool, node model.Node, drained bool, why, jobID string, waiting bool) {
+// startRepair takes the repair step now when Slurm has confirmed the
+// drain, or records that the repair waits for it.
+func (b *builder) startRepair(pool *model.Pool, node model.Node, drained bool, why string) {
 	if drained {
-		b.repairStep(pool, node, why, jobID, waiting)
+		b.repairStep(pool, node, why)
 		return
 	}
 	node.Repair, node.RepairSince = model.RepairAwaitDrain, b.now
-	b.putNode(node, why+": node draining in Slurm; its VM is repaired once Slurm has drained it")
+	b.putNode(node, why+": node draining in Slurm; its VM is repaired once a Slurm snapshot taken after the drain was asked for shows it drained")
 }
 
 // repairStep repairs a drained node: a dynamic node no job waits for is
 // deleted, not replaced; otherwise its host is reported faulty when host
-// repair is possible, else its VM is deleted and replaced at once.
-func (b *builder) repairStep(pool *model.Pool, node model.Node, why, jobID string, waiting bool) {
+// repair is possible, else its VM is deleted and replaced at once. The job
+// that waits is the node's RepairJob when flexslurm's records or Slurm
+// confirm it waits (repairJob).
+func (b *builder) repairStep(pool *model.Pool, node model.Node, why string) {
+	jobID, waiting := b.repairJob(node)
 	needed := (node.Kind == model.NodeStatic && node.Successor == "") || waiting
 	switch {
 	case !needed:
@@ -224,7 +233,7 @@ func (b *builder) repairStep(pool *model.Pool, node model.Node, why, jobID strin
 		if ok, whyNot := poolHostRepair(pool); !ok {
 			why += ": no host repair (" + whyNot + ")"
 		}
-		b.replaceVM(pool, node, why, jobID, waiting)
+		b.replaceVM(pool, node, why, jobIfWaiting(jobID, waiting), waiting)
 	}
 }
 
@@ -312,27 +321,83 @@ func (b *builder) slurmDrained(node string, after time.Time) bool {
 	return ok && n.Drained()
 }
 
-// repairJobWaiting returns the job recorded as waiting for a node's repair
-// and whether it still waits: its record is pending; without a record
-// (only active jobs are loaded), a fresh snapshot must show it pending;
-// with neither, the health report's word stands.
+// drainConfirmed reports whether Slurm confirms that a node under repair
+// is drained: the snapshot taken after flexslurm asked for the drain
+// (asked: the repair's start, flexslurm's own time) shows it drained. It
+// is the only source of that fact for a repair: a node's own report (the
+// health event's drained flag, its checked_at) is never trusted to
+// delete a VM, since whoever controls a node could claim it.
+func (b *builder) drainConfirmed(node string, asked time.Time) bool {
+	return b.slurmDrained(node, asked)
+}
+
+// repairJobWaiting returns the job recorded with a node's repair
+// (RepairJob: the job the failure involved, as the hook named it) and
+// whether it waits for the node's replacement, as flexslurm's records or
+// Slurm say, whichever is newer (slurmJobFact): the record holds it
+// pending, or the snapshot shows it waiting (pending or being requeued).
+// A job neither source shows waiting does not wait, whatever the hook
+// said: a node's report never buys capacity for a job on its own word.
 func (b *builder) repairJobWaiting(n model.Node) (string, bool) {
 	id := n.RepairJob
 	if id == "" {
 		return "", false
 	}
-	if j, ok := b.st.Jobs[id]; ok {
-		return id, j.State == model.JobPending
+	rec := b.st.Jobs[id]
+	if sj, found, newer := slurmJobFact(b.view, rec, id); newer {
+		return id, found && sj.State.Waiting()
 	}
-	if b.view != nil {
-		for _, sj := range b.view.Jobs {
-			if sj.ID == id {
-				return id, sj.State.Waiting()
-			}
+	return id, rec != nil && rec.State == model.JobPending
+}
+
+// repairJob is repairJobWaiting at the repair step: a job Slurm shows
+// waiting again (requeued after the failure) while flexslurm's record
+// still has it running or ended is recorded pending again (Requeues+1).
+func (b *builder) repairJob(n model.Node) (string, bool) {
+	id, waiting := b.repairJobWaiting(n)
+	if j, ok := b.st.Jobs[id]; ok && waiting && j.State != model.JobPending {
+		jj := *j
+		jj.State = model.JobPending
+		jj.Requeues++
+		b.putJob(jj, fmt.Sprintf("Slurm shows job %s waiting again (snapshot of %s) after the failed health check on %s",
+			id, b.view.TakenAt.Format(time.RFC3339), n.Name))
+	}
+	return id, waiting
+}
+
+// drainedRepairs continues the repairs that wait for a drain (awaiting
+// drain, running) of the nodes st holds whose pool it holds, when the
+// fresh Slurm snapshot, taken after the repair started, shows the node
+// drained: the repair step is taken at once, and the pool's blocked
+// repairs the freed budget allows start, as the reconciler would on its
+// next pass. Called when a snapshot is stored, so that a repair continues
+// as soon as Slurm confirms the drain.
+func (b *builder) drainedRepairs() {
+	var names []string
+	for name, n := range b.st.Nodes {
+		if n.Phase == model.PhaseRunning && n.Repair == model.RepairAwaitDrain {
+			names = append(names, name)
 		}
-		return id, false
 	}
-	return id, true
+	sort.Strings(names)
+	var stepped []string
+	for _, name := range names {
+		node := *b.st.Nodes[name]
+		pool, ok := b.st.Pools[node.Pool]
+		if !ok || !b.drainConfirmed(node.Name, node.RepairSince) {
+			continue
+		}
+		b.repairStep(pool, node, fmt.Sprintf("Slurm's snapshot of %s shows %s drained: %s on %s",
+			b.view.TakenAt.Format(time.RFC3339), node.Name, node.RepairReason, node.VMName))
+		if !slices.Contains(stepped, pool.ID) {
+			stepped = append(stepped, pool.ID)
+		}
+	}
+	// A repair step that replaced a VM frees the pool's repair budget: the
+	// blocked repairs start now, as the reconciler's next pass would.
+	for _, id := range stepped {
+		b.unblockRepairs(b.st.Pools[id])
+	}
 }
 
 // drainParts are the id parts of a node's health drain: one drain per VM,
@@ -419,11 +484,10 @@ func (b *builder) reconcileRepair(pool *model.Pool, node model.Node, vm VM, pres
 		}
 		return true
 	case model.RepairAwaitDrain:
-		if !present || vm.Status != "RUNNING" || !b.slurmDrained(node.Name, node.RepairSince) {
+		if !present || vm.Status != "RUNNING" || !b.drainConfirmed(node.Name, node.RepairSince) {
 			return false
 		}
-		jobID, waiting := b.repairJobWaiting(node)
-		b.repairStep(pool, node, fmt.Sprintf("reconciler: Slurm has drained %s: %s on %s", node.Name, node.RepairReason, node.VMName), jobID, waiting)
+		b.repairStep(pool, node, fmt.Sprintf("reconciler: Slurm has drained %s: %s on %s", node.Name, node.RepairReason, node.VMName))
 		return true
 	}
 	return false
@@ -472,10 +536,9 @@ func (b *builder) unblockRepairs(pool *model.Pool) {
 		if unhealthy >= allowed {
 			return
 		}
-		jobID, waiting := b.repairJobWaiting(node)
 		why := fmt.Sprintf("reconciler: repair budget of pool %s freed (%d of %d under repair, %d serving): %s on %s, blocked since %s",
 			pool.ID, unhealthy, allowed, serving, node.RepairReason, node.VMName, node.RepairSince.Format(time.RFC3339))
-		b.startRepair(pool, node, b.slurmDrained(node.Name, node.RepairSince), why, jobID, waiting)
+		b.startRepair(pool, node, b.drainConfirmed(node.Name, node.RepairSince), why)
 	}
 }
 

@@ -97,23 +97,64 @@ func find[T Action](actions []Action) (T, bool) {
 	return zero, false
 }
 
+// confirmSnapshot is the agent's snapshot taken at at: nodes by Slurm
+// state words ("IDLE+CLOUD+DRAIN"), and jobs.
+func confirmSnapshot(at time.Time, nodes map[string]string, jobs ...event.SnapshotJob) *event.SlurmSnapshot {
+	s := &event.SlurmSnapshot{Header: event.Header{Version: 1, Type: event.TypeSlurmSnapshot, Cluster: "flexvm"}, TakenAt: at, Jobs: jobs}
+	for name, words := range nodes {
+		s.Nodes = append(s.Nodes, event.SnapshotNode{Name: name, Node: slurmNode(name, "flexslurm: health check failed", strings.Split(words, "+")...)})
+	}
+	return s
+}
+
+// failAndConfirm decides a FAIL at now and applies it, then stores the
+// agent's snapshot taken a second later showing the node drained (and
+// jobs), which takes the repair step; it returns both decisions' actions,
+// applied to st.
+func failAndConfirm(t *testing.T, st *model.State, h *event.Health, now time.Time, pol Policy, jobs ...event.SnapshotJob) []Action {
+	t.Helper()
+	acts, err := Repair(st, h, now, pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	Apply(st, acts)
+	more, err := Snapshot(st, confirmSnapshot(now.Add(time.Second), map[string]string{h.Node: "IDLE+CLOUD+DRAIN"}, jobs...), now.Add(2*time.Second), pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	Apply(st, more)
+	return append(acts, more...)
+}
+
+// TestRepairFail: a FAIL drains the node and, whatever the hook says of
+// the drain, waits for Slurm to confirm it: the repair step is taken when
+// a snapshot taken after the repair started shows the node drained
+// (confirm: the snapshot stored a second after the FAIL, its actions
+// following the FAIL's in want).
 func TestRepairFail(t *testing.T) {
 	drainedView := func(nodes map[string]string) func(st *model.State) {
 		return func(st *model.State) { st.Slurm = slurmView(t0.Add(time.Second), nodes) }
 	}
+	drained0 := map[string]string{"flexvm-a3u-0": "IDLE+CLOUD+DRAIN"}
+	drained1 := map[string]string{"flexvm-a3u-1": "IDLE+CLOUD+DRAIN"}
 	tests := []struct {
 		name    string
 		prepare func(st *model.State)
 		ev      *event.Health
 		pol     Policy
+		// confirm, when set, is stored (Snapshot) after the FAIL's
+		// decision is applied; its actions are appended to the FAIL's.
+		confirm *event.SlurmSnapshot
 		want    []string
 		check   func(t *testing.T, got []Action)
 	}{
 		{
-			name:    "static node drained per the hook: drained in Slurm, host repaired at once",
+			name:    "static node drained per the hook: drained in Slurm, host repaired once Slurm's snapshot confirms the drain",
 			prepare: func(st *model.State) { running(st, "flexvm-a3u-0", t0.Add(farEnd)) },
 			ev:      fail("flexvm-a3u-0", 1, "", "", true),
-			want:    []string{"Slurm:drain:flexvm-a3u-0", "ReportHost:flexvm-a3u-0-g1", "Metric:host_repairs", "PutNode:flexvm-a3u-0/running/host_repair"},
+			confirm: confirmSnapshot(t0.Add(time.Second), drained0),
+			want: []string{"Slurm:drain:flexvm-a3u-0", "PutNode:flexvm-a3u-0/running/await_drain",
+				"ReportHost:flexvm-a3u-0-g1", "Metric:host_repairs", "PutNode:flexvm-a3u-0/running/host_repair"},
 			check: func(t *testing.T, got []Action) {
 				r, _ := find[ReportHostAsFaulty](got)
 				want := ReportHostAsFaulty{Pool: "a3u", Node: "flexvm-a3u-0", Generation: 1, VM: "flexvm-a3u-0-g1",
@@ -124,12 +165,23 @@ func TestRepairFail(t *testing.T) {
 					t.Errorf("host repair (-want +got):\n%s", d)
 				}
 				n := lastNode(t, got, "flexvm-a3u-0")
-				if !n.RepairSince.Equal(t0) || n.RepairReason != "health check failed: GPU 3: 2 uncorrectable ECC errors" || n.Generation != 1 {
+				if !n.RepairSince.Equal(t0.Add(2*time.Second)) || n.RepairReason != "health check failed: GPU 3: 2 uncorrectable ECC errors" || n.Generation != 1 {
 					t.Errorf("node: since %s reason %q gen %d", n.RepairSince, n.RepairReason, n.Generation)
 				}
 				d, _ := find[SlurmCommand](got)
 				if r := event.RenderReason(d.Command, d.Reason); r != "flexslurm: health check failed: GPU 3: 2 uncorrectable ECC errors (flexvm-a3u-0-g1)" {
 					t.Errorf("drain reason %q", r)
+				}
+			},
+		},
+		{
+			name:    "the hook's drained flag alone deletes nothing: the repair waits for Slurm",
+			prepare: func(st *model.State) { running(st, "flexvm-a3u-0", t0.Add(farEnd)) },
+			ev:      fail("flexvm-a3u-0", 1, "", "", true),
+			want:    []string{"Slurm:drain:flexvm-a3u-0", "PutNode:flexvm-a3u-0/running/await_drain"},
+			check: func(t *testing.T, got []Action) {
+				if n := lastNode(t, got, "flexvm-a3u-0"); !strings.Contains(n.Reason, "the hook saw the node drained") {
+					t.Errorf("the hook's claim is not noted in the record: %q", n.Reason)
 				}
 			},
 		},
@@ -140,64 +192,53 @@ func TestRepairFail(t *testing.T) {
 			want:    []string{"Slurm:drain:flexvm-a3u-0", "PutNode:flexvm-a3u-0/running/await_drain"},
 		},
 		{
-			name: "a snapshot taken after the check shows the node drained (DRAIN, idle): repaired at once",
+			name: "a snapshot taken after the check but before the repair started does not confirm the drain",
 			prepare: func(st *model.State) {
 				running(st, "flexvm-a3u-0", t0.Add(farEnd))
-				drainedView(map[string]string{"flexvm-a3u-0": "IDLE+CLOUD+DRAIN"})(st)
+				st.Slurm = slurmView(t0.Add(-time.Second), drained0)
 			},
-			ev:   fail("flexvm-a3u-0", 1, "", "", false),
-			want: []string{"Slurm:drain:flexvm-a3u-0", "ReportHost:flexvm-a3u-0-g1", "Metric:host_repairs", "PutNode:flexvm-a3u-0/running/host_repair"},
-		},
-		{
-			name: "a snapshot showing the node draining (DRAIN with a job) is not drained",
-			prepare: func(st *model.State) {
-				running(st, "flexvm-a3u-0", t0.Add(farEnd))
-				drainedView(map[string]string{"flexvm-a3u-0": "MIXED+CLOUD+DRAIN"})(st)
-			},
-			ev:   fail("flexvm-a3u-0", 1, "", "", false),
+			ev: func() *event.Health {
+				h := fail("flexvm-a3u-0", 1, "", "", true)
+				h.CheckedAt = t0.Add(-time.Hour) // the node's own clock: not trusted either
+				return h
+			}(),
 			want: []string{"Slurm:drain:flexvm-a3u-0", "PutNode:flexvm-a3u-0/running/await_drain"},
 		},
 		{
-			name: "a snapshot taken before the check says nothing of the drain",
-			prepare: func(st *model.State) {
-				running(st, "flexvm-a3u-0", t0.Add(farEnd))
-				st.Slurm = slurmView(t0.Add(-time.Second), map[string]string{"flexvm-a3u-0": "IDLE+CLOUD+DRAIN"})
-			},
-			ev:   fail("flexvm-a3u-0", 1, "", "", false),
-			want: []string{"Slurm:drain:flexvm-a3u-0", "PutNode:flexvm-a3u-0/running/await_drain"},
+			name:    "a snapshot showing the node draining (DRAIN with a job) is not drained",
+			prepare: func(st *model.State) { running(st, "flexvm-a3u-0", t0.Add(farEnd)) },
+			ev:      fail("flexvm-a3u-0", 1, "", "", true),
+			confirm: confirmSnapshot(t0.Add(time.Second), map[string]string{"flexvm-a3u-0": "MIXED+CLOUD+DRAIN"}),
+			want:    []string{"Slurm:drain:flexvm-a3u-0", "PutNode:flexvm-a3u-0/running/await_drain"},
 		},
 		{
-			name: "a snapshot taken at the instant of the check says nothing of the drain (ties go to the record)",
-			prepare: func(st *model.State) {
-				running(st, "flexvm-a3u-0", t0.Add(farEnd))
-				st.Slurm = slurmView(t0, map[string]string{"flexvm-a3u-0": "IDLE+CLOUD+DRAIN"})
-			},
-			ev:   fail("flexvm-a3u-0", 1, "", "", false),
-			want: []string{"Slurm:drain:flexvm-a3u-0", "PutNode:flexvm-a3u-0/running/await_drain"},
+			name:    "a snapshot taken at the instant the repair started says nothing of the drain (ties go to the record)",
+			prepare: func(st *model.State) { running(st, "flexvm-a3u-0", t0.Add(farEnd)) },
+			ev:      fail("flexvm-a3u-0", 1, "", "", true),
+			confirm: confirmSnapshot(t0, drained0),
+			want:    []string{"Slurm:drain:flexvm-a3u-0", "PutNode:flexvm-a3u-0/running/await_drain"},
 		},
 		{
-			name:    "dynamic node no job waits for: VM deleted once drained, not replaced",
+			name:    "dynamic node no job waits for: VM deleted once Slurm drained it, not replaced",
 			prepare: func(st *model.State) { dynRunning(t, st, model.JobFinished) },
 			ev:      fail("flexvm-a3u-1", 1, "", "", true),
-			want:    []string{"Slurm:drain:flexvm-a3u-1", "DeleteVMs:flexvm-a3u-1-g1", "Slurm:reservation_delete:flexvm-a3u-1", "PutNode:flexvm-a3u-1/deleting"},
+			confirm: confirmSnapshot(t0.Add(time.Second), drained1),
+			want: []string{"Slurm:drain:flexvm-a3u-1", "PutNode:flexvm-a3u-1/running/await_drain",
+				"DeleteVMs:flexvm-a3u-1-g1", "Slurm:reservation_delete:flexvm-a3u-1", "PutNode:flexvm-a3u-1/deleting"},
 		},
 		{
-			name:    "dynamic node no job waits for, not drained yet: nothing deleted before Slurm drained it",
+			name:    "dynamic node whose job runs, not drained yet: nothing deleted before Slurm drained it",
 			prepare: func(st *model.State) { dynRunning(t, st, model.JobRunning) },
 			ev:      fail("flexvm-a3u-1", 1, "7", "running", false),
 			want:    []string{"Slurm:drain:flexvm-a3u-1", "PutNode:flexvm-a3u-1/running/await_drain"},
-			check: func(t *testing.T, got []Action) {
-				if n := lastNode(t, got, "flexvm-a3u-1"); n.RepairJob != "" {
-					t.Errorf("a running job is recorded as waiting: %q", n.RepairJob)
-				}
-			},
 		},
 		{
-			name:    "requeued job on a drained dynamic node: job pending again, the repaired VM is its replacement, at once",
+			name:    "requeued job on a drained dynamic node: Slurm shows it pending, so it is pending again and the repaired VM is its replacement",
 			prepare: func(st *model.State) { dynRunning(t, st, model.JobRunning) },
 			ev:      fail("flexvm-a3u-1", 1, "7", "requeued", true),
-			want: []string{"PutJob:7/pending", "Slurm:drain:flexvm-a3u-1", "ReportHost:flexvm-a3u-1-g1", "Metric:host_repairs",
-				"PutNode:flexvm-a3u-1/running/host_repair"},
+			confirm: confirmSnapshot(t0.Add(time.Second), drained1, event.SnapshotJob{ID: "7", State: "PENDING", Partition: "a3u", NodeCount: 1}),
+			want: []string{"Slurm:drain:flexvm-a3u-1", "PutNode:flexvm-a3u-1/running/await_drain",
+				"PutJob:7/pending", "ReportHost:flexvm-a3u-1-g1", "Metric:host_repairs", "PutNode:flexvm-a3u-1/running/host_repair"},
 			check: func(t *testing.T, got []Action) {
 				j, _ := find[PutJob](got)
 				if j.Job.Requeues != 1 {
@@ -213,16 +254,20 @@ func TestRepairFail(t *testing.T) {
 			prepare: func(st *model.State) { dynRunning(t, st, model.JobRunning) },
 			ev:      fail("flexvm-a3u-1", 1, "7", "requeued", true),
 			pol:     Policy{DisableHostRepair: true},
-			want: []string{"PutJob:7/pending", "Slurm:drain:flexvm-a3u-1", "DeleteVMs:flexvm-a3u-1-g1", "Slurm:reservation_delete:flexvm-a3u-1",
+			confirm: confirmSnapshot(t0.Add(time.Second), drained1, event.SnapshotJob{ID: "7", State: "PENDING", Partition: "a3u", NodeCount: 1}),
+			want: []string{"Slurm:drain:flexvm-a3u-1", "PutNode:flexvm-a3u-1/running/await_drain",
+				"PutJob:7/pending", "DeleteVMs:flexvm-a3u-1-g1", "Slurm:reservation_delete:flexvm-a3u-1",
 				"PutNode:flexvm-a3u-1/released", "PutNode:flexvm-a3u-1/requested", "PutJob:7/pending",
 				"CreateResizeRequest:rr-flexvm-a3u-j7-g2=flexvm-a3u-1-g2"},
 		},
 		{
-			name:    "prolog failure of a job flexslurm never heard of: the node is replaced for it",
+			name:    "prolog failure of a job flexslurm never heard of, pending in Slurm: the node is replaced for it",
 			prepare: func(st *model.State) { dynRunning(t, st, model.JobFinished) },
 			ev:      fail("flexvm-a3u-1", 1, "99", "pending", true),
 			pol:     Policy{DisableHostRepair: true},
-			want: []string{"Slurm:drain:flexvm-a3u-1", "DeleteVMs:flexvm-a3u-1-g1", "Slurm:reservation_delete:flexvm-a3u-1",
+			confirm: confirmSnapshot(t0.Add(time.Second), drained1, event.SnapshotJob{ID: "99", State: "PENDING", Partition: "a3u", NodeCount: 1}),
+			want: []string{"Slurm:drain:flexvm-a3u-1", "PutNode:flexvm-a3u-1/running/await_drain",
+				"DeleteVMs:flexvm-a3u-1-g1", "Slurm:reservation_delete:flexvm-a3u-1",
 				"PutNode:flexvm-a3u-1/requested", "CreateResizeRequest:rr-flexvm-a3u-1-g2=flexvm-a3u-1-g2"},
 		},
 		{
@@ -231,8 +276,10 @@ func TestRepairFail(t *testing.T) {
 				running(st, "flexvm-a3u-0", t0.Add(farEnd))
 				st.Nodes["flexvm-a3u-0"].HostRepaired = 1
 			},
-			ev: fail("flexvm-a3u-0", 1, "", "", true),
-			want: []string{"Slurm:drain:flexvm-a3u-0", "DeleteVMs:flexvm-a3u-0-g1", "Slurm:reservation_delete:flexvm-a3u-0",
+			ev:      fail("flexvm-a3u-0", 1, "", "", true),
+			confirm: confirmSnapshot(t0.Add(time.Second), drained0),
+			want: []string{"Slurm:drain:flexvm-a3u-0", "PutNode:flexvm-a3u-0/running/await_drain",
+				"DeleteVMs:flexvm-a3u-0-g1", "Slurm:reservation_delete:flexvm-a3u-0",
 				"PutNode:flexvm-a3u-0/requested", "CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
 			check: func(t *testing.T, got []Action) {
 				d, _ := find[SlurmCommand](got)
@@ -245,7 +292,9 @@ func TestRepairFail(t *testing.T) {
 			name:    "a VM ending within the repair timeout is replaced rather than repaired",
 			prepare: func(st *model.State) { running(st, "flexvm-a3u-0", t0.Add(10*time.Minute)) },
 			ev:      fail("flexvm-a3u-0", 1, "", "", true),
-			want: []string{"Slurm:drain:flexvm-a3u-0", "DeleteVMs:flexvm-a3u-0-g1", "Slurm:reservation_delete:flexvm-a3u-0",
+			confirm: confirmSnapshot(t0.Add(time.Second), drained0),
+			want: []string{"Slurm:drain:flexvm-a3u-0", "PutNode:flexvm-a3u-0/running/await_drain",
+				"DeleteVMs:flexvm-a3u-0-g1", "Slurm:reservation_delete:flexvm-a3u-0",
 				"PutNode:flexvm-a3u-0/requested", "CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
 		},
 		{
@@ -269,24 +318,37 @@ func TestRepairFail(t *testing.T) {
 			want: []string{"PutNode:flexvm-a3u-0/running/await_drain"},
 		},
 		{
-			name: "another report while awaiting the drain, now drained: the repair step, without a second drain",
+			name: "another report while awaiting the drain, saying drained: noted, no repair step without Slurm",
 			prepare: func(st *model.State) {
 				running(st, "flexvm-a3u-0", t0.Add(farEnd))
 				n := st.Nodes["flexvm-a3u-0"]
 				n.Repair, n.RepairSince = model.RepairAwaitDrain, t0.Add(-time.Minute)
 			},
 			ev:   fail("flexvm-a3u-0", 1, "", "", true),
+			want: []string{"PutNode:flexvm-a3u-0/running/await_drain"},
+		},
+		{
+			name: "another report while awaiting the drain, which a snapshot taken since confirms: the repair step, without a second drain",
+			prepare: func(st *model.State) {
+				running(st, "flexvm-a3u-0", t0.Add(farEnd))
+				n := st.Nodes["flexvm-a3u-0"]
+				n.Repair, n.RepairSince = model.RepairAwaitDrain, t0.Add(-time.Minute)
+				drainedView(drained0)(st)
+			},
+			ev:   fail("flexvm-a3u-0", 1, "", "", false),
 			want: []string{"ReportHost:flexvm-a3u-0-g1", "Metric:host_repairs", "PutNode:flexvm-a3u-0/running/host_repair"},
 		},
 		{
-			name: "a FAIL on a node drained for diagnosis starts its repair",
+			name: "a FAIL on a node drained for diagnosis starts its repair, once Slurm confirms the drain",
 			prepare: func(st *model.State) {
 				running(st, "flexvm-a3u-0", t0.Add(farEnd))
 				n := st.Nodes["flexvm-a3u-0"]
 				n.Repair, n.RepairSince = model.RepairDiagnosis, t0.Add(-time.Hour)
 			},
-			ev:   fail("flexvm-a3u-0", 1, "", "", true),
-			want: []string{"Slurm:drain:flexvm-a3u-0", "ReportHost:flexvm-a3u-0-g1", "Metric:host_repairs", "PutNode:flexvm-a3u-0/running/host_repair"},
+			ev:      fail("flexvm-a3u-0", 1, "", "", true),
+			confirm: confirmSnapshot(t0.Add(time.Second), drained0),
+			want: []string{"Slurm:drain:flexvm-a3u-0", "PutNode:flexvm-a3u-0/running/await_drain",
+				"ReportHost:flexvm-a3u-0-g1", "Metric:host_repairs", "PutNode:flexvm-a3u-0/running/host_repair"},
 		},
 		{
 			name: "generation 0 is taken from the VM name",
@@ -294,11 +356,13 @@ func TestRepairFail(t *testing.T) {
 				running(st, "flexvm-a3u-0", t0.Add(farEnd))
 			},
 			ev: func() *event.Health {
-				h := fail("flexvm-a3u-0", 0, "", "", true)
+				h := fail("flexvm-a3u-0", 0, "", "", false)
 				h.VMName = "flexvm-a3u-0-g1"
 				return h
 			}(),
-			want: []string{"Slurm:drain:flexvm-a3u-0", "ReportHost:flexvm-a3u-0-g1", "Metric:host_repairs", "PutNode:flexvm-a3u-0/running/host_repair"},
+			confirm: confirmSnapshot(t0.Add(time.Second), drained0),
+			want: []string{"Slurm:drain:flexvm-a3u-0", "PutNode:flexvm-a3u-0/running/await_drain",
+				"ReportHost:flexvm-a3u-0-g1", "Metric:host_repairs", "PutNode:flexvm-a3u-0/running/host_repair"},
 		},
 	}
 	for _, tc := range tests {
@@ -310,6 +374,14 @@ func TestRepairFail(t *testing.T) {
 			got, err := Repair(st, tc.ev, t0, tc.pol)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if tc.confirm != nil {
+				Apply(st, got)
+				more, err := Snapshot(st, tc.confirm, t0.Add(2*time.Second), tc.pol)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, more...)
 			}
 			if d := cmp.Diff(tc.want, rkinds(got)); d != "" {
 				t.Errorf("actions (-want +got):\n%s", d)
@@ -424,7 +496,8 @@ func TestRepairBudget(t *testing.T) {
 			alert, alerted := find[Alert](got)
 			metric, _ := find[Metric](got)
 			if !tc.wantBlocked {
-				if n.Repair != model.RepairHost || !repaired || alerted {
+				// The repair starts: it waits for Slurm to confirm the drain.
+				if n.Repair != model.RepairAwaitDrain || repaired || alerted {
 					t.Fatalf("not blocked: repair %q, host repair %v, alert %v; actions %v", n.Repair, repaired, alerted, rkinds(got))
 				}
 				return
@@ -1042,7 +1115,7 @@ func TestRepairLifecycle(t *testing.T) {
 		t.Fatalf("after the host repair: %+v", n)
 	}
 	// A second fault on the same VM: replaced, not repaired again.
-	acts = step(Repair(st, fail("flexvm-a3u-0", 1, "", "", true), now.Add(time.Hour), Policy{}))
+	acts = failAndConfirm(t, st, fail("flexvm-a3u-0", 1, "", "", true), now.Add(time.Hour), Policy{})
 	if _, ok := find[ReportHostAsFaulty](acts); ok {
 		t.Fatalf("a second host repair of one VM: %v", rkinds(acts))
 	}

@@ -17,7 +17,7 @@ func TestSnapshotKeepsTheConfigCheck(t *testing.T) {
 	st, _ := applied(t)
 	in := &event.SlurmSnapshot{Header: event.Header{Version: 1, Type: event.TypeSlurmSnapshot, Cluster: "flexvm"}, TakenAt: t0,
 		Config: &event.ConfigCheck{SpecSHA256: "abc", Divergences: []event.ConfigDivergence{{Problem: "p", Fix: "f"}}}}
-	if _, err := Snapshot(st, in, t0.Add(time.Second)); err != nil {
+	if _, err := Snapshot(st, in, t0.Add(time.Second), Policy{}); err != nil {
 		t.Fatal(err)
 	}
 	want := &model.SlurmConfigCheck{SpecSHA256: "abc", Divergences: []model.SlurmDivergence{{Problem: "p", Fix: "f"}}}
@@ -25,7 +25,7 @@ func TestSnapshotKeepsTheConfigCheck(t *testing.T) {
 		t.Errorf("stored config check (-want +got):\n%s", d)
 	}
 	in = &event.SlurmSnapshot{Header: in.Header, TakenAt: t0.Add(time.Minute)}
-	if _, err := Snapshot(st, in, t0.Add(time.Minute)); err != nil {
+	if _, err := Snapshot(st, in, t0.Add(time.Minute), Policy{}); err != nil {
 		t.Fatal(err)
 	}
 	if st.Slurm.Config != nil {

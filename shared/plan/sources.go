@@ -30,8 +30,9 @@ import (
 //   - a node idle in Slurm is kept for a pending job only while that job can
 //     still use it (keptFor);
 //   - what Slurm says of a node under repair (drained, or drained by someone
-//     else) counts only when the snapshot was taken after the health check
-//     or the repair step it would answer (slurmDrained, hostRepaired).
+//     else) counts only when the snapshot was taken after flexslurm asked
+//     for the drain or the repair step it would answer (drainConfirmed,
+//     hostRepaired); a node's own report that it is drained never counts.
 //
 // Ties go to the record: a change flexslurm made at the instant the
 // snapshot was taken may not be in it.
@@ -59,9 +60,12 @@ func Newest(recordedAt time.Time, v *model.SlurmView) Source {
 
 // Snapshot decides what a Slurm snapshot from the agent requires: it
 // becomes the stored snapshot unless the stored one was taken at the same
-// time or later (snapshots may arrive out of order, and redelivered). It
-// returns no external action.
-func Snapshot(st *model.State, snap *event.SlurmSnapshot, now time.Time) ([]Action, error) {
+// time or later (snapshots may arrive out of order, and redelivered). A
+// snapshot stored continues the repairs it confirms: a node of st awaiting
+// its drain (its pool in st) that the snapshot, taken after the repair
+// started, shows drained takes its repair step now (drainedRepairs); those
+// are its only actions.
+func Snapshot(st *model.State, snap *event.SlurmSnapshot, now time.Time, pol Policy) ([]Action, error) {
 	if st.Cluster == nil {
 		return nil, rejectf("Slurm snapshot for unknown cluster %s", snap.Cluster)
 	}
@@ -86,7 +90,38 @@ func Snapshot(st *model.State, snap *event.SlurmSnapshot, now time.Time) ([]Acti
 		}
 	}
 	st.Slurm = v
-	return nil, nil
+	b := newBuilder(st, now, pol)
+	b.view = freshSlurm(st, now, b.pol)
+	b.drainedRepairs()
+	return b.out, nil
+}
+
+// SnapshotRepairNodes returns the nodes a snapshot shows drained (DRAIN
+// with no job left): those whose repair it may continue (Snapshot). The
+// snapshot's handler reads their records, and loads with the snapshot the
+// pools of those SnapshotLoadsPool selects.
+func SnapshotRepairNodes(snap *event.SlurmSnapshot) []string {
+	var names []string
+	for _, n := range snap.Nodes {
+		if n.Node.Drained() {
+			names = append(names, n.Name)
+		}
+	}
+	return names
+}
+
+// SnapshotLoadsPool reports whether the pool of a node a snapshot shows
+// drained is loaded with the snapshot: the node's repair awaits the drain
+// (Snapshot may take its step), or a snapshot took that step already — the
+// VM in host repair, or replaced and its replacement still requested — so
+// that a redelivery of that snapshot finds the records its actions are
+// replayed against (Replay). A drain that is not a repair's (an operator's)
+// loads nothing.
+func SnapshotLoadsPool(n *model.Node) bool {
+	if n.Phase == model.PhaseRunning {
+		return n.Repair == model.RepairAwaitDrain || n.Repair == model.RepairHost
+	}
+	return n.Phase == model.PhaseRequested && n.LastEnd == model.EndHealth
 }
 
 // nodeRecordedAt is when flexslurm last changed what it knows of a node's

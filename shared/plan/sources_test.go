@@ -136,7 +136,7 @@ func TestSnapshotKeepsTheNewest(t *testing.T) {
 	} {
 		st, _ := applied(t)
 		st.Slurm = tc.stored
-		acts, err := Snapshot(st, tc.in, t0.Add(time.Minute))
+		acts, err := Snapshot(st, tc.in, t0.Add(time.Minute), Policy{})
 		if err != nil || len(acts) != 0 {
 			t.Fatalf("%s: Snapshot = %v, %v; want no action, no error", tc.name, acts, err)
 		}
@@ -145,10 +145,10 @@ func TestSnapshotKeepsTheNewest(t *testing.T) {
 		}
 	}
 	st, _ := applied(t)
-	if _, err := Snapshot(st, snap(time.Time{}, "1"), t0); !errors.Is(err, ErrRejected) {
+	if _, err := Snapshot(st, snap(time.Time{}, "1"), t0, Policy{}); !errors.Is(err, ErrRejected) {
 		t.Errorf("snapshot without taken_at: err = %v, want ErrRejected", err)
 	}
-	if _, err := Snapshot(model.NewState(), snap(t0, "1"), t0); !errors.Is(err, ErrRejected) {
+	if _, err := Snapshot(model.NewState(), snap(t0, "1"), t0, Policy{}); !errors.Is(err, ErrRejected) {
 		t.Errorf("snapshot for an unknown cluster: err = %v, want ErrRejected", err)
 	}
 }
