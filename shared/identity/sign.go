@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/http"
 	"net/url"
 	"strings"
 
@@ -15,13 +16,32 @@ import (
 // instance/service-accounts/default/identity?audience=AUD&format=full).
 // The metadata server is GCE_METADATA_HOST's, or Compute Engine's.
 type Signer struct {
-	// Client is the metadata client; nil is metadata.NewClient(nil).
+	// Client is the metadata client; nil is a client of Host.
 	Client *metadata.Client
+	// Host, when set (host:port), is the metadata server asked instead of
+	// GCE_METADATA_HOST's or Compute Engine's (the local system's
+	// simulated VMs and controller).
+	Host string
+}
+
+// hostRewrite sends every request to host.
+type hostRewrite struct {
+	host string
+	next http.RoundTripper
+}
+
+func (h hostRewrite) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.URL.Host, r.Host = h.host, h.host
+	return h.next.RoundTrip(r)
 }
 
 // Token returns the VM's token for (cluster, data).
 func (s Signer) Token(ctx context.Context, cluster string, data []byte) (string, error) {
 	c := s.Client
+	if c == nil && s.Host != "" {
+		c = metadata.NewClient(&http.Client{Transport: hostRewrite{host: s.Host, next: http.DefaultTransport}})
+	}
 	if c == nil {
 		c = metadata.NewClient(nil)
 	}
