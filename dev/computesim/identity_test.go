@@ -73,10 +73,12 @@ func TestStaticMetadataServerProvesTheController(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ms.Close()
-	t.Setenv("GCE_METADATA_HOST", ms.Addr())
+	// Signer.Host, as the controller hooks' metadata_host: no
+	// GCE_METADATA_HOST in the environment.
+	t.Setenv("GCE_METADATA_HOST", "127.0.0.1:9")
 	ctx := context.Background()
 	data := []byte(`{}`)
-	attrs, err := identity.Signer{Client: metadata.NewClient(nil)}.Sign(ctx, "c1", data, nil)
+	attrs, err := identity.Signer{Host: ms.Addr()}.Sign(ctx, "c1", data, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
