@@ -2,7 +2,6 @@ package hooks
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/identity"
@@ -27,11 +26,11 @@ type SigningPublisher struct {
 
 // Publish signs and publishes.
 func (p SigningPublisher) Publish(ctx context.Context, topic string, data []byte, attrs map[string]string) (string, error) {
+	// What is not a report goes unsigned: the functions ask no proof of
+	// it (or refuse it as malformed), and holding it back would leave it
+	// in the spool for ever.
 	hdr, err := event.PeekHeader(data)
-	if err != nil {
-		return "", fmt.Errorf("not signing a message that is not a flexslurm event: %w", err)
-	}
-	if !Proven(hdr.Type) {
+	if err != nil || !Proven(hdr.Type) {
 		return p.Pub.Publish(ctx, topic, data, attrs)
 	}
 	signed, err := p.Signer.Sign(ctx, hdr.Cluster, data, attrs)

@@ -46,6 +46,9 @@ func TestSigningPublisherSignsReportsAtPublishTime(t *testing.T) {
 	if got := rec.attrs[1]; got["identity.0"] != "" {
 		t.Fatalf("a command result was signed: %v", got)
 	}
+	if _, err := (SigningPublisher{Pub: rec, Signer: fakeSigner{err: errors.New("unreachable")}}).Publish(ctx, "job-pending", []byte(`not json`), nil); err != nil {
+		t.Fatalf("a message that is not a report is held back (it would stay spooled for ever): %v", err)
+	}
 
 	spool := &Spool{Dir: t.TempDir()}
 	rec = &recordingPub{}
