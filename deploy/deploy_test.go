@@ -30,9 +30,10 @@ import (
 
 // vars are the values of the variables without default.
 var vars = map[string]cty.Value{
-	"project":           cty.StringVal("my-proj"),
-	"region":            cty.StringVal("europe-west4"),
-	"cluster_spec_file": cty.StringVal("../examples/cluster_config.json"),
+	"project":             cty.StringVal("my-proj"),
+	"region":              cty.StringVal("europe-west4"),
+	"cluster_spec_file":   cty.StringVal("../examples/cluster_config.json"),
+	"controller_instance": cty.StringVal("zones/europe-west4-a/instances/flexvm-controller"),
 }
 
 func loadModule(t *testing.T) *module {
@@ -258,7 +259,10 @@ func TestFunctions(t *testing.T) {
 				t.Errorf("%s: environment variable %s is not one of shared/config's (%v)", f.key, k, keys(envNames))
 			}
 		}
-		for _, local := range []string{env["EnvComputeEndpoint"], env["EnvClock"]} {
+		if v, _ := str(get(vars, env["EnvControllerVM"])); v != "zones/europe-west4-a/instances/flexvm-controller" {
+			t.Errorf("%s: %s = %q, want var.controller_instance (controller reports are refused without it)", f.key, env["EnvControllerVM"], v)
+		}
+		for _, local := range []string{env["EnvComputeEndpoint"], env["EnvClock"], env["EnvIdentityCertsURL"]} {
 			if _, ok := vars.AsValueMap()[local]; ok {
 				t.Errorf("%s: sets %s, which is for the local system only", f.key, local)
 			}

@@ -58,6 +58,7 @@ locals {
       FLEXSLURM_FIRESTORE_DATABASE = var.firestore_database
       FLEXSLURM_SLURM_TOPIC        = "slurm-commands"
       FLEXSLURM_LOG_LEVEL          = var.log_level
+      FLEXSLURM_CONTROLLER_VM      = var.controller_instance
     },
     var.universe_domain == "googleapis.com" ? {} : { GOOGLE_CLOUD_UNIVERSE_DOMAIN = var.universe_domain },
   )

@@ -133,6 +133,16 @@ variable "slurm_conf_server" {
   default     = ""
 }
 
+variable "controller_instance" {
+  description = "The Slurm controller VM, zones/ZONE/instances/NAME (in var.project): the functions accept job and node power reports only with its instance identity token (docs/security.md)."
+  type        = string
+
+  validation {
+    condition     = can(regex("^zones/[a-z]+(-[a-z0-9]+)+/instances/[a-z]([-a-z0-9]{0,61}[a-z0-9])?$", var.controller_instance))
+    error_message = "zones/ZONE/instances/NAME, e.g. zones/us-central1-a/instances/mycluster-controller."
+  }
+}
+
 variable "node_binary_url" {
   description = "gs://BUCKET/OBJECT of the flexslurm binary, for node images that lack /usr/local/sbin/flexslurm; empty when the image carries it. The node account may read that bucket."
   type        = string

@@ -45,6 +45,10 @@ func (r *request) mutating() bool {
 
 // ServeHTTP serves the Compute REST API subset described in the package doc.
 func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == CertsPath && r.Method == http.MethodGet {
+		s.serveCerts(w, r)
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 8<<20))
 	if err != nil {
 		(&apiError{code: 400, reason: "invalid", message: "reading request body: " + err.Error()}).write(w)

@@ -32,8 +32,10 @@ import (
 //     metadata items (its template's, plus created-by);
 //   - instance/network-interfaces/0/ip;
 //   - instance/service-accounts/ and
-//     instance/service-accounts/{default,EMAIL}/{email,scopes,token}, for the
+//     instance/service-accounts/{default,EMAIL}/{email,scopes,token,identity}, for the
 //     VM's service account (404 without one: no token on such a VM);
+//     identity?audience=AUD[&format=full] is the VM's Google-style instance
+//     identity token (identity.go);
 //   - project/project-id and project/numeric-project-id.
 //
 // Anything else is 404. Tokens are random strings valid for an hour,
@@ -113,12 +115,16 @@ func (s *Sim) StartMetadataServer(zone, name, addr string, tokens *Tokens) (*Met
 	if tokens == nil {
 		tokens = NewTokens()
 	}
+	return s.startMetadata(zone, name, addr, s.MetadataHandler(zone, name, tokens))
+}
+
+func (s *Sim) startMetadata(zone, name, addr string, h http.Handler) (*MetadataServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metadata server of VM %s: listening on %s: %w", name, addr, err)
 	}
 	m := &MetadataServer{zone: zone, name: name, ln: ln, done: make(chan struct{}),
-		srv: &http.Server{Handler: s.MetadataHandler(zone, name, tokens), ReadHeaderTimeout: 10 * time.Second}}
+		srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}
 	go func() {
 		defer close(m.done)
 		if err := m.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -148,6 +154,7 @@ type vmView struct {
 	attrKeys                           []string // in metadata order
 	email                              string
 	scopes                             []string
+	created                            time.Time
 }
 
 func (s *Sim) vmView(zone, name string) (vmView, bool) {
@@ -176,12 +183,18 @@ func (s *Sim) vmView(zone, name string) (vmView, bool) {
 		}
 		v.scopes = slices.Clone(sas[0].GetScopes())
 	}
+	v.created, _ = time.Parse(time.RFC3339Nano, in.pb.GetCreationTimestamp())
 	return v, true
 }
 
 // MetadataHandler is the metadata server of VM name in zone as an
 // http.Handler (StartMetadataServer serves it on a listener).
 func (s *Sim) MetadataHandler(zone, name string, tokens *Tokens) http.Handler {
+	return s.metadataHandler(func() (vmView, bool) { return s.vmView(zone, name) }, tokens)
+}
+
+// metadataHandler serves the metadata of the VM view returns.
+func (s *Sim) metadataHandler(view func() (vmView, bool), tokens *Tokens) http.Handler {
 	if tokens == nil {
 		tokens = NewTokens()
 	}
@@ -204,7 +217,7 @@ func (s *Sim) MetadataHandler(zone, name string, tokens *Tokens) http.Handler {
 			metaText(w, http.StatusNotFound, "not found\n")
 			return
 		}
-		v, ok := s.vmView(zone, name)
+		v, ok := view()
 		if !ok {
 			metaText(w, http.StatusNotFound, "not found\n")
 			return
@@ -264,6 +277,9 @@ func (s *Sim) MetadataHandler(zone, name string, tokens *Tokens) http.Handler {
 					return
 				case "scopes":
 					metaText(w, 200, strings.Join(v.scopes, "\n")+"\n")
+					return
+				case "identity":
+					s.serveIdentity(w, r, v)
 					return
 				case "token":
 					tok, life := tokens.mint(v.email)

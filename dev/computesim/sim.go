@@ -20,6 +20,8 @@ import (
 type Sim struct {
 	opts Options
 	clk  clock.Clock
+	// identity signs the VMs' identity tokens (identity.go).
+	identity identityIssuer
 
 	mu sync.Mutex
 	// version is Version: it moves when a call that may change the

@@ -32,6 +32,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/config"
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/gce"
+	"github.com/flexslurm/flexslurm/shared/identity"
 	"github.com/flexslurm/flexslurm/shared/logx"
 	"github.com/flexslurm/flexslurm/shared/nodeconfig"
 	"github.com/flexslurm/flexslurm/shared/plan"
@@ -97,6 +98,11 @@ type Options struct {
 	Compute func(apply.Compute) apply.Compute // optional wrapper (fault injection)
 	// Fault is apply.Deps.Fault: crash injection at side-effect boundaries.
 	Fault func(point string, a plan.Action) error
+	// VerifyTokens verifies the reports' identity tokens as a deployed
+	// function does (identity.Google, trusting the simulator's keys at
+	// CertsURL); false proves senders with KnownSender (the VM a report
+	// names sent it, unless SenderAttr says otherwise).
+	VerifyTokens bool
 	// Store replaces the in-memory store (e.g. the Firestore adapter on the
 	// emulator, for benchmarks).
 	Store store.Store
@@ -162,16 +168,43 @@ func New(ctx context.Context, o Options) (*Harness, error) {
 	if o.Compute != nil {
 		comp = o.Compute(c)
 	}
+	var v identity.Verifier = KnownSender{Store: h.Store}
+	if o.VerifyTokens {
+		g, err := identity.NewGoogle(ctx, h.CertsURL())
+		if err != nil {
+			h.srv.Close()
+			return nil, err
+		}
+		v = g
+	}
 	h.Runner = apply.New(apply.Deps{
 		Store: h.Store, Compute: comp, Publisher: h.Publisher, Clock: h.Clock,
 		Log: log, Policy: o.Policy,
 		SlurmTopic: config.TopicSlurmCommands, Project: Project, Fault: o.Fault,
+		Identity: v, ControllerVM: ControllerVM,
 	})
 	h.ScaleUp = scaleup.New(h.Runner)
 	h.Expiry = expiry.New(h.Runner)
 	h.Repair = repair.New(h.Runner)
 	h.Reconcile = reconcile.New(h.Runner)
 	return h, nil
+}
+
+// CertsURL is where the simulator serves the keys of its VMs' identity
+// tokens (identity.NewGoogle's certsURL).
+func (h *Harness) CertsURL() string { return h.srv.URL + computesim.CertsPath }
+
+// DeliverWith is Deliver with message attributes (an identity token, or
+// SenderAttr).
+func (h *Harness) DeliverWith(ctx context.Context, topic, id string, data []byte, attrs map[string]string) error {
+	e := CloudEvent(topic, id, data, attrs)
+	switch topic {
+	case config.TopicJobs, config.TopicClusterSpec:
+		return h.ScaleUp.Handle(ctx, e)
+	case config.TopicHealthFailure:
+		return h.Repair.Handle(ctx, e)
+	}
+	return fmt.Errorf("no report-reading function reads topic %s", topic)
 }
 
 // Close stops the simulator's server and the clients.

@@ -12,6 +12,7 @@ import (
 	"github.com/flexslurm/flexslurm/dev/computesim"
 	"github.com/flexslurm/flexslurm/shared/config"
 	"github.com/flexslurm/flexslurm/shared/event"
+	"github.com/flexslurm/flexslurm/shared/identity"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
 	"github.com/flexslurm/flexslurm/shared/nodeconfig"
@@ -38,7 +39,7 @@ func (s *System) Apply(ctx context.Context, c *spec.Cluster) error {
 		return err
 	}
 	s.TL.Say(fmt.Sprintf("apply cluster spec %s (%s)", c.ID, s.Opts.SpecPath))
-	return s.publish(ctx, config.TopicClusterSpec, data)
+	return s.publish(ctx, config.TopicClusterSpec, data, "")
 }
 
 // NodeSettings are the node settings of the local system: the simulator's
@@ -94,10 +95,20 @@ func (s *System) writeNodeSettings() (string, error) {
 	return path, nil
 }
 
-func (s *System) publish(ctx context.Context, topic string, data []byte) error {
+// publish publishes a message; a report is signed with the identity
+// token of the metadata server at metadataHost, as the hooks sign theirs
+// ("" publishes unsigned: the operator's cluster.applied).
+func (s *System) publish(ctx context.Context, topic string, data []byte, metadataHost string) error {
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err := s.PubSub.Publish(pctx, topic, data, nil)
+	var attrs map[string]string
+	if metadataHost != "" {
+		var err error
+		if attrs, err = (identity.Signer{Host: metadataHost}).Sign(pctx, s.Spec.ID, data, nil); err != nil {
+			return fmt.Errorf("signing a report for %s: %w", topic, err)
+		}
+	}
+	_, err := s.PubSub.Publish(pctx, topic, data, attrs)
 	if err != nil {
 		return fmt.Errorf("publishing to %s: %w", topic, err)
 	}
@@ -115,7 +126,7 @@ func (s *System) Job(ctx context.Context, typ, id string, count int, requeued bo
 	}
 	data, _ := json.Marshal(ev)
 	s.TL.Say(fmt.Sprintf("slurm reports %s for job %s", typ, id))
-	return s.publish(ctx, config.TopicJobs, data)
+	return s.publish(ctx, config.TopicJobs, data, s.Controller.Addr())
 }
 
 // Health publishes a failed health check, as the node-side hooks do.
@@ -130,7 +141,17 @@ func (s *System) Health(ctx context.Context, n model.Node, jobID, jobState, reas
 	}
 	data, _ := json.Marshal(ev)
 	s.TL.Say(fmt.Sprintf("health check on %s (%s) fails: %s", n.Name, n.VMName, reason))
-	return s.publish(ctx, config.TopicHealthFailure, data)
+	// Signed by the VM itself, through a metadata server of its own.
+	pool, _ := s.Spec.Pool(n.Pool)
+	if pool == nil {
+		return fmt.Errorf("node %s: pool %s is not in the spec", n.Name, n.Pool)
+	}
+	ms, err := s.Sim.StartMetadataServer(pool.Zone, n.VMName, "127.0.0.1:0", nil)
+	if err != nil {
+		return err
+	}
+	defer ms.Close()
+	return s.publish(ctx, config.TopicHealthFailure, data, ms.Addr())
 }
 
 // DrainedSnapshot publishes what the Slurm agent would once Slurm has
@@ -165,7 +186,7 @@ func (s *System) DrainedSnapshot(ctx context.Context, node, vm, reason, requeued
 		return err
 	}
 	s.TL.Say(fmt.Sprintf("the Slurm agent's snapshot shows %s drained and job %s pending", node, requeued))
-	return s.publish(ctx, config.TopicSlurmSnapshot, data)
+	return s.publish(ctx, config.TopicSlurmSnapshot, data, "")
 }
 
 func (s *System) flexPartition() string {

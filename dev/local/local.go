@@ -156,17 +156,23 @@ func simDuration(wall time.Duration, speedup float64) time.Duration {
 
 // System is a running local system.
 type System struct {
-	Opts    Options
-	Spec    *spec.Cluster
-	Clock   *clock.Scaled
-	Emu     *emulator.Env
-	Sim     *computesim.Sim
-	SimURL  string
-	PubSub  *pubsub.Client
-	Store   store.Store
-	Funcs   []*Function
-	TL      *Timeline
-	cleanup []func()
+	Opts   Options
+	Spec   *spec.Cluster
+	Clock  *clock.Scaled
+	Emu    *emulator.Env
+	Sim    *computesim.Sim
+	SimURL string
+	PubSub *pubsub.Client
+	Store  store.Store
+	Funcs  []*Function
+	TL     *Timeline
+	// Controller is the metadata server of the local Slurm controller's
+	// "VM" (a VM outside the simulation): the controller's hooks and the
+	// agent fetch its identity tokens there, and the functions accept
+	// controller reports only with them (ControllerVM).
+	Controller   *computesim.MetadataServer
+	ControllerVM string
+	cleanup      []func()
 	// slurm is the local Slurm (nil with NoSlurm), read by the
 	// simulator's hooks from its goroutines.
 	slurm atomic.Pointer[slurmSide]
@@ -350,6 +356,16 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 	go s.tickSim(simCtx, 50*time.Millisecond)
 	s.cleanup = append(s.cleanup, func() { stopSim(); srv.Close() })
 	s.TL.Say(fmt.Sprintf("Compute simulator at %s (clock ×%g, capacity delay %s)", s.SimURL, opts.Speedup, capacity))
+	// The controller's identity: a metadata server of its own, signing
+	// with the simulator's key, which the functions trust
+	// (FLEXSLURM_IDENTITY_CERTS_URL) as deployed ones trust Google's.
+	ctl := computesim.StaticVM{Zone: controllerZone(c), Name: c.ID + "-controller", ID: 1}
+	if s.Controller, err = s.Sim.StartStaticMetadataServer(ctl, "127.0.0.1:0", nil); err != nil {
+		return s, err
+	}
+	s.cleanup = append(s.cleanup, func() { s.Controller.Close() })
+	s.ControllerVM = "zones/" + ctl.Zone + "/instances/" + ctl.Name
+	s.TL.Say(fmt.Sprintf("controller %s: metadata server %s (identity tokens for its reports)", s.ControllerVM, s.Controller.Addr()))
 
 	// 4. The four functions, one process each, and push subscriptions to them.
 	childEnv := append(os.Environ(),
@@ -365,6 +381,10 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 		// watched for about 9 s of wall time (a simulated day in the demo).
 		config.EnvObserveGrace+"="+max(simDuration(9*time.Second, opts.Speedup), time.Minute).String(),
 		config.EnvRecreateAfterTermination+"="+strconv.FormatBool(!opts.MakeBeforeBreak),
+		// Reports are verified as deployed: the controller's against its
+		// VM, with the simulator's keys standing in for Google's.
+		config.EnvControllerVM+"="+s.ControllerVM,
+		config.EnvIdentityCertsURL+"="+s.SimURL+computesim.CertsPath,
 	)
 	ports := map[string]int{}
 	for _, entry := range []string{"ScaleUp", "Expiry", "Repair", "Reconcile"} {
@@ -413,6 +433,16 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 		return s, err
 	}
 	return s, nil
+}
+
+// controllerZone is the local controller's zone: its first pool's.
+func controllerZone(c *spec.Cluster) string {
+	for _, p := range c.NodePools {
+		if p.Zone != "" {
+			return p.Zone
+		}
+	}
+	return "us-central1-a"
 }
 
 func cut(kv string) (string, string, bool) {

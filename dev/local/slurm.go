@@ -177,6 +177,7 @@ func (s *System) startSlurm(ctx context.Context) (*slurmSide, error) {
 		Cluster: s.Spec.ID, Project: o.Project, Spec: specPath,
 		SpoolDir: lc.SpoolDir(), LogDir: lc.HookLogDir(), VMNameDir: lc.VMNameDir(),
 		PubSubEmulatorHost: s.Emu.PubSub.Addr(), PublishTimeout: hooks.Duration(5 * time.Second),
+		MetadataHost:        s.Controller.Addr(),
 		CheckCmd:            []string{exe, "health", "check", "--from-dir", filepath.Join(ss.healthDir, "%n")},
 		PrologCtldWaitReady: hooks.Duration(localPrologWait),
 		Clock:               s.Clock.String(),
@@ -206,7 +207,8 @@ func (s *System) startSlurm(ctx context.Context) (*slurmSide, error) {
 		ss.agent <- agent.Run(sctx, agent.Options{
 			Spec: s.Spec, Project: o.Project, CreateSubscription: true, LedgerPath: ledger, SpoolDir: lc.SpoolDir(),
 			SnapshotEvery: localSnapshotEvery, Slurm: ss.r, Log: logx.New(agentLog, 0), Now: s.Clock.Now,
-			Ready: func() { close(ready) },
+			MetadataHost: s.Controller.Addr(),
+			Ready:        func() { close(ready) },
 		})
 	}()
 	select {

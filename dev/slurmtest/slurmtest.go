@@ -25,11 +25,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/flexslurm/flexslurm/dev/computesim"
 	"github.com/flexslurm/flexslurm/dev/localslurm"
 	"github.com/flexslurm/flexslurm/dev/testenv"
+	"github.com/flexslurm/flexslurm/shared/clock"
 	"github.com/flexslurm/flexslurm/shared/hooks"
 	"github.com/flexslurm/flexslurm/shared/slurm"
 	"github.com/flexslurm/flexslurm/shared/spec"
@@ -128,6 +131,29 @@ type Cluster struct {
 	JobsTopic, HealthTopic string
 
 	stopPubSub func()
+
+	metaOnce sync.Once
+	meta     *computesim.MetadataServer // the controller's metadata server (MetadataHost)
+}
+
+// MetadataHost is the address of the test controller's metadata server,
+// started on first use: the hooks fetch the identity tokens of their
+// reports there, as a real controller's hooks do from Compute Engine's.
+// "" when it could not start (the hooks then keep their reports spooled).
+func (c *Cluster) MetadataHost() string {
+	c.metaOnce.Do(func() {
+		sim := computesim.New(computesim.Options{Project: testenv.Project()}, clock.Real{})
+		ms, err := sim.StartStaticMetadataServer(computesim.StaticVM{Zone: "us-central1-a", Name: ClusterID + "-controller", ID: 1}, "127.0.0.1:0", nil)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "slurmtest: the controller's metadata server: %v\n", err)
+			return
+		}
+		c.meta = ms
+	})
+	if c.meta == nil {
+		return ""
+	}
+	return c.meta.Addr()
 }
 
 // Run runs body once per Slurm installation (localslurm.Installations),
@@ -330,6 +356,7 @@ func (c *Cluster) BaseHookConfig() hooks.Config {
 		SpoolDir:           c.SpoolDir(),
 		LogDir:             c.HookLogDir(),
 		PubSubEmulatorHost: host,
+		MetadataHost:       c.MetadataHost(),
 		PublishTimeout:     hooks.Duration(timeout),
 		Topics:             hooks.Topics{Jobs: c.JobsTopic, Health: c.HealthTopic},
 		SlurmBinDir:        c.BinDir,
@@ -359,6 +386,9 @@ func (c *Cluster) teardown() {
 	}
 	if c.stopPubSub != nil {
 		c.stopPubSub()
+	}
+	if c.meta != nil {
+		c.meta.Close()
 	}
 }
 

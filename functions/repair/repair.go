@@ -17,12 +17,16 @@
 // by the reconciler as others finish. On INCONCLUSIVE the verdict is
 // counted; repeated ones drain the node for diagnosis.
 //
+// The report must carry the instance identity token of the VM it names
+// (shared/identity): one that does not is refused, never acted on.
+//
 // The function reads the pool's records, the job the event names and the
 // latest Slurm snapshot, and uses the runner's plan.Policy.
 package repair
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
@@ -83,6 +87,21 @@ func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
 	if !ok {
 		return apply.Outcome(log, plan.ErrRejected)
 	}
+	// The report must come from the VM it names (or, naming none, from a
+	// VM of its node, which then names it): its identity token decides.
+	vm := ev.VMName
+	if ev.Generation > 0 {
+		g := fmt.Sprintf("%s-g%d", ev.Node, ev.Generation)
+		if vm != "" && vm != g {
+			return apply.Outcome(log, fmt.Errorf("%w: vm_name %s is not generation %d of %s", event.ErrMalformed, vm, ev.Generation, ev.Node))
+		}
+		vm = g
+	}
+	proven, err := h.r.ProveNode(ctx, msg, ev.Cluster, ev.Node, vm)
+	if err != nil {
+		return apply.Outcome(log, err)
+	}
+	ev.VMName = proven
 	// The snapshot tells whether Slurm has drained the node already (for a
 	// node awaiting its drain) and whether the job the event names waits.
 	scope := store.Scope{Cluster: ev.Cluster, Pools: []string{pool}, Slurm: true}

@@ -4,7 +4,9 @@
 // never beyond max_node_count, and releases the VMs of nodes Slurm powers
 // down (node.suspend, node.resume_failed on the same topic) or whose
 // bootstrap failed (node.bootstrap_failed). Decisions live in shared/plan; this package
-// only decodes, scopes and hands over to shared/apply.
+// only decodes, proves the sender (the controller's reports carry its
+// instance identity token, a node's that of the VM it names; see
+// shared/identity), scopes and hands over to shared/apply.
 package scaleup
 
 import (
@@ -69,9 +71,14 @@ func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
 	case event.TypeClusterApply:
 		err = h.cluster(ctx, msg)
 	case event.TypeJobPending, event.TypeJobStarted, event.TypeJobFinished, event.TypeJobCancelled:
-		err = h.job(ctx, msg)
+		// Only the cluster's Slurm controller reports jobs.
+		if err = h.r.ProveController(ctx, msg, hdr.Cluster); err == nil {
+			err = h.job(ctx, msg)
+		}
 	case event.TypeNodeSuspend, event.TypeResumeFailed:
-		err = h.power(ctx, msg)
+		if err = h.r.ProveController(ctx, msg, hdr.Cluster); err == nil {
+			err = h.power(ctx, msg)
+		}
 	case event.TypeBootstrapFail:
 		err = h.bootstrap(ctx, msg)
 	default:
@@ -190,6 +197,10 @@ func (h *Handler) power(ctx context.Context, msg *event.Message) error {
 func (h *Handler) bootstrap(ctx context.Context, msg *event.Message) error {
 	ev, err := event.DecodeBootstrap(msg.Data)
 	if err != nil {
+		return err
+	}
+	// Only the VM the report names can report its own bootstrap failed.
+	if _, err := h.r.ProveNode(ctx, msg, ev.Cluster, ev.Node, ev.VMName); err != nil {
 		return err
 	}
 	scope := store.Scope{Cluster: ev.Cluster}

@@ -97,7 +97,7 @@ func startAgentSpec(t *testing.T, c *spec.Cluster, logw io.Writer) *harness {
 			Spec: c, Project: testenv.Project(), Subscription: testenv.UniqueID(t), CreateSubscription: true,
 			CommandsTopic: commandsTopic, ResultsTopic: resultsTopic, SnapshotTopic: snapshotTopic,
 			SnapshotEvery: time.Second, LedgerPath: filepath.Join(t.TempDir(), "ledger.json"), SpoolDir: cl.SpoolDir(),
-			RetryDelay: 200 * time.Millisecond, Slurm: cl.R,
+			RetryDelay: 200 * time.Millisecond, Slurm: cl.R, MetadataHost: cl.MetadataHost(),
 			Log:   slog.New(slog.NewJSONHandler(io.MultiWriter(logf, logw), &slog.HandlerOptions{Level: slog.LevelDebug})),
 			Ready: func() { close(ready) },
 		})

@@ -64,6 +64,10 @@ type Options struct {
 	// SpoolDir is the hooks' spool, published at every snapshot tick; the
 	// agent spools its own command results there too. Empty: no spool.
 	SpoolDir string
+	// MetadataHost is the metadata server (host:port) the agent fetches the
+	// controller's identity token from when it publishes the hooks'
+	// spooled reports; "" is GCE_METADATA_HOST's or Compute Engine's.
+	MetadataHost string
 	// PublishTimeout bounds each publish: DefaultPublishTimeout when zero.
 	PublishTimeout time.Duration
 	// RetryDelay is how long a command deferred with ErrRetry waits before
@@ -179,7 +183,7 @@ func Run(ctx context.Context, o Options) error {
 
 	a := &Agent{Cluster: o.Spec.ID, Topology: slurm.TopologyOf(o.Spec), Slurm: o.Slurm, Ledger: ledger, Log: o.Log, Now: o.Now}
 	pub := permissionPublisher{pub: ps, project: o.Project, identity: o.Identity}
-	out := &hooks.Outbox{Pub: pub, Timeout: o.PublishTimeout, Log: o.Log}
+	out := &hooks.Outbox{Pub: hooks.NewSigningPublisher(pub, o.MetadataHost), Timeout: o.PublishTimeout, Log: o.Log}
 	if o.SpoolDir != "" {
 		out.Spool = &hooks.Spool{Dir: o.SpoolDir}
 	}

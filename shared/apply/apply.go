@@ -43,6 +43,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/clock"
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/gce"
+	"github.com/flexslurm/flexslurm/shared/identity"
 	"github.com/flexslurm/flexslurm/shared/instancetemplate"
 	"github.com/flexslurm/flexslurm/shared/logx"
 	"github.com/flexslurm/flexslurm/shared/model"
@@ -97,6 +98,12 @@ type Deps struct {
 	SlurmTopic string
 	// Project is the Google Cloud project of the Compute resources.
 	Project string
+	// Identity proves which VM sent a report (ProveNode, ProveController);
+	// nil refuses every report.
+	Identity identity.Verifier
+	// ControllerVM is the Slurm controller VM whose reports are accepted
+	// (config.ControllerVM's form); "" refuses them.
+	ControllerVM string
 	// Fault, when set, is called at each side-effect boundary of Process:
 	// point "commit" after the transaction committed and before any
 	// external action, and point "action" before each external action (a

@@ -9,6 +9,7 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/flexslurm/flexslurm/shared/event"
+	"github.com/flexslurm/flexslurm/shared/identity"
 	"github.com/flexslurm/flexslurm/shared/logx"
 	"github.com/flexslurm/flexslurm/shared/plan"
 )
@@ -68,9 +69,13 @@ func Outcome(log *slog.Logger, err error) error {
 		// itself wrap a sentinel below; it is still retried.
 		log.Error("event failed: will be redelivered", "error", err.Error())
 		return err
+	case errors.Is(err, identity.ErrRefused):
+		// Counted: a log-based metric counts the lines with this metric.
+		log.Warn("report refused: its sender is not proven", "reason", err.Error(), "metric", identity.MetricRefused)
+		return nil
 	case errors.Is(err, event.ErrRefused):
 		// One line per refusal: a log-based metric counts lines with
-		// jsonPayload.metric = events_refused (deploy/).
+		// jsonPayload.metric = events_refused.
 		log.Warn("event refused: acknowledged without action", "reason", err.Error(), "metric", MetricEventsRefused)
 		return nil
 	case errors.Is(err, event.ErrMalformed):

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -31,6 +32,8 @@ const (
 	EnvIdleTimeout              = "FLEXSLURM_IDLE_TIMEOUT"
 	EnvObserveGrace             = "FLEXSLURM_OBSERVE_GRACE"
 	EnvRecreateAfterTermination = "FLEXSLURM_RECREATE_AFTER_TERMINATION"
+	EnvControllerVM             = "FLEXSLURM_CONTROLLER_VM"
+	EnvIdentityCertsURL         = "FLEXSLURM_IDENTITY_CERTS_URL"
 )
 
 // Topic ids (Pub/Sub), the same in deploy/ and the local system.
@@ -77,6 +80,16 @@ type Config struct {
 	// VM ends. The local system sets it, since a scaled clock inflates the
 	// capacity waits make-before-break sizes its lead time from.
 	RecreateAfterTermination bool
+	// ControllerVM is the cluster's Slurm controller VM,
+	// "zones/ZONE/instances/NAME" (or "projects/P/zones/ZONE/instances/NAME"):
+	// the controller's reports (job.*, node.suspend, node.resume_failed)
+	// are accepted only with its identity token. "" refuses them all.
+	ControllerVM string
+	// IdentityCertsURL replaces Google's certificates URL
+	// (https://www.googleapis.com/oauth2/v3/certs) when identity tokens are
+	// verified: for the local system and tests, whose simulated VMs sign
+	// with a key of their own. "" in production.
+	IdentityCertsURL string
 }
 
 // FromEnv reads the configuration; getenv is os.Getenv in production.
@@ -87,6 +100,8 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		FirestoreDatabase: strings.TrimSpace(getenv(EnvFirestoreDatabase)),
 		ComputeEndpoint:   strings.TrimSpace(getenv(EnvComputeEndpoint)),
 		SlurmTopic:        strings.TrimSpace(getenv(EnvSlurmTopic)),
+		ControllerVM:      strings.TrimSpace(getenv(EnvControllerVM)),
+		IdentityCertsURL:  strings.TrimSpace(getenv(EnvIdentityCertsURL)),
 	}
 	if c.SlurmTopic == "" {
 		c.SlurmTopic = TopicSlurmCommands
@@ -148,11 +163,24 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s=%q is not an http(s) URL", EnvComputeEndpoint, c.ComputeEndpoint))
 		}
 	}
+	if c.IdentityCertsURL != "" {
+		u, err := url.Parse(c.IdentityCertsURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("%s=%q is not an http(s) URL", EnvIdentityCertsURL, c.IdentityCertsURL))
+		}
+	}
+	if c.ControllerVM != "" && !controllerVMRe.MatchString(c.ControllerVM) {
+		errs = append(errs, fmt.Errorf("%s=%q is not zones/ZONE/instances/NAME (or projects/PROJECT/zones/ZONE/instances/NAME)", EnvControllerVM, c.ControllerVM))
+	}
 	if c.UniverseDomain != "" && (strings.Contains(c.UniverseDomain, "/") || !strings.Contains(c.UniverseDomain, ".")) {
 		errs = append(errs, fmt.Errorf("%s=%q is not a domain (e.g. s3nsapis.fr)", EnvUniverseDomain, c.UniverseDomain))
 	}
 	return errors.Join(errs...)
 }
+
+// controllerVMRe is the form of ControllerVM (shared/identity.ParseVM
+// checks it again).
+var controllerVMRe = regexp.MustCompile(`^(projects/[a-z0-9.:-]+/)?zones/[a-z]+(-[a-z0-9]+)+/instances/[a-z]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
 // Clk returns the configured clock.
 func (c Config) Clk() clock.Clock {

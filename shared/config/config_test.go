@@ -34,3 +34,23 @@ func TestPolicyOverridesRejected(t *testing.T) {
 		t.Errorf("%s=sometimes: error %v, want one naming the variable", EnvRecreateAfterTermination, err)
 	}
 }
+
+func TestIdentitySettings(t *testing.T) {
+	c, err := FromEnv(env(map[string]string{EnvProject: "p", EnvControllerVM: "zones/us-central1-a/instances/c1-controller", EnvIdentityCertsURL: "http://127.0.0.1:9/oauth2/v3/certs"}))
+	if err != nil || c.ControllerVM != "zones/us-central1-a/instances/c1-controller" || c.IdentityCertsURL == "" {
+		t.Fatalf("%+v %v", c, err)
+	}
+	for k, v := range map[string]string{
+		EnvControllerVM:     "c1-controller",
+		EnvIdentityCertsURL: "file:///etc/certs",
+	} {
+		if _, err := FromEnv(env(map[string]string{EnvProject: "p", k: v})); err == nil || !strings.Contains(err.Error(), k) {
+			t.Errorf("%s=%q: error %v, want one naming the variable", k, v, err)
+		}
+	}
+	for _, bad := range []string{"zones/us-central1-a/instances/x\nNodeName=evil", "zones/us-central1-a/instances/", "zones//instances/x"} {
+		if _, err := FromEnv(env(map[string]string{EnvProject: "p", EnvControllerVM: bad})); err == nil {
+			t.Errorf("%s=%q accepted", EnvControllerVM, bad)
+		}
+	}
+}

@@ -200,7 +200,7 @@ func NewRuntime(ctx context.Context, cfg Config, getenv func(string) string, log
 	if err != nil {
 		log.Error("no Pub/Sub client: events stay spooled", "error", err)
 	} else {
-		pub = client
+		pub = NewSigningPublisher(client, cfg.MetadataHost)
 		closeFn = func() { closeWithin(client, 200*time.Millisecond) }
 	}
 	rt := &Runtime{

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"github.com/flexslurm/flexslurm/shared/clock"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -120,6 +121,11 @@ type Config struct {
 	// PubSubEmulatorHost points publishing at a Pub/Sub emulator
 	// (host:port): hooks do not inherit PUBSUB_EMULATOR_HOST.
 	PubSubEmulatorHost string `json:"pubsub_emulator_host,omitempty"`
+	// MetadataHost is the metadata server (host:port) the hooks fetch
+	// their VM's identity token from for every message they publish;
+	// empty is Compute Engine's (or GCE_METADATA_HOST's). The local
+	// system points it at its simulated VMs and controller.
+	MetadataHost string `json:"metadata_host,omitempty"`
 	// PublishTimeout bounds the publishing of one hook run; what is not
 	// acknowledged by then stays spooled. DefaultPublishTimeout when zero.
 	PublishTimeout Duration `json:"publish_timeout,omitempty"`
@@ -195,6 +201,11 @@ func (c Config) Validate() error {
 		"slurm_bin_dir": c.SlurmBinDir, "vm_name_dir": c.VMNameDir} {
 		if p != "" && !filepath.IsAbs(p) {
 			errs = append(errs, fmt.Errorf("%s %q must be an absolute path (hooks run in slurmctld's directory)", name, p))
+		}
+	}
+	if c.MetadataHost != "" {
+		if h, p, err := net.SplitHostPort(c.MetadataHost); err != nil || h == "" || p == "" {
+			errs = append(errs, fmt.Errorf("metadata_host %q is not host:port", c.MetadataHost))
 		}
 	}
 	if c.Clock != "" {

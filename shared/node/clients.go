@@ -13,6 +13,7 @@ import (
 	secretmanager "google.golang.org/api/secretmanager/v1"
 
 	"github.com/flexslurm/flexslurm/shared/event"
+	"github.com/flexslurm/flexslurm/shared/identity"
 	"github.com/flexslurm/flexslurm/shared/pubsub"
 )
 
@@ -62,7 +63,9 @@ func (m *SecretManager) Access(ctx context.Context, version string) ([]byte, err
 
 // PubSubReporter publishes node.bootstrap_failed with the Pub/Sub client
 // (the emulator when PUBSUB_EMULATOR_HOST is set; otherwise the VM's
-// service account, through the metadata server).
+// service account, through the metadata server), carrying the VM's
+// identity token (identity.Signer: GCE_METADATA_HOST's metadata server, or
+// Compute Engine's), without which the function refuses it.
 type PubSubReporter struct{}
 
 // BootstrapFailed implements Reporter.
@@ -71,12 +74,16 @@ func (PubSubReporter) BootstrapFailed(ctx context.Context, project, topic string
 	if err != nil {
 		return err
 	}
+	attrs, err := identity.Signer{}.Sign(ctx, ev.Cluster, data, map[string]string{"type": ev.Type, "cluster": ev.Cluster})
+	if err != nil {
+		return fmt.Errorf("%s: %w", ev.Type, err)
+	}
 	c, err := pubsub.New(ctx, project)
 	if err != nil {
 		return fmt.Errorf("pubsub client: %w", err)
 	}
 	defer c.Close()
-	if _, err := c.Publish(ctx, topic, data, map[string]string{"type": ev.Type, "cluster": ev.Cluster}); err != nil {
+	if _, err := c.Publish(ctx, topic, data, attrs); err != nil {
 		return fmt.Errorf("publishing %s to %s: %w", ev.Type, topic, err)
 	}
 	return nil

@@ -628,11 +628,22 @@ func (b *booter) hooksConfig() hooks.Config {
 		Cluster: c.Cluster, Project: c.Project,
 		SpoolDir: b.o.path(spoolDir), LogDir: b.o.path(logDir), VMNameDir: b.o.path(vmNameDir),
 		PubSubEmulatorHost: b.o.PubSubEmulatorHost,
+		MetadataHost:       b.hooksMetadataHost(),
 		Topics:             hooks.Topics{Jobs: c.Topics.Jobs, Health: c.Topics.Health},
 		CheckCmd:           check,
 		Clock:              b.o.Clock,
 		PublishTimeout:     hooks.Duration(b.o.PublishTimeout),
 	}
+}
+
+// hooksMetadataHost is the metadata server the node hooks fetch their
+// identity tokens from: "" (Compute Engine's) unless the bootstrap was
+// pointed at another (GCE_METADATA_HOST).
+func (b *booter) hooksMetadataHost() string {
+	if b.o.MetadataHost == "" || b.o.MetadataHost == DefaultMetadataHost {
+		return ""
+	}
+	return metadataHostPort(b.o.MetadataHost)
 }
 
 func (b *booter) hooks() error {
@@ -683,7 +694,7 @@ func (b *booter) hooks() error {
 
 func equalConfig(a, c hooks.Config) bool {
 	return a.Cluster == c.Cluster && a.Project == c.Project && a.SpoolDir == c.SpoolDir && a.LogDir == c.LogDir &&
-		a.VMNameDir == c.VMNameDir && a.PubSubEmulatorHost == c.PubSubEmulatorHost && a.Topics == c.Topics &&
+		a.VMNameDir == c.VMNameDir && a.PubSubEmulatorHost == c.PubSubEmulatorHost && a.MetadataHost == c.MetadataHost && a.Topics == c.Topics &&
 		slices.Equal(a.CheckCmd, c.CheckCmd) && a.Clock == c.Clock && a.Spec == c.Spec && a.SlurmBinDir == c.SlurmBinDir &&
 		a.PublishTimeout == c.PublishTimeout && a.CheckTimeout == c.CheckTimeout && a.PrologCtldWaitReady == c.PrologCtldWaitReady &&
 		a.LogLevel == c.LogLevel

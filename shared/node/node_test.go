@@ -297,8 +297,10 @@ func TestBootAFreshVM(t *testing.T) {
 	wantHC := hooks.Config{Cluster: "flexvm", Project: "proj",
 		SpoolDir: filepath.Join(root, "var/spool/flexslurm"), LogDir: filepath.Join(root, "var/log/flexslurm"),
 		VMNameDir: filepath.Join(root, "run/flexslurm/vm"),
-		Topics:    hooks.Topics{Jobs: "job-pending", Health: "health-failure"},
-		CheckCmd:  []string{f.o.Exe, "health", "check", "--accelerator-count", "8"}}
+		// The hooks sign their reports at the bootstrap's metadata server.
+		MetadataHost: f.o.MetadataHost,
+		Topics:       hooks.Topics{Jobs: "job-pending", Health: "health-failure"},
+		CheckCmd:     []string{f.o.Exe, "health", "check", "--accelerator-count", "8"}}
 	if d := cmp.Diff(wantHC, hc); d != "" {
 		t.Errorf("hooks.json (-want +got):\n%s", d)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/apply"
 	"github.com/flexslurm/flexslurm/shared/config"
 	"github.com/flexslurm/flexslurm/shared/gce"
+	"github.com/flexslurm/flexslurm/shared/identity"
 	"github.com/flexslurm/flexslurm/shared/logx"
 	"github.com/flexslurm/flexslurm/shared/plan"
 	"github.com/flexslurm/flexslurm/shared/pubsub"
@@ -76,9 +77,25 @@ func Build(ctx context.Context, cfg config.Config) (*apply.Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating Pub/Sub client: %w", err)
 	}
+	// Reports are verified with Google's idtoken (Google's certificates,
+	// or the local simulator's when FLEXSLURM_IDENTITY_CERTS_URL says so).
+	// There is no setting that turns verification off.
+	v, err := identity.NewGoogle(ctx, cfg.IdentityCertsURL)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.ControllerVM == "" {
+		log.Warn("no controller VM configured: every job and node power report will be refused",
+			"set", config.EnvControllerVM+"=zones/ZONE/instances/NAME")
+	}
+	if cfg.IdentityCertsURL != "" {
+		log.Warn("identity tokens are verified with the keys of another issuer than Google (local system or tests only)",
+			"certs_url", cfg.IdentityCertsURL)
+	}
 	return apply.New(apply.Deps{
 		Store: st, Compute: cc, Publisher: ps, Clock: cfg.Clk(), Log: log,
 		SlurmTopic: cfg.SlurmTopic, Project: cfg.Project, Policy: Policy(cfg),
+		Identity: v, ControllerVM: cfg.ControllerVM,
 	}), nil
 }
 

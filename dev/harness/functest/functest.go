@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -17,7 +18,9 @@ import (
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 
+	"github.com/flexslurm/flexslurm/dev/computesim"
 	"github.com/flexslurm/flexslurm/dev/harness"
+	"github.com/flexslurm/flexslurm/shared/identity"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/spec"
 	"github.com/flexslurm/flexslurm/shared/store"
@@ -85,6 +88,42 @@ func New(t *testing.T, st store.Store) (*harness.Harness, context.Context) {
 	}
 	t.Cleanup(h.Close)
 	return h, ctx
+}
+
+// NewVerifying returns a harness whose functions verify the reports'
+// identity tokens as deployed ones do (harness.Options.VerifyTokens), with
+// its log, and a context as New's.
+func NewVerifying(t *testing.T, log io.Writer) (*harness.Harness, context.Context) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	h, err := harness.New(ctx, harness.Options{VerifyTokens: true, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	return h, ctx
+}
+
+// Token returns the identity token attributes that VM name in zone of
+// project would send for (cluster, data): signed by the simulator's key,
+// as its metadata server signs them.
+func Token(t *testing.T, h *harness.Harness, project, zone, name, cluster string, data []byte) map[string]string {
+	t.Helper()
+	iss, err := h.Sim.Issuer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := iss.Token(computesim.IdentityVM{Project: project, ProjectNumber: "4242", Zone: zone, Name: name, ID: 1,
+		Created: time.Now(), Email: "node@" + project + ".iam.gserviceaccount.com"}, identity.Audience(cluster, data), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	attrs, err := identity.Attributes(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return attrs
 }
 
 // ExampleSpec parses the repository's examples/cluster_config.json.
