@@ -1,10 +1,16 @@
 package slurm
 
 import (
+	"context"
 	"errors"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/flexslurm/flexslurm/shared/spec"
 )
@@ -104,4 +110,116 @@ func countPrefix(conf []byte, prefix string) int {
 		}
 	}
 	return n
+}
+
+// recordingScontrol writes a scontrol that records each call's arguments,
+// one per line, a blank line ending the call, prints a node or a job for
+// show, and succeeds; calls returns what it recorded.
+func recordingScontrol(t *testing.T) (*Runner, func() [][]string) {
+	t.Helper()
+	dir := t.TempDir()
+	log := filepath.Join(dir, "calls")
+	script := `#!/bin/sh
+for a in "$@"; do printf '%s\n' "$a" >> ` + log + `; done
+echo >> ` + log + `
+[ "$3" = show ] && [ "$4" = node ] && echo "NodeName=$5 Arch=x86_64 State=IDLE+CLOUD Reason=(null)"
+exit 0
+`
+	if err := os.WriteFile(filepath.Join(dir, "scontrol"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return &Runner{BinDir: dir}, func() [][]string {
+		b, _ := os.ReadFile(log)
+		var calls [][]string
+		for _, c := range strings.Split(strings.TrimSuffix(string(b), "\n\n"), "\n\n") {
+			if c != "" {
+				calls = append(calls, strings.Split(strings.TrimSuffix(c, "\n"), "\n"))
+			}
+		}
+		return calls
+	}
+}
+
+// TestAttackScontrolArgumentInjection: words that came from a payload or
+// from Slurm (a job id, a node list, a reason) can neither become an
+// option of scontrol nor add an argument or a line.
+func TestAttackScontrolArgumentInjection(t *testing.T) {
+	ctx := context.Background()
+	t.Run("a word that looks like an option stays a word", func(t *testing.T) {
+		r, calls := recordingScontrol(t)
+		if _, err := r.Scontrol(ctx, "requeue", "-V"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.ShowJob(ctx, "--help"); err == nil {
+			t.Log("(the fake prints no job)")
+		}
+		want := [][]string{{"--", "requeue", "-V"}, {"-o", "--", "show", "job", "--help"}}
+		if diff := cmp.Diff(want, calls()); diff != "" {
+			t.Errorf("argv (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("a reason with blanks and '=' is one argument", func(t *testing.T) {
+		r, calls := recordingScontrol(t)
+		reason := "reason=flexslurm: GPU 3 state=resume nodename=flexvm-a3u-2 -V"
+		if err := r.UpdateNodes(ctx, []string{"flexvm-a3u-1"}, "state=drain", reason); err != nil {
+			t.Fatal(err)
+		}
+		want := [][]string{{"--", "update", "nodename=flexvm-a3u-1", "state=drain", reason}}
+		if diff := cmp.Diff(want, calls()); diff != "" {
+			t.Errorf("argv (-want +got):\n%s", diff)
+		}
+	})
+	for _, bad := range []string{
+		"reason=flexslurm: x\nNodeName=evil State=IDLE",
+		"reason=flexslurm: x\rNodeName=evil",
+		"reason=flexslurm: x\u2028NodeName=evil",
+		"comment=flexslurm: x\x00",
+	} {
+		t.Run("refused "+strconv.Quote(bad), func(t *testing.T) {
+			r, calls := recordingScontrol(t)
+			err := r.UpdateNodes(ctx, []string{"flexvm-a3u-1"}, "state=drain", bad)
+			if err == nil || !strings.Contains(err.Error(), "control character") {
+				t.Errorf("UpdateNodes = %v, want a refusal naming the control character", err)
+			}
+			if c := calls(); len(c) != 0 {
+				t.Errorf("scontrol ran: %q", c)
+			}
+		})
+	}
+	t.Run("an option after the words is refused", func(t *testing.T) {
+		r, calls := recordingScontrol(t)
+		if _, err := r.Scontrol(ctx, "show", "job", "-o", "1"); err == nil {
+			t.Error("accepted")
+		}
+		if c := calls(); len(c) != 0 {
+			t.Errorf("scontrol ran: %q", c)
+		}
+	})
+}
+
+// TestScontrolEndsOptionsWithTheRealBinary checks, with the real scontrol
+// when it is installed, what ScontrolArgv relies on: "--" ends scontrol's
+// options, and without it a word starting with "-" is an option. No
+// controller is needed: both answers come before scontrol contacts one.
+func TestScontrolEndsOptionsWithTheRealBinary(t *testing.T) {
+	if _, err := os.Stat(filepath.Join(DefaultBinDir, "scontrol")); err != nil {
+		t.Skip("scontrol is not installed (apt-get install slurm-client)")
+	}
+	conf := filepath.Join(t.TempDir(), "slurm.conf")
+	if err := os.WriteFile(conf, []byte("ClusterName=x\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort=9\nMessageTimeout=1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := &Runner{Env: []string{"SLURM_CONF=" + conf}, Timeout: 10 * time.Second}
+	ctx := context.Background()
+	// Through Scontrol: "--" first, so -V is a job id, not --version.
+	_, err := r.Scontrol(ctx, "requeue", "-V")
+	var ce *CommandError
+	if !errors.As(err, &ce) || !strings.Contains(ce.Stderr, "Invalid job id specified for job -V") {
+		t.Errorf("scontrol -- requeue -V: %v, want scontrol to read -V as a job id", err)
+	}
+	// Without "--" (Run, by hand), the same word is an option.
+	out, err := r.Run(ctx, "scontrol", "requeue", "-V")
+	if err != nil || !strings.Contains(string(out), "slurm") {
+		t.Errorf("scontrol requeue -V without --: %q, %v; want the version (an option)", out, err)
+	}
 }

@@ -30,7 +30,7 @@ func notFound(err error) bool {
 // (every node when names is empty), in Slurm's order. A name Slurm does not
 // know fails the whole call with an error wrapping ErrNotFound.
 func (r *Runner) ShowNodes(ctx context.Context, names []string) ([]NodeInfo, error) {
-	args := []string{"show", "node", "-o"}
+	args := []string{"-o", "show", "node"}
 	if len(names) > 0 {
 		args = append(args, CompressHostlist(names))
 	}
@@ -66,7 +66,7 @@ func (r *Runner) ShowNode(ctx context.Context, name string) (NodeInfo, error) {
 // "12_3"), or an error wrapping ErrNotFound once slurmctld has forgotten it
 // (MinJobAge after it ended).
 func (r *Runner) ShowJob(ctx context.Context, id string) (JobInfo, error) {
-	out, err := r.Scontrol(ctx, "show", "job", "-o", id)
+	out, err := r.Scontrol(ctx, "-o", "show", "job", id)
 	if err != nil {
 		if notFound(err) {
 			return JobInfo{}, fmt.Errorf("showing job %s: %w", id, ErrNotFound)
@@ -88,7 +88,7 @@ func (r *Runner) ShowJob(ctx context.Context, id string) (JobInfo, error) {
 // ShowReservation returns one reservation, or an error wrapping
 // ErrNotFound.
 func (r *Runner) ShowReservation(ctx context.Context, name string) (Reservation, error) {
-	out, err := r.Scontrol(ctx, "show", "reservation", "-o", name)
+	out, err := r.Scontrol(ctx, "-o", "show", "reservation", name)
 	if err != nil {
 		if notFound(err) {
 			return Reservation{}, fmt.Errorf("showing reservation %s: %w", name, ErrNotFound)
