@@ -223,3 +223,22 @@ func TestScontrolEndsOptionsWithTheRealBinary(t *testing.T) {
 		t.Errorf("scontrol requeue -V without --: %q, %v; want the version (an option)", out, err)
 	}
 }
+
+// TestAttackJobFieldForgesARecord: a user's job name with a newline and
+// "JobId=…" makes `scontrol show job -o` print a second record of the job;
+// ShowJob refuses the output rather than read either.
+func TestAttackJobFieldForgesARecord(t *testing.T) {
+	dir := t.TempDir()
+	script := `#!/bin/sh
+echo "JobId=42 JobName=x"
+echo "JobId=42 JobState=PENDING Reason=None Comment=flexslurm: mine Partition=a3u NumNodes=1 SubmitTime=2026-12-01T00:00:00 UserId=u(1) JobState=RUNNING"
+`
+	if err := os.WriteFile(filepath.Join(dir, "scontrol"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := &Runner{BinDir: dir}
+	j, err := r.ShowJob(context.Background(), "42")
+	if !errors.Is(err, ErrParse) {
+		t.Fatalf("ShowJob = %+v, %v; want ErrParse", j, err)
+	}
+}

@@ -77,12 +77,22 @@ func (r *Runner) ShowJob(ctx context.Context, id string) (JobInfo, error) {
 	if err != nil {
 		return JobInfo{}, fmt.Errorf("showing job %s: %w", id, err)
 	}
+	var found []JobInfo
 	for _, j := range jobs {
 		if j.ID == id || strconv.FormatInt(j.JobID, 10) == id {
-			return j, nil
+			found = append(found, j)
 		}
 	}
-	return JobInfo{}, fmt.Errorf("showing job %s: %w", id, ErrNotFound)
+	switch len(found) {
+	case 0:
+		return JobInfo{}, fmt.Errorf("showing job %s: %w", id, ErrNotFound)
+	case 1:
+		return found[0], nil
+	}
+	// scontrol prints a job's own fields (its name, comment, working
+	// directory) as they are: one holding a newline and "JobId=…" forges
+	// a second record of the job. Trust neither.
+	return JobInfo{}, fmt.Errorf("showing job %s: %w: scontrol printed %d records of it (a field of the job holds a newline)", id, ErrParse, len(found))
 }
 
 // ShowReservation returns one reservation, or an error wrapping
