@@ -39,6 +39,7 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/flexslurm/flexslurm/shared/inputs"
 	"github.com/flexslurm/flexslurm/shared/nodeconfig"
 	"github.com/flexslurm/flexslurm/shared/slurmstate"
 )
@@ -346,9 +347,12 @@ func RenderReason(op SlurmOp, why string) string {
 	if why == "" {
 		return ""
 	}
-	r := why
-	if !strings.HasPrefix(why, slurmstate.ReasonPrefix) {
-		r = slurmstate.ReasonPrefix + " " + why
+	// A why may carry a node's health reasons or a job's fields: one
+	// line, so that it neither ends a line of Slurm's state or of
+	// `scontrol show -o` output nor is refused by DecodeSlurmCommand.
+	r := inputs.OneLine(why)
+	if !strings.HasPrefix(r, slurmstate.ReasonPrefix) {
+		r = slurmstate.ReasonPrefix + " " + r
 	}
 	if op == SlurmJobComment && len(r) > MaxJobComment {
 		r = r[:MaxJobComment]
@@ -689,6 +693,11 @@ func DecodeSlurmCommand(data []byte) (*SlurmCommand, error) {
 		if !ValidNodeName(n) {
 			return nil, malformed("node name %q is not valid", n)
 		}
+	}
+	// The reason becomes one scontrol argument (reason=…, comment=…):
+	// no control character, which would end a line of Slurm's state.
+	if inputs.HasControl(c.Reason) {
+		return nil, malformed("%s: reason %q holds a control character", c.Command, c.Reason)
 	}
 	return &c, nil
 }

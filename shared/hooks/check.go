@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/flexslurm/flexslurm/shared/event"
+	"github.com/flexslurm/flexslurm/shared/inputs"
 	"github.com/flexslurm/flexslurm/shared/text"
 )
 
@@ -93,7 +94,10 @@ func checkReasons(out []byte) []string {
 func BoundReasons(in []string) []string {
 	var out []string
 	for _, r := range in {
-		r = strings.TrimSpace(strings.ToValidUTF8(r, "?"))
+		// One line each: a reason becomes the node's drain reason in
+		// Slurm (scontrol update … reason=), where a newline would end a
+		// line of `scontrol show node -o` for whoever parses it.
+		r = strings.TrimSpace(inputs.OneLine(strings.ToValidUTF8(r, "?")))
 		if r == "" {
 			continue
 		}

@@ -27,7 +27,7 @@ func TestEpilogAfterAFailedProlog(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rt, pub := testRuntime(t, map[string]string{"SLURMD_NODENAME": "flexvm-a3u-1", "SLURM_JOB_ID": "42"})
 			rt.VMName = "flexvm-a3u-1-g3"
-			script := "#!/bin/sh\ncase \"$1\" in\nupdate) exit 0 ;;\nshow) echo \"NodeName=$4 Arch=x86_64 State=" + tc.state +
+			script := "#!/bin/sh\nwhile [ \"${1#-}\" != \"$1\" ]; do shift; done # the options and \"--\" (slurm.ScontrolArgv)\ncase \"$1\" in\nupdate) exit 0 ;;\nshow) echo \"NodeName=$3 Arch=x86_64 State=" + tc.state +
 				" Reason=" + tc.reason + " [root@2026-11-30T12:00:00]\" ; exit 0 ;;\nesac\nexit 1\n"
 			if err := os.WriteFile(filepath.Join(rt.Slurm.BinDir, "scontrol"), []byte(script), 0o755); err != nil {
 				t.Fatal(err)

@@ -493,7 +493,7 @@ func TestEpilogCtldSaysWhetherTheNodesCameUp(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rt, pub := testRuntime(t, map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "flexvm-a3u-[1-2]", "SLURM_JOB_PARTITION": "a3u"})
 			if tc.lines != nil {
-				script := "#!/bin/sh\n[ \"$2\" = node ] || exit 1\n"
+				script := "#!/bin/sh\nwhile [ \"${1#-}\" != \"$1\" ]; do shift; done # the options and \"--\" (slurm.ScontrolArgv)\n[ \"$2\" = node ] || exit 1\n"
 				for i, state := range tc.lines {
 					script += fmt.Sprintf("echo 'NodeName=flexvm-a3u-%d Arch=x86_64 CoresPerSocket=1 State=%s Reason=(null)'\n", i+1, state)
 				}

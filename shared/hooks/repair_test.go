@@ -22,10 +22,11 @@ func fakeScontrol(t *testing.T, rt *Runtime, state string) (calls func() []strin
 	dir := rt.Slurm.BinDir
 	log := filepath.Join(dir, "calls.log")
 	script := `#!/bin/sh
+while [ "${1#-}" != "$1" ]; do shift; done # the options and "--" (slurm.ScontrolArgv)
 echo "$*" >> ` + log + `
 case "$1" in
 update) exit 0 ;;
-show) echo "NodeName=$4 Arch=x86_64 CoresPerSocket=1 State=` + state + ` Reason=x [root@2026-11-30T12:00:00]" ; exit 0 ;;
+show) echo "NodeName=$3 Arch=x86_64 CoresPerSocket=1 State=` + state + ` Reason=x [root@2026-11-30T12:00:00]" ; exit 0 ;;
 esac
 exit 1
 `
@@ -77,7 +78,7 @@ func TestNodeCheckReportsWhetherSlurmDrainedTheNode(t *testing.T) {
 			}
 			c := calls()
 			if len(c) != 2 || !strings.HasPrefix(c[0], "update_nodename=flexvm-a3u-1_state=drain_reason=flexslurm:_health_check_failed:_GPU_3:_Xid_79") ||
-				c[1] != "show_node_-o_flexvm-a3u-1" {
+				c[1] != "show_node_flexvm-a3u-1" {
 				t.Errorf("scontrol calls %q, want the drain then one show node", c)
 			}
 		})

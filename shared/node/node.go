@@ -558,18 +558,27 @@ func (b *booter) home(ctx context.Context) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return stepErr(step, "%w", err)
 	}
-	var args []string
-	switch m.Type {
-	case nodeconfig.MountNFS:
-		args = []string{"-t", "nfs", "-o", "hard,timeo=600,retrans=3", m.Source, dir}
-	case nodeconfig.MountBind:
-		args = []string{"--bind", m.Source, dir}
-	}
+	args := MountArgs(m, dir)
 	st, out, err := b.o.Host.Run(ctx, MountPath, args...)
 	if err != nil || st != 0 {
 		return stepErr(step, "mount %s: exit %d: %s%s", strings.Join(args, " "), st, bytes.TrimSpace(out), errOrEmpty(err))
 	}
 	b.did(fmt.Sprintf("%s mounted on %s (%s)", m.Source, dir, m.Type))
+	return nil
+}
+
+// MountArgs are mount(8)'s arguments that mount m on dir. "--" ends the
+// options before the source and the mount point (util-linux mount parses
+// its options with getopt_long, which stops at "--"), so that a source
+// such as "-oexec" is a source, never an option; nodeconfig.Validate has
+// already refused it (inputs.NFSSource: no leading "-", no ",").
+func MountArgs(m nodeconfig.Mount, dir string) []string {
+	switch m.Type {
+	case nodeconfig.MountNFS:
+		return []string{"-t", "nfs", "-o", "hard,timeo=600,retrans=3", "--", m.Source, dir}
+	case nodeconfig.MountBind:
+		return []string{"--bind", "--", m.Source, dir}
+	}
 	return nil
 }
 
@@ -727,7 +736,12 @@ func writeFileAtomic(path string, data []byte, mode fs.FileMode) error {
 
 // SlurmdArgs are slurmd's arguments for node in configless mode: in the
 // foreground (the bootstrap detaches it and knows its PID), fetching its
-// configuration from confServer.
+// configuration from confServer. slurmd takes no operand, only options:
+// confServer and node are the arguments of --conf-server and -N, which
+// getopt_long takes as they are even when they start with "-", so there
+// is no "--" to add; both are held to strict patterns instead
+// (inputs.ConfServer in nodeconfig.Validate, the node name parsed from the
+// VM's name by naming.ParseVMName).
 func SlurmdArgs(node, confServer string, reportBoot bool) []string {
 	args := []string{"-D", "--conf-server", confServer, "-N", node}
 	if reportBoot {

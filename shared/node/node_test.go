@@ -261,7 +261,7 @@ func TestBootAFreshVM(t *testing.T) {
 	want := []string{
 		"iptables -w -C OUTPUT " + wantRule,
 		"iptables -w -I OUTPUT " + wantRule,
-		"mount --bind /srv/home " + filepath.Join(root, "home"),
+		"mount --bind -- /srv/home " + filepath.Join(root, "home"),
 		"runuser -u munge -- /usr/sbin/munged",
 		"start slurmd -D --conf-server 10.0.0.5:6817 -N flexvm-a3u-1",
 	}
@@ -340,7 +340,7 @@ func TestBootInASlurmChroot(t *testing.T) {
 	want := []string{
 		"iptables -w -C OUTPUT " + wantRule,
 		"iptables -w -I OUTPUT " + wantRule,
-		"mount --bind /srv/home " + filepath.Join(f.o.Root, "home"),
+		"mount --bind -- /srv/home " + filepath.Join(f.o.Root, "home"),
 		"chroot " + chroot + " /usr/sbin/runuser -u munge -- /usr/sbin/munged",
 		"start chroot " + chroot + " /usr/sbin/slurmd -D --conf-server 10.0.0.5:6817 -N flexvm-a3u-1",
 	}

@@ -7,7 +7,7 @@
 // ("<node>-g<generation>", shared/naming), zone, project and service
 // account.
 //
-// This package imports only the standard library.
+// This package imports only the standard library and shared/inputs.
 package nodeconfig
 
 import (
@@ -17,6 +17,8 @@ import (
 	"path"
 	"regexp"
 	"strings"
+
+	"github.com/flexslurm/flexslurm/shared/inputs"
 )
 
 // Instance metadata attribute keys
@@ -88,60 +90,63 @@ type Config struct {
 	Topics Topics `json:"topics"`
 }
 
-var (
-	secretRE = regexp.MustCompile(`^projects/[^/]+/secrets/[A-Za-z0-9_-]{1,255}/versions/(latest|[1-9][0-9]*)$`)
-	idRE     = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
-)
+var secretRE = regexp.MustCompile(`^projects/([^/]+)/secrets/[A-Za-z0-9_-]{1,255}/versions/(latest|[1-9][0-9]*)$`)
 
-// Validate reports every problem with c, each naming its JSON field.
+// Validate reports every problem with c, each naming its JSON field and
+// quoting the value. Every string here reaches a path of a Google API call
+// (project, secret, topics), slurmd's argument list (conf_server) or
+// mount's (home): each is held to a strict pattern of shared/inputs
+// (docs/security.md, "Inputs and where they go").
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(field, format string, a ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, a...)))
 	}
+	check := func(field, v string, r inputs.Rule) {
+		if !r.Match(v) {
+			bad(field, "%q: want %s", v, r.Allowed)
+		}
+	}
 	if c.Version != Version {
 		bad("version", "%d: want %d", c.Version, Version)
 	}
-	if !idRE.MatchString(c.Cluster) {
-		bad("cluster", "%q: want a cluster id", c.Cluster)
-	}
-	if !idRE.MatchString(c.Pool) {
-		bad("pool", "%q: want a node pool id", c.Pool)
-	}
-	if c.Project == "" {
-		bad("project", "missing")
-	}
-	if c.ConfServer == "" || strings.ContainsAny(c.ConfServer, " /") {
-		bad("conf_server", "%q: want host[:port][,host[:port]...]", c.ConfServer)
-	}
-	if !secretRE.MatchString(c.MungeKeySecret) {
+	check("cluster", c.Cluster, inputs.ClusterID)
+	check("pool", c.Pool, inputs.PoolID)
+	check("project", c.Project, inputs.ProjectRef)
+	check("conf_server", c.ConfServer, inputs.ConfServer)
+	if m := secretRE.FindStringSubmatch(c.MungeKeySecret); m == nil || !inputs.ProjectRef.Match(m[1]) {
 		bad("munge_key_secret", "%q: want projects/P/secrets/S/versions/V", c.MungeKeySecret)
+	}
+	if c.Home.Storage != "" {
+		check("home.storage", c.Home.Storage, inputs.HomeStorage)
 	}
 	switch c.Home.Type {
 	case MountNFS:
-		if host, export, ok := strings.Cut(c.Home.Source, ":"); !ok || host == "" || !strings.HasPrefix(export, "/") {
-			bad("home.source", "%q: want HOST:/EXPORT for an NFS mount", c.Home.Source)
-		}
+		// mount's source: no leading "-" (an option), no "," (more
+		// options), no blank or control character.
+		check("home.source", c.Home.Source, inputs.NFSSource)
 	case MountBind:
-		if !path.IsAbs(c.Home.Source) {
-			bad("home.source", "%q: want an absolute directory for a bind mount", c.Home.Source)
+		if !mountPath(c.Home.Source) {
+			bad("home.source", "%q: want an absolute directory for a bind mount, without control characters or \",\"", c.Home.Source)
 		}
 	default:
 		bad("home.type", "%q: want %q or %q", c.Home.Type, MountNFS, MountBind)
 	}
-	if !path.IsAbs(c.Home.Dir) || path.Clean(c.Home.Dir) != c.Home.Dir || c.Home.Dir == "/" {
-		bad("home.dir", "%q: want an absolute mount point other than /", c.Home.Dir)
+	if !mountPath(c.Home.Dir) || c.Home.Dir == "/" {
+		bad("home.dir", "%q: want an absolute mount point other than /, without control characters or \",\"", c.Home.Dir)
 	}
 	if c.GPUCount < 0 || c.GPUCount > 16 {
 		bad("gpu_count", "%d: want 0–16", c.GPUCount)
 	}
-	if c.Topics.Jobs == "" {
-		bad("topics.jobs", "missing")
-	}
-	if c.Topics.Health == "" {
-		bad("topics.health", "missing")
-	}
+	check("topics.jobs", c.Topics.Jobs, inputs.TopicID)
+	check("topics.health", c.Topics.Health, inputs.TopicID)
 	return errors.Join(errs...)
+}
+
+// mountPath reports whether p is an absolute, clean path that mount can
+// take as one argument: no control character and no ",".
+func mountPath(p string) bool {
+	return path.IsAbs(p) && path.Clean(p) == p && !inputs.HasControl(p) && !strings.Contains(p, ",")
 }
 
 // Encode returns c as the value of the AttrConfig attribute, after

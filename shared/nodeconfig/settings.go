@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/flexslurm/flexslurm/shared/inputs"
 )
 
 // Settings are a deployment's node settings: what every node pool's
@@ -43,11 +45,6 @@ type Settings struct {
 }
 
 var (
-	// imageRE is a specific image, familyRE an image family, both as
-	// project-relative resource paths
-	// (https://cloud.google.com/compute/docs/reference/rest/v1/images).
-	imageRE  = regexp.MustCompile(`^projects/([a-z0-9:.-]+)/global/images/([a-z]([-a-z0-9]{0,61}[a-z0-9])?)$`)
-	familyRE = regexp.MustCompile(`^projects/([a-z0-9:.-]+)/global/images/family/([a-z]([-a-z0-9]{0,61}[a-z0-9])?)$`)
 	// saRE is a service account email: a user-managed account
 	// (NAME@PROJECT.iam.gserviceaccount.com) or a Google-managed one such as
 	// the Compute default account (NUMBER-compute@developer.gserviceaccount.com).
@@ -61,11 +58,11 @@ var (
 // ParseImage splits an image reference into its project and either the
 // image name or, for "projects/P/global/images/family/F", the family.
 func ParseImage(ref string) (project, name string, family bool, err error) {
-	if m := familyRE.FindStringSubmatch(ref); m != nil {
-		return m[1], m[2], true, nil
-	}
-	if m := imageRE.FindStringSubmatch(ref); m != nil {
-		return m[1], m[2], false, nil
+	// A specific image or an image family as a project-relative resource
+	// path (https://cloud.google.com/compute/docs/reference/rest/v1/images):
+	// both reach the path of an images.get or images.getFromFamily call.
+	if m := inputs.Image.Submatch(ref); m != nil {
+		return m[1], m[3], m[2] != "", nil
 	}
 	return "", "", false, fmt.Errorf("%q: want projects/P/global/images/NAME or projects/P/global/images/family/FAMILY", ref)
 }
@@ -89,6 +86,10 @@ func (s Settings) Validate(resolved bool) error {
 	}
 	checkImage("image", s.Image)
 	for pool, img := range s.PoolImages {
+		if !inputs.PoolID.Match(pool) {
+			bad("pool_images", "key %q: want a node pool id (%s)", pool, inputs.PoolID.Allowed)
+			continue
+		}
 		checkImage("pool_images."+pool, img)
 	}
 	if !saRE.MatchString(s.ServiceAccount) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flexslurm/flexslurm/shared/inputs"
 	"github.com/flexslurm/flexslurm/shared/spec"
 )
 
@@ -150,6 +151,9 @@ func Generate(c *spec.Cluster, o GenOptions) (*Generated, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkConfNames(c); err != nil {
+		return nil, err
+	}
 	topo := TopologyOf(c)
 	if len(topo.Pools) == 0 {
 		return nil, fmt.Errorf("cluster %s has no Flex-Start node pool for Slurm to manage", c.ID)
@@ -271,6 +275,9 @@ func Generate(c *spec.Cluster, o GenOptions) (*Generated, error) {
 		for _, n := range g.Nodes {
 			if n.Pool == pool.ID {
 				extra := o.NodeAttrs(n)
+				if inputs.HasControl(extra) {
+					return nil, fmt.Errorf("the attributes of node %s, %q, hold a control character, which would end the NodeName line", n.Name, extra)
+				}
 				if extra != "" {
 					extra = " " + extra
 				}
@@ -310,6 +317,44 @@ func Generate(c *spec.Cluster, o GenOptions) (*Generated, error) {
 	return g, nil
 }
 
+// checkConfNames refuses a spec whose cluster id, Flex-Start pool ids or
+// partition names are not the strict names shared/spec validates: each is
+// written into slurm.conf and gres.conf as is (NodeName=, Feature=,
+// PartitionName=), where a newline would start a line of its own and a
+// blank, "=", "," or "#" a parameter, a feature or a comment. Parse
+// refuses such a spec already; this holds for a Cluster built any other
+// way.
+func checkConfNames(c *spec.Cluster) error {
+	var errs []error
+	if !inputs.ClusterID.Match(c.ID) {
+		errs = append(errs, fmt.Errorf("cluster id %q: want %s", c.ID, inputs.ClusterID.Allowed))
+	}
+	for _, p := range c.FlexPools() {
+		if !inputs.PoolID.Match(p.ID) {
+			errs = append(errs, fmt.Errorf("node_pools[].id %q: want %s", p.ID, inputs.PoolID.Allowed))
+		}
+		for _, part := range c.PartitionsForPool(p.ID) {
+			if !inputs.PartitionID.Match(part) {
+				errs = append(errs, fmt.Errorf("orchestrator_spec.slurm_spec.partitions[].id %q: want %s", part, inputs.PartitionID.Allowed))
+			}
+		}
+	}
+	if d := c.Slurm.DefaultPartitionID; d != "" && !inputs.PartitionID.Match(d) {
+		errs = append(errs, fmt.Errorf("orchestrator_spec.slurm_spec.default_partition_id %q: want %s", d, inputs.PartitionID.Allowed))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("refusing to write slurm.conf: %w", err)
+	}
+	return nil
+}
+
+// confWord reports whether s can be a slurm.conf value as written: no
+// blank (which ends it), control character (which ends the line) or '#'
+// (which starts a comment).
+func confWord(s string) bool {
+	return !inputs.HasControl(s) && !strings.ContainsAny(s, " #")
+}
+
 func (g *Generated) pool(id string) GenPool {
 	for _, p := range g.Pools {
 		if p.ID == id {
@@ -345,17 +390,19 @@ func slurmMinutes(d time.Duration) string {
 
 func (o GenOptions) withDefaults() (GenOptions, error) {
 	var errs []error
-	if o.HookDir == "" || !filepath.IsAbs(o.HookDir) {
-		errs = append(errs, fmt.Errorf("the hook directory must be an absolute path, got %q", o.HookDir))
+	// The hook directories are written into slurm.conf (Prolog=DIR/…):
+	// no blank, control character or comment may end the value.
+	if o.HookDir == "" || !filepath.IsAbs(o.HookDir) || !confWord(o.HookDir) {
+		errs = append(errs, fmt.Errorf("the hook directory must be an absolute path without blanks, control characters or '#', got %q", o.HookDir))
 	}
 	if o.NodeHookDir == "" {
 		o.NodeHookDir = o.HookDir
-	} else if !filepath.IsAbs(o.NodeHookDir) {
-		errs = append(errs, fmt.Errorf("the node hook directory must be an absolute path, got %q", o.NodeHookDir))
+	} else if !filepath.IsAbs(o.NodeHookDir) || !confWord(o.NodeHookDir) {
+		errs = append(errs, fmt.Errorf("the node hook directory must be an absolute path without blanks, control characters or '#', got %q", o.NodeHookDir))
 	}
 	if o.GPUDir == "" {
 		o.GPUDir = DefaultGPUDir
-	} else if !filepath.IsAbs(o.GPUDir) || strings.ContainsAny(o.GPUDir, " \t\n,[]") {
+	} else if !filepath.IsAbs(o.GPUDir) || strings.ContainsAny(o.GPUDir, " \t\n,[]") || inputs.HasControl(o.GPUDir) {
 		errs = append(errs, fmt.Errorf("the GPU device directory must be an absolute path without blanks, commas or brackets, got %q", o.GPUDir))
 	}
 	for _, d := range []struct {

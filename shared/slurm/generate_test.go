@@ -19,7 +19,7 @@ var update = flag.Bool("update", false, "rewrite testdata/generate/*.golden from
 // one partition, one of them also in a second partition, and a CPU pool.
 const twoPartitions = `{
   "display_name": "multi",
-  "name": "projects/p/locations/us-central1/modelDevelopmentClusters/",
+  "name": "projects/flexslurm-test/locations/us-central1/modelDevelopmentClusters/",
   "network": {"network": "projects/p/global/networks/default"},
   "node_pools": [
     {"id": "login", "machine_spec": {"machine_type": "n2-standard-8"},
@@ -32,7 +32,7 @@ const twoPartitions = `{
      "scaling_spec": {"min_node_count": 0, "max_node_count": 16}, "zone": "us-central1-b"}
   ],
   "orchestrator_spec": {"slurm_spec": {
-    "home_directory_storage": "projects/p/locations/us-central1-a/instances/home",
+    "home_directory_storage": "projects/flexslurm-test/locations/us-central1-a/instances/home",
     "partitions": [{"id": "gpu", "node_pool_ids": ["h100", "b200"]}, {"id": "big", "node_pool_ids": ["b200"]}],
     "default_partition_id": "big",
     "login_node_pool_id": "login"}}

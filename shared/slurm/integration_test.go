@@ -266,7 +266,7 @@ func testGPUJobs(t *testing.T) {
 			append([]string{"-p", "gpu", "-w", node, "-t", "5"}, gpus...)...)
 		cl.WaitJob(t, id, 30*time.Second, "running", func(j slurm.JobInfo) bool { return j.State == slurm.JobRunning })
 		// Slurm allocated the node's 8 GPUs: device indexes 0-7 of gres.conf.
-		if out := cl.Scontrol(t, "show", "job", "-d", id); !strings.Contains(out, "GRES=gpu:8(IDX:0-7)") {
+		if out := cl.Scontrol(t, "-d", "show", "job", id); !strings.Contains(out, "GRES=gpu:8(IDX:0-7)") {
 			t.Errorf("job %s (%v): scontrol show job -d lacks GRES=gpu:8(IDX:0-7):\n%s", id, gpus, out)
 		}
 		cl.WaitJob(t, id, 30*time.Second, "completed", func(j slurm.JobInfo) bool { return j.State == slurm.JobCompleted })

@@ -14,11 +14,11 @@ import (
 // now: a slurm.conf edited without a restart or `scontrol reconfigure`
 // does not count.
 func (r *Runner) LiveConf(ctx context.Context) (ConfView, error) {
-	nodes, err := r.Scontrol(ctx, "show", "node", "-o")
+	nodes, err := r.Scontrol(ctx, "-o", "show", "node")
 	if err != nil {
 		return ConfView{}, fmt.Errorf("reading Slurm's nodes: %w", err)
 	}
-	parts, err := r.Scontrol(ctx, "show", "partition", "-o")
+	parts, err := r.Scontrol(ctx, "-o", "show", "partition")
 	if err != nil {
 		return ConfView{}, fmt.Errorf("reading Slurm's partitions: %w", err)
 	}

@@ -30,7 +30,7 @@ func notFound(err error) bool {
 // (every node when names is empty), in Slurm's order. A name Slurm does not
 // know fails the whole call with an error wrapping ErrNotFound.
 func (r *Runner) ShowNodes(ctx context.Context, names []string) ([]NodeInfo, error) {
-	args := []string{"show", "node", "-o"}
+	args := []string{"-o", "show", "node"}
 	if len(names) > 0 {
 		args = append(args, CompressHostlist(names))
 	}
@@ -66,7 +66,7 @@ func (r *Runner) ShowNode(ctx context.Context, name string) (NodeInfo, error) {
 // "12_3"), or an error wrapping ErrNotFound once slurmctld has forgotten it
 // (MinJobAge after it ended).
 func (r *Runner) ShowJob(ctx context.Context, id string) (JobInfo, error) {
-	out, err := r.Scontrol(ctx, "show", "job", "-o", id)
+	out, err := r.Scontrol(ctx, "-o", "show", "job", id)
 	if err != nil {
 		if notFound(err) {
 			return JobInfo{}, fmt.Errorf("showing job %s: %w", id, ErrNotFound)
@@ -77,18 +77,28 @@ func (r *Runner) ShowJob(ctx context.Context, id string) (JobInfo, error) {
 	if err != nil {
 		return JobInfo{}, fmt.Errorf("showing job %s: %w", id, err)
 	}
+	var found []JobInfo
 	for _, j := range jobs {
 		if j.ID == id || strconv.FormatInt(j.JobID, 10) == id {
-			return j, nil
+			found = append(found, j)
 		}
 	}
-	return JobInfo{}, fmt.Errorf("showing job %s: %w", id, ErrNotFound)
+	switch len(found) {
+	case 0:
+		return JobInfo{}, fmt.Errorf("showing job %s: %w", id, ErrNotFound)
+	case 1:
+		return found[0], nil
+	}
+	// scontrol prints a job's own fields (its name, comment, working
+	// directory) as they are: one holding a newline and "JobId=…" forges
+	// a second record of the job. Trust neither.
+	return JobInfo{}, fmt.Errorf("showing job %s: %w: scontrol printed %d records of it (a field of the job holds a newline)", id, ErrParse, len(found))
 }
 
 // ShowReservation returns one reservation, or an error wrapping
 // ErrNotFound.
 func (r *Runner) ShowReservation(ctx context.Context, name string) (Reservation, error) {
-	out, err := r.Scontrol(ctx, "show", "reservation", "-o", name)
+	out, err := r.Scontrol(ctx, "-o", "show", "reservation", name)
 	if err != nil {
 		if notFound(err) {
 			return Reservation{}, fmt.Errorf("showing reservation %s: %w", name, ErrNotFound)

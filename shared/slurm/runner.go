@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flexslurm/flexslurm/shared/inputs"
 	"github.com/flexslurm/flexslurm/shared/text"
 )
 
@@ -168,9 +169,50 @@ func (r *Runner) Run(ctx context.Context, prog string, args ...string) ([]byte, 
 	return stdout.Bytes(), ce
 }
 
-// Scontrol runs scontrol with args.
+// Scontrol runs scontrol with args: its options first (those of
+// scontrolOptions: "-o", "-d"), then the command's words ("update",
+// "nodename=…", "reason=…", a job id). The argument list it runs is
+// ScontrolArgv's, with "--" between the two, so that no word — a job id, a
+// node list, a reason that came from a payload or from Slurm — is ever
+// read as an option. A word holding a control character is refused.
 func (r *Runner) Scontrol(ctx context.Context, args ...string) ([]byte, error) {
-	return r.Run(ctx, "scontrol", args...)
+	argv, err := ScontrolArgv(args...)
+	if err != nil {
+		return nil, err
+	}
+	return r.Run(ctx, "scontrol", argv...)
+}
+
+// scontrolOptions are the scontrol options flexslurm passes.
+var scontrolOptions = map[string]bool{"-o": true, "--oneliner": true, "-d": true, "--details": true}
+
+// ScontrolArgv builds scontrol's argument list from args (options, then
+// words): the options, "--", the words. scontrol parses its options with
+// getopt_long, which permutes: without "--", a word starting with "-"
+// anywhere on the line ("requeue -V", "show node -x") is taken as an
+// option, and with it none is — checked with the real scontrol 22.05
+// (`scontrol -- requeue -V`: "Invalid job id specified for job -V";
+// `scontrol show node -x`: "invalid option -- 'x'"). It refuses a word
+// with a control character, which would end a line of Slurm's state and of
+// `scontrol show -o` output, and an option placed after the words.
+func ScontrolArgv(args ...string) ([]string, error) {
+	var opts, words []string
+	for _, a := range args {
+		switch {
+		case scontrolOptions[a] && len(words) == 0:
+			opts = append(opts, a)
+		case scontrolOptions[a]:
+			return nil, fmt.Errorf("scontrol %s: the option %s comes after the command's words; pass options first", strings.Join(args, " "), a)
+		case inputs.HasControl(a):
+			return nil, fmt.Errorf("scontrol: refusing the argument %q: it holds a control character", a)
+		default:
+			words = append(words, a)
+		}
+	}
+	if len(words) == 0 {
+		return nil, errors.New("scontrol: no command given")
+	}
+	return append(append(opts, "--"), words...), nil
 }
 
 type limitedBuffer struct {

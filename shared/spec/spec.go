@@ -16,8 +16,12 @@
 // https://docs.cloud.google.com/gemini-enterprise-agent-platform/machine-learning/training/training-clusters/create-cluster,
 // https://docs.cloud.google.com/gemini-enterprise-agent-platform/machine-learning/training/training-clusters/using-flex-start-vms-with-slurm-clusters.
 //
+// Every string that reaches a configuration file, the path of a Google API
+// call, a resource name or label is held to a strict pattern of
+// shared/inputs (docs/security.md, "Inputs and where they go").
+//
 // The package does no I/O apart from Load reading one file, and imports
-// nothing from the rest of flexslurm.
+// nothing from the rest of flexslurm but shared/inputs.
 package spec
 
 import (

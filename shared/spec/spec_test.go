@@ -286,7 +286,7 @@ func TestDurationBounds(t *testing.T) {
 
 const minimalFlexSpec = `{
   "display_name": "mini",
-  "name": "projects/p/locations/us-east5/modelDevelopmentClusters/",
+  "name": "projects/flexslurm-test/locations/us-east5/modelDevelopmentClusters/",
   "network": { "network": "projects/p/global/networks/default" },
   "node_pools": [
     { "id": "login", "machine_spec": { "machine_type": "n2-standard-4" },
@@ -296,7 +296,7 @@ const minimalFlexSpec = `{
       "machine_spec": { "machine_type": "a3-megagpu-8g", "accelerator_type": "NVIDIA_H100_MEGA_80GB", "accelerator_count": 8 } }
   ],
   "orchestrator_spec": { "slurm_spec": {
-    "home_directory_storage": "projects/p/locations/us-east5-a/instances/home",
+    "home_directory_storage": "projects/flexslurm-test/locations/us-east5-a/instances/home",
     "partitions": [ { "id": "gpu", "node_pool_ids": [ "gpu" ] } ],
     "login_node_pool_id": "login" } }
 }`

@@ -8,23 +8,17 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/flexslurm/flexslurm/shared/inputs"
 )
 
 var (
 	// nameRE is the resource name of a modelDevelopmentClusters resource;
 	// the id segment may be empty because the API takes the id at create
-	// time (the seed leaves it empty).
+	// time (the seed leaves it empty). Its project and region are then
+	// held to inputs.ProjectID and inputs.Region: both reach the paths of
+	// Google API calls.
 	nameRE = regexp.MustCompile(`^projects/([^/]+)/locations/([^/]+)/modelDevelopmentClusters/([^/]*)$`)
-	// clusterIDRE is the cluster id rule for clusters with a slurm_spec
-	// (the Terraform definition, https://github.com/GoogleCloudPlatform/magic-modules/blob/main/mmv1/products/vertexai/ModelDevelopmentCluster.yaml).
-	clusterIDRE = regexp.MustCompile(`^[a-z][a-z0-9]{0,9}$`)
-	// poolIDRE bounds pool ids to 16 characters so that node and VM names
-	// built from cluster id, pool id and index fit Compute's 63.
-	poolIDRE = regexp.MustCompile(`^[a-z]([a-z0-9-]{0,14}[a-z0-9])?$`)
-	// nodeImageRE is node_image: an image or image family as a
-	// project-relative resource path
-	// (https://cloud.google.com/compute/docs/reference/rest/v1/images).
-	nodeImageRE = regexp.MustCompile(`^projects/[a-z0-9:.-]+/global/images/(family/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?$`)
 	// durationRE is flex_start_max_duration: whole seconds, "s" suffix.
 	durationRE = regexp.MustCompile(`^[0-9]+s$`)
 )
@@ -61,9 +55,17 @@ func (w *walker) cluster(root *value) *Cluster {
 	nameID, nameOK := "", false
 	if name, ok := o.reqString("name"); ok {
 		c.Name = name
-		if m := nameRE.FindStringSubmatch(name); m == nil {
+		m := nameRE.FindStringSubmatch(name)
+		switch {
+		case m == nil:
 			w.add(o.get("name").pos, "name", "%q is not of the form projects/PROJECT/locations/REGION/modelDevelopmentClusters/[ID]", name)
-		} else {
+		case !inputs.ProjectID.Match(m[1]):
+			// The project and region reach the paths of every Compute and
+			// Pub/Sub call.
+			w.add(o.get("name").pos, "name", "%q: project %q is not %s", name, m[1], inputs.ProjectID.Allowed)
+		case !inputs.Region.Match(m[2]):
+			w.add(o.get("name").pos, "name", "%q: region %q is not %s", name, m[2], inputs.Region.Allowed)
+		default:
 			c.Project, c.Region, nameID, nameOK = m[1], m[2], m[3], true
 		}
 	}
@@ -82,12 +84,12 @@ func (w *walker) cluster(root *value) *Cluster {
 	switch {
 	case nameOK && nameID != "":
 		c.ID = nameID
-		if !clusterIDRE.MatchString(nameID) {
+		if !inputs.ClusterID.Match(nameID) {
 			w.add(o.get("name").pos, "name", "cluster id %q (the last segment) %s", nameID, clusterIDRule)
 		}
 	case displayOK:
 		c.ID = c.DisplayName
-		if !clusterIDRE.MatchString(c.DisplayName) {
+		if !inputs.ClusterID.Match(c.DisplayName) {
 			w.add(dv.pos, "display_name", "cluster id %q (taken from display_name because name has no id segment) %s", c.DisplayName, clusterIDRule)
 		}
 	case dv == nil:
@@ -100,8 +102,23 @@ func (w *walker) cluster(root *value) *Cluster {
 	if v := o.get("network"); v == nil {
 		o.missing("network")
 	} else if no := w.object(v, "network", "network", "subnetwork"); no != nil {
-		c.Network.Network, _ = no.reqString("network")
-		c.Network.Subnetwork, _ = no.optString("subnetwork")
+		// Both go into every instance template as resource paths.
+		if n, ok := no.reqString("network"); ok {
+			c.Network.Network = n
+			if !inputs.Network.Match(n) {
+				w.add(no.get("network").pos, "network.network", "%q is not a network: want %s", n, inputs.Network.Allowed)
+			}
+		}
+		if sn, ok := no.optString("subnetwork"); ok && sn != "" {
+			c.Network.Subnetwork = sn
+			if m := inputs.Subnetwork.Submatch(sn); m == nil {
+				w.add(no.get("subnetwork").pos, "network.subnetwork", "%q is not a subnetwork: want %s", sn, inputs.Subnetwork.Allowed)
+			} else if c.Region != "" && m[2] != c.Region {
+				// A VM's subnetwork is in the VM's region
+				// (https://cloud.google.com/vpc/docs/subnets).
+				w.add(no.get("subnetwork").pos, "network.subnetwork", "%q is in region %q, not the cluster's region %q (from name)", sn, m[2], c.Region)
+			}
+		}
 	}
 
 	// 3. Node pools.
@@ -164,7 +181,7 @@ func (w *walker) nodePool(v *value, path, region string) (*NodePool, *poolRef) {
 		// An id that breaks the pattern is kept so that references to it
 		// are not reported a second time as unknown.
 		p.ID = id
-		if !poolIDRE.MatchString(id) {
+		if !inputs.PoolID.Match(id) {
 			w.add(o.get("id").pos, o.child("id"), "%q must be 1–16 characters of lowercase letters, digits and hyphens, starting with a letter and not ending with a hyphen (flexslurm's bound: node and VM names built from cluster id, pool id and index must fit Compute's 63 characters)", id)
 		}
 	}
@@ -292,7 +309,12 @@ func (w *walker) nodePool(v *value, path, region string) (*NodePool, *poolRef) {
 
 	if zone, ok := o.reqString("zone"); ok {
 		p.Zone = zone
-		if region != "" && !strings.HasPrefix(zone, region+"-") {
+		if !inputs.Zone.Match(zone) {
+			// The zone is a path segment of every Compute call on the
+			// pool's MIG and VMs: a prefix match would let
+			// "us-central1-a/../../x" through.
+			w.add(o.get("zone").pos, o.child("zone"), "%q is not %s", zone, inputs.Zone.Allowed)
+		} else if region != "" && !strings.HasPrefix(zone, region+"-") {
 			w.add(o.get("zone").pos, o.child("zone"), "%q is not a zone of the cluster's region %q (from name)", zone, region)
 		}
 	}
@@ -326,7 +348,7 @@ func (w *walker) nodePool(v *value, path, region string) (*NodePool, *poolRef) {
 	}
 	if img, ok := o.optString("node_image"); ok && img != "" {
 		p.NodeImage = img
-		if !nodeImageRE.MatchString(img) {
+		if !inputs.Image.Match(img) {
 			w.add(o.get("node_image").pos, o.child("node_image"), "%q is not an image (projects/PROJECT/global/images/NAME) or image family (projects/PROJECT/global/images/family/FAMILY)", img)
 		}
 	}
@@ -428,7 +450,12 @@ func (w *walker) slurmSpec(v *value, path string, refs map[string]*poolRef, pool
 	if o == nil {
 		return s
 	}
-	s.HomeDirectoryStorage, _ = o.reqString("home_directory_storage")
+	if hs, ok := o.reqString("home_directory_storage"); ok {
+		s.HomeDirectoryStorage = hs
+		if !inputs.HomeStorage.Match(hs) {
+			w.add(o.get("home_directory_storage").pos, o.child("home_directory_storage"), "%q is not a Filestore or Lustre instance: want %s", hs, inputs.HomeStorage.Allowed)
+		}
+	}
 
 	partIdx := map[string]string{}
 	if pv := o.get("partitions"); pv != nil {
@@ -442,6 +469,12 @@ func (w *walker) slurmSpec(v *value, path string, refs map[string]*poolRef, pool
 				var part Partition
 				if id, ok := po.reqString("id"); ok {
 					part.ID = id
+					if !inputs.PartitionID.Match(id) {
+						// The id is written into slurm.conf as
+						// PartitionName=ID: a newline or a blank would
+						// add a line or a parameter of its own.
+						w.add(po.get("id").pos, po.child("id"), "%q is not a Slurm partition name flexslurm writes: want %s", id, inputs.PartitionID.Allowed)
+					}
 					if first, dup := partIdx[id]; dup {
 						w.add(po.get("id").pos, po.child("id"), "duplicate partition id %q (also %s.id)", id, first)
 					} else {

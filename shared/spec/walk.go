@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/flexslurm/flexslurm/shared/inputs"
 )
 
 // walker collects problems while reading the decoded tree. Each problem
@@ -175,6 +177,12 @@ func (w *walker) str(v *value, path string) (string, bool) {
 		return "", false
 	}
 	if w.placeholder(v, path) {
+		return "", false
+	}
+	if inputs.HasControl(v.text) {
+		// No spec string may end a line of slurm.conf, of a log or of a
+		// command's output.
+		w.add(v.pos, path, "%q holds a control character (a newline, tab or the like), which no field of a cluster spec may hold", v.text)
 		return "", false
 	}
 	return v.text, true
