@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/flexslurm/flexslurm/shared/cli"
@@ -147,7 +148,7 @@ func hookLogger(cfg Config, stderr io.Writer) (*slog.Logger, func()) {
 		if u, err := user.Current(); err == nil {
 			who = u.Username
 		}
-		if f, err := os.OpenFile(filepath.Join(cfg.LogDir, "hooks-"+who+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
+		if f, err := os.OpenFile(filepath.Join(cfg.LogDir, "hooks-"+who+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW, 0o644); err == nil {
 			w = io.MultiWriter(stderr, f)
 			closeFn = func() { f.Close() }
 		}
@@ -207,7 +208,7 @@ func NewRuntime(ctx context.Context, cfg Config, getenv func(string) string, log
 		Config:   cfg,
 		Topology: topo,
 		Slurm:    runner,
-		Outbox:   &Outbox{Spool: &Spool{Dir: cfg.SpoolDir}, Pub: pub, Timeout: time.Duration(cfg.PublishTimeout), Log: log},
+		Outbox:   &Outbox{Spool: &Spool{Dir: cfg.SpoolDir, Policy: cfg.SpoolPolicy(), Log: log}, Pub: pub, Timeout: time.Duration(cfg.PublishTimeout), Log: log},
 		Check:    check,
 		Getenv:   getenv,
 		Log:      log,
