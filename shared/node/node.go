@@ -629,6 +629,7 @@ func (b *booter) hooksConfig() hooks.Config {
 		SpoolDir: b.o.path(spoolDir), LogDir: b.o.path(logDir), VMNameDir: b.o.path(vmNameDir),
 		PubSubEmulatorHost: b.o.PubSubEmulatorHost,
 		Topics:             hooks.Topics{Jobs: c.Topics.Jobs, Health: c.Topics.Health},
+		SpoolSenders:       NodeSpoolSenders(),
 		CheckCmd:           check,
 		Clock:              b.o.Clock,
 		PublishTimeout:     hooks.Duration(b.o.PublishTimeout),
@@ -641,13 +642,19 @@ func (b *booter) hooks() error {
 	if err := cfg.Validate(); err != nil {
 		return stepErr(step, "hooks configuration: %w", err)
 	}
+	// Only root runs hooks on a node: their log directory is root's (a
+	// world-writable one would let a user plant a link where root
+	// appends), and so is the spool.
 	for _, d := range []struct {
 		path string
 		mode fs.FileMode
-	}{{b.o.HookDir, nodeHookFS}, {cfg.VMNameDir, 0o755}, {cfg.SpoolDir, 0o777 | fs.ModeSticky}, {cfg.LogDir, 0o777 | fs.ModeSticky}} {
+	}{{b.o.HookDir, nodeHookFS}, {cfg.VMNameDir, 0o755}, {cfg.LogDir, 0o755}} {
 		if err := ensureDir(d.path, d.mode); err != nil {
 			return stepErr(step, "%w", err)
 		}
+	}
+	if err := b.spool(cfg.SpoolDir); err != nil {
+		return stepErr(step, "%w", err)
 	}
 	for _, h := range NodeHooks {
 		link := filepath.Join(b.o.HookDir, slurm.HookLinkPrefix+h)
@@ -686,7 +693,84 @@ func equalConfig(a, c hooks.Config) bool {
 		a.VMNameDir == c.VMNameDir && a.PubSubEmulatorHost == c.PubSubEmulatorHost && a.Topics == c.Topics &&
 		slices.Equal(a.CheckCmd, c.CheckCmd) && a.Clock == c.Clock && a.Spec == c.Spec && a.SlurmBinDir == c.SlurmBinDir &&
 		a.PublishTimeout == c.PublishTimeout && a.CheckTimeout == c.CheckTimeout && a.PrologCtldWaitReady == c.PrologCtldWaitReady &&
-		a.LogLevel == c.LogLevel
+		a.LogLevel == c.LogLevel && a.SpoolSenders.Equal(c.SpoolSenders)
+}
+
+// NodeSpoolSenders is a node's spool_senders: root, the only user that
+// runs hooks there, sends what the node-side hooks send.
+func NodeSpoolSenders() hooks.SpoolSenders { return hooks.SpoolSenders{0: {hooks.RoleNode}} }
+
+// spool makes the hooks' spool dir root's, 0755, holding root's own
+// directory (0700), the only one the hooks publish on a node. A spool left
+// world-writable by an older version is tightened; a directory named for
+// root that is not root's real directory (made by another user while the
+// spool was world-writable) is set aside, and other users' directories are
+// left alone (the hooks ignore them) with a log line.
+func (b *booter) spool(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	st, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("spool %s is not a directory (%v)", dir, st.Mode().Type())
+	}
+	if uid, gid, err := b.o.Host.Owner(dir); err != nil {
+		return err
+	} else if uid != 0 || gid != 0 {
+		if err := b.o.Host.Chown(dir, 0, 0); err != nil {
+			return fmt.Errorf("giving spool %s to root: %w", dir, err)
+		}
+		b.did(fmt.Sprintf("spool %s given to root (was %d:%d)", dir, uid, gid))
+	}
+	if m := st.Mode() & (fs.ModePerm | fs.ModeSticky); m != 0o755 {
+		if err := os.Chmod(dir, 0o755); err != nil {
+			return err
+		}
+		b.did(fmt.Sprintf("spool %s mode %v set to 0755", dir, m))
+	}
+	own := filepath.Join(dir, "0")
+	if st, err := os.Lstat(own); err == nil {
+		uid, _, oerr := b.o.Host.Owner(own)
+		if !st.IsDir() || oerr != nil || uid != 0 {
+			aside := filepath.Join(dir, fmt.Sprintf(".foreign-0-%d", b.o.Now().UnixNano()))
+			if err := os.Rename(own, aside); err != nil {
+				return fmt.Errorf("setting aside %s, which is not root's: %w", own, err)
+			}
+			b.did(fmt.Sprintf("spool directory %s was not root's (owner %d, %v): set aside as %s", own, uid, st.Mode().Type(), aside))
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := os.Mkdir(own, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	if uid, gid, err := b.o.Host.Owner(own); err != nil {
+		return err
+	} else if uid != 0 || gid != 0 {
+		if err := b.o.Host.Chown(own, 0, 0); err != nil {
+			return err
+		}
+	}
+	if st, err := os.Lstat(own); err != nil {
+		return err
+	} else if st.Mode().Perm() != 0o700 {
+		if err := os.Chmod(own, 0o700); err != nil {
+			return err
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Name() != "0" && !strings.HasPrefix(e.Name(), ".foreign-") {
+			b.o.Log.Warn("spool entry of another user left alone: the hooks never publish it", "path", filepath.Join(dir, e.Name()))
+		}
+	}
+	return nil
 }
 
 func ensureDir(path string, mode fs.FileMode) error {

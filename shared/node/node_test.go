@@ -296,11 +296,19 @@ func TestBootAFreshVM(t *testing.T) {
 	}
 	wantHC := hooks.Config{Cluster: "flexvm", Project: "proj",
 		SpoolDir: filepath.Join(root, "var/spool/flexslurm"), LogDir: filepath.Join(root, "var/log/flexslurm"),
-		VMNameDir: filepath.Join(root, "run/flexslurm/vm"),
-		Topics:    hooks.Topics{Jobs: "job-pending", Health: "health-failure"},
-		CheckCmd:  []string{f.o.Exe, "health", "check", "--accelerator-count", "8"}}
+		VMNameDir:    filepath.Join(root, "run/flexslurm/vm"),
+		Topics:       hooks.Topics{Jobs: "job-pending", Health: "health-failure"},
+		SpoolSenders: hooks.SpoolSenders{0: {hooks.RoleNode}},
+		CheckCmd:     []string{f.o.Exe, "health", "check", "--accelerator-count", "8"}}
 	if d := cmp.Diff(wantHC, hc); d != "" {
 		t.Errorf("hooks.json (-want +got):\n%s", d)
+	}
+	// The spool: root's 0755, with root's own directory 0700, nothing else;
+	// the hooks' logs root's too.
+	for path, mode := range map[string]os.FileMode{"var/spool/flexslurm": 0o755, "var/spool/flexslurm/0": 0o700, "var/log/flexslurm": 0o755} {
+		if st, err := os.Lstat(filepath.Join(root, path)); err != nil || st.Mode()&(os.ModePerm|os.ModeSticky) != mode || !st.IsDir() {
+			t.Errorf("%s: %v, %v; want a directory of mode %v", path, st.Mode(), err, mode)
+		}
 	}
 	if vm, _ := os.ReadFile(filepath.Join(root, "run/flexslurm/vm/flexvm-a3u-1")); strings.TrimSpace(string(vm)) != testVM {
 		t.Errorf("VM name file %q", vm)
@@ -517,3 +525,61 @@ func TestMountedIn(t *testing.T) {
 }
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+// TestAttackSpoolLeftWorldWritableIsTightenedAtBoot: a node upgraded from
+// a version whose spool was world-writable (1777), where a user made the
+// directory named for root and one of their own, gets the spool back: the
+// root 0755 and root's, the planted root directory set aside, a fresh one
+// made, the user's own left alone (the hooks ignore it).
+func TestAttackSpoolLeftWorldWritableIsTightenedAtBoot(t *testing.T) {
+	f := newFixture(t, testConfig())
+	spool := filepath.Join(f.o.Root, "var/spool/flexslurm")
+	for _, d := range []string{"0", "65534"} {
+		if err := os.MkdirAll(filepath.Join(spool, d), 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(spool, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	planted := filepath.Join(spool, "0", "0000000000000000001-1-abcd.msg")
+	if err := os.WriteFile(planted, []byte(`{"topic":"job-pending"}`), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	f.h.owners[spool] = [2]int{65534, 65534}
+	f.h.owners[filepath.Join(spool, "0")] = [2]int{65534, 65534}
+	res, err := Boot(context.Background(), f.o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Lstat(spool); err != nil || st.Mode()&(os.ModePerm|os.ModeSticky) != 0o755 {
+		t.Errorf("spool root mode %v, %v; want 0755", st.Mode(), err)
+	}
+	if o := f.h.ownerOf(spool); o != [2]int{0, 0} {
+		t.Errorf("spool root owner %v; want root", o)
+	}
+	if o := f.h.ownerOf(filepath.Join(spool, "0")); o != [2]int{0, 0} {
+		t.Errorf("root's spool directory owner %v; want root", o)
+	}
+	if _, err := os.Stat(planted); err == nil {
+		t.Errorf("the planted message is still in root's directory")
+	}
+	if entries, _ := os.ReadDir(filepath.Join(spool, "0")); len(entries) != 0 {
+		t.Errorf("root's spool directory holds %v; want a fresh, empty one", entries)
+	}
+	if st, err := os.Lstat(filepath.Join(spool, "0")); err != nil || st.Mode().Perm() != 0o700 {
+		t.Errorf("root's spool directory mode %v, %v; want 0700", st.Mode(), err)
+	}
+	aside, _ := filepath.Glob(filepath.Join(spool, ".foreign-0-*", "*.msg"))
+	if len(aside) != 1 {
+		t.Errorf("the planted directory was not set aside: %v", aside)
+	}
+	if !slices.ContainsFunc(res.Did, func(s string) bool { return strings.Contains(s, "set aside") }) {
+		t.Errorf("the bootstrap did not say it set the directory aside: %v", res.Did)
+	}
+	// A second boot changes nothing.
+	res, err = Boot(context.Background(), f.o)
+	if err != nil || slices.ContainsFunc(res.Did, func(s string) bool { return strings.Contains(s, "spool") }) {
+		t.Errorf("second boot: %v, did %v; want the spool left as it is", err, res.Did)
+	}
+}
