@@ -24,7 +24,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -97,7 +96,8 @@ const DefaultMetadataHost = "169.254.169.254:80"
 
 // Programs, by absolute path (hooks and boot scripts run without PATH).
 const (
-	IptablesPath = "/usr/sbin/iptables"
+	IptablesPath  = "/usr/sbin/iptables"
+	Ip6tablesPath = "/usr/sbin/ip6tables"
 	MountPath    = "/usr/bin/mount"
 	RunuserPath  = "/usr/sbin/runuser"
 	MungedPath   = "/usr/sbin/munged"
@@ -115,8 +115,13 @@ type Options struct {
 	// Exe is the flexslurm binary the hook links point to.
 	Exe string
 	// MetadataHost is the metadata server as host:port (GCE_METADATA_HOST
-	// or DefaultMetadataHost); only root may reach it afterwards.
+	// or DefaultMetadataHost); only root may reach it afterwards
+	// (MetadataFirewall).
 	MetadataHost string
+	// Ip6tables and IfInet6 are ip6tables and the kernel's list of IPv6
+	// addresses: Ip6tablesPath and /proc/net/if_inet6 when empty
+	// (MetadataFirewall's IPv6 rule, for Google's metadata server only).
+	Ip6tables, IfInet6 string
 	// SlurmRoot is the root of the Slurm and munge installation whose
 	// munged and slurmd the node runs: "/" (the machine's) when empty. The
 	// local system's Slurm 24.11 lives in a chroot (dev/localslurm):
@@ -188,6 +193,8 @@ func (o Options) withDefaults() Options {
 	}
 	def(&o.Root, "/")
 	def(&o.MetadataHost, DefaultMetadataHost)
+	def(&o.Ip6tables, Ip6tablesPath)
+	def(&o.IfInet6, "/proc/net/if_inet6")
 	def(&o.SlurmRoot, "/")
 	def(&o.MungeKeyPath, filepath.Join(o.SlurmRoot, "/etc/munge/munge.key"))
 	def(&o.MungedPidFile, filepath.Join(o.SlurmRoot, "/run/munge/munged.pid"))
@@ -343,108 +350,6 @@ func (b *booter) identity(ctx context.Context) error {
 			name, cluster, pool, nodeconfig.AttrConfig, cfg.Cluster, cfg.Pool)
 	}
 	b.o.Log.Info("identity", "vm", name, "node", node, "zone", b.res.Zone, "project", b.res.Project, "pool", pool)
-	return nil
-}
-
-// FirewallRule returns the iptables arguments (after -C/-I/-D OUTPUT) of
-// the rule that rejects connections to the metadata server at host
-// ("IP:PORT") from every user but root.
-func FirewallRule(host string) ([]string, error) {
-	h, port, err := net.SplitHostPort(host)
-	if err != nil {
-		return nil, fmt.Errorf("metadata host %q: want IP:PORT: %w", host, err)
-	}
-	ip := net.ParseIP(h)
-	if ip == nil || ip.To4() == nil {
-		return nil, fmt.Errorf("metadata host %q: want an IPv4 address (iptables)", host)
-	}
-	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-		return nil, fmt.Errorf("metadata host %q: port %q is not 1–65535", host, port)
-	}
-	return []string{"-d", ip.String() + "/32", "-p", "tcp", "--dport", port,
-		"-m", "owner", "!", "--uid-owner", "0", "-j", "REJECT", "--reject-with", "tcp-reset"}, nil
-}
-
-// metadataHostPort completes a GCE_METADATA_HOST value without a port
-// (the client then uses port 80).
-func metadataHostPort(h string) string {
-	if _, _, err := net.SplitHostPort(h); err != nil {
-		return net.JoinHostPort(h, "80")
-	}
-	return h
-}
-
-func (b *booter) firewall(ctx context.Context) error {
-	rule, err := FirewallRule(metadataHostPort(b.o.MetadataHost))
-	if err != nil {
-		return stepErr(event.BootstrapStepFirewall, "%w", err)
-	}
-	added, err := EnsureFirewall(ctx, b.o.Host, rule)
-	if err != nil {
-		return stepErr(event.BootstrapStepFirewall, "%w", err)
-	}
-	if added {
-		b.did("metadata server restricted to root")
-	}
-	return nil
-}
-
-// EnsureFirewall inserts rule into the OUTPUT chain unless iptables -C
-// finds it there; it reports whether it inserted it.
-func EnsureFirewall(ctx context.Context, h Host, rule []string) (bool, error) {
-	st, out, err := h.Run(ctx, IptablesPath, append([]string{"-w", "-C", "OUTPUT"}, rule...)...)
-	if err != nil {
-		return false, fmt.Errorf("iptables -C: %w", err)
-	}
-	if st == 0 {
-		return false, nil
-	}
-	if st != 1 {
-		return false, fmt.Errorf("iptables -C exited %d: %s", st, bytes.TrimSpace(out))
-	}
-	if st, out, err = h.Run(ctx, IptablesPath, append([]string{"-w", "-I", "OUTPUT"}, rule...)...); err != nil || st != 0 {
-		return false, fmt.Errorf("iptables -I exited %d: %s%v", st, bytes.TrimSpace(out), errOrEmpty(err))
-	}
-	return true, nil
-}
-
-// RemoveFirewall deletes every copy of rule from the OUTPUT chain (the
-// local system, when a simulated VM stops).
-func RemoveFirewall(ctx context.Context, h Host, rule []string) error {
-	for range 10 {
-		st, out, err := h.Run(ctx, IptablesPath, append([]string{"-w", "-D", "OUTPUT"}, rule...)...)
-		if err != nil {
-			return fmt.Errorf("iptables -D: %w", err)
-		}
-		if st == 1 {
-			return nil // no (more) such rule
-		}
-		if st != 0 {
-			return fmt.Errorf("iptables -D exited %d: %s", st, bytes.TrimSpace(out))
-		}
-	}
-	return nil
-}
-
-// RemoveFirewallFor removes every copy of the rule FirewallRule gives for
-// addr, with a 10-second bound: the rule of a metadata server that ends,
-// or a stale one for a port a caller has just bound (left by a process
-// killed before removing its own, it would refuse every non-root client
-// of the new server). Where this process cannot run iptables (not root),
-// it does nothing: neither can it have added a rule.
-func RemoveFirewallFor(ctx context.Context, addr string) error {
-	if os.Geteuid() != 0 {
-		return nil
-	}
-	rule, err := FirewallRule(addr)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := RemoveFirewall(ctx, OSHost{}, rule); err != nil {
-		return fmt.Errorf("removing the rule for %s: %w", addr, err)
-	}
 	return nil
 }
 
