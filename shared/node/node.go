@@ -98,11 +98,11 @@ const DefaultMetadataHost = "169.254.169.254:80"
 const (
 	IptablesPath  = "/usr/sbin/iptables"
 	Ip6tablesPath = "/usr/sbin/ip6tables"
-	MountPath    = "/usr/bin/mount"
-	RunuserPath  = "/usr/sbin/runuser"
-	MungedPath   = "/usr/sbin/munged"
-	SlurmdPath   = "/usr/sbin/slurmd"
-	ChrootPath   = "/usr/sbin/chroot"
+	MountPath     = "/usr/bin/mount"
+	RunuserPath   = "/usr/sbin/runuser"
+	MungedPath    = "/usr/sbin/munged"
+	SlurmdPath    = "/usr/sbin/slurmd"
+	ChrootPath    = "/usr/sbin/chroot"
 )
 
 // Options configures a bootstrap. Paths are absolute; per-node files are
