@@ -20,9 +20,13 @@ import (
 // Google's metadata server: 169.254.169.254 (also metadata.google.internal)
 // and, on VMs with IPv6, fd20:ce::254
 // (https://cloud.google.com/compute/docs/metadata/querying-metadata,
-// https://cloud.google.com/compute/docs/metadata/overview). Besides the
-// metadata API on port 80 it answers on other ports (8080 among them) and
-// is the VM's DNS resolver on port 53.
+// https://cloud.google.com/compute/docs/metadata/overview). Besides HTTP
+// on port 80 it serves HTTPS on 443 on Shielded VMs
+// (https://cloud.google.com/compute/docs/metadata/overview#https-mds, and
+// the "MTLS MDS" section of GoogleCloudPlatform/guest-agent's README,
+// whose client credentials the agent stores on the VM's disk), and it is
+// the VM's DNS resolver on port 53. The rule covers every TCP port but
+// 53, so it does not depend on that list being complete.
 const (
 	MetadataIPv4 = "169.254.169.254"
 	MetadataIPv6 = "fd20:ce::254"
