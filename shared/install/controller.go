@@ -249,6 +249,7 @@ func (c Controller) FirewallUnit() string {
 	w("[Unit]")
 	w("Description=flexslurm: only root and the SlurmUser reach the metadata server (the controller's credentials)")
 	w("DefaultDependencies=no")
+	w("After=local-fs.target")
 	w("Wants=network-pre.target")
 	w("Before=network-pre.target slurmctld.service " + UnitName + " systemd-user-sessions.service")
 	w("")

@@ -420,7 +420,7 @@ func TestFirewallUnit(t *testing.T) {
 	c := Controller{Binary: "/usr/local/bin/flexslurm", SlurmUser: "slurm", UID: 64030, GID: 64030}
 	unit := c.FirewallUnit()
 	for _, line := range []string{
-		"Type=oneshot", "RemainAfterExit=yes", "DefaultDependencies=no",
+		"Type=oneshot", "RemainAfterExit=yes", "DefaultDependencies=no", "After=local-fs.target",
 		"Before=network-pre.target slurmctld.service flexslurm-agent.service systemd-user-sessions.service",
 		"ExecStart=/usr/local/bin/flexslurm metadata-firewall --allow-uid 64030",
 		"ExecStop=/usr/local/bin/flexslurm metadata-firewall --remove --allow-uid 64030",
