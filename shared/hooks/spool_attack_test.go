@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -431,4 +432,49 @@ func TestAttackSpoolWriterRefusesForeignDirectory(t *testing.T) {
 			t.Errorf("written through the link: %v", entries)
 		}
 	})
+}
+
+// TestAttackHookLogPlantedLinkOrFIFO: where another user could write the
+// hooks' log directory, what they plant as the hook's log file (a link to
+// a file root owns, a FIFO) is neither written through nor blocks the
+// hook: it logs to stderr alone.
+func TestAttackHookLogPlantedLinkOrFIFO(t *testing.T) {
+	who := "uid" + strconv.Itoa(os.Geteuid())
+	if u, err := user.Current(); err == nil {
+		who = u.Username
+	}
+	for name, plant := range map[string]func(path, target string) error{
+		"link": func(path, target string) error { return os.Symlink(target, path) },
+		"FIFO": func(path, _ string) error { return syscall.Mkfifo(path, 0o666) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			target := filepath.Join(t.TempDir(), "passwd")
+			if err := os.WriteFile(target, []byte("root:x:0:0\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := plant(filepath.Join(dir, "hooks-"+who+".log"), target); err != nil {
+				t.Fatal(err)
+			}
+			var stderr bytes.Buffer
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				log, closeFn := hookLogger(Config{LogDir: dir}, &stderr)
+				log.Info("hook ran")
+				closeFn()
+			}()
+			select {
+			case <-done:
+			case <-time.After(60 * time.Second):
+				t.Fatal("the hook's logger blocked on the planted file")
+			}
+			if b, _ := os.ReadFile(target); string(b) != "root:x:0:0\n" {
+				t.Errorf("written through the planted link: %q", b)
+			}
+			if !strings.Contains(stderr.String(), "hook ran") {
+				t.Errorf("the hook's log did not reach stderr: %q", stderr.String())
+			}
+		})
+	}
 }
