@@ -36,6 +36,7 @@ func cmdAgent(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.SnapshotTopic, "snapshot-topic", config.TopicSlurmSnapshot, "topic for slurm.snapshot messages")
 	fs.DurationVar(&o.SnapshotEvery, "snapshot-every", agent.DefaultSnapshotEvery, "snapshot period (negative: none)")
 	fs.StringVar(&o.LedgerPath, "ledger", agent.DefaultLedgerPath, "file recording the command ids already handled")
+	fs.StringVar(&o.JobsTopic, "jobs-topic", config.TopicJobs, "topic of the controller hooks' job and node events, published from the spool")
 	fs.StringVar(&o.SpoolDir, "spool", "", "the hooks' spool directory, published every snapshot tick (e.g. /var/spool/flexslurm)")
 	slurmBin := fs.String("slurm-bin", slurm.DefaultBinDir, "directory of scontrol, squeue and sinfo")
 	emulator := fs.String("pubsub-emulator-host", os.Getenv("PUBSUB_EMULATOR_HOST"), "Pub/Sub emulator host:port")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,8 +12,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/flexslurm/flexslurm/shared/install"
+	"github.com/flexslurm/flexslurm/shared/node"
 	"github.com/flexslurm/flexslurm/shared/slurm"
 	"github.com/flexslurm/flexslurm/shared/spec"
 )
@@ -32,16 +35,20 @@ slurmctld, and prints the slurm.conf lines that run the hooks:
   %s  the hooks' configuration
   %s/flexslurm-hook-{resume,suspend,resume-fail,prolog-ctld,epilog-ctld}
       links to the flexslurm binary (--binary)
-  %s  spool (1777, like /tmp; the SlurmUser's own subdirectory 0700)
+  %s  spool (0755; root's and the SlurmUser's own subdirectories 0700)
   %s  the agent's ledger, %s  the hooks' logs (the SlurmUser's)
   %s  the agent, as the SlurmUser, restarted on failure
-then reloads systemd and enables and (re)starts the agent. Run it again after
+  %s  a oneshot unit that keeps every user but root and the
+      SlurmUser from the metadata server, at every boot
+then applies that rule (iptables; ip6tables where the host has IPv6),
+reloads systemd and enables the firewall unit and enables and (re)starts
+the agent. It fails when the rule cannot be applied. Run it again after
 changing --spec or --project, or upgrading the binary: what is already in
 place is left alone. --uninstall stops and removes it all, keeping a directory
 that still holds something (unpublished messages, the ledger, logs).
 
 flags:
-`, install.SpecPath, install.HooksConfigPath, install.HookDir, install.SpoolDir, install.StateDir, install.LogDir, install.UnitPath)
+`, install.SpecPath, install.HooksConfigPath, install.HookDir, install.SpoolDir, install.StateDir, install.LogDir, install.UnitPath, install.FirewallUnitPath)
 }
 
 func cmdInstall(args []string, stdout, stderr io.Writer) int {
@@ -104,6 +111,18 @@ func cmdInstall(args []string, stdout, stderr io.Writer) int {
 		if systemctl != "" {
 			// A unit that is not installed is not an error here.
 			_ = runSystemctl(stdout, systemctl, "disable", "--now", install.UnitName)
+			_ = runSystemctl(stdout, systemctl, "disable", "--now", install.FirewallUnitName)
+		}
+		if onHost && !*dryRun {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			err := node.RemoveMetadataFirewall(ctx, node.OSHost{}, c.MetadataFirewall(), node.Ip6tablesPath)
+			cancel()
+			if err != nil {
+				return fail(fmt.Errorf("removing the metadata server rule: %w", err))
+			}
+			fmt.Fprintln(stdout, "metadata server rule removed")
+		} else if onHost {
+			fmt.Fprintln(stdout, "would remove the metadata server rule (every user but root and the SlurmUser kept out)")
 		}
 		changes, err := install.Remove(r, c.Installed(), *dryRun)
 		printChanges(stdout, changes, *dryRun)
@@ -157,8 +176,34 @@ func cmdInstall(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
+	if onHost {
+		// The rule, now and (the firewall unit) at every boot: only root
+		// and the SlurmUser reach the metadata server.
+		rules, err := node.MetadataRules(c.MetadataFirewall(), node.Ip6tablesPath, "/proc/net/if_inet6")
+		if err != nil {
+			return fail(fmt.Errorf("the metadata server rule: %w", err))
+		}
+		if *dryRun {
+			for _, rule := range rules {
+				fmt.Fprintf(stdout, "%-10s %s\n", "apply", rule)
+			}
+		} else {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			added, err := node.EnsureRules(ctx, node.OSHost{}, rules)
+			cancel()
+			for _, rule := range added {
+				fmt.Fprintf(stdout, "%-10s %s\n", "applied", rule)
+			}
+			if err != nil {
+				return fail(fmt.Errorf("the metadata server rule (every user could fetch the controller's token): %w", err))
+			}
+		}
+	}
 	switch {
 	case systemctl != "":
+		if err := runSystemctl(stdout, systemctl, "enable", "--now", install.FirewallUnitName); err != nil {
+			return fail(fmt.Errorf("%w (the rule is applied, but will not be after a reboot)", err))
+		}
 		// Restart even when no installed file changed: after an upgrade the
 		// binary the unit runs changed in place, and a restart is safe (the
 		// agent's ledger runs each command once).

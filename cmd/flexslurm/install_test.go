@@ -107,3 +107,20 @@ func TestAgentHelp(t *testing.T) {
 		t.Errorf("agent -h: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
 	}
 }
+
+// TestMetadataFirewallDryRun: the command prints the controller's rule
+// (root and the SlurmUser, every port but DNS) and changes nothing.
+func TestMetadataFirewallDryRun(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	args := []string{"metadata-firewall", "--dry-run", "--metadata-host", "127.83.0.1:80", "--allow-uid", "990"}
+	if code := run(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s%s", code, stdout.String(), stderr.String())
+	}
+	want := "would apply: /usr/sbin/iptables -w -I OUTPUT -d 127.83.0.1/32 -p tcp ! --dport 53 -m owner ! --uid-owner 0 -m owner ! --uid-owner 990 -j REJECT --reject-with tcp-reset\n"
+	if stdout.String() != want {
+		t.Errorf("stdout %q; want %q", stdout.String(), want)
+	}
+	if code := run([]string{"metadata-firewall", "--allow-uid", "-1"}, &stdout, &stderr); code != 2 {
+		t.Errorf("a negative uid: exit %d, want 2", code)
+	}
+}

@@ -175,7 +175,7 @@ func (s *System) startSlurm(ctx context.Context) (*slurmSide, error) {
 	}
 	if err := hooks.WriteConfig(filepath.Join(lc.HookDir(), hooks.ConfigFileName), hooks.Config{
 		Cluster: s.Spec.ID, Project: o.Project, Spec: specPath,
-		SpoolDir: lc.SpoolDir(), LogDir: lc.HookLogDir(), VMNameDir: lc.VMNameDir(),
+		SpoolDir: lc.SpoolDir(), SpoolSenders: lc.SpoolSenders(), LogDir: lc.HookLogDir(), VMNameDir: lc.VMNameDir(),
 		PubSubEmulatorHost: s.Emu.PubSub.Addr(), PublishTimeout: hooks.Duration(5 * time.Second),
 		MetadataHost:        s.Controller.Addr(),
 		CheckCmd:            []string{exe, "health", "check", "--from-dir", filepath.Join(ss.healthDir, "%n")},
@@ -205,7 +205,7 @@ func (s *System) startSlurm(ctx context.Context) (*slurmSide, error) {
 	go func() {
 		defer agentLog.Close()
 		ss.agent <- agent.Run(sctx, agent.Options{
-			Spec: s.Spec, Project: o.Project, CreateSubscription: true, LedgerPath: ledger, SpoolDir: lc.SpoolDir(),
+			Spec: s.Spec, Project: o.Project, CreateSubscription: true, LedgerPath: ledger, SpoolDir: lc.SpoolDir(), SpoolSenders: lc.SpoolSenders(),
 			SnapshotEvery: localSnapshotEvery, Slurm: ss.r, Log: logx.New(agentLog, 0), Now: s.Clock.Now,
 			MetadataHost: s.Controller.Addr(),
 			Ready:        func() { close(ready) },

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/flexslurm/flexslurm/shared/hooks"
 	"github.com/flexslurm/flexslurm/shared/proc"
 	"github.com/flexslurm/flexslurm/shared/slurm"
 	"github.com/flexslurm/flexslurm/shared/spec"
@@ -77,6 +78,7 @@ type LocalCluster struct {
 	daemons   map[string]*daemon // "munged", "slurmctld", "slurmd:NODE"
 	mungeOurs bool
 	clusterID string // ClusterName of the slurm.conf WriteConfig wrote
+	slurmUID  int    // the SlurmUser's uid (WriteConfig), 0 before
 	lockFile  *os.File
 	exeDir    string   // the directory of the hooks' flexslurm binary
 	mounts    []string // chroot mount points, in mount order
@@ -173,9 +175,45 @@ func (l *LocalCluster) HookDir() string {
 	return l.hookDir
 }
 
-// SpoolDir is a directory every hook can write (mode 1777), for the hooks'
-// message spool.
+// SpoolDir is the hooks' message spool (hooks.Spool), as on a controller
+// that is also a node: root's, 0755, with a directory (0700) for root (the
+// node-side hooks, an agent run as root) and one for the SlurmUser (the
+// controller hooks), created by WriteConfig.
 func (l *LocalCluster) SpoolDir() string { return filepath.Join(l.Root, "flexslurm-spool") }
+
+// SpoolSenders is the hooks' spool_senders for SpoolDir: root sends what a
+// node and a controller send, the SlurmUser what the controller sends.
+// Call it after WriteConfig.
+func (l *LocalCluster) SpoolSenders() hooks.SpoolSenders {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := hooks.SpoolSenders{0: {hooks.RoleNode, hooks.RoleController}}
+	if l.slurmUID > 0 {
+		s[l.slurmUID] = []hooks.Role{hooks.RoleController}
+	}
+	return s
+}
+
+// ensureSpoolUserDir makes path a directory of uid:gid, 0700, replacing
+// anything else there (a directory of another owner, left by an older
+// layout where every user could create one, is removed with its content).
+func ensureSpoolUserDir(path string, uid, gid int) error {
+	if st, err := os.Lstat(path); err == nil {
+		sys, _ := st.Sys().(*syscall.Stat_t)
+		if !st.IsDir() || sys == nil || int(sys.Uid) != uid {
+			if err := os.RemoveAll(path); err != nil {
+				return fmt.Errorf("replacing spool directory %s: %w", path, err)
+			}
+		}
+	}
+	if err := os.Mkdir(path, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("creating spool directory %s: %w", path, err)
+	}
+	if err := os.Lchown(path, uid, gid); err != nil {
+		return fmt.Errorf("giving spool directory %s to user %d: %w", path, uid, err)
+	}
+	return os.Chmod(path, 0o700)
+}
 
 // HookLogDir is a directory every hook can write (mode 1777), for the
 // hooks' logs.
@@ -246,6 +284,9 @@ func (l *LocalCluster) WriteConfig(c *spec.Cluster, o slurm.ConfigOptions) error
 	if err != nil {
 		return fmt.Errorf("%w: no slurm user: %w", ErrUnavailable, err)
 	}
+	l.mu.Lock()
+	l.slurmUID = uid
+	l.mu.Unlock()
 	if err := Reachable(l.Root, false); err != nil {
 		return fmt.Errorf("local Slurm root: %w", err)
 	}
@@ -263,7 +304,7 @@ func (l *LocalCluster) WriteConfig(c *spec.Cluster, o slurm.ConfigOptions) error
 		{filepath.Join(l.Root, "run"), 0o755, true},
 		{filepath.Join(l.Root, "spool"), 0o755, false},
 		{hookDir, 0o755, false},
-		{l.SpoolDir(), 0o777 | fs.ModeSticky, false},
+		{l.SpoolDir(), 0o755, false},
 		{l.HookLogDir(), 0o777 | fs.ModeSticky, false},
 	}
 	for _, d := range dirs {
@@ -277,6 +318,11 @@ func (l *LocalCluster) WriteConfig(c *spec.Cluster, o slurm.ConfigOptions) error
 			if err := os.Chown(d.path, uid, gid); err != nil {
 				return fmt.Errorf("giving %s to the slurm user: %w", d.path, err)
 			}
+		}
+	}
+	for _, u := range []struct{ uid, gid int }{{0, 0}, {uid, gid}} {
+		if err := ensureSpoolUserDir(filepath.Join(l.SpoolDir(), strconv.Itoa(u.uid)), u.uid, u.gid); err != nil {
+			return err
 		}
 	}
 	if l.Inst.Chrooted() {

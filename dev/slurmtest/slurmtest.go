@@ -354,6 +354,7 @@ func (c *Cluster) BaseHookConfig() hooks.Config {
 		Project:            testenv.Project(),
 		Spec:               filepath.Join(c.HookDir(), "cluster_config.json"),
 		SpoolDir:           c.SpoolDir(),
+		SpoolSenders:       c.SpoolSenders(),
 		LogDir:             c.HookLogDir(),
 		PubSubEmulatorHost: host,
 		MetadataHost:       c.MetadataHost(),

@@ -97,6 +97,7 @@ func startAgentSpec(t *testing.T, c *spec.Cluster, logw io.Writer) *harness {
 			Spec: c, Project: testenv.Project(), Subscription: testenv.UniqueID(t), CreateSubscription: true,
 			CommandsTopic: commandsTopic, ResultsTopic: resultsTopic, SnapshotTopic: snapshotTopic,
 			SnapshotEvery: time.Second, LedgerPath: filepath.Join(t.TempDir(), "ledger.json"), SpoolDir: cl.SpoolDir(),
+			SpoolSenders: cl.SpoolSenders(), JobsTopic: cl.JobsTopic,
 			RetryDelay: 200 * time.Millisecond, Slurm: cl.R, MetadataHost: cl.MetadataHost(),
 			Log:   slog.New(slog.NewJSONHandler(io.MultiWriter(logf, logw), &slog.HandlerOptions{Level: slog.LevelDebug})),
 			Ready: func() { close(ready) },
@@ -420,7 +421,10 @@ func testSnapshotAndSpool(t *testing.T) {
 	t.Cleanup(func() { cl.Cancel(held) })
 	spooled := cl.NewInbox(t, cl.JobsTopic)
 	sp := &hooks.Spool{Dir: cl.SpoolDir()}
-	e, err := sp.Put(hooks.Message{Topic: cl.JobsTopic, Data: []byte(`{"spooled":"by a hook"}`)}, time.Now())
+	// A job report as ResumeProgram spools it: what the spool may carry.
+	data, _ := json.Marshal(event.Job{Header: event.Header{Version: event.SchemaVersion, Type: event.TypeJobPending, Cluster: slurmtest.ClusterID},
+		JobID: "424242", Partition: "big", Nodes: []string{"flexci-big-1"}, NodeCount: 1})
+	e, err := sp.Put(hooks.Message{Topic: cl.JobsTopic, Data: data}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -459,7 +463,7 @@ func testSnapshotAndSpool(t *testing.T) {
 			t.Errorf("snapshot lists an ended job: %+v", j)
 		}
 	}
-	spooled.Wait(t, 10*time.Second, "the spooled message", func(b []byte) bool { return strings.Contains(string(b), "by a hook") })
+	spooled.Wait(t, 10*time.Second, "the spooled message", func(b []byte) bool { return strings.Contains(string(b), `"424242"`) })
 }
 
 // testConfigDivergence: a spec applied with pool gpu grown from 4 to 5

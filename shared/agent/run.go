@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	pubsubv2 "cloud.google.com/go/pubsub/v2"
@@ -68,6 +69,15 @@ type Options struct {
 	// controller's identity token from when it publishes the hooks'
 	// spooled reports; "" is GCE_METADATA_HOST's or Compute Engine's.
 	MetadataHost string
+	// SpoolSenders are the users whose spool directories the agent
+	// publishes, with what each may send (hooks.SpoolPolicy): its own user
+	// as a controller when nil. The agent runs as the SlurmUser, which can
+	// read its own directory only; as root it reads only those named here.
+	SpoolSenders hooks.SpoolSenders
+	// JobsTopic is the topic of the controller hooks' job and node events,
+	// which the agent publishes from the spool: config.TopicJobs when
+	// empty.
+	JobsTopic string
 	// PublishTimeout bounds each publish: DefaultPublishTimeout when zero.
 	PublishTimeout time.Duration
 	// RetryDelay is how long a command deferred with ErrRetry waits before
@@ -118,6 +128,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.SnapshotTopic == "" {
 		o.SnapshotTopic = config.TopicSlurmSnapshot
+	}
+	if o.JobsTopic == "" {
+		o.JobsTopic = config.TopicJobs
+	}
+	if o.SpoolSenders == nil {
+		o.SpoolSenders = hooks.SpoolSenders{os.Geteuid(): {hooks.RoleController}}
 	}
 	if o.SnapshotEvery == 0 {
 		o.SnapshotEvery = DefaultSnapshotEvery
@@ -185,7 +201,8 @@ func Run(ctx context.Context, o Options) error {
 	pub := permissionPublisher{pub: ps, project: o.Project, identity: o.Identity}
 	out := &hooks.Outbox{Pub: hooks.NewSigningPublisher(pub, o.MetadataHost), Timeout: o.PublishTimeout, Log: o.Log}
 	if o.SpoolDir != "" {
-		out.Spool = &hooks.Spool{Dir: o.SpoolDir}
+		out.Spool = &hooks.Spool{Dir: o.SpoolDir, Log: o.Log, Policy: hooks.SpoolPolicy{Senders: o.SpoolSenders,
+			Topics: hooks.SpoolTopics{Jobs: o.JobsTopic, Results: o.ResultsTopic}}}
 	}
 	r := &runner{o: o, a: a, pub: pub, out: out}
 	if r.conf, err = NewConfigChecker(o.Spec, o.SlurmConf); err != nil {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/flexslurm/flexslurm/shared/cli"
@@ -147,9 +148,15 @@ func hookLogger(cfg Config, stderr io.Writer) (*slog.Logger, func()) {
 		if u, err := user.Current(); err == nil {
 			who = u.Username
 		}
-		if f, err := os.OpenFile(filepath.Join(cfg.LogDir, "hooks-"+who+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
-			w = io.MultiWriter(stderr, f)
-			closeFn = func() { f.Close() }
+		// Never through a link, never into a FIFO or device another user
+		// put there: a regular file, or stderr alone.
+		if f, err := os.OpenFile(filepath.Join(cfg.LogDir, "hooks-"+who+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o644); err == nil {
+			if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+				w = io.MultiWriter(stderr, f)
+				closeFn = func() { f.Close() }
+			} else {
+				f.Close()
+			}
 		}
 	}
 	return logx.New(w, level), closeFn
@@ -207,7 +214,7 @@ func NewRuntime(ctx context.Context, cfg Config, getenv func(string) string, log
 		Config:   cfg,
 		Topology: topo,
 		Slurm:    runner,
-		Outbox:   &Outbox{Spool: &Spool{Dir: cfg.SpoolDir}, Pub: pub, Timeout: time.Duration(cfg.PublishTimeout), Log: log},
+		Outbox:   &Outbox{Spool: &Spool{Dir: cfg.SpoolDir, Policy: cfg.SpoolPolicy(), Log: log}, Pub: pub, Timeout: time.Duration(cfg.PublishTimeout), Log: log},
 		Check:    check,
 		Getenv:   getenv,
 		Log:      log,

@@ -78,6 +78,10 @@ type Topics struct {
 	// Health receives health.failure events: config.TopicHealthFailure
 	// when empty.
 	Health string `json:"health,omitempty"`
+	// Results receives the agent's slurm.command_result events, which it
+	// spools beside the controller hooks' messages:
+	// config.TopicCommandResults when empty.
+	Results string `json:"results,omitempty"`
 }
 
 // Config is the hooks' configuration file (JSON, unknown fields rejected):
@@ -110,10 +114,18 @@ type Config struct {
 	// checked.
 	Spec string `json:"spec,omitempty"`
 	// SpoolDir keeps the messages not yet published, one file per message,
-	// in a subdirectory per user id; DefaultSpoolDir when empty. It must
-	// be writable by the SlurmUser (controller hooks) and root (node
-	// hooks): mode 1777 like /tmp is created when it is missing.
+	// in a subdirectory per user id (Spool); DefaultSpoolDir when empty.
+	// The root is 0755, each user's directory 0700 and that user's,
+	// created by the bootstrap (node) or `flexslurm install controller`.
 	SpoolDir string `json:"spool_dir,omitempty"`
+	// SpoolSenders names the users whose spool directories are published
+	// (by uid) and what each may send: "node" (health.failure to the
+	// health topic) or "controller" (job.* , node.suspend and
+	// node.resume_failed to the jobs topic, slurm.command_result to the
+	// results topic), e.g. {"0": ["node"]}. The bootstrap and
+	// `flexslurm install controller` write it. Empty: nothing is published
+	// from the spool (messages are still published when they are sent).
+	SpoolSenders SpoolSenders `json:"spool_senders,omitempty"`
 	// LogDir, when set, receives each user's hook log as
 	// hooks-<user>.log (JSON lines) besides stderr, which Slurm discards
 	// for most hooks.
@@ -185,7 +197,17 @@ func (c Config) withDefaults() Config {
 	if c.Topics.Health == "" {
 		c.Topics.Health = config.TopicHealthFailure
 	}
+	if c.Topics.Results == "" {
+		c.Topics.Results = config.TopicCommandResults
+	}
 	return c
+}
+
+// SpoolPolicy is what the spool publishes under this configuration.
+func (c Config) SpoolPolicy() SpoolPolicy {
+	c = c.withDefaults()
+	return SpoolPolicy{Senders: c.SpoolSenders,
+		Topics: SpoolTopics{Jobs: c.Topics.Jobs, Health: c.Topics.Health, Results: c.Topics.Results}}
 }
 
 // Validate reports every problem of the configuration.
@@ -207,6 +229,9 @@ func (c Config) Validate() error {
 		if h, p, err := net.SplitHostPort(c.MetadataHost); err != nil || h == "" || p == "" {
 			errs = append(errs, fmt.Errorf("metadata_host %q is not host:port", c.MetadataHost))
 		}
+	}
+	if err := c.SpoolSenders.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Clock != "" {
 		if _, err := clock.ParseScaled(c.Clock); err != nil {

@@ -46,19 +46,44 @@ func (f *fakePub) sent() []Message {
 	return slices.Clone(f.msgs)
 }
 
+// testPolicy lets this process's user send what both roles send, to the
+// default topics.
+func testPolicy() SpoolPolicy {
+	return SpoolPolicy{Senders: SpoolSenders{os.Geteuid(): {RoleNode, RoleController}}}
+}
+
+// jobMsg is a job.pending message for job id to the default jobs topic.
+func jobMsg(id string) Message {
+	data, _ := json.Marshal(event.Job{Header: event.Header{Version: event.SchemaVersion, Type: event.TypeJobPending, Cluster: "flexvm"},
+		JobID: id, Partition: "a3u", Nodes: []string{"flexvm-a3u-0"}, NodeCount: 1})
+	return Message{Topic: "job-pending", Data: data, Attributes: map[string]string{"type": event.TypeJobPending}}
+}
+
+func jobIDs(t *testing.T, msgs []Message) []string {
+	t.Helper()
+	var ids []string
+	for _, j := range decodeJobs(t, msgs) {
+		ids = append(ids, j.JobID)
+	}
+	return ids
+}
+
 func TestSpoolLifecycle(t *testing.T) {
-	s := &Spool{Dir: filepath.Join(t.TempDir(), "spool")}
+	s := &Spool{Dir: filepath.Join(t.TempDir(), "spool"), Policy: testPolicy()}
 	t0 := time.Unix(1800000000, 0)
 	var entries []Entry
-	for i, topic := range []string{"a", "b", "c"} {
-		e, err := s.Put(Message{Topic: topic, Data: []byte(`{"n":1}`)}, t0.Add(time.Duration(i)*time.Second))
+	for i, id := range []string{"1", "2", "3"} {
+		e, err := s.Put(jobMsg(id), t0.Add(time.Duration(i)*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
 		entries = append(entries, e)
 	}
-	if st, err := os.Stat(s.Dir); err != nil || st.Mode().Perm() != 0o777 || st.Mode()&os.ModeSticky == 0 {
-		t.Errorf("spool root mode = %v, %v; want 1777", st.Mode(), err)
+	if st, err := os.Stat(s.Dir); err != nil || st.Mode().Perm() != 0o755 || st.Mode()&os.ModeSticky != 0 {
+		t.Errorf("spool root mode = %v, %v; want 0755", st.Mode(), err)
+	}
+	if st, err := os.Stat(s.userDir()); err != nil || st.Mode().Perm() != 0o700 {
+		t.Errorf("user directory mode = %v, %v; want 0700", st.Mode(), err)
 	}
 	// Claimed by this process: nobody else may take them.
 	if got, err := s.Claim(10); err != nil || len(got) != 0 {
@@ -79,11 +104,11 @@ func TestSpoolLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var topics []string
+	var msgs []Message
 	for _, e := range got {
-		topics = append(topics, e.Msg.Topic)
+		msgs = append(msgs, e.Msg)
 	}
-	if diff := cmp.Diff([]string{"a", "c"}, topics); diff != "" {
+	if diff := cmp.Diff([]string{"1", "3"}, jobIDs(t, msgs)); diff != "" {
 		t.Errorf("Claim order (-want +got):\n%s", diff)
 	}
 	if got[0].SpooledAt.Unix() != t0.Unix() {
@@ -92,8 +117,8 @@ func TestSpoolLifecycle(t *testing.T) {
 }
 
 func TestSpoolRecoversStaleClaimsAndBadFiles(t *testing.T) {
-	s := &Spool{Dir: t.TempDir()}
-	e, err := s.Put(Message{Topic: "t", Data: []byte(`{}`)}, time.Now())
+	s := &Spool{Dir: t.TempDir(), Policy: testPolicy()}
+	e, err := s.Put(jobMsg("7"), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,10 +133,10 @@ func TestSpoolRecoversStaleClaimsAndBadFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := s.Claim(10)
-	if err == nil || !strings.Contains(err.Error(), "unreadable") {
+	if err == nil || !strings.Contains(err.Error(), "set aside") {
 		t.Errorf("Claim error = %v, want the unreadable file reported", err)
 	}
-	if len(got) != 1 || got[0].Msg.Topic != "t" {
+	if len(got) != 1 || got[0].Msg.Topic != "job-pending" {
 		t.Fatalf("Claim = %+v, want the message of the dead claim", got)
 	}
 	if _, err := os.Stat(bad + ".bad"); err != nil {
@@ -120,16 +145,16 @@ func TestSpoolRecoversStaleClaimsAndBadFiles(t *testing.T) {
 }
 
 func TestOutbox(t *testing.T) {
-	spool := &Spool{Dir: t.TempDir()}
+	spool := &Spool{Dir: t.TempDir(), Policy: testPolicy()}
 	pub := &fakePub{fail: errors.New("unavailable")}
 	o := &Outbox{Spool: spool, Pub: pub, Timeout: time.Second}
-	msgs := []Message{{Topic: "jobs", Data: []byte(`{"a":1}`)}, {Topic: "jobs", Data: []byte(`{"a":2}`)}}
+	msgs := []Message{jobMsg("1"), jobMsg("2")}
 	res, err := o.Send(context.Background(), msgs)
 	if err != nil || res != (Result{Spooled: 2}) {
 		t.Fatalf("Send with Pub/Sub down = %+v, %v; want 2 spooled", res, err)
 	}
 	pub.fail = nil
-	res, err = o.Send(context.Background(), []Message{{Topic: "jobs", Data: []byte(`{"a":3}`)}})
+	res, err = o.Send(context.Background(), []Message{jobMsg("3")})
 	if err != nil || res != (Result{Published: 1}) {
 		t.Fatalf("Send = %+v, %v; want 1 published", res, err)
 	}
@@ -137,11 +162,7 @@ func TestOutbox(t *testing.T) {
 	if err != nil || res != (Result{Published: 2}) {
 		t.Fatalf("Flush = %+v, %v; want 2 published", res, err)
 	}
-	var got []string
-	for _, m := range pub.sent() {
-		got = append(got, string(m.Data))
-	}
-	if diff := cmp.Diff([]string{`{"a":3}`, `{"a":1}`, `{"a":2}`}, got, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+	if diff := cmp.Diff([]string{"1", "2", "3"}, jobIDs(t, pub.sent()), cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
 		t.Errorf("published (-want +got):\n%s", diff)
 	}
 	if n := spool.Pending(); n != 0 {
@@ -167,7 +188,7 @@ func TestOutboxSpoolsWithinDeadlineWhenPubSubUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeWithin(client, 100*time.Millisecond)
-	spool := &Spool{Dir: t.TempDir()}
+	spool := &Spool{Dir: t.TempDir(), Policy: testPolicy()}
 	o := &Outbox{Spool: spool, Pub: client, Timeout: 300 * time.Millisecond}
 	start := time.Now()
 	res, err := o.Send(context.Background(), []Message{{Topic: "job-pending", Data: []byte(`{}`)}})
@@ -300,7 +321,7 @@ func testRuntime(t *testing.T, env map[string]string) (*Runtime, *fakePub) {
 		Config:   cfg,
 		Topology: slurm.TopologyOf(c),
 		Slurm:    &slurm.Runner{BinDir: t.TempDir(), Timeout: time.Second},
-		Outbox:   &Outbox{Spool: &Spool{Dir: cfg.SpoolDir}, Pub: pub, Timeout: time.Second},
+		Outbox:   &Outbox{Spool: &Spool{Dir: cfg.SpoolDir, Policy: testPolicy()}, Pub: pub, Timeout: time.Second},
 		Getenv:   func(k string) string { return env[k] },
 		Now:      func() time.Time { return time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC) },
 		Log:      slog.New(slog.DiscardHandler),

@@ -424,7 +424,7 @@ func testResumeFallsBackToSpoolWhenPubSubIsDown(t *testing.T) {
 	if d := run("flexci-big-[10-11]"); d > 15*time.Second {
 		t.Errorf("suspend hook with Pub/Sub down took %v", d)
 	}
-	if n := (&hooks.Spool{Dir: cl.SpoolDir()}).Pending(); n != 1 {
+	if n := (&hooks.Spool{Dir: cl.SpoolDir(), Policy: cl.BaseHookConfig().SpoolPolicy()}).Pending(); n != 1 {
 		t.Errorf("spooled messages = %d, want 1", n)
 	}
 	writeHooks(t, cl.BaseHookConfig())
@@ -432,7 +432,7 @@ func testResumeFallsBackToSpoolWhenPubSubIsDown(t *testing.T) {
 	for _, n := range []string{"flexci-big-10", "flexci-big-12"} {
 		jobs.Wait(t, 10*time.Second, "node.suspend of "+n, isNode(event.TypeNodeSuspend, n))
 	}
-	if n := (&hooks.Spool{Dir: cl.SpoolDir()}).Pending(); n != 0 {
+	if n := (&hooks.Spool{Dir: cl.SpoolDir(), Policy: cl.BaseHookConfig().SpoolPolicy()}).Pending(); n != 0 {
 		t.Errorf("spooled messages after the flush = %d", n)
 	}
 }

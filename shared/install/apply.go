@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"syscall"
+	"time"
 )
 
 // Change is what Apply or Remove did (or, dry, would do) to one path.
@@ -44,10 +45,29 @@ func apply(path string, it Item, dryRun bool) (string, error) {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return "", err
 	}
+	aside := ""
+	if it.Kind == Dir && it.Private && exists && !ownedBy(st, it.UID) {
+		aside = filepath.Join(filepath.Dir(path), fmt.Sprintf(".foreign-%s-%d", filepath.Base(path), time.Now().UnixNano()))
+		if !dryRun {
+			if err := os.Rename(path, aside); err != nil {
+				return "", fmt.Errorf("setting aside what another user made there: %w", err)
+			}
+		}
+		exists = false
+	}
 	switch it.Kind {
 	case Dir:
 		if exists && !st.IsDir() {
 			return "", fmt.Errorf("exists and is not a directory")
+		}
+		if aside != "" {
+			if dryRun {
+				return "created (another user's set aside)", nil
+			}
+			if err := os.Mkdir(path, 0o700); err != nil {
+				return "", err
+			}
+			return "created (another user's set aside as " + filepath.Base(aside) + ")", setMeta(path, it)
 		}
 		if exists && (it.Shared || sameMeta(st, it)) {
 			return "unchanged", nil
@@ -124,6 +144,12 @@ func apply(path string, it Item, dryRun bool) (string, error) {
 		return createdOrUpdated(exists), nil
 	}
 	return "", fmt.Errorf("unknown kind %d", it.Kind)
+}
+
+// ownedBy reports whether st is a real directory owned by uid.
+func ownedBy(st fs.FileInfo, uid int) bool {
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	return st.IsDir() && (!ok || int(sys.Uid) == uid)
 }
 
 func createdOrUpdated(exists bool) string {

@@ -46,6 +46,11 @@ const (
 	// UnitName and UnitPath are the agent's systemd unit.
 	UnitName = "flexslurm-agent.service"
 	UnitPath = "/etc/systemd/system/" + UnitName
+	// FirewallUnitName and FirewallUnitPath are the oneshot unit that keeps
+	// every user but root and the SlurmUser from the metadata server, at
+	// every boot (iptables rules do not survive a reboot).
+	FirewallUnitName = "flexslurm-metadata-firewall.service"
+	FirewallUnitPath = "/etc/systemd/system/" + FirewallUnitName
 )
 
 // ControllerHooks are the hooks slurmctld runs, as the SlurmUser.
@@ -102,6 +107,11 @@ type Item struct {
 	// Shared marks a directory other software may use too (/etc/systemd
 	// …): created when missing, never changed or removed.
 	Shared bool
+	// Private marks a directory whose content its owner trusts (a spool
+	// directory): one found with another owner, or not a directory, was
+	// made by someone else and is set aside (renamed .foreign-…) and a
+	// fresh one made, rather than given over with what it holds.
+	Private bool
 }
 
 // safePath is what may appear unquoted in a systemd unit's ExecStart and
@@ -136,11 +146,31 @@ func (c Controller) Validate() error {
 
 // HooksConfig is the hooks' configuration c installs.
 func (c Controller) HooksConfig() hooks.Config {
-	cfg := hooks.Config{Cluster: c.Cluster, Project: c.Project, Spec: SpecPath, SpoolDir: SpoolDir, LogDir: LogDir}
+	cfg := hooks.Config{Cluster: c.Cluster, Project: c.Project, Spec: SpecPath, SpoolDir: SpoolDir, LogDir: LogDir,
+		SpoolSenders: c.SpoolSenders()}
 	if c.SlurmBinDir != slurm.DefaultBinDir {
 		cfg.SlurmBinDir = c.SlurmBinDir
 	}
 	return cfg
+}
+
+// SpoolSenders are the users whose spool directories are published on the
+// controller: the SlurmUser (the controller hooks, the agent) and root
+// (the install's owner: a hook an operator runs by hand), both sending
+// what the controller sends.
+func (c Controller) SpoolSenders() hooks.SpoolSenders {
+	return hooks.SpoolSenders{c.OwnerUID: {hooks.RoleController}, c.UID: {hooks.RoleController}}
+}
+
+// MetadataFirewall is the controller's metadata-server rule: root and the
+// SlurmUser only (the hooks and the agent publish with the controller's
+// credentials).
+func (c Controller) MetadataFirewall() node.MetadataFirewall {
+	fw := node.MetadataFirewall{Host: node.DefaultMetadataHost}
+	if c.UID != 0 {
+		fw.Allow = []int{c.UID}
+	}
+	return fw
 }
 
 // Items lists what c installs, parents before children.
@@ -171,16 +201,22 @@ func (c Controller) layout() []Item {
 	for _, h := range ControllerHooks {
 		items = append(items, Item{Kind: Link, Path: HookPath(h), Target: c.Binary})
 	}
+	// The spool is the owner's (0755); each user that publishes from the
+	// controller has its own directory in it (0700): the SlurmUser and
+	// root. Others cannot create one (a spool left world-writable by an
+	// older version is tightened here).
 	items = append(items,
-		// Every hook writes SpoolDir/<uid>/ (0700, its own); the root is
-		// world-writable and sticky like /tmp, as the hooks create it,
-		// so that root-run hooks and the SlurmUser's share it.
-		Item{Kind: Dir, Path: SpoolDir, Mode: 0o777 | fs.ModeSticky, UID: ou, GID: og},
-		Item{Kind: Dir, Path: filepath.Join(SpoolDir, fmt.Sprint(c.UID)), Mode: 0o700, UID: c.UID, GID: c.GID},
+		Item{Kind: Dir, Path: SpoolDir, Mode: 0o755, UID: ou, GID: og},
+		Item{Kind: Dir, Path: filepath.Join(SpoolDir, fmt.Sprint(c.UID)), Mode: 0o700, UID: c.UID, GID: c.GID, Private: true})
+	if ou != c.UID {
+		items = append(items, Item{Kind: Dir, Path: filepath.Join(SpoolDir, fmt.Sprint(ou)), Mode: 0o700, UID: ou, GID: og, Private: true})
+	}
+	items = append(items,
 		Item{Kind: Dir, Path: StateDir, Mode: 0o700, UID: c.UID, GID: c.GID},
 		Item{Kind: Dir, Path: LogDir, Mode: 0o755, UID: c.UID, GID: c.GID},
 		Item{Kind: Dir, Path: filepath.Dir(UnitPath), Mode: 0o755, Shared: true},
 		Item{Kind: File, Path: UnitPath, Mode: 0o644, UID: ou, GID: og, Content: []byte(c.Unit())},
+		Item{Kind: File, Path: FirewallUnitPath, Mode: 0o644, UID: ou, GID: og, Content: []byte(c.FirewallUnit())},
 	)
 	return items
 }
@@ -194,6 +230,38 @@ func HookPath(name string) string { return filepath.Join(HookDir, slurm.HookLink
 // controller's slurm.conf in configless mode, docs/node.md).
 func SlurmConfLines() []string {
 	return slurm.HookLines(HookDir, node.DefaultHookDir, true)
+}
+
+// FirewallUnit is the oneshot unit that applies MetadataFirewall at every
+// boot, before the network is up and before slurmctld, the agent or any
+// login: iptables rules do not survive a reboot, and a unit of its own
+// (rather than an ExecStartPre of the agent, which runs as the SlurmUser
+// and restarts on failure) ties the rule to the machine's boot, not to the
+// agent's life. Stopping it (uninstall) removes the rule.
+func (c Controller) FirewallUnit() string {
+	args := ""
+	if c.UID != 0 {
+		args = fmt.Sprintf(" --allow-uid %d", c.UID)
+	}
+	var b strings.Builder
+	w := func(s string) { b.WriteString(s + "\n") }
+	w("# Installed by `flexslurm install controller`; removed by `flexslurm install controller --uninstall`.")
+	w("[Unit]")
+	w("Description=flexslurm: only root and the SlurmUser reach the metadata server (the controller's credentials)")
+	w("DefaultDependencies=no")
+	w("After=local-fs.target")
+	w("Wants=network-pre.target")
+	w("Before=network-pre.target slurmctld.service " + UnitName + " systemd-user-sessions.service")
+	w("")
+	w("[Service]")
+	w("Type=oneshot")
+	w("RemainAfterExit=yes")
+	w("ExecStart=" + c.Binary + " metadata-firewall" + args)
+	w("ExecStop=" + c.Binary + " metadata-firewall --remove" + args)
+	w("")
+	w("[Install]")
+	w("WantedBy=multi-user.target")
+	return b.String()
 }
 
 // Unit is the agent's systemd unit. The agent runs as the SlurmUser, which

@@ -97,6 +97,11 @@ func TestInstallIntoRoot(t *testing.T) {
   "project": "my-project-1",
   "spec": "/etc/flexslurm/cluster_config.json",
   "spool_dir": "/var/spool/flexslurm",
+  "spool_senders": {
+    "` + strconv.Itoa(me) + `": [
+      "controller"
+    ]
+  },
   "log_dir": "/var/log/flexslurm"
 }
 `
@@ -107,7 +112,8 @@ func TestInstallIntoRoot(t *testing.T) {
 		"/etc/flexslurm/hooks.json":          {Mode: 0o644, UID: me, GID: gid, Content: hooksJSON},
 		"/etc/systemd":                       dir(0o755),
 		"/etc/systemd/system":                dir(0o755),
-		"/etc/systemd/system/flexslurm-agent.service": {Mode: 0o644, UID: me, GID: gid, Content: c.Unit()},
+		"/etc/systemd/system/flexslurm-agent.service":             {Mode: 0o644, UID: me, GID: gid, Content: c.Unit()},
+		"/etc/systemd/system/flexslurm-metadata-firewall.service": {Mode: 0o644, UID: me, GID: gid, Content: c.FirewallUnit()},
 		"/usr":                         dir(0o755),
 		"/usr/local":                   dir(0o755),
 		"/usr/local/libexec":           dir(0o755),
@@ -119,7 +125,7 @@ func TestInstallIntoRoot(t *testing.T) {
 		"/usr/local/libexec/flexslurm/flexslurm-hook-epilog-ctld": link,
 		"/var":                 dir(0o755),
 		"/var/spool":           dir(0o755),
-		"/var/spool/flexslurm": dir(0o777 | fs.ModeSticky),
+		"/var/spool/flexslurm": dir(0o755),
 		"/var/spool/flexslurm/" + strconv.Itoa(me): dir(0o700),
 		"/var/lib":           dir(0o755),
 		"/var/lib/flexslurm": dir(0o700),
@@ -166,7 +172,7 @@ func TestInstallRepairsAndUpdates(t *testing.T) {
 	if err := os.Symlink("/opt/old/flexslurm", resume); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(filepath.Join(root, SpoolDir), 0o755); err != nil {
+	if err := os.Chmod(filepath.Join(root, SpoolDir), 0o777|fs.ModeSticky); err != nil {
 		t.Fatal(err)
 	}
 	c.Spec = []byte(`{"cluster_id": "flexvm", "v": 2}`)
@@ -249,7 +255,7 @@ func TestUninstall(t *testing.T) {
 		got[ch.Path] = ch.Action
 	}
 	want := map[string]string{
-		UnitPath: "removed", "/etc/systemd/system": "kept: shared",
+		UnitPath: "removed", FirewallUnitPath: "removed", "/etc/systemd/system": "kept: shared",
 		LogDir: "removed", StateDir: "removed",
 		filepath.Join(SpoolDir, strconv.Itoa(c.UID)): "kept: not empty (1 entries)", SpoolDir: "kept: not empty (1 entries)",
 		HookDir: "removed", ConfigDir: "removed", SpecPath: "removed", HooksConfigPath: "removed",
@@ -328,5 +334,109 @@ func TestValidate(t *testing.T) {
 	}
 	if _, err := (Controller{}).Items(); err == nil {
 		t.Error("Items of an invalid controller")
+	}
+}
+
+// TestAttackSpoolLeftWorldWritableIsTightenedAtInstall: a controller
+// upgraded from a version whose spool was world-writable (1777), where
+// another user made the SlurmUser's directory before the SlurmUser did and
+// one of their own: the install makes the spool the owner's 0755 again,
+// sets the planted directory aside (never giving it, with what it holds,
+// to the SlurmUser), makes a fresh one, and leaves the user's own alone
+// (the hooks ignore it).
+func TestAttackSpoolLeftWorldWritableIsTightenedAtInstall(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP (loud): needs root to give directories to other users (CI runs as root)")
+	}
+	const slurmUID, nobody = 4242, 65534
+	root := t.TempDir()
+	c := testController(t)
+	c.SlurmUser, c.UID, c.GID = "slurm", slurmUID, slurmUID
+	spool := filepath.Join(root, SpoolDir)
+	planted := filepath.Join(spool, strconv.Itoa(slurmUID))
+	for _, d := range []string{planted, filepath.Join(spool, strconv.Itoa(nobody))} {
+		if err := os.MkdirAll(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(d, nobody, nobody); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(spool, 0o777|fs.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	msg := filepath.Join(planted, "0000000000000000001-1-ab.msg")
+	if err := os.WriteFile(msg, []byte(`{"topic":"cluster-spec"}`), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	items, err := c.Items()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dry, err := Apply(root, items, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(msg); err != nil {
+		t.Fatalf("the dry run moved the planted directory: %v", err)
+	}
+	changes, err := Apply(root, items, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := tree(t, root)
+	if s := got[SpoolDir]; s.Mode != fs.ModeDir|0o755 || s.UID != 0 {
+		t.Errorf("spool %+v; want root's 0755", s)
+	}
+	if s := got[filepath.Join(SpoolDir, strconv.Itoa(slurmUID))]; s.Mode != fs.ModeDir|0o700 || s.UID != slurmUID {
+		t.Errorf("the SlurmUser's directory %+v; want its own, 0700", s)
+	}
+	if _, err := os.Stat(msg); err == nil {
+		t.Error("the planted message is in the SlurmUser's directory")
+	}
+	if aside, _ := filepath.Glob(filepath.Join(spool, ".foreign-"+strconv.Itoa(slurmUID)+"-*", "*.msg")); len(aside) != 1 {
+		t.Errorf("the planted directory was not set aside: %v", aside)
+	}
+	if s := got[filepath.Join(SpoolDir, strconv.Itoa(nobody))]; s.UID != nobody {
+		t.Errorf("nobody's own directory %+v was touched", s)
+	}
+	for i, ch := range changes {
+		if ch.Path == filepath.Join(SpoolDir, strconv.Itoa(slurmUID)) && (!strings.Contains(ch.Action, "set aside") || !strings.Contains(dry[i].Action, "set aside")) {
+			t.Errorf("change %q (dry run %q); want it to say the directory was set aside", ch, dry[i])
+		}
+	}
+	var cfg hooks.Config
+	if cfg, err = hooks.LoadConfig(filepath.Join(root, HooksConfigPath)); err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.SpoolSenders.Equal(hooks.SpoolSenders{0: {hooks.RoleController}, slurmUID: {hooks.RoleController}}) {
+		t.Errorf("spool_senders %v; want root and the SlurmUser, as the controller", cfg.SpoolSenders)
+	}
+}
+
+// TestFirewallUnit pins the controller's metadata-server unit and rule:
+// root and the SlurmUser only, every port, applied before the network.
+func TestFirewallUnit(t *testing.T) {
+	c := Controller{Binary: "/usr/local/bin/flexslurm", SlurmUser: "slurm", UID: 64030, GID: 64030}
+	unit := c.FirewallUnit()
+	for _, line := range []string{
+		"Type=oneshot", "RemainAfterExit=yes", "DefaultDependencies=no", "After=local-fs.target",
+		"Before=network-pre.target slurmctld.service flexslurm-agent.service systemd-user-sessions.service",
+		"ExecStart=/usr/local/bin/flexslurm metadata-firewall --allow-uid 64030",
+		"ExecStop=/usr/local/bin/flexslurm metadata-firewall --remove --allow-uid 64030",
+		"WantedBy=multi-user.target",
+	} {
+		if !strings.Contains(unit, "\n"+line+"\n") {
+			t.Errorf("unit lacks %q:\n%s", line, unit)
+		}
+	}
+	rules, err := c.MetadataFirewall().Rules()
+	if err != nil || len(rules) != 1 || !strings.Contains(rules[0].String(),
+		"-d 169.254.169.254/32 -p tcp ! --dport 53 -m owner ! --uid-owner 0 -m owner ! --uid-owner 64030 -j REJECT") {
+		t.Errorf("rules %v, %v", rules, err)
+	}
+	c.UID = 0
+	if u := c.FirewallUnit(); strings.Contains(u, "--allow-uid") {
+		t.Errorf("a root SlurmUser needs no --allow-uid:\n%s", u)
 	}
 }

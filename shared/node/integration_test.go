@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -87,6 +88,9 @@ func (h *simHost) Running(pid int, name string) bool {
 // mount and chown, then checks as nobody that neither the node service
 // account's token nor the munge key can be had, while root (and munge)
 // can. nobody gets the token before the bootstrap, so the check can fail.
+// The metadata server listens on an address of its own (metaIP), so that
+// the rule covers every port of it, as on Google's server: nobody is also
+// refused on a second port there (Google's server answers on more than 80).
 func TestBootOnThisHostLetsOnlyRootAtTheTokenAndTheKey(t *testing.T) {
 	needRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -108,7 +112,7 @@ func TestBootOnThisHostLetsOnlyRootAtTheTokenAndTheKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	tokens := computesim.NewTokens()
-	ms, err := sim.StartMetadataServer("us-central1-a", testVM, "127.0.0.1:0", tokens)
+	ms, err := sim.StartMetadataServer("us-central1-a", testVM, metaIP+":0", tokens)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,9 +131,19 @@ func TestBootOnThisHostLetsOnlyRootAtTheTokenAndTheKey(t *testing.T) {
 	if err := RemoveFirewallFor(ctx, ms.Addr()); err != nil {
 		t.Fatal(err)
 	}
-	// Before the bootstrap any user gets the token.
+	// A second port of the metadata server's address.
+	other := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }))
+	if other.Listener, err = net.Listen("tcp", metaIP+":0"); err != nil {
+		t.Fatal(err)
+	}
+	other.Start()
+	defer other.Close()
+	// Before the bootstrap any user gets the token, and the other port.
 	if out, err := asUser("nobody", "/usr/bin/curl", "-sSf", "-m", "60", "-H", "Metadata-Flavor: Google", tokenURL); err != nil {
 		t.Fatalf("before the bootstrap nobody cannot fetch the token either (%v: %s): the check below proves nothing", err, out)
+	}
+	if out, err := asUser("nobody", "/usr/bin/curl", "-sSf", "-m", "60", other.URL); err != nil {
+		t.Fatalf("before the bootstrap nobody cannot reach the second port either (%v: %s): the check below proves nothing", err, out)
 	}
 
 	rule, _ := FirewallRule(ms.Addr())
@@ -171,6 +185,14 @@ func TestBootOnThisHostLetsOnlyRootAtTheTokenAndTheKey(t *testing.T) {
 	case !errors.As(err, &ee) || ee.ExitCode() != 7:
 		t.Errorf("nobody's token request failed otherwise than refused (%v: %s): want curl's exit 7, connection refused", err, out)
 	}
+	if out, err := asUser("nobody", "/usr/bin/curl", "-sSf", "-m", "60", other.URL); err == nil || !errors.As(err, &ee) || ee.ExitCode() != 7 {
+		t.Errorf("nobody on the metadata server's second port: %v: %s; want refused (curl's exit 7)", err, out)
+	}
+	if resp, err := http.Get(other.URL); err != nil {
+		t.Errorf("root cannot reach the second port: %v", err)
+	} else {
+		resp.Body.Close()
+	}
 	if _, err := metadata.NewClient(nil).GetWithContext(ctx, "instance/service-accounts/default/token"); err != nil {
 		t.Errorf("root cannot fetch the token: %v", err)
 	}
@@ -192,10 +214,15 @@ func TestBootOnThisHostLetsOnlyRootAtTheTokenAndTheKey(t *testing.T) {
 		t.Errorf("second run: %v, changed %v", err, res.Did)
 	}
 	out, _ = exec.Command(IptablesPath, "-w", "-S", "OUTPUT").CombinedOutput()
-	if n := strings.Count(string(out), "--dport "+ms.Addr()[strings.LastIndexByte(ms.Addr(), ':')+1:]); n != 1 {
+	if n := strings.Count(string(out), "-d "+metaIP+"/32"); n != 1 {
 		t.Errorf("%d copies of the rule in OUTPUT:\n%s", n, out)
 	}
 }
+
+// metaIP is the simulated metadata server's own address: a loopback
+// address no other service uses, so that its rule (every port) touches
+// nothing else.
+const metaIP = "127.83.0.1"
 
 func asUser(u string, argv ...string) ([]byte, error) {
 	cmd := exec.Command(RunuserPath, append([]string{"-u", u, "--"}, argv...)...)

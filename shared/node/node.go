@@ -24,7 +24,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -97,12 +96,13 @@ const DefaultMetadataHost = "169.254.169.254:80"
 
 // Programs, by absolute path (hooks and boot scripts run without PATH).
 const (
-	IptablesPath = "/usr/sbin/iptables"
-	MountPath    = "/usr/bin/mount"
-	RunuserPath  = "/usr/sbin/runuser"
-	MungedPath   = "/usr/sbin/munged"
-	SlurmdPath   = "/usr/sbin/slurmd"
-	ChrootPath   = "/usr/sbin/chroot"
+	IptablesPath  = "/usr/sbin/iptables"
+	Ip6tablesPath = "/usr/sbin/ip6tables"
+	MountPath     = "/usr/bin/mount"
+	RunuserPath   = "/usr/sbin/runuser"
+	MungedPath    = "/usr/sbin/munged"
+	SlurmdPath    = "/usr/sbin/slurmd"
+	ChrootPath    = "/usr/sbin/chroot"
 )
 
 // Options configures a bootstrap. Paths are absolute; per-node files are
@@ -115,8 +115,13 @@ type Options struct {
 	// Exe is the flexslurm binary the hook links point to.
 	Exe string
 	// MetadataHost is the metadata server as host:port (GCE_METADATA_HOST
-	// or DefaultMetadataHost); only root may reach it afterwards.
+	// or DefaultMetadataHost); only root may reach it afterwards
+	// (MetadataFirewall).
 	MetadataHost string
+	// Ip6tables and IfInet6 are ip6tables and the kernel's list of IPv6
+	// addresses: Ip6tablesPath and /proc/net/if_inet6 when empty
+	// (MetadataFirewall's IPv6 rule, for Google's metadata server only).
+	Ip6tables, IfInet6 string
 	// SlurmRoot is the root of the Slurm and munge installation whose
 	// munged and slurmd the node runs: "/" (the machine's) when empty. The
 	// local system's Slurm 24.11 lives in a chroot (dev/localslurm):
@@ -188,6 +193,8 @@ func (o Options) withDefaults() Options {
 	}
 	def(&o.Root, "/")
 	def(&o.MetadataHost, DefaultMetadataHost)
+	def(&o.Ip6tables, Ip6tablesPath)
+	def(&o.IfInet6, "/proc/net/if_inet6")
 	def(&o.SlurmRoot, "/")
 	def(&o.MungeKeyPath, filepath.Join(o.SlurmRoot, "/etc/munge/munge.key"))
 	def(&o.MungedPidFile, filepath.Join(o.SlurmRoot, "/run/munge/munged.pid"))
@@ -343,108 +350,6 @@ func (b *booter) identity(ctx context.Context) error {
 			name, cluster, pool, nodeconfig.AttrConfig, cfg.Cluster, cfg.Pool)
 	}
 	b.o.Log.Info("identity", "vm", name, "node", node, "zone", b.res.Zone, "project", b.res.Project, "pool", pool)
-	return nil
-}
-
-// FirewallRule returns the iptables arguments (after -C/-I/-D OUTPUT) of
-// the rule that rejects connections to the metadata server at host
-// ("IP:PORT") from every user but root.
-func FirewallRule(host string) ([]string, error) {
-	h, port, err := net.SplitHostPort(host)
-	if err != nil {
-		return nil, fmt.Errorf("metadata host %q: want IP:PORT: %w", host, err)
-	}
-	ip := net.ParseIP(h)
-	if ip == nil || ip.To4() == nil {
-		return nil, fmt.Errorf("metadata host %q: want an IPv4 address (iptables)", host)
-	}
-	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-		return nil, fmt.Errorf("metadata host %q: port %q is not 1–65535", host, port)
-	}
-	return []string{"-d", ip.String() + "/32", "-p", "tcp", "--dport", port,
-		"-m", "owner", "!", "--uid-owner", "0", "-j", "REJECT", "--reject-with", "tcp-reset"}, nil
-}
-
-// metadataHostPort completes a GCE_METADATA_HOST value without a port
-// (the client then uses port 80).
-func metadataHostPort(h string) string {
-	if _, _, err := net.SplitHostPort(h); err != nil {
-		return net.JoinHostPort(h, "80")
-	}
-	return h
-}
-
-func (b *booter) firewall(ctx context.Context) error {
-	rule, err := FirewallRule(metadataHostPort(b.o.MetadataHost))
-	if err != nil {
-		return stepErr(event.BootstrapStepFirewall, "%w", err)
-	}
-	added, err := EnsureFirewall(ctx, b.o.Host, rule)
-	if err != nil {
-		return stepErr(event.BootstrapStepFirewall, "%w", err)
-	}
-	if added {
-		b.did("metadata server restricted to root")
-	}
-	return nil
-}
-
-// EnsureFirewall inserts rule into the OUTPUT chain unless iptables -C
-// finds it there; it reports whether it inserted it.
-func EnsureFirewall(ctx context.Context, h Host, rule []string) (bool, error) {
-	st, out, err := h.Run(ctx, IptablesPath, append([]string{"-w", "-C", "OUTPUT"}, rule...)...)
-	if err != nil {
-		return false, fmt.Errorf("iptables -C: %w", err)
-	}
-	if st == 0 {
-		return false, nil
-	}
-	if st != 1 {
-		return false, fmt.Errorf("iptables -C exited %d: %s", st, bytes.TrimSpace(out))
-	}
-	if st, out, err = h.Run(ctx, IptablesPath, append([]string{"-w", "-I", "OUTPUT"}, rule...)...); err != nil || st != 0 {
-		return false, fmt.Errorf("iptables -I exited %d: %s%v", st, bytes.TrimSpace(out), errOrEmpty(err))
-	}
-	return true, nil
-}
-
-// RemoveFirewall deletes every copy of rule from the OUTPUT chain (the
-// local system, when a simulated VM stops).
-func RemoveFirewall(ctx context.Context, h Host, rule []string) error {
-	for range 10 {
-		st, out, err := h.Run(ctx, IptablesPath, append([]string{"-w", "-D", "OUTPUT"}, rule...)...)
-		if err != nil {
-			return fmt.Errorf("iptables -D: %w", err)
-		}
-		if st == 1 {
-			return nil // no (more) such rule
-		}
-		if st != 0 {
-			return fmt.Errorf("iptables -D exited %d: %s", st, bytes.TrimSpace(out))
-		}
-	}
-	return nil
-}
-
-// RemoveFirewallFor removes every copy of the rule FirewallRule gives for
-// addr, with a 10-second bound: the rule of a metadata server that ends,
-// or a stale one for a port a caller has just bound (left by a process
-// killed before removing its own, it would refuse every non-root client
-// of the new server). Where this process cannot run iptables (not root),
-// it does nothing: neither can it have added a rule.
-func RemoveFirewallFor(ctx context.Context, addr string) error {
-	if os.Geteuid() != 0 {
-		return nil
-	}
-	rule, err := FirewallRule(addr)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := RemoveFirewall(ctx, OSHost{}, rule); err != nil {
-		return fmt.Errorf("removing the rule for %s: %w", addr, err)
-	}
 	return nil
 }
 
@@ -639,6 +544,7 @@ func (b *booter) hooksConfig() hooks.Config {
 		PubSubEmulatorHost: b.o.PubSubEmulatorHost,
 		MetadataHost:       b.hooksMetadataHost(),
 		Topics:             hooks.Topics{Jobs: c.Topics.Jobs, Health: c.Topics.Health},
+		SpoolSenders:       NodeSpoolSenders(),
 		CheckCmd:           check,
 		Clock:              b.o.Clock,
 		PublishTimeout:     hooks.Duration(b.o.PublishTimeout),
@@ -661,13 +567,19 @@ func (b *booter) hooks() error {
 	if err := cfg.Validate(); err != nil {
 		return stepErr(step, "hooks configuration: %w", err)
 	}
+	// Only root runs hooks on a node: their log directory is root's (a
+	// world-writable one would let a user plant a link where root
+	// appends), and so is the spool.
 	for _, d := range []struct {
 		path string
 		mode fs.FileMode
-	}{{b.o.HookDir, nodeHookFS}, {cfg.VMNameDir, 0o755}, {cfg.SpoolDir, 0o777 | fs.ModeSticky}, {cfg.LogDir, 0o777 | fs.ModeSticky}} {
+	}{{b.o.HookDir, nodeHookFS}, {cfg.VMNameDir, 0o755}, {cfg.LogDir, 0o755}} {
 		if err := ensureDir(d.path, d.mode); err != nil {
 			return stepErr(step, "%w", err)
 		}
+	}
+	if err := b.spool(cfg.SpoolDir); err != nil {
+		return stepErr(step, "%w", err)
 	}
 	for _, h := range NodeHooks {
 		link := filepath.Join(b.o.HookDir, slurm.HookLinkPrefix+h)
@@ -706,7 +618,84 @@ func equalConfig(a, c hooks.Config) bool {
 		a.VMNameDir == c.VMNameDir && a.PubSubEmulatorHost == c.PubSubEmulatorHost && a.MetadataHost == c.MetadataHost && a.Topics == c.Topics &&
 		slices.Equal(a.CheckCmd, c.CheckCmd) && a.Clock == c.Clock && a.Spec == c.Spec && a.SlurmBinDir == c.SlurmBinDir &&
 		a.PublishTimeout == c.PublishTimeout && a.CheckTimeout == c.CheckTimeout && a.PrologCtldWaitReady == c.PrologCtldWaitReady &&
-		a.LogLevel == c.LogLevel
+		a.LogLevel == c.LogLevel && a.SpoolSenders.Equal(c.SpoolSenders)
+}
+
+// NodeSpoolSenders is a node's spool_senders: root, the only user that
+// runs hooks there, sends what the node-side hooks send.
+func NodeSpoolSenders() hooks.SpoolSenders { return hooks.SpoolSenders{0: {hooks.RoleNode}} }
+
+// spool makes the hooks' spool dir root's, 0755, holding root's own
+// directory (0700), the only one the hooks publish on a node. A spool left
+// world-writable by an older version is tightened; a directory named for
+// root that is not root's real directory (made by another user while the
+// spool was world-writable) is set aside, and other users' directories are
+// left alone (the hooks ignore them) with a log line.
+func (b *booter) spool(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	st, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("spool %s is not a directory (%v)", dir, st.Mode().Type())
+	}
+	if uid, gid, err := b.o.Host.Owner(dir); err != nil {
+		return err
+	} else if uid != 0 || gid != 0 {
+		if err := b.o.Host.Chown(dir, 0, 0); err != nil {
+			return fmt.Errorf("giving spool %s to root: %w", dir, err)
+		}
+		b.did(fmt.Sprintf("spool %s given to root (was %d:%d)", dir, uid, gid))
+	}
+	if m := st.Mode() & (fs.ModePerm | fs.ModeSticky); m != 0o755 {
+		if err := os.Chmod(dir, 0o755); err != nil {
+			return err
+		}
+		b.did(fmt.Sprintf("spool %s mode %v set to 0755", dir, m))
+	}
+	own := filepath.Join(dir, "0")
+	if st, err := os.Lstat(own); err == nil {
+		uid, _, oerr := b.o.Host.Owner(own)
+		if !st.IsDir() || oerr != nil || uid != 0 {
+			aside := filepath.Join(dir, fmt.Sprintf(".foreign-0-%d", b.o.Now().UnixNano()))
+			if err := os.Rename(own, aside); err != nil {
+				return fmt.Errorf("setting aside %s, which is not root's: %w", own, err)
+			}
+			b.did(fmt.Sprintf("spool directory %s was not root's (owner %d, %v): set aside as %s", own, uid, st.Mode().Type(), aside))
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := os.Mkdir(own, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	if uid, gid, err := b.o.Host.Owner(own); err != nil {
+		return err
+	} else if uid != 0 || gid != 0 {
+		if err := b.o.Host.Chown(own, 0, 0); err != nil {
+			return err
+		}
+	}
+	if st, err := os.Lstat(own); err != nil {
+		return err
+	} else if st.Mode().Perm() != 0o700 {
+		if err := os.Chmod(own, 0o700); err != nil {
+			return err
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Name() != "0" && !strings.HasPrefix(e.Name(), ".foreign-") {
+			b.o.Log.Warn("spool entry of another user left alone: the hooks never publish it", "path", filepath.Join(dir, e.Name()))
+		}
+	}
+	return nil
 }
 
 func ensureDir(path string, mode fs.FileMode) error {

@@ -95,9 +95,12 @@ func (h *fakeHost) Run(_ context.Context, program string, args ...string) (int, 
 	defer h.mu.Unlock()
 	line := filepath.Base(program) + " " + strings.Join(args, " ")
 	h.cmds = append(h.cmds, line)
+	if b := filepath.Base(program); b == "iptables" || b == "ip6tables" {
+		program = IptablesPath
+	}
 	switch program {
 	case IptablesPath:
-		rule := strings.Join(args[3:], " ")
+		rule := filepath.Base(line[:strings.IndexByte(line, ' ')]) + " " + strings.Join(args[3:], " ")
 		switch args[1] {
 		case "-C":
 			if h.rules[rule] {
@@ -300,9 +303,17 @@ func TestBootAFreshVM(t *testing.T) {
 		// The hooks sign their reports at the bootstrap's metadata server.
 		MetadataHost: f.o.MetadataHost,
 		Topics:       hooks.Topics{Jobs: "job-pending", Health: "health-failure"},
+		SpoolSenders: hooks.SpoolSenders{0: {hooks.RoleNode}},
 		CheckCmd:     []string{f.o.Exe, "health", "check", "--accelerator-count", "8"}}
 	if d := cmp.Diff(wantHC, hc); d != "" {
 		t.Errorf("hooks.json (-want +got):\n%s", d)
+	}
+	// The spool: root's 0755, with root's own directory 0700, nothing else;
+	// the hooks' logs root's too.
+	for path, mode := range map[string]os.FileMode{"var/spool/flexslurm": 0o755, "var/spool/flexslurm/0": 0o700, "var/log/flexslurm": 0o755} {
+		if st, err := os.Lstat(filepath.Join(root, path)); err != nil || st.Mode()&(os.ModePerm|os.ModeSticky) != mode || !st.IsDir() {
+			t.Errorf("%s: %v, %v; want a directory of mode %v", path, st.Mode(), err, mode)
+		}
 	}
 	if vm, _ := os.ReadFile(filepath.Join(root, "run/flexslurm/vm/flexvm-a3u-1")); strings.TrimSpace(string(vm)) != testVM {
 		t.Errorf("VM name file %q", vm)
@@ -483,13 +494,39 @@ func TestBootReportsItsFailure(t *testing.T) {
 }
 
 func TestFirewallRule(t *testing.T) {
-	if r, err := FirewallRule("169.254.169.254:80"); err != nil || strings.Join(r, " ") != "-d 169.254.169.254/32 -p tcp --dport 80 -m owner ! --uid-owner 0 -j REJECT --reject-with tcp-reset" {
-		t.Errorf("GCE rule %q, %v", r, err)
+	const reject = "-j REJECT --reject-with tcp-reset"
+	for _, tc := range []struct {
+		fw   MetadataFirewall
+		want []string
+	}{
+		{MetadataFirewall{Host: "169.254.169.254:80"},
+			[]string{"/usr/sbin/iptables -w -I OUTPUT -d 169.254.169.254/32 -p tcp ! --dport 53 -m owner ! --uid-owner 0 " + reject}},
+		{MetadataFirewall{Host: "169.254.169.254:80", Allow: []int{0, 990}, IPv6: true}, []string{
+			"/usr/sbin/iptables -w -I OUTPUT -d 169.254.169.254/32 -p tcp ! --dport 53 -m owner ! --uid-owner 0 -m owner ! --uid-owner 990 " + reject,
+			"/usr/sbin/ip6tables -w -I OUTPUT -d fd20:ce::254/128 -p tcp ! --dport 53 -m owner ! --uid-owner 0 -m owner ! --uid-owner 990 " + reject}},
+		// The loopback address every local service shares: the port only.
+		{MetadataFirewall{Host: "127.0.0.1:9"},
+			[]string{"/usr/sbin/iptables -w -I OUTPUT -d 127.0.0.1/32 -p tcp --dport 9 -m owner ! --uid-owner 0 " + reject}},
+		// A simulated VM's own address: every port.
+		{MetadataFirewall{Host: "127.83.0.1:9"},
+			[]string{"/usr/sbin/iptables -w -I OUTPUT -d 127.83.0.1/32 -p tcp ! --dport 53 -m owner ! --uid-owner 0 " + reject}},
+	} {
+		rules, err := tc.fw.Rules()
+		var got []string
+		for _, r := range rules {
+			got = append(got, r.String())
+		}
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("%+v: rules %q, %v; want %q", tc.fw, got, err, tc.want)
+		}
 	}
 	for _, bad := range []string{"metadata.google.internal:80", "169.254.169.254", "[::1]:80", "10.0.0.1:0"} {
 		if _, err := FirewallRule(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+	if _, err := (MetadataFirewall{Host: "169.254.169.254:80", Allow: []int{-1}}).Rules(); err == nil {
+		t.Error("a negative uid accepted")
 	}
 	if metadataHostPort("169.254.169.254") != "169.254.169.254:80" {
 		t.Error("a host without a port is not on port 80")
@@ -506,6 +543,79 @@ func TestFirewallRule(t *testing.T) {
 	}
 }
 
+// TestAttackMetadataServerOtherPortsAndIPv6: on a VM of Google's metadata
+// server, a user must reach it neither on another port than 80 nor over
+// IPv6: the bootstrap covers every TCP port but DNS's and, where the
+// kernel has IPv6 and ip6tables exists, [fd20:ce::254]; with a routable
+// IPv6 address and no ip6tables it fails rather than leave it open.
+func TestAttackMetadataServerOtherPortsAndIPv6(t *testing.T) {
+	const (
+		global    = "fd000000000000000000000000000001 02 40 00 00 ens4\n00000000000000000000000000000001 01 80 10 80 lo\n"
+		linkLocal = "fe80000000000000040100fffe0a0002 02 40 20 80 ens4\n00000000000000000000000000000001 01 80 10 80 lo\n"
+	)
+	v4 := "iptables -w -I OUTPUT -d 169.254.169.254/32 -p tcp ! --dport 53 -m owner ! --uid-owner 0 -j REJECT --reject-with tcp-reset"
+	v6 := "ip6tables -w -I OUTPUT -d fd20:ce::254/128 -p tcp ! --dport 53 -m owner ! --uid-owner 0 -j REJECT --reject-with tcp-reset"
+	for _, tc := range []struct {
+		name      string
+		ifInet6   string // "" for no file
+		ip6tables bool
+		want      []string // rules inserted
+		fail      bool
+	}{
+		{"no IPv6 in the kernel", "", true, []string{v4}, false},
+		{"IPv6 with a routable address", global, true, []string{v4, v6}, false},
+		{"IPv6 link-local only, ip6tables present", linkLocal, true, []string{v4, v6}, false},
+		{"IPv6 link-local only, no ip6tables", linkLocal, false, []string{v4}, false},
+		{"routable IPv6 but no ip6tables", global, false, nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, testConfig())
+			f.o.MetadataHost = DefaultMetadataHost
+			dir := t.TempDir()
+			f.o.IfInet6 = filepath.Join(dir, "if_inet6")
+			if tc.ifInet6 != "" {
+				if err := os.WriteFile(f.o.IfInet6, []byte(tc.ifInet6), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.o.Ip6tables = filepath.Join(dir, "ip6tables")
+			if tc.ip6tables {
+				if err := os.WriteFile(f.o.Ip6tables, []byte("#!/bin/sh\n"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err := Boot(context.Background(), f.o)
+			if tc.fail {
+				var se *StepError
+				if !errors.As(err, &se) || se.Step != event.BootstrapStepFirewall || !strings.Contains(err.Error(), "ip6tables") {
+					t.Fatalf("Boot = %v; want the firewall step to fail naming ip6tables", err)
+				}
+				if len(f.rep.got) != 1 {
+					t.Errorf("the failure was not reported")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var inserted []string
+			for _, c := range f.h.commands() {
+				if strings.Contains(c, " -I OUTPUT ") {
+					inserted = append(inserted, c)
+				}
+			}
+			if d := cmp.Diff(tc.want, inserted); d != "" {
+				t.Errorf("rules inserted (-want +got):\n%s", d)
+			}
+			for _, r := range inserted {
+				if strings.Contains(r, "--dport 80") {
+					t.Errorf("rule %q covers port 80 only", r)
+				}
+			}
+		})
+	}
+}
+
 func TestMountedIn(t *testing.T) {
 	table := `22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
 98 22 0:50 / /run/vm\040one/home rw - nfs 10.0.0.2:/home rw
@@ -519,3 +629,61 @@ func TestMountedIn(t *testing.T) {
 }
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+// TestAttackSpoolLeftWorldWritableIsTightenedAtBoot: a node upgraded from
+// a version whose spool was world-writable (1777), where a user made the
+// directory named for root and one of their own, gets the spool back: the
+// root 0755 and root's, the planted root directory set aside, a fresh one
+// made, the user's own left alone (the hooks ignore it).
+func TestAttackSpoolLeftWorldWritableIsTightenedAtBoot(t *testing.T) {
+	f := newFixture(t, testConfig())
+	spool := filepath.Join(f.o.Root, "var/spool/flexslurm")
+	for _, d := range []string{"0", "65534"} {
+		if err := os.MkdirAll(filepath.Join(spool, d), 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(spool, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	planted := filepath.Join(spool, "0", "0000000000000000001-1-abcd.msg")
+	if err := os.WriteFile(planted, []byte(`{"topic":"job-pending"}`), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	f.h.owners[spool] = [2]int{65534, 65534}
+	f.h.owners[filepath.Join(spool, "0")] = [2]int{65534, 65534}
+	res, err := Boot(context.Background(), f.o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Lstat(spool); err != nil || st.Mode()&(os.ModePerm|os.ModeSticky) != 0o755 {
+		t.Errorf("spool root mode %v, %v; want 0755", st.Mode(), err)
+	}
+	if o := f.h.ownerOf(spool); o != [2]int{0, 0} {
+		t.Errorf("spool root owner %v; want root", o)
+	}
+	if o := f.h.ownerOf(filepath.Join(spool, "0")); o != [2]int{0, 0} {
+		t.Errorf("root's spool directory owner %v; want root", o)
+	}
+	if _, err := os.Stat(planted); err == nil {
+		t.Errorf("the planted message is still in root's directory")
+	}
+	if entries, _ := os.ReadDir(filepath.Join(spool, "0")); len(entries) != 0 {
+		t.Errorf("root's spool directory holds %v; want a fresh, empty one", entries)
+	}
+	if st, err := os.Lstat(filepath.Join(spool, "0")); err != nil || st.Mode().Perm() != 0o700 {
+		t.Errorf("root's spool directory mode %v, %v; want 0700", st.Mode(), err)
+	}
+	aside, _ := filepath.Glob(filepath.Join(spool, ".foreign-0-*", "*.msg"))
+	if len(aside) != 1 {
+		t.Errorf("the planted directory was not set aside: %v", aside)
+	}
+	if !slices.ContainsFunc(res.Did, func(s string) bool { return strings.Contains(s, "set aside") }) {
+		t.Errorf("the bootstrap did not say it set the directory aside: %v", res.Did)
+	}
+	// A second boot changes nothing.
+	res, err = Boot(context.Background(), f.o)
+	if err != nil || slices.ContainsFunc(res.Did, func(s string) bool { return strings.Contains(s, "spool") }) {
+		t.Errorf("second boot: %v, did %v; want the spool left as it is", err, res.Did)
+	}
+}
