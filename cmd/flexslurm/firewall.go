@@ -41,7 +41,7 @@ func cmdMetadataFirewall(args []string, stdout, stderr io.Writer) int {
 	if host == "" {
 		host = node.DefaultMetadataHost
 	}
-	fs.StringVar(&host, "metadata-host", host, "the metadata server as IP:PORT (default $GCE_METADATA_HOST or Google's)")
+	fs.StringVar(&host, "metadata-host", host, "the metadata server as IP:PORT ($GCE_METADATA_HOST when set, else Google's)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: flexslurm metadata-firewall [--allow-uid UID]... [--remove] [--dry-run]\n\nAs root: rejects TCP connections to the metadata server (every port but 53,\nDNS; and Google's IPv6 address fd20:ce::254 where the host has IPv6 and\nip6tables) from every user but root and --allow-uid, with iptables -m owner.\nIdempotent. It fails when the host has a routable IPv6 address but no\nip6tables. `flexslurm install controller` installs a oneshot unit that\nruns it at every boot.")
 		fs.PrintDefaults()

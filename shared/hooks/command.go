@@ -207,7 +207,7 @@ func NewRuntime(ctx context.Context, cfg Config, getenv func(string) string, log
 	if err != nil {
 		log.Error("no Pub/Sub client: events stay spooled", "error", err)
 	} else {
-		pub = NewSigningPublisher(client, cfg.MetadataHost)
+		pub = SigningPublisher{Pub: client, Signer: NodeSigner{Config: cfg}}
 		closeFn = func() { closeWithin(client, 200*time.Millisecond) }
 	}
 	rt := &Runtime{

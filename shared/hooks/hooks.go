@@ -673,3 +673,30 @@ func (rt *Runtime) vmName(node string) string {
 	}
 	return strings.TrimSpace(string(b))
 }
+
+// MetadataHostSuffix names the per-node file, Config.VMNameDir/<node> plus
+// this suffix, in which a node's bootstrap records the metadata server
+// (host:port) its node hooks sign their reports at, when it is not
+// Compute Engine's. On a VM it is the VM's own; the local system's
+// simulated VMs share one root, and each node's hooks must sign as their
+// own VM.
+const MetadataHostSuffix = ".metadata-host"
+
+// NodeMetadataHost is the metadata server a hook running for node (Slurm's
+// SLURMD_NODENAME) fetches its identity token from: the one the node's
+// bootstrap recorded for it (MetadataHostSuffix), else
+// Config.MetadataHost ("" is GCE_METADATA_HOST's or Compute Engine's).
+// Controller hooks run with no node and use Config.MetadataHost.
+func NodeMetadataHost(cfg Config, node string) string {
+	if node == "" || cfg.VMNameDir == "" || strings.ContainsAny(node, "/\\") || strings.HasPrefix(node, ".") {
+		return cfg.MetadataHost
+	}
+	b, err := os.ReadFile(filepath.Join(cfg.VMNameDir, node+MetadataHostSuffix))
+	if err != nil {
+		return cfg.MetadataHost
+	}
+	if h := strings.TrimSpace(string(b)); h != "" {
+		return h
+	}
+	return cfg.MetadataHost
+}

@@ -2,6 +2,7 @@ package hooks
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/identity"
@@ -56,4 +57,24 @@ func Proven(typ string) bool {
 		return true
 	}
 	return false
+}
+
+// NodeSigner signs a report at the metadata server of the node it is
+// about (NodeMetadataHost of its "node" member), and any other at
+// Config.MetadataHost. On a VM no per-node record exists and both are the
+// VM's own; the local system's simulated VMs share one root and one spool,
+// so a report one node spooled is signed as that node's VM whichever
+// node's hook flushes it.
+type NodeSigner struct{ Config Config }
+
+// Sign signs data with the token of the metadata server NodeSigner picks.
+func (s NodeSigner) Sign(ctx context.Context, cluster string, data []byte, attrs map[string]string) (map[string]string, error) {
+	host := s.Config.MetadataHost
+	var about struct {
+		Node string `json:"node"`
+	}
+	if json.Unmarshal(data, &about) == nil && about.Node != "" {
+		host = NodeMetadataHost(s.Config, about.Node)
+	}
+	return identity.Signer{Host: host}.Sign(ctx, cluster, data, attrs)
 }

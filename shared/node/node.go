@@ -542,7 +542,6 @@ func (b *booter) hooksConfig() hooks.Config {
 		Cluster: c.Cluster, Project: c.Project,
 		SpoolDir: b.o.path(spoolDir), LogDir: b.o.path(logDir), VMNameDir: b.o.path(vmNameDir),
 		PubSubEmulatorHost: b.o.PubSubEmulatorHost,
-		MetadataHost:       b.hooksMetadataHost(),
 		Topics:             hooks.Topics{Jobs: c.Topics.Jobs, Health: c.Topics.Health},
 		SpoolSenders:       NodeSpoolSenders(),
 		CheckCmd:           check,
@@ -609,6 +608,20 @@ func (b *booter) hooks() error {
 			return stepErr(step, "%w", err)
 		}
 		b.did("VM name recorded for the hooks")
+	}
+	// The metadata server the node hooks sign their reports at, when not
+	// Compute Engine's: recorded per node, not in the shared hooks.json,
+	// since the local system's simulated VMs share one root.
+	mdFile := vmFile + hooks.MetadataHostSuffix
+	if md := b.hooksMetadataHost(); md != "" {
+		if cur, err := os.ReadFile(mdFile); err != nil || strings.TrimSpace(string(cur)) != md {
+			if err := writeFileAtomic(mdFile, []byte(md+"\n"), 0o644); err != nil {
+				return stepErr(step, "%w", err)
+			}
+			b.did("metadata server recorded for the hooks")
+		}
+	} else if err := os.Remove(mdFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return stepErr(step, "%w", err)
 	}
 	return nil
 }

@@ -299,9 +299,7 @@ func TestBootAFreshVM(t *testing.T) {
 	}
 	wantHC := hooks.Config{Cluster: "flexvm", Project: "proj",
 		SpoolDir: filepath.Join(root, "var/spool/flexslurm"), LogDir: filepath.Join(root, "var/log/flexslurm"),
-		VMNameDir: filepath.Join(root, "run/flexslurm/vm"),
-		// The hooks sign their reports at the bootstrap's metadata server.
-		MetadataHost: f.o.MetadataHost,
+		VMNameDir:    filepath.Join(root, "run/flexslurm/vm"),
 		Topics:       hooks.Topics{Jobs: "job-pending", Health: "health-failure"},
 		SpoolSenders: hooks.SpoolSenders{0: {hooks.RoleNode}},
 		CheckCmd:     []string{f.o.Exe, "health", "check", "--accelerator-count", "8"}}
@@ -317,6 +315,14 @@ func TestBootAFreshVM(t *testing.T) {
 	}
 	if vm, _ := os.ReadFile(filepath.Join(root, "run/flexslurm/vm/flexvm-a3u-1")); strings.TrimSpace(string(vm)) != testVM {
 		t.Errorf("VM name file %q", vm)
+	}
+	// The hooks sign their reports at the bootstrap's metadata server,
+	// recorded for this node alone (simulated VMs share one root).
+	if got := hooks.NodeMetadataHost(hc, "flexvm-a3u-1"); got != f.o.MetadataHost {
+		t.Errorf("the node hooks sign at %q, want the bootstrap's metadata server %q", got, f.o.MetadataHost)
+	}
+	if got := hooks.NodeMetadataHost(hc, "flexvm-a3u-2"); got != "" {
+		t.Errorf("another node's hooks sign at %q, want Compute Engine's (\"\")", got)
 	}
 	if pid := SlurmdPID(root, "flexvm-a3u-1"); pid == 0 || !f.h.Running(pid, "slurmd") {
 		t.Errorf("slurmd PID %d not recorded or not running", pid)
