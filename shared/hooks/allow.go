@@ -106,9 +106,6 @@ func (p SpoolPolicy) Allows(uid int, topic, typ string) bool {
 // Sender reports whether uid's directory is published at all.
 func (p SpoolPolicy) Sender(uid int) bool { return len(p.Senders[uid]) > 0 }
 
-// uids lists the senders, sorted.
-func (p SpoolPolicy) uids() []int { return slices.Sorted(maps.Keys(p.Senders)) }
-
 // SpoolSenders is the hooks configuration's spool_senders: user id → roles,
 // written as {"0": ["node"]} (encoding/json writes integer keys as
 // strings).
