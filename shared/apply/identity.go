@@ -59,6 +59,13 @@ func (r *Runner) ProveController(ctx context.Context, msg *event.Message, cluste
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", identity.ErrRefused, config.EnvControllerVM, err)
 	}
+	// A controller named as a node VM (<cluster>-<pool>-<index>-g<gen>)
+	// would let the root of the node VM of that name, which a MIG of this
+	// or another cluster may create, sign controller reports.
+	if node, cl, _, _, ok := naming.ParseVMName(v.Name); ok {
+		return fmt.Errorf("%w: %s names %s, which is named as a VM of node %s of cluster %s: a node's token cannot prove a controller report; name the controller VM otherwise (e.g. %s-controller)",
+			identity.ErrRefused, config.EnvControllerVM, v, node, cl, cluster)
+	}
 	_, err = r.verify(ctx, msg, cluster, identity.Want{Project: v.Project, Zone: v.Zone, Instance: v.Name, Role: "controller"})
 	return err
 }
