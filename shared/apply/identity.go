@@ -24,6 +24,14 @@ func (r *Runner) ProveNode(ctx context.Context, msg *event.Message, cluster, nod
 	if !ok {
 		return "", fmt.Errorf("%w: node %q is not a node name", identity.ErrRefused, node)
 	}
+	// The VM named must be one of node's: a token proves the VM it names,
+	// and the report about another node than that VM's would otherwise
+	// pass.
+	if vm != "" {
+		if vmNode, _, _, _, ok := naming.ParseVMName(vm); !ok || vmNode != node {
+			return "", fmt.Errorf("%w: VM %q is not a VM of node %s (<node>-g<generation>)", identity.ErrRefused, vm, node)
+		}
+	}
 	head, err := r.d.Store.Read(ctx, store.Scope{Cluster: cluster})
 	if err != nil {
 		return "", fmt.Errorf("%w: reading cluster %s: %w", ErrTransient, cluster, err)
