@@ -169,4 +169,16 @@ func TestAttackKernelLogForgedByUser(t *testing.T) {
 			t.Errorf("%s: the user's text fails the node: %+v", name, f)
 		}
 	}
+	// The driver's own lines, in each output format, still count.
+	for _, line := range []string{
+		"[ 8641.554023] NVRM: Xid (PCI:0000:8a:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+		"[ 8641.554023] node-1 kernel: NVRM: Xid (PCI:0000:8a:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+		"Nov 30 03:08:57 node-1 kernel: [ 8641.554023] NVRM: Xid (PCI:0000:8a:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+		"[ 8641.554031] NVRM: GPU 0000:8a:00.0: GPU has fallen off the bus.",
+		"[ 8641.554031] NVRM: GPU at PCI:0000:8a:00: GPU has fallen off the bus.",
+	} {
+		if f := judgeKernelLog(Output{Stdout: []byte(line + "\n")}, Options{}); len(f.fail) == 0 {
+			t.Errorf("the driver's line %q does not fail the node", line)
+		}
+	}
 }
