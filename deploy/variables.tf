@@ -141,6 +141,11 @@ variable "controller_instance" {
     condition     = can(regex("^zones/[a-z]+(-[a-z0-9]+)+/instances/[a-z]([-a-z0-9]{0,61}[a-z0-9])?$", var.controller_instance))
     error_message = "zones/ZONE/instances/NAME, e.g. zones/us-central1-a/instances/mycluster-controller."
   }
+
+  validation {
+    condition     = !can(regex("/instances/[a-z][a-z0-9]*-[-a-z0-9]+-[0-9]+-g[0-9]+$", var.controller_instance))
+    error_message = "The controller VM must not be named as a node VM (CLUSTER-POOL-INDEX-gGENERATION): the functions refuse its reports, since a node VM of that name could sign them."
+  }
 }
 
 variable "node_binary_url" {

@@ -83,6 +83,11 @@ func TestAttackForgedHealthFailure(t *testing.T) {
 		{"another node's VM, report naming no VM", fail(true, 0, ""), func(h *harness.Harness, zone string) map[string]string {
 			return functest.Token(t, h, harness.Project, zone, "flexvm-a3u-1-g1", "flexvm", fail(true, 0, ""))
 		}},
+		// The report names node flexvm-a3u-0 but, as its VM, the sender's
+		// own: the token matches the VM named, which is not the node's.
+		{"another node's VM, named as the report's VM", fail(true, 0, "flexvm-a3u-1-g1"), func(h *harness.Harness, zone string) map[string]string {
+			return functest.Token(t, h, harness.Project, zone, "flexvm-a3u-1-g1", "flexvm", fail(true, 0, "flexvm-a3u-1-g1"))
+		}},
 		{"the controller", forgedData, func(h *harness.Harness, zone string) map[string]string {
 			return functest.Token(t, h, harness.Project, zone, "flexvm-controller", "flexvm", forgedData)
 		}},

@@ -24,6 +24,14 @@ func (r *Runner) ProveNode(ctx context.Context, msg *event.Message, cluster, nod
 	if !ok {
 		return "", fmt.Errorf("%w: node %q is not a node name", identity.ErrRefused, node)
 	}
+	// The VM named must be one of node's: a token proves the VM it names,
+	// and the report about another node than that VM's would otherwise
+	// pass.
+	if vm != "" {
+		if vmNode, _, _, _, ok := naming.ParseVMName(vm); !ok || vmNode != node {
+			return "", fmt.Errorf("%w: VM %q is not a VM of node %s (<node>-g<generation>)", identity.ErrRefused, vm, node)
+		}
+	}
 	head, err := r.d.Store.Read(ctx, store.Scope{Cluster: cluster})
 	if err != nil {
 		return "", fmt.Errorf("%w: reading cluster %s: %w", ErrTransient, cluster, err)
@@ -58,6 +66,13 @@ func (r *Runner) ProveController(ctx context.Context, msg *event.Message, cluste
 	v, err := identity.ParseVM(r.d.ControllerVM, r.d.Project)
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", identity.ErrRefused, config.EnvControllerVM, err)
+	}
+	// A controller named as a node VM (<cluster>-<pool>-<index>-g<gen>)
+	// would let the root of the node VM of that name, which a MIG of this
+	// or another cluster may create, sign controller reports.
+	if node, cl, _, _, ok := naming.ParseVMName(v.Name); ok {
+		return fmt.Errorf("%w: %s names %s, which is named as a VM of node %s of cluster %s: a node's token cannot prove a controller report; name the controller VM otherwise (e.g. %s-controller)",
+			identity.ErrRefused, config.EnvControllerVM, v, node, cl, cluster)
 	}
 	_, err = r.verify(ctx, msg, cluster, identity.Want{Project: v.Project, Zone: v.Zone, Instance: v.Name, Role: "controller"})
 	return err

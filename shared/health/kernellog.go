@@ -27,14 +27,31 @@ type kernelEvent struct {
 	Line    int    // 1-based line number in the log
 }
 
+// pciPat is a PCI address as the driver prints it.
+const pciPat = `[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?`
+
 var (
 	// "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus."
 	// and, on older drivers, "NVRM: Xid (0000:03:00): 14, Channel 00000001".
 	// NVLink5 Xids put the sub-component right after the code, without a
 	// comma.
-	xidRe = regexp.MustCompile(`NVRM: Xid \(([^)]{0,64})\): (\d{1,6})(?:,\s*|\s+|$)(.*)$`)
+	xidRe = regexp.MustCompile(`^NVRM: Xid \(((?:PCI:)?` + pciPat + `)\): (\d{1,6})(?:,\s*|\s+|$)(.*)$`)
 	// A PCI address in a non-Xid NVRM line, e.g. "GPU at 0000:3b:00.0".
-	pciRe = regexp.MustCompile(`[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?`)
+	pciRe = regexp.MustCompile(pciPat)
+	// nvrmRe finds the driver's own message in a line: "NVRM: " right
+	// after the line's prefix (dmesg's "[  12.345678] " or "[Sat Nov 30
+	// 03:08:57 2026] ", a syslog "Nov 30 03:08:57 host kernel: ",
+	// journalctl's "[  12.345678] host kernel: "), never further on. A
+	// user's text can appear anywhere else in a kernel log line (the file
+	// name in a segfault line, up to 255 bytes, or after a newline in it,
+	// on an indented line of its own); at the start of a message only as a
+	// process name (at most 15 bytes), which cannot spell the driver's
+	// head below.
+	nvrmRe = regexp.MustCompile(`^(?:\[[^\]]{1,40}\] )?(?:(?:[A-Z][a-z]{2} [ 0-9]?[0-9] [0-9]{2}:[0-9]{2}:[0-9]{2} )?\S+ kernel: )?(?:\[[ 0-9.]{1,20}\] )?(NVRM: .*)$`)
+	// gpuHeadRe is the head of the driver's non-Xid GPU lines: "NVRM: GPU
+	// 0000:3b:00.0: …", "NVRM: GPU at PCI:0000:3b:00: …": at least 20
+	// bytes, longer than a process name.
+	gpuHeadRe = regexp.MustCompile(`^NVRM: GPU (?:at )?(?:PCI:)?` + pciPat)
 	// Xid 154's new recovery action: "... to 0x2 (Node Reboot Required)".
 	recoveryActionRe = regexp.MustCompile(`to 0x[0-9A-Fa-f]+ \(([^)]*)\)`)
 )
@@ -50,12 +67,15 @@ func parseKernelLog(data []byte) ([]kernelEvent, error) {
 	n := 0
 	for line := range strings.Lines(string(data)) {
 		n++
-		i := strings.Index(line, "NVRM:")
-		if i < 0 {
+		if !strings.Contains(line, "NVRM:") {
 			continue
 		}
-		line = strings.TrimRight(line, "\r\n")
-		if m := xidRe.FindStringSubmatch(line); m != nil {
+		nm := nvrmRe.FindStringSubmatch(strings.TrimRight(line, "\r\n"))
+		if nm == nil {
+			continue
+		}
+		msg := nm[1]
+		if m := xidRe.FindStringSubmatch(msg); m != nil {
 			code, err := strconv.Atoi(m[2])
 			if err != nil {
 				continue
@@ -63,7 +83,10 @@ func parseKernelLog(data []byte) ([]kernelEvent, error) {
 			events = append(events, kernelEvent{Kind: eventXid, Xid: code, PCI: strings.TrimPrefix(m[1], "PCI:"), Message: strings.TrimSpace(m[3]), Line: n})
 			continue
 		}
-		msg := strings.TrimSpace(line[i:])
+		if !gpuHeadRe.MatchString(msg) {
+			continue
+		}
+		msg = strings.TrimSpace(msg)
 		lower := strings.ToLower(msg)
 		var kind kernelEventKind
 		switch {

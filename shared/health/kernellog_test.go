@@ -135,3 +135,50 @@ func TestXidTable(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackKernelLogForgedByUser: a user's job writes text of its choosing
+// into the kernel log without any privilege — the name of the file a
+// crashing process ran from ends its segfault line (up to 255 bytes, and a
+// newline in it starts an indented line of its own in dmesg's output),
+// and its process name (up to 15 bytes) begins one. A health check that
+// read a GPU failure anywhere in such a line would fail the node: Slurm
+// drains it and the repair replaces its VM, as often as the user likes.
+// Only the driver's own lines count: "NVRM: " right after the line's
+// prefix, with the driver's head (a PCI address) after it.
+func TestAttackKernelLogForgedByUser(t *testing.T) {
+	const regs = "segfault at 0 ip 00005555deadbeef sp 00007ffc12345678 error 4 in "
+	for name, line := range map[string]string{
+		"Xid in a segfault's file name":         "[ 8641.554023] a.out[4242]: " + regs + "NVRM: Xid (PCI:0000:8a:00): 79, pid=1, GPU has fallen off the bus.[5555de000000+1000] likely on CPU 3 (core 3, socket 0)",
+		"off the bus in a segfault's file name": "[ 8641.554023] a.out[4242]: " + regs + "NVRM: GPU 0000:8a:00.0: GPU has fallen off the bus.[5555de000000+1000]",
+		"GPU lost in a segfault's file name":    "[ 8641.554023] a.out[4242]: " + regs + "NVRM: GPU 0000:8b:00.0: GPU is lost[5555de000000+1000]",
+		"process name NVRM, file name the rest": "[ 8641.554023] NVRM: x[4242]: " + regs + "GPU has fallen off the bus[5555de000000+1000]",
+		"process name NVRM: Xid (":              "[ 8641.554023] NVRM: Xid ([4242]: " + regs + "x): 79, GPU has fallen off the bus[5555de000000+1000]",
+		"process name NVRM: Xid (): 7":          "[ 8641.554023] NVRM: Xid (): 7 (4242): Using mlock ulimits for SHM_HUGETLB is deprecated",
+		"a newline in the file name":            "[ 8641.554023] a.out[4242]: " + regs + "x\n               NVRM: Xid (PCI:0000:8a:00): 79, GPU has fallen off the bus.[5555de000000+1000]",
+		"journalctl, process name NVRM":         "[ 8641.554023] node-1 kernel: NVRM: x[4242]: " + regs + "GPU has fallen off the bus[5555de000000+1000]",
+		"process name ending kernel: NVRM: ":    "[86412.554023] kernel: NVRM: [4242]: " + regs + "NVRM: GPU 0000:8a:00.0: GPU has fallen off the bus.[5555de000000+1000]",
+	} {
+		events, err := parseKernelLog([]byte(line + "\n"))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(events) != 0 {
+			t.Errorf("%s: the user's text was read as the driver's: %+v", name, events)
+		}
+		if f := judgeKernelLog(Output{Stdout: []byte(line + "\n")}, Options{}); len(f.fail) != 0 || len(f.inconclusive) != 0 {
+			t.Errorf("%s: the user's text fails the node: %+v", name, f)
+		}
+	}
+	// The driver's own lines, in each output format, still count.
+	for _, line := range []string{
+		"[ 8641.554023] NVRM: Xid (PCI:0000:8a:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+		"[ 8641.554023] node-1 kernel: NVRM: Xid (PCI:0000:8a:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+		"Nov 30 03:08:57 node-1 kernel: [ 8641.554023] NVRM: Xid (PCI:0000:8a:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+		"[ 8641.554031] NVRM: GPU 0000:8a:00.0: GPU has fallen off the bus.",
+		"[ 8641.554031] NVRM: GPU at PCI:0000:8a:00: GPU has fallen off the bus.",
+	} {
+		if f := judgeKernelLog(Output{Stdout: []byte(line + "\n")}, Options{}); len(f.fail) == 0 {
+			t.Errorf("the driver's line %q does not fail the node", line)
+		}
+	}
+}

@@ -149,9 +149,12 @@ func hookLogger(cfg Config, stderr io.Writer) (*slog.Logger, func()) {
 			who = u.Username
 		}
 		// Never through a link, never into a FIFO or device another user
-		// put there: a regular file, or stderr alone.
+		// put there, nor into a file another user owns (left by a log
+		// directory that was world-writable) or a hard link to another
+		// file: a regular file of this user with one link, or stderr
+		// alone.
 		if f, err := os.OpenFile(filepath.Join(cfg.LogDir, "hooks-"+who+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o644); err == nil {
-			if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+			if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && ownLog(st) {
 				w = io.MultiWriter(stderr, f)
 				closeFn = func() { f.Close() }
 			} else {
@@ -160,6 +163,12 @@ func hookLogger(cfg Config, stderr io.Writer) (*slog.Logger, func()) {
 		}
 	}
 	return logx.New(w, level), closeFn
+}
+
+// ownLog reports whether an open log file is this user's, with one link.
+func ownLog(st os.FileInfo) bool {
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	return ok && int(sys.Uid) == os.Geteuid() && sys.Nlink == 1
 }
 
 // NewRuntime builds a hook Runtime from a configuration (defaults are

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -446,6 +447,20 @@ func TestAttackHookLogPlantedLinkOrFIFO(t *testing.T) {
 	for name, plant := range map[string]func(path, target string) error{
 		"link": func(path, target string) error { return os.Symlink(target, path) },
 		"FIFO": func(path, _ string) error { return syscall.Mkfifo(path, 0o666) },
+		// A hard link to a file of this user (with fs.protected_hardlinks
+		// off, to any file).
+		"hard link": func(path, target string) error { return os.Link(target, path) },
+		// A file another user left in a log directory that was
+		// world-writable: it would read (and rewrite) the hook's log.
+		"another user's file": func(path, _ string) error {
+			if os.Geteuid() != 0 {
+				return errSkip
+			}
+			if err := os.WriteFile(path, nil, 0o666); err != nil {
+				return err
+			}
+			return os.Chown(path, 65534, 65534)
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -453,7 +468,10 @@ func TestAttackHookLogPlantedLinkOrFIFO(t *testing.T) {
 			if err := os.WriteFile(target, []byte("root:x:0:0\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			if err := plant(filepath.Join(dir, "hooks-"+who+".log"), target); err != nil {
+			logPath := filepath.Join(dir, "hooks-"+who+".log")
+			if err := plant(logPath, target); errors.Is(err, errSkip) {
+				t.Skip("needs root to plant another user's file")
+			} else if err != nil {
 				t.Fatal(err)
 			}
 			var stderr bytes.Buffer
@@ -475,6 +493,14 @@ func TestAttackHookLogPlantedLinkOrFIFO(t *testing.T) {
 			if !strings.Contains(stderr.String(), "hook ran") {
 				t.Errorf("the hook's log did not reach stderr: %q", stderr.String())
 			}
+			if st, err := os.Lstat(logPath); err == nil && st.Mode().IsRegular() {
+				if b, _ := os.ReadFile(logPath); strings.Contains(string(b), "hook ran") {
+					t.Errorf("the hook's log was written into the planted file")
+				}
+			}
 		})
 	}
 }
+
+// errSkip marks a variant this test cannot set up as the user it runs as.
+var errSkip = errors.New("skip")

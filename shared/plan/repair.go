@@ -93,8 +93,12 @@ func Repair(st *model.State, h *event.Health, now time.Time, pol Policy) ([]Acti
 		return nil, rejectf("node %s has no record", h.Node)
 	}
 	gen := h.Generation
-	if gen == 0 && h.VMName != "" {
-		if vmNode, _, _, g, ok := naming.ParseVMName(h.VMName); ok && vmNode == h.Node {
+	if h.VMName != "" {
+		vmNode, _, _, g, ok := naming.ParseVMName(h.VMName)
+		if !ok || vmNode != h.Node {
+			return nil, rejectf("health %s on %s names VM %s, which is not one of its VMs", h.Verdict, h.Node, h.VMName)
+		}
+		if gen == 0 {
 			gen = g
 		}
 	}
