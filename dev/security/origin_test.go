@@ -92,7 +92,8 @@ func applied(t *testing.T, h *harness.Harness, c *spec.Cluster, binaryURL string
 }
 
 // payloads are a well-formed payload of every type flexslurm defines (and
-// a Compute audit-log entry), each of which its own topic would accept.
+// a Compute audit-log entry, about a VM Compute does not show, as one
+// that ended), each of which its own topic would accept.
 func payloads(t *testing.T, h *harness.Harness, c *spec.Cluster) map[string][]byte {
 	hdr := func(typ string) string { return fmt.Sprintf(`"version":1,"type":%q,"cluster":%q`, typ, c.ID) }
 	now := h.Clock.Now().UTC().Format(time.RFC3339)
@@ -111,7 +112,7 @@ func payloads(t *testing.T, h *harness.Harness, c *spec.Cluster) map[string][]by
 		event.TypeSlurmCommand:  []byte(`{` + hdr(event.TypeSlurmCommand) + `,"id":"c1","command":"drain","nodes":["flexvm-a3u-0"],"reason":"x"}`),
 		event.TypeCommandResult: []byte(`{` + hdr(event.TypeCommandResult) + `,"id":"c1","command":"drain","ok":true,"at":"` + now + `"}`),
 		event.TypeAuditLog: []byte(`{"protoPayload":{"@type":"type.googleapis.com/google.cloud.audit.AuditLog","serviceName":"compute.googleapis.com",` +
-			`"methodName":"compute.instances.deferredDelete","resourceName":"projects/` + harness.Project + `/zones/us-central1-a/instances/flexvm-a3u-0-g1"},` +
+			`"methodName":"compute.instances.deferredDelete","resourceName":"projects/` + harness.Project + `/zones/us-central1-a/instances/flexvm-a3u-2-g7"},` +
 			`"resource":{"type":"gce_instance","labels":{"zone":"us-central1-a","project_id":"` + harness.Project + `"}},` +
 			`"logName":"projects/` + harness.Project + `/logs/cloudaudit.googleapis.com%2Fsystem_event","timestamp":"` + now + `"}`),
 	}

@@ -63,7 +63,12 @@ func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
 		log.Info("not a flexslurm VM: ignored")
 		return nil
 	}
-	// 3. Decide and act.
+	// 3. Compute, not the log entry, says whether the VM ended.
+	log = log.With("cluster", cluster, "pool", pool)
+	if err := h.r.CorroborateEnd(ctx, a); err != nil {
+		return apply.Outcome(log, err)
+	}
+	// 4. Decide and act.
 	_, err = h.r.Process(ctx, apply.Input{
 		Flow: Flow, EventID: msg.ID,
 		Scope: store.Scope{Cluster: cluster, Pools: []string{pool}},
@@ -71,5 +76,5 @@ func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
 			return plan.Expiry(st, a, now, h.r.Deps().Policy)
 		},
 	})
-	return apply.Outcome(log.With("cluster", cluster, "pool", pool), err)
+	return apply.Outcome(log, err)
 }

@@ -825,9 +825,11 @@ func (b *builder) lostJobReports(slurm *model.SlurmView, obs Observed) {
 // survives a node's reboot in Slurm. Only a reason with flexslurm's prefix
 // that names an older VM of the node ("… (<node>-g<k>)") is lifted; any
 // other drain — an administrator's, or one that does not say which VM it
-// was for — is left alone.
+// was for — is left alone, and so is a node under repair: the repair's own
+// drain, asked for after the snapshot was taken, is not in it yet, and
+// resuming the node would lift that drain too.
 func (b *builder) liftOwnDrain(node model.Node) {
-	if b.view == nil {
+	if b.view == nil || node.Repair != model.RepairNone {
 		return
 	}
 	if !b.view.Nodes[node.Name].OwnReasonFor(node.Generation) {
