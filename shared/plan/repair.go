@@ -489,12 +489,32 @@ func (b *builder) reconcileRepair(pool *model.Pool, node model.Node, vm VM, pres
 		return true
 	case model.RepairAwaitDrain:
 		if !present || vm.Status != "RUNNING" || !b.drainConfirmed(node.Name, node.RepairSince) {
+			b.drainAgainIfLifted(node)
 			return false
 		}
 		b.repairStep(pool, node, fmt.Sprintf("reconciler: Slurm has drained %s: %s on %s", node.Name, node.RepairReason, node.VMName))
 		return true
 	}
 	return false
+}
+
+// drainAgainIfLifted asks Slurm again for the drain a repair waits for
+// when a snapshot taken after the repair started shows the node without
+// any drain: the drain command was lost, or a resume applied after it (an
+// earlier resume delivered late, or someone's) lifted it. flexslurm
+// finishes what it started: the repair would otherwise wait for a drain
+// that never comes. The command's id names the snapshot, so each newer
+// snapshot that still shows no drain asks once more.
+func (b *builder) drainAgainIfLifted(node model.Node) {
+	if Newest(node.RepairSince, b.view) != SourceSlurm {
+		return
+	}
+	sn, ok := b.view.Nodes[node.Name]
+	if !ok || sn.DrainSet() {
+		return
+	}
+	parts := append(b.drainParts(node), "again", b.view.TakenAt.UTC().Format(time.RFC3339Nano))
+	b.slurm(event.SlurmDrain, []string{node.Name}, "", fmt.Sprintf("%s (%s)", node.RepairReason, node.VMName), parts...)
 }
 
 // hostRepaired ends a successful host repair: the VM runs again on a

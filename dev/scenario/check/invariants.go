@@ -330,7 +330,21 @@ func (r *Checker) invariant(name string, w world, now time.Time, strict bool) []
 		sort.Slice(waiting, func(i, j int) bool { return waiting[i].Name < waiting[j].Name })
 		var out []string
 		for _, n := range waiting {
-			deadline := latest(n.RepairSince.Add(grace(s.cfg.RepairProgress)), afterFault(s.cfg.RepairProgress, computefault.AnyPath))
+			// A drain waits for the node's job to end (Slurm's DRAINING):
+			// a repair awaiting it is not stalled while the job runs, and
+			// its time counts from when the node was freed.
+			start := n.RepairSince
+			if n.Repair == model.RepairAwaitDrain && r.slurm != nil {
+				if sn, ok := r.slurm.Node(n.Name); ok {
+					if sn.JobID() != "" {
+						continue
+					}
+					if sn.FreedAt().After(start) {
+						start = sn.FreedAt()
+					}
+				}
+			}
+			deadline := latest(start.Add(grace(s.cfg.RepairProgress)), afterFault(s.cfg.RepairProgress, computefault.AnyPath))
 			if strict || now.After(deadline) {
 				out = append(out, fmt.Sprintf("node %s (%s) has been %s since %s", n.Name, n.VMName, n.Repair, lang.FormatDuration(n.RepairSince.Sub(r.start))))
 			}
