@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -124,6 +125,11 @@ type Node struct {
 	VMID       string   `firestore:"vm_id" json:"vm_id,omitempty"`     // numeric Compute instance id, as a string
 	// ResizeRequest names the resize request that provisions this generation.
 	ResizeRequest string `firestore:"resize_request" json:"resize_request,omitempty"`
+	// MIG names the managed instance group that holds this generation's
+	// resize request and VM: naming.RequestMIG of the request (one MIG per
+	// resize request). Empty for a generation requested before that layout,
+	// whose request and VM live in the pool's MIG (Pool.MIG).
+	MIG string `firestore:"mig,omitempty" json:"mig,omitempty"`
 	// RequestOpen is true while this generation, ended before its VM ran
 	// (released while its capacity was queued, or its queued request
 	// cancelled past the queue timeout), still names a resize request that
@@ -401,8 +407,25 @@ type Cluster struct {
 	// Node are the deployment's node settings applied with the spec
 	// (images resolved): with the spec they determine every pool's
 	// instance template.
-	Node      nodeconfig.Settings `firestore:"node" json:"node"`
-	UpdatedAt time.Time           `firestore:"updated_at" json:"updated_at,omitzero"`
+	Node nodeconfig.Settings `firestore:"node" json:"node"`
+	// CreatedAt is when this cluster record was first stored. A cluster
+	// torn down and created again under the same id is a new incarnation:
+	// the request ids of the Compute calls that create its resources
+	// (templates, MIGs, resize requests) include it, so Compute does not
+	// take a re-creation within its request-id window for a repeat of the
+	// first. Zero for a record stored before it existed.
+	CreatedAt time.Time `firestore:"created_at" json:"created_at,omitzero"`
+	UpdatedAt time.Time `firestore:"updated_at" json:"updated_at,omitzero"`
+}
+
+// Incarnation is the cluster's incarnation key for request ids: "" for a
+// record without CreatedAt (request ids as before it existed), otherwise
+// CreatedAt in nanoseconds.
+func (c *Cluster) Incarnation() string {
+	if c == nil || c.CreatedAt.IsZero() {
+		return ""
+	}
+	return strconv.FormatInt(c.CreatedAt.UnixNano(), 10)
 }
 
 // SlurmNode is a node as the latest Slurm snapshot showed it: typed facts

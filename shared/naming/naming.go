@@ -37,6 +37,58 @@ func Labels(cluster, pool string) map[string]string {
 // MIG is the managed instance group of a pool: "fs-<cluster>-<pool>".
 func MIG(cluster, pool string) string { return fmt.Sprintf("fs-%s-%s", cluster, pool) }
 
+// RequestMIG is the managed instance group that holds one resize request
+// and the VMs it creates: "fs-<cluster>-<pool>-r<first 10 hex of
+// sha256(request)>" (at most 41 characters). Every resize request
+// flexslurm makes lives in a MIG of its own (docs/design.md, "One MIG per
+// resize request"), as Cluster Toolkit's mig_flex.py does for Slurm on
+// Flex-Start (GoogleCloudPlatform/cluster-toolkit,
+// community/modules/scheduler/schedmd-slurm-gcp-v6-controller/modules/slurm_files/scripts/mig_flex.py),
+// so releasing a VM never changes the target size of a MIG that holds a
+// queued request.
+func RequestMIG(cluster, pool, request string) string {
+	sum := sha256.Sum256([]byte(request))
+	return fmt.Sprintf("fs-%s-%s-r%s", cluster, pool, hex.EncodeToString(sum[:5]))
+}
+
+// RequestMIGPrefix is the prefix every request MIG of a pool's name starts
+// with (a list filter; the MIG's description proves which request it
+// holds: RequestMIGDescription, ParseRequestMIGDescription).
+func RequestMIGPrefix(cluster, pool string) string { return fmt.Sprintf("fs-%s-%s-r", cluster, pool) }
+
+// requestMIGDescription's fixed words; the request, pool and cluster are
+// RFC1035 names, so they contain no space.
+const requestMIGWords = "flexslurm resize request %s of pool %s of cluster %s"
+
+// RequestMIGDescription is the description a request MIG is created with:
+// it names the request, pool and cluster, so a MIG found by listing is
+// proved this cluster's only when its name is RequestMIG of what its
+// description says (ParseRequestMIGDescription).
+func RequestMIGDescription(cluster, pool, request string) string {
+	return fmt.Sprintf(requestMIGWords, request, pool, cluster)
+}
+
+// ParseRequestMIGDescription reads back RequestMIGDescription. ok is false
+// for any other text.
+func ParseRequestMIGDescription(d string) (cluster, pool, request string, ok bool) {
+	f := strings.Fields(d)
+	if len(f) != 10 || strings.Join([]string{f[0], f[1], f[2], f[4], f[5], f[7], f[8]}, " ") != "flexslurm resize request of pool of cluster" {
+		return "", "", "", false
+	}
+	return f[9], f[6], f[3], true
+}
+
+// IsRequestMIG reports whether a MIG named name with description
+// description is the request MIG of a request of pool pool of cluster
+// cluster (name and description agree), and which request.
+func IsRequestMIG(cluster, pool, name, description string) (request string, ok bool) {
+	c, p, r, ok := ParseRequestMIGDescription(description)
+	if !ok || c != cluster || p != pool || RequestMIG(c, p, r) != name {
+		return "", false
+	}
+	return r, true
+}
+
 // Template is the instance template of a pool for one template content:
 // "fs-<cluster>-<pool>-<first 8 hex of sha256(content)>". Templates are
 // immutable, so a changed machine spec or run duration is a new template.

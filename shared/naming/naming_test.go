@@ -205,3 +205,33 @@ func TestLabelsAreValidComputeLabels(t *testing.T) {
 		}
 	}
 }
+
+func TestRequestMIG(t *testing.T) {
+	long := RequestMIG("abcdefghij", "abcdefghijklmnop", JobResizeRequest("abcdefghij", "abcdefghijklmnop", "123456789_1234", 99))
+	if !rfc1035.MatchString(long) {
+		t.Errorf("RequestMIG = %q (%d chars): not a Compute name", long, len(long))
+	}
+	a := RequestMIG("c", "gpu", "rr-c-gpu-0-g1")
+	if a == RequestMIG("c", "gpu", "rr-c-gpu-0-g2") || a == RequestMIG("c", "gpu2", "rr-c-gpu-0-g1") || a == MIG("c", "gpu") {
+		t.Errorf("request MIGs of different requests or pools share a name: %s", a)
+	}
+	if !strings.HasPrefix(a, RequestMIGPrefix("c", "gpu")) {
+		t.Errorf("%s does not start with %s", a, RequestMIGPrefix("c", "gpu"))
+	}
+	d := RequestMIGDescription("c", "gpu", "rr-c-gpu-0-g1")
+	if r, ok := IsRequestMIG("c", "gpu", a, d); !ok || r != "rr-c-gpu-0-g1" {
+		t.Errorf("IsRequestMIG(own) = %q, %v", r, ok)
+	}
+	for _, tc := range []struct{ cluster, pool, name, desc string }{
+		{"d", "gpu", a, d},                          // another cluster
+		{"c", "gpu2", a, d},                         // another pool
+		{"c", "gpu", RequestMIG("c", "gpu", "x"), d}, // name of another request
+		{"c", "gpu", a, "flexslurm node pool gpu of cluster c"},
+		{"c", "gpu", a, d + " extra"},
+		{"c", "gpu", a, ""},
+	} {
+		if _, ok := IsRequestMIG(tc.cluster, tc.pool, tc.name, tc.desc); ok {
+			t.Errorf("IsRequestMIG(%q, %q, %q, %q) accepted", tc.cluster, tc.pool, tc.name, tc.desc)
+		}
+	}
+}

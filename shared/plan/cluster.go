@@ -34,8 +34,9 @@ func ClusterApplied(st *model.State, c *spec.Cluster, node nodeconfig.Settings, 
 	b := newBuilder(st, now, pol)
 	b.cluster = c.ID
 	sha := spec.EffectiveSHA256(effective)
-	rec := model.Cluster{ID: c.ID, Spec: effective, SpecSHA256: sha, Project: c.Project, Node: node, SpecVersion: 1, UpdatedAt: now}
+	rec := model.Cluster{ID: c.ID, Spec: effective, SpecSHA256: sha, Project: c.Project, Node: node, SpecVersion: 1, CreatedAt: now, UpdatedAt: now}
 	if st.Cluster != nil {
+		rec.CreatedAt = st.Cluster.CreatedAt // an incarnation keeps its first time (zero for an older record)
 		rec.SpecVersion = st.Cluster.SpecVersion
 		if st.Cluster.SpecSHA256 != sha {
 			rec.SpecVersion++

@@ -68,6 +68,7 @@ func clusterEqual(a, b *model.Cluster) bool {
 		a.Node.Home == b.Node.Home &&
 		a.Node.Topics == b.Node.Topics &&
 		a.Node.BinaryURL == b.Node.BinaryURL &&
+		sameTime(a.CreatedAt, b.CreatedAt) &&
 		sameTime(a.UpdatedAt, b.UpdatedAt)
 }
 
