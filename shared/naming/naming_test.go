@@ -223,8 +223,8 @@ func TestRequestMIG(t *testing.T) {
 		t.Errorf("IsRequestMIG(own) = %q, %v", r, ok)
 	}
 	for _, tc := range []struct{ cluster, pool, name, desc string }{
-		{"d", "gpu", a, d},                          // another cluster
-		{"c", "gpu2", a, d},                         // another pool
+		{"d", "gpu", a, d},                           // another cluster
+		{"c", "gpu2", a, d},                          // another pool
 		{"c", "gpu", RequestMIG("c", "gpu", "x"), d}, // name of another request
 		{"c", "gpu", a, "flexslurm node pool gpu of cluster c"},
 		{"c", "gpu", a, d + " extra"},
