@@ -179,6 +179,12 @@ func (s *Sim) migDeleteLocked(req *request) (proto.Message, *apiError) {
 			s.beginDeleteLocked(in, req.now, causeMIG, s.cloudServicesPrincipal(), false)
 		}
 	}
+	// Its resize requests go with it ("this deletion also removes any
+	// resize requests and VMs in the MIG", about-resize-requests-mig); the
+	// history keeps them in the state they were in.
+	for _, rr := range m.rrs {
+		s.deletedRRs = append(s.deletedRRs, rr)
+	}
 	delete(s.migs, migKey(m.project, m.zone, m.name))
 	return s.newOpLocked(req.project, req.zone, "delete", m.pb.GetSelfLink(), m.pb.GetId(), s.callerPrincipal(req.project), req.now), nil
 }

@@ -176,27 +176,31 @@ func TestQueueTimeoutResubmits(t *testing.T) {
 	}
 }
 
-// A MIG deleted out of band: its request is marked failed, the MIG is
-// recreated and capacity requested again.
+// A request's MIG deleted out of band: the generation is lost, and the
+// node is requested again in a MIG of its own, under new names.
 func TestMIGDeletedOutOfBand(t *testing.T) {
 	h, ctx := newHarness(t, Options{Sim: computesim.Options{CapacityDelay: func(string, string) time.Duration { return 3 * time.Hour }}})
 	must(t, h.Apply(ctx, exampleSpec(t)))
 	must(t, h.Advance(ctx, time.Minute))
 	must(t, h.Tick(ctx))
+	first := node(t, h, "flexvm-a3u-0")
 	// Someone deletes the MIG while the static node's request is queued.
-	must(t, h.gce.DeleteMIG(ctx, "us-central1-a", "fs-flexvm-a3u", ""))
-	// Within ObserveGrace of the pool's record, a missing MIG may still be
-	// on its way (the pool is recorded ready before its MIG is created):
-	// nothing is re-planned yet.
+	must(t, h.gce.DeleteMIG(ctx, "us-central1-a", first.MIG, ""))
+	// Within RequestGrace of the request's record, a missing MIG may still
+	// be on its way (commit, then act): nothing is re-planned yet.
 	must(t, h.Tick(ctx))
 	if migs := h.Sim.MIGs(); len(migs) != 0 {
-		t.Fatalf("MIG recreated within the observe grace: %v", migs)
+		t.Fatalf("MIG recreated within the grace: %v", migs)
 	}
-	must(t, h.Advance(ctx, plan.DefaultPolicy().ObserveGrace))
+	if n := node(t, h, "flexvm-a3u-0"); n.Generation != first.Generation {
+		t.Fatalf("generation %d re-planned within the grace", n.Generation)
+	}
+	must(t, h.Advance(ctx, plan.DefaultPolicy().RequestGrace))
 	must(t, h.Tick(ctx))
 	must(t, h.Tick(ctx))
-	if migs := h.Sim.MIGs(); len(migs) != 1 {
-		t.Fatalf("MIG not recreated: %v", migs)
+	n := node(t, h, "flexvm-a3u-0")
+	if migs := h.Sim.MIGs(); len(migs) != 1 || migs[0].Name != n.MIG || n.MIG == first.MIG || n.Generation != first.Generation+1 {
+		t.Fatalf("MIGs %v, node generation %d in %s (was %d in %s): want the next generation in a MIG of its own", migs, n.Generation, n.MIG, first.Generation, first.MIG)
 	}
 	for i := 0; i < 5; i++ {
 		settle(t, h, ctx)

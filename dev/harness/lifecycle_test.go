@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+	"slices"
 	"testing"
 	"time"
 
@@ -131,25 +132,36 @@ func TestSeedLifecycle(t *testing.T) {
 	if d := cmp.Diff([]string{"flexvm-a3u-0-g2", "flexvm-a3u-1-g2"}, h.VMs()); d != "" {
 		t.Fatalf("VMs after expiry (-want +got):\n%s", d)
 	}
-	// Every request whose outcome is recorded is deleted from the MIG (its
-	// VMs stay): after one more pass the MIG lists no request at all,
-	// while the VMs they created still run.
+	// One MIG per resize request: after one more pass the MIGs left are
+	// exactly those of the requests whose VMs serve a node, each holding
+	// its one request; every other request went with its MIG.
 	must(t, h.Tick(ctx))
-	var live []string
-	for _, rr := range h.Sim.ResizeRequests() {
-		live = append(live, rr.Name+"="+rr.State)
-	}
-	if len(live) != 0 {
-		t.Fatalf("resize requests left in the MIG after their outcome was recorded: %v", live)
-	}
-	deleted := 0
-	for _, rr := range h.Sim.ResizeRequestHistory() {
-		if !rr.Deleted.IsZero() {
-			deleted++
+	st, err := h.Store.Read(ctx, store.Scope{Cluster: "flexvm", AllPools: true})
+	must(t, err)
+	var serving, migs []string
+	for _, n := range st.PoolNodes("a3u") {
+		if n.Phase.Serving() && !slices.Contains(serving, n.MIG) {
+			serving = append(serving, n.MIG)
 		}
 	}
-	if deleted != resizeRequestsCreated(h) || deleted < 4 {
-		t.Fatalf("%d of %d resize requests deleted, want all (at least 4)", deleted, resizeRequestsCreated(h))
+	for _, m := range h.Sim.MIGs() {
+		migs = append(migs, m.Name)
+	}
+	slices.Sort(serving)
+	if d := cmp.Diff(serving, migs); d != "" {
+		t.Fatalf("MIGs left (-serving nodes' +Compute's):\n%s", d)
+	}
+	perMIG := map[string]int{}
+	for _, rr := range h.Sim.ResizeRequests() {
+		perMIG[rr.MIG]++
+	}
+	for _, m := range migs {
+		if perMIG[m] != 1 {
+			t.Errorf("MIG %s holds %d resize requests, want its one", m, perMIG[m])
+		}
+	}
+	if gone := len(h.Sim.ResizeRequestHistory()) - len(h.Sim.ResizeRequests()); gone < 2 {
+		t.Fatalf("%d resize requests gone with their MIGs, want at least 2", gone)
 	}
 
 	// A GPU fault on job 102's node, which Slurm requeued and drained: the

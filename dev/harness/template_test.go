@@ -72,9 +72,11 @@ func TestPoolTemplateCarriesNodeConfig(t *testing.T) {
 	}
 }
 
-// New node settings are a new template for every pool, and the pool's MIG
-// is pointed at it, so the next VMs boot the new image; an image Compute
-// does not have is refused by Compute and the pool is not ready.
+// New node settings are a new template for every pool, which the next
+// resize request's MIG is made from, so the next VMs boot the new image;
+// a MIG already made keeps its template (its VMs keep theirs until they
+// end). An image Compute does not have is refused by Compute and the pool
+// is not ready.
 func TestNewNodeSettingsRetemplateThePool(t *testing.T) {
 	h, ctx := newHarness(t, Options{})
 	c := exampleSpec(t)
@@ -85,6 +87,11 @@ func TestNewNodeSettingsRetemplateThePool(t *testing.T) {
 		return st.Pools["a3u"]
 	}
 	old := read().Template
+	var before []computesim.MIG
+	before = append(before, h.Sim.MIGs()...)
+	if len(before) != 1 || before[0].Template != old {
+		t.Fatalf("MIGs before the new settings %+v, want the static node's on %s", before, old)
+	}
 	node := NodeSettings(c)
 	node.Image = "projects/schedmd-slurm-public/global/images/slurm-gcp-6-10-ubuntu-2204-lts-nvidia-570-v20260101"
 	h.Sim.AddImage("schedmd-slurm-public", "slurm-gcp-6-10-ubuntu-2204-lts-nvidia-570-v20260101", "slurm-gcp-6-10-ubuntu-2204-lts-nvidia-570")
@@ -93,14 +100,21 @@ func TestNewNodeSettingsRetemplateThePool(t *testing.T) {
 	if p.Template == old || !p.Ready {
 		t.Fatalf("pool after new settings: template %s (was %s), ready %t", p.Template, old, p.Ready)
 	}
+	for _, m := range h.Sim.MIGs() {
+		if m.Name == before[0].Name && m.Template != old {
+			t.Errorf("MIG %s moved to %s: a MIG keeps the template its VMs were made from", m.Name, m.Template)
+		}
+	}
+	_, err := h.Publish(ctx, config.TopicJobs, jobPending("7", 1))
+	must(t, err)
 	var mig computesim.MIG
 	for _, m := range h.Sim.MIGs() {
-		if m.Name == p.MIG {
+		if m.Name != before[0].Name {
 			mig = m
 		}
 	}
 	if mig.Template != p.Template {
-		t.Errorf("MIG %s uses %s, want the new template %s", p.MIG, mig.Template, p.Template)
+		t.Errorf("job 7's MIG %s uses %q, want the new template %s", mig.Name, mig.Template, p.Template)
 	}
 
 	// An image Compute does not hold: the template is refused (flexslurm
@@ -116,8 +130,8 @@ func TestNewNodeSettingsRetemplateThePool(t *testing.T) {
 		t.Errorf("template %s with a missing image exists", p.Template)
 	}
 	for _, m := range h.Sim.MIGs() {
-		if m.Name == p.MIG && m.Template != mig.Template {
-			t.Errorf("MIG %s moved to %s, whose template was refused", p.MIG, m.Template)
+		if m.Name == mig.Name && m.Template != mig.Template {
+			t.Errorf("MIG %s moved to %s, whose template was refused", m.Name, m.Template)
 		}
 	}
 }

@@ -494,30 +494,43 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 		}
 		return p, nil
 	}
-	// migOf is poolOf for the actions on the pool's MIG (and what it holds):
-	// the record must name the MIG shared/naming gives the cluster's pool.
-	// Compute's IAM cannot scope MIG permissions to names (deploy/README.md,
-	// "Compute permissions of the function accounts"), so this is the wall
-	// that keeps a bad record off another MIG.
-	migOf := func(id string) (*model.Pool, error) {
+	// migOf is poolOf for the actions on a MIG of the pool (and what it
+	// holds): the MIG must be the one shared/naming gives the cluster's
+	// pool for the request the action names (one MIG per resize request),
+	// or, for an action on the layout before it (legacy, or no MIG named:
+	// an action stored by an earlier flexslurm), the pool's MIG. Compute's
+	// IAM cannot scope MIG permissions to names (deploy/README.md, "Compute
+	// permissions of the function accounts"), so this is the wall that
+	// keeps a bad record or action off another MIG.
+	migOf := func(id, mig, request string, legacy bool) (*model.Pool, string, error) {
 		p, err := poolOf(id)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		if want := naming.MIG(cluster, p.ID); p.MIG != want {
-			return nil, fmt.Errorf("%w: refusing to act on MIG %q for pool %s: pool %s of cluster %s has MIG %s", errNotOurs, p.MIG, p.ID, p.ID, cluster, want)
+		if legacy || mig == "" {
+			if want := naming.MIG(cluster, p.ID); p.MIG != want || (mig != "" && mig != want) {
+				return nil, "", fmt.Errorf("%w: refusing to act on MIG %q for pool %s: pool %s of cluster %s has MIG %s", errNotOurs, orStr(mig, p.MIG), p.ID, p.ID, cluster, want)
+			}
+			return p, p.MIG, nil
 		}
-		return p, nil
+		if want := naming.RequestMIG(cluster, p.ID, request); request == "" || mig != want {
+			return nil, "", fmt.Errorf("%w: refusing to act on MIG %q for resize request %q of pool %s: its MIG is %s", errNotOurs, mig, request, p.ID, want)
+		}
+		return p, mig, nil
 	}
 	switch a := a.(type) {
 	case plan.EnsurePool:
-		p, err := migOf(a.Pool)
+		p, err := poolOf(a.Pool)
 		if err != nil {
 			return err
 		}
-		return r.ensurePool(ctx, cluster, p, a)
+		_, err = r.ensureTemplate(ctx, cluster, p, a.Template, a.TemplateBody)
+		return err
 	case plan.CreateResizeRequest:
-		p, err := migOf(a.Pool)
+		if a.MIG == "" {
+			return fmt.Errorf("%w: refusing to create resize request %s of pool %s in the pool's MIG: every request is made in a MIG of its own", errNotOurs, a.Name, a.Pool)
+		}
+		p, mig, err := migOf(a.Pool, a.MIG, a.Name, false)
 		if err != nil {
 			return err
 		}
@@ -527,28 +540,25 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 				return fmt.Errorf("%w: refusing to request VM %s: not named as a VM of pool %s of cluster %s", errNotOurs, vm, a.Pool, cluster)
 			}
 		}
-		return r.d.Compute.CreateResizeRequest(ctx, p.Zone, p.MIG, gce.ResizeRequestSpec{
-			Name: a.Name, Instances: a.VMs, RunDuration: a.RunDuration,
-			Description: text.Truncate("flexslurm: "+a.Reason, 2048),
-		}, a.RequestID)
+		return r.createRequest(ctx, cluster, st, p, mig, a)
 	case plan.CancelResizeRequest:
-		p, err := migOf(a.Pool)
+		p, mig, err := migOf(a.Pool, a.MIG, a.Name, a.Legacy)
 		if err != nil {
 			return err
 		}
-		err = r.d.Compute.CancelResizeRequest(ctx, p.Zone, p.MIG, a.Name, a.RequestID)
+		err = r.d.Compute.CancelResizeRequest(ctx, p.Zone, mig, a.Name, a.RequestID)
 		if gce.IsNotFound(err) {
 			return fmt.Errorf("%w: %w", errRequestGone, err)
 		}
 		return err
 	case plan.DeleteResizeRequest:
-		p, err := migOf(a.Pool)
+		p, mig, err := migOf(a.Pool, a.MIG, a.Name, a.Legacy)
 		if err != nil {
 			return err
 		}
-		return r.d.Compute.DeleteResizeRequest(ctx, p.Zone, p.MIG, a.Name, a.RequestID)
+		return r.d.Compute.DeleteResizeRequest(ctx, p.Zone, mig, a.Name, a.RequestID)
 	case plan.DeleteVMs:
-		p, err := migOf(a.Pool)
+		p, mig, err := migOf(a.Pool, a.MIG, a.Request, a.Request == "")
 		if err != nil {
 			return err
 		}
@@ -577,7 +587,7 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 		if len(ours) == 0 {
 			return nil
 		}
-		return r.d.Compute.DeleteInstances(ctx, p.Zone, p.MIG, ours, a.RequestID)
+		return r.d.Compute.DeleteInstances(ctx, p.Zone, mig, ours, a.RequestID)
 	case plan.SlurmCommand:
 		if r.d.Publisher == nil || r.d.SlurmTopic == "" {
 			return nil
@@ -634,14 +644,32 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 		}
 		return r.d.Compute.StartInstance(ctx, p.Zone, a.VM, a.RequestID)
 	case plan.DeleteMIG:
-		p, err := migOf(a.Pool)
+		p, mig, err := migOf(a.Pool, a.MIG, a.Request, a.Request == "")
 		if err != nil {
 			return err
 		}
-		if !p.Removed {
-			return fmt.Errorf("refusing to delete the MIG of pool %s: the pool is still in the spec", a.Pool)
+		// The MIG as Compute holds it must say it is what its name says: a
+		// request MIG's description names its request, pool and cluster
+		// (naming.IsRequestMIG); the pool's MIG of the earlier layout
+		// carries the description flexslurm gave it.
+		migs, err := r.d.Compute.ListMIGs(ctx, p.Zone, mig)
+		if err != nil {
+			return fmt.Errorf("reading MIG %s before deleting it: %w", mig, err)
 		}
-		return r.d.Compute.DeleteMIG(ctx, p.Zone, p.MIG, a.RequestID)
+		for _, m := range migs {
+			if m.Name != mig {
+				continue
+			}
+			if a.Request != "" {
+				if _, ok := naming.IsRequestMIG(cluster, p.ID, m.Name, m.Description); !ok {
+					return fmt.Errorf("%w: refusing to delete MIG %s: its description %q does not name resize request %s of pool %s of cluster %s", errNotOurs, mig, m.Description, a.Request, p.ID, cluster)
+				}
+			} else if m.Description != "" && m.Description != poolMIGDescription(cluster, p.ID) {
+				return fmt.Errorf("%w: refusing to delete MIG %s: its description %q is not pool %s of cluster %s's", errNotOurs, mig, m.Description, p.ID, cluster)
+			}
+			return r.d.Compute.DeleteMIG(ctx, p.Zone, mig, a.RequestID)
+		}
+		return nil // already gone
 	case plan.Alert:
 		return nil
 	case plan.Metric:
@@ -650,33 +678,62 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 	return fmt.Errorf("unknown action %T", a)
 }
 
-// ensurePool creates the pool's instance template and MIG if missing (the
-// decision that asked for it already recorded the pool as ready). The
-// template is the one the decision carried, built when the spec was applied
-// and sent as it is: nothing is built here. It is refused when it is not
-// the template the pool records (a stale request: the MIG would be pointed
-// back at it), when the pool left the spec, and when its body is not
-// exactly what its name was made from (instancetemplate.FromBody).
-func (r *Runner) ensurePool(ctx context.Context, cluster string, p *model.Pool, a plan.EnsurePool) error {
+// ensureTemplate creates the pool's instance template if missing. The
+// template is the one the decision carried (template, body), built when the
+// spec was applied and sent as it is: nothing is built here. It is refused
+// when it is not the template the pool records (a stale request), when the
+// pool left the spec, and when its body is not exactly what its name was
+// made from (instancetemplate.FromBody).
+func (r *Runner) ensureTemplate(ctx context.Context, cluster string, p *model.Pool, template, body string) (instancetemplate.Template, error) {
 	if p.Removed {
-		return fmt.Errorf("refusing to create the template and MIG of pool %s: the pool left the cluster spec", p.ID)
+		return instancetemplate.Template{}, fmt.Errorf("refusing to create the template of pool %s: the pool left the cluster spec", p.ID)
 	}
-	if a.Template != p.Template {
-		return fmt.Errorf("refusing to create template %s for pool %s: the pool records template %s", a.Template, p.ID, p.Template)
+	if template != p.Template {
+		return instancetemplate.Template{}, fmt.Errorf("refusing to create template %s for pool %s: the pool records template %s", template, p.ID, p.Template)
 	}
-	t, err := instancetemplate.FromBody(cluster, p.ID, a.Template, a.TemplateBody)
+	t, err := instancetemplate.FromBody(cluster, p.ID, template, body)
 	if err != nil {
-		return fmt.Errorf("refusing to create the template of pool %s: %w", p.ID, err)
+		return instancetemplate.Template{}, fmt.Errorf("refusing to create the template of pool %s: %w", p.ID, err)
 	}
 	if err := r.d.Compute.EnsureInstanceTemplate(ctx, t, naming.InsertTemplateRequestID(t.Name)); err != nil {
-		return fmt.Errorf("ensuring instance template %s: %w", t.Name, err)
+		return instancetemplate.Template{}, fmt.Errorf("ensuring instance template %s: %w", t.Name, err)
 	}
-	m := gce.MIGSpec{Zone: p.Zone, Name: p.MIG, Template: t.Name, BaseInstanceName: cluster + "-" + p.ID,
-		Description: fmt.Sprintf("flexslurm node pool %s of cluster %s", p.ID, cluster)}
-	if err := r.d.Compute.EnsureMIG(ctx, m, naming.InsertMIGRequestID(p.Zone, p.MIG, p.MIGIncarnation)); err != nil {
-		return fmt.Errorf("ensuring MIG %s: %w", p.MIG, err)
+	return t, nil
+}
+
+// poolMIGDescription is the description of a pool's MIG in the layout
+// before one MIG per request.
+func poolMIGDescription(cluster, pool string) string {
+	return fmt.Sprintf("flexslurm node pool %s of cluster %s", pool, cluster)
+}
+
+// createRequest makes a resize request in a MIG of its own: the pool's
+// current instance template (as the pool record holds it), the request's
+// MIG (target size 0, updatePolicy OPPORTUNISTIC, DO_NOTHING, no
+// autoscaler: gce.EnsureMIG), then the request naming its VMs. A MIG that
+// already exists (a repeated call) is used as it is: its template is never
+// changed under VMs it may have made.
+func (r *Runner) createRequest(ctx context.Context, cluster string, st *model.State, p *model.Pool, mig string, a plan.CreateResizeRequest) error {
+	t, err := r.ensureTemplate(ctx, cluster, p, p.Template, p.TemplateBody)
+	if err != nil {
+		return err
 	}
-	return nil
+	m := gce.MIGSpec{Zone: p.Zone, Name: mig, Template: t.Name, BaseInstanceName: cluster + "-" + p.ID,
+		Description: naming.RequestMIGDescription(cluster, p.ID, a.Name)}
+	if err := r.d.Compute.EnsureMIG(ctx, m, naming.InsertRequestMIGRequestID(p.Zone, mig, st.Cluster.Incarnation())); err != nil {
+		return fmt.Errorf("ensuring MIG %s of resize request %s: %w", mig, a.Name, err)
+	}
+	return r.d.Compute.CreateResizeRequest(ctx, p.Zone, mig, gce.ResizeRequestSpec{
+		Name: a.Name, Instances: a.VMs, RunDuration: a.RunDuration,
+		Description: text.Truncate("flexslurm: "+a.Reason, 2048),
+	}, a.RequestID)
+}
+
+func orStr(s, alt string) string {
+	if s != "" {
+		return s
+	}
+	return alt
 }
 
 // Spec parses (and caches) the cluster spec stored in st.

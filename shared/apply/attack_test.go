@@ -95,6 +95,8 @@ func (m *mutations) StartInstance(ctx context.Context, zone, name, id string) er
 func TestAttackComputeOnWhatIsNotTheClusters(t *testing.T) {
 	const zone = "us-central1-a"
 	rid := naming.RequestID("attack", "1") // valid: Compute would not refuse it
+	const rr = "rr-flexvm-a3u-5-g1"
+	own := naming.RequestMIG("flexvm", "a3u", rr) // the request's own MIG
 	// tamper points the a3u pool's record at another cluster's MIG.
 	tamper := func(removed bool) func(*model.State) {
 		return func(st *model.State) {
@@ -106,7 +108,9 @@ func TestAttackComputeOnWhatIsNotTheClusters(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		// plant adds VMs to the simulated project.
-		plant  map[string]map[string]string
+		plant map[string]map[string]string
+		// mig creates a MIG (name, description) in the simulated project.
+		mig    [2]string
 		tamper func(*model.State)
 		act    plan.Action
 	}{
@@ -138,7 +142,37 @@ func TestAttackComputeOnWhatIsNotTheClusters(t *testing.T) {
 		},
 		{
 			name: "request VMs not named as the pool's",
-			act:  plan.CreateResizeRequest{Pool: "a3u", Name: "rr-flexvm-a3u-5-g1", VMs: []string{"other-a3u-5-g1"}, RunDuration: time.Hour, RequestID: rid, Reason: "attack"},
+			act:  plan.CreateResizeRequest{Pool: "a3u", MIG: own, Name: rr, VMs: []string{"other-a3u-5-g1"}, RunDuration: time.Hour, RequestID: rid, Reason: "attack"},
+		},
+		{
+			name: "queue a resize request in a MIG that is not the request's own",
+			act: plan.CreateResizeRequest{Pool: "a3u", MIG: naming.RequestMIG("flexvm", "a3u", "rr-flexvm-a3u-6-g1"), Name: rr,
+				VMs: []string{"flexvm-a3u-5-g1"}, RunDuration: time.Hour, RequestID: rid, Reason: "attack"},
+		},
+		{
+			name: "queue a resize request in the pool's MIG of the earlier layout",
+			act:  plan.CreateResizeRequest{Pool: "a3u", Name: rr, VMs: []string{"flexvm-a3u-5-g1"}, RunDuration: time.Hour, RequestID: rid, Reason: "attack"},
+		},
+		{
+			name: "delete another cluster's request MIG",
+			mig:  [2]string{naming.RequestMIG("other", "a3u", rr), naming.RequestMIGDescription("other", "a3u", rr)},
+			act:  plan.DeleteMIG{Pool: "a3u", MIG: naming.RequestMIG("other", "a3u", rr), Request: rr, RequestID: rid, Reason: "attack"},
+		},
+		{
+			name: "delete a MIG named as a request's whose description names another cluster",
+			mig:  [2]string{own, naming.RequestMIGDescription("other", "a3u", rr)},
+			act:  plan.DeleteMIG{Pool: "a3u", MIG: own, Request: rr, RequestID: rid, Reason: "attack"},
+		},
+		{
+			name: "delete a MIG named as a request's that describes no request",
+			mig:  [2]string{own, "payments service"},
+			act:  plan.DeleteMIG{Pool: "a3u", MIG: own, Request: rr, RequestID: rid, Reason: "attack"},
+		},
+		{
+			name: "delete VMs of a MIG that is not the request's own",
+			plant: map[string]map[string]string{"flexvm-a3u-5-g1": naming.Labels("flexvm", "a3u")},
+			act: plan.DeleteVMs{Pool: "a3u", MIG: naming.RequestMIG("other", "a3u", rr), Request: rr, VMs: []string{"flexvm-a3u-5-g1"},
+				RequestID: rid, Reason: "attack"},
 		},
 		{
 			name:   "delete another cluster's MIG through a corrupted pool record",
@@ -154,7 +188,7 @@ func TestAttackComputeOnWhatIsNotTheClusters(t *testing.T) {
 		{
 			name:   "queue a resize request in another cluster's MIG",
 			tamper: tamper(false),
-			act:    plan.CreateResizeRequest{Pool: "a3u", Name: "rr-flexvm-a3u-5-g1", VMs: []string{"flexvm-a3u-5-g1"}, RunDuration: time.Hour, RequestID: rid, Reason: "attack"},
+			act:    plan.CancelResizeRequest{Pool: "a3u", Legacy: true, Name: "rr-flexvm-a3u-5-g1", RequestID: rid, Reason: "attack"},
 		},
 		{
 			name:   "cancel a resize request of another cluster's MIG",
@@ -171,6 +205,16 @@ func TestAttackComputeOnWhatIsNotTheClusters(t *testing.T) {
 			h, mut, c, ctx := attackSetup(t)
 			for vm, labels := range tc.plant {
 				if _, err := h.Sim.AddInstance("", zone, vm, labels); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.mig[0] != "" {
+				st, err := h.Store.Read(ctx, store.Scope{Cluster: c.ID, AllPools: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				tmpl := st.Pools["a3u"].Template
+				if err := mut.Compute.EnsureMIG(ctx, gce.MIGSpec{Zone: zone, Name: tc.mig[0], Template: tmpl, Description: tc.mig[1]}, ""); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -208,9 +252,11 @@ func TestGuardLetsTheClustersOwnThrough(t *testing.T) {
 	if _, err := h.Sim.AddInstance("", "us-central1-a", "flexvm-a3u-5-g1", naming.Labels("flexvm", "a3u")); err != nil {
 		t.Fatal(err)
 	}
+	rr := "rr-flexvm-a3u-6-g1"
+	mig := naming.RequestMIG("flexvm", "a3u", rr)
 	acts := []plan.Action{
-		plan.CreateResizeRequest{Pool: "a3u", Name: "rr-flexvm-a3u-6-g1", VMs: []string{"flexvm-a3u-6-g1"}, RunDuration: time.Hour, RequestID: rid, Reason: "own"},
-		plan.DeleteVMs{Pool: "a3u", VMs: []string{"flexvm-a3u-5-g1"}, RequestID: rid2, Reason: "own"},
+		plan.CreateResizeRequest{Pool: "a3u", MIG: mig, Name: rr, VMs: []string{"flexvm-a3u-6-g1"}, RunDuration: time.Hour, RequestID: rid, Reason: "own"},
+		plan.DeleteMIG{Pool: "a3u", MIG: mig, Request: rr, RequestID: rid2, Reason: "own"},
 	}
 	res, err := h.Runner.Process(ctx, apply.Input{Flow: "own", EventID: "own-1",
 		Scope: store.Scope{Cluster: c.ID, AllPools: true}, Decide: decide(acts...)})
@@ -218,7 +264,12 @@ func TestGuardLetsTheClustersOwnThrough(t *testing.T) {
 		t.Fatalf("Process: %v, failed %+v", err, res.Failed)
 	}
 	got := mut.take()
-	want := []string{"CreateResizeRequest fs-flexvm-a3u/rr-flexvm-a3u-6-g1:flexvm-a3u-6-g1", "DeleteInstances fs-flexvm-a3u/flexvm-a3u-5-g1"}
+	st, err := h.Store.Read(ctx, store.Scope{Cluster: c.ID, AllPools: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := st.Pools["a3u"].Template
+	want := []string{"EnsureInstanceTemplate " + tmpl, "EnsureMIG " + mig, "CreateResizeRequest " + mig + "/" + rr + ":flexvm-a3u-6-g1", "DeleteMIG " + mig}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("Compute calls %v, want %v", got, want)
 	}

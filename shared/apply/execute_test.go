@@ -139,26 +139,30 @@ func decide(acts ...plan.Action) apply.Decision {
 }
 
 // TestExecuteEachActionKind: each external action reaches Compute as the
-// matching call, on the pool's MIG, with the decision's request id.
+// matching call, on the MIG of its resize request, with the decision's
+// request id.
 func TestExecuteEachActionKind(t *testing.T) {
 	h, rec, c, ctx := setup(t)
-	mig := "fs-flexvm-a3u"
+	const rr = "rr-flexvm-a3u-2-g1"
+	mig := naming.RequestMIG("flexvm", "a3u", rr)
 	acts := []plan.Action{
-		plan.CreateResizeRequest{Pool: "a3u", Name: "rr-flexvm-a3u-2-g1", VMs: []string{"flexvm-a3u-2-g1"}, RunDuration: time.Hour,
-			RequestID: naming.CreateResizeRequestID(mig, "rr-flexvm-a3u-2-g1"), Reason: "test"},
-		plan.CancelResizeRequest{Pool: "a3u", Name: "rr-flexvm-a3u-2-g1", RequestID: naming.CancelResizeRequestID(mig, "rr-flexvm-a3u-2-g1"), Reason: "test"},
-		plan.DeleteResizeRequest{Pool: "a3u", Name: "rr-flexvm-a3u-2-g1", State: "CANCELLED", RequestID: naming.DeleteResizeRequestID(mig, "rr-flexvm-a3u-2-g1", 0), Reason: "test"},
-		plan.DeleteVMs{Pool: "a3u", VMs: []string{"flexvm-a3u-2-g1"}, RequestID: naming.DeleteInstancesRequestID(mig, "flexvm-a3u-2-g1"), Reason: "test"},
+		plan.CreateResizeRequest{Pool: "a3u", MIG: mig, Name: rr, VMs: []string{"flexvm-a3u-2-g1"}, RunDuration: time.Hour,
+			RequestID: naming.CreateResizeRequestID(mig, rr), Reason: "test"},
+		plan.CancelResizeRequest{Pool: "a3u", MIG: mig, Name: rr, RequestID: naming.CancelResizeRequestID(mig, rr), Reason: "test"},
+		plan.DeleteResizeRequest{Pool: "a3u", MIG: mig, Name: rr, State: "CANCELLED", RequestID: naming.DeleteResizeRequestID(mig, rr, 0), Reason: "test"},
+		plan.DeleteVMs{Pool: "a3u", MIG: mig, Request: rr, VMs: []string{"flexvm-a3u-2-g1"}, RequestID: naming.DeleteInstancesRequestID(mig, "flexvm-a3u-2-g1"), Reason: "test"},
+		plan.DeleteMIG{Pool: "a3u", MIG: mig, Request: rr, RequestID: naming.DeleteMIGRequestID("us-central1-a", mig, 0), Reason: "test"},
 	}
 	res, err := h.Runner.Process(ctx, apply.Input{Flow: "test", EventID: "e-1", Scope: store.Scope{Cluster: c.ID, AllPools: true}, Decide: decide(acts...)})
 	if err != nil {
 		t.Fatalf("Process: %v (failed: %v)", err, res.Failed)
 	}
 	want := []string{
-		"CreateResizeRequest " + mig + "/rr-flexvm-a3u-2-g1 " + naming.CreateResizeRequestID(mig, "rr-flexvm-a3u-2-g1"),
-		"CancelResizeRequest " + mig + "/rr-flexvm-a3u-2-g1 " + naming.CancelResizeRequestID(mig, "rr-flexvm-a3u-2-g1"),
-		"DeleteResizeRequest " + mig + "/rr-flexvm-a3u-2-g1 " + naming.DeleteResizeRequestID(mig, "rr-flexvm-a3u-2-g1", 0),
+		"CreateResizeRequest " + mig + "/" + rr + " " + naming.CreateResizeRequestID(mig, rr),
+		"CancelResizeRequest " + mig + "/" + rr + " " + naming.CancelResizeRequestID(mig, rr),
+		"DeleteResizeRequest " + mig + "/" + rr + " " + naming.DeleteResizeRequestID(mig, rr, 0),
 		"DeleteInstances " + mig + "/flexvm-a3u-2-g1 " + naming.DeleteInstancesRequestID(mig, "flexvm-a3u-2-g1"),
+		"DeleteMIG us-central1-a/" + mig + " " + naming.DeleteMIGRequestID("us-central1-a", mig, 0),
 	}
 	if d := cmp.Diff(want, rec.take()); d != "" {
 		t.Errorf("Compute calls (-want +got):\n%s", d)
@@ -169,8 +173,8 @@ func TestExecuteEachActionKind(t *testing.T) {
 // redelivered; a capacity failure of a resize request backs the pool off
 // instead (redelivering would only hammer the API).
 func TestExecuteErrorClasses(t *testing.T) {
-	mig := "fs-flexvm-a3u"
-	create := plan.CreateResizeRequest{Pool: "a3u", Name: "rr-flexvm-a3u-2-g1", VMs: []string{"flexvm-a3u-2-g1"}, RunDuration: time.Hour,
+	mig := naming.RequestMIG("flexvm", "a3u", "rr-flexvm-a3u-2-g1")
+	create := plan.CreateResizeRequest{Pool: "a3u", MIG: mig, Name: "rr-flexvm-a3u-2-g1", VMs: []string{"flexvm-a3u-2-g1"}, RunDuration: time.Hour,
 		RequestID: naming.CreateResizeRequestID(mig, "rr-flexvm-a3u-2-g1"), Reason: "test"}
 	for _, tc := range []struct {
 		name      string
@@ -210,8 +214,8 @@ func TestExecuteErrorClasses(t *testing.T) {
 // duplicate whose replayed Compute calls carry the same request ids.
 func TestRerunIsIdempotent(t *testing.T) {
 	h, rec, c, ctx := setup(t)
-	mig := "fs-flexvm-a3u"
-	create := plan.CreateResizeRequest{Pool: "a3u", Name: "rr-flexvm-a3u-2-g1", VMs: []string{"flexvm-a3u-2-g1"}, RunDuration: time.Hour,
+	mig := naming.RequestMIG("flexvm", "a3u", "rr-flexvm-a3u-2-g1")
+	create := plan.CreateResizeRequest{Pool: "a3u", MIG: mig, Name: "rr-flexvm-a3u-2-g1", VMs: []string{"flexvm-a3u-2-g1"}, RunDuration: time.Hour,
 		RequestID: naming.CreateResizeRequestID(mig, "rr-flexvm-a3u-2-g1"), Reason: "test"}
 	in := apply.Input{Flow: "test", EventID: "e-1", Scope: store.Scope{Cluster: c.ID, AllPools: true}, Decide: decide(create)}
 	if _, err := h.Runner.Process(ctx, in); err != nil {
@@ -248,15 +252,15 @@ func TestRerunIsIdempotent(t *testing.T) {
 // queued — but not when Compute does not know the request (a create still
 // in flight could make it): the reconciler's listing decides then.
 func TestCancelConfirmedEndsTheRequest(t *testing.T) {
-	mig := "fs-flexvm-a3u"
 	const rr = "rr-flexvm-a3u-j7-g1"
-	create := plan.CreateResizeRequest{Pool: "a3u", Name: rr, VMs: []string{"flexvm-a3u-2-g1"}, RunDuration: time.Hour, JobID: "7",
+	mig := naming.RequestMIG("flexvm", "a3u", rr)
+	create := plan.CreateResizeRequest{Pool: "a3u", MIG: mig, Name: rr, VMs: []string{"flexvm-a3u-2-g1"}, RunDuration: time.Hour, JobID: "7",
 		RequestID: naming.CreateResizeRequestID(mig, rr), Reason: "test"}
 	cancel := func(id string) plan.CancelResizeRequest {
-		return plan.CancelResizeRequest{Pool: "a3u", Name: rr, RequestID: id, Reason: "test"}
+		return plan.CancelResizeRequest{Pool: "a3u", MIG: mig, Name: rr, RequestID: id, Reason: "test"}
 	}
 	released := model.Node{Name: "flexvm-a3u-2", Pool: "a3u", Index: 2, Kind: model.NodeDynamic, Generation: 1, Phase: model.PhaseDeleting,
-		VMName: "flexvm-a3u-2-g1", ResizeRequest: rr, JobID: "7", RequestOpen: true}
+		VMName: "flexvm-a3u-2-g1", ResizeRequest: rr, MIG: mig, JobID: "7", RequestOpen: true}
 	for _, tc := range []struct {
 		name     string
 		before   []plan.Action // run as an earlier event

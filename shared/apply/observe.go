@@ -2,6 +2,7 @@ package apply
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -12,41 +13,59 @@ import (
 	"github.com/flexslurm/flexslurm/shared/plan"
 )
 
-// Observe lists, for every pool of st, the VMs labelled as this cluster's
-// and pool's, the resize requests of the pool's MIG and the MIG itself:
-// three Compute list calls per pool, whatever the number of nodes. A pool whose listing fails
-// is left out (Listed false), so the reconciler decides nothing for it.
+// Observe lists, for every pool of st, its MIGs (the MIG of each resize
+// request, proved by name and description, and the pool's MIG of the
+// layout before one MIG per request), the resize requests of those MIGs
+// from which no node record's VM runs (a request whose VM runs has
+// SUCCEEDED: its MIG is not asked again), and the VMs labelled as this
+// cluster's and pool's: two list calls per pool plus one per MIG with a
+// request in flight or an end to follow, whatever the number of running
+// nodes. A pool whose listing fails is left out (Listed false), so the
+// reconciler decides nothing for it.
 func (r *Runner) Observe(ctx context.Context, cluster string, st *model.State) plan.Observed {
 	obs := plan.Observed{Pools: map[string]plan.ObservedPool{}}
 	for _, p := range st.SortedPools() {
 		// The pool's logger, built only when there is something to log.
 		log := func() *slog.Logger { return r.d.Log.With("flow", "flex.reconcile", "cluster", cluster, "pool", p.ID) }
-		// Resize requests first, then VMs: a request seen SUCCEEDED has
-		// created its VMs before the VM list is taken. What the lists show
-		// is true as of listedAt or later (plan.ObservedPool.ListedAt).
-		listedAt := r.d.Clock.Now()
-		rrs, err := r.d.Compute.ListResizeRequests(ctx, p.Zone, p.MIG)
-		if err != nil && !gce.IsNotFound(err) {
-			log().Error("listing resize requests failed: pool skipped this pass", "error", err.Error(), "error_class", gce.Classify(err).String())
-			continue
-		}
-		vms, err := r.d.Compute.ListInstances(ctx, p.Zone, naming.Labels(cluster, p.ID))
+		op, err := r.observePool(ctx, cluster, st, p)
 		if err != nil {
-			log().Error("listing VMs failed: pool skipped this pass", "error", err.Error(), "error_class", gce.Classify(err).String())
+			log().Error("listing the pool's resources failed: pool skipped this pass", "error", err.Error(), "error_class", gce.Classify(err).String())
 			continue
 		}
-		migs, err := r.d.Compute.ListMIGs(ctx, p.Zone, p.MIG)
+		obs.Pools[p.ID] = op
+	}
+	return obs
+}
+
+// observePool lists one pool. MIGs first, then their resize requests, then
+// VMs: a request seen SUCCEEDED has created its VMs before the VM list is
+// taken. What the lists show is true as of listedAt or later
+// (plan.ObservedPool.ListedAt).
+func (r *Runner) observePool(ctx context.Context, cluster string, st *model.State, p *model.Pool) (plan.ObservedPool, error) {
+	listedAt := r.d.Clock.Now()
+	migs, err := r.d.Compute.ListMIGs(ctx, p.Zone, p.MIG)
+	if err != nil {
+		return plan.ObservedPool{}, fmt.Errorf("listing MIGs: %w", err)
+	}
+	// A request MIG from which a node record's VM runs holds a request
+	// that has SUCCEEDED: not listed again.
+	running := map[string]bool{}
+	for _, n := range st.PoolNodes(p.ID) {
+		if n.MIG != "" && n.Phase == model.PhaseRunning {
+			running[n.MIG] = true
+		}
+	}
+	op := plan.ObservedPool{Listed: true, ListedAt: listedAt, MIGsListed: true}
+	addRequests := func(mig string, legacy bool) error {
+		rrs, err := r.d.Compute.ListResizeRequests(ctx, p.Zone, mig)
+		if gce.IsNotFound(err) {
+			return nil // deleted since it was listed
+		}
 		if err != nil {
-			log().Error("listing MIGs failed: pool skipped this pass", "error", err.Error(), "error_class", gce.Classify(err).String())
-			continue
+			return fmt.Errorf("listing the resize requests of MIG %s: %w", mig, err)
 		}
-		op := plan.ObservedPool{Listed: true, ListedAt: listedAt}
-		for _, m := range migs {
-			op.MIGExists = op.MIGExists || m.Name == p.MIG
-		}
-		op.VMs = observedVMs(vms)
 		for _, rr := range rrs {
-			o := plan.ObservedResizeRequest{Name: rr.Name, State: rr.State, VMs: rr.Instances, Created: rr.Created, ErrorCode: rr.ErrorCode}
+			o := plan.ObservedResizeRequest{Name: rr.Name, MIG: mig, Legacy: legacy, State: rr.State, VMs: rr.Instances, Created: rr.Created, ErrorCode: rr.ErrorCode}
 			if rr.State == "FAILED" {
 				o.ErrorClass = failureClass(gce.ClassifyCode(rr.ErrorCode)).Provisioning()
 			}
@@ -56,9 +75,33 @@ func (r *Runner) Observe(ctx context.Context, cluster string, st *model.State) p
 			}
 			op.ResizeRequests = append(op.ResizeRequests, o)
 		}
-		obs.Pools[p.ID] = op
+		return nil
 	}
-	return obs
+	for _, m := range migs {
+		switch request, ok := naming.IsRequestMIG(cluster, p.ID, m.Name, m.Description); {
+		case m.Name == p.MIG:
+			op.MIGExists = true
+			op.MIGs = append(op.MIGs, plan.ObservedMIG{Name: m.Name, Legacy: true, RequestsListed: true, Age: listedAt.Sub(m.Created)})
+			if err := addRequests(m.Name, true); err != nil {
+				return plan.ObservedPool{}, err
+			}
+		case ok:
+			om := plan.ObservedMIG{Name: m.Name, Request: request, Age: listedAt.Sub(m.Created)}
+			if !running[m.Name] {
+				if err := addRequests(m.Name, false); err != nil {
+					return plan.ObservedPool{}, err
+				}
+				om.RequestsListed = true
+			}
+			op.MIGs = append(op.MIGs, om)
+		}
+	}
+	vms, err := r.d.Compute.ListInstances(ctx, p.Zone, naming.Labels(cluster, p.ID))
+	if err != nil {
+		return plan.ObservedPool{}, fmt.Errorf("listing VMs: %w", err)
+	}
+	op.VMs = observedVMs(vms)
+	return op, nil
 }
 
 // observedVMs returns the listed VMs as the decision sees them, their
@@ -88,7 +131,7 @@ func observedVMs(vms []gce.Instance) []plan.VM {
 	out := make([]plan.VM, len(vms))
 	for i, vm := range vms {
 		out[i] = plan.VM{Name: all[at : at+len(vm.Name)], ID: strconv.FormatUint(vm.ID, 10), Status: vm.Status,
-			Created: vm.Created, TerminationTime: vm.TerminationTime, LastStart: vm.LastStart}
+			Created: vm.Created, TerminationTime: vm.TerminationTime, LastStart: vm.LastStart, MIG: vm.MIG}
 		at += len(vm.Name)
 	}
 	return out

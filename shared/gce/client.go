@@ -427,10 +427,16 @@ func (c *Client) templatePath(ref string) string {
 }
 
 // EnsureMIG creates a zonal MIG with target size 0, repairs off
-// (instanceLifecyclePolicy.defaultActionOnFailure DO_NOTHING) and no
-// autoscaler, as resize requests require (https://cloud.google.com/compute/docs/instance-groups/create-mig-with-gpu-vms). A MIG of that name
-// that already exists (409) counts as success once it uses m.Template: a
-// MIG with another template is pointed at this one (setInstanceTemplate).
+// (instanceLifecyclePolicy.defaultActionOnFailure DO_NOTHING), an update
+// policy that never replaces running VMs (updatePolicy.type OPPORTUNISTIC:
+// a template change reaches only VMs created after it) and no autoscaler,
+// as resize requests require (https://cloud.google.com/compute/docs/instance-groups/create-mig-with-gpu-vms;
+// Google's resize-request samples set OPPORTUNISTIC explicitly, and the
+// default type is not documented for such MIGs: docs/compute-contract.md).
+// A MIG of that name that already exists (409, or a repeated request id
+// that returns the first insert's operation) counts as success and is left
+// as it is: its template is never changed (no setInstanceTemplate), so VMs
+// it made keep theirs until they end.
 func (c *Client) EnsureMIG(ctx context.Context, m MIGSpec, requestID string) error {
 	if err := checkName("managed instance group", m.Name); err != nil {
 		return fmt.Errorf("creating managed instance group %s: %w", m.Name, err)
@@ -450,6 +456,9 @@ func (c *Client) EnsureMIG(ctx context.Context, m MIGSpec, requestID string) err
 		InstanceLifecyclePolicy: &computepb.InstanceGroupManagerInstanceLifecyclePolicy{
 			DefaultActionOnFailure: proto.String(computepb.InstanceGroupManagerInstanceLifecyclePolicy_DO_NOTHING.String()),
 		},
+		UpdatePolicy: &computepb.InstanceGroupManagerUpdatePolicy{
+			Type: proto.String(computepb.InstanceGroupManagerUpdatePolicy_OPPORTUNISTIC.String()),
+		},
 	}
 	if m.Description != "" {
 		res.Description = proto.String(m.Description)
@@ -462,32 +471,6 @@ func (c *Client) EnsureMIG(ctx context.Context, m MIGSpec, requestID string) err
 	}))
 	if err != nil && !IsAlreadyExists(err) {
 		return fmt.Errorf("creating managed instance group %s: %w", m.Name, mark(err))
-	}
-	// The MIG may have existed before (409, or a repeated request id that
-	// returns the first insert's operation): it keeps its template until
-	// setInstanceTemplate (https://cloud.google.com/compute/docs/reference/rest/v1/instanceGroupManagers/setInstanceTemplate), so point it at this one.
-	// New VMs (resize requests) use it; existing VMs are not affected.
-	cur, err := c.migs.Get(ctx, &computepb.GetInstanceGroupManagerRequest{Project: c.project, Zone: m.Zone, InstanceGroupManager: m.Name})
-	if err != nil {
-		return fmt.Errorf("reading managed instance group %s: %w", m.Name, mark(err))
-	}
-	have := cur.GetInstanceTemplate()
-	if have == "" && len(cur.GetVersions()) > 0 {
-		have = cur.GetVersions()[0].GetInstanceTemplate()
-	}
-	if lastSegment(have) == lastSegment(m.Template) {
-		return nil
-	}
-	err = wait(ctx)(c.migs.SetInstanceTemplate(ctx, &computepb.SetInstanceTemplateInstanceGroupManagerRequest{
-		Project:              c.project,
-		Zone:                 m.Zone,
-		InstanceGroupManager: m.Name,
-		InstanceGroupManagersSetInstanceTemplateRequestResource: &computepb.InstanceGroupManagersSetInstanceTemplateRequest{
-			InstanceTemplate: proto.String(c.templatePath(m.Template)),
-		},
-	}))
-	if err != nil {
-		return fmt.Errorf("setting the template of managed instance group %s to %s: %w", m.Name, m.Template, mark(err))
 	}
 	return nil
 }

@@ -812,33 +812,38 @@ func TestResolveImage(t *testing.T) {
 	}
 }
 
-// A MIG that exists with another template is pointed at the new one; one
-// that already uses it is left alone.
-func TestEnsureMIGSetsItsTemplate(t *testing.T) {
+// TestEnsureMIGNeverChangesItsTemplate: a MIG that exists is used as it
+// is (one MIG per resize request: its template is the one its VMs were
+// made from), with one insert and no setInstanceTemplate; a new MIG is
+// created with targetSize 0 and DO_NOTHING (and updatePolicy
+// OPPORTUNISTIC: the request gcloud's comparison shows, TestGcloudOutsideClient).
+func TestEnsureMIGNeverChangesItsTemplate(t *testing.T) {
 	h := newHarness(t, computesim.Options{})
 	h.pool()
 	if err := h.c.EnsureInstanceTemplate(h.ctx, flexSpec("c1-h200-v2"), ""); err != nil {
 		t.Fatal(err)
 	}
 	before := len(h.sim.Calls())
-	if err := h.c.EnsureMIG(h.ctx, gce.MIGSpec{Zone: zone, Name: "c1-h200", Template: "c1-h200-v1"}, ""); err != nil {
-		t.Fatal(err)
-	}
-	if calls := h.sim.Calls()[before:]; len(calls) != 1 {
-		t.Errorf("same template: %d mutating calls, want the insert alone: %+v", len(calls), calls)
-	}
 	if err := h.c.EnsureMIG(h.ctx, gce.MIGSpec{Zone: zone, Name: "c1-h200", Template: "c1-h200-v2"}, ""); err != nil {
 		t.Fatal(err)
 	}
-	if migs := h.sim.MIGs(); len(migs) != 1 || migs[0].Template != "c1-h200-v2" {
-		t.Errorf("MIGs = %+v, want c1-h200 on template c1-h200-v2", migs)
+	if calls := h.sim.Calls()[before:]; len(calls) != 1 {
+		t.Errorf("existing MIG: %d mutating calls, want the insert alone: %+v", len(calls), calls)
 	}
-	// A missing template is an error, and the MIG keeps its template.
-	if err := h.c.EnsureMIG(h.ctx, gce.MIGSpec{Zone: zone, Name: "c1-h200", Template: "c1-h200-v9"}, ""); !gce.IsNotFound(err) {
-		t.Errorf("missing template: %v", err)
+	if migs := h.sim.MIGs(); len(migs) != 1 || migs[0].Template != "c1-h200-v1" {
+		t.Errorf("MIGs = %+v, want c1-h200 still on template c1-h200-v1", migs)
 	}
-	if migs := h.sim.MIGs(); migs[0].Template != "c1-h200-v2" {
-		t.Errorf("template after a failed set: %s", migs[0].Template)
+	if err := h.c.EnsureMIG(h.ctx, gce.MIGSpec{Zone: zone, Name: "c1-h200-r2", Template: "c1-h200-v2"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, m := range h.sim.MIGs() {
+		if m.Name == "c1-h200-r2" {
+			found = m.Template == "c1-h200-v2" && m.TargetSize == 0 && m.ActionOnFailure == "DO_NOTHING"
+		}
+	}
+	if !found {
+		t.Errorf("MIGs = %+v, want c1-h200-r2 on c1-h200-v2, target size 0, DO_NOTHING", h.sim.MIGs())
 	}
 }
 

@@ -402,6 +402,7 @@ var wantDiffs = []string{
 	"instanceTemplates.insert | query.alt | json | —",
 	"instanceTemplates.insert | query.requestId | — | <uuid>",
 	`instanceGroupManagers.insert | body.instanceTemplate | "<endpoint>/compute/v1/projects/proj/global/instanceTemplates/c1-h200-v1" | "projects/proj/global/instanceTemplates/c1-h200-v1"`,
+	`instanceGroupManagers.insert | body.updatePolicy.type | — | "OPPORTUNISTIC"`,
 	`instanceGroupManagers.insert | body.zone | "us-central1-a" | —`,
 	"instanceGroupManagers.insert | query.alt | json | —",
 	"instanceGroupManagers.insert | query.requestId | — | <uuid>",

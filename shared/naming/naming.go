@@ -140,6 +140,25 @@ func CreateResizeRequestID(mig, rr string) string {
 	return RequestID("create-resize-request", mig+"/"+rr)
 }
 
+// CreateResizeRequestIDFor is CreateResizeRequestID for incarnation
+// incarnation of the cluster (model.Cluster.Incarnation): "" gives
+// CreateResizeRequestID's id, so requests recorded before incarnations
+// existed keep theirs; a cluster torn down and created again gets new ids
+// for the same names.
+func CreateResizeRequestIDFor(incarnation, mig, rr string) string {
+	if incarnation == "" {
+		return CreateResizeRequestID(mig, rr)
+	}
+	return RequestID("create-resize-request", mig+"/"+rr+"@"+incarnation)
+}
+
+// InsertRequestMIGRequestID is the request id of instanceGroupManagers.insert
+// of request MIG mig in zone zone for incarnation incarnation of the
+// cluster.
+func InsertRequestMIGRequestID(zone, mig, incarnation string) string {
+	return RequestID("insert-mig", fmt.Sprintf("%s/%s@%s", zone, mig, incarnation))
+}
+
 // CancelResizeRequestID is the request id of
 // instanceGroupManagerResizeRequests.cancel of resize request rr in MIG mig.
 func CancelResizeRequestID(mig, rr string) string {

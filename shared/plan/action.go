@@ -66,8 +66,9 @@ type PutJob struct {
 	Reason string
 }
 
-// EnsurePool makes sure the pool's instance template and MIG exist (target
-// size 0, repairs off), creating them when missing. Template and
+// EnsurePool makes sure the pool's instance template exists, creating it
+// when missing (each resize request's MIG is created with the request:
+// CreateResizeRequest). Template and
 // TemplateBody are the pool record's (model.Pool): the template as it was
 // built when the spec was applied, which the executor sends as it is.
 type EnsurePool struct {
@@ -77,12 +78,15 @@ type EnsurePool struct {
 	Reason       string
 }
 
-// CreateResizeRequest asks Compute Engine for Flex-Start capacity: a resize
-// request on the pool's MIG naming exactly the VMs to create, with the pool's
-// run duration. Name and RequestID are deterministic, so repeating it
-// creates nothing twice.
+// CreateResizeRequest asks Compute Engine for Flex-Start capacity: a MIG
+// of its own (MIG, naming.RequestMIG of the request: target size 0, the
+// pool's current template, updatePolicy OPPORTUNISTIC, DO_NOTHING, no
+// autoscaler) and in it a resize request naming exactly the VMs to create,
+// with the pool's run duration. Name, MIG and RequestID are
+// deterministic, so repeating it creates nothing twice.
 type CreateResizeRequest struct {
 	Pool        string
+	MIG         string
 	Name        string
 	VMs         []string
 	RunDuration time.Duration // 600–604800 s (Compute API)
@@ -91,9 +95,13 @@ type CreateResizeRequest struct {
 	Reason      string
 }
 
-// CancelResizeRequest cancels a queued (ACCEPTED) resize request.
+// CancelResizeRequest cancels a queued (ACCEPTED) resize request. MIG is
+// the MIG that holds it: naming.RequestMIG of Name, or, for a request made
+// before one MIG per request (Legacy), the pool's MIG.
 type CancelResizeRequest struct {
 	Pool      string
+	MIG       string
+	Legacy    bool
 	Name      string
 	RequestID string
 	Reason    string
@@ -106,16 +114,26 @@ type CancelResizeRequest struct {
 // specified, inactive resize request"). A request already gone is done.
 type DeleteResizeRequest struct {
 	Pool      string
+	MIG       string
+	Legacy    bool
 	Name      string
 	State     string // the final state it was seen in
 	RequestID string
 	Reason    string
 }
 
-// DeleteVMs deletes VMs of the pool's MIG. Only VMs that belong to the pool
-// (by name and label) are ever named.
+// DeleteVMs deletes VMs of one MIG (instanceGroupManagers.deleteInstances):
+// the MIG of one resize request (Request, MIG naming.RequestMIG of it) whose
+// request has SUCCEEDED and that keeps other VMs serving, or (Request "")
+// the pool's MIG of the layout before one MIG per request. A VM that is the
+// last serving VM of its request's MIG is released by deleting the MIG
+// (DeleteMIG) instead, so flexslurm never changes the target size of a MIG
+// that may hold a queued request. Only VMs that belong to the pool (by name
+// and label) are ever named.
 type DeleteVMs struct {
 	Pool      string
+	MIG       string
+	Request   string
 	VMs       []string
 	RequestID string
 	Reason    string
@@ -162,9 +180,17 @@ type StartVM struct {
 	Reason     string
 }
 
-// DeleteMIG deletes the empty MIG of a pool removed from the spec.
+// DeleteMIG deletes a MIG and with it its VMs and resize requests: the MIG
+// of one resize request (Request, MIG naming.RequestMIG of it) once its
+// request is final or cancelled and none of its VMs serves a node, or
+// (Request "") the pool's MIG of the layout before one MIG per request once
+// it is empty. VMs names the VMs it deletes that a node record names, for
+// logs ("" when none).
 type DeleteMIG struct {
 	Pool      string
+	MIG       string
+	Request   string
+	VMs       []string
 	RequestID string
 	Reason    string
 }
@@ -227,19 +253,19 @@ func (a PutNode) String() string {
 }
 func (a PutJob) String() string { return fmt.Sprintf("put job %s %s", a.Job.ID, a.Job.State) }
 func (a EnsurePool) String() string {
-	return fmt.Sprintf("ensure template %s and MIG of pool %s", a.Template, a.Pool)
+	return fmt.Sprintf("ensure template %s of pool %s", a.Template, a.Pool)
 }
 func (a CreateResizeRequest) String() string {
-	return fmt.Sprintf("create resize request %s in pool %s for %s (%s)", a.Name, a.Pool, strings.Join(a.VMs, ","), a.RunDuration)
+	return fmt.Sprintf("create MIG %s and resize request %s in pool %s for %s (%s)", a.MIG, a.Name, a.Pool, strings.Join(a.VMs, ","), a.RunDuration)
 }
 func (a CancelResizeRequest) String() string {
-	return fmt.Sprintf("cancel resize request %s in pool %s", a.Name, a.Pool)
+	return fmt.Sprintf("cancel resize request %s in MIG %s of pool %s", a.Name, a.MIG, a.Pool)
 }
 func (a DeleteResizeRequest) String() string {
-	return fmt.Sprintf("delete %s resize request %s in pool %s", a.State, a.Name, a.Pool)
+	return fmt.Sprintf("delete %s resize request %s in MIG %s of pool %s", a.State, a.Name, a.MIG, a.Pool)
 }
 func (a DeleteVMs) String() string {
-	return fmt.Sprintf("delete VMs %s of pool %s", strings.Join(a.VMs, ","), a.Pool)
+	return fmt.Sprintf("delete VMs %s of MIG %s of pool %s", strings.Join(a.VMs, ","), a.MIG, a.Pool)
 }
 func (a SlurmCommand) String() string {
 	target := strings.Join(a.Nodes, ",")
@@ -256,7 +282,10 @@ func (a StartVM) String() string {
 	return fmt.Sprintf("start VM %s of pool %s after its host repair", a.VM, a.Pool)
 }
 func (a DeleteMIG) String() string {
-	return fmt.Sprintf("delete the empty MIG of removed pool %s", a.Pool)
+	if len(a.VMs) > 0 {
+		return fmt.Sprintf("delete MIG %s of pool %s with VMs %s", a.MIG, a.Pool, strings.Join(a.VMs, ","))
+	}
+	return fmt.Sprintf("delete MIG %s of pool %s", a.MIG, a.Pool)
 }
 func (a ForgetPool) String() string { return fmt.Sprintf("forget removed pool %s", a.Pool) }
 

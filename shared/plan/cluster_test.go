@@ -94,15 +94,15 @@ func TestClusterAppliedRecordsTheBuiltTemplate(t *testing.T) {
 // saying to publish the spec again.
 func TestEnsurePoolTakesTheRecordedBody(t *testing.T) {
 	now := t0.Add(time.Hour)
-	obs := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, ListedAt: now, MIGExists: false}}}
+	obs := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, ListedAt: now, MIGsListed: true}}}
 	tests := []struct {
 		name       string
 		noBody     bool
 		wantEnsure bool
-		wantAlerts int // MIG deleted, and no body
+		wantAlerts int // no body
 	}{
-		{"recorded body", false, true, 1},
-		{"record without a body", true, false, 2},
+		{"recorded body", false, true, 0},
+		{"record without a body", true, false, 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -110,6 +110,9 @@ func TestEnsurePoolTakesTheRecordedBody(t *testing.T) {
 			// The static node's VM ended: it is requested again in this pass.
 			n := st.Nodes["flexvm-a3u-0"]
 			n.Phase, n.LastEnd = model.PhaseReleased, model.EndLost
+			// Its template is not known to exist (a pool recorded before
+			// its template was asked for).
+			st.Pools["a3u"].Ready = false
 			rec := *st.Pools["a3u"]
 			if tc.noBody {
 				st.Pools["a3u"].TemplateBody = ""
@@ -189,12 +192,13 @@ func TestReplayEnsurePool(t *testing.T) {
 }
 
 // TestMIGMissingFromAnEarlyListIsNotTakenForDeleted: a pass lists Compute
-// and decides later. A MIG missing from a list taken within ObserveGrace
-// of the pool record's last change may have been created since (commit,
-// then act), however late the decision: nothing is decided for the pool.
-// From a list taken after the grace, the MIG is deleted: it is recreated
-// and the node requested in it planned again. A list of unknown time is
-// not evidence.
+// and decides later. A request's MIG missing from a list taken within
+// RequestGrace of the request's record may have been created since
+// (commit, then act), however late the decision: the request is issued
+// again, under the same names and request ids (nothing twice). From a list
+// taken after the grace, the MIG is gone (deleted out of band): the
+// generation is lost and the node requested again in a MIG of its own. A
+// list of unknown time is not evidence.
 func TestMIGMissingFromAnEarlyListIsNotTakenForDeleted(t *testing.T) {
 	now := t0.Add(6 * time.Hour)
 	for _, tc := range []struct {
@@ -202,27 +206,26 @@ func TestMIGMissingFromAnEarlyListIsNotTakenForDeleted(t *testing.T) {
 		listedAt time.Time
 		deleted  bool
 	}{
-		{"listed a minute after the pool was recorded", t0.Add(time.Minute), false},
-		{"listed before the pool was recorded", t0.Add(-time.Minute), false},
+		{"listed a minute after the request was recorded", t0.Add(time.Minute), false},
+		{"listed before the request was recorded", t0.Add(-time.Minute), false},
 		{"listed at an unknown time", time.Time{}, false},
-		{"listed after the grace", t0.Add(DefaultPolicy().ObserveGrace), true},
+		{"listed after the grace", t0.Add(DefaultPolicy().RequestGrace), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st, _ := applied(t)
-			if got := st.Pools["a3u"].UpdatedAt; !got.Equal(t0) {
-				t.Fatalf("pool recorded at %v, want %v", got, t0)
-			}
 			n := st.Nodes["flexvm-a3u-0"]
-			if n.Phase != model.PhaseRequested {
-				t.Fatalf("static node %s, want requested", n.Phase)
+			if n.Phase != model.PhaseRequested || !n.RequestedAt.Equal(t0) || n.MIG == "" {
+				t.Fatalf("static node %s requested at %v in MIG %q, want requested at %v in a MIG of its own", n.Phase, n.RequestedAt, n.MIG, t0)
 			}
-			obs := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, ListedAt: tc.listedAt}}}
+			first := *n
+			obs := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, ListedAt: tc.listedAt, MIGsListed: true}}}
 			got := Reconcile(st, obs, now, Policy{})
-			var ensures, alerts, lost int
+			var creates []CreateResizeRequest
+			var alerts, lost int
 			for _, a := range got {
 				switch a := a.(type) {
-				case EnsurePool:
-					ensures++
+				case CreateResizeRequest:
+					creates = append(creates, a)
 				case Alert:
 					alerts++
 				case PutNode:
@@ -231,8 +234,15 @@ func TestMIGMissingFromAnEarlyListIsNotTakenForDeleted(t *testing.T) {
 					}
 				}
 			}
-			if tc.deleted != (ensures == 1 && alerts == 1 && lost == 1) || !tc.deleted && len(got) != 0 {
-				t.Errorf("MIG deleted %v: %d EnsurePool, %d alerts, %d lost generations; actions %v", tc.deleted, ensures, alerts, lost, kinds(got))
+			if len(creates) != 1 {
+				t.Fatalf("%d resize requests, want 1: %v", len(creates), kinds(got))
+			}
+			again := creates[0].Name == first.ResizeRequest && creates[0].MIG == first.MIG
+			if tc.deleted != (alerts == 1 && lost == 1 && !again) || !tc.deleted && (!again || alerts != 0 || lost != 0) {
+				t.Errorf("MIG deleted %v: %d alerts, %d lost generations, request issued again %v; actions %v", tc.deleted, alerts, lost, again, kinds(got))
+			}
+			if tc.deleted && creates[0].MIG == first.MIG {
+				t.Errorf("the next generation is requested in the vanished MIG %s", first.MIG)
 			}
 		})
 	}

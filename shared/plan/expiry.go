@@ -85,8 +85,7 @@ func Expiry(st *model.State, a *event.Audit, now time.Time, pol Policy) ([]Actio
 	}
 	if a.Kind == event.AuditDeferredStop || a.Kind == event.AuditInterruption {
 		// The VM may still exist, stopped: make sure it is gone.
-		b.add(DeleteVMs{Pool: poolID, VMs: []string{a.Instance},
-			RequestID: naming.DeleteInstancesRequestID(pool.MIG, a.Instance), Reason: why})
+		b.releaseVM(pool, node, why)
 	}
 	b.generationEnded(pool, node, end, why)
 	return b.out, nil
@@ -98,6 +97,13 @@ func Expiry(st *model.State, a *event.Audit, now time.Time, pol Policy) ([]Actio
 // only for a pending job.
 func (b *builder) generationEnded(pool *model.Pool, n model.Node, end model.EndReason, why string) {
 	b.slurm(event.SlurmPowerDownForce, []string{n.Name}, "", why, n.VMName)
+	if n.MIG != "" && !b.servingIn(pool, n.MIG, n.Name) && !b.deletingMIG(n.MIG) {
+		// Its request's MIG serves no node any more: deleted now rather
+		// than left to the reconciler (requestMIGs), so that a MIG that
+		// keeps its target size after its VM ended never recreates it
+		// (docs/compute-contract.md).
+		b.add(deleteRequestMIG(pool, n.MIG, n.ResizeRequest, nil, why+": its request's MIG serves no node any more"))
+	}
 	b.endOfLifeDone(n)
 	n.LastEnd = end
 	n.Phase = model.PhaseReleased

@@ -386,7 +386,7 @@ func (b *builder) endAtConfiguredDuration(pool *model.Pool, node model.Node, vm 
 		return false // Compute ends it itself
 	}
 	why := fmt.Sprintf("VM %s reached the pool's max run duration %s (below Compute's 600 s floor, so flexslurm ends it)", node.VMName, pool.MaxRunDuration)
-	b.add(DeleteVMs{Pool: pool.ID, VMs: []string{node.VMName}, RequestID: naming.DeleteInstancesRequestID(pool.MIG, node.VMName), Reason: why})
+	b.releaseVM(pool, node, why)
 	b.generationEnded(pool, node, model.EndExpired, why)
 	return true
 }

@@ -428,13 +428,13 @@ func TestHandOverUndoneAtExpiry(t *testing.T) {
 	}{
 		{
 			name: "successor released", succPhase: model.PhaseDeleting,
-			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "Slurm:reservation_delete:flexvm-a3u-0", "PutNode:flexvm-a3u-2/deleting",
+			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "DeleteMIG:fs-flexvm-a3u-r332fb60ad1", "Slurm:reservation_delete:flexvm-a3u-0", "PutNode:flexvm-a3u-2/deleting",
 				"PutNode:flexvm-a3u-0/requested", "CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
 			wantKind: model.NodeStatic,
 		},
 		{
 			name: "successor serving", succPhase: model.PhaseRunning,
-			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "Slurm:reservation_delete:flexvm-a3u-0", "PutPool:a3u",
+			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "DeleteMIG:fs-flexvm-a3u-r332fb60ad1", "Slurm:reservation_delete:flexvm-a3u-0", "PutPool:a3u",
 				"PutNode:flexvm-a3u-2/running", "PutNode:flexvm-a3u-0/released"},
 			wantKind: model.NodeDynamic,
 		},

@@ -107,7 +107,7 @@ func TestMakeBeforeBreak(t *testing.T) {
 				t.Errorf("actions (-want +got):\n%s", d)
 			}
 			for _, a := range got {
-				if c, ok := a.(CreateResizeRequest); ok && c.RequestID != naming.CreateResizeRequestID("fs-flexvm-a3u", c.Name) {
+				if c, ok := a.(CreateResizeRequest); ok && (c.MIG != naming.RequestMIG("flexvm", "a3u", c.Name) || c.RequestID != naming.CreateResizeRequestIDFor(st.Cluster.Incarnation(), c.MIG, c.Name)) {
 					t.Errorf("%s: request id %s is not the deterministic one", c.Name, c.RequestID)
 				}
 			}
@@ -151,7 +151,7 @@ func TestQueueTimeout(t *testing.T) {
 			cancelled: true,
 			now:       t0.Add(6*time.Hour + 6*time.Minute),
 			want: []string{"PutNode:flexvm-a3u-0/released", "PutNode:flexvm-a3u-0/requested",
-				"CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2", "DeleteResizeRequest:rr-flexvm-a3u-0-g1/CANCELLED"},
+				"CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
 		},
 		{
 			name:    "after MaxResubmits the pool is flagged and alerted once; the request stays queued",
@@ -202,12 +202,12 @@ func TestRemovedPool(t *testing.T) {
 	}{
 		{
 			name: "an empty MIG is deleted",
-			obs:  ObservedPool{Listed: true, MIGExists: true},
+			obs:  ObservedPool{Listed: true, MIGsListed: true, MIGExists: true},
 			want: []string{deleteMIG},
 		},
 		{
 			name:      "with the MIG gone the pool is forgotten",
-			obs:       ObservedPool{Listed: true},
+			obs:       ObservedPool{Listed: true, MIGsListed: true},
 			forgotten: true,
 			want:      []string{"ForgetPool:a3u"},
 		},
@@ -219,8 +219,8 @@ func TestRemovedPool(t *testing.T) {
 		},
 		{
 			name: "a listed VM keeps the MIG (no record names it: deleted as an orphan first)",
-			obs: ObservedPool{Listed: true, MIGExists: true, VMs: []VM{
-				{Name: "flexvm-a3u-0-g1", Status: "RUNNING", Created: t0.Add(time.Hour)}}},
+			obs: ObservedPool{Listed: true, MIGsListed: true, MIGExists: true, VMs: []VM{
+				{Name: "flexvm-a3u-0-g1", Status: "RUNNING", Created: t0.Add(time.Hour), MIG: "fs-flexvm-a3u"}}},
 			want: []string{"DeleteVMs:flexvm-a3u-0-g1"},
 		},
 		{

@@ -544,6 +544,7 @@ func (b *builder) nextGeneration(n *model.Node, rr, jobID string) {
 	n.VMName = model.VMName(n.Name, n.Generation)
 	n.VMID = ""
 	n.ResizeRequest = rr
+	n.MIG = naming.RequestMIG(b.cluster, n.Pool, rr)
 	n.RequestOpen, n.RequestMisses = false, 0
 	n.JobID = jobID
 	n.RequestedAt = b.now
@@ -576,10 +577,12 @@ func (b *builder) supersede(n model.Node) {
 		if d, ok := a.(DeleteVMs); ok && slices.Contains(d.VMs, n.VMName) {
 			return // released in this decision: its actions come first
 		}
+		if d, ok := a.(DeleteMIG); ok && n.MIG != "" && d.MIG == n.MIG {
+			return
+		}
 	}
 	why := fmt.Sprintf("%s's next generation: the VM its previous request %s may have created must not stay", n.Name, n.ResizeRequest)
-	b.add(DeleteVMs{Pool: pool.ID, VMs: []string{n.VMName},
-		RequestID: naming.DeleteInstancesRequestID(pool.MIG, n.VMName), Reason: why})
+	b.releaseVM(pool, n, why)
 }
 
 // provisionNode requests a new VM for one node through its own resize request.
@@ -599,16 +602,14 @@ func (b *builder) provisionNode(pool *model.Pool, n model.Node, jobID, reason st
 		b.ensurePool(pool, "pool resources not confirmed yet")
 	}
 	b.putNode(n, reason)
-	b.add(CreateResizeRequest{
-		Pool: pool.ID, Name: rr, VMs: []string{n.VMName}, RunDuration: pool.RunDuration,
-		JobID: jobID, RequestID: naming.CreateResizeRequestID(pool.MIG, rr), Reason: reason,
-	})
+	b.add(b.createRequest(pool, rr, []string{n.VMName}, jobID, reason))
 }
 
-// ensurePool asks for the pool's template and MIG and records the pool as
+// ensurePool asks for the pool's instance template and records the pool as
 // ready in the same transaction (one transaction per event): the action is
-// stored with the event and replayed on redelivery, and if it never took
-// effect the reconciler finds the MIG missing and asks again. The template
+// stored with the event and replayed on redelivery, and every resize
+// request's creation makes sure of the template again before it makes the
+// request's MIG. The template
 // is the one the pool record holds, built when the spec was applied
 // (ClusterApplied). A record stored before template bodies were recorded
 // holds none: nothing is asked for and the pool stays not ready, with an
@@ -638,7 +639,7 @@ func (b *builder) ensurePool(pool *model.Pool, reason string) {
 	if ok && !cur.Ready {
 		p := *cur
 		p.Ready = true
-		b.putPool(p, fmt.Sprintf("pool %s: template and MIG requested", pool.ID))
+		b.putPool(p, fmt.Sprintf("pool %s: template requested", pool.ID))
 	}
 	b.add(EnsurePool{Pool: pool.ID, Template: cur.Template, TemplateBody: cur.TemplateBody, Reason: reason})
 }
@@ -673,19 +674,19 @@ func (b *builder) release(pool *model.Pool, n model.Node, reason string, tellSlu
 			// (a job's request): a request still naming this node could
 			// later create a second VM for it. Its other waiting nodes end
 			// their generation too, and their job is re-planned.
-			b.add(CancelResizeRequest{Pool: pool.ID, Name: n.ResizeRequest,
-				RequestID: naming.CancelResizeRequestID(pool.MIG, n.ResizeRequest), Reason: reason})
+			b.add(cancelRequest(pool, n, reason))
 			b.endSharedRequest(pool, n, reason)
 		}
-		// The VM may appear if the request was fulfilled meanwhile: deleting
-		// it by name is harmless when it does not exist.
-		b.add(DeleteVMs{Pool: pool.ID, VMs: []string{n.VMName},
-			RequestID: naming.DeleteInstancesRequestID(pool.MIG, n.VMName), Reason: reason})
+		// The VM may appear if the request was fulfilled meanwhile: its
+		// request's MIG is deleted (no other node serves from it: they
+		// ended with the request), which deletes it; a generation of the
+		// earlier layout deletes it by name, harmless when it does not
+		// exist.
+		b.releaseVM(pool, n, reason)
 		n.Phase = model.PhaseDeleting
 		n.RequestOpen = n.ResizeRequest != "" // until it is seen to end (previous.go)
 	case model.PhaseRunning:
-		b.add(DeleteVMs{Pool: pool.ID, VMs: []string{n.VMName},
-			RequestID: naming.DeleteInstancesRequestID(pool.MIG, n.VMName), Reason: reason})
+		b.releaseVM(pool, n, reason)
 		if tellSlurm {
 			b.slurm(event.SlurmPowerDown, []string{n.Name}, "", reason, n.VMName)
 		}
@@ -708,8 +709,11 @@ func (b *builder) endSharedRequest(pool *model.Pool, n model.Node, reason string
 			continue
 		}
 		other := *o
-		b.add(DeleteVMs{Pool: pool.ID, VMs: []string{other.VMName},
-			RequestID: naming.DeleteInstancesRequestID(pool.MIG, other.VMName), Reason: reason})
+		if other.MIG == "" {
+			// The earlier layout: by name, in the pool's MIG. In one MIG
+			// per request, the MIG's deletion (release) takes them all.
+			b.releaseVM(pool, other, reason)
+		}
 		other.Phase = model.PhaseDeleting
 		other.LastEnd = model.EndReleased
 		other.RequestOpen = true // until it is seen to end (previous.go)
@@ -868,11 +872,7 @@ func (b *builder) provisionJob(j model.Job, why string) bool {
 	if !pool.Ready {
 		b.ensurePool(pool, "pool resources not confirmed yet")
 	}
-	b.add(CreateResizeRequest{
-		Pool: pool.ID, Name: rr, VMs: vms, RunDuration: pool.RunDuration, JobID: j.ID,
-		RequestID: naming.CreateResizeRequestID(pool.MIG, rr),
-		Reason:    fmt.Sprintf("job %s is pending and needs %d VMs: %s", j.ID, len(vms), why),
-	})
+	b.add(b.createRequest(pool, rr, vms, j.ID, fmt.Sprintf("job %s is pending and needs %d VMs: %s", j.ID, len(vms), why)))
 	return true
 }
 

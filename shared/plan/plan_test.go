@@ -3,6 +3,7 @@ package plan
 import (
 	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -92,6 +93,15 @@ func kinds(actions []Action) []string {
 			out = append(out, "DeleteResizeRequest:"+a.Name+"/"+a.State)
 		case DeleteVMs:
 			out = append(out, "DeleteVMs:"+strings.Join(a.VMs, ","))
+		case DeleteMIG:
+			// A VM released with its request's MIG (one MIG per request)
+			// reads as its deletion; the way (MIG or deleteInstances) is
+			// checked in topology_test.go.
+			if len(a.VMs) > 0 {
+				out = append(out, "DeleteVMs:"+strings.Join(a.VMs, ","))
+			} else {
+				out = append(out, "DeleteMIG:"+a.MIG)
+			}
 		case SlurmCommand:
 			out = append(out, "Slurm:"+string(a.Command)+":"+strings.Join(a.Nodes, ",")+a.JobID)
 		case Alert:
@@ -127,7 +137,12 @@ func TestClusterAppliedCreatesStaticNodes(t *testing.T) {
 	if rr.RunDuration != 604800*time.Second {
 		t.Errorf("run duration %s, want 604800s", rr.RunDuration)
 	}
-	if rr.RequestID != naming.RequestID("create-resize-request", "fs-flexvm-a3u/rr-flexvm-a3u-0-g1") {
+	// In a MIG of its own, named from the request; the request id names
+	// the cluster's incarnation (its record's creation time).
+	if rr.MIG != naming.RequestMIG("flexvm", "a3u", "rr-flexvm-a3u-0-g1") || !strings.HasPrefix(rr.MIG, "fs-flexvm-a3u-r") {
+		t.Errorf("MIG %s is not the request's own", rr.MIG)
+	}
+	if rr.RequestID != naming.RequestID("create-resize-request", rr.MIG+"/rr-flexvm-a3u-0-g1@"+strconv.FormatInt(t0.UnixNano(), 10)) {
 		t.Errorf("request id %s is not the deterministic one", rr.RequestID)
 	}
 	// Applying the same spec again (a redelivered cluster event) asks for nothing.
@@ -396,7 +411,7 @@ func TestExpiry(t *testing.T) {
 			name:    "static node expired is recreated, whether or not a job waits",
 			prepare: func(st *model.State) { running(st, "flexvm-a3u-0", t0) },
 			audit:   audit(event.AuditDeferredDelete, "flexvm-a3u-0-g1"),
-			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "Slurm:reservation_delete:flexvm-a3u-0", "PutNode:flexvm-a3u-0/requested",
+			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "DeleteMIG:fs-flexvm-a3u-r332fb60ad1", "Slurm:reservation_delete:flexvm-a3u-0", "PutNode:flexvm-a3u-0/requested",
 				"CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
 		},
 		{
@@ -405,7 +420,7 @@ func TestExpiry(t *testing.T) {
 				running(st, "flexvm-a3u-0", t0)
 			},
 			audit: audit(event.AuditDelete, "flexvm-a3u-0-g1"),
-			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "Slurm:reservation_delete:flexvm-a3u-0", "PutNode:flexvm-a3u-0/requested",
+			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "DeleteMIG:fs-flexvm-a3u-r332fb60ad1", "Slurm:reservation_delete:flexvm-a3u-0", "PutNode:flexvm-a3u-0/requested",
 				"CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
 		},
 		{
@@ -416,7 +431,7 @@ func TestExpiry(t *testing.T) {
 				st.Jobs["7"].State = model.JobFinished
 			},
 			audit: audit(event.AuditDeferredDelete, "flexvm-a3u-1-g1"),
-			want:  []string{"Slurm:power_down_force:flexvm-a3u-1", "Slurm:reservation_delete:flexvm-a3u-1", "PutNode:flexvm-a3u-1/released"},
+			want:  []string{"Slurm:power_down_force:flexvm-a3u-1", "DeleteMIG:fs-flexvm-a3u-r13f0b2250b", "Slurm:reservation_delete:flexvm-a3u-1", "PutNode:flexvm-a3u-1/released"},
 		},
 		{
 			name: "dynamic node expired while its job is pending is recreated for it",
@@ -425,7 +440,7 @@ func TestExpiry(t *testing.T) {
 				running(st, "flexvm-a3u-1", t0)
 			},
 			audit: audit(event.AuditDeferredDelete, "flexvm-a3u-1-g1"),
-			want: []string{"Slurm:power_down_force:flexvm-a3u-1", "Slurm:reservation_delete:flexvm-a3u-1", "PutNode:flexvm-a3u-1/released",
+			want: []string{"Slurm:power_down_force:flexvm-a3u-1", "DeleteMIG:fs-flexvm-a3u-r13f0b2250b", "Slurm:reservation_delete:flexvm-a3u-1", "PutNode:flexvm-a3u-1/released",
 				"PutNode:flexvm-a3u-1/requested", "PutJob:7/pending",
 				"CreateResizeRequest:rr-flexvm-a3u-j7-g2=flexvm-a3u-1-g2"},
 		},
@@ -463,7 +478,7 @@ func TestExpiry(t *testing.T) {
 				a.First, a.Last, a.Principal = true, false, "someone@example.com"
 				return a
 			}(),
-			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "Slurm:reservation_delete:flexvm-a3u-0", "PutNode:flexvm-a3u-0/requested",
+			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "DeleteMIG:fs-flexvm-a3u-r332fb60ad1", "Slurm:reservation_delete:flexvm-a3u-0", "PutNode:flexvm-a3u-0/requested",
 				"CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
 		},
 		{
@@ -553,8 +568,9 @@ func TestReconcile(t *testing.T) {
 			obs: ObservedPool{Listed: true, MIGExists: true, VMs: []VM{{Name: "flexvm-a3u-0-g1", ID: "9", Status: "RUNNING", Created: t0, TerminationTime: t0.Add(7 * 24 * time.Hour)}},
 				ResizeRequests: []ObservedResizeRequest{{Name: "rr-flexvm-a3u-0-g1", State: "SUCCEEDED", Created: t0}}},
 			now: t0.Add(time.Minute),
-			want: []string{"PutNode:flexvm-a3u-0/running", "PutPool:a3u", "Slurm:reservation_create:flexvm-a3u-0",
-				"DeleteResizeRequest:rr-flexvm-a3u-0-g1/SUCCEEDED"},
+			// Its request's MIG stays while the VM serves (one MIG per
+			// request): the request is not deleted on its own.
+			want: []string{"PutNode:flexvm-a3u-0/running", "PutPool:a3u", "Slurm:reservation_create:flexvm-a3u-0"},
 		},
 		{
 			name: "a request lost in a crash is issued again after the grace period, same name",
@@ -580,7 +596,7 @@ func TestReconcile(t *testing.T) {
 			prepare: func(st *model.State) { running(st, "flexvm-a3u-0", t0.Add(time.Hour)) },
 			obs:     ObservedPool{Listed: true, MIGExists: true},
 			now:     t0.Add(time.Hour),
-			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "Slurm:reservation_delete:flexvm-a3u-0", "PutNode:flexvm-a3u-0/requested",
+			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "DeleteMIG:fs-flexvm-a3u-r332fb60ad1", "Slurm:reservation_delete:flexvm-a3u-0", "PutNode:flexvm-a3u-0/requested",
 				"CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
 		},
 		{
@@ -588,7 +604,7 @@ func TestReconcile(t *testing.T) {
 			prepare: func(st *model.State) { running(st, "flexvm-a3u-0", t0.Add(time.Hour)) },
 			obs: ObservedPool{Listed: true, MIGExists: true, VMs: []VM{
 				{Name: "flexvm-a3u-0-g1", Status: "RUNNING", Created: t0, TerminationTime: t0.Add(time.Hour)},
-				{Name: "flexvm-a3u-2-g4", Status: "RUNNING", Created: t0},
+				{Name: "flexvm-a3u-2-g4", Status: "RUNNING", Created: t0, MIG: "fs-flexvm-a3u"},
 			}},
 			now:  t0.Add(10 * time.Minute),
 			want: []string{"DeleteVMs:flexvm-a3u-2-g4"},
@@ -611,18 +627,20 @@ func TestReconcile(t *testing.T) {
 			name: "a failed request ends the generation: the static node is asked for again",
 			obs:  ObservedPool{Listed: true, MIGExists: true, ResizeRequests: []ObservedResizeRequest{{Name: "rr-flexvm-a3u-0-g1", State: "FAILED", Created: t0}}},
 			now:  t0.Add(10 * time.Minute),
-			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "PutNode:flexvm-a3u-0/requested",
-				"CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2", "DeleteResizeRequest:rr-flexvm-a3u-0-g1/FAILED"},
+			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "DeleteMIG:fs-flexvm-a3u-r332fb60ad1", "PutNode:flexvm-a3u-0/requested",
+				"CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
 		},
 		{
+			// Requests of the pool's MIG, in the layout before one MIG per
+			// request (a request's own MIG is deleted whole: topology_test.go).
 			name: "finished requests no node waits on are deleted; queued and still-awaited ones are not",
 			obs: ObservedPool{Listed: true, MIGExists: true, VMs: []VM{{Name: "flexvm-a3u-0-g1", Status: "RUNNING", Created: t0, TerminationTime: t0.Add(time.Hour)}},
 				ResizeRequests: []ObservedResizeRequest{
-					{Name: "rr-flexvm-a3u-0-g1", State: "SUCCEEDED", Created: t0},
-					{Name: "rr-flexvm-a3u-j5-g1", State: "CANCELLED", Created: t0},
-					{Name: "rr-flexvm-a3u-j6-g1", State: "FAILED", Created: t0},
-					{Name: "rr-flexvm-a3u-j7-g1", State: "ACCEPTED", Created: t0.Add(9 * time.Minute)},
-					{Name: "rr-flexvm-a3u-j8-g1", State: "CREATING", Created: t0.Add(9 * time.Minute)},
+					{Name: "rr-flexvm-a3u-0-g1", State: "SUCCEEDED", Created: t0, MIG: "fs-flexvm-a3u", Legacy: true},
+					{Name: "rr-flexvm-a3u-j5-g1", State: "CANCELLED", Created: t0, MIG: "fs-flexvm-a3u", Legacy: true},
+					{Name: "rr-flexvm-a3u-j6-g1", State: "FAILED", Created: t0, MIG: "fs-flexvm-a3u", Legacy: true},
+					{Name: "rr-flexvm-a3u-j7-g1", State: "ACCEPTED", Created: t0.Add(9 * time.Minute), MIG: "fs-flexvm-a3u", Legacy: true},
+					{Name: "rr-flexvm-a3u-j8-g1", State: "CREATING", Created: t0.Add(9 * time.Minute), MIG: "fs-flexvm-a3u", Legacy: true},
 				}},
 			prepare: func(st *model.State) { running(st, "flexvm-a3u-0", t0.Add(time.Hour)) },
 			now:     t0.Add(10 * time.Minute),
@@ -810,7 +828,7 @@ func TestReconcileWithSlurmAndMisses(t *testing.T) {
 				running(st, "flexvm-a3u-0", t0.Add(week))
 				st.Nodes["flexvm-a3u-0"].MissCount, st.Nodes["flexvm-a3u-0"].MissGeneration = 1, 1
 			},
-			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "Slurm:reservation_delete:flexvm-a3u-0", "PutNode:flexvm-a3u-0/requested", "CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
+			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "DeleteMIG:fs-flexvm-a3u-r332fb60ad1", "Slurm:reservation_delete:flexvm-a3u-0", "PutNode:flexvm-a3u-0/requested", "CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
 		},
 		{
 			name: "a miss counted for an older generation does not count",

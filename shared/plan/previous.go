@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/flexslurm/flexslurm/shared/model"
-	"github.com/flexslurm/flexslurm/shared/naming"
 )
 
 // One active request per node. A node's next generation is requested only
@@ -56,9 +55,7 @@ func (b *builder) holdForPreviousRequest(pool *model.Pool, n model.Node) string 
 	}
 	why := fmt.Sprintf("waiting: %s's previous resize request %s may still be active (cancelled, not yet seen to end); its next generation is requested once it has ended", n.Name, n.ResizeRequest)
 	if !b.cancelling(n.ResizeRequest) {
-		b.add(CancelResizeRequest{Pool: pool.ID, Name: n.ResizeRequest,
-			RequestID: naming.CancelResizeRequestID(pool.MIG, n.ResizeRequest),
-			Reason:    fmt.Sprintf("%s's previous generation: its resize request %s must end before the next one is made", n.Name, n.ResizeRequest)})
+		b.add(cancelRequest(pool, n, fmt.Sprintf("%s's previous generation: its resize request %s must end before the next one is made", n.Name, n.ResizeRequest)))
 	}
 	return why
 }

@@ -35,7 +35,7 @@ func TestOneActiveRequestPerNode(t *testing.T) {
 		return o
 	}
 	rr := func(state string) ObservedResizeRequest {
-		return ObservedResizeRequest{Name: prev, State: state, VMs: []string{"flexvm-a3u-2-g1"}, Created: t0}
+		return ObservedResizeRequest{Name: prev, MIG: naming.RequestMIG("flexvm", "a3u", prev), State: state, VMs: []string{"flexvm-a3u-2-g1"}, Created: t0}
 	}
 	requeued := func(job string) *event.Job {
 		e := jobEv(event.TypeJobPending, job, 1, "flexvm-a3u-2")
@@ -107,7 +107,7 @@ func TestOneActiveRequestPerNode(t *testing.T) {
 			name:   "a pass listing it CANCELLED: the job is served in that pass, the old request deleted",
 			before: func(t *testing.T, st *model.State) { Apply(st, job(requeued("8"))(t, st, t0.Add(2*time.Minute))) },
 			decide: reconcile(listing(rr("CANCELLED"))),
-			want: []string{"PutNode:flexvm-a3u-2/deleting", "PutNode:flexvm-a3u-2/released", "DeleteResizeRequest:" + prev + "/CANCELLED",
+			want: []string{"PutNode:flexvm-a3u-2/deleting", "PutNode:flexvm-a3u-2/released",
 				"PutNode:flexvm-a3u-2/requested", "PutJob:8/pending", "CreateResizeRequest:rr-flexvm-a3u-j8-g2=flexvm-a3u-2-g2"},
 		},
 		{
@@ -129,7 +129,7 @@ func TestOneActiveRequestPerNode(t *testing.T) {
 			name:   "the request succeeded after the release (its VM listed): the job is served and that VM deleted",
 			before: func(t *testing.T, st *model.State) { Apply(st, job(requeued("8"))(t, st, t0.Add(2*time.Minute))) },
 			decide: reconcile(withVM(listing(rr("SUCCEEDED")), VM{Name: "flexvm-a3u-2-g1", Status: "RUNNING", Created: t0.Add(3 * time.Minute)})),
-			want: []string{"PutNode:flexvm-a3u-2/deleting", "DeleteVMs:flexvm-a3u-2-g1", "DeleteResizeRequest:" + prev + "/SUCCEEDED",
+			want: []string{"PutNode:flexvm-a3u-2/deleting", "DeleteVMs:flexvm-a3u-2-g1",
 				"PutNode:flexvm-a3u-2/requested", "PutJob:8/pending", "CreateResizeRequest:rr-flexvm-a3u-j8-g2=flexvm-a3u-2-g2"},
 		},
 		{
@@ -165,7 +165,7 @@ func TestOneActiveRequestPerNode(t *testing.T) {
 				}
 				return a
 			},
-			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "Slurm:reservation_delete:flexvm-a3u-0",
+			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "DeleteMIG:fs-flexvm-a3u-r332fb60ad1", "Slurm:reservation_delete:flexvm-a3u-0",
 				"PutNode:flexvm-a3u-0/requested", "CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2"},
 			open: true,
 		},
@@ -185,7 +185,7 @@ func TestOneActiveRequestPerNode(t *testing.T) {
 				t.Errorf("actions (-want +got):\n%s", d)
 			}
 			for _, a := range got {
-				if cr, ok := a.(CancelResizeRequest); ok && cr.Name == prev && cr.RequestID != naming.CancelResizeRequestID("fs-flexvm-a3u", prev) {
+				if cr, ok := a.(CancelResizeRequest); ok && cr.Name == prev && cr.RequestID != naming.CancelResizeRequestID(naming.RequestMIG("flexvm", "a3u", prev), prev) {
 					t.Errorf("cancel of %s with request id %s, not the release's", prev, cr.RequestID)
 				}
 			}

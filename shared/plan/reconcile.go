@@ -22,11 +22,18 @@ type VM struct {
 	// LastStart is the VM's lastStartTimestamp: when it last started
 	// (after a host repair, on its new host); zero when unknown.
 	LastStart time.Time
+	// MIG is the MIG the VM belongs to (its created-by metadata); "" when
+	// none.
+	MIG string
 }
 
 // ObservedResizeRequest is a resize request as the reconciler observed it.
 type ObservedResizeRequest struct {
-	Name    string
+	Name string
+	// MIG is the MIG that holds it; Legacy is true when that is the pool's
+	// MIG of the layout before one MIG per request.
+	MIG     string
+	Legacy  bool
 	State   string // CREATING, ACCEPTED, SUCCEEDED, FAILED, CANCELLED
 	VMs     []string
 	Created time.Time
@@ -73,10 +80,18 @@ type ObservedPool struct {
 	// record's last change may have been created since; zero means not
 	// known, and then a missing MIG is not taken for deleted.
 	ListedAt time.Time
-	// MIGExists reports whether the pool's MIG was found.
-	MIGExists      bool
-	VMs            []VM // VMs labelled as this cluster's and pool's
-	ResizeRequests []ObservedResizeRequest
+	// MIGExists reports whether the pool's MIG of the layout before one
+	// MIG per request (model.Pool.MIG) was found.
+	MIGExists bool
+	// MIGs are the pool's MIGs found: the pool's MIG of the earlier layout
+	// and the MIG of each resize request.
+	MIGs []ObservedMIG
+	// MIGsListed is true when MIGs (and MIGExists) come from a listing of
+	// the pool's MIGs this pass. A view without it takes no MIG for gone
+	// and deletes none.
+	MIGsListed     bool
+	VMs            []VM                    // VMs labelled as this cluster's and pool's
+	ResizeRequests []ObservedResizeRequest // of the MIGs listed with RequestsListed
 }
 
 // Observed is one reconcile pass's view of Compute, by pool id.
@@ -190,22 +205,22 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 	// list's time counts, not the decision's: a pass that lists early and
 	// decides late (a loaded instance) has seen nothing of what happened
 	// in between. Decide nothing for the pool this pass.
-	if pool.Ready && !po.MIGExists && !pool.Removed && (po.ListedAt.IsZero() || po.ListedAt.Sub(pool.UpdatedAt) < pol.ObserveGrace) {
+	legacy := b.legacyInUse(pool)
+	if legacy && pool.Ready && !po.MIGExists && !pool.Removed && (po.ListedAt.IsZero() || po.ListedAt.Sub(pool.UpdatedAt) < pol.ObserveGrace) {
 		return
 	}
 	b.queuedShortage(pool, po.ResizeRequests)
 	pool = b.st.Pools[pool.ID]
-	// The MIG was deleted out of band: its requests are gone with it and
-	// its VMs too. Recreate it before any new request, and re-plan every
-	// node that waited on it.
-	if pool.Ready && !po.MIGExists && !pool.Removed {
-		p := *pool
-		p.Ready = false
-		p.MIGIncarnation++
-		b.putPool(p, fmt.Sprintf("reconciler: MIG %s of pool %s is gone (deleted out of band): it is recreated and its requests re-planned", pool.MIG, pool.ID))
+	// The pool's MIG of the earlier layout was deleted out of band while
+	// generations of that layout were in it: its requests are gone with it
+	// and its VMs too. Re-plan every node that waited on it (in the new
+	// layout).
+	if legacy && pool.Ready && !po.MIGExists && !pool.Removed {
 		b.add(Alert{Pool: pool.ID, Reason: fmt.Sprintf("MIG %s was deleted outside flexslurm", pool.MIG)})
-		pool = b.st.Pools[pool.ID]
 		for _, n := range b.poolNodes(pool.ID) {
+			if n.MIG != "" {
+				continue
+			}
 			switch {
 			case n.Phase == model.PhaseRequested:
 				b.generationEnded(pool, *n, model.EndLost, fmt.Sprintf("reconciler: resize request %s vanished with MIG %s", n.ResizeRequest, pool.MIG))
@@ -216,6 +231,9 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 			}
 		}
 	}
+	b.vanishedRequestMIGs(pool, po)
+	pool = b.st.Pools[pool.ID]
+	b.legacyRequests(pool, rrs)
 	b.observePreviousRequests(pool, vms, rrs)
 	// Every node of the pool: the stored ones and every slot below
 	// max_node_count (a slot never used has no record, but Slurm knows it).
@@ -321,6 +339,8 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 	b.orphans(pool, po, vms, pol)
 	b.unwantedRequests(pool, po, pol)
 	b.finishedRequests(pool, po)
+	b.requestMIGs(pool, po, rrs)
+	b.legacyMIG(pool, po)
 	if pool.Removed {
 		b.removedPool(pool, po)
 	}
@@ -386,39 +406,27 @@ func (x vmIndex) has(name string) bool {
 }
 
 // removedPool releases the nodes of a pool removed from the spec as their
-// jobs end, deletes its MIG once nothing is left in it, and forgets the
-// pool once the MIG is gone.
+// jobs end; its MIGs are deleted as they empty (requestMIGs, legacyMIG),
+// and the pool is forgotten once no MIG of it is left.
 func (b *builder) removedPool(pool *model.Pool, po ObservedPool) {
 	b.releaseSurplus(pool)
 	for _, n := range b.poolNodes(pool.ID) {
-		if n.Phase.HasVM() {
+		if n.Phase.HasVM() || requestMayBeActive(n) {
 			return
 		}
 	}
-	if len(po.VMs) > 0 {
+	if len(po.VMs) > 0 || len(po.MIGs) > 0 || po.MIGExists {
 		return
 	}
-	for _, rr := range po.ResizeRequests {
-		if activeRequestState(rr.State) {
-			return
-		}
-	}
-	if po.MIGExists {
-		b.add(DeleteMIG{Pool: pool.ID, RequestID: naming.DeleteMIGRequestID(pool.Zone, pool.MIG, pool.MIGIncarnation),
-			Reason: fmt.Sprintf("reconciler: pool %s was removed from the spec and its MIG %s is empty", pool.ID, pool.MIG)})
-		return
-	}
-	b.add(ForgetPool{Pool: pool.ID, Reason: fmt.Sprintf("reconciler: pool %s was removed from the spec and its MIG is gone", pool.ID)})
+	b.add(ForgetPool{Pool: pool.ID, Reason: fmt.Sprintf("reconciler: pool %s was removed from the spec and no MIG of it is left", pool.ID)})
 	delete(b.st.Pools, pool.ID)
 }
 
 // act carries out one node's outcome. It returns true when it stored the
 // node (so the caller need not).
 func (b *builder) act(pool *model.Pool, node model.Node, vm VM, outcome Outcome, rule Rule, combo Combo, rrs map[string]ObservedResizeRequest, pol Policy) bool {
-	del := func(name, reason string) {
-		b.add(DeleteVMs{Pool: pool.ID, VMs: []string{name},
-			RequestID: naming.DeleteInstancesRequestID(pool.MIG, name), Reason: reason})
-	}
+	// del deletes the node's VM (the one vm names: vms.get(node.VMName)).
+	del := func(_, reason string) { b.releaseVM(pool, node, reason) }
 	switch outcome {
 	case OutcomeOK, OutcomeWait:
 		if outcome == OutcomeOK && b.endAtConfiguredDuration(pool, node, vm) {
@@ -555,8 +563,7 @@ func (r Rule) reconcilerWhy() string { return "reconciler: " + r.Why }
 // gets a new generation at once, a dynamic node is powered down in Slurm
 // (its job, requeued, asks for it again).
 func (b *builder) replaceLost(pool *model.Pool, node model.Node, why, slurmReason string) {
-	b.add(DeleteVMs{Pool: pool.ID, VMs: []string{node.VMName},
-		RequestID: naming.DeleteInstancesRequestID(pool.MIG, node.VMName), Reason: why})
+	b.releaseVM(pool, node, why)
 	if kindOf(node, pool) == model.NodeStatic {
 		b.generationEnded(pool, node, model.EndLost, why+": replaced")
 		return
@@ -581,6 +588,13 @@ func (b *builder) reconcileRequested(pool *model.Pool, node model.Node, rrs map[
 			b.releaseNode(pool, node, fmt.Sprintf("reconciler: job %s has ended and resize request %s for node %s was never seen: not issued", node.JobID, node.ResizeRequest, node.Name))
 			return true
 		}
+		if node.MIG == "" {
+			// A request of the earlier layout is never made again in the
+			// pool's MIG: the generation ends, and the next one is made
+			// in a MIG of its own.
+			b.generationEnded(pool, node, model.EndLost, fmt.Sprintf("reconciler: resize request %s in MIG %s is not visible %s after it was recorded", node.ResizeRequest, pool.MIG, b.now.Sub(node.RequestedAt).Round(time.Second)))
+			return true
+		}
 		// A crash between the Firestore commit and the Compute call: issue
 		// the same request again (same name and request id: never twice).
 		var vms []string
@@ -589,9 +603,8 @@ func (b *builder) reconcileRequested(pool *model.Pool, node model.Node, rrs map[
 				vms = append(vms, n.VMName)
 			}
 		}
-		b.add(CreateResizeRequest{Pool: pool.ID, Name: node.ResizeRequest, VMs: vms, RunDuration: pool.RunDuration,
-			JobID: node.JobID, RequestID: naming.CreateResizeRequestID(pool.MIG, node.ResizeRequest),
-			Reason: fmt.Sprintf("reconciler: resize request %s is not visible %s after it was recorded: issuing it again", node.ResizeRequest, b.now.Sub(node.RequestedAt).Round(time.Second))})
+		b.add(b.createRequest(pool, node.ResizeRequest, vms, node.JobID,
+			fmt.Sprintf("reconciler: resize request %s is not visible %s after it was recorded: issuing it again", node.ResizeRequest, b.now.Sub(node.RequestedAt).Round(time.Second))))
 		return false
 	case rr.State == "FAILED" && rr.ErrorClass != "":
 		// Capacity, quota or a permanent error: back off (stored), then end
@@ -674,7 +687,12 @@ func (b *builder) issued(rr string) bool {
 func (b *builder) orphans(pool *model.Pool, po ObservedPool, vms vmIndex, pol Policy) {
 	deleting := map[string]bool{}
 	for _, a := range b.out {
-		if d, ok := a.(DeleteVMs); ok {
+		switch d := a.(type) {
+		case DeleteVMs:
+			for _, name := range d.VMs {
+				deleting[name] = true
+			}
+		case DeleteMIG:
 			for _, name := range d.VMs {
 				deleting[name] = true
 			}
@@ -717,9 +735,8 @@ func (b *builder) orphans(pool *model.Pool, po ObservedPool, vms vmIndex, pol Po
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		b.add(DeleteVMs{Pool: pool.ID, VMs: []string{name},
-			RequestID: naming.DeleteInstancesRequestID(pool.MIG, name),
-			Reason:    fmt.Sprintf("reconciler: VM %s is labelled as pool %s's but no node record names it (orphan older than %s)", name, pool.ID, pol.OrphanGrace)})
+		vm, _ := vms.get(name)
+		b.orphanVM(pool, po, vm, fmt.Sprintf("reconciler: VM %s is labelled as pool %s's but no node record names it (orphan older than %s)", name, pool.ID, pol.OrphanGrace))
 	}
 }
 
@@ -734,8 +751,8 @@ func (b *builder) unwantedRequests(pool *model.Pool, po ObservedPool, pol Policy
 		if b.requestWanted(rr.Name) || b.now.Sub(rr.Created) < pol.RequestGrace || b.cancelling(rr.Name) {
 			continue
 		}
-		b.add(CancelResizeRequest{Pool: pool.ID, Name: rr.Name,
-			RequestID: naming.CancelResizeRequestID(pool.MIG, rr.Name),
+		b.add(CancelResizeRequest{Pool: pool.ID, MIG: rr.MIG, Legacy: rr.Legacy, Name: rr.Name,
+			RequestID: naming.CancelResizeRequestID(rr.MIG, rr.Name),
 			Reason:    fmt.Sprintf("reconciler: resize request %s is queued but no node waits for it", rr.Name)})
 	}
 }
@@ -749,13 +766,13 @@ func (b *builder) unwantedRequests(pool *model.Pool, po ObservedPool, pol Policy
 // request, and this never asks it to.
 func (b *builder) finishedRequests(pool *model.Pool, po ObservedPool) {
 	for _, rr := range po.ResizeRequests {
-		if !finalRequestState(rr.State) {
-			continue
+		if !finalRequestState(rr.State) || !rr.Legacy {
+			continue // a request's own MIG is deleted whole (requestMIGs)
 		}
 		if b.requestWanted(rr.Name) {
 			continue
 		}
-		b.add(DeleteResizeRequest{Pool: pool.ID, Name: rr.Name, State: rr.State,
+		b.add(DeleteResizeRequest{Pool: pool.ID, MIG: rr.MIG, Legacy: true, Name: rr.Name, State: rr.State,
 			RequestID: naming.DeleteResizeRequestID(pool.MIG, rr.Name, pool.MIGIncarnation),
 			Reason:    fmt.Sprintf("reconciler: resize request %s is %s and its outcome is recorded: deleted so the MIG's list stays short", rr.Name, rr.State)})
 	}

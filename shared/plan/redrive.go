@@ -2,7 +2,6 @@ package plan
 
 import (
 	"github.com/flexslurm/flexslurm/shared/model"
-	"github.com/flexslurm/flexslurm/shared/naming"
 )
 
 // What a redelivered event does again. An event's decision is committed
@@ -67,7 +66,10 @@ func Replay(st *model.State, stored []Action, hasNote bool) []Action {
 	for _, a := range stored {
 		switch a := a.(type) {
 		case CreateResizeRequest:
-			if !waiting[a.Name] {
+			if !waiting[a.Name] || a.MIG == "" {
+				// A request of the layout before one MIG per request is
+				// never made again in the pool's MIG (the reconciler ends
+				// its generation when it is not visible).
 				continue
 			}
 		case ReportHostAsFaulty:
@@ -107,13 +109,17 @@ func Replay(st *model.State, stored []Action, hasNote bool) []Action {
 func Redrive(st *model.State) []Action {
 	var out []Action
 	seen := map[string]bool{}
+	cluster, incarnation := "", st.Cluster.Incarnation()
+	if st.Cluster != nil {
+		cluster = st.Cluster.ID
+	}
 	for _, p := range st.SortedPools() {
-		var deleting []string
+		var deleting []model.Node
 		nodes := st.PoolNodes(p.ID)
 		for _, n := range nodes {
 			switch n.Phase {
 			case model.PhaseRequested:
-				if n.ResizeRequest == "" || seen[n.ResizeRequest] {
+				if n.ResizeRequest == "" || n.MIG == "" || seen[n.ResizeRequest] {
 					continue
 				}
 				seen[n.ResizeRequest] = true
@@ -123,17 +129,30 @@ func Redrive(st *model.State) []Action {
 						vms = append(vms, o.VMName)
 					}
 				}
-				out = append(out, CreateResizeRequest{Pool: p.ID, Name: n.ResizeRequest, VMs: vms,
-					RunDuration: p.RunDuration, JobID: n.JobID,
-					RequestID: naming.CreateResizeRequestID(p.MIG, n.ResizeRequest),
-					Reason:    "re-driving an in-flight resize request"})
+				out = append(out, createRequestAction(cluster, incarnation, p, n.ResizeRequest, vms, n.JobID, "re-driving an in-flight resize request"))
 			case model.PhaseDeleting:
-				deleting = append(deleting, n.VMName)
+				deleting = append(deleting, *n)
 			}
 		}
-		for _, vm := range deleting {
-			out = append(out, DeleteVMs{Pool: p.ID, VMs: []string{vm},
-				RequestID: naming.DeleteInstancesRequestID(p.MIG, vm), Reason: "re-driving an in-flight deletion"})
+		for _, n := range deleting {
+			serving := false
+			var members []string
+			for _, o := range nodes {
+				if o.Name == n.Name || n.MIG == "" || o.MIG != n.MIG {
+					continue
+				}
+				serving = serving || o.Phase.Serving()
+				if o.VMName != "" {
+					members = append(members, o.VMName)
+				}
+			}
+			a := releaseVMAction(p, n, members, serving, "re-driving an in-flight deletion")
+			if d, ok := a.(DeleteMIG); ok && seen["mig/"+d.MIG] {
+				continue
+			} else if ok {
+				seen["mig/"+d.MIG] = true
+			}
+			out = append(out, a)
 		}
 	}
 	return out

@@ -71,13 +71,17 @@ func TestReplayNoteStaysWithinTheCap(t *testing.T) {
 // the start after it only while that node is in that host repair.
 func TestReplay(t *testing.T) {
 	rr := "rr-flexvm-a3u-1-g1"
-	create := CreateResizeRequest{Pool: "a3u", Name: rr, VMs: []string{"flexvm-a3u-1-g1"}, RequestID: "c", Reason: "r"}
+	create := CreateResizeRequest{Pool: "a3u", MIG: naming.RequestMIG("flexvm", "a3u", rr), Name: rr, VMs: []string{"flexvm-a3u-1-g1"}, RequestID: "c", Reason: "r"}
 	repair := ReportHostAsFaulty{Pool: "a3u", Node: "flexvm-a3u-0", Generation: 1, VM: "flexvm-a3u-0-g1",
 		Behavior: FaultBehavior, RequestID: "r", Reason: "r"}
 	start := StartVM{Pool: "a3u", Node: "flexvm-a3u-0", Generation: 1, VM: "flexvm-a3u-0-g1", RequestID: "s", Reason: "r"}
 	drain := SlurmCommand{ID: "d", Command: "drain", Nodes: []string{"flexvm-a3u-0"}, Reason: "r"}
 	del := DeleteVMs{Pool: "a3u", VMs: []string{"flexvm-a3u-2-g1"}, RequestID: "x", Reason: "r"}
-	stored := []Action{drain, create, repair, start, del}
+	// A request stored by the layout before one MIG per request (no MIG)
+	// is never made again: the reconciler ends its generation.
+	legacy := create
+	legacy.MIG = ""
+	stored := []Action{drain, create, legacy, repair, start, del}
 	node0 := func(n model.Node) model.Node {
 		n.Name, n.Pool, n.Index = "flexvm-a3u-0", "a3u", 0
 		if n.Phase == "" {
@@ -128,32 +132,43 @@ func TestReplay(t *testing.T) {
 // with the recording decision's request ids; nothing for settled nodes.
 func TestRedrive(t *testing.T) {
 	st := model.NewState()
+	st.Cluster = &model.Cluster{ID: "flexvm", CreatedAt: t0}
 	for _, p := range []*model.Pool{
-		{ID: "b", MIG: "fs-flexvm-b", RunDuration: time.Hour},
-		{ID: "a3u", MIG: "fs-flexvm-a3u", RunDuration: 2 * time.Hour},
+		{ID: "b", Zone: "z", MIG: "fs-flexvm-b", RunDuration: time.Hour},
+		{ID: "a3u", Zone: "z", MIG: "fs-flexvm-a3u", RunDuration: 2 * time.Hour},
 	} {
 		st.Pools[p.ID] = p
 	}
-	add := func(pool string, i int, phase model.Phase, rr, job string) {
+	mig := func(pool, rr string) string { return naming.RequestMIG("flexvm", pool, rr) }
+	add := func(pool string, i int, phase model.Phase, rr, job string, legacy bool) {
 		name := model.NodeName("flexvm", pool, i)
-		st.Nodes[name] = &model.Node{Name: name, Pool: pool, Index: i, Generation: 1, Phase: phase,
+		n := &model.Node{Name: name, Pool: pool, Index: i, Generation: 1, Phase: phase,
 			VMName: model.VMName(name, 1), ResizeRequest: rr, JobID: job}
+		if rr != "" && !legacy {
+			n.MIG = mig(pool, rr)
+		}
+		st.Nodes[name] = n
 	}
 	jobRR := naming.JobResizeRequest("flexvm", "a3u", "7", 1)
-	add("a3u", 0, model.PhaseRunning, "rr-flexvm-a3u-0-g1", "")
-	add("a3u", 2, model.PhaseRequested, jobRR, "7")
-	add("a3u", 1, model.PhaseRequested, jobRR, "7")
-	add("a3u", 3, model.PhaseDeleting, "rr-flexvm-a3u-3-g1", "")
-	add("a3u", 4, model.PhaseRequested, "", "") // no request recorded: nothing to re-drive
-	add("a3u", 5, model.PhaseReleased, "", "")
-	add("b", 0, model.PhaseRequested, "rr-flexvm-b-0-g1", "")
+	add("a3u", 0, model.PhaseRunning, "rr-flexvm-a3u-0-g1", "", false)
+	add("a3u", 2, model.PhaseRequested, jobRR, "7", false)
+	add("a3u", 1, model.PhaseRequested, jobRR, "7", false)
+	add("a3u", 3, model.PhaseDeleting, "rr-flexvm-a3u-3-g1", "", false) // its request's MIG goes with it
+	add("a3u", 4, model.PhaseRequested, "", "", false)                  // no request recorded: nothing to re-drive
+	add("a3u", 5, model.PhaseReleased, "", "", false)                   //
+	add("a3u", 6, model.PhaseDeleting, "rr-flexvm-a3u-6-g1", "", true)  // the earlier layout: by name in the pool's MIG
+	add("a3u", 7, model.PhaseRequested, "rr-flexvm-a3u-7-g1", "", true) // the earlier layout: never made again there
+	add("b", 0, model.PhaseRequested, "rr-flexvm-b-0-g1", "", false)
+	inc := st.Cluster.Incarnation()
 	want := []Action{
-		CreateResizeRequest{Pool: "a3u", Name: jobRR, VMs: []string{"flexvm-a3u-1-g1", "flexvm-a3u-2-g1"}, RunDuration: 2 * time.Hour, JobID: "7",
-			RequestID: naming.CreateResizeRequestID("fs-flexvm-a3u", jobRR), Reason: "re-driving an in-flight resize request"},
-		DeleteVMs{Pool: "a3u", VMs: []string{"flexvm-a3u-3-g1"}, RequestID: naming.DeleteInstancesRequestID("fs-flexvm-a3u", "flexvm-a3u-3-g1"),
+		CreateResizeRequest{Pool: "a3u", MIG: mig("a3u", jobRR), Name: jobRR, VMs: []string{"flexvm-a3u-1-g1", "flexvm-a3u-2-g1"}, RunDuration: 2 * time.Hour, JobID: "7",
+			RequestID: naming.CreateResizeRequestIDFor(inc, mig("a3u", jobRR), jobRR), Reason: "re-driving an in-flight resize request"},
+		DeleteMIG{Pool: "a3u", MIG: mig("a3u", "rr-flexvm-a3u-3-g1"), Request: "rr-flexvm-a3u-3-g1", VMs: []string{"flexvm-a3u-3-g1"},
+			RequestID: naming.DeleteMIGRequestID("z", mig("a3u", "rr-flexvm-a3u-3-g1"), 0), Reason: "re-driving an in-flight deletion"},
+		DeleteVMs{Pool: "a3u", MIG: "fs-flexvm-a3u", VMs: []string{"flexvm-a3u-6-g1"}, RequestID: naming.DeleteInstancesRequestID("fs-flexvm-a3u", "flexvm-a3u-6-g1"),
 			Reason: "re-driving an in-flight deletion"},
-		CreateResizeRequest{Pool: "b", Name: "rr-flexvm-b-0-g1", VMs: []string{"flexvm-b-0-g1"}, RunDuration: time.Hour,
-			RequestID: naming.CreateResizeRequestID("fs-flexvm-b", "rr-flexvm-b-0-g1"), Reason: "re-driving an in-flight resize request"},
+		CreateResizeRequest{Pool: "b", MIG: mig("b", "rr-flexvm-b-0-g1"), Name: "rr-flexvm-b-0-g1", VMs: []string{"flexvm-b-0-g1"}, RunDuration: time.Hour,
+			RequestID: naming.CreateResizeRequestIDFor(inc, mig("b", "rr-flexvm-b-0-g1"), "rr-flexvm-b-0-g1"), Reason: "re-driving an in-flight resize request"},
 	}
 	if d := cmp.Diff(want, Redrive(st)); d != "" {
 		t.Errorf("re-driven (-want +got):\n%s", d)

@@ -272,8 +272,7 @@ func (b *builder) reportHost(pool *model.Pool, node model.Node, reason string) R
 // (static, or a job waits), requests its replacement at once: a static
 // node gets a new generation, a dynamic node is provisioned for the job.
 func (b *builder) replaceVM(pool *model.Pool, node model.Node, why, jobID string, waiting bool) {
-	b.add(DeleteVMs{Pool: pool.ID, VMs: []string{node.VMName},
-		RequestID: naming.DeleteInstancesRequestID(pool.MIG, node.VMName), Reason: why})
+	b.releaseVM(pool, node, why)
 	node.LastEnd = model.EndHealth
 	b.endOfLifeDone(node)
 	j, known := b.st.Jobs[jobID]

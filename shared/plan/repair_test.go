@@ -1217,9 +1217,10 @@ func TestFlexStartFailIsReplacedNotHostRepaired(t *testing.T) {
 	if _, ok := find[ReportHostAsFaulty](got); ok {
 		t.Fatalf("a Flex-Start VM was host-repaired: %v", rkinds(got))
 	}
-	del, ok := find[DeleteVMs](got)
-	if !ok || len(del.VMs) != 1 || del.VMs[0] != "flexvm-a3u-0-g1" {
-		t.Fatalf("drained Flex-Start node: want its VM deleted, got %v", rkinds(got))
+	// The VM is the only one of its request's MIG: deleted with it.
+	del, ok := find[DeleteMIG](got)
+	if !ok || len(del.VMs) != 1 || del.VMs[0] != "flexvm-a3u-0-g1" || del.MIG != st.Nodes["flexvm-a3u-0"].MIG {
+		t.Fatalf("drained Flex-Start node: want its VM deleted with its MIG, got %v", rkinds(got))
 	}
 	if !strings.Contains(del.Reason, "no host repair (provisioning model FLEX_START is not reservation-bound)") {
 		t.Errorf("delete reason %q does not say why there is no host repair", del.Reason)
