@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"syscall"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 

@@ -169,7 +169,7 @@ func TestAttackComputeOnWhatIsNotTheClusters(t *testing.T) {
 			act:  plan.DeleteMIG{Pool: "a3u", MIG: own, Request: rr, RequestID: rid, Reason: "attack"},
 		},
 		{
-			name: "delete VMs of a MIG that is not the request's own",
+			name:  "delete VMs of a MIG that is not the request's own",
 			plant: map[string]map[string]string{"flexvm-a3u-5-g1": naming.Labels("flexvm", "a3u")},
 			act: plan.DeleteVMs{Pool: "a3u", MIG: naming.RequestMIG("other", "a3u", rr), Request: rr, VMs: []string{"flexvm-a3u-5-g1"},
 				RequestID: rid, Reason: "attack"},
