@@ -870,8 +870,12 @@ func labelFilter(labels map[string]string) string {
 }
 
 // ListInstances returns the zone's VMs carrying every label in labels (all
-// VMs if labels is empty), filtered server-side, ordered by name, following
-// every page.
+// VMs if labels is empty), ordered by name, following every page. The
+// labels are sent as a server-side filter and checked again here on every
+// VM returned: gcloud never trusts Compute's server-side label matching
+// (googlecloudsdk/api_lib/compute/filter_rewrite.py in the Google Cloud
+// SDK: "server side labels matching is currently problematic"), so a VM
+// the filter let through without the labels is never taken as flexslurm's.
 func (c *Client) ListInstances(ctx context.Context, zone string, labels map[string]string) ([]Instance, error) {
 	req := &computepb.ListInstancesRequest{Project: c.project, Zone: zone}
 	if len(labels) > 0 {
@@ -880,6 +884,9 @@ func (c *Client) ListInstances(ctx context.Context, zone string, labels map[stri
 	var out []Instance
 	if c.lists != nil && c.lists.ListInstances(ctx, req, func(resp *computepb.InstanceList) {
 		for _, p := range resp.GetItems() {
+			if !hasLabels(p.GetLabels(), labels) {
+				continue
+			}
 			in := toInstance(zone, p)
 			// The answer is the shortcut's: keep a copy of the one
 			// reference toInstance shares with it (none for no labels,
@@ -902,7 +909,9 @@ func (c *Client) ListInstances(ctx context.Context, zone string, labels map[stri
 		if err != nil {
 			return nil, fmt.Errorf("listing instances in %s: %w", zone, mark(err))
 		}
-		out = append(out, toInstance(zone, p))
+		if hasLabels(p.GetLabels(), labels) {
+			out = append(out, toInstance(zone, p))
+		}
 	}
 }
 
