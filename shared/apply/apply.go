@@ -515,7 +515,7 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 		if err != nil {
 			return err
 		}
-		return r.ensurePool(ctx, cluster, p, a)
+		return r.ensurePool(ctx, cluster, st.Cluster.Incarnation(), p, a)
 	case plan.CreateResizeRequest:
 		p, err := migOf(a.Pool)
 		if err != nil {
@@ -656,8 +656,11 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 // and sent as it is: nothing is built here. It is refused when it is not
 // the template the pool records (a stale request: the MIG would be pointed
 // back at it), when the pool left the spec, and when its body is not
-// exactly what its name was made from (instancetemplate.FromBody).
-func (r *Runner) ensurePool(ctx context.Context, cluster string, p *model.Pool, a plan.EnsurePool) error {
+// exactly what its name was made from (instancetemplate.FromBody). The
+// template's insert carries a request id of the cluster's incarnation
+// (naming.InsertTemplateRequestIDIn), so a cluster created again after a
+// teardown does not get its template answered as already inserted.
+func (r *Runner) ensurePool(ctx context.Context, cluster, incarnation string, p *model.Pool, a plan.EnsurePool) error {
 	if p.Removed {
 		return fmt.Errorf("refusing to create the template and MIG of pool %s: the pool left the cluster spec", p.ID)
 	}
@@ -668,7 +671,7 @@ func (r *Runner) ensurePool(ctx context.Context, cluster string, p *model.Pool, 
 	if err != nil {
 		return fmt.Errorf("refusing to create the template of pool %s: %w", p.ID, err)
 	}
-	if err := r.d.Compute.EnsureInstanceTemplate(ctx, t, naming.InsertTemplateRequestID(t.Name)); err != nil {
+	if err := r.d.Compute.EnsureInstanceTemplate(ctx, t, naming.InsertTemplateRequestIDIn(t.Name, incarnation)); err != nil {
 		return fmt.Errorf("ensuring instance template %s: %w", t.Name, err)
 	}
 	m := gce.MIGSpec{Zone: p.Zone, Name: p.MIG, Template: t.Name, BaseInstanceName: cluster + "-" + p.ID,
