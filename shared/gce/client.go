@@ -929,9 +929,10 @@ func (c *Client) GetInstance(ctx context.Context, zone, name string) (Instance, 
 // IMMEDIATE (https://cloud.google.com/compute/docs/reference/rest/v1/instances/reportHostAsFaulty): Compute takes the host out of service and
 // repairs the VM (it goes REPAIRING, then RUNNING again, or stays
 // TERMINATED when scheduling.automaticRestart is false). Compute accepts it
-// only for reservation-bound A4X Max, A4X, A4 and A3 Ultra VMs and refuses
-// others with INSTANCES_WITHOUT_RESERVATION_NOT_SUPPORTED
-// (https://cloud.google.com/ai-hypercomputer/docs/manage/report-faulty-host).
+// only for reservation-bound A4X Max, A4X, A4, A3 Ultra, A3 Mega and A3
+// High (8 GPUs) VMs and refuses others with
+// INSTANCES_WITHOUT_RESERVATION_NOT_SUPPORTED or MACHINE_TYPE_NOT_SUPPORTED
+// (https://docs.cloud.google.com/ai-hypercomputer/docs/troubleshooting/troubleshoot-faulty-host-api).
 // behavior is CHIP_ERROR, PERFORMANCE, SILENT_DATA_CORRUPTION or
 // UNRECOVERABLE_GPU_ERROR.
 //
