@@ -49,6 +49,9 @@ type MIGRef struct {
 	Templates []string
 	// TargetSize is the MIG's target size.
 	TargetSize int32
+	// Description is the MIG's description: a request MIG's names its
+	// request, pool and cluster (shared/naming RequestMIGDescription).
+	Description string
 }
 
 // Scope is "zones/Z" or "regions/R".
@@ -173,7 +176,7 @@ func (c *Client) ListMIGsAllScopes(ctx context.Context) ([]MIGRef, error) {
 			unreachable[p.Key] = true
 		}
 		for _, m := range p.Value.GetInstanceGroupManagers() {
-			r := MIGRef{Name: m.GetName(), TargetSize: m.GetTargetSize()}
+			r := MIGRef{Name: m.GetName(), TargetSize: m.GetTargetSize(), Description: m.GetDescription()}
 			switch {
 			case m.GetZone() != "":
 				r.Zone = lastSegment(m.GetZone())
