@@ -4,8 +4,13 @@
 // teardown`.
 //
 // What belongs to the cluster and in which order it goes is decided in
-// shared/plan (PlanTeardown); this package reads Compute, carries the plan
-// out and reports. The order is the one in which nothing re-creates or leaks
+// shared/plan (PlanTeardown: the legacy pool MIG, and each MIG of one
+// resize request that its name and description prove the cluster's);
+// this package reads Compute, carries the plan out and reports. When
+// Compute holds nothing of the cluster's, it asks Options.Records whether
+// the cluster has a record: with none, the cluster is reported unknown
+// (Report.Unknown), since a mistyped id must not pass for a cluster torn
+// down. The order is the one in which nothing re-creates or leaks
 // anything: queued resize requests are cancelled first (a cancelled request
 // creates no VMs; cancel is only for ACCEPTED requests and delete only for
 // inactive ones, https://cloud.google.com/compute/docs/instance-groups/manage-resize-requests-mig), then every request is deleted, then the MIGs
