@@ -188,35 +188,35 @@ func clusterTemplates(cluster string, tpls []TeardownTemplate) map[string]bool {
 // requestMIGSuffix is the end of every naming.RequestMIG name.
 var requestMIGSuffix = regexp.MustCompile(`-r[0-9a-f]{10}$`)
 
-// requestMIGOf tells whether MIG m, all of whose templates are the
-// cluster's (pools: their flexslurm-pool labels), is the cluster's: the
-// legacy pool MIG of one of those pools is; a MIG that looks like a request
-// MIG of the cluster (a name of naming.RequestMIG's shape under the
-// cluster's prefix, or a description naming the cluster) is only when
-// naming.IsRequestMIG proves it from its name and description, and why
-// not otherwise; any other MIG is, by its templates, as before the
+// requestMIGDoubt says why MIG m, all of whose templates are the
+// cluster's (pools: their flexslurm-pool labels), is not provably the
+// cluster's, or "" when it is: the legacy pool MIG of one of those pools
+// is; a MIG that looks like a request MIG of the cluster (a name of
+// naming.RequestMIG's shape under the cluster's prefix, or a description
+// naming the cluster) is only when naming.IsRequestMIG proves it from its
+// name and description; any other MIG is, by its templates, as before the
 // request-MIG layout.
-func requestMIGOf(cluster string, m TeardownMIG, pools map[string]bool) (owned bool, whyNot string) {
+func requestMIGDoubt(cluster string, m TeardownMIG, pools map[string]bool) string {
 	for p := range pools {
 		if m.Name == naming.MIG(cluster, p) {
-			return true, ""
+			return ""
 		}
 	}
 	dc, dp, dr, described := naming.ParseRequestMIGDescription(m.Description)
 	shaped := strings.HasPrefix(m.Name, "fs-"+cluster+"-") && requestMIGSuffix.MatchString(m.Name)
 	if !shaped && !(described && dc == cluster) {
-		return true, ""
+		return ""
 	}
 	if _, ok := naming.IsRequestMIG(cluster, dp, m.Name, m.Description); ok && described {
-		return true, ""
+		return ""
 	}
 	switch {
 	case !described:
-		return false, fmt.Sprintf("named like a request MIG of cluster %s, but its description %q names no request: not deleted; delete it yourself if it is the cluster's", cluster, m.Description)
+		return fmt.Sprintf("named like a request MIG of cluster %s, but its description %q names no request: not deleted; delete it yourself if it is the cluster's", cluster, m.Description)
 	case dc != cluster:
-		return false, fmt.Sprintf("named like a request MIG of cluster %s, but its description names cluster %s: not deleted; delete it yourself if it is the cluster's", cluster, dc)
+		return fmt.Sprintf("named like a request MIG of cluster %s, but its description names cluster %s: not deleted; delete it yourself if it is the cluster's", cluster, dc)
 	default:
-		return false, fmt.Sprintf("its description names request %s of pool %s, whose MIG is %s, not %s: not deleted; delete it yourself if it is the cluster's",
+		return fmt.Sprintf("its description names request %s of pool %s, whose MIG is %s, not %s: not deleted; delete it yourself if it is the cluster's",
 			dr, dp, naming.RequestMIG(dc, dp, dr), m.Name)
 	}
 }
@@ -247,7 +247,7 @@ func TeardownOwnedMIGs(cluster string, tpls []TeardownTemplate, migs []TeardownM
 		}
 		var whyNot string
 		if len(mine) > 0 && len(foreign) == 0 && m.Region == "" {
-			_, whyNot = requestMIGOf(cluster, m, pools)
+			whyNot = requestMIGDoubt(cluster, m, pools)
 		}
 		switch {
 		case len(mine) == 0:
