@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/clock"
 	"github.com/flexslurm/flexslurm/shared/config"
 	"github.com/flexslurm/flexslurm/shared/naming"
+	"github.com/flexslurm/flexslurm/shared/teardown"
 )
 
 func TestTeardownCommandUsage(t *testing.T) {
@@ -85,5 +87,72 @@ func TestTeardownCommandAgainstSimulator(t *testing.T) {
 	srv.Close()
 	if code, _ := teardownRun("--dry-run"); code != teardownFailed {
 		t.Errorf("Compute unreachable: exit %d, want %d", code, teardownFailed)
+	}
+}
+
+// fixedRecords is a teardown.Records with a fixed answer.
+type fixedRecords []string
+
+func (f fixedRecords) Clusters(context.Context) ([]string, error) { return f, nil }
+
+// TestTeardownCommandUnknownCluster: `flexslurm teardown` of a cluster id
+// with nothing in Compute and no record (a mistyped --cluster) says so and
+// exits 4, dry run or not, and when the records cannot be read; a recorded
+// cluster with nothing left exits 0; Firestore is not opened when Compute
+// holds something of the cluster's.
+func TestTeardownCommandUnknownCluster(t *testing.T) {
+	t.Setenv(config.EnvProject, "")
+	t.Setenv(config.EnvComputeEndpoint, "")
+	sim := computesim.New(computesim.Options{Project: "p", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		clock.NewManual(time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)))
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	if _, err := sim.AddInstance("p", "us-central1-a", "flexvm-a3-0-g1", naming.Labels("flexvm", "a3")); err != nil {
+		t.Fatal(err)
+	}
+	opened := 0
+	var answer teardown.Records = fixedRecords{"flexvm", "other"}
+	var openErr error
+	restore := openTeardownRecords
+	t.Cleanup(func() { openTeardownRecords = restore })
+	openTeardownRecords = func(_ context.Context, project, database string, _ ...option.ClientOption) (teardown.Records, func(), error) {
+		opened++
+		if project != "p" || database != "db1" {
+			t.Errorf("records opened for project %q database %q, want p and db1", project, database)
+		}
+		return answer, func() {}, openErr
+	}
+	run := func(cluster string, args ...string) (int, string) {
+		var out bytes.Buffer
+		code := runTeardown(context.Background(), append([]string{"--project", "p", "--database", "db1", "--cluster", cluster}, args...), &out, io.Discard,
+			option.WithEndpoint(srv.URL), option.WithoutAuthentication())
+		return code, out.String()
+	}
+	for _, dry := range [][]string{{"--dry-run"}, nil} {
+		code, out := run("flexvn", dry...)
+		if code != teardownUnknown || !strings.Contains(out, "Cluster flexvn is unknown") || !strings.Contains(out, "clusters it holds: flexvm, other") ||
+			strings.Contains(out, "Nothing of cluster flexvn") {
+			t.Errorf("mistyped cluster %v: exit %d, want %d\n%s", dry, code, teardownUnknown, out)
+		}
+	}
+	if opened != 2 {
+		t.Errorf("records opened %d times, want 2", opened)
+	}
+	// A cluster with a VM: Firestore is not opened.
+	opened = 0
+	if code, out := run("flexvm", "--dry-run"); code != teardownClean || opened != 0 {
+		t.Errorf("cluster with a VM: exit %d, records opened %d times\n%s", code, opened, out)
+	}
+	if code, out := run("flexvm"); code != teardownClean || !strings.Contains(out, "VM zones/us-central1-a/flexvm-a3-0-g1: deleted") {
+		t.Errorf("teardown: exit %d\n%s", code, out)
+	}
+	// Torn down, its record kept: nothing is left, exit 0.
+	if code, out := run("flexvm"); code != teardownClean || !strings.Contains(out, "Nothing of cluster flexvm is left in Compute Engine.") {
+		t.Errorf("second teardown of a recorded cluster: exit %d\n%s", code, out)
+	}
+	// The records cannot be read: unknown too.
+	answer, openErr = nil, errors.New("no such database")
+	if code, out := run("flexvn", "--dry-run"); code != teardownUnknown || !strings.Contains(out, "could not be read") || !strings.Contains(out, "no such database") {
+		t.Errorf("records unreadable: exit %d\n%s", code, out)
 	}
 }

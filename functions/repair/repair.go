@@ -7,8 +7,8 @@
 // hook's own drained flag is logged, never trusted), repaired: a
 // Flex-Start VM is deleted and replaced (a static node, or a dynamic node
 // whose job is pending or was requeued, at once), since Compute Engine
-// repairs hosts only of reservation-bound A4X Max, A4X, A4 and A3 Ultra VMs
-// (plan.HostRepairSupported). For such a VM the function starts the host
+// repairs hosts only of reservation-bound A4X Max, A4X, A4, A3 Ultra, A3
+// Mega and A3 High (8 GPUs) VMs (plan.HostRepairSupported). For such a VM the function starts the host
 // repair (instances.reportHostAsFaulty, IMMEDIATE) and returns without
 // waiting for its 10–12 minute operation; the reconciler follows it, and
 // the VM is deleted and replaced when the repair is refused or times out. A dynamic

@@ -524,7 +524,7 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 		if err != nil {
 			return err
 		}
-		_, err = r.ensureTemplate(ctx, cluster, p, a.Template, a.TemplateBody)
+		_, err = r.ensureTemplate(ctx, cluster, st.Cluster.Incarnation(), p, a.Template, a.TemplateBody)
 		return err
 	case plan.CreateResizeRequest:
 		if a.MIG == "" {
@@ -683,8 +683,11 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 // spec was applied and sent as it is: nothing is built here. It is refused
 // when it is not the template the pool records (a stale request), when the
 // pool left the spec, and when its body is not exactly what its name was
-// made from (instancetemplate.FromBody).
-func (r *Runner) ensureTemplate(ctx context.Context, cluster string, p *model.Pool, template, body string) (instancetemplate.Template, error) {
+// made from (instancetemplate.FromBody). The template's insert carries a
+// request id of the cluster's incarnation (naming.InsertTemplateRequestIDIn),
+// so a cluster created again after a teardown does not get its template
+// answered as already inserted.
+func (r *Runner) ensureTemplate(ctx context.Context, cluster, incarnation string, p *model.Pool, template, body string) (instancetemplate.Template, error) {
 	if p.Removed {
 		return instancetemplate.Template{}, fmt.Errorf("refusing to create the template of pool %s: the pool left the cluster spec", p.ID)
 	}
@@ -695,7 +698,7 @@ func (r *Runner) ensureTemplate(ctx context.Context, cluster string, p *model.Po
 	if err != nil {
 		return instancetemplate.Template{}, fmt.Errorf("refusing to create the template of pool %s: %w", p.ID, err)
 	}
-	if err := r.d.Compute.EnsureInstanceTemplate(ctx, t, naming.InsertTemplateRequestID(t.Name)); err != nil {
+	if err := r.d.Compute.EnsureInstanceTemplate(ctx, t, naming.InsertTemplateRequestIDIn(t.Name, incarnation)); err != nil {
 		return instancetemplate.Template{}, fmt.Errorf("ensuring instance template %s: %w", t.Name, err)
 	}
 	return t, nil
@@ -714,7 +717,7 @@ func poolMIGDescription(cluster, pool string) string {
 // already exists (a repeated call) is used as it is: its template is never
 // changed under VMs it may have made.
 func (r *Runner) createRequest(ctx context.Context, cluster string, st *model.State, p *model.Pool, mig string, a plan.CreateResizeRequest) error {
-	t, err := r.ensureTemplate(ctx, cluster, p, p.Template, p.TemplateBody)
+	t, err := r.ensureTemplate(ctx, cluster, st.Cluster.Incarnation(), p, p.Template, p.TemplateBody)
 	if err != nil {
 		return err
 	}

@@ -31,13 +31,16 @@ type recorder struct {
 	mu    sync.Mutex
 	calls []string
 	fail  map[string]error
-	// templates are the instance templates sent, in order.
-	templates []instancetemplate.Template
+	// templates are the instance templates sent, in order, and
+	// templateIDs their request ids.
+	templates   []instancetemplate.Template
+	templateIDs []string
 }
 
 func (r *recorder) EnsureInstanceTemplate(ctx context.Context, t instancetemplate.Template, id string) error {
 	r.mu.Lock()
 	r.templates = append(r.templates, t)
+	r.templateIDs = append(r.templateIDs, id)
 	r.mu.Unlock()
 	return r.Compute.EnsureInstanceTemplate(ctx, t, id)
 }
@@ -352,5 +355,51 @@ func TestEnsurePoolSendsTheCarriedTemplate(t *testing.T) {
 				t.Errorf("sent template %s:\n%s\nwant %s:\n%s", sent[0].Name, sent[0].Body(), carried.Template, carried.TemplateBody)
 			}
 		})
+	}
+}
+
+// TestEnsurePoolTemplateRequestIDIsTheIncarnations: the template insert
+// carries the request id of the cluster record's incarnation, so a cluster
+// torn down and created again (a new record, a new CreatedAt) inserts its
+// template under a new id; a record older than incarnations keeps the id
+// inserts had before.
+func TestEnsurePoolTemplateRequestIDIsTheIncarnations(t *testing.T) {
+	h, rec, c, ctx := setup(t)
+	st, err := h.Store.Read(ctx, store.Scope{Cluster: c.ID, AllPools: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Cluster.Incarnation() == "" {
+		t.Fatal("the applied cluster record has no incarnation")
+	}
+	pool := *st.Pools["a3u"]
+	carried := plan.EnsurePool{Pool: "a3u", Template: pool.Template, TemplateBody: pool.TemplateBody, Reason: "test"}
+	legacy := *st.Cluster
+	legacy.CreatedAt = time.Time{}
+	rec.mu.Lock()
+	rec.templateIDs = nil // the apply's own
+	rec.mu.Unlock()
+	for i, tc := range []struct {
+		name string
+		acts []plan.Action
+		want string
+	}{
+		{"this incarnation", []plan.Action{carried}, naming.InsertTemplateRequestIDIn(pool.Template, st.Cluster.Incarnation())},
+		{"a record without incarnation", []plan.Action{plan.PutCluster{Cluster: legacy, Reason: "test"}, carried}, naming.InsertTemplateRequestID(pool.Template)},
+	} {
+		res, err := h.Runner.Process(ctx, apply.Input{Flow: "test", EventID: fmt.Sprintf("inc-%d", i), Scope: store.Scope{Cluster: c.ID, AllPools: true}, Decide: decide(tc.acts...)})
+		if err != nil || len(res.Failed) != 0 {
+			t.Fatalf("%s: Process: %v (failed: %+v)", tc.name, err, res.Failed)
+		}
+		rec.mu.Lock()
+		ids := rec.templateIDs
+		rec.templateIDs = nil
+		rec.mu.Unlock()
+		if len(ids) != 1 || ids[0] != tc.want {
+			t.Errorf("%s: template request ids %v, want [%s]", tc.name, ids, tc.want)
+		}
+	}
+	if naming.InsertTemplateRequestIDIn(pool.Template, st.Cluster.Incarnation()) == naming.InsertTemplateRequestID(pool.Template) {
+		t.Error("an incarnation's template request id is the legacy one")
 	}
 }

@@ -853,8 +853,12 @@ func labelFilter(labels map[string]string) string {
 }
 
 // ListInstances returns the zone's VMs carrying every label in labels (all
-// VMs if labels is empty), filtered server-side, ordered by name, following
-// every page.
+// VMs if labels is empty), ordered by name, following every page. The
+// labels are sent as a server-side filter and checked again here on every
+// VM returned: gcloud never trusts Compute's server-side label matching
+// (googlecloudsdk/api_lib/compute/filter_rewrite.py in the Google Cloud
+// SDK: "server side labels matching is currently problematic"), so a VM
+// the filter let through without the labels is never taken as flexslurm's.
 func (c *Client) ListInstances(ctx context.Context, zone string, labels map[string]string) ([]Instance, error) {
 	req := &computepb.ListInstancesRequest{Project: c.project, Zone: zone}
 	if len(labels) > 0 {
@@ -863,6 +867,9 @@ func (c *Client) ListInstances(ctx context.Context, zone string, labels map[stri
 	var out []Instance
 	if c.lists != nil && c.lists.ListInstances(ctx, req, func(resp *computepb.InstanceList) {
 		for _, p := range resp.GetItems() {
+			if !hasLabels(p.GetLabels(), labels) {
+				continue
+			}
 			in := toInstance(zone, p)
 			// The answer is the shortcut's: keep a copy of the one
 			// reference toInstance shares with it (none for no labels,
@@ -885,7 +892,9 @@ func (c *Client) ListInstances(ctx context.Context, zone string, labels map[stri
 		if err != nil {
 			return nil, fmt.Errorf("listing instances in %s: %w", zone, mark(err))
 		}
-		out = append(out, toInstance(zone, p))
+		if hasLabels(p.GetLabels(), labels) {
+			out = append(out, toInstance(zone, p))
+		}
 	}
 }
 
@@ -903,9 +912,10 @@ func (c *Client) GetInstance(ctx context.Context, zone, name string) (Instance, 
 // IMMEDIATE (https://cloud.google.com/compute/docs/reference/rest/v1/instances/reportHostAsFaulty): Compute takes the host out of service and
 // repairs the VM (it goes REPAIRING, then RUNNING again, or stays
 // TERMINATED when scheduling.automaticRestart is false). Compute accepts it
-// only for reservation-bound A4X Max, A4X, A4 and A3 Ultra VMs and refuses
-// others with INSTANCES_WITHOUT_RESERVATION_NOT_SUPPORTED
-// (https://cloud.google.com/ai-hypercomputer/docs/manage/report-faulty-host).
+// only for reservation-bound A4X Max, A4X, A4, A3 Ultra, A3 Mega and A3
+// High (8 GPUs) VMs and refuses others with
+// INSTANCES_WITHOUT_RESERVATION_NOT_SUPPORTED or MACHINE_TYPE_NOT_SUPPORTED
+// (https://docs.cloud.google.com/ai-hypercomputer/docs/troubleshooting/troubleshoot-faulty-host-api).
 // behavior is CHIP_ERROR, PERFORMANCE, SILENT_DATA_CORRUPTION or
 // UNRECOVERABLE_GPU_ERROR.
 //

@@ -213,9 +213,11 @@ func TestGcloudOutsideClient(t *testing.T) {
 	g := newGcloud(t, gs.url)
 	started := time.Now()
 
-	// A Flex-Start template (FLEX_START needs gcloud beta in CLI 528; beta
-	// commands use the same endpoint override, so the body is checked
-	// against v1) with an image family, which gcloud resolves first.
+	// A Flex-Start template with an image family, which gcloud resolves
+	// first. CLI 528, installed here, predates Flex-Start's GA and offers
+	// FLEX_START only under beta; GA gcloud accepts it since (see
+	// docs/compute-contract.md). Beta commands use the same endpoint
+	// override, so the body is checked against v1.
 	tpl := one(t, g.run("beta", "compute", "instance-templates", "create", gTemplate,
 		"--machine-type=a3-ultragpu-8g", "--accelerator=type=nvidia-h200-141gb,count=8",
 		"--provisioning-model=FLEX_START", "--instance-termination-action=DELETE", "--max-run-duration=7200s",

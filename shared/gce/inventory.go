@@ -49,6 +49,9 @@ type MIGRef struct {
 	Templates []string
 	// TargetSize is the MIG's target size.
 	TargetSize int32
+	// Description is the MIG's description: a request MIG's names its
+	// request, pool and cluster (shared/naming RequestMIGDescription).
+	Description string
 }
 
 // Scope is "zones/Z" or "regions/R".
@@ -89,8 +92,9 @@ func unreachableWarning(w *computepb.Warning) bool {
 // ListInstancesAllZones returns the project's VMs in every zone carrying
 // every label in labels (all VMs if labels is empty), filtered server-side
 // with one parenthesized expression per label (the discovery document's
-// form for several expressions) and checked again here, ordered by zone and
-// name, following every page. If a scope could not be read the error is an
+// form for several expressions) and checked again here on every VM, as
+// ListInstances does and for the same reason, ordered by zone and name,
+// following every page. If a scope could not be read the error is an
 // *UnreachableError and the VMs that were read are returned with it.
 func (c *Client) ListInstancesAllZones(ctx context.Context, labels map[string]string) ([]Instance, error) {
 	req := &computepb.AggregatedListInstancesRequest{Project: c.project}
@@ -136,6 +140,8 @@ func (c *Client) ListInstancesAllZones(ctx context.Context, labels map[string]st
 	return out, nil
 }
 
+// hasLabels reports whether have carries every label of want with its
+// value: the client-side check after every server-side label filter.
 func hasLabels(have, want map[string]string) bool {
 	for k, v := range want {
 		if got, ok := have[k]; !ok || got != v {
@@ -170,7 +176,7 @@ func (c *Client) ListMIGsAllScopes(ctx context.Context) ([]MIGRef, error) {
 			unreachable[p.Key] = true
 		}
 		for _, m := range p.Value.GetInstanceGroupManagers() {
-			r := MIGRef{Name: m.GetName(), TargetSize: m.GetTargetSize()}
+			r := MIGRef{Name: m.GetName(), TargetSize: m.GetTargetSize(), Description: m.GetDescription()}
 			switch {
 			case m.GetZone() != "":
 				r.Zone = lastSegment(m.GetZone())

@@ -60,6 +60,19 @@ func TestProjectWideListsAndDeletes(t *testing.T) {
 	if diff := cmp.Diff(wantM, migs); diff != "" {
 		t.Errorf("MIGs (-want +got):\n%s", diff)
 	}
+	// A MIG's description is listed with it (a request MIG's proves whose
+	// it is).
+	if err := h.c.EnsureMIG(h.ctx, gce.MIGSpec{Zone: "europe-west4-b", Name: "c1-h200-r0123456789", Template: "c1-h200-v1",
+		Description: "flexslurm resize request rr-1 of pool h200 of cluster c1"}, rid("described MIG")); err != nil {
+		t.Fatal(err)
+	}
+	if migs, err = h.c.ListMIGsAllScopes(h.ctx); err != nil || len(migs) != 2 || migs[0].Name != "c1-h200-r0123456789" ||
+		migs[0].Description != "flexslurm resize request rr-1 of pool h200 of cluster c1" || migs[1].Description != "" {
+		t.Fatalf("MIGs with a description: %+v, %v", migs, err)
+	}
+	if err := h.c.DeleteMIG(h.ctx, "europe-west4-b", "c1-h200-r0123456789", ""); err != nil {
+		t.Fatal(err)
+	}
 
 	vmNames := func(labels map[string]string) []string {
 		t.Helper()

@@ -221,7 +221,7 @@ func TestListShortcutDoesNotChangeOrKeepTheAnswer(t *testing.T) {
 	list := func() (vms []gce.Instance, migs []gce.MIG, rrs []gce.ResizeRequest) {
 		t.Helper()
 		var err error
-		if vms, err = c.ListInstances(ctx, zone, map[string]string{"flexslurm-cluster": "c1"}); err != nil {
+		if vms, err = c.ListInstances(ctx, zone, nil); err != nil {
 			t.Fatal(err)
 		}
 		if migs, err = c.ListMIGs(ctx, zone, "c1-"); err != nil {

@@ -191,6 +191,22 @@ func InsertTemplateRequestID(template string) string {
 	return RequestID("insert-template", template)
 }
 
+// InsertTemplateRequestIDIn is the request id of instanceTemplates.insert
+// of template template by incarnation incarnation of its cluster
+// (model.Cluster.Incarnation). Template names hash only the cluster, pool
+// and content, so a cluster torn down and created again with the same spec
+// inserts a template of the same name: were the id the same, Compute would
+// answer the new insert, within its request-id window, with the old,
+// finished operation and create nothing. incarnation "" (a cluster record
+// older than incarnations) gives InsertTemplateRequestID's id, so an
+// insert in flight across an upgrade keeps its id.
+func InsertTemplateRequestIDIn(template, incarnation string) string {
+	if incarnation == "" {
+		return InsertTemplateRequestID(template)
+	}
+	return RequestID("insert-template", template+"#"+incarnation)
+}
+
 // InsertMIGRequestID is the request id of instanceGroupManagers.insert of
 // incarnation incarnation of MIG mig in zone zone.
 func InsertMIGRequestID(zone, mig string, incarnation int) string {

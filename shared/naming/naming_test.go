@@ -235,3 +235,23 @@ func TestRequestMIG(t *testing.T) {
 		}
 	}
 }
+
+// TestInsertTemplateRequestIDIn: the template insert's request id depends on
+// the cluster's incarnation, and incarnation "" gives the id of before.
+func TestInsertTemplateRequestIDIn(t *testing.T) {
+	const tpl = "fs-c1-a3u-0123abcd"
+	if got, want := InsertTemplateRequestIDIn(tpl, ""), "136210bb-0076-5e66-a2c1-31d8a79f9909"; got != want {
+		t.Errorf("InsertTemplateRequestIDIn(%q, \"\") = %s, want today's %s", tpl, got, want)
+	}
+	a := InsertTemplateRequestIDIn(tpl, "1796000000000000000")
+	b := InsertTemplateRequestIDIn(tpl, "1796000000000000001")
+	if a == b || a == InsertTemplateRequestID(tpl) || b == InsertTemplateRequestID(tpl) {
+		t.Errorf("incarnations give ids %s and %s (legacy %s): want three different ids", a, b, InsertTemplateRequestID(tpl))
+	}
+	if a != InsertTemplateRequestIDIn(tpl, "1796000000000000000") {
+		t.Error("the id of one incarnation changes between calls")
+	}
+	if InsertTemplateRequestIDIn(tpl, "1") == InsertTemplateRequestIDIn(tpl+"1", "") {
+		t.Error("template and incarnation run together")
+	}
+}

@@ -112,7 +112,7 @@ type Policy struct {
 	// first asking Compute Engine to move the VM to a healthy host
 	// (instances.reportHostAsFaulty). Host repair applies only to pools
 	// HostRepairSupported accepts (reservation-bound A4X Max, A4X, A4, A3
-	// Ultra), never to Flex-Start pools.
+	// Ultra, A3 Mega, A3 High 8-GPU), never to Flex-Start pools.
 	DisableHostRepair bool
 	// RepairTimeout: a host repair whose VM is not RUNNING again, restarted
 	// (lastStartTimestamp at or after the request), this long after it was

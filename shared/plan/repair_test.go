@@ -1178,10 +1178,17 @@ func TestHostRepairSupported(t *testing.T) {
 		{"SPOT", "a4-highgpu-8g", false, "provisioning model SPOT is not reservation-bound"},
 		{"ON_DEMAND", "a4-highgpu-8g", false, "provisioning model ON_DEMAND is not reservation-bound"},
 		{"", "a3-ultragpu-8g", false, "provisioning model unknown is not reservation-bound"},
-		{"RESERVATION", "a3-megagpu-8g", false, `machine type "a3-megagpu-8g" is not of an A4X Max, A4X, A4 or A3 Ultra family`},
-		{"RESERVATION", "a3-highgpu-8g", false, `machine type "a3-highgpu-8g" is not of an A4X Max, A4X, A4 or A3 Ultra family`},
-		{"RESERVATION", "a3-ultragpu", false, `machine type "a3-ultragpu" is not of an A4X Max, A4X, A4 or A3 Ultra family`},
-		{"RESERVATION", "", false, `machine type "" is not of an A4X Max, A4X, A4 or A3 Ultra family`},
+		{"RESERVATION", "a3-megagpu-8g", true, ""},
+		{"RESERVATION", "a3-highgpu-8g", true, ""},
+		{"RESERVATION", "A3-HighGPU-8G", true, ""},
+		{"RESERVATION", "a3-highgpu-4g", false, `machine type "a3-highgpu-4g" is not of an A4X Max, A4X, A4, A3 Ultra, A3 Mega or A3 High (8 GPUs) type`},
+		{"RESERVATION", "a3-highgpu-1g", false, `machine type "a3-highgpu-1g" is not of an A4X Max, A4X, A4, A3 Ultra, A3 Mega or A3 High (8 GPUs) type`},
+		{"RESERVATION", "a3-edgegpu-8g", false, `machine type "a3-edgegpu-8g" is not of an A4X Max, A4X, A4, A3 Ultra, A3 Mega or A3 High (8 GPUs) type`},
+		{"RESERVATION", "a2-ultragpu-8g", false, `machine type "a2-ultragpu-8g" is not of an A4X Max, A4X, A4, A3 Ultra, A3 Mega or A3 High (8 GPUs) type`},
+		{"FLEX_START", "a3-megagpu-8g", false, "provisioning model FLEX_START is not reservation-bound"},
+		{"RESERVATION", "a3-ultragpu", false, `machine type "a3-ultragpu" is not of an A4X Max, A4X, A4, A3 Ultra, A3 Mega or A3 High (8 GPUs) type`},
+		{"RESERVATION", "a3-highgpu", false, `machine type "a3-highgpu" is not of an A4X Max, A4X, A4, A3 Ultra, A3 Mega or A3 High (8 GPUs) type`},
+		{"RESERVATION", "", false, `machine type "" is not of an A4X Max, A4X, A4, A3 Ultra, A3 Mega or A3 High (8 GPUs) type`},
 	}
 	for _, tc := range tests {
 		got, whyNot := HostRepairSupported(tc.model, tc.machine)

@@ -20,7 +20,13 @@ import (
 //     labels it gives its VMs; templates have no labels of their own in the
 //     Compute v1 API) carry those two labels;
 //   - a MIG (no labels in v1 either) is the cluster's if every instance
-//     template it references is one of the cluster's templates.
+//     template it references is one of the cluster's templates and, when it
+//     looks like a request MIG of the cluster (the one-MIG-per-request
+//     layout: a name of naming.RequestMIG's shape, or a description that
+//     names the cluster), its name is naming.RequestMIG of the request,
+//     pool and cluster its description names (naming.IsRequestMIG). The
+//     legacy pool MIG (naming.MIG of its templates' pool) needs no
+//     description.
 //
 // Names are never enough on their own: another tool may use the same
 // prefixes.
@@ -53,6 +59,9 @@ type TeardownMIG struct {
 	Name string
 	// Templates are the relative paths of the templates it references.
 	Templates []string
+	// Description is the MIG's description (a request MIG's names its
+	// request, pool and cluster).
+	Description string
 }
 
 // Scope is "zones/Z" or "regions/R".
@@ -176,6 +185,42 @@ func clusterTemplates(cluster string, tpls []TeardownTemplate) map[string]bool {
 	return out
 }
 
+// requestMIGSuffix is the end of every naming.RequestMIG name.
+var requestMIGSuffix = regexp.MustCompile(`-r[0-9a-f]{10}$`)
+
+// requestMIGDoubt says why MIG m, all of whose templates are the
+// cluster's (pools: their flexslurm-pool labels), is not provably the
+// cluster's, or "" when it is: the legacy pool MIG of one of those pools
+// is; a MIG that looks like a request MIG of the cluster (a name of
+// naming.RequestMIG's shape under the cluster's prefix, or a description
+// naming the cluster) is only when naming.IsRequestMIG proves it from its
+// name and description; any other MIG is, by its templates, as before the
+// request-MIG layout.
+func requestMIGDoubt(cluster string, m TeardownMIG, pools map[string]bool) string {
+	for p := range pools {
+		if m.Name == naming.MIG(cluster, p) {
+			return ""
+		}
+	}
+	dc, dp, dr, described := naming.ParseRequestMIGDescription(m.Description)
+	shaped := strings.HasPrefix(m.Name, "fs-"+cluster+"-") && requestMIGSuffix.MatchString(m.Name)
+	if !shaped && !(described && dc == cluster) {
+		return ""
+	}
+	if _, ok := naming.IsRequestMIG(cluster, dp, m.Name, m.Description); ok && described {
+		return ""
+	}
+	switch {
+	case !described:
+		return fmt.Sprintf("named like a request MIG of cluster %s, but its description %q names no request: not deleted; delete it yourself if it is the cluster's", cluster, m.Description)
+	case dc != cluster:
+		return fmt.Sprintf("named like a request MIG of cluster %s, but its description names cluster %s: not deleted; delete it yourself if it is the cluster's", cluster, dc)
+	default:
+		return fmt.Sprintf("its description names request %s of pool %s, whose MIG is %s, not %s: not deleted; delete it yourself if it is the cluster's",
+			dr, dp, naming.RequestMIG(dc, dp, dr), m.Name)
+	}
+}
+
 // TeardownOwnedMIGs splits the MIGs into the cluster's zonal MIGs, which the
 // teardown deletes (with their resize requests and VMs), and items for
 // MIGs that touch the cluster's templates but are not provably its own or
@@ -183,18 +228,34 @@ func clusterTemplates(cluster string, tpls []TeardownTemplate) map[string]bool {
 // delete regional ones).
 func TeardownOwnedMIGs(cluster string, tpls []TeardownTemplate, migs []TeardownMIG) (owned []TeardownMIG, left []TeardownItem) {
 	ours := clusterTemplates(cluster, tpls)
+	poolOf := map[string]string{}
+	for _, t := range tpls {
+		poolOf[t.Path] = t.Labels[naming.LabelPool]
+	}
 	for _, m := range migs {
 		var mine, foreign []string
+		pools := map[string]bool{}
 		for _, t := range m.Templates {
 			if ours[t] {
 				mine = append(mine, t)
+				if p := poolOf[t]; p != "" {
+					pools[p] = true
+				}
 			} else {
 				foreign = append(foreign, t)
 			}
 		}
+		var whyNot string
+		if len(mine) > 0 && len(foreign) == 0 && m.Region == "" {
+			whyNot = requestMIGDoubt(cluster, m, pools)
+		}
 		switch {
 		case len(mine) == 0:
-			// Not the cluster's: not even mentioned.
+			// Not the cluster's: not even mentioned, whatever its name
+			// or description says.
+		case whyNot != "":
+			left = append(left, TeardownItem{Kind: KindMIG, Scope: m.Scope(), Name: m.Name,
+				Note: "uses only the cluster's templates, but " + whyNot})
 		case len(foreign) > 0:
 			left = append(left, TeardownItem{Kind: KindMIG, Scope: m.Scope(), Name: m.Name,
 				Note: fmt.Sprintf("uses the cluster's template %s but also %s, which is not the cluster's: not deleted; delete it yourself if it is the cluster's",

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/flexslurm/flexslurm/shared/naming"
 )
 
 func tdLabels(cluster string) map[string]string {
@@ -146,6 +148,82 @@ func TestCheckTeardownCluster(t *testing.T) {
 	for _, c := range []string{"", "C1", "1c", "c-1", "abcdefghijk", "c1 "} {
 		if err := CheckTeardownCluster(c); err == nil || !strings.Contains(err.Error(), "cluster") {
 			t.Errorf("%q: got %v, want an error naming the cluster", c, err)
+		}
+	}
+}
+
+// TestTeardownOwnsRequestMIGsByProof: a MIG of the one-MIG-per-request
+// layout is the cluster's only when its templates are and its name is
+// naming.RequestMIG of the request, pool and cluster its description
+// names; a MIG that looks like one but whose description lies, or names
+// another cluster, is left and reported; another cluster's MIG under the
+// same name prefix is not even mentioned; the legacy pool MIG still goes.
+func TestTeardownOwnsRequestMIGsByProof(t *testing.T) {
+	const req, other = "rr-c1-a3-j12-g1", "rr-c1-a3-0-g2"
+	mine := naming.RequestMIG("c1", "a3", req)
+	lying := naming.RequestMIG("c1", "a3", "rr-c1-a3-j13-g1")
+	inv := TeardownInventory{
+		Templates: []TeardownTemplate{
+			{Name: "fs-c1-a3-1111", Path: tdPath("fs-c1-a3-1111"), Labels: tdLabels("c1")},
+			{Name: "fs-c2-a3-3333", Path: tdPath("fs-c2-a3-3333"), Labels: tdLabels("c2")},
+		},
+		MIGs: []TeardownMIG{
+			{Zone: "z1", Name: "fs-c1-a3", Templates: []string{tdPath("fs-c1-a3-1111")}}, // legacy pool MIG, no description
+			{Zone: "z1", Name: mine, Templates: []string{tdPath("fs-c1-a3-1111")}, Description: naming.RequestMIGDescription("c1", "a3", req)},
+			// The description names another request than the name's.
+			{Zone: "z1", Name: lying, Templates: []string{tdPath("fs-c1-a3-1111")}, Description: naming.RequestMIGDescription("c1", "a3", other)},
+			// Named like c1's, described as c2's, on c1's template.
+			{Zone: "z1", Name: naming.RequestMIG("c1", "a3", "rr-z"), Templates: []string{tdPath("fs-c1-a3-1111")}, Description: naming.RequestMIGDescription("c2", "a3", "rr-z")},
+			// Named like c1's, no description, on c1's template.
+			{Zone: "z1", Name: naming.RequestMIG("c1", "a3", "rr-w"), Templates: []string{tdPath("fs-c1-a3-1111")}},
+			// A description naming c1 on a MIG named otherwise.
+			{Zone: "z1", Name: "someones-mig", Templates: []string{tdPath("fs-c1-a3-1111")}, Description: naming.RequestMIGDescription("c1", "a3", req)},
+			// Another cluster's MIG whose name shares c1's request-MIG
+			// prefix and whose description proves it c1's: its template
+			// is c2's.
+			{Zone: "z1", Name: naming.RequestMIG("c1", "a3", "rr-v"), Templates: []string{tdPath("fs-c2-a3-3333")}, Description: naming.RequestMIGDescription("c1", "a3", "rr-v")},
+			{Zone: "z1", Name: naming.RequestMIG("c2", "a3", req), Templates: []string{tdPath("fs-c2-a3-3333")}, Description: naming.RequestMIGDescription("c2", "a3", req)},
+		},
+		ResizeRequests: []TeardownResizeRequest{
+			{Zone: "z1", MIG: mine, Name: req, State: "ACCEPTED"},
+		},
+		VMs: []TeardownVM{
+			{Zone: "z1", Name: "c1-a3-0-g1", ID: 1, Status: "RUNNING", Labels: tdLabels("c1"), MIG: "fs-c1-a3"},
+			{Zone: "z1", Name: "c1-a3-1-g1", ID: 2, Status: "RUNNING", Labels: tdLabels("c1"), MIG: mine},
+		},
+	}
+	p := PlanTeardown("c1", inv)
+	got := map[string][]string{
+		"migs":   tdNames(p.MIGs, func(m TeardownMIG) string { return m.Name }),
+		"rrs":    tdNames(p.ResizeRequests, func(r TeardownResizeRequest) string { return r.MIG + "/" + r.Name }),
+		"migVMs": tdNames(p.MIGVMs, func(v TeardownVM) string { return v.Name }),
+		"left":   tdNames(p.Left, func(i TeardownItem) string { return i.Kind + " " + i.Name }),
+	}
+	want := map[string][]string{
+		"migs":   {"fs-c1-a3", mine},
+		"rrs":    {mine + "/" + req},
+		"migVMs": {"c1-a3-0-g1", "c1-a3-1-g1"},
+		"left": {
+			"MIG " + lying, "MIG " + naming.RequestMIG("c1", "a3", "rr-z"), "MIG " + naming.RequestMIG("c1", "a3", "rr-w"), "MIG someones-mig",
+			"instance template fs-c1-a3-1111",
+		},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+	notes := map[string]string{}
+	for _, it := range p.Left {
+		notes[it.Name] = it.Note
+	}
+	for name, want := range map[string]string{
+		lying:                                 "its description names request " + other + " of pool a3, whose MIG is " + naming.RequestMIG("c1", "a3", other) + ", not " + lying,
+		naming.RequestMIG("c1", "a3", "rr-z"): "its description names cluster c2",
+		naming.RequestMIG("c1", "a3", "rr-w"): "names no request",
+		"someones-mig":                        "whose MIG is " + mine + ", not someones-mig",
+		"fs-c1-a3-1111":                       "which is not deleted",
+	} {
+		if !strings.Contains(notes[name], want) || !strings.Contains(notes[name], "not deleted") {
+			t.Errorf("%s: note %q, want it to say %q and that it is not deleted", name, notes[name], want)
 		}
 	}
 }

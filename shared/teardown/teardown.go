@@ -4,8 +4,13 @@
 // teardown`.
 //
 // What belongs to the cluster and in which order it goes is decided in
-// shared/plan (PlanTeardown); this package reads Compute, carries the plan
-// out and reports. The order is the one in which nothing re-creates or leaks
+// shared/plan (PlanTeardown: the legacy pool MIG, and each MIG of one
+// resize request that its name and description prove the cluster's);
+// this package reads Compute, carries the plan out and reports. When
+// Compute holds nothing of the cluster's, it asks Options.Records whether
+// the cluster has a record: with none, the cluster is reported unknown
+// (Report.Unknown), since a mistyped id must not pass for a cluster torn
+// down. The order is the one in which nothing re-creates or leaks
 // anything: queued resize requests are cancelled first (a cancelled request
 // creates no VMs; cancel is only for ACCEPTED requests and delete only for
 // inactive ones, https://cloud.google.com/compute/docs/instance-groups/manage-resize-requests-mig), then every request is deleted, then the MIGs
@@ -92,6 +97,18 @@ type Options struct {
 	RunID string
 	// Log receives one line per action. Default slog.Default().
 	Log *slog.Logger
+	// Records, when set, is asked for the clusters flexslurm's state
+	// holds, but only when Compute holds nothing of the cluster's: a
+	// cluster id with neither resources nor a record is most likely
+	// mistyped, and the report says so (Report.Unknown). Nil: not asked,
+	// and such a cluster is reported unknown too.
+	Records Records
+}
+
+// Records lists the cluster records flexslurm's state holds (shared/store's
+// Store.Clusters).
+type Records interface {
+	Clusters(ctx context.Context) ([]string, error)
 }
 
 // Action is one thing the teardown did (or tried).
@@ -118,11 +135,42 @@ type Report struct {
 	// Remaining is what of the cluster's is still there at the end (in a
 	// dry run: what the teardown would leave).
 	Remaining []plan.TeardownItem
+	// Found is false when Compute held nothing of the cluster's when the
+	// run began (and every scope could be listed).
+	Found bool
+	// Record says, when nothing was Found, whether flexslurm's state
+	// holds the cluster's record; Known are the clusters it holds, and
+	// RecordErr why they could not be read.
+	Record    RecordState
+	Known     []string
+	RecordErr error
 }
+
+// RecordState is what a teardown learnt of the cluster's record.
+type RecordState int
+
+// Record states.
+const (
+	// RecordNotAsked: something of the cluster's was found, or no Records
+	// were given.
+	RecordNotAsked RecordState = iota
+	// RecordFound: flexslurm's state holds the cluster's record.
+	RecordFound
+	// RecordMissing: it does not.
+	RecordMissing
+	// RecordUnreadable: the records could not be read (RecordErr).
+	RecordUnreadable
+)
 
 // Clean reports whether nothing of the cluster's is left (in a dry run:
 // would be left).
 func (r *Report) Clean() bool { return len(r.Remaining) == 0 }
+
+// Unknown reports whether the cluster id names nothing that could be
+// confirmed: Compute held nothing of the cluster's, and flexslurm's state
+// holds no record of it (or could not be asked). A mistyped --cluster looks
+// like this, and must not pass for a cluster torn down.
+func (r *Report) Unknown() bool { return !r.Found && r.Record != RecordFound }
 
 // Run tears cluster o.Cluster down (or, with o.DryRun, only plans it). It
 // returns an error only when Compute could not be listed; failed actions
@@ -152,7 +200,18 @@ func Run(ctx context.Context, c Compute, o Options) (*Report, error) {
 		return nil, err
 	}
 	p := plan.PlanTeardown(o.Cluster, before)
-	rep := &Report{Project: o.Project, Cluster: o.Cluster, DryRun: o.DryRun, Plan: p}
+	rep := &Report{Project: o.Project, Cluster: o.Cluster, DryRun: o.DryRun, Plan: p, Found: !p.Empty()}
+	if !rep.Found && o.Records != nil {
+		rep.Known, rep.RecordErr = o.Records.Clusters(ctx)
+		switch {
+		case rep.RecordErr != nil:
+			rep.Record = RecordUnreadable
+		case slices.Contains(rep.Known, o.Cluster):
+			rep.Record = RecordFound
+		default:
+			rep.Record = RecordMissing
+		}
+	}
 	if o.DryRun {
 		rep.Remaining = p.Left
 		return rep, nil
@@ -337,7 +396,7 @@ func (r *runner) inventory(ctx context.Context) (plan.TeardownInventory, error) 
 		return inv, fmt.Errorf("listing cluster resources: %w", err)
 	}
 	for _, m := range migs {
-		inv.MIGs = append(inv.MIGs, plan.TeardownMIG{Zone: m.Zone, Region: m.Region, Name: m.Name, Templates: m.Templates})
+		inv.MIGs = append(inv.MIGs, plan.TeardownMIG{Zone: m.Zone, Region: m.Region, Name: m.Name, Templates: m.Templates, Description: m.Description})
 	}
 	owned, _ := plan.TeardownOwnedMIGs(r.o.Cluster, inv.Templates, inv.MIGs)
 	for _, m := range owned {
@@ -466,7 +525,25 @@ func (r *Report) Write(w io.Writer) error {
 			fmt.Fprintln(&b, "  nothing: nothing of the cluster's was found")
 		}
 	}
-	if r.Clean() {
+	if r.Unknown() {
+		fmt.Fprintf(&b, "\nCluster %s is unknown: nothing of it was found in Compute Engine", r.Cluster)
+		if r.Project != "" {
+			fmt.Fprintf(&b, " in project %s", r.Project)
+		}
+		switch r.Record {
+		case RecordMissing:
+			known := "none"
+			if len(r.Known) > 0 {
+				known = strings.Join(r.Known, ", ")
+			}
+			fmt.Fprintf(&b, ", and flexslurm's state holds no record of it (clusters it holds: %s).\n", known)
+		case RecordUnreadable:
+			fmt.Fprintf(&b, ", and its record could not be read: %v.\n", r.RecordErr)
+		default:
+			fmt.Fprintln(&b, ", and its record was not looked up.")
+		}
+		fmt.Fprintln(&b, "Is --cluster right? A mistyped id tears nothing down, and the cluster's VMs keep running.")
+	} else if r.Clean() {
 		if r.DryRun {
 			fmt.Fprintf(&b, "\nNothing of cluster %s would be left.\n", r.Cluster)
 		} else {
