@@ -145,9 +145,11 @@ func (s *Sim) instanceReportHostAsFaultyLocked(req *request) (proto.Message, *ap
 }
 
 // HostRepairFamilies are the machine families (machine type prefixes) whose
-// hosts Compute repairs on request: A4X Max, A4X, A4, A3 Ultra
-// (https://cloud.google.com/ai-hypercomputer/docs/manage/report-faulty-host).
-var HostRepairFamilies = []string{"a4x-maxgpu-", "a4x-highgpu-", "a4-highgpu-", "a3-ultragpu-"}
+// hosts Compute repairs on request: A4X Max, A4X, A4, A3 Ultra, A3 Mega and
+// A3 High with 8 GPUs ("only supports A4X Max, A4X, A4, A3 Ultra, A3 Mega,
+// and A3 High (8 GPUs) machine types",
+// https://docs.cloud.google.com/ai-hypercomputer/docs/troubleshooting/troubleshoot-faulty-host-api).
+var HostRepairFamilies = []string{"a4x-maxgpu-", "a4x-highgpu-", "a4-highgpu-", "a3-ultragpu-", "a3-megagpu-", "a3-highgpu-8g"}
 
 // ErrHostRepairUnsupported is the error code Compute gives a
 // reportHostAsFaulty on a VM that is not reservation-bound, or not of an
@@ -176,7 +178,7 @@ func hostRepairRefusal(in *instanceRec) *apiError {
 		pm = "STANDARD"
 	}
 	return &apiError{code: 400, reason: ErrHostRepairUnsupported, message: fmt.Sprintf(
-		"Reporting a faulty host is supported only for reservation-bound instances of A4X Max, A4X, A4 and A3 Ultra machine types; instance '%s' has provisioning model %s and machine type %s.",
+		"Reporting a faulty host is supported only for reservation-bound instances of A4X Max, A4X, A4, A3 Ultra, A3 Mega and A3 High (8 GPUs) machine types; instance '%s' has provisioning model %s and machine type %s.",
 		in.pb.GetName(), pm, mt)}
 }
 

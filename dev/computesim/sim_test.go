@@ -912,11 +912,11 @@ func TestReportHostAsFaulty(t *testing.T) {
 	}
 
 	// Reservation-bound VMs: A3 Ultra stays stopped after its repair; A3
-	// Mega is not an eligible family.
+	// High with 4 GPUs is not an eligible machine type (A3 High with 8 is).
 	for _, tp := range []*computepb.InstanceTemplate{
 		reservationTemplate("rb", "a3-ultragpu-8g", false),
 		reservationTemplate("rb-restart", "a4-highgpu-8g", true),
-		reservationTemplate("rb-mega", "a3-megagpu-8g", false),
+		reservationTemplate("rb-high4", "a3-highgpu-4g", false),
 	} {
 		if err := e.insertTemplate(tp); err != nil {
 			t.Fatalf("template %s: %v", tp.GetName(), err)
@@ -927,7 +927,7 @@ func TestReportHostAsFaulty(t *testing.T) {
 			t.Fatalf("VM from %s: %v", tp.GetName(), err)
 		}
 	}
-	_, err = report("rb-mega-0", "IMMEDIATE", "UNRECOVERABLE_GPU_ERROR", "")
+	_, err = report("rb-high4-0", "IMMEDIATE", "UNRECOVERABLE_GPU_ERROR", "")
 	wantHTTP(t, err, 400, ErrHostRepairUnsupported)
 
 	host := func(name string) string {
