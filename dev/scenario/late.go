@@ -90,8 +90,7 @@ func (r *runner) setLateDecision(s LateDecisionStep) {
 	r.tracef("reconcile passes decide %s after their lists until %s", FormatDuration(s.Lag.D()), until)
 }
 
-// lateListing is called before a pool's first list call (its resize
-// requests). A pass that starts listing while the rule is in force, and no
+// lateListing is called before a pool's first list call (its MIGs). A pass that starts listing while the rule is in force, and no
 // other pass is late, is late: the pools it lists are those of the
 // cluster's records (as Observe reads them just before).
 func (r *runner) lateListing(ctx context.Context, zone, mig string) {
@@ -120,7 +119,7 @@ func (r *runner) lateListing(ctx context.Context, zone, mig string) {
 	l.pass.zone, l.pass.mig = zone, mig
 }
 
-// latePoolListed is called when a pool's lists end (its MIGs listed, or an
+// latePoolListed is called when a pool's lists end (its VMs listed, or an
 // earlier list failed and Observe skips the pool). After the last pool's,
 // a late pass waits for its lag.
 func (r *runner) latePoolListed() {
@@ -168,24 +167,24 @@ type lateCompute struct {
 }
 
 func (c *lateCompute) ListResizeRequests(ctx context.Context, zone, mig string) ([]gce.ResizeRequest, error) {
-	c.r.lateListing(ctx, zone, mig)
 	rrs, err := c.Compute.ListResizeRequests(ctx, zone, mig)
 	if err != nil && !gce.IsNotFound(err) {
-		c.r.latePoolListed()
+		c.r.latePoolListed() // Observe skips the pool
 	}
 	return rrs, err
 }
 
 func (c *lateCompute) ListInstances(ctx context.Context, zone string, labels map[string]string) ([]gce.Instance, error) {
 	vms, err := c.Compute.ListInstances(ctx, zone, labels)
-	if err != nil {
-		c.r.latePoolListed()
-	}
+	c.r.latePoolListed() // a pool's last list
 	return vms, err
 }
 
 func (c *lateCompute) ListMIGs(ctx context.Context, zone, namePrefix string) ([]gce.MIG, error) {
+	c.r.lateListing(ctx, zone, namePrefix) // a pool's first list
 	migs, err := c.Compute.ListMIGs(ctx, zone, namePrefix)
-	c.r.latePoolListed()
+	if err != nil {
+		c.r.latePoolListed()
+	}
 	return migs, err
 }

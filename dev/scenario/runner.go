@@ -803,10 +803,20 @@ func (r *runner) exec(i int, s *Step) error {
 		if !ok {
 			return fmt.Errorf("delete_mig: no pool %q", s.DeleteMIG.Pool)
 		}
-		mig := naming.MIG(r.spec.ID, p.ID)
-		r.tracef("delete MIG %s out of band", mig)
-		if err := r.oob.DeleteMIG(r.ctx, p.Zone, mig, ""); err != nil {
-			return fmt.Errorf("delete_mig %s: %w", mig, err)
+		// Every MIG of the pool: the MIG of each resize request, and the
+		// pool's MIG of the layout before one MIG per request.
+		migs, err := r.oob.ListMIGs(r.ctx, p.Zone, naming.MIG(r.spec.ID, p.ID))
+		if err != nil {
+			return fmt.Errorf("delete_mig: listing the MIGs of pool %s: %w", p.ID, err)
+		}
+		for _, m := range migs {
+			if _, ok := naming.IsRequestMIG(r.spec.ID, p.ID, m.Name, m.Description); !ok && m.Name != naming.MIG(r.spec.ID, p.ID) {
+				continue
+			}
+			r.tracef("delete MIG %s out of band", m.Name)
+			if err := r.oob.DeleteMIG(r.ctx, p.Zone, m.Name, ""); err != nil {
+				return fmt.Errorf("delete_mig %s: %w", m.Name, err)
+			}
 		}
 		r.collectAudit()
 		return nil
