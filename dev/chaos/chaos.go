@@ -327,7 +327,7 @@ func Generate(seed uint64, o Options) *scenario.File {
 	end := dur(o.Horizon + o.Tail + 2*time.Minute + 30*time.Second)
 	f.End = &end
 	f.Final = []scenario.Check{{Name: "at quiescence", Invariant: scenario.StringList{"quiet", "no_dead_letters",
-		"one_vm_per_node", "one_request_per_node", "repair_progress", "foreign_untouched", "foreign_reservations_untouched"}}}
+		"one_vm_per_node", "one_request_per_node", "repair_progress", "foreign_untouched", "foreign_reservations_untouched", "no_mig_left"}}}
 	return f
 }
 

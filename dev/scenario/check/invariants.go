@@ -158,6 +158,8 @@ func (r *Checker) strictInvariant(name string) []string {
 		return r.deliveries.NotQuiet()
 	case "no_idle_dynamic_vm":
 		return r.idleDynamic(w, r.now(), 0, time.Time{}, true)
+	case "no_mig_left":
+		return r.migsLeft()
 	}
 	return r.invariant(name, w, r.now(), true)
 }
@@ -383,6 +385,42 @@ func (r *Checker) oneRequestPerNode() []string {
 		if rrs := active[node]; len(rrs) > 1 {
 			out = append(out, fmt.Sprintf("node %s has %d active resize requests %s", node, len(rrs), listOf(rrs)))
 		}
+	}
+	return out
+}
+
+// migsLeft lists the cluster's MIGs in Compute that no node record serves
+// from: a request's MIG whose node generations all ended (or that no record
+// names), or the pool's MIG of the layout before one MIG per request with
+// no generation of that layout left. One MIG per resize request leaves
+// none behind once the system is quiet.
+func (r *Checker) migsLeft() []string {
+	st := r.state()
+	serving := map[string]bool{}
+	legacy := map[string]bool{}
+	for _, n := range st.Nodes {
+		if !n.Phase.Serving() && !(n.RequestOpen && n.ResizeRequest != "") && n.Phase != model.PhaseDeleting {
+			continue
+		}
+		if n.MIG != "" {
+			serving[n.MIG] = true
+		} else if n.ResizeRequest != "" {
+			legacy[naming.MIG(r.spec.ID, n.Pool)] = true
+		}
+	}
+	prefix := "fs-" + r.spec.ID + "-"
+	var out []string
+	for _, m := range r.sim.MIGs() {
+		if !strings.HasPrefix(m.Name, prefix) || serving[m.Name] || legacy[m.Name] {
+			continue
+		}
+		var rrs []string
+		for _, rr := range r.sim.ResizeRequests() {
+			if rr.MIG == m.Name {
+				rrs = append(rrs, rr.Name+" "+rr.State)
+			}
+		}
+		out = append(out, fmt.Sprintf("MIG %s (requests %s, VMs %s) serves no node", m.Name, listOf(rrs), listOf(m.Instances)))
 	}
 	return out
 }

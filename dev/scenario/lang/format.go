@@ -582,7 +582,8 @@ type Check struct {
 	// static_at_min, no_idle_dynamic_vm, repair_progress (no node left in
 	// await_drain, host_repair or blocked), foreign_untouched,
 	// foreign_reservations_untouched (prefix flexslurm-), no_dead_letters,
-	// quiet (no message queued or held).
+	// quiet (no message queued or held), no_mig_left (every MIG of the
+	// cluster in Compute is one a node serves from).
 	Invariant StringList `yaml:"invariant,omitempty"`
 
 	line int
