@@ -58,8 +58,8 @@ func TestQuotasReportUsage(t *testing.T) {
 	e.advance(time.Second)
 	r := e.quotasOf("us-central1")
 	for metric, want := range map[string][2]float64{
-		QuotaInstanceGroupManagers:     {5, 1},
-		QuotaInstances:                 {DefaultQuotaLimit, 2},
+		QuotaInstanceGroupManagers: {5, 1},
+		QuotaInstances:             {DefaultQuotaLimit, 2},
 	} {
 		if got, ok := r[metric]; !ok || got != want {
 			t.Errorf("regions.get %s = %v (listed %t), want %v", metric, got, ok, want)
