@@ -144,7 +144,7 @@ func (s *Sim) shortageErrorLocked(m *migRec, sh Shortage) *computepb.Errors {
 		return &computepb.Errors{Code: strp(sh.Code), Message: strp(msg), ErrorDetails: []*computepb.ErrorDetails{{
 			QuotaInfo: &computepb.QuotaExceededInfo{
 				MetricName: strp(metric),
-				LimitName:  strp(quota + "-per-project-region"),
+				LimitName:  strp(strings.ReplaceAll(quota, "_", "-") + "-per-project-region"),
 				Dimensions: map[string]string{"region": region},
 				Limit:      &limit,
 			},
