@@ -103,3 +103,42 @@ func TestQuotaOfMessage(t *testing.T) {
 		t.Errorf("a permission error named a quota")
 	}
 }
+
+// What an operator sees with gcloud is what preflight reads: gcloud's
+// regions describe and project-info describe get the simulator's quotas.
+func TestGcloudReadsQuotas(t *testing.T) {
+	gs := newRecordedSim(t)
+	g := newGcloud(t, gs.url)
+	mig := gce.MIGSpec{Zone: zone, Name: "c1-h200", Template: "c1-h200-v1", BaseInstanceName: "c1-h200"}
+	c, err := gce.New(t.Context(), project, option.WithEndpoint(gs.url), option.WithoutAuthentication())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.EnsureInstanceTemplate(t.Context(), flexSpec("c1-h200-v1"), rid("template")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.EnsureMIG(t.Context(), mig, rid("mig")); err != nil {
+		t.Fatal(err)
+	}
+	reads := g.runAll(
+		[]string{"compute", "regions", "describe", "us-central1"},
+		[]string{"compute", "project-info", "describe"},
+	)
+	quota := func(v any, metric string) (float64, bool) {
+		qs, _ := at(one(t, v), "quotas").([]any)
+		for _, q := range qs {
+			if m, _ := q.(map[string]any); m["metric"] == metric {
+				u, _ := m["usage"].(float64)
+				return u, true
+			}
+		}
+		return 0, false
+	}
+	if u, ok := quota(reads[0], "INSTANCE_GROUP_MANAGERS"); !ok || u != 1 {
+		t.Errorf("gcloud compute regions describe: INSTANCE_GROUP_MANAGERS usage %v (listed %t), want 1", u, ok)
+	}
+	if u, ok := quota(reads[1], "INSTANCE_TEMPLATES"); !ok || u != 1 {
+		t.Errorf("gcloud compute project-info describe: INSTANCE_TEMPLATES usage %v (listed %t), want 1", u, ok)
+	}
+}
