@@ -259,7 +259,7 @@ func CheckQuotas(ctx context.Context, q QuotaReader, pools []QuotaPool) (*QuotaR
 		add(p.Region, MetricPreemptibleCPUs, p.VCPUs, p.MaxNodes, p.ID)
 		// One template per pool, and one more while VMs made before a
 		// spec change still run on the old one.
-		add("", MetricInstanceTemplates, 2, 1, p.ID)
+		add("", MetricInstanceTemplates, 1, 2, p.ID)
 	}
 
 	// Regions in pool order, then the project.

@@ -75,7 +75,7 @@ func TestCheckQuotas(t *testing.T) {
 		{"region europe-west4", "PREEMPTIBLE_NVIDIA_H200_GPUS", 24, 8, QuotaUnknown},
 		{"region europe-west4", MetricPreemptibleCPUs, 672, 224, QuotaUnknown},
 		{"project", MetricGPUsAllRegions, 120, 8, QuotaOK},
-		{"project", MetricInstanceTemplates, 6, 2, QuotaWarning},
+		{"project", MetricInstanceTemplates, 6, 1, QuotaWarning},
 	}
 	if d := cmp.Diff(want, rows(r)); d != "" {
 		t.Errorf("checks (-want +got):\n%s", d)
