@@ -8,6 +8,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -64,6 +67,9 @@ func cmdLocal(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// quotaMetric is the form of a Compute quota metric (Quota.metric).
+var quotaMetric = regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
+
 func cmdComputeSim(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("compute-sim", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:8787", "address to listen on")
@@ -71,6 +77,16 @@ func cmdComputeSim(args []string, stdout, stderr io.Writer) int {
 	project := fs.String("project", "", "only serve this project (default: any)")
 	capacity := fs.Duration("capacity-delay", 0, "simulated wait for capacity per resize request")
 	style := fs.String("expiry-log", computesim.ExpiryLogDeferredDelete, "how an expiry is logged: deferredDelete or migDelete")
+	quotas := map[string]float64{}
+	fs.Func("quota", "METRIC=LIMIT: a quota limit regions.get and projects.get report and the simulator enforces, e.g. INSTANCE_GROUP_MANAGERS=20 (repeatable)", func(v string) error {
+		metric, limit, ok := strings.Cut(v, "=")
+		n, err := strconv.ParseFloat(limit, 64)
+		if !ok || !quotaMetric.MatchString(metric) || err != nil || n < 0 {
+			return fmt.Errorf("%q is not METRIC=LIMIT (an upper-case quota metric such as PREEMPTIBLE_NVIDIA_H100_GPUS, and a limit ≥ 0)", v)
+		}
+		quotas[metric] = n
+		return nil
+	})
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: flexslurm compute-sim [flags]\n\nServes the Compute Engine REST paths flexslurm uses (instance templates, zonal\nMIGs, resize requests, instances, operations) with the real wire format. Point\nclients at it with option.WithEndpoint(\"http://ADDR\") and\noption.WithoutAuthentication().")
 		fs.PrintDefaults()
@@ -85,7 +101,7 @@ func cmdComputeSim(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	clk := clock.NewScaled(time.Now().UTC(), *speedup)
 	cd := *capacity
-	opts := computesim.Options{Project: *project, ExpiryLogStyle: *style,
+	opts := computesim.Options{Project: *project, ExpiryLogStyle: *style, Quotas: quotas,
 		CapacityDelay: func(string, string) time.Duration { return cd }}
 	fmt.Fprintf(stdout, "Compute simulator on http://%s (clock ×%g)\n", *addr, *speedup)
 	if err := computesim.ListenAndServe(ctx, *addr, opts, clk); err != nil && !errors.Is(err, context.Canceled) {
