@@ -72,11 +72,6 @@ var quotaMetric = regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
 
 func cmdComputeSim(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("compute-sim", flag.ContinueOnError)
-	addr := fs.String("addr", "127.0.0.1:8787", "address to listen on")
-	speedup := fs.Float64("speedup", 1, "simulated clock speed-up over wall time")
-	project := fs.String("project", "", "only serve this project (default: any)")
-	capacity := fs.Duration("capacity-delay", 0, "simulated wait for capacity per resize request")
-	style := fs.String("expiry-log", computesim.ExpiryLogDeferredDelete, "how an expiry is logged: deferredDelete or migDelete")
 	quotas := map[string]float64{}
 	fs.Func("quota", "METRIC=LIMIT: a quota limit regions.get and projects.get report and the simulator enforces, e.g. INSTANCE_GROUP_MANAGERS=20 (repeatable)", func(v string) error {
 		metric, limit, ok := strings.Cut(v, "=")
@@ -87,6 +82,11 @@ func cmdComputeSim(args []string, stdout, stderr io.Writer) int {
 		quotas[metric] = n
 		return nil
 	})
+	addr := fs.String("addr", "127.0.0.1:8787", "address to listen on")
+	speedup := fs.Float64("speedup", 1, "simulated clock speed-up over wall time")
+	project := fs.String("project", "", "only serve this project (default: any)")
+	capacity := fs.Duration("capacity-delay", 0, "simulated wait for capacity per resize request")
+	style := fs.String("expiry-log", computesim.ExpiryLogDeferredDelete, "how an expiry is logged: deferredDelete or migDelete")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: flexslurm compute-sim [flags]\n\nServes the Compute Engine REST paths flexslurm uses (instance templates, zonal\nMIGs, resize requests, instances, operations) with the real wire format. Point\nclients at it with option.WithEndpoint(\"http://ADDR\") and\noption.WithoutAuthentication().")
 		fs.PrintDefaults()
@@ -101,9 +101,10 @@ func cmdComputeSim(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	clk := clock.NewScaled(time.Now().UTC(), *speedup)
 	cd := *capacity
-	opts := computesim.Options{Project: *project, ExpiryLogStyle: *style, Quotas: quotas,
+	opts := computesim.Options{Project: *project, ExpiryLogStyle: *style,
 		CapacityDelay: func(string, string) time.Duration { return cd }}
 	fmt.Fprintf(stdout, "Compute simulator on http://%s (clock ×%g)\n", *addr, *speedup)
+	opts.Quotas = quotas
 	if err := computesim.ListenAndServe(ctx, *addr, opts, clk); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(stderr, "flexslurm compute-sim: %v\n", err)
 		return 1
