@@ -8,6 +8,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -64,8 +67,21 @@ func cmdLocal(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// quotaMetric is the form of a Compute quota metric (Quota.metric).
+var quotaMetric = regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
+
 func cmdComputeSim(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("compute-sim", flag.ContinueOnError)
+	quotas := map[string]float64{}
+	fs.Func("quota", "METRIC=LIMIT: a quota limit regions.get and projects.get report and the simulator enforces, e.g. INSTANCE_GROUP_MANAGERS=20 (repeatable)", func(v string) error {
+		metric, limit, ok := strings.Cut(v, "=")
+		n, err := strconv.ParseFloat(limit, 64)
+		if !ok || !quotaMetric.MatchString(metric) || err != nil || n < 0 {
+			return fmt.Errorf("%q is not METRIC=LIMIT (an upper-case quota metric such as PREEMPTIBLE_NVIDIA_H100_GPUS, and a limit ≥ 0)", v)
+		}
+		quotas[metric] = n
+		return nil
+	})
 	addr := fs.String("addr", "127.0.0.1:8787", "address to listen on")
 	speedup := fs.Float64("speedup", 1, "simulated clock speed-up over wall time")
 	project := fs.String("project", "", "only serve this project (default: any)")
@@ -88,6 +104,7 @@ func cmdComputeSim(args []string, stdout, stderr io.Writer) int {
 	opts := computesim.Options{Project: *project, ExpiryLogStyle: *style,
 		CapacityDelay: func(string, string) time.Duration { return cd }}
 	fmt.Fprintf(stdout, "Compute simulator on http://%s (clock ×%g)\n", *addr, *speedup)
+	opts.Quotas = quotas
 	if err := computesim.ListenAndServe(ctx, *addr, opts, clk); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(stderr, "flexslurm compute-sim: %v\n", err)
 		return 1

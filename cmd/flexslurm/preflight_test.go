@@ -1,14 +1,21 @@
 package main
 
 import (
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/api/option"
 
+	"github.com/flexslurm/flexslurm/dev/computesim"
+	"github.com/flexslurm/flexslurm/shared/clock"
 	"github.com/flexslurm/flexslurm/shared/config"
 )
 
@@ -81,5 +88,102 @@ func TestCommandsRegistered(t *testing.T) {
 		if c, ok := commands[name]; !ok || c.run == nil || c.summary == "" {
 			t.Errorf("command %q is not registered", name)
 		}
+	}
+}
+
+// quotaSpec is the example cluster with its Flex-Start pool on H100
+// (a3-highgpu-8g: 8 GPUs, 208 vCPUs) at max_node_count max.
+func quotaSpec(t *testing.T, max int) string {
+	t.Helper()
+	b, err := os.ReadFile("../../examples/cluster_config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.NewReplacer(
+		`"machine_type": "a3-ultragpu-8g",
+        "accelerator_type": "NVIDIA_H200_141GB",`, `"machine_type": "a3-highgpu-8g",
+        "accelerator_type": "NVIDIA_H100_80GB",`,
+		`"max_node_count": 3`, fmt.Sprintf(`"max_node_count": %d`, max),
+		`"boot_disk_type": "hyperdisk-balanced"`, `"boot_disk_type": "pd-ssd"`,
+	).Replace(string(b))
+	if !strings.Contains(s, "a3-highgpu-8g") {
+		t.Fatal("example spec changed: the H100 substitution no longer applies")
+	}
+	path := filepath.Join(t.TempDir(), "spec.json")
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// preflight --spec reads the quotas from Compute (the simulator: limits
+// set, usage from what it holds) and reports each, end to end.
+func TestPreflightQuotas(t *testing.T) {
+	t.Setenv(config.EnvProject, "")
+	t.Setenv(config.EnvUniverseDomain, "")
+	const editor = `{"version":3,"bindings":[{"role":"roles/editor","members":["serviceAccount:42@cloudservices.gserviceaccount.com"]}]}`
+	computeAt := func(t *testing.T, quotas map[string]float64) []option.ClientOption {
+		sim := computesim.New(computesim.Options{Project: "p", Quotas: quotas, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+			clock.NewManual(time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)))
+		srv := httptest.NewServer(sim)
+		t.Cleanup(srv.Close)
+		return []option.ClientOption{option.WithEndpoint(srv.URL), option.WithoutAuthentication()}
+	}
+	tests := []struct {
+		name   string
+		max    int
+		quotas map[string]float64
+		code   int
+		stdout []string
+		not    []string
+	}{
+		{
+			name: "enough", max: 4, quotas: map[string]float64{"PREEMPTIBLE_NVIDIA_H100_GPUS": 32, "INSTANCE_GROUP_MANAGERS": 10},
+			code: preflightOK,
+			stdout: []string{
+				"OK: the service agent holds roles/editor",
+				"  region us-central1   PREEMPTIBLE_NVIDIA_H100_GPUS             32          0         32         32  ok",
+				"  region us-central1   INSTANCE_GROUP_MANAGERS                  10          0         10          4  ok",
+				"unknown: resize requests in flight in region us-central1 (need 4: a3u: 4)",
+			},
+			not: []string{"WARNING", "SHORT"},
+		},
+		{
+			name: "the maximum could exceed the GPUs and MIGs", max: 10, quotas: map[string]float64{"PREEMPTIBLE_NVIDIA_H100_GPUS": 16, "INSTANCE_GROUP_MANAGERS": 5},
+			code: preflightOK,
+			stdout: []string{
+				"WARNING: PREEMPTIBLE_NVIDIA_H100_GPUS in region us-central1: the spec's maximums could need 80 (a3u: 10 × 8), 16 free (limit 16, usage 0)",
+				"WARNING: INSTANCE_GROUP_MANAGERS in region us-central1: the spec's maximums could need 10 (a3u: 10), 5 free",
+			},
+		},
+		{
+			name: "below one node", max: 2, quotas: map[string]float64{"PREEMPTIBLE_NVIDIA_H100_GPUS": 4},
+			code:   preflightQuota,
+			stdout: []string{"SHORT: PREEMPTIBLE_NVIDIA_H100_GPUS in region us-central1: limit 4 is below one node's 8 (a3u: 2 × 8)"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr strings.Builder
+			code := runPreflightWith([]string{"--project", "p", "--spec", quotaSpec(t, tc.max)}, &stdout, &stderr,
+				fakePolicyServer(t, editor), computeAt(t, tc.quotas))
+			if code != tc.code {
+				t.Errorf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.code, stdout.String(), stderr.String())
+			}
+			for _, s := range tc.stdout {
+				if !strings.Contains(stdout.String(), s) {
+					t.Errorf("stdout lacks %q:\n%s", s, stdout.String())
+				}
+			}
+			for _, s := range tc.not {
+				if strings.Contains(stdout.String(), s) {
+					t.Errorf("stdout has %q:\n%s", s, stdout.String())
+				}
+			}
+		})
+	}
+	var stdout, stderr strings.Builder
+	if code := runPreflightWith([]string{"--project", "p", "--spec", "/nonexistent.json"}, &stdout, &stderr, fakePolicyServer(t, editor), nil); code != preflightUsage {
+		t.Errorf("a missing spec: exit %d, want %d", code, preflightUsage)
 	}
 }

@@ -23,6 +23,10 @@
 //   - aggregated lists of instances and MIGs across zones (filter, paging);
 //   - zone and global operations: get and wait;
 //   - zones.get, which the gcloud CLI calls before zonal commands;
+//   - regions.get and projects.get with their quotas[] (quotas.go): limits
+//     from Options.Quotas, usage from what the simulator holds; a limit set
+//     is enforced (MIG and template inserts refused, resize requests
+//     queued short of GPU quota), and every quota error carries quotaInfo;
 //   - the Cloud Audit Logs entries that a Logging sink → Pub/Sub would deliver
 //     when a VM is deleted (at the end of its run duration or by an API call),
 //     handed to an injected sink;

@@ -133,6 +133,10 @@ func route(method, path string) (*request, *apiError) {
 		case n == 4 && post && seg[3] == "wait":
 			req.method = "globalOperations.wait"
 		}
+	case n == 0 && get:
+		req.method = "projects.get"
+	case n == 2 && seg[0] == "regions" && get:
+		req.method, req.name = "regions.get", seg[1]
 	case n == 2 && seg[0] == "zones" && get:
 		req.method, req.zone = "zones.get", seg[1]
 	case n >= 3 && seg[0] == "zones":
@@ -373,6 +377,10 @@ func (s *Sim) dispatchLocked(req *request) (proto.Message, *apiError) {
 		return s.instanceStartLocked(req)
 	case "zones.get":
 		return s.zoneGetLocked(req)
+	case "regions.get":
+		return s.regionGetLocked(req)
+	case "projects.get":
+		return s.projectGetLocked(req)
 	case "zoneOperations.get", "zoneOperations.wait", "globalOperations.get", "globalOperations.wait":
 		return s.operationGetLocked(req)
 	}

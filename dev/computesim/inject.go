@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 
+	"cloud.google.com/go/compute/apiv1/computepb"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -39,6 +40,13 @@ type Injection struct {
 	// Message is the error message; a default naming the injection is used
 	// if empty.
 	Message string
+	// QuotaMetric and QuotaLimit describe a quota error (Code or Reason
+	// naming a quota: QUOTA_EXCEEDED, quotaExceeded): its
+	// errorDetails[].quotaInfo and message name the metric (default
+	// PREEMPTIBLE_CPUS, which Flex-Start VMs count against) in the call's
+	// region, as Compute's quota errors do (quotas.go).
+	QuotaMetric string
+	QuotaLimit  float64
 	// Times is how many matching calls fail; ≤ 0 means every matching call
 	// until ClearInjections.
 	Times int
@@ -120,14 +128,27 @@ func (s *Sim) injectedLocked(req *request, inj *Injection) (proto.Message, *apiE
 		if msg == "" {
 			msg = fmt.Sprintf("computesim: injected %s", inj.Code)
 		}
+		var q *computepb.Errors
+		if isQuotaCode(inj.Code) {
+			q = injectedQuota(req, inj)
+			if inj.Message == "" {
+				msg = q.GetMessage()
+			}
+		}
 		op := s.newOpLocked(req.project, req.zone, opTypeOf(req.method), link(targetOf(req)), 0,
 			s.callerPrincipal(req.project), req.now)
 		failOp(op, inj.Status, inj.Code, msg)
+		if q != nil {
+			op.Error.Errors[0].ErrorDetails = q.GetErrorDetails()
+		}
 		return op, nil
 	}
 	reason := inj.Reason
 	if reason == "" {
 		reason = inj.Code
+	}
+	if msg == "" && isQuotaCode(reason) {
+		msg = injectedQuota(req, inj).GetMessage()
 	}
 	if msg == "" {
 		msg = fmt.Sprintf("computesim: injected %d %s", inj.Status, reason)
@@ -177,4 +198,22 @@ func targetOf(req *request) string {
 		return instanceKey(req.project, req.zone, req.name)
 	}
 	return "projects/" + req.project
+}
+
+// isQuotaCode reports whether an injected code or reason is a quota error.
+func isQuotaCode(code string) bool {
+	return strings.Contains(strings.ToUpper(code), "QUOTA")
+}
+
+// injectedQuota is the quota error item of an injected quota failure.
+func injectedQuota(req *request, inj *Injection) *computepb.Errors {
+	metric := inj.QuotaMetric
+	if metric == "" {
+		metric = "PREEMPTIBLE_CPUS"
+	}
+	region := ""
+	if req.zone != "" {
+		region = regionOf(req.zone)
+	}
+	return quotaErrorItem(metric, region, inj.QuotaLimit)
 }

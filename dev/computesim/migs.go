@@ -58,6 +58,9 @@ func (s *Sim) migInsertLocked(req *request) (proto.Message, *apiError) {
 	if m.ListManagedInstancesResults == nil {
 		m.ListManagedInstancesResults = strp("PAGELESS")
 	}
+	if e := s.quotaRefusalLocked(req.project, regionOf(req.zone), QuotaInstanceGroupManagers); e != nil {
+		return s.refusedOpLocked(req, key, e), nil
+	}
 	self := link(key)
 	m.Kind = strp("compute#instanceGroupManager")
 	m.Id = u64p(s.newIDLocked())

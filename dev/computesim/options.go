@@ -95,6 +95,15 @@ type Options struct {
 	// REPAIRING after reportHostAsFaulty.
 	OnInstanceRepairing func(Instance)
 
+	// Quotas sets quota limits by metric (e.g. INSTANCE_GROUP_MANAGERS: 2,
+	// PREEMPTIBLE_NVIDIA_H100_GPUS: 16): regions.get and projects.get
+	// report them, and the simulator enforces them (quotas.go). A metric
+	// not set is reported with DefaultQuotaLimit and not enforced.
+	Quotas map[string]float64
+	// UnlistedQuotas are metrics regions.get and projects.get leave out of
+	// quotas[], as Compute does for quotas it does not report there.
+	UnlistedQuotas []string
+
 	// Logger receives warnings (sink errors, reused request IDs). Default
 	// slog.Default().
 	Logger *slog.Logger

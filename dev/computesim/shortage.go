@@ -93,13 +93,16 @@ func (s *Sim) shortageLocked(m *migRec, at time.Time) (Shortage, bool) {
 // an attempt interval later (or when the shortage ends, if sooner).
 func (s *Sim) attemptLocked(m *migRec, rr *rrRec, at time.Time) {
 	sh, short := s.shortageLocked(m, at)
-	if !short {
+	var e *computepb.Errors
+	if short {
+		e = s.shortageErrorLocked(m, sh)
+	} else if e = s.gpuQuotaShortLocked(m, rr.count); e == nil {
 		s.provisionLocked(m, rr, at)
 		return
 	}
 	rr.pb.Status = &computepb.InstanceGroupManagerResizeRequestStatus{
 		LastAttempt: &computepb.InstanceGroupManagerResizeRequestStatusLastAttempt{
-			Error: &computepb.Error{Errors: []*computepb.Errors{s.shortageErrorLocked(m, sh)}},
+			Error: &computepb.Error{Errors: []*computepb.Errors{e}},
 		},
 	}
 	every := s.opts.AttemptInterval
@@ -141,7 +144,7 @@ func (s *Sim) shortageErrorLocked(m *migRec, sh Shortage) *computepb.Errors {
 		return &computepb.Errors{Code: strp(sh.Code), Message: strp(msg), ErrorDetails: []*computepb.ErrorDetails{{
 			QuotaInfo: &computepb.QuotaExceededInfo{
 				MetricName: strp(metric),
-				LimitName:  strp(quota + "-per-project-region"),
+				LimitName:  strp(strings.ReplaceAll(quota, "_", "-") + "-per-project-region"),
 				Dimensions: map[string]string{"region": region},
 				Limit:      &limit,
 			},

@@ -82,7 +82,7 @@ func TestShortageQuotaAndCancel(t *testing.T) {
 		Message: proto.String("Quota 'PREEMPTIBLE_NVIDIA_H200_GPUS' exceeded.  Limit: 8.0 in region us-central1."),
 		ErrorDetails: []*computepb.ErrorDetails{{QuotaInfo: &computepb.QuotaExceededInfo{
 			MetricName: proto.String("compute.googleapis.com/preemptible_nvidia_h200_gpus"),
-			LimitName:  proto.String("PREEMPTIBLE_NVIDIA_H200_GPUS-per-project-region"),
+			LimitName:  proto.String("PREEMPTIBLE-NVIDIA-H200-GPUS-per-project-region"),
 			Dimensions: map[string]string{"region": "us-central1"},
 			Limit:      &limit,
 		}}},

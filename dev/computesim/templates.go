@@ -149,6 +149,9 @@ func (s *Sim) templateInsertLocked(req *request) (proto.Message, *apiError) {
 	if aerr := s.checkBootDisksLocked("resource.properties", req.project, t.Properties.GetDisks()); aerr != nil {
 		return nil, aerr
 	}
+	if e := s.quotaRefusalLocked(req.project, "", QuotaInstanceTemplates); e != nil {
+		return s.refusedOpLocked(req, key, e), nil
+	}
 	t.Kind = strp("compute#instanceTemplate")
 	t.Id = u64p(s.newIDLocked())
 	t.CreationTimestamp = strp(formatTime(req.now))

@@ -85,8 +85,8 @@ func TestStockOutThenRecovery(t *testing.T) {
 }
 
 // Quota short for two hours: the request stays pending with QUOTA_EXCEEDED
-// in its lastAttempt, the pool shows a WaitingForQuota condition with
-// Compute's message, and the job is served once quota is granted.
+// in its lastAttempt, the pool shows a WaitingForQuota condition naming the
+// quota, with Compute's message, and the job is served once quota is granted.
 func TestQuotaShortForTwoHours(t *testing.T) {
 	h, ctx := newHarness(t, Options{})
 	must(t, h.Apply(ctx, exampleSpec(t)))
@@ -100,7 +100,7 @@ func TestQuotaShortForTwoHours(t *testing.T) {
 		must(t, h.Tick(ctx)) // a reconcile tick every simulated minute
 	}
 	p := pool(t, h)
-	if want := plan.CondWaitingForQuota + ": QUOTA_EXCEEDED: Quota 'PREEMPTIBLE_NVIDIA_H200_GPUS' exceeded."; !strings.HasPrefix(p.Condition, want) {
+	if want := plan.CondWaitingForQuota + ": QUOTA_EXCEEDED on quota PREEMPTIBLE_NVIDIA_H200_GPUS in region us-central1 (limit 8): Quota 'PREEMPTIBLE_NVIDIA_H200_GPUS' exceeded."; !strings.HasPrefix(p.Condition, want) {
 		t.Fatalf("condition %q, want %q…", p.Condition, want)
 	}
 	if p.BackoffReason != plan.ClassQuota {
@@ -144,6 +144,26 @@ func TestInsertTimeStockOut(t *testing.T) {
 	settle(t, h, ctx)
 	if len(h.VMs()) != 2 {
 		t.Fatalf("VMs after recovery: %v", h.VMs())
+	}
+}
+
+// A resize request refused at insert for quota backs the pool off with a
+// QuotaExceeded condition naming the quota Compute gave in
+// errorDetails.quotaInfo (metric, region, limit).
+func TestInsertTimeQuotaNamed(t *testing.T) {
+	h, ctx := newHarness(t, Options{})
+	must(t, h.Apply(ctx, exampleSpec(t)))
+	settle(t, h, ctx)
+	h.Sim.Inject(computesim.Injection{Match: rrInsert, Status: 403, Code: "QUOTA_EXCEEDED",
+		QuotaMetric: "PREEMPTIBLE_NVIDIA_H200_GPUS", QuotaLimit: 16})
+	_, err := h.Publish(ctx, config.TopicJobs, jobPending("7", 1))
+	must(t, err)
+	p := pool(t, h)
+	if p.BackoffReason != plan.ClassQuota || p.BackoffAttempts != 1 {
+		t.Fatalf("pool after a refused insert: reason %q attempts %d", p.BackoffReason, p.BackoffAttempts)
+	}
+	if want := "QuotaExceeded: QUOTA_EXCEEDED: quota PREEMPTIBLE_NVIDIA_H200_GPUS in region us-central1 (limit 16)"; p.Condition != want {
+		t.Errorf("condition %q, want %q", p.Condition, want)
 	}
 }
 

@@ -167,6 +167,14 @@ func (e ActionError) Failure() plan.Failure {
 	return plan.Failure{Action: e.Action, Class: e.Class, Code: e.Code}
 }
 
+// Quota describes the quota the error names (metric, region, limit: what
+// Compute gave in errorDetails.quotaInfo or the message), for the pool's
+// status line; "" when none.
+func (e ActionError) Quota() string {
+	q, _ := gce.QuotaOf(e.Err)
+	return q.String()
+}
+
 // ErrTransient wraps a failure worth retrying the event for.
 var ErrTransient = errors.New("transient failure")
 
@@ -316,7 +324,7 @@ func (r *Runner) requestsEnded(ctx context.Context, cluster string, st *model.St
 func (r *Runner) provisioningFailed(ctx context.Context, cluster string, c plan.CreateResizeRequest, f ActionError, log *slog.Logger) error {
 	var acts []plan.Action
 	err := r.d.Store.Update(ctx, store.Scope{Cluster: cluster, Pools: []string{c.Pool}, Jobs: nonEmpty(c.JobID)}, func(st *model.State) error {
-		a, err := plan.ProvisioningFailed(st, c.Pool, c.Name, f.Class.Provisioning(), f.Code, r.d.Clock.Now(), r.d.Policy)
+		a, err := plan.ProvisioningFailedQuota(st, c.Pool, c.Name, f.Class.Provisioning(), f.Code, f.Quota(), r.d.Clock.Now(), r.d.Policy)
 		if err != nil {
 			return err
 		}

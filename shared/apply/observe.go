@@ -68,10 +68,11 @@ func (r *Runner) observePool(ctx context.Context, cluster string, st *model.Stat
 			o := plan.ObservedResizeRequest{Name: rr.Name, MIG: mig, Legacy: legacy, State: rr.State, VMs: rr.Instances, Created: rr.Created, ErrorCode: rr.ErrorCode}
 			if rr.State == "FAILED" {
 				o.ErrorClass = failureClass(gce.ClassifyCode(rr.ErrorCode)).Provisioning()
+				o.ErrorQuota = rr.ErrorQuota.String()
 			}
 			if rr.State == gce.StateAccepted && rr.LastAttemptCode != "" {
 				o.LastAttempt = plan.AttemptError{Class: failureClass(gce.ClassifyCode(rr.LastAttemptCode)).Provisioning(),
-					Code: rr.LastAttemptCode, Message: rr.LastAttemptMessage}
+					Code: rr.LastAttemptCode, Message: rr.LastAttemptMessage, Quota: rr.LastAttemptQuota.String()}
 			}
 			op.ResizeRequests = append(op.ResizeRequests, o)
 		}

@@ -219,6 +219,7 @@ func opError(op *compute.Operation, werr error) error {
 					}
 				}
 			}
+			oe.Quota = quotaOfErrors(errs)
 			return oe
 		}
 	}
@@ -604,6 +605,10 @@ type ResizeRequest struct {
 	// clears it when the request turns final (Compute v1 discovery
 	// document, InstanceGroupManagerResizeRequestStatus.lastAttempt).
 	LastAttemptCode, LastAttemptMessage string
+	// ErrorQuota and LastAttemptQuota are the quotas status.error and
+	// status.lastAttempt.error name (errorDetails[].quotaInfo, or the
+	// message); zero when none.
+	ErrorQuota, LastAttemptQuota QuotaInfo
 }
 
 // CreateResizeRequest asks MIG mig for the VMs named in rr (per-instance
@@ -658,9 +663,11 @@ func toResizeRequest(zone, mig string, r *computepb.InstanceGroupManagerResizeRe
 	}
 	if errs := r.GetStatus().GetError().GetErrors(); len(errs) > 0 {
 		out.ErrorCode, out.ErrorMessage = errs[0].GetCode(), errs[0].GetMessage()
+		out.ErrorQuota = quotaOfErrors(errs)
 	}
 	if errs := r.GetStatus().GetLastAttempt().GetError().GetErrors(); len(errs) > 0 {
 		out.LastAttemptCode, out.LastAttemptMessage = errs[0].GetCode(), errs[0].GetMessage()
+		out.LastAttemptQuota = quotaOfErrors(errs)
 	}
 	return out
 }

@@ -112,6 +112,9 @@ type OperationError struct {
 	// Codes lists every errors[].code and errorDetails[].errorInfo.reason of
 	// the operation, in order; Classify uses all of them.
 	Codes []string
+	// Quota is the quota the operation's errors name (QuotaOf); zero when
+	// none does.
+	Quota QuotaInfo
 }
 
 // Error reports the operation, its first error code and message.

@@ -77,6 +77,14 @@ func (b *builder) putPool(p model.Pool, reason string) {
 
 // backOff puts a pool into backoff after a failure of the class.
 func (b *builder) backOff(pool *model.Pool, class, code, why string) {
+	b.backOffQuota(pool, class, code, "", why)
+}
+
+// backOffQuota is backOff for a failure that names a quota (metric,
+// region, limit, as Compute gave it; "" for none): the pool's condition
+// and the alert name it, so that an operator knows which quota to raise.
+// The text is for people; no decision reads it back.
+func (b *builder) backOffQuota(pool *model.Pool, class, code, quota, why string) {
 	p := *pool
 	p.BackoffAttempts++
 	p.BackoffReason = class
@@ -87,8 +95,12 @@ func (b *builder) backOff(pool *model.Pool, class, code, why string) {
 		if class == ClassPermanent {
 			name = "ProvisioningError"
 		}
-		p.Condition, p.ConditionSince = fmt.Sprintf("%s: %s", name, code), b.now
-		b.add(Alert{Pool: p.ID, Reason: fmt.Sprintf("pool %s cannot get capacity: %s (%s): fix it, flexslurm retries every backoff period", p.ID, code, why)})
+		what := code
+		if quota != "" {
+			what += ": quota " + quota
+		}
+		p.Condition, p.ConditionSince = fmt.Sprintf("%s: %s", name, what), b.now
+		b.add(Alert{Pool: p.ID, Reason: fmt.Sprintf("pool %s cannot get capacity: %s (%s): fix it, flexslurm retries every backoff period", p.ID, what, why)})
 	}
 	b.putPool(p, fmt.Sprintf("%s error %s: no capacity requested for pool %s before %s (failure %d, backoff %s)", class, code, p.ID, p.BackoffUntil.Format(time.RFC3339), p.BackoffAttempts, d))
 	b.add(Metric{Name: MetricProvisioningErrors, Labels: map[string]string{"pool": p.ID, "class": class, "code": code}, Reason: why})
@@ -185,7 +197,11 @@ func (b *builder) queuedShortage(pool *model.Pool, rrs []ObservedResizeRequest) 
 	if la.Class == ClassQuota {
 		kind = CondWaitingForQuota
 	}
-	cond := fmt.Sprintf("%s: %s: %s (resize request %s stays queued)", kind, la.Code, la.Message, short.Name)
+	code := la.Code
+	if la.Quota != "" {
+		code += " on quota " + la.Quota
+	}
+	cond := fmt.Sprintf("%s: %s: %s (resize request %s stays queued)", kind, code, la.Message, short.Name)
 	if cond != p.Condition && (p.Condition == "" || isCapacityCondition(p.Condition)) {
 		p.Condition, p.ConditionSince = cond, sh.Since
 		reasons = append(reasons, "condition "+cond)
@@ -198,7 +214,7 @@ func (b *builder) queuedShortage(pool *model.Pool, rrs []ObservedResizeRequest) 
 		reasons = append(reasons, fmt.Sprintf("no new request before %s (backoff %s, %d)", p.BackoffUntil.Format(time.RFC3339), d, p.BackoffAttempts))
 		b.add(Metric{Name: MetricBackoff, Labels: map[string]string{"pool": p.ID, "reason": la.Class}, Reason: p.BackoffUntil.Format(time.RFC3339)})
 	}
-	why := fmt.Sprintf("resize request %s queued, its last attempt failed with %s error %s: %s", short.Name, la.Class, la.Code, la.Message)
+	why := fmt.Sprintf("resize request %s queued, its last attempt failed with %s error %s: %s", short.Name, la.Class, code, la.Message)
 	if begins {
 		b.add(Alert{Pool: p.ID, Reason: fmt.Sprintf("pool %s is short of %s: %s; the request stays queued and no new one is made until it clears", p.ID, la.Class, why)})
 		b.add(Metric{Name: MetricProvisioningErrors, Labels: map[string]string{"pool": p.ID, "class": la.Class, "code": la.Code}, Reason: why})
@@ -216,13 +232,20 @@ func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }
 // without any deletion (no VM was created), and their job stays pending, to
 // be served by the reconciler once the backoff ends.
 func ProvisioningFailed(st *model.State, poolID, rr, class, code string, now time.Time, pol Policy) ([]Action, error) {
+	return ProvisioningFailedQuota(st, poolID, rr, class, code, "", now, pol)
+}
+
+// ProvisioningFailedQuota is ProvisioningFailed for a refusal that names a
+// quota (metric, region and limit as Compute gave them, for people; ""
+// for none): the pool's condition and the alert name it.
+func ProvisioningFailedQuota(st *model.State, poolID, rr, class, code, quota string, now time.Time, pol Policy) ([]Action, error) {
 	b := newBuilder(st, now, pol)
 	pool, ok := b.st.Pools[poolID]
 	if !ok {
 		return nil, rejectf("pool %s has no record", poolID)
 	}
 	why := fmt.Sprintf("resize request %s: %s error %s", rr, class, code)
-	b.backOff(pool, class, code, why)
+	b.backOffQuota(pool, class, code, quota, why)
 	b.requestEnded(rr, model.EndFailed, true, why)
 	return b.out, nil
 }

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -198,4 +199,73 @@ func TestQueuedShortageHoldsNewRequests(t *testing.T) {
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("after the error cleared (-want +got):\n%s", d)
 	}
+}
+
+// The quota a refusal, a queued request's last attempt or a failed request
+// names reaches the pool's condition and the alert, for the operator; the
+// decisions (backoff class and length) are those of any quota error.
+func TestQuotaNamedInCondition(t *testing.T) {
+	const named = "PREEMPTIBLE_NVIDIA_H200_GPUS in region us-central1 (limit 8)"
+	alertOf := func(acts []Action) string {
+		for _, a := range acts {
+			if al, ok := a.(Alert); ok {
+				return al.Reason
+			}
+		}
+		return ""
+	}
+
+	t.Run("refused outright", func(t *testing.T) {
+		st, _ := applied(t)
+		acts, err := ProvisioningFailedQuota(st, "a3u", "rr-x", ClassQuota, "QUOTA_EXCEEDED", named, t0, Policy{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		Apply(st, acts)
+		p := st.Pools["a3u"]
+		if want := "QuotaExceeded: QUOTA_EXCEEDED: quota " + named; p.Condition != want {
+			t.Errorf("condition %q, want %q", p.Condition, want)
+		}
+		if a := alertOf(acts); !strings.Contains(a, named) {
+			t.Errorf("alert %q does not name the quota", a)
+		}
+		if p.BackoffReason != ClassQuota || p.BackoffUntil.Sub(t0) != 10*time.Minute {
+			t.Errorf("backoff %s until %s, want quota for 10m", p.BackoffReason, p.BackoffUntil)
+		}
+		// Without a quota named, the condition is the code alone.
+		st2, _ := applied(t)
+		acts, _ = ProvisioningFailed(st2, "a3u", "rr-x", ClassQuota, "QUOTA_EXCEEDED", t0, Policy{})
+		Apply(st2, acts)
+		if c := st2.Pools["a3u"].Condition; c != "QuotaExceeded: QUOTA_EXCEEDED" {
+			t.Errorf("condition without a quota %q", c)
+		}
+	})
+
+	t.Run("queued, last attempt short of quota", func(t *testing.T) {
+		st, _ := applied(t)
+		la := quota
+		la.Quota = named
+		obs := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true,
+			ResizeRequests: []ObservedResizeRequest{queued("rr-flexvm-a3u-0-g1", la)}}}}
+		acts := Reconcile(st, obs, t0.Add(10*time.Minute), Policy{})
+		Apply(st, acts)
+		want := "WaitingForQuota: QUOTA_EXCEEDED on quota " + named + ": " + quotaMsg + " (resize request rr-flexvm-a3u-0-g1 stays queued)"
+		if c := st.Pools["a3u"].Condition; c != want {
+			t.Errorf("condition %q, want %q", c, want)
+		}
+		if a := alertOf(acts); !strings.Contains(a, named) {
+			t.Errorf("alert %q does not name the quota", a)
+		}
+	})
+
+	t.Run("failed for quota", func(t *testing.T) {
+		st, _ := applied(t)
+		obs := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true,
+			ResizeRequests: []ObservedResizeRequest{{Name: "rr-flexvm-a3u-0-g1", State: "FAILED", Created: t0,
+				ErrorCode: "QUOTA_EXCEEDED", ErrorClass: ClassQuota, ErrorQuota: named}}}}}
+		Apply(st, Reconcile(st, obs, t0.Add(10*time.Minute), Policy{}))
+		if want := "QuotaExceeded: QUOTA_EXCEEDED: quota " + named; st.Pools["a3u"].Condition != want {
+			t.Errorf("condition %q, want %q", st.Pools["a3u"].Condition, want)
+		}
+	})
 }

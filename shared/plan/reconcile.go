@@ -41,6 +41,9 @@ type ObservedResizeRequest struct {
 	// (status.error); ErrorClass its class (ClassCapacity, ClassQuota,
 	// ClassPermanent, or "" for others).
 	ErrorCode, ErrorClass string
+	// ErrorQuota is the quota status.error names (metric, region, limit),
+	// for people; "" when none.
+	ErrorQuota string
 	// LastAttempt is the error of the latest provisioning attempt of a
 	// queued (ACCEPTED) request (status.lastAttempt.error); zero when none.
 	LastAttempt AttemptError
@@ -66,6 +69,9 @@ type AttemptError struct {
 	// Code and Message are the Compute error code and message, for
 	// operators.
 	Code, Message string
+	// Quota is the quota the error names (errorDetails.quotaInfo, or the
+	// message: metric, region, limit), for people; "" when none.
+	Quota string
 }
 
 // ObservedPool is what Compute showed of one pool in one pass. Listed is
@@ -610,7 +616,7 @@ func (b *builder) reconcileRequested(pool *model.Pool, node model.Node, rrs map[
 		// Capacity, quota or a permanent error: back off (stored), then end
 		// the generation; its replacement waits for the backoff to end.
 		why := fmt.Sprintf("reconciler: resize request %s FAILED: %s", rr.Name, rr.ErrorCode)
-		b.backOff(pool, rr.ErrorClass, rr.ErrorCode, why)
+		b.backOffQuota(pool, rr.ErrorClass, rr.ErrorCode, rr.ErrorQuota, why)
 		b.generationEnded(b.st.Pools[pool.ID], node, model.EndFailed, why)
 		return true
 	case rr.State == "SUCCEEDED":

@@ -14,6 +14,9 @@
 // visible in the project's policy, so a negative answer means "not granted
 // at project level", and the report says so.
 //
+// It also checks the Compute quotas a spec's Flex-Start pools consume at
+// their maximums (CheckQuotas, quota.go).
+//
 // This package imports no other flexslurm package.
 package preflight
 

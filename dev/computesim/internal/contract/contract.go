@@ -60,6 +60,8 @@ var Served = []string{
 	"instances.list",
 	"instances.reportHostAsFaulty",
 	"instances.start",
+	"projects.get",
+	"regions.get",
 	"zoneOperations.get",
 	"zoneOperations.wait",
 	"zones.get",
