@@ -1,0 +1,178 @@
+package probe_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/api/option"
+
+	"github.com/flexslurm/flexslurm/dev/computesim"
+	"github.com/flexslurm/flexslurm/shared/clock"
+	"github.com/flexslurm/flexslurm/shared/probe"
+)
+
+const (
+	project = "proj"
+	zone    = "us-central1-a"
+)
+
+var t0 = time.Date(2026, 12, 7, 6, 0, 0, 0, time.UTC)
+
+// simClock is the probe's clock on a simulator's manual clock: Sleep
+// advances it and applies what falls due.
+type simClock struct {
+	clk *clock.Manual
+	sim *computesim.Sim
+}
+
+func (c simClock) Now() time.Time { return c.clk.Now() }
+
+func (c simClock) Sleep(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.sim.Tick(c.clk.Advance(d))
+	return nil
+}
+
+type world struct {
+	sim *computesim.Sim
+	clk *clock.Manual
+	env probe.Env
+	out bytes.Buffer
+}
+
+func newWorld(t *testing.T, readings computesim.Readings, capacity time.Duration) *world {
+	t.Helper()
+	w := &world{clk: clock.NewManual(t0)}
+	w.sim = computesim.New(computesim.Options{
+		Project:       project,
+		Readings:      readings,
+		CapacityDelay: func(string, string) time.Duration { return capacity },
+	}, w.clk)
+	ctx := context.Background()
+	c, err := probe.NewCompute(ctx, project,
+		option.WithHTTPClient(computesim.InProcessClient(w.sim)),
+		option.WithEndpoint(computesim.InProcessEndpoint),
+		option.WithoutAuthentication())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	w.env = probe.Env{
+		Compute: c,
+		Clock:   simClock{w.clk, w.sim},
+		Audit: probe.EntriesReader{Project: project, Entries: func() [][]byte {
+			var out [][]byte
+			for _, e := range w.sim.AuditEntries() {
+				out = append(out, e.Data)
+			}
+			return out
+		}},
+	}
+	return w
+}
+
+func (w *world) run(t *testing.T) probe.Report {
+	t.Helper()
+	rep := probe.Run(context.Background(), probe.Config{Project: project, Zone: zone, RunID: "t1", Out: &w.out}, w.env)
+	t.Logf("probe output:\n%s", w.out.String())
+	var table bytes.Buffer
+	probe.PrintTable(&table, rep)
+	t.Logf("verdicts:\n%s", table.String())
+	if rep.Err != nil {
+		t.Errorf("run error: %v", rep.Err)
+	}
+	w.assertNothingLeft(t, rep)
+	return rep
+}
+
+// assertNothingLeft checks the report and the simulator itself: no MIG,
+// VM or template of the probe is left.
+func (w *world) assertNothingLeft(t *testing.T, rep probe.Report) {
+	t.Helper()
+	if len(rep.Left) > 0 {
+		t.Errorf("cleanup reports left: %v", rep.Left)
+	}
+	for _, m := range w.sim.MIGs() {
+		t.Errorf("MIG %s left in the simulator", m.Name)
+	}
+	for _, in := range w.sim.Instances() {
+		t.Errorf("VM %s (%s) left in the simulator", in.Name, in.Status)
+	}
+	if len(rep.Removed) == 0 {
+		t.Errorf("cleanup removed nothing")
+	}
+}
+
+func TestVerdictsFollowEachReading(t *testing.T) {
+	type want map[probe.Point]string
+	lenient := want{
+		probe.PointTargetSizeWhileAccepted: probe.Allowed,
+		probe.PointNamedRequests:           probe.NamedOnV1,
+		probe.PointRunEndAudit:             probe.AuditDeferredDelete,
+		probe.PointLabelFilter:             probe.FilterHonoured,
+		probe.PointTargetSizeAtRunEnd:      probe.TargetSizeDecremented,
+	}
+	with := func(p probe.Point, o string) want {
+		w := want{}
+		for k, v := range lenient {
+			w[k] = v
+		}
+		w[p] = o
+		return w
+	}
+	strict := want{
+		probe.PointTargetSizeWhileAccepted: probe.Refused,
+		probe.PointNamedRequests:           probe.NamedOnBetaOnly,
+		probe.PointRunEndAudit:             probe.AuditMIGDelete,
+		probe.PointLabelFilter:             probe.FilterIgnored,
+		probe.PointTargetSizeAtRunEnd:      probe.TargetSizeKept,
+	}
+	for _, tc := range []struct {
+		readings string
+		want     want
+	}{
+		{"lenient", lenient},
+		{"lenient,RefuseTargetSizeWhileAccepted", with(probe.PointTargetSizeWhileAccepted, probe.Refused)},
+		{"lenient,RefuseNamedRequestsOnV1", with(probe.PointNamedRequests, probe.NamedOnBetaOnly)},
+		{"lenient,RunEndAudit=migDelete", with(probe.PointRunEndAudit, probe.AuditMIGDelete)},
+		{"lenient,IgnoreLabelFilter", with(probe.PointLabelFilter, probe.FilterIgnored)},
+		{"lenient,KeepTargetSizeAtRunEnd", with(probe.PointTargetSizeAtRunEnd, probe.TargetSizeKept)},
+		{"strict", strict},
+	} {
+		t.Run(tc.readings, func(t *testing.T) {
+			r, err := computesim.ParseReadings(tc.readings)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := newWorld(t, r, 30*time.Second)
+			rep := w.run(t)
+			for _, p := range probe.Points {
+				if got := rep.Verdict(p).Outcome; got != tc.want[p] {
+					t.Errorf("%s: verdict %q, want %q (%s)", p, got, tc.want[p], rep.Verdict(p).Evidence)
+				}
+			}
+			if d := w.clk.Now().Sub(t0); d > probe.DefaultTimeout+5*time.Minute {
+				t.Errorf("the run took %s on the simulator's clock", d)
+			}
+		})
+	}
+}
+
+// Capacity that arrives at once leaves no moment with a request ACCEPTED
+// to try a target-size change in: the point is not settled, never guessed.
+func TestTargetSizeNotSettledWhenCapacityIsImmediate(t *testing.T) {
+	w := newWorld(t, computesim.StrictReadings(), 0)
+	rep := w.run(t)
+	v := rep.Verdict(probe.PointTargetSizeWhileAccepted)
+	if v.Settled() || v.Hint == "" {
+		t.Errorf("verdict %+v, want not settled with a hint", v)
+	}
+	if !strings.Contains(v.Evidence, "SUCCEEDED") {
+		t.Errorf("evidence %q does not say the request had SUCCEEDED", v.Evidence)
+	}
+}
