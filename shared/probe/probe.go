@@ -212,6 +212,8 @@ type run struct {
 	verdicts map[Point]Verdict
 	// labelChecked is set once the label point was looked at.
 	labelChecked bool
+	// removed names what the run removed before its cleanup.
+	removed []string
 }
 
 func (r *run) logf(format string, a ...any) {
@@ -268,9 +270,15 @@ func Run(ctx context.Context, cfg Config, env Env) Report {
 			rep.Verdicts = append(rep.Verdicts, notSettled(p, "not reached", hint))
 		}
 	}
+	if ctx.Err() != nil {
+		r.logf("interrupted: cleaning up (up to %s)", cfg.CleanupTimeout)
+	} else {
+		r.logf("cleaning up")
+	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.CleanupTimeout)
 	defer cancel()
-	rep.Removed, rep.Left = r.cleanup(cctx)
+	removed, left := r.cleanup(cctx)
+	rep.Removed, rep.Left = append(r.removed, removed...), left
 	return rep
 }
 
@@ -496,13 +504,16 @@ func (r *run) targetSize(ctx context.Context) error {
 func (r *run) releaseMIG(ctx context.Context, mig string, requests ...string) {
 	for _, rr := range requests {
 		if st, _, err := r.c.ResizeRequestState(ctx, r.cfg.Zone, mig, rr); err == nil && st == "ACCEPTED" {
-			_ = r.c.CancelResizeRequest(ctx, r.cfg.Zone, mig, rr, r.rid("release cancel "+rr))
+			if r.c.CancelResizeRequest(ctx, r.cfg.Zone, mig, rr, r.rid("release cancel "+rr)) == nil {
+				r.removed = append(r.removed, "resize request "+mig+"/"+rr+" (cancelled)")
+			}
 		}
 	}
 	if err := r.c.DeleteMIG(ctx, r.cfg.Zone, mig, r.rid("release "+mig)); err != nil {
 		r.logf("deleting %s early failed (the cleanup tries again): %v", mig, err)
 		return
 	}
+	r.removed = append(r.removed, "managed instance group "+mig+" (with its VMs and resize requests)")
 	r.logf("deleted MIG %s and its VMs", mig)
 }
 
