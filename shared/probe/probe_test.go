@@ -3,6 +3,9 @@ package probe_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -174,5 +177,102 @@ func TestTargetSizeNotSettledWhenCapacityIsImmediate(t *testing.T) {
 	}
 	if !strings.Contains(v.Evidence, "SUCCEEDED") {
 		t.Errorf("evidence %q does not say the request had SUCCEEDED", v.Evidence)
+	}
+}
+
+// A step that fails midway (Compute refuses the second request of the
+// target-size point) ends the run with that error, and the cleanup still
+// removes the MIGs with their VMs and requests, and the template.
+func TestCleanupAfterAFailedStep(t *testing.T) {
+	w := newWorld(t, computesim.LenientReadings(), 30*time.Second)
+	w.sim.Inject(computesim.Injection{
+		Match:   computesim.Match{Method: "POST", Path: `/instanceGroupManagers/fs-probe-t1-a/resizeRequests$`},
+		Status:  403,
+		Reason:  "forbidden",
+		Message: "injected: permission denied",
+		Times:   0,
+	})
+	rep := probe.Run(context.Background(), probe.Config{Project: project, Zone: zone, RunID: "t1", Out: &w.out}, w.env)
+	t.Logf("probe output:\n%s", w.out.String())
+	if rep.Err == nil || !strings.Contains(rep.Err.Error(), "probe-first") {
+		t.Errorf("run error %v, want the refused insert of probe-first", rep.Err)
+	}
+	if v := rep.Verdict(probe.PointNamedRequests); v.Outcome != probe.NamedOnV1 {
+		t.Errorf("named requests: %+v, want settled before the failure", v)
+	}
+	if v := rep.Verdict(probe.PointRunEndAudit); v.Settled() || !strings.Contains(v.Hint, "fix what stopped the run") {
+		t.Errorf("run-end audit: %+v, want not settled with the hint to fix the run", v)
+	}
+	if len(w.sim.Instances()) != 1 {
+		// The named request's VM was running when the run stopped: the
+		// cleanup had something to remove.
+		t.Logf("VMs at the end: %v", w.sim.Instances())
+	}
+	w.assertNothingLeft(t, rep)
+	if !slices.ContainsFunc(rep.Removed, func(s string) bool { return strings.Contains(s, "fs-probe-t1-n") }) {
+		t.Errorf("removed %v, want the named MIG among them", rep.Removed)
+	}
+}
+
+// cancellingClock cancels the run's context (Ctrl-C) at its n-th Sleep.
+type cancellingClock struct {
+	simClock
+	n      *int
+	cancel context.CancelFunc
+}
+
+func (c cancellingClock) Sleep(ctx context.Context, d time.Duration) error {
+	*c.n--
+	if *c.n == 0 {
+		c.cancel()
+	}
+	return c.simClock.Sleep(ctx, d)
+}
+
+// Ctrl-C while a VM runs: the cleanup runs all the same, on a context of
+// its own, and removes everything.
+func TestCleanupAfterInterrupt(t *testing.T) {
+	for _, n := range []int{1, 3, 5} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			w := newWorld(t, computesim.StrictReadings(), 30*time.Second)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			w.env.Clock = cancellingClock{simClock: simClock{w.clk, w.sim}, n: &n, cancel: cancel}
+			rep := probe.Run(ctx, probe.Config{Project: project, Zone: zone, RunID: "t1", Out: &w.out}, w.env)
+			t.Logf("probe output:\n%s", w.out.String())
+			if !errors.Is(rep.Err, context.Canceled) {
+				t.Errorf("run error %v, want context.Canceled", rep.Err)
+			}
+			if !strings.Contains(w.out.String(), "interrupted: cleaning up") {
+				t.Errorf("output does not say it cleans up after the interrupt")
+			}
+			w.assertNothingLeft(t, rep)
+		})
+	}
+}
+
+// The cleanup never touches what is not the run's: a VM and a MIG of
+// another run (or of anyone) stay.
+func TestCleanupTouchesOnlyItsRun(t *testing.T) {
+	w := newWorld(t, computesim.StrictReadings(), 30*time.Second)
+	other, err := w.sim.AddInstance(project, zone, "fs-probe-t2-n-0", map[string]string{probe.LabelProbe: "t2", probe.LabelManagedBy: "flexslurm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, err := w.sim.AddInstance(project, zone, "fs-probe-t1-x-0", map[string]string{probe.LabelProbe: "t1", probe.LabelManagedBy: "flexslurm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := probe.Run(context.Background(), probe.Config{Project: project, Zone: zone, RunID: "t1", Out: &w.out}, w.env)
+	t.Logf("probe output:\n%s", w.out.String())
+	var names []string
+	for _, in := range w.sim.Instances() {
+		names = append(names, in.Name)
+	}
+	if !slices.Equal(names, []string{other.Name}) {
+		t.Errorf("VMs left: %v, want only %s (another run's); %s carried this run's label and name", names, other.Name, mine.Name)
+	}
+	if len(rep.Left) > 0 {
+		t.Errorf("left: %v", rep.Left)
 	}
 }
