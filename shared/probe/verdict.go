@@ -38,9 +38,9 @@ const (
 	Refused = "refused" // PointTargetSizeWhileAccepted
 	Allowed = "allowed"
 
-	NamedOnV1      = "v1"       // PointNamedRequests: v1 accepts instances[]
+	NamedOnV1       = "v1"        // PointNamedRequests: v1 accepts instances[]
 	NamedOnBetaOnly = "beta only" // v1 refuses, beta accepts
-	NamedNowhere   = "neither"  // both refuse
+	NamedNowhere    = "neither"   // both refuse
 
 	AuditDeferredDelete = "deferredDelete" // PointRunEndAudit: system event compute.instances.deferredDelete
 	AuditMIGDelete      = "migDelete"      // a versioned …compute.instances.delete by the cloudservices account
