@@ -108,14 +108,15 @@ func (r *Refusal) Error() string {
 }
 
 // asRefusal turns a client error into a *Refusal when Compute answered it
-// with a 4xx (other than 404, 409 and 429: those are not answers about
-// the call's shape or timing); other errors are returned as they are.
+// with a 4xx about the call itself; 401 and 403 (who calls, and quotas),
+// 404, 409 and 429 are not answers about the call's shape or timing, and
+// they and every other error are returned as they are, wrapped.
 func asRefusal(call string, err error) error {
 	if err == nil {
 		return nil
 	}
 	var ge *googleapi.Error
-	if errors.As(err, &ge) && ge.Code >= 400 && ge.Code < 500 && ge.Code != 404 && ge.Code != 409 && ge.Code != 429 {
+	if errors.As(err, &ge) && answersCall(ge.Code) {
 		r := &Refusal{Call: call, HTTPStatus: ge.Code, Message: ge.Message}
 		if len(ge.Errors) > 0 {
 			r.Reason = ge.Errors[0].Reason
@@ -126,10 +127,20 @@ func asRefusal(call string, err error) error {
 		return r
 	}
 	var ae *apierror.APIError
-	if errors.As(err, &ae) && ae.HTTPCode() >= 400 && ae.HTTPCode() < 500 && ae.HTTPCode() != 404 && ae.HTTPCode() != 409 && ae.HTTPCode() != 429 {
+	if errors.As(err, &ae) && answersCall(ae.HTTPCode()) {
 		return &Refusal{Call: call, HTTPStatus: ae.HTTPCode(), Reason: ae.Reason(), Message: ae.Error()}
 	}
 	return fmt.Errorf("%s: %w", call, err)
+}
+
+// answersCall reports whether an HTTP status is Compute's answer about the
+// call itself (400, 405, 412, 422, …).
+func answersCall(status int) bool {
+	switch status {
+	case 401, 403, 404, 409, 429:
+		return false
+	}
+	return status >= 400 && status < 500
 }
 
 // IsRefusal reports whether err is a *Refusal.
@@ -176,7 +187,7 @@ func opErr(call string, op *computepb.Operation) error {
 		return nil
 	}
 	r := &Refusal{Call: call, Reason: errs[0].GetCode(), Message: errs[0].GetMessage()}
-	if s := op.GetHttpErrorStatusCode(); s == 404 || s == 409 || s == 429 || s >= 500 {
+	if s := int(op.GetHttpErrorStatusCode()); s != 0 && !answersCall(s) {
 		return fmt.Errorf("%s: operation %s failed: HTTP %d %s: %s", call, op.GetName(), s, r.Reason, r.Message)
 	}
 	return r

@@ -424,9 +424,13 @@ func (r *run) namedRequest(ctx context.Context) (string, error) {
 	case betaTried && betaErr != nil && !IsRefusal(betaErr):
 		return "", fmt.Errorf("creating resize request %s through beta: %w", name, betaErr)
 	}
-	// Names refused everywhere: one VM by count, through v1 (GA).
+	// Names refused everywhere: one VM by count, through v1 (GA). If that
+	// is refused too, the names were not the cause: not settled.
 	rr = ResizeRequest{Name: "probe-count", Count: 1, RunDuration: RunDuration, Description: "flexslurm probe " + r.id}
 	if err := r.c.InsertResizeRequest(ctx, r.cfg.Zone, r.migNamed(), rr, false, r.rid("count v1")); err != nil {
+		r.verdicts[PointNamedRequests] = notSettled(PointNamedRequests,
+			"v1 and beta refused a request naming its VM, and v1 a request by count as well: "+err.Error(),
+			"fix what the last refusal names (machine type, zone, template), then run the probe again")
 		return "", fmt.Errorf("creating resize request %s: %w", rr.Name, err)
 	}
 	return rr.Name, nil

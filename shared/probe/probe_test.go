@@ -276,3 +276,49 @@ func TestCleanupTouchesOnlyItsRun(t *testing.T) {
 		t.Errorf("left: %v", rep.Left)
 	}
 }
+
+// Names refused by v1 and by beta, and a request by count accepted: no
+// endpoint takes names. The same refusal for the request by count too
+// means the names were not the cause: not settled.
+func TestNamedRequestsRefusedEverywhere(t *testing.T) {
+	for _, tc := range []struct {
+		times int
+		want  string
+	}{
+		{2, probe.NamedNowhere},
+		{0, probe.NotSettled},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			w := newWorld(t, computesim.LenientReadings(), 30*time.Second)
+			w.sim.Inject(computesim.Injection{
+				Match:   computesim.Match{Method: "POST", Path: `/instanceGroupManagers/fs-probe-t1-n/resizeRequests$`},
+				Status:  400,
+				Reason:  "invalid",
+				Message: "injected: refused",
+				Times:   tc.times,
+			})
+			rep := probe.Run(context.Background(), probe.Config{Project: project, Zone: zone, RunID: "t1", Out: &w.out}, w.env)
+			t.Logf("probe output:\n%s", w.out.String())
+			v := rep.Verdict(probe.PointNamedRequests)
+			if v.Outcome != tc.want {
+				t.Errorf("verdict %+v, want %q", v, tc.want)
+			}
+			if tc.want == probe.NamedNowhere {
+				if rep.Err != nil {
+					t.Errorf("run error %v", rep.Err)
+				}
+				// The request by count still lets the run-end points be
+				// observed.
+				if got := rep.Verdict(probe.PointTargetSizeAtRunEnd).Outcome; got != probe.TargetSizeDecremented {
+					t.Errorf("target size at run end: %q", got)
+				}
+				if s := probe.SettingsFor(rep, project, zone, t0); s.ResizeRequestAPI != "auto" {
+					t.Errorf("resize_request_api %q, want auto", s.ResizeRequestAPI)
+				}
+			} else if rep.Err == nil {
+				t.Errorf("no run error")
+			}
+			w.assertNothingLeft(t, rep)
+		})
+	}
+}
