@@ -225,11 +225,16 @@ func (c *Compute) DeleteTemplate(ctx context.Context, name, requestID string) er
 	return c.waitGlobalOp(ctx, call, op.Name())
 }
 
-// ListTemplates returns the names of the global instance templates whose
-// names start with prefix (checked here, whatever the server's filter did).
-func (c *Compute) ListTemplates(ctx context.Context, prefix string) ([]string, error) {
+// Named is a listed resource: its name and description.
+type Named struct {
+	Name, Description string
+}
+
+// ListTemplates returns the global instance templates whose names start
+// with prefix (checked here, whatever the server's filter did).
+func (c *Compute) ListTemplates(ctx context.Context, prefix string) ([]Named, error) {
 	it := c.templates.List(ctx, &computepb.ListInstanceTemplatesRequest{Project: c.project, Filter: proto.String(`name eq "` + prefix + `.*"`)})
-	var out []string
+	var out []Named
 	for {
 		t, err := it.Next()
 		if errors.Is(err, iterator.Done) {
@@ -239,7 +244,7 @@ func (c *Compute) ListTemplates(ctx context.Context, prefix string) ([]string, e
 			return nil, fmt.Errorf("listing instance templates: %w", err)
 		}
 		if strings.HasPrefix(t.GetName(), prefix) {
-			out = append(out, t.GetName())
+			out = append(out, Named{t.GetName(), t.GetDescription()})
 		}
 	}
 }
@@ -270,11 +275,11 @@ func (c *Compute) DeleteMIG(ctx context.Context, zone, mig, requestID string) er
 	return c.zonal(ctx, call, zone, op, err)
 }
 
-// ListMIGs returns the names of the zone's MIGs whose names start with
-// prefix (checked here, whatever the server's filter did).
-func (c *Compute) ListMIGs(ctx context.Context, zone, prefix string) ([]string, error) {
+// ListMIGs returns the zone's MIGs whose names start with prefix (checked
+// here, whatever the server's filter did).
+func (c *Compute) ListMIGs(ctx context.Context, zone, prefix string) ([]Named, error) {
 	it := c.migs.List(ctx, &computepb.ListInstanceGroupManagersRequest{Project: c.project, Zone: zone, Filter: proto.String(`name eq "` + prefix + `.*"`)})
-	var out []string
+	var out []Named
 	for {
 		m, err := it.Next()
 		if errors.Is(err, iterator.Done) {
@@ -284,7 +289,7 @@ func (c *Compute) ListMIGs(ctx context.Context, zone, prefix string) ([]string, 
 			return nil, fmt.Errorf("listing managed instance groups in %s: %w", zone, err)
 		}
 		if strings.HasPrefix(m.GetName(), prefix) {
-			out = append(out, m.GetName())
+			out = append(out, Named{m.GetName(), m.GetDescription()})
 		}
 	}
 }

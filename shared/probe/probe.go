@@ -282,6 +282,18 @@ func Run(ctx context.Context, cfg Config, env Env) Report {
 	return rep
 }
 
+// description is the description of the run's template and MIGs: the
+// cleanup deletes only a MIG or template that has it.
+func (r *run) description() string {
+	return "flexslurm probe " + r.id + ": throwaway, removed by the probe"
+}
+
+// ours reports whether a listed MIG or template is this run's: its name
+// has the run's prefix and its description is the run's.
+func (r *run) ours(n Named) bool {
+	return strings.HasPrefix(n.Name, r.prefix) && n.Description == r.description()
+}
+
 func (r *run) labels() map[string]string {
 	return map[string]string{LabelManagedBy: "flexslurm", LabelProbe: r.id}
 }
@@ -312,7 +324,7 @@ func (r *run) templateResource() *computepb.InstanceTemplate {
 	}
 	return &computepb.InstanceTemplate{
 		Name:        proto.String(r.template()),
-		Description: proto.String("flexslurm probe " + r.id + ": throwaway, removed by the probe"),
+		Description: proto.String(r.description()),
 		Properties: &computepb.InstanceProperties{
 			MachineType: proto.String(r.cfg.MachineType),
 			Labels:      r.labels(),
@@ -344,7 +356,7 @@ func (r *run) templateResource() *computepb.InstanceTemplate {
 func (r *run) migResource(name string) *computepb.InstanceGroupManager {
 	return &computepb.InstanceGroupManager{
 		Name:             proto.String(name),
-		Description:      proto.String("flexslurm probe " + r.id + ": throwaway, removed by the probe"),
+		Description:      proto.String(r.description()),
 		BaseInstanceName: proto.String(name),
 		InstanceTemplate: proto.String("projects/" + r.cfg.Project + "/global/instanceTemplates/" + r.template()),
 		TargetSize:       proto.Int32(0),
@@ -665,7 +677,12 @@ func (r *run) cleanup(ctx context.Context) (removed, left []string) {
 	if err != nil {
 		errs = append(errs, err.Error())
 	}
-	for _, m := range migs {
+	for _, n := range migs {
+		if !r.ours(n) {
+			r.logf("leaving MIG %s alone: its description is not this run's", n.Name)
+			continue
+		}
+		m := n.Name
 		if rrs, err := r.c.ListResizeRequests(ctx, z, m); err == nil {
 			for name, st := range rrs {
 				if st == "CREATING" {
@@ -718,14 +735,14 @@ func (r *run) cleanup(ctx context.Context) (removed, left []string) {
 		errs = append(errs, err.Error())
 	}
 	for _, t := range tpls {
-		if t != r.template() {
+		if t.Name != r.template() || !r.ours(t) {
 			continue
 		}
-		if err := r.c.DeleteTemplate(ctx, t, r.rid("cleanup template")); err != nil {
+		if err := r.c.DeleteTemplate(ctx, t.Name, r.rid("cleanup template")); err != nil {
 			errs = append(errs, err.Error())
 			continue
 		}
-		removed = append(removed, "instance template "+t)
+		removed = append(removed, "instance template "+t.Name)
 	}
 
 	// Prove it: list again.
@@ -733,7 +750,9 @@ func (r *run) cleanup(ctx context.Context) (removed, left []string) {
 		left = append(left, "unknown: "+err.Error())
 	} else {
 		for _, m := range migs {
-			left = append(left, "managed instance group "+m+" in "+z)
+			if r.ours(m) {
+				left = append(left, "managed instance group "+m.Name+" in "+z)
+			}
 		}
 	}
 	if vms, err := r.runVMs(ctx); err != nil {
@@ -747,8 +766,8 @@ func (r *run) cleanup(ctx context.Context) (removed, left []string) {
 		left = append(left, "unknown: "+err.Error())
 	} else {
 		for _, t := range tpls {
-			if t == r.template() {
-				left = append(left, "instance template "+t)
+			if t.Name == r.template() && r.ours(t) {
+				left = append(left, "instance template "+t.Name)
 			}
 		}
 	}

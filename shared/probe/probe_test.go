@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/compute/apiv1/computepb"
 	"google.golang.org/api/option"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/flexslurm/flexslurm/dev/computesim"
 	"github.com/flexslurm/flexslurm/shared/clock"
@@ -263,8 +265,42 @@ func TestCleanupTouchesOnlyItsRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep := probe.Run(context.Background(), probe.Config{Project: project, Zone: zone, RunID: "t1", Out: &w.out}, w.env)
+	// A cluster named "probe" with a pool named "t1" has MIGs named like
+	// the run's, with a template of its own: neither is the run's.
+	ctx := context.Background()
+	tpl := &computepb.InstanceTemplate{
+		Name: proto.String("fs-probe-t1-cluster"),
+		Properties: &computepb.InstanceProperties{
+			MachineType: proto.String("n2-standard-2"),
+			Disks: []*computepb.AttachedDisk{{Boot: proto.Bool(true), AutoDelete: proto.Bool(true),
+				InitializeParams: &computepb.AttachedDiskInitializeParams{SourceImage: proto.String(probe.DefaultImage)}}},
+			NetworkInterfaces: []*computepb.NetworkInterface{{Network: proto.String("projects/proj/global/networks/default")}},
+		},
+	}
+	if err := w.env.Compute.InsertTemplate(ctx, tpl, "00000000-0000-4000-8000-000000000001"); err != nil {
+		t.Fatal(err)
+	}
+	clusterMIG := &computepb.InstanceGroupManager{
+		Name:             proto.String("fs-probe-t1-r0123456789"),
+		Description:      proto.String("a cluster's request MIG"),
+		BaseInstanceName: proto.String("fs-probe-t1-r0123456789"),
+		InstanceTemplate: proto.String("projects/proj/global/instanceTemplates/fs-probe-t1-cluster"),
+		TargetSize:       proto.Int32(0),
+		InstanceLifecyclePolicy: &computepb.InstanceGroupManagerInstanceLifecyclePolicy{
+			DefaultActionOnFailure: proto.String("DO_NOTHING"),
+		},
+	}
+	if err := w.env.Compute.InsertMIG(ctx, zone, clusterMIG, "00000000-0000-4000-8000-000000000002"); err != nil {
+		t.Fatal(err)
+	}
+	rep := probe.Run(ctx, probe.Config{Project: project, Zone: zone, RunID: "t1", Out: &w.out}, w.env)
 	t.Logf("probe output:\n%s", w.out.String())
+	if migs := w.sim.MIGs(); len(migs) != 1 || migs[0].Name != clusterMIG.GetName() {
+		t.Errorf("MIGs left: %v, want only %s", migs, clusterMIG.GetName())
+	}
+	if tpls, err := w.env.Compute.ListTemplates(ctx, "fs-probe-"); err != nil || len(tpls) != 1 || tpls[0].Name != tpl.GetName() {
+		t.Errorf("templates left: %v (%v), want only %s", tpls, err, tpl.GetName())
+	}
 	var names []string
 	for _, in := range w.sim.Instances() {
 		names = append(names, in.Name)
