@@ -115,7 +115,6 @@ func (o Options) withDefaults() Options {
 	if o.ExpiryLogStyle == "" {
 		o.ExpiryLogStyle = ExpiryLogDeferredDelete
 	}
-	o.Readings.RunEndAudit = o.ExpiryLogStyle
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}

@@ -42,8 +42,8 @@ type Readings struct {
 	// any VM its MIG deletes). Open: about-resize-requests-mig says
 	// "Compute Engine deletes the Flex-start VMs at the end of their run
 	// duration"; https://cloud.google.com/compute/docs/logging/audit-logging
-	// names neither entry. Empty means Options.ExpiryLogStyle, then
-	// RunEndDeferredDelete.
+	// names neither entry. Empty (lenient) means Options.ExpiryLogStyle,
+	// whose default is RunEndDeferredDelete.
 	RunEndAudit string
 	// IgnoreLabelFilter makes list calls ignore every comparison on labels
 	// in their filter: such a comparison matches every resource, so a list
@@ -70,9 +70,10 @@ const (
 // LenientReadings is the simulator's behaviour before readings existed, which
 // every existing test expects: only resize is refused while a request is
 // active, named requests are accepted on v1, run ends are logged as
-// deferredDelete, label filters apply and a run end lowers the target size.
+// Options.ExpiryLogStyle says (deferredDelete by default), label filters
+// apply and a run end lowers the target size. It is the zero Readings.
 func LenientReadings() Readings {
-	return Readings{RunEndAudit: RunEndDeferredDelete}
+	return Readings{}
 }
 
 // StrictReadings puts every switch on the side hardest for flexslurm.
@@ -89,9 +90,6 @@ func StrictReadings() Readings {
 // String renders r in the form ParseReadings reads: "lenient", "strict", or
 // "lenient," followed by the switches that differ from lenient.
 func (r Readings) String() string {
-	if r.RunEndAudit == "" {
-		r.RunEndAudit = RunEndDeferredDelete
-	}
 	switch r {
 	case LenientReadings():
 		return "lenient"
@@ -108,7 +106,7 @@ func (r Readings) String() string {
 				words = append(words, f.Name)
 			}
 		case string:
-			if x != RunEndDeferredDelete {
+			if x != "" {
 				words = append(words, f.Name+"="+x)
 			}
 		}
@@ -197,4 +195,12 @@ func readingField(r *Readings, name string) (reflect.Value, bool) {
 		}
 	}
 	return reflect.Value{}, false
+}
+
+// Readings returns the readings the simulator runs with (RunEndAudit as
+// in effect: Options.ExpiryLogStyle when the readings left it empty).
+func (s *Sim) Readings() Readings {
+	r := s.opts.Readings
+	r.RunEndAudit = s.opts.ExpiryLogStyle
+	return r
 }

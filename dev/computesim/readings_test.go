@@ -24,7 +24,8 @@ func TestParseReadings(t *testing.T) {
 		{"STRICT", StrictReadings()},
 		{"strict,-IgnoreLabelFilter", func() Readings { r := StrictReadings(); r.IgnoreLabelFilter = false; return r }()},
 		{"lenient,RefuseNamedRequestsOnV1,RunEndAudit=migDelete", Readings{RefuseNamedRequestsOnV1: true, RunEndAudit: RunEndMIGDelete}},
-		{"KeepTargetSizeAtRunEnd", Readings{KeepTargetSizeAtRunEnd: true, RunEndAudit: RunEndDeferredDelete}},
+		{"KeepTargetSizeAtRunEnd", Readings{KeepTargetSizeAtRunEnd: true}},
+		{"RunEndAudit=DEFERREDDELETE", Readings{RunEndAudit: RunEndDeferredDelete}},
 		{"strict, refusetargetsizewhileaccepted=false", func() Readings { r := StrictReadings(); r.RefuseTargetSizeWhileAccepted = false; return r }()},
 	} {
 		got, err := ParseReadings(tc.in)
@@ -63,9 +64,12 @@ func TestReadingsOptionDefaults(t *testing.T) {
 	if got := (Options{}).withDefaults().Readings; got != LenientReadings() {
 		t.Errorf("default readings = %+v, want lenient", got)
 	}
+	if got := (Options{}).withDefaults().ExpiryLogStyle; got != ExpiryLogDeferredDelete {
+		t.Errorf("default run-end audit = %q, want deferredDelete", got)
+	}
 	o := Options{ExpiryLogStyle: ExpiryLogMIGDelete}.withDefaults()
-	if o.Readings.RunEndAudit != RunEndMIGDelete {
-		t.Errorf("ExpiryLogStyle migDelete gives RunEndAudit %q", o.Readings.RunEndAudit)
+	if o.ExpiryLogStyle != ExpiryLogMIGDelete {
+		t.Errorf("lenient readings override ExpiryLogStyle migDelete: %q", o.ExpiryLogStyle)
 	}
 	o = Options{ExpiryLogStyle: ExpiryLogDeferredDelete, Readings: StrictReadings()}.withDefaults()
 	if o.ExpiryLogStyle != ExpiryLogMIGDelete {
