@@ -203,7 +203,7 @@ func runProbe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			return probeUnsettled
 		}
 		fmt.Fprintf(stdout, "Wrote %s: resize_request_api = %q (Terraform passes it to every function as %s); the observations are kept as compute_probe.\n",
-			*settings, st.ResizeRequestAPI, "FLEXSLURM_RESIZE_REQUEST_API")
+			*settings, st.ResizeRequestAPI, config.EnvResizeRequestAPI)
 	}
 	if rep.Err != nil {
 		fmt.Fprintf(stderr, "flexslurm probe: %v\n", rep.Err)

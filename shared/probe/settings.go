@@ -9,6 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/flexslurm/flexslurm/shared/config"
 )
 
 // Settings are what a run tells flexslurm to use.
@@ -37,7 +39,7 @@ var pointKeys = map[Point]string{
 // "auto" otherwise (v1 first, beta when v1 refuses names: right under both
 // readings).
 func SettingsFor(rep Report, project, zone string, at time.Time) Settings {
-	s := Settings{ResizeRequestAPI: "auto", Observed: map[string]string{
+	s := Settings{ResizeRequestAPI: config.ResizeRequestAPIAuto, Observed: map[string]string{
 		"run":     rep.RunID,
 		"project": project,
 		"zone":    zone,
@@ -45,9 +47,9 @@ func SettingsFor(rep Report, project, zone string, at time.Time) Settings {
 	}}
 	switch rep.Verdict(PointNamedRequests).Outcome {
 	case NamedOnV1:
-		s.ResizeRequestAPI = "v1"
+		s.ResizeRequestAPI = config.ResizeRequestAPIV1
 	case NamedOnBetaOnly:
-		s.ResizeRequestAPI = "beta"
+		s.ResizeRequestAPI = config.ResizeRequestAPIBeta
 	}
 	for _, v := range rep.Verdicts {
 		s.Observed[pointKeys[v.Point]] = v.Outcome

@@ -2,8 +2,11 @@ package probe
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/flexslurm/flexslurm/shared/config"
 )
 
 var (
@@ -120,6 +123,10 @@ func TestSettingsFor(t *testing.T) {
 		s := SettingsFor(rep, "p", "z", t0)
 		if s.ResizeRequestAPI != want {
 			t.Errorf("%s: resize_request_api %q, want %q", outcome, s.ResizeRequestAPI, want)
+		}
+		env := map[string]string{config.EnvProject: "p", config.EnvResizeRequestAPI: s.ResizeRequestAPI}
+		if _, err := config.FromEnv(func(k string) string { return env[k] }); err != nil && strings.Contains(err.Error(), config.EnvResizeRequestAPI) {
+			t.Errorf("%s: the functions refuse %s=%q: %v", outcome, config.EnvResizeRequestAPI, s.ResizeRequestAPI, err)
 		}
 		if s.Observed["label_filter"] != FilterIgnored || s.Observed["named_requests"] != outcome || s.Observed["zone"] != "z" {
 			t.Errorf("%s: observed %v", outcome, s.Observed)
