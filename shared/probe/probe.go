@@ -34,7 +34,9 @@ const RunDuration = 600 * time.Second
 
 // MaxVMs is the most VMs a run can make: one for the named request, and
 // two in the MIG of the target-size point (the second only if capacity
-// arrives before it is cancelled).
+// arrives before it is cancelled). Each MIG is deleted as soon as its
+// point is observed, so that a MIG that keeps its target size when a VM
+// ends does not make another.
 const MaxVMs = 3
 
 // Labels the probe puts on everything it makes (through the template, on
@@ -82,7 +84,7 @@ const (
 	// (https://cloud.google.com/compute/docs/instances/about-flex-start-vms),
 	// and g2-standard-4 (4 vCPUs, 16 GB, one NVIDIA L4) is the smallest
 	// accelerator-optimized machine type
-	// (https://cloud.google.com/compute/docs/accelerator-optimized-machines#g2-vms).
+	// (https://cloud.google.com/compute/docs/accelerator-optimized-machines).
 	DefaultMachineType  = "g2-standard-4"
 	DefaultBootDiskType = "pd-balanced"
 	DefaultImage        = "projects/debian-cloud/global/images/family/debian-12"
@@ -217,7 +219,7 @@ type run struct {
 }
 
 func (r *run) logf(format string, a ...any) {
-	fmt.Fprintf(r.cfg.Out, "probe: "+format+"\n", a...)
+	fmt.Fprintf(r.cfg.Out, "probe %s: "+format+"\n", append([]any{r.clk.Now().Format(time.TimeOnly)}, a...)...)
 }
 
 // rid is the request id of one step: a UUID derived from the run and the
@@ -632,6 +634,11 @@ func (r *run) runEnd(ctx context.Context, rrName string) error {
 	v := DecideTargetSizeAtRunEnd(before, after, gone)
 	r.set(v)
 	r.logf("%s: %s", v.Point, v.Outcome)
+	// Delete the MIG now: a MIG that kept its target size might make the
+	// VM again. Entries written from here on (that deletion's) are not
+	// the run end's, and are left out below.
+	released := r.clk.Now()
+	r.releaseMIG(ctx, mig, rrName)
 	if !gone {
 		r.set(notSettled(PointRunEndAudit, vm+" was not gone in time", "run the probe with a longer --timeout"))
 		return nil
@@ -642,8 +649,18 @@ func (r *run) runEnd(ctx context.Context, rrName string) error {
 	r.logf("looking for the audit entry of %s's end (up to %s)", vm, r.cfg.AuditWait)
 	until := r.clk.Now().Add(r.cfg.AuditWait)
 	var entries []AuditEntry
+	read := func() error {
+		all, err := r.env.Audit.InstanceEntries(ctx, r.cfg.Zone, vm, r.start.Truncate(time.Second))
+		entries = entries[:0]
+		for _, e := range all {
+			if !e.Time.After(released) {
+				entries = append(entries, e)
+			}
+		}
+		return err
+	}
 	for {
-		if entries, err = r.env.Audit.InstanceEntries(ctx, r.cfg.Zone, vm, r.start.Truncate(time.Second)); err != nil {
+		if err := read(); err != nil {
 			return err
 		}
 		if v := DecideRunEndAudit(entries, vm); v.Settled() || !r.clk.Now().Before(until) {
@@ -651,7 +668,7 @@ func (r *run) runEnd(ctx context.Context, rrName string) error {
 				if err := r.sleep(ctx); err != nil {
 					return err
 				}
-				if entries, err = r.env.Audit.InstanceEntries(ctx, r.cfg.Zone, vm, r.start.Truncate(time.Second)); err != nil {
+				if err := read(); err != nil {
 					return err
 				}
 			}
