@@ -489,13 +489,16 @@ func (r *run) targetSize(ctx context.Context) error {
 		return fmt.Errorf("creating resize request %s: %w", second.Name, err)
 	}
 	// A request is CREATING for a moment, then ACCEPTED until capacity
-	// arrives: read it without waiting a poll between reads.
-	for range 20 {
+	// arrives: read it every second (not every poll) for up to 30 s.
+	for i := 0; ; i++ {
 		if obs.Before, _, err = r.c.ResizeRequestState(ctx, r.cfg.Zone, mig, second.Name); err != nil {
 			return err
 		}
-		if obs.Before != "CREATING" {
+		if obs.Before != "CREATING" || i == 30 {
 			break
+		}
+		if err := r.clk.Sleep(ctx, time.Second); err != nil {
+			return err
 		}
 	}
 	if obs.Before == "ACCEPTED" {

@@ -52,12 +52,17 @@ type world struct {
 
 func newWorld(t *testing.T, readings computesim.Readings, capacity time.Duration) *world {
 	t.Helper()
-	w := &world{clk: clock.NewManual(t0)}
-	w.sim = computesim.New(computesim.Options{
-		Project:       project,
+	return newWorldOpts(t, computesim.Options{
 		Readings:      readings,
 		CapacityDelay: func(string, string) time.Duration { return capacity },
-	}, w.clk)
+	})
+}
+
+func newWorldOpts(t *testing.T, opts computesim.Options) *world {
+	t.Helper()
+	w := &world{clk: clock.NewManual(t0)}
+	opts.Project = project
+	w.sim = computesim.New(opts, w.clk)
 	ctx := context.Background()
 	c, err := probe.NewCompute(ctx, project,
 		option.WithHTTPClient(computesim.InProcessClient(w.sim)),
@@ -356,5 +361,29 @@ func TestNamedRequestsRefusedEverywhere(t *testing.T) {
 			}
 			w.assertNothingLeft(t, rep)
 		})
+	}
+}
+
+// Requests that stay CREATING a few seconds, and VMs that take a while to
+// be deleted, change nothing: the strict readings still yield the strict
+// verdicts, and nothing is left.
+func TestVerdictsWithSlowTransitions(t *testing.T) {
+	w := newWorldOpts(t, computesim.Options{
+		Readings:      computesim.StrictReadings(),
+		AcceptDelay:   5 * time.Second,
+		DeleteDelay:   40 * time.Second,
+		CapacityDelay: func(string, string) time.Duration { return 90 * time.Second },
+	})
+	rep := w.run(t)
+	for p, want := range map[probe.Point]string{
+		probe.PointTargetSizeWhileAccepted: probe.Refused,
+		probe.PointNamedRequests:           probe.NamedOnBetaOnly,
+		probe.PointRunEndAudit:             probe.AuditMIGDelete,
+		probe.PointLabelFilter:             probe.FilterIgnored,
+		probe.PointTargetSizeAtRunEnd:      probe.TargetSizeKept,
+	} {
+		if got := rep.Verdict(p); got.Outcome != want {
+			t.Errorf("%s: %q (%s), want %q", p, got.Outcome, got.Evidence, want)
+		}
 	}
 }
