@@ -257,7 +257,7 @@ func Run(ctx context.Context, cfg Config, env Env) Report {
 	r.start = r.clk.Now()
 	r.deadline = r.start.Add(cfg.Timeout)
 
-	rep.Err = r.observe(ctx)
+	rep.Err = r.observeSafely(ctx)
 	if rep.Err != nil {
 		r.logf("stopped: %v", rep.Err)
 	}
@@ -389,6 +389,17 @@ func (r *run) waitState(ctx context.Context, mig, name string, until time.Time, 
 			return st, err
 		}
 	}
+}
+
+// observeSafely is observe, with a panic turned into an error so that the
+// cleanup still runs.
+func (r *run) observeSafely(ctx context.Context) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("probe failed: %v", p)
+		}
+	}()
+	return r.observe(ctx)
 }
 
 func (r *run) observe(ctx context.Context) error {
