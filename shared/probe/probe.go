@@ -17,6 +17,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -396,7 +397,7 @@ func (r *run) waitState(ctx context.Context, mig, name string, until time.Time, 
 func (r *run) observeSafely(ctx context.Context) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("probe failed: %v", p)
+			err = fmt.Errorf("probe failed: %v\n%s", p, debug.Stack())
 		}
 	}()
 	return r.observe(ctx)

@@ -387,3 +387,21 @@ func TestVerdictsWithSlowTransitions(t *testing.T) {
 		}
 	}
 }
+
+type panickingAudit struct{}
+
+func (panickingAudit) InstanceEntries(context.Context, string, string, time.Time) ([]probe.AuditEntry, error) {
+	panic("audit reader broke")
+}
+
+// A panic while observing (here in the audit reader, while the named MIG's
+// VM has ended) is an error of the run, and the cleanup still runs.
+func TestCleanupAfterPanic(t *testing.T) {
+	w := newWorld(t, computesim.LenientReadings(), 30*time.Second)
+	w.env.Audit = panickingAudit{}
+	rep := probe.Run(context.Background(), probe.Config{Project: project, Zone: zone, RunID: "t1", Out: &w.out}, w.env)
+	if rep.Err == nil || !strings.Contains(rep.Err.Error(), "audit reader broke") {
+		t.Errorf("run error %v, want the panic", rep.Err)
+	}
+	w.assertNothingLeft(t, rep)
+}
