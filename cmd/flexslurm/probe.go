@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -126,6 +127,14 @@ func runProbe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	if cfg.Timeout < probe.RunDuration+2*time.Minute {
 		problems = append(problems, fmt.Sprintf("--timeout %v: want at least %v (one VM must reach its %v run duration)", cfg.Timeout, probe.RunDuration+2*time.Minute, probe.RunDuration))
+	}
+	if !*dryRun {
+		// Found out now, not after fifteen minutes of VMs.
+		if dir := filepath.Dir(*settings); dir != "" {
+			if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+				problems = append(problems, fmt.Sprintf("--settings %s: no directory %s (run from the repository root, or name another file)", *settings, dir))
+			}
+		}
 	}
 	simReadings, err := computesim.ParseReadings(*readings)
 	if err != nil {

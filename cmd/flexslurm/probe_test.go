@@ -94,7 +94,7 @@ func TestProbeDryRunStrict(t *testing.T) {
 func TestProbeAsksFirst(t *testing.T) {
 	noGoogle(t)
 	for _, answer := range []string{"", "n\n", "no\n", "maybe\n"} {
-		code, stdout, stderr := runProbeCapture(t, answer, "--project", "p1", "--zone", "us-central1-a")
+		code, stdout, stderr := runProbeCapture(t, answer, "--project", "p1", "--zone", "us-central1-a", "--settings", filepath.Join(t.TempDir(), "s.json"))
 		if code != probeSettled || !strings.Contains(stdout, "[y/N]") || !strings.Contains(stdout, "Nothing was made.") || stderr != "" {
 			t.Errorf("answer %q: exit %d, stdout %q, stderr %q", answer, code, stdout, stderr)
 		}
@@ -112,6 +112,7 @@ func TestProbeUsageErrors(t *testing.T) {
 		{[]string{"--project", "p", "--zone", "us-central1"}, `--zone "us-central1"`},
 		{[]string{"--project", "p", "--zone", "us-central1-a", "--timeout", "5m"}, "--timeout 5m0s"},
 		{[]string{"--project", "p", "--zone", "us-central1-a", "--dry-run", "--compute-readings", "strict,Nope"}, "--compute-readings"},
+		{[]string{"--project", "p", "--zone", "us-central1-a", "--settings", "/no/such/dir/x.json"}, "--settings /no/such/dir/x.json: no directory /no/such/dir"},
 	} {
 		code, stdout, stderr := runProbeCapture(t, "", tc.args...)
 		if code != probeUsage || stdout != "" || !strings.Contains(stderr, tc.want) {

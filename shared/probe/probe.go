@@ -308,7 +308,7 @@ func (r *run) region() string {
 	return r.cfg.Zone
 }
 
-// TemplateResource is the instance template a run makes: a Flex-Start
+// templateResource is the instance template a run makes: a Flex-Start
 // template as flexslurm makes them (FLEX_START, DELETE at the end of a
 // 600 s maxRunDuration, onHostMaintenance TERMINATE, no automatic
 // restart, no reservation: https://cloud.google.com/compute/docs/instance-groups/create-mig-with-gpu-vms),
