@@ -183,7 +183,9 @@ func checkResizeRequestDelete(m *migRec, rr *rrRec) *apiError {
 //     slurm_files/scripts/mig_flex.py) deletes provisioned VMs with it. Its
 //     comment that deleting instances "will not work if MIG didn't obtain
 //     capacity yet" concerns the request's own VMs, which flexslurm never
-//     deletes (it cancels the request instead). The simulator accepts it;
+//     deletes (it cancels the request instead). The simulator accepts it
+//     by default and refuses it under Readings.RefuseTargetSizeWhileAccepted
+//     (checkTargetSizeWithQueuedRequests);
 //     scenarios/release-refused-while-another-request-queued.yaml injects
 //     the refusal to show that flexslurm fails safe if Compute refuses.
 //   - instanceGroupManagers.setInstanceTemplate: no refusal documented, so
