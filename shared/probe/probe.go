@@ -661,7 +661,8 @@ func (r *run) runEnd(ctx context.Context, rrName string) error {
 
 	// Audit entries may lag the deletion: wait for the first, then one more
 	// poll for the other form.
-	r.logf("looking for the audit entry of %s's end (up to %s)", vm, r.cfg.AuditWait)
+	r.logf("looking for the audit entry of %s's end (up to %s), with the Cloud Logging filter\n  %s", vm, r.cfg.AuditWait,
+		AuditFilter(r.cfg.Project, r.cfg.Zone, vm, r.start.Truncate(time.Second)))
 	until := r.clk.Now().Add(r.cfg.AuditWait)
 	var entries []AuditEntry
 	read := func() error {
