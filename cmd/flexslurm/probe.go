@@ -323,13 +323,16 @@ type printingAudit struct {
 }
 
 func (a printingAudit) InstanceEntries(ctx context.Context, zone, name string, since time.Time) ([]probe.AuditEntry, error) {
-	body, _ := json.Marshal(map[string]any{
+	var body bytes.Buffer
+	enc := json.NewEncoder(&body)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(map[string]any{
 		"resourceNames": []string{"projects/" + a.project},
 		"filter":        probe.AuditFilter(a.project, zone, name, since),
 		"orderBy":       "timestamp asc",
 		"pageSize":      100,
 	})
 	out, err := a.next.InstanceEntries(ctx, zone, name, since)
-	fmt.Fprintf(a.w, "  call: POST https://logging.googleapis.com/v2/entries:list %s\n        -> %d entries\n", body, len(out))
+	fmt.Fprintf(a.w, "  call: POST https://logging.googleapis.com/v2/entries:list %s\n        -> %d entries\n", bytes.TrimSpace(body.Bytes()), len(out))
 	return out, err
 }
