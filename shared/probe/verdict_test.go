@@ -11,7 +11,7 @@ import (
 
 var (
 	refusal = &Refusal{Call: "x", HTTPStatus: 400, Reason: "invalid", Message: "no"}
-	noReply = errors.New("connection reset")
+	errNoReply = errors.New("connection reset")
 )
 
 func TestDecideTargetSize(t *testing.T) {
@@ -25,7 +25,7 @@ func TestDecideTargetSize(t *testing.T) {
 		{"refused, accepted once cancelled", TargetSizeObservation{Before: "ACCEPTED", After: "ACCEPTED", CallErr: refusal, Retried: true}, Refused},
 		{"refused, refused again once cancelled", TargetSizeObservation{Before: "ACCEPTED", After: "ACCEPTED", CallErr: refusal, Retried: true, RetryErr: refusal}, NotSettled},
 		{"refused, not retried", TargetSizeObservation{Before: "ACCEPTED", After: "SUCCEEDED", CallErr: refusal}, NotSettled},
-		{"no answer", TargetSizeObservation{Before: "ACCEPTED", After: "ACCEPTED", CallErr: noReply, Retried: true}, NotSettled},
+		{"no answer", TargetSizeObservation{Before: "ACCEPTED", After: "ACCEPTED", CallErr: errNoReply, Retried: true}, NotSettled},
 		{"request already SUCCEEDED", TargetSizeObservation{Before: "SUCCEEDED"}, NotSettled},
 		{"no VM", TargetSizeObservation{NoVM: "no capacity"}, NotSettled},
 	} {
@@ -49,8 +49,8 @@ func TestDecideNamedRequests(t *testing.T) {
 		{"v1 accepts", nil, nil, false, NamedOnV1},
 		{"beta only", refusal, nil, true, NamedOnBetaOnly},
 		{"neither", refusal, refusal, true, NamedNowhere},
-		{"v1 no answer", noReply, nil, false, NotSettled},
-		{"beta no answer", refusal, noReply, true, NotSettled},
+		{"v1 no answer", errNoReply, nil, false, NotSettled},
+		{"beta no answer", refusal, errNoReply, true, NotSettled},
 		{"beta not tried", refusal, nil, false, NotSettled},
 	} {
 		if v := DecideNamedRequests(tc.v1, tc.beta, tc.betaTried); v.Outcome != tc.want {
