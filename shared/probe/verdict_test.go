@@ -10,7 +10,7 @@ import (
 )
 
 var (
-	refusal = &Refusal{Call: "x", HTTPStatus: 400, Reason: "invalid", Message: "no"}
+	refusal    = &Refusal{Call: "x", HTTPStatus: 400, Reason: "invalid", Message: "no"}
 	errNoReply = errors.New("connection reset")
 )
 
