@@ -238,6 +238,10 @@ func confirm(stdin io.Reader, stdout io.Writer, question string) bool {
 	return false
 }
 
+// dryRunSimHook, if set, is called with the dry run's simulator before the
+// probe starts (tests inject failures with it).
+var dryRunSimHook func(*computesim.Sim)
+
 // dryRunEnv is a probe environment on an in-process Compute simulator:
 // every HTTP call and every Cloud Logging read is printed on w as it would
 // be sent to Google.
@@ -250,6 +254,9 @@ func dryRunEnv(ctx context.Context, project string, readings computesim.Readings
 		// does for a machine type in some demand.
 		CapacityDelay: func(string, string) time.Duration { return 30 * time.Second },
 	}, clk)
+	if dryRunSimHook != nil {
+		dryRunSimHook(sim)
+	}
 	hc := &http.Client{Transport: printingTransport{w: w, next: computesim.InProcess{Handler: sim}}}
 	c, err := probe.NewCompute(ctx, project, option.WithHTTPClient(hc), option.WithEndpoint(computesim.InProcessEndpoint), option.WithoutAuthentication())
 	if err != nil {

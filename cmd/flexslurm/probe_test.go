@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/flexslurm/flexslurm/dev/computesim"
 )
 
 func runProbeCapture(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
@@ -118,5 +120,29 @@ func TestProbeUsageErrors(t *testing.T) {
 		if code != probeUsage || stdout != "" || !strings.Contains(stderr, tc.want) {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want %d naming %q", tc.args, code, stdout, stderr, probeUsage, tc.want)
 		}
+	}
+}
+
+// A cleanup that leaves something exits 1 and names it on stderr.
+func TestProbeExitsNonZeroWhenSomethingIsLeft(t *testing.T) {
+	noGoogle(t)
+	dryRunSimHook = func(sim *computesim.Sim) {
+		sim.Inject(computesim.Injection{
+			Match:  computesim.Match{Method: "DELETE", Path: `/instanceGroupManagers/fs-probe-[0-9a-f]+-n$`},
+			Status: 403, Reason: "forbidden", Message: "injected: may not delete",
+		})
+	}
+	t.Cleanup(func() { dryRunSimHook = nil })
+	code, stdout, stderr := runProbeCapture(t, "", "--project", "p1", "--zone", "us-central1-a", "--dry-run")
+	if code != probeLeft {
+		t.Errorf("exit %d, want %d", code, probeLeft)
+	}
+	for _, want := range []string{"the cleanup left these behind", "managed instance group fs-probe-", "-n in us-central1-a", "injected: may not delete"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if strings.Contains(stdout, "nothing of run") {
+		t.Errorf("stdout says nothing is left")
 	}
 }

@@ -405,3 +405,24 @@ func TestCleanupAfterPanic(t *testing.T) {
 	}
 	w.assertNothingLeft(t, rep)
 }
+
+// A cleanup that cannot delete something names it in Left, with the error.
+func TestCleanupFailureNamesWhatIsLeft(t *testing.T) {
+	w := newWorld(t, computesim.LenientReadings(), 30*time.Second)
+	w.sim.Inject(computesim.Injection{
+		Match:   computesim.Match{Method: "DELETE", Path: `/instanceGroupManagers/fs-probe-t1-n$`},
+		Status:  403,
+		Reason:  "forbidden",
+		Message: "injected: may not delete",
+	})
+	rep := probe.Run(context.Background(), probe.Config{Project: project, Zone: zone, RunID: "t1", Out: &w.out}, w.env)
+	left := strings.Join(rep.Left, "\n")
+	for _, want := range []string{"managed instance group fs-probe-t1-n in " + zone, "instance template fs-probe-t1", "injected: may not delete"} {
+		if !strings.Contains(left, want) {
+			t.Errorf("left %q lacks %q", left, want)
+		}
+	}
+	if len(w.sim.MIGs()) != 1 {
+		t.Errorf("MIGs in the simulator: %v", w.sim.MIGs())
+	}
+}
