@@ -59,6 +59,7 @@ locals {
       FLEXSLURM_SLURM_TOPIC        = "slurm-commands"
       FLEXSLURM_LOG_LEVEL          = var.log_level
       FLEXSLURM_CONTROLLER_VM      = var.controller_instance
+      FLEXSLURM_RESIZE_REQUEST_API = var.resize_request_api
     },
     var.universe_domain == "googleapis.com" ? {} : { GOOGLE_CLOUD_UNIVERSE_DOMAIN = var.universe_domain },
   )

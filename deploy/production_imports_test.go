@@ -34,6 +34,7 @@ var productionPackages = []string{
 	"./shared/nodeconfig",
 	"./shared/plan",
 	"./shared/preflight",
+	"./shared/probe",
 	"./shared/proc",
 	"./shared/pubsub",
 	"./shared/slurm",

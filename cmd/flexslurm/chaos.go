@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/flexslurm/flexslurm/dev/chaos"
+	"github.com/flexslurm/flexslurm/dev/computesim"
 	"github.com/flexslurm/flexslurm/dev/scenario"
 	"github.com/flexslurm/flexslurm/shared/plan"
 )
@@ -34,12 +35,13 @@ func cmdChaos(args []string, stdout, stderr io.Writer) int {
 	verbose := fs.Bool("v", false, "print one line per seed")
 	parallel := fs.Int("parallel", runtime.GOMAXPROCS(0), "how many seeds run at once (outcomes and output do not depend on it)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to FILE (go tool pprof)")
+	readings := fs.String("compute-readings", "lenient", computeReadingsHelp+"; written into each seed's scenario")
 	var policy policyFlag
 	fs.Var(&policy, "policy", "set a decision knob in every scenario, KNOB=VALUE (plan.Policy field in snake_case, e.g. queue_timeout=2h); repeatable")
 	var classes classFlag
 	fs.Var(&classes, "class", "add a convergence class's workload to every seed: stale-snapshot, going-vm, resume-timeout, requeued-elsewhere, or all; repeatable")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: flexslurm chaos [--seeds N] [--seed S] [--horizon D] [--policy KNOB=VALUE] [--class NAME] [--no-shrink] [--out DIR] [--parallel N] [--cpuprofile FILE] [-v]\n\nGenerates a random workload for each of the seeds S … S+N-1 (jobs submitted and\ncancelled, expiries, health failures, capacity delays, Compute errors), with\nevery message duplicated, delayed, reordered and crashed at random, runs it\nin-process and checks the invariants after every event. A failing seed is shrunk\nto a minimal scenario file, printed (replay it with `flexslurm scenario run`).\nExit status 1 when a seed fails.")
+		fmt.Fprintln(fs.Output(), "usage: flexslurm chaos [--seeds N] [--seed S] [--horizon D] [--policy KNOB=VALUE] [--class NAME] [--no-shrink] [--out DIR] [--parallel N] [--cpuprofile FILE] [--compute-readings R] [-v]\n\nGenerates a random workload for each of the seeds S … S+N-1 (jobs submitted and\ncancelled, expiries, health failures, capacity delays, Compute errors), with\nevery message duplicated, delayed, reordered and crashed at random, runs it\nin-process and checks the invariants after every event. A failing seed is shrunk\nto a minimal scenario file, printed (replay it with `flexslurm scenario run`).\nExit status 1 when a seed fails.")
 		fs.PrintDefaults()
 	}
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
@@ -50,6 +52,10 @@ func cmdChaos(args []string, stdout, stderr io.Writer) int {
 	}
 	if *seeds < 1 {
 		fmt.Fprintf(stderr, "flexslurm chaos: --seeds %d: want at least 1\n", *seeds)
+		return 2
+	}
+	if _, err := computesim.ParseReadings(*readings); err != nil {
+		fmt.Fprintf(stderr, "flexslurm chaos: --compute-readings: %v\n", err)
 		return 2
 	}
 	if *parallel < 1 {
@@ -80,7 +86,7 @@ func cmdChaos(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	opts := chaos.RunOptions{Options: chaos.Options{Horizon: *horizon, Policy: scenario.Policy(policy), Classes: classes}, Shrink: !*noShrink, ShrinkAll: *shrinkAll, Parallel: *parallel}
+	opts := chaos.RunOptions{Options: chaos.Options{Horizon: *horizon, Policy: scenario.Policy(policy), Classes: classes, ComputeReadings: *readings}, Shrink: !*noShrink, ShrinkAll: *shrinkAll, Parallel: *parallel}
 	sum, err := chaos.Run(ctx, *seed, *seeds, opts, func(o chaos.Outcome) {
 		if o.Failed() {
 			reportSeed(stdout, o, *out, !*noShrink)

@@ -34,6 +34,7 @@ func cmdLocal(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.NoSlurm, "no-slurm", false, "run without Slurm (no slurmctld or slurmd; the demo publishes the hooks' job reports itself)")
 	fs.StringVar(&o.Slurm, "slurm", "22.05", "Slurm release of the local cluster: 22.05 (this host's) or 24.11 (the Debian 13 chroot `.ci/slurm-chroot.sh build` makes)")
 	fs.BoolVar(&o.MakeBeforeBreak, "make-before-break", false, "request static nodes' successors ahead of their end (its lead time is inflated by the scaled clock)")
+	readings := fs.String("compute-readings", "lenient", computeReadingsHelp)
 	fs.DurationVar(&o.IdleTimeout, "idle-timeout", 0, fmt.Sprintf("simulated time an idle dynamic node is kept before flexslurm releases it (default: %s of wall time; 336h with --demo)", plan.DefaultPolicy().IdleTimeout))
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: flexslurm local [--demo] [flags]\n\nRuns the whole system on this machine: the Firestore and Pub/Sub emulators, the\nCompute Engine simulator, the four functions served by functions-framework,\nwired by Pub/Sub push subscriptions, and a real Slurm cluster (munged,\nslurmctld, the hooks and the agent; one slurmd per running VM), installed\nwith apt-get when missing. Ctrl-C stops everything.")
@@ -45,6 +46,12 @@ func cmdLocal(args []string, stdout, stderr io.Writer) int {
 	if noArgs(fs, stderr) {
 		return 2
 	}
+	r, err := computesim.ParseReadings(*readings)
+	if err != nil {
+		fmt.Fprintf(stderr, "flexslurm local: --compute-readings: %v\n", err)
+		return 2
+	}
+	o.ComputeReadings = r
 	if _, err := local.SlurmInstallation(o.Slurm); err != nil {
 		fmt.Fprintf(stderr, "flexslurm local: --slurm: %v\n", err)
 		return 2
@@ -86,6 +93,7 @@ func cmdComputeSim(args []string, stdout, stderr io.Writer) int {
 	speedup := fs.Float64("speedup", 1, "simulated clock speed-up over wall time")
 	project := fs.String("project", "", "only serve this project (default: any)")
 	capacity := fs.Duration("capacity-delay", 0, "simulated wait for capacity per resize request")
+	readings := fs.String("compute-readings", "lenient", computeReadingsHelp)
 	style := fs.String("expiry-log", computesim.ExpiryLogDeferredDelete, "how an expiry is logged: deferredDelete or migDelete")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: flexslurm compute-sim [flags]\n\nServes the Compute Engine REST paths flexslurm uses (instance templates, zonal\nMIGs, resize requests, instances, operations) with the real wire format. Point\nclients at it with option.WithEndpoint(\"http://ADDR\") and\noption.WithoutAuthentication().")
@@ -97,11 +105,16 @@ func cmdComputeSim(args []string, stdout, stderr io.Writer) int {
 	if noArgs(fs, stderr) {
 		return 2
 	}
+	r, err := computesim.ParseReadings(*readings)
+	if err != nil {
+		fmt.Fprintf(stderr, "flexslurm compute-sim: --compute-readings: %v\n", err)
+		return 2
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	clk := clock.NewScaled(time.Now().UTC(), *speedup)
 	cd := *capacity
-	opts := computesim.Options{Project: *project, ExpiryLogStyle: *style,
+	opts := computesim.Options{Project: *project, ExpiryLogStyle: *style, Readings: r,
 		CapacityDelay: func(string, string) time.Duration { return cd }}
 	fmt.Fprintf(stdout, "Compute simulator on http://%s (clock ×%g)\n", *addr, *speedup)
 	opts.Quotas = quotas

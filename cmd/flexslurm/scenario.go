@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 
+	"github.com/flexslurm/flexslurm/dev/computesim"
 	"github.com/flexslurm/flexslurm/dev/scenario"
 )
 
@@ -19,7 +20,7 @@ func init() {
 
 func cmdScenario(args []string, stdout, stderr io.Writer) int {
 	usage := func(w io.Writer) {
-		fmt.Fprintln(w, "usage: flexslurm scenario run [-v] [-trace] [-log FILE] FILE...\n\nRuns each scenario file (docs/scenarios.md) against the four functions, the\nin-memory store and the Compute Engine simulator on a virtual clock, and\nprints every failed assertion (every assertion with -v). A FILE may be a\ndirectory: its *.yaml files are run. The exit status is 1 when an assertion\nfails or a file does not run, 2 on a usage error.")
+		fmt.Fprintln(w, "usage: flexslurm scenario run [-v] [-trace] [-log FILE] [--compute-readings R] FILE...\n\nRuns each scenario file (docs/scenarios.md) against the four functions, the\nin-memory store and the Compute Engine simulator on a virtual clock, and\nprints every failed assertion (every assertion with -v). A FILE may be a\ndirectory: its *.yaml files are run. The exit status is 1 when an assertion\nfails or a file does not run, 2 on a usage error.")
 	}
 	if code, ok := subcommand("scenario", args, stdout, stderr, usage); !ok {
 		return code
@@ -28,6 +29,7 @@ func cmdScenario(args []string, stdout, stderr io.Writer) int {
 	verbose := fs.Bool("v", false, "print every assertion, not only failures")
 	trace := fs.Bool("trace", false, "print the timeline of each run (deliveries, crashes, commands)")
 	logPath := fs.String("log", "", "append the functions' structured logs to this file")
+	readings := fs.String("compute-readings", "", computeReadingsHelp+"; default: each file's simulator.compute_readings, else lenient")
 	fs.Usage = func() { usage(fs.Output()); fs.PrintDefaults() }
 	if code, done := parseFlags(fs, args[1:], stdout, stderr); done {
 		return code
@@ -42,7 +44,13 @@ func cmdScenario(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "flexslurm scenario run: %v\n", err)
 		return 2
 	}
-	opts := scenario.RunOptions{Trace: *trace}
+	if *readings != "" {
+		if _, err := computesim.ParseReadings(*readings); err != nil {
+			fmt.Fprintf(stderr, "flexslurm scenario run: --compute-readings: %v\n", err)
+			return 2
+		}
+	}
+	opts := scenario.RunOptions{Trace: *trace, ComputeReadings: *readings}
 	if *logPath != "" {
 		lf, err := os.OpenFile(*logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 		if err != nil {
@@ -77,6 +85,10 @@ func cmdScenario(args []string, stdout, stderr io.Writer) int {
 	}
 	return status
 }
+
+// computeReadingsHelp describes --compute-readings (chaos, scenario run,
+// local).
+const computeReadingsHelp = "how the Compute simulator behaves on each open point of Compute behaviour (docs/compute-contract.md, \"Open points\"): lenient, strict, or a comma list such as strict,-IgnoreLabelFilter or lenient,RefuseNamedRequestsOnV1,RunEndAudit=migDelete (switches: RefuseTargetSizeWhileAccepted, RefuseNamedRequestsOnV1, RunEndAudit, IgnoreLabelFilter, KeepTargetSizeAtRunEnd)"
 
 // scenarioFiles expands directories into their *.yaml files.
 func scenarioFiles(args []string) ([]string, error) {

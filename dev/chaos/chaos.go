@@ -43,6 +43,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flexslurm/flexslurm/dev/computesim"
 	"github.com/flexslurm/flexslurm/dev/scenario"
 	"github.com/flexslurm/flexslurm/shared/plan"
 )
@@ -61,6 +62,10 @@ type Options struct {
 	// Classes adds the workload of these convergence classes (classes.go)
 	// to every seed's.
 	Classes []Class
+	// ComputeReadings is written into every generated scenario's
+	// simulator.compute_readings (computesim.ParseReadings form); "" or
+	// "lenient" writes nothing. A seed's scenario replays with them.
+	ComputeReadings string
 }
 
 func (o Options) withDefaults() Options {
@@ -169,6 +174,9 @@ func Generate(seed uint64, o Options) *scenario.File {
 	}
 	if rng.IntN(3) == 0 {
 		f.Slurm.ResumeTimeout = dur(65535 * time.Second) // what flex partitions set
+	}
+	if r, err := computesim.ParseReadings(o.ComputeReadings); err == nil && r != computesim.LenientReadings() {
+		f.Simulator.ComputeReadings = r.String()
 	}
 
 	var steps []scenario.Step

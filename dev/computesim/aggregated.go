@@ -45,10 +45,11 @@ func paginateScoped(items []scopedItem, q map[string][]string) (map[string][]pro
 	if get("orderBy") != "" {
 		return nil, "", errInvalidField("orderBy", get("orderBy"), "computesim does not sort aggregated lists.")
 	}
-	filter, err := parseFilter(get("filter"))
-	if err != nil {
-		return nil, "", errInvalidField("filter", get("filter"), "Invalid list filter expression: "+err.Error()+".")
+	lf := listFilterOfQuery(q)
+	if lf.err != nil {
+		return nil, "", errInvalidField("filter", get("filter"), "Invalid list filter expression: "+lf.err.Error()+".")
 	}
+	filter := lf.expr
 	var only map[string]bool
 	if filter != nil {
 		only = filterFields(filter)

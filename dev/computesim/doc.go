@@ -16,7 +16,11 @@
 //     listManagedInstances, deleteInstances, resize, setInstanceTemplate;
 //   - zonal MIG resize requests: insert, get, list, cancel, delete, with the
 //     Flex-Start state machine CREATING → ACCEPTED → SUCCEEDED (or CANCELLED,
-//     FAILED);
+//     FAILED), under /compute/beta/ as well as /compute/v1/, with their zone
+//     operations;
+//   - both readings of each open point of Compute behaviour, chosen with
+//     Options.Readings (readings.go; docs/compute-contract.md, "Open
+//     points");
 //   - zonal instances: insert (outside any MIG, RUNNING at once, checked
 //     like a template), get, list (filter, orderBy, paging), delete,
 //     reportHostAsFaulty;

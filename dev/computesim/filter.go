@@ -442,7 +442,7 @@ func paginate[T proto.Message](msgs []T, q map[string][]string, paged bool) ([]T
 		}
 		return ""
 	}
-	lf := listFilterOf(get("filter"))
+	lf := listFilterOfQuery(q)
 	if lf.err != nil {
 		return nil, "", errInvalidField("filter", get("filter"), "Invalid list filter expression: "+lf.err.Error()+".")
 	}
@@ -544,4 +544,94 @@ func pageWindow[E, K any](items []E, key func(E) K, less func(a, b K) bool, get 
 		next = base64.RawURLEncoding.EncodeToString(b)
 	}
 	return start, end, next, nil
+}
+
+// ignoreLabelsParam is the query key serveLocked adds to a list call's
+// query when Readings.IgnoreLabelFilter is on. No client can send it: the
+// contract check refuses unknown query parameters before it is added.
+const ignoreLabelsParam = "\x00ignoreLabelFilter"
+
+// listFilterOfQuery is listFilterOf for a list call's query: the filter as
+// sent, or, under Readings.IgnoreLabelFilter, that filter with its label
+// comparisons dropped (withoutLabels).
+func listFilterOfQuery(q map[string][]string) *listFilter {
+	var s string
+	if v := q["filter"]; len(v) > 0 {
+		s = v[0]
+	}
+	if len(q[ignoreLabelsParam]) == 0 {
+		return listFilterOf(s)
+	}
+	listFilters.Lock()
+	lf := listFilters.m[ignoreLabelsParam+s]
+	listFilters.Unlock()
+	if lf != nil {
+		return lf
+	}
+	orig := listFilterOf(s)
+	lf = &listFilter{err: orig.err}
+	if orig.err == nil {
+		lf.expr = withoutLabels(orig.expr)
+		if lf.expr != nil {
+			lf.only = filterFields(lf.expr, "name", "creationTimestamp")
+		} else {
+			lf.only = map[string]bool{"name": true, "creationTimestamp": true}
+		}
+	}
+	listFilters.Lock()
+	if listFilters.m == nil {
+		listFilters.m = map[string]*listFilter{}
+	}
+	if len(listFilters.m) < maxListFilters {
+		listFilters.m[ignoreLabelsParam+s] = lf
+	}
+	listFilters.Unlock()
+	return lf
+}
+
+// withoutLabels is e as a server that ignores label filters applies it:
+// every comparison on labels.* matches every resource, so it is dropped,
+// and with it any OR, NOT or group it is part of (an OR with a term that
+// matches everything matches everything; a NOT of an ignored term is
+// ignored too). nil means no filter is left.
+func withoutLabels(e filterExpr) filterExpr {
+	switch x := e.(type) {
+	case cmpExpr:
+		if len(x.path) > 0 && x.path[0] == "labels" {
+			return nil
+		}
+		return x
+	case andExpr:
+		var kept andExpr
+		for _, c := range x {
+			if c = withoutLabels(c); c != nil {
+				kept = append(kept, c)
+			}
+		}
+		switch len(kept) {
+		case 0:
+			return nil
+		case 1:
+			return kept[0]
+		}
+		return kept
+	case orExpr:
+		for _, c := range x {
+			if withoutLabels(c) == nil {
+				return nil
+			}
+		}
+		return x
+	case groupExpr:
+		if inner := withoutLabels(x.e); inner != nil {
+			return groupExpr{inner}
+		}
+		return nil
+	case notExpr:
+		if inner := withoutLabels(x.e); inner != nil {
+			return notExpr{inner}
+		}
+		return nil
+	}
+	return e
 }

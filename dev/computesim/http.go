@@ -23,6 +23,9 @@ type request struct {
 	query   url.Values
 	body    []byte
 	now     time.Time
+	// api is the API version of the path: "v1", or "beta" for the calls
+	// served under /compute/beta/ (betaMethods).
+	api string
 	// direct: a call answered without HTTP (ListShortcut); an injection
 	// matching it is left for the HTTP call that follows, not consumed.
 	direct bool
@@ -97,12 +100,16 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // route maps an HTTP method and path onto a Compute method.
 func route(method, path string) (*request, *apiError) {
+	api := "v1"
 	rest, ok := strings.CutPrefix(path, "/compute/v1/projects/")
 	if !ok {
-		return nil, unsupported(method, path)
+		if rest, ok = strings.CutPrefix(path, "/compute/beta/projects/"); !ok {
+			return nil, unsupported(method, path)
+		}
+		api = "beta"
 	}
 	seg := strings.Split(rest, "/")
-	req := &request{project: seg[0]}
+	req := &request{project: seg[0], api: api}
 	seg = seg[1:]
 	get, post, del := method == http.MethodGet, method == http.MethodPost, method == http.MethodDelete
 	n := len(seg)
@@ -150,10 +157,29 @@ func route(method, path string) (*request, *apiError) {
 			req.method = "instanceGroupManagers.aggregatedList"
 		}
 	}
-	if req.method == "" {
+	if req.method == "" || (api == "beta" && !betaMethods[req.method]) {
 		return nil, unsupported(method, path)
 	}
 	return req, nil
+}
+
+// betaMethods are the calls served under /compute/beta/ as well as
+// /compute/v1/: resize requests, whose named form (instances[]) Google's
+// own code sends through beta (Cluster Toolkit's mig_flex.py), and the zone
+// operations the beta client polls their operations with
+// (cloud.google.com/go/compute/apiv1beta builds
+// /compute/beta/projects/P/zones/Z/operations/NAME). They behave as under
+// v1, except Readings.RefuseNamedRequestsOnV1, and are checked against the
+// v1 contract: the methods' parameters and the resize-request fields
+// flexslurm uses are the same in both discovery documents.
+var betaMethods = map[string]bool{
+	"instanceGroupManagerResizeRequests.insert": true,
+	"instanceGroupManagerResizeRequests.get":    true,
+	"instanceGroupManagerResizeRequests.list":   true,
+	"instanceGroupManagerResizeRequests.cancel": true,
+	"instanceGroupManagerResizeRequests.delete": true,
+	"zoneOperations.get":                        true,
+	"zoneOperations.wait":                       true,
 }
 
 func zonalMethod(method string, seg []string, req *request) string {
@@ -242,6 +268,9 @@ func unsupported(method, path string) *apiError {
 func (s *Sim) serveLocked(req *request) (proto.Message, *apiError) {
 	if aerr := checkContractOf(req); aerr != nil {
 		return nil, aerr
+	}
+	if s.opts.Readings.IgnoreLabelFilter && req.query.Has("filter") {
+		req.query[ignoreLabelsParam] = []string{"1"}
 	}
 	// Images are read across projects (public images live in their
 	// publishers' projects).

@@ -277,16 +277,19 @@ func (s *Sim) migMembersLocked(m *migRec) []*instanceRec {
 }
 
 // expireLocked ends a VM's run: Compute deletes resize-request VMs at the end
-// of their run duration (https://cloud.google.com/compute/docs/instance-groups/about-resize-requests-mig). The MIG's target size shrinks.
+// of their run duration (https://cloud.google.com/compute/docs/instance-groups/about-resize-requests-mig).
+// The MIG's target size shrinks, unless Readings.KeepTargetSizeAtRunEnd
+// (then the MIG still counts the VM; the simulator does not recreate it).
 func (s *Sim) expireLocked(in *instanceRec, at time.Time) {
 	in.termination = at
 	s.setTerminationLocked(in)
 	in.repairAt = time.Time{}
+	shrink := !s.opts.Readings.KeepTargetSizeAtRunEnd
 	if s.opts.ExpiryLogStyle == ExpiryLogMIGDelete {
-		s.beginDeleteLocked(in, at, causeExpiry, s.cloudServicesPrincipal(), true)
+		s.beginDeleteLocked(in, at, causeExpiry, s.cloudServicesPrincipal(), shrink)
 		return
 	}
-	s.beginDeleteLocked(in, at, causeExpiry, "system@google.com", true)
+	s.beginDeleteLocked(in, at, causeExpiry, "system@google.com", shrink)
 }
 
 // beginDeleteLocked starts deleting a VM: it shows STOPPING (currentAction

@@ -15,6 +15,24 @@ import (
 // without the "#" placeholder form: 1–58 characters.
 var baseInstanceName = regexp.MustCompile(`^[a-z][-a-z0-9]{0,57}$`)
 
+// maxDeducedBaseInstanceName is how much of a MIG's name becomes its base
+// instance name when the insert gives none.
+const maxDeducedBaseInstanceName = 54
+
+// deducedBaseInstanceName is the base instance name of a MIG inserted
+// without one: a prefix of its name. Compute accepts such a MIG: the gcloud
+// CLI sends baseInstanceName only when --base-instance-name is given, whose
+// help says "If not provided base instance name will be the prefix of
+// instance group name" (googlecloudsdk surface/compute/instance_groups/
+// managed/create.py, which also defines
+// _MAX_LEN_FOR_DEDUCED_BASE_INSTANCE_NAME = 54).
+func deducedBaseInstanceName(migName string) string {
+	if len(migName) > maxDeducedBaseInstanceName {
+		return migName[:maxDeducedBaseInstanceName]
+	}
+	return migName
+}
+
 func (s *Sim) migInsertLocked(req *request) (proto.Message, *apiError) {
 	m := &computepb.InstanceGroupManager{}
 	if aerr := decodeBody(req, m); aerr != nil {
@@ -27,9 +45,10 @@ func (s *Sim) migInsertLocked(req *request) (proto.Message, *apiError) {
 	if s.migs[key] != nil {
 		return nil, errAlreadyExists(key)
 	}
+	if m.GetBaseInstanceName() == "" {
+		m.BaseInstanceName = strp(deducedBaseInstanceName(m.GetName()))
+	}
 	switch base := m.GetBaseInstanceName(); {
-	case base == "":
-		return nil, errRequired("resource.baseInstanceName")
 	case !baseInstanceName.MatchString(base):
 		return nil, errInvalidField("resource.baseInstanceName", base, "Must be a match of regex '[a-z][-a-z0-9]{0,57}'")
 	}
@@ -141,7 +160,7 @@ func (s *Sim) migListLocked(req *request) (proto.Message, *apiError) {
 	// (currentActions, status) keeps the same MIGs whether it looks at
 	// their views or at the stored resources, which differ only there:
 	// then only the MIGs it keeps are given views.
-	lf := listFilterOf(req.query.Get("filter"))
+	lf := listFilterOfQuery(req.query)
 	viewsFirst := lf.err == nil && (lf.only == nil || lf.only["currentActions"] || lf.only["status"])
 	all := make([]*computepb.InstanceGroupManager, len(recs))
 	byPB := make(map[*computepb.InstanceGroupManager]*migRec, len(recs))
@@ -290,6 +309,11 @@ func (s *Sim) migDeleteInstancesLocked(req *request) (proto.Message, *apiError) 
 		if !seen[in] {
 			seen[in] = true
 			targets = append(targets, in)
+		}
+	}
+	if s.opts.Readings.RefuseTargetSizeWhileAccepted {
+		if aerr := checkTargetSizeWithQueuedRequests(m); aerr != nil {
+			return nil, aerr
 		}
 	}
 	for _, in := range targets {

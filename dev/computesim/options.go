@@ -67,8 +67,13 @@ type Options struct {
 	RepairDelay time.Duration
 
 	// ExpiryLogStyle selects how the end-of-run deletion of a VM is logged:
-	// ExpiryLogDeferredDelete (default) or ExpiryLogMIGDelete.
+	// ExpiryLogDeferredDelete (default) or ExpiryLogMIGDelete. It is
+	// Readings.RunEndAudit's older name: a non-empty Readings.RunEndAudit
+	// wins.
 	ExpiryLogStyle string
+	// Readings chooses how each open point of Compute behaviour is
+	// simulated (readings.go). The zero value is LenientReadings.
+	Readings Readings
 	// AuditSink receives every audit LogEntry the simulator writes, as the
 	// LogEntry JSON a Logging sink publishes to Pub/Sub (message data), with
 	// the message attributes {AuditTimestampAttr: RFC 3339 timestamp}. It is
@@ -112,6 +117,9 @@ type Options struct {
 func (o Options) withDefaults() Options {
 	if o.ProjectNumber == "" {
 		o.ProjectNumber = DefaultProjectNumber
+	}
+	if o.Readings.RunEndAudit != "" {
+		o.ExpiryLogStyle = o.Readings.RunEndAudit
 	}
 	if o.ExpiryLogStyle == "" {
 		o.ExpiryLogStyle = ExpiryLogDeferredDelete

@@ -38,6 +38,11 @@ func (s *Sim) rrInsertLocked(req *request) (proto.Message, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
+	if s.opts.Readings.RefuseNamedRequestsOnV1 {
+		if aerr := checkNamedRequestAPI(req, names); aerr != nil {
+			return nil, aerr
+		}
+	}
 	if aerr := checkResizeRequestMIG(m); aerr != nil {
 		return nil, aerr
 	}

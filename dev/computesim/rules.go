@@ -183,7 +183,9 @@ func checkResizeRequestDelete(m *migRec, rr *rrRec) *apiError {
 //     slurm_files/scripts/mig_flex.py) deletes provisioned VMs with it. Its
 //     comment that deleting instances "will not work if MIG didn't obtain
 //     capacity yet" concerns the request's own VMs, which flexslurm never
-//     deletes (it cancels the request instead). The simulator accepts it;
+//     deletes (it cancels the request instead). The simulator accepts it
+//     by default and refuses it under Readings.RefuseTargetSizeWhileAccepted
+//     (checkTargetSizeWithQueuedRequests);
 //     scenarios/release-refused-while-another-request-queued.yaml injects
 //     the refusal to show that flexslurm fails safe if Compute refuses.
 //   - instanceGroupManagers.setInstanceTemplate: no refusal documented, so
@@ -198,6 +200,32 @@ func checkResizeRequestDelete(m *migRec, rr *rrRec) *apiError {
 func checkResizeWithQueuedRequests(m *migRec) *apiError {
 	if activeRequests(m) > 0 {
 		return errInvalid("The target size of managed instance group '%s' cannot be changed while it has active resize requests.", m.name)
+	}
+	return nil
+}
+
+// checkTargetSizeWithQueuedRequests refuses deleteInstances on a MIG with an
+// active (CREATING or ACCEPTED) resize request, under
+// Readings.RefuseTargetSizeWhileAccepted (readings.go gives the sources that
+// leave this open). Compute's wording for the refusal, if it refuses, is not
+// published: the message is the simulator's own, in Compute's error shape
+// (HTTP 400, errors[].reason "invalid").
+func checkTargetSizeWithQueuedRequests(m *migRec) *apiError {
+	if n := activeRequests(m); n > 0 {
+		return errInvalid("The target size of managed instance group '%s' cannot be changed (deleteInstances) while it has %d active resize request(s); wait for them to finish or cancel them.", m.name, n)
+	}
+	return nil
+}
+
+// checkNamedRequestAPI refuses a resize request that names its VMs
+// (instances[]) sent through /compute/v1/, under
+// Readings.RefuseNamedRequestsOnV1 (readings.go gives the sources). The
+// wording of such a refusal is not published; the message is the
+// simulator's own, in Compute's error shape (HTTP 400, errors[].reason
+// "invalid"), and names the field.
+func checkNamedRequestAPI(req *request, names []string) *apiError {
+	if req.api == "v1" && len(names) > 0 {
+		return errInvalid("Invalid value for field 'resource.instances': naming the instances of a resize request is not available in the v1 API; use the beta API or resizeBy.")
 	}
 	return nil
 }

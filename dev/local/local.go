@@ -82,6 +82,10 @@ type Options struct {
 	// pipeline takes is 2.8 h at the default speed-up), so successors would
 	// take dynamic slots hours early.
 	MakeBeforeBreak bool
+	// ComputeReadings chooses how the Compute simulator behaves on each
+	// open point of Compute behaviour (computesim.Readings; the zero value
+	// is lenient).
+	ComputeReadings computesim.Readings
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -320,6 +324,7 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 	capacity := opts.CapacityDelay
 	s.Sim = computesim.New(computesim.Options{
 		Project:       opts.Project,
+		Readings:      opts.ComputeReadings,
 		CapacityDelay: func(zone, machineType string) time.Duration { return capacity },
 		AuditSink: func(ctx context.Context, entry []byte, attrs map[string]string) error {
 			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

@@ -72,6 +72,11 @@ type RunOptions struct {
 	// must be the same either way (TestStateReuseChangesNothing, and over
 	// chaos seeds TestReuseChangesNothing in dev/chaos). It is slower.
 	NoReuse bool
+	// ComputeReadings, if set, replaces the file's simulator.compute_readings
+	// (computesim.ParseReadings form: "lenient", "strict", or a comma
+	// list): how the simulator behaves on each open point of Compute
+	// behaviour (docs/compute-contract.md, "Open points").
+	ComputeReadings string
 }
 
 // Run loads a scenario file and runs it. The error is for a file that does
@@ -209,6 +214,14 @@ func newRunner(ctx context.Context, f *File, o RunOptions) (*runner, error) {
 	if err := f.Policy.ApplyTo(&pol); err != nil {
 		return nil, err
 	}
+	readingsText := f.Simulator.ComputeReadings
+	if o.ComputeReadings != "" {
+		readingsText = o.ComputeReadings
+	}
+	readings, err := computesim.ParseReadings(readingsText)
+	if err != nil {
+		return nil, err
+	}
 	// flexslurm's Compute client reaches the simulator through the fault
 	// layer; the harness's own client is left unused.
 	r.client, err = r.computeClient(ctx, r.compute)
@@ -228,6 +241,7 @@ func newRunner(ctx context.Context, f *File, o RunOptions) (*runner, error) {
 			DeleteDelay:    f.Simulator.DeleteDelay.D(),
 			RepairDelay:    f.Simulator.RepairDelay.D(),
 			ExpiryLogStyle: f.Simulator.ExpiryLogStyle,
+			Readings:       readings,
 		},
 		Policy:  pol,
 		Log:     logw,

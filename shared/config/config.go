@@ -34,6 +34,15 @@ const (
 	EnvRecreateAfterTermination = "FLEXSLURM_RECREATE_AFTER_TERMINATION"
 	EnvControllerVM             = "FLEXSLURM_CONTROLLER_VM"
 	EnvIdentityCertsURL         = "FLEXSLURM_IDENTITY_CERTS_URL"
+	EnvResizeRequestAPI         = "FLEXSLURM_RESIZE_REQUEST_API"
+)
+
+// Values of EnvResizeRequestAPI (the same as shared/gce's
+// ResizeRequestAPI* constants; this package imports no client).
+const (
+	ResizeRequestAPIV1   = "v1"
+	ResizeRequestAPIBeta = "beta"
+	ResizeRequestAPIAuto = "auto"
 )
 
 // Topic ids (Pub/Sub), the same in deploy/ and the local system.
@@ -90,6 +99,11 @@ type Config struct {
 	// verified: for the local system and tests, whose simulated VMs sign
 	// with a key of their own. "" in production.
 	IdentityCertsURL string
+	// ResizeRequestAPI is the Compute API version of the resize-request
+	// calls: "v1", "beta" or "auto" (default: v1 first, beta for requests
+	// that name their VMs once v1 refuses one; docs/compute-contract.md,
+	// "Open points").
+	ResizeRequestAPI string
 }
 
 // FromEnv reads the configuration; getenv is os.Getenv in production.
@@ -102,6 +116,10 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		SlurmTopic:        strings.TrimSpace(getenv(EnvSlurmTopic)),
 		ControllerVM:      strings.TrimSpace(getenv(EnvControllerVM)),
 		IdentityCertsURL:  strings.TrimSpace(getenv(EnvIdentityCertsURL)),
+		ResizeRequestAPI:  strings.TrimSpace(getenv(EnvResizeRequestAPI)),
+	}
+	if c.ResizeRequestAPI == "" {
+		c.ResizeRequestAPI = ResizeRequestAPIAuto
 	}
 	if c.SlurmTopic == "" {
 		c.SlurmTopic = TopicSlurmCommands
@@ -171,6 +189,11 @@ func (c Config) Validate() error {
 	}
 	if c.ControllerVM != "" && !controllerVMRe.MatchString(c.ControllerVM) {
 		errs = append(errs, fmt.Errorf("%s=%q is not zones/ZONE/instances/NAME (or projects/PROJECT/zones/ZONE/instances/NAME)", EnvControllerVM, c.ControllerVM))
+	}
+	switch c.ResizeRequestAPI {
+	case "", ResizeRequestAPIV1, ResizeRequestAPIBeta, ResizeRequestAPIAuto:
+	default:
+		errs = append(errs, fmt.Errorf("%s=%q: want %s, %s or %s", EnvResizeRequestAPI, c.ResizeRequestAPI, ResizeRequestAPIV1, ResizeRequestAPIBeta, ResizeRequestAPIAuto))
 	}
 	if c.UniverseDomain != "" && (strings.Contains(c.UniverseDomain, "/") || !strings.Contains(c.UniverseDomain, ".")) {
 		errs = append(errs, fmt.Errorf("%s=%q is not a domain (e.g. s3nsapis.fr)", EnvUniverseDomain, c.UniverseDomain))

@@ -54,3 +54,22 @@ func TestIdentitySettings(t *testing.T) {
 		}
 	}
 }
+
+func TestResizeRequestAPISetting(t *testing.T) {
+	c, err := FromEnv(env(map[string]string{EnvProject: "p"}))
+	if err != nil || c.ResizeRequestAPI != ResizeRequestAPIAuto {
+		t.Fatalf("default: %q %v, want auto", c.ResizeRequestAPI, err)
+	}
+	for _, v := range []string{"v1", "beta", "auto", " beta "} {
+		c, err := FromEnv(env(map[string]string{EnvProject: "p", EnvResizeRequestAPI: v}))
+		if err != nil || c.ResizeRequestAPI != strings.TrimSpace(v) {
+			t.Errorf("%s=%q: %q %v", EnvResizeRequestAPI, v, c.ResizeRequestAPI, err)
+		}
+	}
+	for _, v := range []string{"v2", "BETA", "alpha"} {
+		_, err := FromEnv(env(map[string]string{EnvProject: "p", EnvResizeRequestAPI: v}))
+		if err == nil || !strings.Contains(err.Error(), EnvResizeRequestAPI) || !strings.Contains(err.Error(), `"`+v+`"`) {
+			t.Errorf("%s=%q: error %v, want one naming the variable and the value", EnvResizeRequestAPI, v, err)
+		}
+	}
+}

@@ -77,6 +77,9 @@ type Client struct {
 	// lists, if set, answers list calls before the REST clients
 	// (SetListShortcut).
 	lists ListShortcut
+	// rrAPI is the API version of the resize-request calls
+	// (SetResizeRequestAPI, resizeapi.go).
+	rrAPI resizeRequestAPI
 }
 
 // ListShortcut answers some of the Client's list calls without the REST
@@ -110,6 +113,7 @@ func New(ctx context.Context, project string, opts ...option.ClientOption) (*Cli
 		return nil, fmt.Errorf("creating compute client: empty project: %w", ErrInvalidSpec)
 	}
 	c := &Client{project: project}
+	c.rrAPI.opts = opts
 	var err error
 	if c.templates, err = compute.NewInstanceTemplatesRESTClient(ctx, opts...); err != nil {
 		return nil, fmt.Errorf("creating instance templates client: %w", err)
@@ -151,6 +155,7 @@ func (c *Client) Close() error {
 	if c.images != nil {
 		errs = append(errs, c.images.Close())
 	}
+	errs = append(errs, c.closeResizeRequestAPI())
 	return errors.Join(errs...)
 }
 
@@ -203,10 +208,15 @@ func started(op *compute.Operation, err error) error {
 // opError turns an operation that ended DONE with errors into an
 // *OperationError; otherwise it returns werr.
 func opError(op *compute.Operation, werr error) error {
-	if p := op.Proto(); p.GetStatus() == computepb.Operation_DONE {
+	return opErrorOf(op.Name(), op.Proto(), werr)
+}
+
+// opErrorOf is opError for operation name and its last state p.
+func opErrorOf(name string, p *computepb.Operation, werr error) error {
+	if p.GetStatus() == computepb.Operation_DONE {
 		if errs := p.GetError().GetErrors(); len(errs) > 0 {
 			oe := &OperationError{
-				Op:         op.Name(),
+				Op:         name,
 				Code:       errs[0].GetCode(),
 				Message:    errs[0].GetMessage(),
 				HTTPStatus: int(p.GetHttpErrorStatusCode()),
@@ -637,13 +647,13 @@ func (c *Client) CreateResizeRequest(ctx context.Context, zone, mig string, rr R
 	if rr.Description != "" {
 		res.Description = proto.String(rr.Description)
 	}
-	err := wait(ctx)(c.rrs.Insert(ctx, &computepb.InsertInstanceGroupManagerResizeRequestRequest{
+	err := c.rrInsert(ctx, &computepb.InsertInstanceGroupManagerResizeRequestRequest{
 		Project:              c.project,
 		Zone:                 zone,
 		InstanceGroupManager: mig,
 		InstanceGroupManagerResizeRequestResource: res,
 		RequestId: optRequestID(requestID),
-	}))
+	})
 	if err != nil && !IsAlreadyExists(err) {
 		return fmt.Errorf("creating resize request %s: %w", rr.Name, mark(err))
 	}
@@ -675,7 +685,7 @@ func toResizeRequest(zone, mig string, r *computepb.InstanceGroupManagerResizeRe
 // GetResizeRequest returns one resize request; a missing one (or MIG) is an
 // error matching ErrNotFound.
 func (c *Client) GetResizeRequest(ctx context.Context, zone, mig, name string) (ResizeRequest, error) {
-	r, err := c.rrs.Get(ctx, &computepb.GetInstanceGroupManagerResizeRequestRequest{
+	r, err := c.rrGet(ctx, &computepb.GetInstanceGroupManagerResizeRequestRequest{
 		Project:              c.project,
 		Zone:                 zone,
 		InstanceGroupManager: mig,
@@ -704,9 +714,9 @@ func (c *Client) ListResizeRequests(ctx context.Context, zone, mig string) ([]Re
 	}) {
 		return out, nil
 	}
-	it := c.rrs.List(ctx, req)
+	next := c.rrList(ctx, req)
 	for {
-		r, err := it.Next()
+		r, err := next()
 		if errors.Is(err, iterator.Done) {
 			return out, nil
 		}
@@ -724,13 +734,13 @@ func (c *Client) ListResizeRequests(ctx context.Context, zone, mig string) ([]Re
 // it. A request still CREATING cannot be cancelled yet: that error is
 // ClassTransient.
 func (c *Client) CancelResizeRequest(ctx context.Context, zone, mig, name, requestID string) error {
-	err := wait(ctx)(c.rrs.Cancel(ctx, &computepb.CancelInstanceGroupManagerResizeRequestRequest{
+	err := c.rrCancel(ctx, &computepb.CancelInstanceGroupManagerResizeRequestRequest{
 		Project:              c.project,
 		Zone:                 zone,
 		InstanceGroupManager: mig,
 		ResizeRequest:        name,
 		RequestId:            optRequestID(requestID),
-	}))
+	})
 	if err == nil {
 		return nil
 	}
@@ -758,13 +768,13 @@ func (c *Client) CancelResizeRequest(ctx context.Context, zone, mig, name, reque
 // resize request; its VMs stay. A request that does not exist (404) counts
 // as success. An ACCEPTED request must be cancelled first.
 func (c *Client) DeleteResizeRequest(ctx context.Context, zone, mig, name, requestID string) error {
-	err := wait(ctx)(c.rrs.Delete(ctx, &computepb.DeleteInstanceGroupManagerResizeRequestRequest{
+	err := c.rrDelete(ctx, &computepb.DeleteInstanceGroupManagerResizeRequestRequest{
 		Project:              c.project,
 		Zone:                 zone,
 		InstanceGroupManager: mig,
 		ResizeRequest:        name,
 		RequestId:            optRequestID(requestID),
-	}))
+	})
 	if err != nil && !IsNotFound(err) {
 		return fmt.Errorf("deleting resize request %s of %s: %w", name, mig, mark(err))
 	}

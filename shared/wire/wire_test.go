@@ -1,12 +1,16 @@
 package wire
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"google.golang.org/api/option"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/flexslurm/flexslurm/shared/config"
+	"github.com/flexslurm/flexslurm/shared/gce"
 	"github.com/flexslurm/flexslurm/shared/plan"
 )
 
@@ -40,5 +44,26 @@ func TestPolicyFromEnvironment(t *testing.T) {
 	}
 	if d := cmp.Diff(plan.Policy{}, Policy(cfg)); d != "" {
 		t.Errorf("Policy of an environment without overrides (-want +got):\n%s", d)
+	}
+}
+
+// TestResizeRequestAPIValuesAgree: every value config accepts for
+// FLEXSLURM_RESIZE_REQUEST_API is one the Compute client accepts.
+func TestResizeRequestAPIValuesAgree(t *testing.T) {
+	cc, err := gce.New(context.Background(), "p", option.WithEndpoint("http://127.0.0.1:9"), option.WithoutAuthentication())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	for _, v := range []string{"", config.ResizeRequestAPIV1, config.ResizeRequestAPIBeta, config.ResizeRequestAPIAuto} {
+		cfg, err := config.FromEnv(func(k string) string {
+			return map[string]string{config.EnvProject: "p", config.EnvResizeRequestAPI: v}[k]
+		})
+		if err != nil {
+			t.Fatalf("%q: %v", v, err)
+		}
+		if err := cc.SetResizeRequestAPI(cfg.ResizeRequestAPI); err != nil {
+			t.Errorf("config accepts %q (%q) but the client refuses it: %v", v, cfg.ResizeRequestAPI, err)
+		}
 	}
 }

@@ -65,6 +65,11 @@ type Simulator struct {
 	RepairDelay Duration `yaml:"repair_delay,omitempty"`
 	// ExpiryLogStyle is deferredDelete (default) or migDelete.
 	ExpiryLogStyle string `yaml:"expiry_log_style,omitempty"`
+	// ComputeReadings chooses how the simulator behaves on each open point
+	// of Compute behaviour (computesim.ParseReadings: "lenient" (default),
+	// "strict", or a comma list such as "lenient,IgnoreLabelFilter"). A
+	// RunEndAudit it sets wins over ExpiryLogStyle.
+	ComputeReadings string `yaml:"compute_readings,omitempty"`
 }
 
 // CapacityDelay is the capacity delay of one zone and machine type; an

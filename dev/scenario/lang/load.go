@@ -14,6 +14,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/flexslurm/flexslurm/dev/computesim"
 	"github.com/flexslurm/flexslurm/shared/config"
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/model"
@@ -224,6 +225,9 @@ func (f *File) validate() error {
 	case "", "deferredDelete", "migDelete":
 	default:
 		p.add(0, "simulator.expiry_log_style", "want deferredDelete or migDelete, got %q", f.Simulator.ExpiryLogStyle)
+	}
+	if _, err := computesim.ParseReadings(f.Simulator.ComputeReadings); err != nil {
+		p.add(0, "simulator.compute_readings", "%v", err)
 	}
 	if f.Delivery.MaxAttempts < 0 {
 		p.add(0, "delivery.max_attempts", "must be ≥ 1")

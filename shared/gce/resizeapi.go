@@ -1,0 +1,309 @@
+package gce
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+
+	"cloud.google.com/go/compute/apiv1/computepb"
+	computebeta "cloud.google.com/go/compute/apiv1beta"
+	computebetapb "cloud.google.com/go/compute/apiv1beta/computepb"
+	"github.com/googleapis/gax-go/v2/apierror"
+	"google.golang.org/api/googleapi"
+	"google.golang.org/api/option"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+// Which API version the resize-request calls (insert, get, list, cancel,
+// delete) go through (Client.SetResizeRequestAPI).
+//
+// Naming the VMs of a resize request (instances[]) is in the v1 discovery
+// document, but Google's page marks it Preview
+// (https://cloud.google.com/compute/docs/instance-groups/create-resize-requests-mig)
+// and Google's own Slurm code sends named requests through the beta API
+// (GoogleCloudPlatform/cluster-toolkit, community/modules/scheduler/
+// schedmd-slurm-gcp-v6-controller/modules/slurm_files/scripts/mig_flex.py).
+// Whether v1 accepts them is not settled; docs/compute-contract.md, "Open
+// points".
+const (
+	// ResizeRequestAPIV1 sends every resize-request call through
+	// /compute/v1/.
+	ResizeRequestAPIV1 = "v1"
+	// ResizeRequestAPIBeta sends every resize-request call through
+	// /compute/beta/ (cloud.google.com/go/compute/apiv1beta).
+	ResizeRequestAPIBeta = "beta"
+	// ResizeRequestAPIAuto (the default) sends them through v1; when v1
+	// refuses a named insert (HTTP 400) and beta accepts the same insert,
+	// with the same request id, named inserts go through beta from then
+	// on. Reads, cancels and deletes stay on v1: both versions serve the
+	// same resources.
+	ResizeRequestAPIAuto = "auto"
+)
+
+// resizeRequestAPI is the Client's choice of API version for resize
+// requests. The zero value is ResizeRequestAPIAuto.
+type resizeRequestAPI struct {
+	mu   sync.Mutex
+	mode string
+	// opts are New's client options, for the beta client, which is made
+	// when first needed.
+	opts []option.ClientOption
+	beta *computebeta.InstanceGroupManagerResizeRequestsClient
+	// namedOnBeta: in auto mode, v1 refused a named insert that beta
+	// accepted.
+	namedOnBeta bool
+}
+
+// SetResizeRequestAPI chooses the API version of the resize-request calls:
+// ResizeRequestAPIV1, ResizeRequestAPIBeta or ResizeRequestAPIAuto ("" is
+// auto). Call it before the Client is used.
+func (c *Client) SetResizeRequestAPI(api string) error {
+	switch api {
+	case "":
+		api = ResizeRequestAPIAuto
+	case ResizeRequestAPIV1, ResizeRequestAPIBeta, ResizeRequestAPIAuto:
+	default:
+		return fmt.Errorf("resize request API %q: want %s, %s or %s: %w", api, ResizeRequestAPIV1, ResizeRequestAPIBeta, ResizeRequestAPIAuto, ErrInvalidSpec)
+	}
+	c.rrAPI.mu.Lock()
+	defer c.rrAPI.mu.Unlock()
+	c.rrAPI.mode = api
+	return nil
+}
+
+// ResizeRequestAPI reports the version named inserts go through now: v1 or
+// beta (auto mode reports which it has settled on).
+func (c *Client) ResizeRequestAPI() string {
+	c.rrAPI.mu.Lock()
+	defer c.rrAPI.mu.Unlock()
+	if c.rrAPI.mode == ResizeRequestAPIBeta || c.rrAPI.namedOnBeta {
+		return ResizeRequestAPIBeta
+	}
+	return ResizeRequestAPIV1
+}
+
+// rrMode is the configured mode.
+func (c *Client) rrMode() string {
+	c.rrAPI.mu.Lock()
+	defer c.rrAPI.mu.Unlock()
+	if c.rrAPI.mode == "" {
+		return ResizeRequestAPIAuto
+	}
+	return c.rrAPI.mode
+}
+
+// betaRRs returns the beta resize-request client, made on first use.
+func (c *Client) betaRRs(ctx context.Context) (*computebeta.InstanceGroupManagerResizeRequestsClient, error) {
+	c.rrAPI.mu.Lock()
+	defer c.rrAPI.mu.Unlock()
+	if c.rrAPI.beta == nil {
+		b, err := computebeta.NewInstanceGroupManagerResizeRequestsRESTClient(ctx, c.rrAPI.opts...)
+		if err != nil {
+			return nil, fmt.Errorf("creating beta resize requests client: %w", err)
+		}
+		c.rrAPI.beta = b
+	}
+	return c.rrAPI.beta, nil
+}
+
+// closeResizeRequestAPI closes the beta client, if one was made.
+func (c *Client) closeResizeRequestAPI() error {
+	c.rrAPI.mu.Lock()
+	defer c.rrAPI.mu.Unlock()
+	if c.rrAPI.beta == nil {
+		return nil
+	}
+	err := c.rrAPI.beta.Close()
+	c.rrAPI.beta = nil
+	return err
+}
+
+// onBeta reports whether a call goes through beta: every call in beta
+// mode, and named inserts once auto mode has switched.
+func (c *Client) onBeta(namedInsert bool) bool {
+	c.rrAPI.mu.Lock()
+	defer c.rrAPI.mu.Unlock()
+	return c.rrAPI.mode == ResizeRequestAPIBeta || (namedInsert && c.rrAPI.namedOnBeta)
+}
+
+// rrInsert inserts a resize request through the chosen version and waits
+// for its operation (as wait(ctx)(c.rrs.Insert(ctx, req))).
+func (c *Client) rrInsert(ctx context.Context, req *computepb.InsertInstanceGroupManagerResizeRequestRequest) error {
+	named := len(req.GetInstanceGroupManagerResizeRequestResource().GetInstances()) > 0
+	if c.onBeta(named) {
+		return c.betaInsert(ctx, req)
+	}
+	err := wait(ctx)(c.rrs.Insert(ctx, req))
+	if err == nil || !named || c.rrMode() != ResizeRequestAPIAuto || httpStatus(err) != http.StatusBadRequest {
+		return err
+	}
+	// v1 refused a named request. Compute's wording for a refusal of
+	// instances[] on v1, if it refuses, is not published, so any 400 is
+	// tried again through beta, with the same request id; beta is kept
+	// for named requests only if it accepts.
+	berr := c.betaInsert(ctx, req)
+	if berr != nil {
+		return fmt.Errorf("%w (the same request through the beta API: %w)", err, berr)
+	}
+	c.rrAPI.mu.Lock()
+	first := !c.rrAPI.namedOnBeta
+	c.rrAPI.namedOnBeta = true
+	c.rrAPI.mu.Unlock()
+	if first {
+		slog.Info("resize requests that name their VMs go through the Compute beta API from now on: v1 refused one that beta accepted",
+			"v1_error", err.Error(), "mig", req.GetInstanceGroupManager(), "resize_request", req.GetInstanceGroupManagerResizeRequestResource().GetName())
+	}
+	return nil
+}
+
+func (c *Client) betaInsert(ctx context.Context, req *computepb.InsertInstanceGroupManagerResizeRequestRequest) error {
+	b, err := c.betaRRs(ctx)
+	if err != nil {
+		return err
+	}
+	breq := &computebetapb.InsertInstanceGroupManagerResizeRequestRequest{}
+	if err := convertProto(req, breq); err != nil {
+		return err
+	}
+	op, err := b.Insert(ctx, breq)
+	return waitBetaOp(ctx, op, err)
+}
+
+// rrGet gets a resize request through the chosen version.
+func (c *Client) rrGet(ctx context.Context, req *computepb.GetInstanceGroupManagerResizeRequestRequest) (*computepb.InstanceGroupManagerResizeRequest, error) {
+	if !c.onBeta(false) {
+		return c.rrs.Get(ctx, req)
+	}
+	b, err := c.betaRRs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	breq := &computebetapb.GetInstanceGroupManagerResizeRequestRequest{}
+	if err := convertProto(req, breq); err != nil {
+		return nil, err
+	}
+	r, err := b.Get(ctx, breq)
+	if err != nil {
+		return nil, err
+	}
+	out := &computepb.InstanceGroupManagerResizeRequest{}
+	return out, convertProto(r, out)
+}
+
+// rrList returns an iterator over a MIG's resize requests through the
+// chosen version: next returns iterator.Done at the end.
+func (c *Client) rrList(ctx context.Context, req *computepb.ListInstanceGroupManagerResizeRequestsRequest) (next func() (*computepb.InstanceGroupManagerResizeRequest, error)) {
+	if !c.onBeta(false) {
+		return c.rrs.List(ctx, req).Next
+	}
+	b, err := c.betaRRs(ctx)
+	if err != nil {
+		return func() (*computepb.InstanceGroupManagerResizeRequest, error) { return nil, err }
+	}
+	breq := &computebetapb.ListInstanceGroupManagerResizeRequestsRequest{}
+	if err := convertProto(req, breq); err != nil {
+		return func() (*computepb.InstanceGroupManagerResizeRequest, error) { return nil, err }
+	}
+	it := b.List(ctx, breq)
+	return func() (*computepb.InstanceGroupManagerResizeRequest, error) {
+		r, err := it.Next()
+		if err != nil {
+			return nil, err
+		}
+		out := &computepb.InstanceGroupManagerResizeRequest{}
+		return out, convertProto(r, out)
+	}
+}
+
+// rrCancel cancels a resize request through the chosen version and waits
+// for its operation.
+func (c *Client) rrCancel(ctx context.Context, req *computepb.CancelInstanceGroupManagerResizeRequestRequest) error {
+	if !c.onBeta(false) {
+		return wait(ctx)(c.rrs.Cancel(ctx, req))
+	}
+	b, err := c.betaRRs(ctx)
+	if err != nil {
+		return err
+	}
+	breq := &computebetapb.CancelInstanceGroupManagerResizeRequestRequest{}
+	if err := convertProto(req, breq); err != nil {
+		return err
+	}
+	op, err := b.Cancel(ctx, breq)
+	return waitBetaOp(ctx, op, err)
+}
+
+// rrDelete deletes a resize request through the chosen version and waits
+// for its operation.
+func (c *Client) rrDelete(ctx context.Context, req *computepb.DeleteInstanceGroupManagerResizeRequestRequest) error {
+	if !c.onBeta(false) {
+		return wait(ctx)(c.rrs.Delete(ctx, req))
+	}
+	b, err := c.betaRRs(ctx)
+	if err != nil {
+		return err
+	}
+	breq := &computebetapb.DeleteInstanceGroupManagerResizeRequestRequest{}
+	if err := convertProto(req, breq); err != nil {
+		return err
+	}
+	op, err := b.Delete(ctx, breq)
+	return waitBetaOp(ctx, op, err)
+}
+
+// convertProto copies a message between the v1 and beta computepb types,
+// which share their JSON form; fields one version lacks are dropped.
+func convertProto(from, to proto.Message) error {
+	b, err := protojson.Marshal(from)
+	if err != nil {
+		return fmt.Errorf("encoding %T: %w", from, err)
+	}
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, to); err != nil {
+		return fmt.Errorf("decoding %T as %T: %w", from, to, err)
+	}
+	return nil
+}
+
+// waitBetaOp is waitOp for a beta operation: it waits at most
+// maxOperationWait and turns an operation that ended DONE with errors into
+// an *OperationError.
+func waitBetaOp(ctx context.Context, op *computebeta.Operation, err error) error {
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, maxOperationWait)
+	defer cancel()
+	werr := op.Wait(wctx)
+	if werr != nil && ctx.Err() == nil && errors.Is(wctx.Err(), context.DeadlineExceeded) {
+		werr = fmt.Errorf("operation %s not done after %s; Compute carries it on and a retry with the same request id finds it: %w",
+			op.Name(), maxOperationWait, context.DeadlineExceeded)
+	}
+	p := &computepb.Operation{}
+	if cerr := convertProto(op.Proto(), p); cerr != nil {
+		return errors.Join(werr, cerr)
+	}
+	return opErrorOf(op.Name(), p, werr)
+}
+
+// httpStatus is the HTTP status of an API error, or the
+// httpErrorStatusCode of an operation that ended with errors; 0 if err is
+// neither.
+func httpStatus(err error) int {
+	var oe *OperationError
+	if errors.As(err, &oe) {
+		return oe.HTTPStatus
+	}
+	var ae *apierror.APIError
+	if errors.As(err, &ae) && ae.HTTPCode() > 0 {
+		return ae.HTTPCode()
+	}
+	var ge *googleapi.Error
+	if errors.As(err, &ge) {
+		return ge.Code
+	}
+	return 0
+}
