@@ -56,24 +56,25 @@ resource "google_project_iam_member" "function_firestore" {
 # The executor's name-and-label guard (shared/apply) is the second wall.
 locals {
   compute_cluster_permissions = [
-    "compute.instanceTemplates.useReadOnly", # MIG insert, setInstanceTemplate
+    "compute.instanceTemplates.useReadOnly", # MIG insert (one MIG per resize request)
     "compute.instances.get",                 # read a VM's labels before acting on it
     "compute.instances.reportHostAsFaulty",  # host repair
     "compute.instances.start",               # restart a host-repaired VM
   ]
   compute_project_permissions = [
     "compute.globalOperations.get",         # wait for a template insert
-    "compute.instanceGroupManagers.create", # a pool's MIG
-    "compute.instanceGroupManagers.delete", # a removed pool's MIG
-    "compute.instanceGroupManagers.get",    # MIG template, resize request get
-    "compute.instanceGroupManagers.update", # setInstanceTemplate, deleteInstances, resize request insert/cancel/delete
+    "compute.instanceGroupManagers.create", # the MIG of each resize request
+    "compute.instanceGroupManagers.delete", # a request's MIG once it serves no node; the pool's MIG of the earlier layout
+    "compute.instanceGroupManagers.get",    # resize request get
+    "compute.instanceGroupManagers.list",   # read a MIG's description before deleting it (the executor's guard)
+    "compute.instanceGroupManagers.update", # deleteInstances, resize request insert/cancel/delete
     "compute.instanceTemplates.create",     # a pool's template
     "compute.zoneOperations.get",           # wait for zonal operations
   ]
   # Only the reconciler lists what Compute has (shared/apply Observe):
-  # resize requests (instanceGroupManagers.get, above), VMs and MIGs.
+  # resize requests (instanceGroupManagers.get, above), VMs, and MIGs
+  # (instanceGroupManagers.list, above).
   compute_list_permissions = [
-    "compute.instanceGroupManagers.list",
     "compute.instances.list",
   ]
   compute_permissions = {

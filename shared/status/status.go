@@ -82,7 +82,7 @@ type Pool struct {
 	Static, Max int
 	// RunDuration is what Compute is asked for (600 s–7 d).
 	RunDuration time.Duration
-	// Ready is true once the pool's template and MIG exist.
+	// Ready is true once the pool's template is known to exist.
 	Ready bool
 	// Phases counts nodes by phase; every phase of model.Phases is present.
 	Phases map[model.Phase]int
@@ -354,7 +354,7 @@ func renderPool(b *strings.Builder, p Pool) {
 	if p.Known {
 		ready := "ready"
 		if !p.Ready {
-			ready = "not ready (template or MIG pending)"
+			ready = "not ready (template pending)"
 		}
 		fmt.Fprintf(b, "  pool %s · zone %s · static minimum %d · maximum %d (up to %d dynamic) · run duration %s · %s\n",
 			p.ID, p.Zone, p.Static, p.Max, max(p.Max-p.Static, 0), Human(p.RunDuration), ready)
