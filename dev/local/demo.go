@@ -428,6 +428,15 @@ func (s *System) invariants(ctx context.Context, pool string, strict bool, start
 	check(len(v) == 0, fmt.Sprintf("never two VMs for one node (%d violations)", len(v)))
 	orphan := s.orphanVM(ctx, pool, strict)
 	check(orphan == "", "every VM is the current generation of a node record")
+	migs, problems := s.migsThroughGcloud(ctx)
+	for _, l := range migs {
+		s.TL.Say("gcloud compute instance-groups managed list: " + l)
+	}
+	for _, p := range problems {
+		s.TL.Say(p)
+	}
+	check(len(problems) == 0, fmt.Sprintf("gcloud lists one MIG per resize request, each holding its one request (%d MIGs)", len(migs)))
+	ok = ok && len(problems) == 0
 	s.TL.Say(fmt.Sprintf("resize requests created in Compute: %d; wall time %s", s.resizeRequestsCreated(), time.Since(started).Round(time.Second)))
 	decisions, resent := s.TL.CommandCounts()
 	s.TL.Say(fmt.Sprintf("Slurm commands: %d decisions, %d sent again under a new id", decisions, resent))
