@@ -229,3 +229,33 @@ func TestMIGDeletedOutOfBand(t *testing.T) {
 		t.Errorf("VMs (-want +got):\n%s", d)
 	}
 }
+
+// TestRequestMIGQuotaNamed: one MIG per resize request consumes the
+// region's INSTANCE_GROUP_MANAGERS quota; a request whose MIG Compute
+// refuses for it backs the pool off with a condition naming that quota,
+// and leaves no MIG or request behind.
+func TestRequestMIGQuotaNamed(t *testing.T) {
+	h, ctx := newHarness(t, Options{Sim: computesim.Options{Quotas: map[string]float64{"INSTANCE_GROUP_MANAGERS": 1}}})
+	must(t, h.Apply(ctx, exampleSpec(t)))
+	settle(t, h, ctx) // the static node's request uses the one MIG
+	if migs := h.Sim.MIGs(); len(migs) != 1 {
+		t.Fatalf("MIGs %+v, want the static node's", migs)
+	}
+	_, err := h.Publish(ctx, config.TopicJobs, jobPending("7", 1))
+	must(t, err)
+	p := pool(t, h)
+	if p.BackoffReason != plan.ClassQuota {
+		t.Fatalf("pool after its request's MIG was refused: backoff reason %q (condition %q)", p.BackoffReason, p.Condition)
+	}
+	if want := "quota INSTANCE_GROUP_MANAGERS in region us-central1 (limit 1)"; !strings.Contains(p.Condition, want) {
+		t.Errorf("condition %q does not name %s", p.Condition, want)
+	}
+	if migs := h.Sim.MIGs(); len(migs) != 1 {
+		t.Errorf("MIGs %+v after the refusal, want the static node's alone", migs)
+	}
+	for _, rr := range h.Sim.ResizeRequestHistory() {
+		if strings.Contains(rr.Name, "-j7-") {
+			t.Errorf("resize request %s of job 7 exists (%s) though its MIG was refused", rr.Name, rr.State)
+		}
+	}
+}
