@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -232,6 +233,7 @@ func newRunner(ctx context.Context, f *File, o RunOptions) (*runner, error) {
 	if logw == nil {
 		logw = io.Discard
 	}
+	r.client.SetLogger(slog.New(slog.NewTextHandler(logw, nil)))
 	r.h, err = harness.New(ctx, harness.Options{
 		Start: start,
 		Sim: computesim.Options{

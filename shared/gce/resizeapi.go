@@ -56,6 +56,17 @@ type resizeRequestAPI struct {
 	// namedOnBeta: in auto mode, v1 refused a named insert that beta
 	// accepted.
 	namedOnBeta bool
+	// log receives the switch to beta (SetLogger); nil is slog.Default().
+	log *slog.Logger
+}
+
+// SetLogger sets where the Client logs what it decides on its own (today:
+// auto mode moving named resize requests to the beta API); nil, the
+// default, is slog.Default(). Call it before the Client is used.
+func (c *Client) SetLogger(l *slog.Logger) {
+	c.rrAPI.mu.Lock()
+	defer c.rrAPI.mu.Unlock()
+	c.rrAPI.log = l
 }
 
 // SetResizeRequestAPI chooses the API version of the resize-request calls:
@@ -152,9 +163,13 @@ func (c *Client) rrInsert(ctx context.Context, req *computepb.InsertInstanceGrou
 	c.rrAPI.mu.Lock()
 	first := !c.rrAPI.namedOnBeta
 	c.rrAPI.namedOnBeta = true
+	log := c.rrAPI.log
 	c.rrAPI.mu.Unlock()
+	if log == nil {
+		log = slog.Default()
+	}
 	if first {
-		slog.Info("resize requests that name their VMs go through the Compute beta API from now on: v1 refused one that beta accepted",
+		log.Info("resize requests that name their VMs go through the Compute beta API from now on: v1 refused one that beta accepted",
 			"v1_error", err.Error(), "mig", req.GetInstanceGroupManager(), "resize_request", req.GetInstanceGroupManagerResizeRequestResource().GetName())
 	}
 	return nil

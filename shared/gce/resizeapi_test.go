@@ -2,6 +2,7 @@ package gce_test
 
 import (
 	"errors"
+	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,6 +28,8 @@ func TestResizeRequestAPI(t *testing.T) {
 				if err := h.c.SetResizeRequestAPI(mode); err != nil {
 					t.Fatal(err)
 				}
+				var logged strings.Builder
+				h.c.SetLogger(slog.New(slog.NewTextHandler(&logged, nil)))
 				h.pool()
 				spec := gce.ResizeRequestSpec{Name: "rr-1", Instances: []string{"c1-h200-0"}, RunDuration: time.Hour}
 				err := h.c.CreateResizeRequest(h.ctx, zone, "c1-h200", spec, rid("rr-1"))
@@ -110,6 +113,13 @@ func TestResizeRequestAPI(t *testing.T) {
 				}
 				if got := h.c.ResizeRequestAPI(); got != wantAPI {
 					t.Errorf("ResizeRequestAPI() = %s, want %s", got, wantAPI)
+				}
+				wantLines := 0
+				if mode == gce.ResizeRequestAPIAuto && refuse {
+					wantLines = 1 // once, at INFO, however many requests follow
+				}
+				if n := strings.Count(logged.String(), "level=INFO msg=\"resize requests that name their VMs go through the Compute beta API"); n != wantLines || strings.Count(logged.String(), "\n") != wantLines {
+					t.Errorf("logged %d switch line(s), want %d:\n%s", n, wantLines, logged.String())
 				}
 			})
 		}

@@ -76,6 +76,7 @@ func Build(ctx context.Context, cfg config.Config) (*apply.Runner, error) {
 	if err := cc.SetResizeRequestAPI(cfg.ResizeRequestAPI); err != nil {
 		return nil, fmt.Errorf("%s: %w", config.EnvResizeRequestAPI, err)
 	}
+	cc.SetLogger(log)
 	ps, err := pubsub.New(ctx, cfg.Project, ClientOptions(cfg, false)...)
 	if err != nil {
 		return nil, fmt.Errorf("creating Pub/Sub client: %w", err)
