@@ -268,6 +268,7 @@ func newRunner(ctx context.Context, f *File, o RunOptions) (*runner, error) {
 		r.close()
 		return nil, fmt.Errorf("creating the out-of-band Compute client: %w", err)
 	}
+	r.oob.SetLogger(slog.New(slog.NewTextHandler(logw, nil)))
 	r.slurm = slurmmodel.New(f.Slurm, c, start, r.publishModel, r.tracef)
 	if o.NoReuse {
 		r.slurm.NoReuse()
