@@ -76,6 +76,9 @@ func checkContract(req *request) *apiError {
 		if p == nil {
 			p = c.Parameters[name]
 		}
+		if p == nil && name == "returnPartialSuccess" && strings.HasSuffix(req.method, ".aggregatedList") {
+			p = &returnPartialSuccess
+		}
 		if p == nil || p.Location != "query" {
 			return errUnknownQuery(name)
 		}
@@ -125,6 +128,16 @@ func pathValue(req *request, name string) string {
 	}
 	return req.name
 }
+
+// returnPartialSuccess is the aggregatedList parameter the discovery
+// document the contract is made from leaves out, but Compute's REST
+// reference documents ("Opt-in for partial success behavior which provides
+// partial results in case of failure",
+// https://cloud.google.com/compute/docs/reference/rest/v1/instanceGroupManagers/aggregatedList)
+// and the gcloud CLI sends on every aggregated list
+// (`gcloud compute instance-groups managed list` with no zone), so the
+// simulator must take it too.
+var returnPartialSuccess = contract.Param{Location: "query", Type: "boolean"}
 
 func errUnknownQuery(name string) *apiError {
 	// The front end's wording for a query parameter the method does not

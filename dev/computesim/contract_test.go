@@ -157,6 +157,25 @@ func TestContractAccepts(t *testing.T) {
 			t.Errorf("body %d: HTTP %d %s", i, resp.StatusCode, raw)
 		}
 	}
+	// gcloud's aggregated lists (`instance-groups managed list`, `instances
+	// list` with no zone) send returnPartialSuccess, which the REST
+	// reference documents and the discovery document leaves out; it is
+	// taken on aggregated lists only.
+	for path, want := range map[string]int{
+		"/compute/v1/projects/proj/aggregated/instanceGroupManagers?alt=json&includeAllScopes=True&maxResults=500&returnPartialSuccess=True": 200,
+		"/compute/v1/projects/proj/aggregated/instances?alt=json&includeAllScopes=True&maxResults=500&returnPartialSuccess=True":             200,
+		"/compute/v1/projects/proj/zones/us-central1-a/instances?returnPartialSuccess=True":                                                  400,
+	} {
+		resp, err := http.Get(e.srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s: HTTP %d %s, want %d", path, resp.StatusCode, raw, want)
+		}
+	}
 }
 
 // checkResponses wraps the simulator so that every successful response in
