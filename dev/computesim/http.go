@@ -214,6 +214,14 @@ func zonalMethod(method string, seg []string, req *request) string {
 		case n == 3 && post && seg[2] == "start":
 			return "instances.start"
 		}
+	case "instanceGroups":
+		if n == 1 && get {
+			return "instanceGroups.list"
+		}
+	case "autoscalers":
+		if n == 1 && get {
+			return "autoscalers.list"
+		}
 	case "instanceGroupManagers":
 		if n >= 2 {
 			req.name = seg[1]
@@ -372,6 +380,10 @@ func (s *Sim) dispatchLocked(req *request) (proto.Message, *apiError) {
 		return s.migGetLocked(req)
 	case "instanceGroupManagers.list":
 		return s.migListLocked(req)
+	case "instanceGroups.list":
+		return s.instanceGroupListLocked(req)
+	case "autoscalers.list":
+		return s.autoscalerListLocked(req)
 	case "instanceGroupManagers.delete":
 		return s.migDeleteLocked(req)
 	case "instanceGroupManagers.listManagedInstances":

@@ -31,6 +31,7 @@ const DocPath = "compute/v1/compute-api.json"
 // has no contract and is refused by the simulator, so adding a route means
 // adding its id here and running go generate in dev/computesim.
 var Served = []string{
+	"autoscalers.list",
 	"globalOperations.get",
 	"globalOperations.wait",
 	"instanceGroupManagerResizeRequests.cancel",
@@ -47,6 +48,7 @@ var Served = []string{
 	"instanceGroupManagers.listManagedInstances",
 	"instanceGroupManagers.resize",
 	"instanceGroupManagers.setInstanceTemplate",
+	"instanceGroups.list",
 	"instanceTemplates.delete",
 	"instanceTemplates.get",
 	"instanceTemplates.insert",
