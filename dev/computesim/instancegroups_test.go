@@ -17,7 +17,7 @@ func TestInstanceGroupsAndAutoscalersList(t *testing.T) {
 	e := newEnv(t, Options{})
 	e.setup()
 	if err := e.insertRR("pool", &computepb.InstanceGroupManagerResizeRequest{Name: proto.String("rr"),
-		Instances: []*computepb.PerInstanceConfig{{Name: proto.String("pool-0")}},
+		Instances:            []*computepb.PerInstanceConfig{{Name: proto.String("pool-0")}},
 		RequestedRunDuration: &computepb.Duration{Seconds: proto.Int64(3600)}}, ""); err != nil {
 		t.Fatal(err)
 	}
