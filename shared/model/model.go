@@ -130,6 +130,10 @@ type Node struct {
 	// resize request). Empty for a generation requested before that layout,
 	// whose request and VM live in the pool's MIG (Pool.MIG).
 	MIG string `firestore:"mig,omitempty" json:"mig,omitempty"`
+	// MIGSeen is true once a reconciler listing showed MIG: a MIG seen and
+	// then missing was deleted out of band, while one never seen may still
+	// be on its way (commit, then act; a slow or redelivered action).
+	MIGSeen bool `firestore:"mig_seen,omitempty" json:"mig_seen,omitempty"`
 	// RequestOpen is true while this generation, ended before its VM ran
 	// (released while its capacity was queued, or its queued request
 	// cancelled past the queue timeout), still names a resize request that

@@ -192,24 +192,28 @@ func TestReplayEnsurePool(t *testing.T) {
 }
 
 // TestMIGMissingFromAnEarlyListIsNotTakenForDeleted: a pass lists Compute
-// and decides later. A request's MIG missing from a list taken within
-// RequestGrace of the request's record may have been created since
-// (commit, then act), however late the decision: the request is issued
-// again, under the same names and request ids (nothing twice). From a list
-// taken after the grace, the MIG is gone (deleted out of band): the
-// generation is lost and the node requested again in a MIG of its own. A
-// list of unknown time is not evidence.
+// and decides later, and an action runs after its decision's commit,
+// possibly much later (a crash, then a redelivery). A request's MIG that
+// no listing has shown yet may still be on its way: once past RequestGrace
+// the request is issued again, under the same names and request ids
+// (nothing twice). A MIG a listing showed (model.Node.MIGSeen) that a later
+// listing no longer shows was deleted out of band: the generation is lost
+// and the node requested again in a MIG of its own. A listing older than
+// the record that saw the MIG, or of unknown time, is not evidence.
 func TestMIGMissingFromAnEarlyListIsNotTakenForDeleted(t *testing.T) {
 	now := t0.Add(6 * time.Hour)
 	for _, tc := range []struct {
 		name     string
+		seen     bool
 		listedAt time.Time
 		deleted  bool
 	}{
-		{"listed a minute after the request was recorded", t0.Add(time.Minute), false},
-		{"listed before the request was recorded", t0.Add(-time.Minute), false},
-		{"listed at an unknown time", time.Time{}, false},
-		{"listed after the grace", t0.Add(DefaultPolicy().RequestGrace), true},
+		{"never seen, listed a minute after the request was recorded", false, t0.Add(time.Minute), false},
+		{"never seen, listed long after", false, t0.Add(5 * time.Hour), false},
+		{"never seen, listed at an unknown time", false, time.Time{}, false},
+		{"seen, listed before the record that saw it", true, t0.Add(-time.Minute), false},
+		{"seen, listed at an unknown time", true, time.Time{}, false},
+		{"seen, then missing from a later listing", true, t0.Add(time.Hour), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st, _ := applied(t)
@@ -217,6 +221,7 @@ func TestMIGMissingFromAnEarlyListIsNotTakenForDeleted(t *testing.T) {
 			if n.Phase != model.PhaseRequested || !n.RequestedAt.Equal(t0) || n.MIG == "" {
 				t.Fatalf("static node %s requested at %v in MIG %q, want requested at %v in a MIG of its own", n.Phase, n.RequestedAt, n.MIG, t0)
 			}
+			n.MIGSeen = tc.seen
 			first := *n
 			obs := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, ListedAt: tc.listedAt, MIGsListed: true}}}
 			got := Reconcile(st, obs, now, Policy{})
@@ -245,5 +250,26 @@ func TestMIGMissingFromAnEarlyListIsNotTakenForDeleted(t *testing.T) {
 				t.Errorf("the next generation is requested in the vanished MIG %s", first.MIG)
 			}
 		})
+	}
+}
+
+// TestMIGSeenIsRecorded: a listing that shows a requested node's MIG
+// records it as seen, once.
+func TestMIGSeenIsRecorded(t *testing.T) {
+	st, _ := applied(t)
+	n := st.Nodes["flexvm-a3u-0"]
+	obs := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, ListedAt: t0.Add(time.Minute), MIGsListed: true,
+		MIGs:           []ObservedMIG{{Name: n.MIG, Request: n.ResizeRequest}},
+		ResizeRequests: []ObservedResizeRequest{{Name: n.ResizeRequest, MIG: n.MIG, State: "ACCEPTED", Created: t0}}}}}
+	got := Reconcile(st, obs, t0.Add(time.Minute), Policy{})
+	if d := cmp.Diff([]string{"PutNode:flexvm-a3u-0/requested"}, kinds(got)); d != "" {
+		t.Fatalf("actions (-want +got):\n%s", d)
+	}
+	Apply(st, got)
+	if !st.Nodes["flexvm-a3u-0"].MIGSeen {
+		t.Fatal("the listed MIG is not recorded as seen")
+	}
+	if got := Reconcile(st, obs, t0.Add(2*time.Minute), Policy{}); len(got) != 0 {
+		t.Errorf("a second listing wrote again: %v", kinds(got))
 	}
 }

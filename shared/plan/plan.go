@@ -545,6 +545,7 @@ func (b *builder) nextGeneration(n *model.Node, rr, jobID string) {
 	n.VMID = ""
 	n.ResizeRequest = rr
 	n.MIG = naming.RequestMIG(b.cluster, n.Pool, rr)
+	n.MIGSeen = false
 	n.RequestOpen, n.RequestMisses = false, 0
 	n.JobID = jobID
 	n.RequestedAt = b.now

@@ -205,13 +205,16 @@ func (b *builder) legacyInUse(pool *model.Pool) bool {
 	return false
 }
 
-// vanishedRequestMIGs ends the generations whose request's MIG is missing
-// from a listing taken at least Policy.RequestGrace after they were
-// requested: the MIG was deleted out of band (its request and VMs with
-// it), or never made (a crash between the commit and the call whose
-// redelivery never came). The next generation is made in a MIG of its own,
-// under new names: a re-creation under the same ones would meet Compute's
-// memory of the first one's request ids.
+// vanishedRequestMIGs ends the generations whose request's MIG a listing
+// showed before (model.Node.MIGSeen) and no longer shows: the MIG was
+// deleted out of band, its request and VMs with it (flexslurm deletes only
+// MIGs no node serves from). The next generation is made in a MIG of its
+// own, under new names: a re-creation under the same ones would meet
+// Compute's memory of the first one's request ids. A MIG never seen may
+// still be on its way (commit, then act: a slow or redelivered action):
+// its request is issued again, under the same names, once past
+// Policy.RequestGrace (reconcileRequested). A listing that shows a node's
+// MIG records it as seen.
 func (b *builder) vanishedRequestMIGs(pool *model.Pool, po ObservedPool) {
 	if po.ListedAt.IsZero() || !po.MIGsListed {
 		return
@@ -221,15 +224,22 @@ func (b *builder) vanishedRequestMIGs(pool *model.Pool, po ObservedPool) {
 		listed[m.Name] = true
 	}
 	for _, n := range b.poolNodes(pool.ID) {
-		if n.MIG == "" || n.Phase != model.PhaseRequested || listed[n.MIG] || po.ListedAt.Sub(n.RequestedAt) < b.pol.RequestGrace {
+		if n.MIG == "" || n.Phase != model.PhaseRequested {
 			continue
 		}
 		cur, ok := b.st.Nodes[n.Name]
 		if !ok || cur.Generation != n.Generation || cur.Phase != model.PhaseRequested {
 			continue // ended earlier in this pass, with its request's other nodes
 		}
-		b.add(Alert{Pool: pool.ID, Node: n.Name, Reason: fmt.Sprintf("MIG %s of resize request %s is gone (deleted outside flexslurm)", n.MIG, n.ResizeRequest)})
-		b.generationEnded(b.st.Pools[pool.ID], *cur, model.EndLost, fmt.Sprintf("reconciler: MIG %s of resize request %s is gone", n.MIG, n.ResizeRequest))
+		switch {
+		case listed[n.MIG] && !cur.MIGSeen:
+			node := *cur
+			node.MIGSeen = true
+			b.putNode(node, cur.Reason)
+		case !listed[n.MIG] && cur.MIGSeen && po.ListedAt.After(cur.UpdatedAt):
+			b.add(Alert{Pool: pool.ID, Node: n.Name, Reason: fmt.Sprintf("MIG %s of resize request %s is gone (deleted outside flexslurm)", n.MIG, n.ResizeRequest)})
+			b.generationEnded(b.st.Pools[pool.ID], *cur, model.EndLost, fmt.Sprintf("reconciler: MIG %s of resize request %s is gone", n.MIG, n.ResizeRequest))
+		}
 	}
 }
 
