@@ -1,0 +1,69 @@
+package plan
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/flexslurm/flexslurm/shared/event"
+	"github.com/flexslurm/flexslurm/shared/model"
+)
+
+// jobRequestSplit leaves job 7's request (one MIG, two VMs) with
+// flexvm-a3u-2 running from it and flexvm-a3u-1 released before its VM was
+// seen running: Deleting, its deletion by deleteInstances in flight (the
+// request SUCCEEDED and its end was seen, so RequestOpen is false), its
+// VM's deletion not yet seen to finish. It returns the request's MIG.
+func jobRequestSplit(t *testing.T, st *model.State) string {
+	t.Helper()
+	Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 2, "flexvm-a3u-1", "flexvm-a3u-2")))
+	one, two := st.Nodes["flexvm-a3u-1"], st.Nodes["flexvm-a3u-2"]
+	if one.MIG == "" || one.MIG != two.MIG {
+		t.Fatalf("job 7's nodes are in MIGs %q and %q, want one MIG", one.MIG, two.MIG)
+	}
+	running(st, "flexvm-a3u-2", t0.Add(7*24*time.Hour))
+	st.Nodes["flexvm-a3u-2"].RunningAt = t0
+	one.Phase, one.LastEnd, one.RequestOpen = model.PhaseDeleting, model.EndReleased, false
+	return one.MIG
+}
+
+// TestNextGenerationNeverDeletesTheMIGASiblingRunsFrom: a node released
+// before its VM ran, whose request's MIG another node of the same job
+// request still runs from, is given its next generation by a job.pending
+// naming it. Its next generation re-issues the deletion of its old VM
+// (supersede), which must be deleteInstances on that MIG: deleting the MIG
+// would delete the running sibling's VM under its job. A job.pending
+// naming its nodes is decided from a narrow scope (JobNarrow: only the
+// named nodes are loaded), which does not see the sibling.
+func TestNextGenerationNeverDeletesTheMIGASiblingRunsFrom(t *testing.T) {
+	ev := jobEv(event.TypeJobPending, "8", 1, "flexvm-a3u-1")
+	check := func(t *testing.T, name string, got []Action, mig string) {
+		t.Helper()
+		for _, a := range got {
+			if d, ok := a.(DeleteMIG); ok && d.MIG == mig {
+				t.Errorf("%s: DeleteMIG %s (VMs %v) while flexvm-a3u-2 runs from it: %s", name, d.MIG, d.VMs, d.Reason)
+			}
+		}
+	}
+	t.Run("whole pool", func(t *testing.T) {
+		full, c := applied(t)
+		mig := jobRequestSplit(t, full)
+		got, err := Job(full, c, ev, t0.Add(time.Minute), Policy{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, "Job", got, mig)
+	})
+	t.Run("narrow scope", func(t *testing.T) {
+		full, c := applied(t)
+		mig := jobRequestSplit(t, full)
+		got, err := JobNarrow(narrowOf(full, ev), c, ev, t0.Add(time.Minute), Policy{})
+		if errors.Is(err, ErrWiderScope) {
+			return // decided from the whole pool (above)
+		}
+		if err != nil {
+			t.Fatalf("JobNarrow: %v", err)
+		}
+		check(t, "JobNarrow", got, mig)
+	})
+}
