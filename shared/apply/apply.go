@@ -672,7 +672,7 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 				if _, ok := naming.IsRequestMIG(cluster, p.ID, m.Name, m.Description); !ok {
 					return fmt.Errorf("%w: refusing to delete MIG %s: its description %q does not name resize request %s of pool %s of cluster %s", errNotOurs, mig, m.Description, a.Request, p.ID, cluster)
 				}
-			} else if m.Description != "" && m.Description != poolMIGDescription(cluster, p.ID) {
+			} else if m.Description != poolMIGDescription(cluster, p.ID) {
 				return fmt.Errorf("%w: refusing to delete MIG %s: its description %q is not pool %s of cluster %s's", errNotOurs, mig, m.Description, p.ID, cluster)
 			}
 			return r.d.Compute.DeleteMIG(ctx, p.Zone, mig, a.RequestID)

@@ -169,6 +169,11 @@ func TestAttackComputeOnWhatIsNotTheClusters(t *testing.T) {
 			act:  plan.DeleteMIG{Pool: "a3u", MIG: own, Request: rr, RequestID: rid, Reason: "attack"},
 		},
 		{
+			name: "delete a MIG with the name of the pool's MIG of the earlier layout and no description",
+			mig:  [2]string{naming.MIG("flexvm", "a3u"), ""},
+			act:  plan.DeleteMIG{Pool: "a3u", RequestID: rid, Reason: "attack"},
+		},
+		{
 			name:  "delete VMs of a MIG that is not the request's own",
 			plant: map[string]map[string]string{"flexvm-a3u-5-g1": naming.Labels("flexvm", "a3u")},
 			act: plan.DeleteVMs{Pool: "a3u", MIG: naming.RequestMIG("other", "a3u", rr), Request: rr, VMs: []string{"flexvm-a3u-5-g1"},

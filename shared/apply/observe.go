@@ -80,7 +80,11 @@ func (r *Runner) observePool(ctx context.Context, cluster string, st *model.Stat
 	}
 	for _, m := range migs {
 		switch request, ok := naming.IsRequestMIG(cluster, p.ID, m.Name, m.Description); {
-		case m.Name == p.MIG:
+		case m.Name == p.MIG && m.Description == poolMIGDescription(cluster, p.ID):
+			// The pool's MIG of the earlier layout, which flexslurm always
+			// created with that description; a MIG that only has its name
+			// is not the cluster's (a MIG listed by the name prefix is
+			// proved by name and description alike).
 			op.MIGExists = true
 			op.MIGs = append(op.MIGs, plan.ObservedMIG{Name: m.Name, Legacy: true, RequestsListed: true, Age: listedAt.Sub(m.Created)})
 			if err := addRequests(m.Name, true); err != nil {

@@ -37,7 +37,9 @@ func (c slowLists) ListInstances(context.Context, string, map[string]string) ([]
 
 func (c slowLists) ListMIGs(_ context.Context, zone, _ string) ([]gce.MIG, error) {
 	c.clk.Advance(time.Hour)
-	return []gce.MIG{{Zone: zone, Name: c.mig}}, nil
+	// The pool's MIG of the layout before one MIG per request, with the
+	// description flexslurm gave it.
+	return []gce.MIG{{Zone: zone, Name: c.mig, Description: "flexslurm node pool a3u of cluster flexvm"}}, nil
 }
 
 // TestObserveStampsEachPoolBeforeItsLists: what a pool's lists show is
@@ -122,5 +124,52 @@ func TestObserveKeepsEveryVMField(t *testing.T) {
 	}
 	if got := observe(nil); got != nil {
 		t.Errorf("no VM listed: observed %v, want none", got)
+	}
+}
+
+// namedLikeThePoolMIG is a Compute holding one MIG with the name of pool
+// a3u's MIG of the layout before one MIG per request and the description
+// desc, with one resize request.
+type namedLikeThePoolMIG struct {
+	apply.Compute
+	desc string
+}
+
+func (c namedLikeThePoolMIG) ListMIGs(_ context.Context, zone, _ string) ([]gce.MIG, error) {
+	return []gce.MIG{{Zone: zone, Name: "fs-flexvm-a3u", Description: c.desc}}, nil
+}
+
+func (c namedLikeThePoolMIG) ListResizeRequests(_ context.Context, zone, mig string) ([]gce.ResizeRequest, error) {
+	return []gce.ResizeRequest{{Zone: zone, MIG: mig, Name: "users-request", State: "SUCCEEDED"}}, nil
+}
+
+func (c namedLikeThePoolMIG) ListInstances(context.Context, string, map[string]string) ([]gce.Instance, error) {
+	return nil, nil
+}
+
+// TestObserveTakesOnlyItsOwnPoolMIG: a MIG that has the name of the pool's
+// MIG of the earlier layout is that MIG only with the description
+// flexslurm always gave it. Another (a user's MIG that happens to bear the
+// name, with no description or its own) is not the cluster's: it is not
+// observed, so the reconciler neither deletes it once "empty" nor cancels
+// or deletes its resize requests.
+func TestObserveTakesOnlyItsOwnPoolMIG(t *testing.T) {
+	for _, tc := range []struct {
+		desc string
+		ours bool
+	}{
+		{"flexslurm node pool a3u of cluster flexvm", true},
+		{"", false},
+		{"payments service", false},
+		{"flexslurm node pool a3u of cluster other", false},
+	} {
+		st := model.NewState()
+		st.Pools["a3u"] = &model.Pool{ID: "a3u", Zone: "us-central1-a", MIG: "fs-flexvm-a3u", Ready: true}
+		r := apply.New(apply.Deps{Clock: clock.NewManual(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)), Compute: namedLikeThePoolMIG{desc: tc.desc},
+			Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		po := r.Observe(context.Background(), "flexvm", st).Pools["a3u"]
+		if !po.Listed || po.MIGExists != tc.ours || (len(po.MIGs) == 1) != tc.ours || (len(po.ResizeRequests) == 1) != tc.ours {
+			t.Errorf("description %q: MIG found %v, MIGs %+v, requests %+v; want the MIG and its request observed: %v", tc.desc, po.MIGExists, po.MIGs, po.ResizeRequests, tc.ours)
+		}
 	}
 }

@@ -58,7 +58,10 @@ func JobScope(ev *event.Job) (NarrowJob, bool) {
 // wrapping ErrWiderScope, deciding nothing, unless every named node is a
 // slot below max_node_count of a flex-start pool of the spec whose record
 // says no node at or beyond max_node_count serves (model.Pool.NodesBeyondMax
-// false; not removed). Then the nodes serving in the pool are distinct slots
+// false; not removed), and no named node's next generation would re-issue
+// the deletion of its old VM from a request's MIG (supersede: whether the
+// MIG goes whole or by deleteInstances depends on the MIG's other nodes,
+// which the narrow scope does not hold). Then the nodes serving in the pool are distinct slots
 // below max_node_count, so the job's missing VMs can never take the pool
 // past it: Job's pool-wide count (vmCount) cannot refuse, and nothing else
 // Job does for a pending job with nodes reads beyond its nodes, its record
@@ -101,6 +104,13 @@ func narrowRefusal(st *model.State, c *spec.Cluster, ev *event.Job) string {
 		}
 		if n, ok := st.Nodes[name]; ok && n.Pool != scope.Pool {
 			return fmt.Sprintf("node %s's record names pool %s", name, n.Pool)
+		}
+		if n, ok := st.Nodes[name]; ok && n.MIG != "" && supersedes(n) && !requestMayBeActive(n) {
+			// Its next generation re-issues the deletion of its old VM
+			// (supersede), by deleting its request's MIG only when no
+			// other node serves from it: the other nodes of that request
+			// are not in the narrow scope.
+			return fmt.Sprintf("node %s's next generation re-issues the deletion of its old VM from its request's MIG %s, which other nodes may serve from", name, n.MIG)
 		}
 	}
 	return ""

@@ -571,7 +571,7 @@ func (b *builder) nextGeneration(n *model.Node, rr, jobID string) {
 // The request id is the release's, so Compute performs it once.
 func (b *builder) supersede(n model.Node) {
 	pool, ok := b.st.Pools[n.Pool]
-	if !ok || n.Phase != model.PhaseDeleting || !n.RunningAt.IsZero() || n.ResizeRequest == "" {
+	if !ok || !supersedes(&n) {
 		return
 	}
 	for _, a := range b.out {
@@ -584,6 +584,12 @@ func (b *builder) supersede(n model.Node) {
 	}
 	why := fmt.Sprintf("%s's next generation: the VM its previous request %s may have created must not stay", n.Name, n.ResizeRequest)
 	b.releaseVM(pool, n, why)
+}
+
+// supersedes reports whether n's next generation re-issues the deletion of
+// the VM its current one may have created (supersede).
+func supersedes(n *model.Node) bool {
+	return n.Phase == model.PhaseDeleting && n.RunningAt.IsZero() && n.ResizeRequest != ""
 }
 
 // provisionNode requests a new VM for one node through its own resize request.
