@@ -46,9 +46,6 @@ const (
 	QuotaGPUsAllRegions        = "GPUS_ALL_REGIONS"        // per project: every VM's GPUs
 )
 
-// projectQuotas are the metrics projects.get lists; the others are
-// regional.
-var projectQuotas = []string{QuotaGPUsAllRegions, QuotaInstanceTemplates}
 
 // gpuQuotaMetrics maps a Compute accelerator type to its regional GPU quota
 // metric; Flex-Start and Spot VMs count against the metric with the

@@ -15,6 +15,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/config"
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/flexslurm/flexslurm/shared/naming"
 	"github.com/flexslurm/flexslurm/shared/spec"
 	"github.com/flexslurm/flexslurm/shared/store"
 )
@@ -38,8 +39,8 @@ func TestHandleClusterApplied(t *testing.T) {
 		t.Fatalf("after cluster.applied: pool %+v, node %+v; want pool a3u and node flexvm-a3u-0 requested by rr-flexvm-a3u-0-g1", st.Pools["a3u"], n)
 	}
 	rrs := h.Sim.ResizeRequestHistory()
-	if len(rrs) != 1 || rrs[0].Name != "rr-flexvm-a3u-0-g1" || rrs[0].MIG != "fs-flexvm-a3u" {
-		t.Fatalf("resize requests in Compute after cluster.applied: %+v, want rr-flexvm-a3u-0-g1 in fs-flexvm-a3u", rrs)
+	if len(rrs) != 1 || rrs[0].Name != "rr-flexvm-a3u-0-g1" || rrs[0].MIG != n.MIG || n.MIG != naming.RequestMIG("flexvm", "a3u", "rr-flexvm-a3u-0-g1") {
+		t.Fatalf("resize requests in Compute after cluster.applied: %+v, want rr-flexvm-a3u-0-g1 in its own MIG %s", rrs, n.MIG)
 	}
 	if err := h.ScaleUp.Handle(ctx, e); err != nil {
 		t.Fatalf("redelivery: %v", err)

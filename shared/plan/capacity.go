@@ -75,13 +75,9 @@ func (b *builder) putPool(p model.Pool, reason string) {
 	b.add(PutPool{Pool: p, Reason: reason})
 }
 
-// backOff puts a pool into backoff after a failure of the class.
-func (b *builder) backOff(pool *model.Pool, class, code, why string) {
-	b.backOffQuota(pool, class, code, "", why)
-}
-
-// backOffQuota is backOff for a failure that names a quota (metric,
-// region, limit, as Compute gave it; "" for none): the pool's condition
+// backOffQuota puts a pool into backoff after a failure of the class; quota
+// names the quota the failure names (metric, region, limit, as Compute gave
+// it; "" for none): the pool's condition
 // and the alert name it, so that an operator knows which quota to raise.
 // The text is for people; no decision reads it back.
 func (b *builder) backOffQuota(pool *model.Pool, class, code, quota, why string) {

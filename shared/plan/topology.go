@@ -36,11 +36,6 @@ func migOf(pool *model.Pool, n model.Node) (mig string, legacy bool) {
 	return pool.MIG, true
 }
 
-// requestMIG is the MIG of resize request rr of pool.
-func (b *builder) requestMIG(pool *model.Pool, rr string) string {
-	return naming.RequestMIG(b.cluster, pool.ID, rr)
-}
-
 // incarnation is the cluster's incarnation, part of the request ids of the
 // calls that create resources ("" for a cluster record stored before it).
 func (b *builder) incarnation() string { return b.st.Cluster.Incarnation() }
