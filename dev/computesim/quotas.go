@@ -46,7 +46,6 @@ const (
 	QuotaGPUsAllRegions        = "GPUS_ALL_REGIONS"        // per project: every VM's GPUs
 )
 
-
 // gpuQuotaMetrics maps a Compute accelerator type to its regional GPU quota
 // metric; Flex-Start and Spot VMs count against the metric with the
 // PREEMPTIBLE_ prefix (Flex-Start VMs "consume preemptible quota":

@@ -15,13 +15,10 @@ import (
 
 // Observe lists, for every pool of st, its MIGs (the MIG of each resize
 // request, proved by name and description, and the pool's MIG of the
-// layout before one MIG per request), the resize requests of those MIGs
-// from which no node record's VM runs (a request whose VM runs has
-// SUCCEEDED: its MIG is not asked again), and the VMs labelled as this
-// cluster's and pool's: two list calls per pool plus one per MIG with a
-// request in flight or an end to follow, whatever the number of running
-// nodes. A pool whose listing fails is left out (Listed false), so the
-// reconciler decides nothing for it.
+// layout before one MIG per request), the resize requests of each of those
+// MIGs, and the VMs labelled as this cluster's and pool's: two list calls
+// per pool plus one per MIG. A pool whose listing fails is left out
+// (Listed false), so the reconciler decides nothing for it.
 func (r *Runner) Observe(ctx context.Context, cluster string, st *model.State) plan.Observed {
 	obs := plan.Observed{Pools: map[string]plan.ObservedPool{}}
 	for _, p := range st.SortedPools() {
@@ -46,14 +43,6 @@ func (r *Runner) observePool(ctx context.Context, cluster string, st *model.Stat
 	migs, err := r.d.Compute.ListMIGs(ctx, p.Zone, p.MIG)
 	if err != nil {
 		return plan.ObservedPool{}, fmt.Errorf("listing MIGs: %w", err)
-	}
-	// A request MIG from which a node record's VM runs holds a request
-	// that has SUCCEEDED: not listed again.
-	running := map[string]bool{}
-	for _, n := range st.PoolNodes(p.ID) {
-		if n.MIG != "" && n.Phase == model.PhaseRunning {
-			running[n.MIG] = true
-		}
 	}
 	op := plan.ObservedPool{Listed: true, ListedAt: listedAt, MIGsListed: true}
 	addRequests := func(mig string, legacy bool) error {
@@ -91,14 +80,10 @@ func (r *Runner) observePool(ctx context.Context, cluster string, st *model.Stat
 				return plan.ObservedPool{}, err
 			}
 		case ok:
-			om := plan.ObservedMIG{Name: m.Name, Request: request, Age: listedAt.Sub(m.Created)}
-			if !running[m.Name] {
-				if err := addRequests(m.Name, false); err != nil {
-					return plan.ObservedPool{}, err
-				}
-				om.RequestsListed = true
+			if err := addRequests(m.Name, false); err != nil {
+				return plan.ObservedPool{}, err
 			}
-			op.MIGs = append(op.MIGs, om)
+			op.MIGs = append(op.MIGs, plan.ObservedMIG{Name: m.Name, Request: request, RequestsListed: true, Age: listedAt.Sub(m.Created)})
 		}
 	}
 	vms, err := r.d.Compute.ListInstances(ctx, p.Zone, naming.Labels(cluster, p.ID))

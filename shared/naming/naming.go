@@ -152,6 +152,37 @@ func CreateResizeRequestIDFor(incarnation, mig, rr string) string {
 	return RequestID("create-resize-request", mig+"/"+rr+"@"+incarnation)
 }
 
+// CancelResizeRequestIDFor, DeleteInstancesRequestIDFor and
+// DeleteRequestMIGRequestID are the request ids of the calls on the MIG of
+// one resize request in incarnation incarnation of the cluster
+// (model.Cluster.Incarnation): a cluster torn down and created again names
+// its requests and their MIGs as before, and Compute answers a call that
+// reuses a request id within its memory (60 minutes or more) with the first
+// call's operation, doing nothing. "" gives the ids of CancelResizeRequestID,
+// DeleteInstancesRequestID and DeleteMIGRequestID(zone, mig, 0).
+func CancelResizeRequestIDFor(incarnation, mig, rr string) string {
+	if incarnation == "" {
+		return CancelResizeRequestID(mig, rr)
+	}
+	return RequestID("cancel-resize-request", mig+"/"+rr+"@"+incarnation)
+}
+
+// DeleteInstancesRequestIDFor: see CancelResizeRequestIDFor.
+func DeleteInstancesRequestIDFor(incarnation, mig, vm string) string {
+	if incarnation == "" {
+		return DeleteInstancesRequestID(mig, vm)
+	}
+	return RequestID("delete-instances", mig+"/"+vm+"@"+incarnation)
+}
+
+// DeleteRequestMIGRequestID: see CancelResizeRequestIDFor.
+func DeleteRequestMIGRequestID(zone, mig, incarnation string) string {
+	if incarnation == "" {
+		return DeleteMIGRequestID(zone, mig, 0)
+	}
+	return RequestID("delete-mig", fmt.Sprintf("%s/%s@%s", zone, mig, incarnation))
+}
+
 // InsertRequestMIGRequestID is the request id of instanceGroupManagers.insert
 // of request MIG mig in zone zone for incarnation incarnation of the
 // cluster.

@@ -299,7 +299,7 @@ func (b *builder) queueTimedOut(pool *model.Pool, node model.Node, rr ObservedRe
 	}
 	why := fmt.Sprintf("resize request %s queued for %s, past the queue timeout %s: cancelled and resubmitted (%d of %d)",
 		rr.Name, b.now.Sub(rr.Created).Round(time.Minute), b.pol.QueueTimeout, count+1, b.pol.MaxResubmits)
-	b.add(cancelRequest(pool, node, why))
+	b.add(b.cancelRequest(pool, node, why))
 	b.add(Metric{Name: MetricResubmits, Labels: map[string]string{"pool": pool.ID}, Reason: why})
 	b.requestEnded(rr.Name, model.EndTimeout, false, why)
 	if job != nil {

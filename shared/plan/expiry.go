@@ -102,7 +102,7 @@ func (b *builder) generationEnded(pool *model.Pool, n model.Node, end model.EndR
 		// than left to the reconciler (requestMIGs), so that a MIG that
 		// keeps its target size after its VM ended never recreates it
 		// (docs/compute-contract.md).
-		b.add(deleteRequestMIG(pool, n.MIG, n.ResizeRequest, nil, why+": its request's MIG serves no node any more"))
+		b.add(deleteRequestMIG(b.incarnation(), pool, n.MIG, n.ResizeRequest, nil, why+": its request's MIG serves no node any more"))
 	}
 	b.endOfLifeDone(n)
 	n.LastEnd = end

@@ -681,7 +681,7 @@ func (b *builder) release(pool *model.Pool, n model.Node, reason string, tellSlu
 			// (a job's request): a request still naming this node could
 			// later create a second VM for it. Its other waiting nodes end
 			// their generation too, and their job is re-planned.
-			b.add(cancelRequest(pool, n, reason))
+			b.add(b.cancelRequest(pool, n, reason))
 			b.endSharedRequest(pool, n, reason)
 		}
 		// The VM may appear if the request was fulfilled meanwhile: its

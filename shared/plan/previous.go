@@ -55,7 +55,7 @@ func (b *builder) holdForPreviousRequest(pool *model.Pool, n model.Node) string 
 	}
 	why := fmt.Sprintf("waiting: %s's previous resize request %s may still be active (cancelled, not yet seen to end); its next generation is requested once it has ended", n.Name, n.ResizeRequest)
 	if !b.cancelling(n.ResizeRequest) {
-		b.add(cancelRequest(pool, n, fmt.Sprintf("%s's previous generation: its resize request %s must end before the next one is made", n.Name, n.ResizeRequest)))
+		b.add(b.cancelRequest(pool, n, fmt.Sprintf("%s's previous generation: its resize request %s must end before the next one is made", n.Name, n.ResizeRequest)))
 	}
 	return why
 }

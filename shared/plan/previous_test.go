@@ -185,7 +185,7 @@ func TestOneActiveRequestPerNode(t *testing.T) {
 				t.Errorf("actions (-want +got):\n%s", d)
 			}
 			for _, a := range got {
-				if cr, ok := a.(CancelResizeRequest); ok && cr.Name == prev && cr.RequestID != naming.CancelResizeRequestID(naming.RequestMIG("flexvm", "a3u", prev), prev) {
+				if cr, ok := a.(CancelResizeRequest); ok && cr.Name == prev && cr.RequestID != naming.CancelResizeRequestIDFor(st.Cluster.Incarnation(), naming.RequestMIG("flexvm", "a3u", prev), prev) {
 					t.Errorf("cancel of %s with request id %s, not the release's", prev, cr.RequestID)
 				}
 			}

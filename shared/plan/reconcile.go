@@ -757,8 +757,12 @@ func (b *builder) unwantedRequests(pool *model.Pool, po ObservedPool, pol Policy
 		if b.requestWanted(rr.Name) || b.now.Sub(rr.Created) < pol.RequestGrace || b.cancelling(rr.Name) {
 			continue
 		}
+		id := naming.CancelResizeRequestID(rr.MIG, rr.Name)
+		if !rr.Legacy {
+			id = naming.CancelResizeRequestIDFor(b.incarnation(), rr.MIG, rr.Name)
+		}
 		b.add(CancelResizeRequest{Pool: pool.ID, MIG: rr.MIG, Legacy: rr.Legacy, Name: rr.Name,
-			RequestID: naming.CancelResizeRequestID(rr.MIG, rr.Name),
+			RequestID: id,
 			Reason:    fmt.Sprintf("reconciler: resize request %s is queued but no node waits for it", rr.Name)})
 	}
 }

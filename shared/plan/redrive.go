@@ -146,7 +146,7 @@ func Redrive(st *model.State) []Action {
 					members = append(members, o.VMName)
 				}
 			}
-			a := releaseVMAction(p, n, members, serving, "re-driving an in-flight deletion")
+			a := releaseVMAction(incarnation, p, n, members, serving, "re-driving an in-flight deletion")
 			if d, ok := a.(DeleteMIG); ok && seen["mig/"+d.MIG] {
 				continue
 			} else if ok {

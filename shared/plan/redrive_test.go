@@ -164,7 +164,7 @@ func TestRedrive(t *testing.T) {
 		CreateResizeRequest{Pool: "a3u", MIG: mig("a3u", jobRR), Name: jobRR, VMs: []string{"flexvm-a3u-1-g1", "flexvm-a3u-2-g1"}, RunDuration: 2 * time.Hour, JobID: "7",
 			RequestID: naming.CreateResizeRequestIDFor(inc, mig("a3u", jobRR), jobRR), Reason: "re-driving an in-flight resize request"},
 		DeleteMIG{Pool: "a3u", MIG: mig("a3u", "rr-flexvm-a3u-3-g1"), Request: "rr-flexvm-a3u-3-g1", VMs: []string{"flexvm-a3u-3-g1"},
-			RequestID: naming.DeleteMIGRequestID("z", mig("a3u", "rr-flexvm-a3u-3-g1"), 0), Reason: "re-driving an in-flight deletion"},
+			RequestID: naming.DeleteRequestMIGRequestID("z", mig("a3u", "rr-flexvm-a3u-3-g1"), inc), Reason: "re-driving an in-flight deletion"},
 		DeleteVMs{Pool: "a3u", MIG: "fs-flexvm-a3u", VMs: []string{"flexvm-a3u-6-g1"}, RequestID: naming.DeleteInstancesRequestID("fs-flexvm-a3u", "flexvm-a3u-6-g1"),
 			Reason: "re-driving an in-flight deletion"},
 		CreateResizeRequest{Pool: "b", MIG: mig("b", "rr-flexvm-b-0-g1"), Name: "rr-flexvm-b-0-g1", VMs: []string{"flexvm-b-0-g1"}, RunDuration: time.Hour,

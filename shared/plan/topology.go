@@ -52,10 +52,13 @@ func createRequestAction(cluster, incarnation string, pool *model.Pool, rr strin
 }
 
 // cancelRequest is the CancelResizeRequest of n's current request.
-func cancelRequest(pool *model.Pool, n model.Node, reason string) CancelResizeRequest {
+func (b *builder) cancelRequest(pool *model.Pool, n model.Node, reason string) CancelResizeRequest {
 	mig, legacy := migOf(pool, n)
-	return CancelResizeRequest{Pool: pool.ID, MIG: mig, Legacy: legacy, Name: n.ResizeRequest,
-		RequestID: naming.CancelResizeRequestID(mig, n.ResizeRequest), Reason: reason}
+	id := naming.CancelResizeRequestID(mig, n.ResizeRequest)
+	if !legacy {
+		id = naming.CancelResizeRequestIDFor(b.incarnation(), mig, n.ResizeRequest)
+	}
+	return CancelResizeRequest{Pool: pool.ID, MIG: mig, Legacy: legacy, Name: n.ResizeRequest, RequestID: id, Reason: reason}
 }
 
 // servingIn reports whether a node other than except serves from mig (its
@@ -86,12 +89,12 @@ func (b *builder) releaseVM(pool *model.Pool, n model.Node, reason string) {
 			members = append(members, o.VMName)
 		}
 	}
-	b.add(releaseVMAction(pool, n, members, b.servingIn(pool, n.MIG, n.Name), reason))
+	b.add(releaseVMAction(b.incarnation(), pool, n, members, b.servingIn(pool, n.MIG, n.Name), reason))
 }
 
 // releaseVMAction releases n's VM; members are the VMs of the other nodes
 // of n's request (deleted with its MIG when none of them serves).
-func releaseVMAction(pool *model.Pool, n model.Node, members []string, othersServe bool, reason string) Action {
+func releaseVMAction(incarnation string, pool *model.Pool, n model.Node, members []string, othersServe bool, reason string) Action {
 	mig, legacy := migOf(pool, n)
 	if legacy {
 		return DeleteVMs{Pool: pool.ID, MIG: mig, VMs: []string{n.VMName},
@@ -99,17 +102,17 @@ func releaseVMAction(pool *model.Pool, n model.Node, members []string, othersSer
 	}
 	if othersServe {
 		return DeleteVMs{Pool: pool.ID, MIG: mig, Request: n.ResizeRequest, VMs: []string{n.VMName},
-			RequestID: naming.DeleteInstancesRequestID(mig, n.VMName), Reason: reason}
+			RequestID: naming.DeleteInstancesRequestIDFor(incarnation, mig, n.VMName), Reason: reason}
 	}
 	vms := append([]string{n.VMName}, members...)
 	slices.Sort(vms)
-	return deleteRequestMIG(pool, mig, n.ResizeRequest, vms, reason)
+	return deleteRequestMIG(incarnation, pool, mig, n.ResizeRequest, vms, reason)
 }
 
 // deleteRequestMIG is the DeleteMIG of request rr's MIG.
-func deleteRequestMIG(pool *model.Pool, mig, rr string, vms []string, reason string) DeleteMIG {
+func deleteRequestMIG(incarnation string, pool *model.Pool, mig, rr string, vms []string, reason string) DeleteMIG {
 	return DeleteMIG{Pool: pool.ID, MIG: mig, Request: rr, VMs: vms,
-		RequestID: naming.DeleteMIGRequestID(pool.Zone, mig, 0), Reason: reason}
+		RequestID: naming.DeleteRequestMIGRequestID(pool.Zone, mig, incarnation), Reason: reason}
 }
 
 // deletingMIG reports whether this decision already deletes mig.
@@ -185,7 +188,7 @@ func (b *builder) requestMIGs(pool *model.Pool, po ObservedPool, rrs map[string]
 		if !named[m.Name] {
 			why = fmt.Sprintf("reconciler: MIG %s of resize request %s (%s) is no node record's (older than %s): deleted", m.Name, m.Request, state, b.pol.OrphanGrace)
 		}
-		b.add(deleteRequestMIG(pool, m.Name, m.Request, vms, why))
+		b.add(deleteRequestMIG(b.incarnation(), pool, m.Name, m.Request, vms, why))
 	}
 }
 
@@ -254,7 +257,7 @@ func (b *builder) legacyRequests(pool *model.Pool, rrs map[string]ObservedResize
 			continue
 		}
 		why := fmt.Sprintf("reconciler: resize request %s is queued in pool %s's MIG %s (the layout before one MIG per request): cancelled and made again in a MIG of its own", rr.Name, pool.ID, pool.MIG)
-		b.add(cancelRequest(pool, *n, why))
+		b.add(b.cancelRequest(pool, *n, why))
 		b.requestEnded(rr.Name, model.EndTimeout, false, why)
 	}
 }
@@ -298,9 +301,9 @@ func (b *builder) orphanVM(pool *model.Pool, po ObservedPool, vm VM, why string)
 		case b.deletingMIG(m.Name):
 		case b.servingIn(pool, m.Name, ""):
 			b.add(DeleteVMs{Pool: pool.ID, MIG: m.Name, Request: m.Request, VMs: []string{vm.Name},
-				RequestID: naming.DeleteInstancesRequestID(m.Name, vm.Name), Reason: why})
+				RequestID: naming.DeleteInstancesRequestIDFor(b.incarnation(), m.Name, vm.Name), Reason: why})
 		default:
-			b.add(deleteRequestMIG(pool, m.Name, m.Request, nil, why+": its request's MIG, which serves no node, is deleted"))
+			b.add(deleteRequestMIG(b.incarnation(), pool, m.Name, m.Request, nil, why+": its request's MIG, which serves no node, is deleted"))
 		}
 		return
 	}
