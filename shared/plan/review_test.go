@@ -132,4 +132,3 @@ func TestRequestMIGCallsOfANewIncarnationHaveNewRequestIDs(t *testing.T) {
 		}
 	}
 }
-
