@@ -23,7 +23,6 @@ import (
 // with the simulator on the strict side, such a call is refused and the VM
 // goes on running.
 func TestUpgradeReleaseNeverShrinksThePoolMIGWithAQueuedRequest(t *testing.T) {
-	t.Skip("KNOWN: a VM of the one-MIG-per-pool layout is released by deleteInstances on the pool's MIG whatever that MIG still holds queued; the queued requests of that layout are cancelled only by the next reconcile pass (legacyRequests)")
 	h, ctx := newHarness(t, Options{Sim: computesim.Options{Readings: computesim.StrictReadings()}})
 	must(t, h.Apply(ctx, exampleSpec(t)))
 	const zone = "us-central1-a"

@@ -83,6 +83,14 @@ func (b *builder) releaseVM(pool *model.Pool, n model.Node, reason string) {
 	if n.VMName == "" {
 		return
 	}
+	if n.MIG == "" && b.legacyQueued(pool, n.Name) {
+		// The pool's MIG of the earlier layout may still hold a queued
+		// request: no deleteInstances on it until the reconciler has seen
+		// those requests end (legacyRequests cancels them); the node's
+		// record says deleting, and the reconciler deletes its VM then
+		// (OutcomeDeleteAgain).
+		return
+	}
 	var members []string
 	for _, o := range b.poolNodes(pool.ID) {
 		if n.MIG != "" && o.MIG == n.MIG && o.Name != n.Name && o.VMName != "" {
@@ -190,6 +198,18 @@ func (b *builder) requestMIGs(pool *model.Pool, po ObservedPool, rrs map[string]
 		}
 		b.add(deleteRequestMIG(b.incarnation(), pool, m.Name, m.Request, vms, why))
 	}
+}
+
+// legacyQueued reports whether a node other than except has a request of
+// the earlier layout that may be queued in the pool's MIG: requested there,
+// or cancelled and not yet seen to end.
+func (b *builder) legacyQueued(pool *model.Pool, except string) bool {
+	for _, o := range b.poolNodes(pool.ID) {
+		if o.Name != except && o.MIG == "" && o.ResizeRequest != "" && (o.Phase == model.PhaseRequested || requestMayBeActive(o)) {
+			return true
+		}
+	}
+	return false
 }
 
 // legacyInUse reports whether a generation of the earlier layout may still
