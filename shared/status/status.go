@@ -113,6 +113,9 @@ type Node struct {
 // ResizeRequest is a node's capacity request still in flight.
 type ResizeRequest struct {
 	Name string // resize request name ("" when the record has none yet)
+	// MIG is the MIG that holds it (one MIG per resize request); "" for a
+	// request of the layout before it, in the pool's MIG.
+	MIG  string
 	Node string
 	Job  string // "" for a static node
 	// Age is At - the node's RequestedAt; 0 when RequestedAt is unset.
@@ -242,7 +245,7 @@ func pool(id string, st *model.State, at time.Time) Pool {
 		}
 		p.Nodes = append(p.Nodes, v)
 		if n.Phase == model.PhaseRequested {
-			rr := ResizeRequest{Name: n.ResizeRequest, Node: n.Name, Job: n.JobID}
+			rr := ResizeRequest{Name: n.ResizeRequest, MIG: n.MIG, Node: n.Name, Job: n.JobID}
 			if !n.RequestedAt.IsZero() {
 				rr.Age = at.Sub(n.RequestedAt)
 			}
@@ -388,7 +391,14 @@ func renderPool(b *strings.Builder, p Pool) {
 			if rr.Age > 0 {
 				age = "age " + Human(rr.Age)
 			}
-			fmt.Fprintf(tw, "      %s\tnode %s\t%s\t%s\n", dash(rr.Name), rr.Node, job, age)
+			mig := "-"
+			switch {
+			case rr.MIG != "":
+				mig = "MIG " + rr.MIG
+			case rr.Name != "":
+				mig = "the pool's MIG"
+			}
+			fmt.Fprintf(tw, "      %s\t%s\tnode %s\t%s\t%s\n", dash(rr.Name), mig, rr.Node, job, age)
 		}
 		tw.Flush()
 	}

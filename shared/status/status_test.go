@@ -14,6 +14,7 @@ import (
 
 	"github.com/flexslurm/flexslurm/dev/testenv"
 	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/flexslurm/flexslurm/shared/naming"
 	"github.com/flexslurm/flexslurm/shared/status"
 	"github.com/flexslurm/flexslurm/shared/store"
 )
@@ -47,7 +48,7 @@ func fixture(t *testing.T, s store.Store) {
 			VMName: "c1-gpu-0-g2", VMID: "123", RequestedAt: now.Add(-26 * time.Hour), RunningAt: now.Add(-25 * time.Hour),
 			TerminationTime: now.Add(6*24*time.Hour + 23*time.Hour + 30*time.Second)})
 		add(&model.Node{Name: "c1-gpu-1", Pool: "gpu", Index: 1, Kind: model.NodeDynamic, Generation: 1, Phase: model.PhaseRequested,
-			VMName: "c1-gpu-1-g1", ResizeRequest: "c1-gpu-j42-g1", JobID: "42", RequestedAt: now.Add(-12*time.Minute - 30*time.Second)})
+			VMName: "c1-gpu-1-g1", ResizeRequest: "c1-gpu-j42-g1", MIG: naming.RequestMIG("c1", "gpu", "c1-gpu-j42-g1"), JobID: "42", RequestedAt: now.Add(-12*time.Minute - 30*time.Second)})
 		add(&model.Node{Name: "c1-gpu-2", Pool: "gpu", Index: 2, Kind: model.NodeDynamic, Generation: 3, Phase: model.PhaseDeleting,
 			VMName: "c1-gpu-2-g3", TerminationTime: now.Add(-5 * time.Minute)})
 		add(&model.Node{Name: "c1-gpu-3", Pool: "gpu", Index: 3, Kind: model.NodeDynamic, Generation: 1, Phase: model.PhaseReleased,
@@ -161,7 +162,7 @@ func TestCollect(t *testing.T) {
 	if diff := cmp.Diff(want, gpu.Phases); diff != "" {
 		t.Errorf("gpu phases (-want +got):\n%s", diff)
 	}
-	wantRR := []status.ResizeRequest{{Name: "c1-gpu-j42-g1", Node: "c1-gpu-1", Job: "42", Age: 12*time.Minute + 30*time.Second}}
+	wantRR := []status.ResizeRequest{{Name: "c1-gpu-j42-g1", MIG: naming.RequestMIG("c1", "gpu", "c1-gpu-j42-g1"), Node: "c1-gpu-1", Job: "42", Age: 12*time.Minute + 30*time.Second}}
 	if diff := cmp.Diff(wantRR, gpu.InFlight); diff != "" {
 		t.Errorf("gpu in flight (-want +got):\n%s", diff)
 	}
