@@ -80,7 +80,7 @@ var quotaMetric = regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
 func cmdComputeSim(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("compute-sim", flag.ContinueOnError)
 	quotas := map[string]float64{}
-	fs.Func("quota", "METRIC=LIMIT: a quota limit regions.get and projects.get report and the simulator enforces, e.g. INSTANCE_GROUP_MANAGERS=20 (repeatable)", func(v string) error {
+	fs.Func("quota", "METRIC=LIMIT: a quota limit the simulator enforces and regions.get and projects.get report, e.g. INSTANCE_GROUP_MANAGERS=20 (repeatable); only metrics of the discovery document's Quota.metric enum whose usage the simulator counts are listed (INSTANCE_GROUP_MANAGERS, INSTANCES, INSTANCE_TEMPLATES, GPUS_ALL_REGIONS, the enum's GPU quotas), so preflight reports the others as unknown", func(v string) error {
 		metric, limit, ok := strings.Cut(v, "=")
 		n, err := strconv.ParseFloat(limit, 64)
 		if !ok || !quotaMetric.MatchString(metric) || err != nil || n < 0 {

@@ -68,8 +68,10 @@ func runPreflightWith(args []string, stdout, stderr io.Writer, extra, computeOpt
 			"where the spec's Flex-Start pools at max_node_count could exceed what is free: MIGs\n"+
 			"and resize requests (one per node at worst), preemptible GPUs and vCPUs, instance\n"+
 			"templates. A quota that could be exceeded is a WARNING; one below a single node is SHORT.\n\n"+
-			"Exit status: 0 met, 1 a role is missing, 2 bad usage, 3 could not check,\n"+
-			"4 (--spec) a quota is SHORT.")
+			"With FLEXSLURM_COMPUTE_ENDPOINT set, the quotas are read from that Compute\n"+
+			"endpoint (the simulator of flexslurm local or compute-sim).\n\n"+
+			"Exit status: 0 met, 1 a role is missing, 2 bad usage, 3 could not check (with\n"+
+			"--spec the quotas are still checked and printed), 4 (--spec) a quota is SHORT.")
 		fs.PrintDefaults()
 	}
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
@@ -95,28 +97,32 @@ func runPreflightWith(args []string, stdout, stderr io.Writer, extra, computeOpt
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	c, err := preflight.NewClient(ctx, o.Universe, extra...)
-	if err != nil {
-		fmt.Fprintf(stderr, "flexslurm preflight: %v\n", err)
-		return preflightCantTell
-	}
-	defer c.Close()
-	r, err := preflight.Check(ctx, c, o)
-	switch {
-	case errors.Is(err, preflight.ErrInvalid):
-		fmt.Fprintf(stderr, "flexslurm preflight: %v\n", err)
-		return preflightUsage
-	case err != nil:
-		fmt.Fprintf(stderr, "flexslurm preflight: could not check: %v\n", err)
-		return preflightCantTell
-	}
-	if err := r.Write(stdout); err != nil {
-		fmt.Fprintf(stderr, "flexslurm preflight: %v\n", err)
-		return preflightCantTell
-	}
+	// The IAM check; when it cannot tell (no permission to read the
+	// policy, no network) and a spec is given, the quota check still runs,
+	// and the exit status says the IAM check could not tell.
 	code := preflightOK
-	if !r.OK() {
-		code = preflightMissing
+	c, err := preflight.NewClient(ctx, o.Universe, extra...)
+	if err == nil {
+		defer c.Close()
+		var r *preflight.Report
+		r, err = preflight.Check(ctx, c, o)
+		switch {
+		case errors.Is(err, preflight.ErrInvalid):
+			fmt.Fprintf(stderr, "flexslurm preflight: %v\n", err)
+			return preflightUsage
+		case err == nil:
+			if err := r.Write(stdout); err != nil {
+				fmt.Fprintf(stderr, "flexslurm preflight: %v\n", err)
+				return preflightCantTell
+			}
+			if !r.OK() {
+				code = preflightMissing
+			}
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "flexslurm preflight: could not check: %v\n", err)
+		code = preflightCantTell
 	}
 	if len(pools) == 0 {
 		return code
@@ -124,6 +130,11 @@ func runPreflightWith(args []string, stdout, stderr io.Writer, extra, computeOpt
 	var copts []option.ClientOption
 	if o.Universe != "" {
 		copts = append(copts, option.WithUniverseDomain(o.Universe))
+	}
+	if ep := strings.TrimSpace(os.Getenv(config.EnvComputeEndpoint)); ep != "" && len(computeOpts) == 0 {
+		// The Compute simulator (flexslurm compute-sim, flexslurm local),
+		// as teardown takes it.
+		copts = append(copts, option.WithEndpoint(ep), option.WithoutAuthentication())
 	}
 	qc, err := gce.NewQuotaClient(ctx, o.Project, append(copts, computeOpts...)...)
 	if err != nil {

@@ -186,4 +186,20 @@ func TestPreflightQuotas(t *testing.T) {
 	if code := runPreflightWith([]string{"--project", "p", "--spec", "/nonexistent.json"}, &stdout, &stderr, fakePolicyServer(t, editor), nil); code != preflightUsage {
 		t.Errorf("a missing spec: exit %d, want %d", code, preflightUsage)
 	}
+	// The IAM policy cannot be read (no getIamPolicy), and Compute is the
+	// simulator named by FLEXSLURM_COMPUTE_ENDPOINT, as for the local
+	// system: the quotas are still checked, and the exit status says the
+	// IAM check could not tell.
+	sim := computesim.New(computesim.Options{Project: "p", Quotas: map[string]float64{"INSTANCE_GROUP_MANAGERS": 3},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, clock.NewManual(time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)))
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	t.Setenv(config.EnvComputeEndpoint, srv.URL)
+	stdout.Reset()
+	stderr.Reset()
+	code := runPreflightWith([]string{"--project", "p", "--spec", quotaSpec(t, 4)}, &stdout, &stderr, fakePolicyServer(t, ""), nil)
+	if code != preflightCantTell || !strings.Contains(stdout.String(), "WARNING: INSTANCE_GROUP_MANAGERS in region us-central1") ||
+		!strings.Contains(stderr.String(), "could not check") {
+		t.Errorf("IAM policy unreadable: exit %d (want %d)\nstdout:\n%s\nstderr:\n%s", code, preflightCantTell, stdout.String(), stderr.String())
+	}
 }

@@ -128,13 +128,19 @@ func runProbe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if cfg.Timeout < probe.RunDuration+2*time.Minute {
 		problems = append(problems, fmt.Sprintf("--timeout %v: want at least %v (one VM must reach its %v run duration)", cfg.Timeout, probe.RunDuration+2*time.Minute, probe.RunDuration))
 	}
-	if !*dryRun {
-		// Found out now, not after fifteen minutes of VMs.
-		if dir := filepath.Dir(*settings); dir != "" {
-			if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-				problems = append(problems, fmt.Sprintf("--settings %s: no directory %s (run from the repository root, or name another file)", *settings, dir))
+	// Found out now, not after fifteen minutes of VMs; the dry run says it
+	// where it would write.
+	settingsDirMissing := ""
+	if dir := filepath.Dir(*settings); dir != "" {
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			settingsDirMissing = fmt.Sprintf("--settings %s: no directory %s (run from the repository root, or name another file)", *settings, dir)
+			if !*dryRun {
+				problems = append(problems, settingsDirMissing)
 			}
 		}
+	}
+	if !*dryRun && flagSet(fs, "compute-readings") {
+		problems = append(problems, "--compute-readings chooses the simulator's behaviour, so it needs --dry-run (a real run observes Compute itself)")
 	}
 	simReadings, err := computesim.ParseReadings(*readings)
 	if err != nil {
@@ -204,6 +210,8 @@ func runProbe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	switch {
 	case !rep.Verdict(probe.PointNamedRequests).Settled():
 		fmt.Fprintf(stdout, "Settings not written: the resize-request endpoint was not settled (flexslurm's default, auto, is safe).\n")
+	case *dryRun && settingsDirMissing != "":
+		fmt.Fprintf(stdout, "Dry run: would write %s with resize_request_api = %q, but a real run from here would refuse: %s.\n", *settings, st.ResizeRequestAPI, settingsDirMissing)
 	case *dryRun:
 		fmt.Fprintf(stdout, "Dry run: would write %s with resize_request_api = %q.\n", *settings, st.ResizeRequestAPI)
 	default:
@@ -342,4 +350,11 @@ func (a printingAudit) InstanceEntries(ctx context.Context, zone, name string, s
 	out, err := a.next.InstanceEntries(ctx, zone, name, since)
 	fmt.Fprintf(a.w, "  call: POST https://logging.googleapis.com/v2/entries:list %s\n        -> %d entries\n", bytes.TrimSpace(body.Bytes()), len(out))
 	return out, err
+}
+
+// flagSet reports whether the flag was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

@@ -115,6 +115,7 @@ func TestProbeUsageErrors(t *testing.T) {
 		{[]string{"--project", "p", "--zone", "us-central1-a", "--timeout", "5m"}, "--timeout 5m0s"},
 		{[]string{"--project", "p", "--zone", "us-central1-a", "--dry-run", "--compute-readings", "strict,Nope"}, "--compute-readings"},
 		{[]string{"--project", "p", "--zone", "us-central1-a", "--settings", "/no/such/dir/x.json"}, "--settings /no/such/dir/x.json: no directory /no/such/dir"},
+		{[]string{"--project", "p", "--zone", "us-central1-a", "--settings", os.DevNull, "--compute-readings", "strict"}, "--compute-readings chooses the simulator's behaviour, so it needs --dry-run"},
 	} {
 		code, stdout, stderr := runProbeCapture(t, "", tc.args...)
 		if code != probeUsage || stdout != "" || !strings.Contains(stderr, tc.want) {

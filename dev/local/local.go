@@ -244,8 +244,8 @@ func Run(ctx context.Context, opts Options) (err error) {
 		"  %s status --dead-letter   # pools, nodes, requests, backoff, dead letters\n"+
 		"  %s apply --node-settings %s %s   # apply a changed spec (created or resized)\n"+
 		"%sCtrl-C stops everything.\n\n",
-		clockHelp, config.EnvProject, opts.Project, s.Emu.Firestore.Addr(), s.Emu.PubSub.Addr(),
-		config.EnvClock, s.Clock.String(), config.EnvComputeEndpoint, s.SimURL, s.SimURL, opts.Project, exe, exe, settingsPath, opts.SpecPath, slurmHelp)
+		clockHelp, config.EnvProject, s.Opts.Project, s.Emu.Firestore.Addr(), s.Emu.PubSub.Addr(),
+		config.EnvClock, s.Clock.String(), config.EnvComputeEndpoint, s.SimURL, s.SimURL, s.Opts.Project, exe, exe, settingsPath, opts.SpecPath, slurmHelp)
 	<-ctx.Done()
 	fmt.Fprintln(opts.Out, "\nstopping: Slurm, functions, Compute simulator, emulators")
 	return nil
