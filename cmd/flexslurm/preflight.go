@@ -71,7 +71,8 @@ func runPreflightWith(args []string, stdout, stderr io.Writer, extra, computeOpt
 			"With FLEXSLURM_COMPUTE_ENDPOINT set, the quotas are read from that Compute\n"+
 			"endpoint (the simulator of flexslurm local or compute-sim).\n\n"+
 			"Exit status: 0 met, 1 a role is missing, 2 bad usage, 3 could not check (with\n"+
-			"--spec the quotas are still checked and printed), 4 (--spec) a quota is SHORT.")
+			"--spec the quotas are still checked and printed), 4 (--spec) a quota is SHORT\n"+
+			"and nothing else is wrong (a missing role or a check that could not tell wins).")
 		fs.PrintDefaults()
 	}
 	if code, done := parseFlags(fs, args, stdout, stderr); done {

@@ -8,7 +8,6 @@ import (
 	"github.com/flexslurm/flexslurm/dev/computesim"
 	"github.com/flexslurm/flexslurm/shared/config"
 	"github.com/flexslurm/flexslurm/shared/event"
-	"github.com/flexslurm/flexslurm/shared/gce"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
 	"github.com/flexslurm/flexslurm/shared/store"
@@ -24,25 +23,12 @@ import (
 // goes on running.
 func TestUpgradeReleaseNeverShrinksThePoolMIGWithAQueuedRequest(t *testing.T) {
 	h, ctx := newHarness(t, Options{Sim: computesim.Options{Readings: computesim.StrictReadings()}})
-	must(t, h.Apply(ctx, exampleSpec(t)))
-	const zone = "us-central1-a"
 	legacyMIG := naming.MIG("flexvm", "a3u")
 	scope := store.Scope{Cluster: "flexvm", AllPools: true}
-	st, err := h.Store.Read(ctx, scope)
-	must(t, err)
-	p := *st.Pools["a3u"]
 	// The earlier layout: the static node's and job 7's VMs run from the
 	// pool's MIG, and job 8's request waits there, ACCEPTED.
-	must(t, h.gce.DeleteMIG(ctx, zone, st.Nodes["flexvm-a3u-0"].MIG, ""))
-	must(t, h.gce.EnsureMIG(ctx, gce.MIGSpec{Zone: zone, Name: legacyMIG, Template: p.Template, BaseInstanceName: "flexvm-a3u",
-		Description: "flexslurm node pool a3u of cluster flexvm"}, ""))
-	for _, rr := range []struct{ name, vm string }{{"rr-flexvm-a3u-0-g1", "flexvm-a3u-0-g1"}, {"rr-flexvm-a3u-j7-g1", "flexvm-a3u-1-g1"}} {
-		must(t, h.gce.CreateResizeRequest(ctx, zone, legacyMIG, gce.ResizeRequestSpec{Name: rr.name, Instances: []string{rr.vm}, RunDuration: p.RunDuration}, ""))
-	}
-	must(t, h.Advance(ctx, 30*time.Minute))
-	h.Sim.SetShortage(computesim.Shortage{Name: "queued"})
-	must(t, h.gce.CreateResizeRequest(ctx, zone, legacyMIG, gce.ResizeRequestSpec{Name: "rr-flexvm-a3u-j8-g1",
-		Instances: []string{"flexvm-a3u-2-g1"}, RunDuration: p.RunDuration}, ""))
+	p := poolMIGLayout(t, h, ctx, []legacyRequest{{"rr-flexvm-a3u-0-g1", "flexvm-a3u-0-g1"}, {"rr-flexvm-a3u-j7-g1", "flexvm-a3u-1-g1"}},
+		legacyRequest{"rr-flexvm-a3u-j8-g1", "flexvm-a3u-2-g1"})
 	now := h.Clock.Now()
 	must(t, h.Store.Update(ctx, scope, func(st *model.State) error {
 		for i, rr := range []string{"rr-flexvm-a3u-0-g1", "rr-flexvm-a3u-j7-g1"} {
@@ -60,7 +46,7 @@ func TestUpgradeReleaseNeverShrinksThePoolMIGWithAQueuedRequest(t *testing.T) {
 		return nil
 	}))
 	// Job 7 has ended; Slurm powers its idle node down.
-	_, err = h.Publish(ctx, config.TopicJobs, &event.Node{Header: event.Header{Version: event.SchemaVersion, Type: event.TypeNodeSuspend, Cluster: "flexvm"},
+	_, err := h.Publish(ctx, config.TopicJobs, &event.Node{Header: event.Header{Version: event.SchemaVersion, Type: event.TypeNodeSuspend, Cluster: "flexvm"},
 		Nodes: []string{"flexvm-a3u-1"}, Reason: "idle"})
 	must(t, err)
 	for _, c := range h.Sim.Calls() {

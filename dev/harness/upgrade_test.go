@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
@@ -20,24 +21,9 @@ import (
 // nothing of that layout is left in it.
 func TestUpgradeFromOneMIGPerPool(t *testing.T) {
 	h, ctx := newHarness(t, Options{})
-	must(t, h.Apply(ctx, exampleSpec(t)))
-	const zone = "us-central1-a"
 	legacyMIG := naming.MIG("flexvm", "a3u")
 	scope := store.Scope{Cluster: "flexvm", AllPools: true}
-	st, err := h.Store.Read(ctx, scope)
-	must(t, err)
-	p := *st.Pools["a3u"]
-	// What the earlier layout left: the static node's request made by this
-	// version is undone, and the pool's MIG holds its request instead.
-	must(t, h.gce.DeleteMIG(ctx, zone, st.Nodes["flexvm-a3u-0"].MIG, ""))
-	must(t, h.gce.EnsureMIG(ctx, gce.MIGSpec{Zone: zone, Name: legacyMIG, Template: p.Template, BaseInstanceName: "flexvm-a3u",
-		Description: "flexslurm node pool a3u of cluster flexvm"}, ""))
-	must(t, h.gce.CreateResizeRequest(ctx, zone, legacyMIG, gce.ResizeRequestSpec{Name: "rr-flexvm-a3u-0-g1",
-		Instances: []string{"flexvm-a3u-0-g1"}, RunDuration: p.RunDuration}, ""))
-	must(t, h.Advance(ctx, 30*time.Minute)) // the static node's capacity comes
-	h.Sim.SetShortage(computesim.Shortage{Name: "queued"})
-	must(t, h.gce.CreateResizeRequest(ctx, zone, legacyMIG, gce.ResizeRequestSpec{Name: "rr-flexvm-a3u-j8-g1",
-		Instances: []string{"flexvm-a3u-2-g1"}, RunDuration: p.RunDuration}, ""))
+	p := poolMIGLayout(t, h, ctx, []legacyRequest{{"rr-flexvm-a3u-0-g1", "flexvm-a3u-0-g1"}}, legacyRequest{"rr-flexvm-a3u-j8-g1", "flexvm-a3u-2-g1"})
 	now := h.Clock.Now()
 	must(t, h.Store.Update(ctx, scope, func(st *model.State) error {
 		st.Nodes["flexvm-a3u-0"] = &model.Node{Name: "flexvm-a3u-0", Pool: "a3u", Index: 0, Kind: model.NodeStatic, Generation: 1,
@@ -99,7 +85,7 @@ func TestUpgradeFromOneMIGPerPool(t *testing.T) {
 	settle(t, h, ctx)
 	// The static role lives on, in a MIG of its own (make-before-break may
 	// have moved it to a successor node before the end).
-	st, err = h.Store.Read(ctx, scope)
+	st, err := h.Store.Read(ctx, scope)
 	must(t, err)
 	var static []string
 	for _, n := range st.PoolNodes("a3u") {
@@ -121,4 +107,36 @@ func TestUpgradeFromOneMIGPerPool(t *testing.T) {
 	if got := h.VMs(); len(got) != 2 {
 		t.Errorf("VMs %v, want the static node's and job 8's", got)
 	}
+}
+
+// legacyRequest is a resize request of the layout before one MIG per
+// request, for one VM.
+type legacyRequest struct{ name, vm string }
+
+// poolMIGLayout applies the example spec and leaves Compute as the layout of
+// one MIG per pool would: the static node's request made by this version
+// undone, the pool's MIG (with the description flexslurm gave it) holding
+// the running requests, whose VMs run once capacity came, and then the
+// queued one, ACCEPTED under a shortage named "queued". It returns the
+// pool's record; the node and job records are the caller's to write.
+func poolMIGLayout(t *testing.T, h *Harness, ctx context.Context, running []legacyRequest, queued legacyRequest) model.Pool {
+	t.Helper()
+	must(t, h.Apply(ctx, exampleSpec(t)))
+	const zone = "us-central1-a"
+	legacyMIG := naming.MIG("flexvm", "a3u")
+	st, err := h.Store.Read(ctx, store.Scope{Cluster: "flexvm", AllPools: true})
+	must(t, err)
+	p := *st.Pools["a3u"]
+	must(t, h.gce.DeleteMIG(ctx, zone, st.Nodes["flexvm-a3u-0"].MIG, ""))
+	must(t, h.gce.EnsureMIG(ctx, gce.MIGSpec{Zone: zone, Name: legacyMIG, Template: p.Template, BaseInstanceName: "flexvm-a3u",
+		Description: "flexslurm node pool a3u of cluster flexvm"}, ""))
+	for _, rr := range running {
+		must(t, h.gce.CreateResizeRequest(ctx, zone, legacyMIG, gce.ResizeRequestSpec{Name: rr.name,
+			Instances: []string{rr.vm}, RunDuration: p.RunDuration}, ""))
+	}
+	must(t, h.Advance(ctx, 30*time.Minute)) // their capacity comes
+	h.Sim.SetShortage(computesim.Shortage{Name: "queued"})
+	must(t, h.gce.CreateResizeRequest(ctx, zone, legacyMIG, gce.ResizeRequestSpec{Name: queued.name,
+		Instances: []string{queued.vm}, RunDuration: p.RunDuration}, ""))
+	return p
 }
