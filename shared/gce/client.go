@@ -170,8 +170,8 @@ func wait(ctx context.Context) func(*compute.Operation, error) error {
 
 // maxOperationWait bounds each wait for an operation (a variable for
 // tests). The operations flexslurm waits for (template and MIG inserts,
-// setInstanceTemplate, deleting an empty MIG, deleteInstances, resize
-// request insert, cancel and delete) end within seconds, far below a
+// deleting a MIG, deleteInstances, resize request insert, cancel and
+// delete) end within seconds, far below a
 // function's timeout; one that does not is left to Compute, which carries
 // it on: the caller gets a transient error, and its retry with the same
 // request id is answered with the same operation (docs/design.md, "Waits
@@ -182,14 +182,21 @@ func waitOp(ctx context.Context, op *compute.Operation, err error) error {
 	if err != nil {
 		return err
 	}
+	return opError(op, boundedWait(ctx, op.Name(), func(wctx context.Context) error { return op.Wait(wctx) }))
+}
+
+// boundedWait waits for operation name at most maxOperationWait (wait is
+// the client's Operation.Wait, v1 or beta); one not done by then is a
+// transient error that names it.
+func boundedWait(ctx context.Context, name string, wait func(context.Context) error) error {
 	wctx, cancel := context.WithTimeout(ctx, maxOperationWait)
 	defer cancel()
-	werr := op.Wait(wctx)
+	werr := wait(wctx)
 	if werr != nil && ctx.Err() == nil && errors.Is(wctx.Err(), context.DeadlineExceeded) {
 		werr = fmt.Errorf("operation %s not done after %s; Compute carries it on and a retry with the same request id finds it: %w",
-			op.Name(), maxOperationWait, context.DeadlineExceeded)
+			name, maxOperationWait, context.DeadlineExceeded)
 	}
-	return opError(op, werr)
+	return werr
 }
 
 // started takes a mutation's results without waiting for its operation:

@@ -290,13 +290,7 @@ func waitBetaOp(ctx context.Context, op *computebeta.Operation, err error) error
 	if err != nil {
 		return err
 	}
-	wctx, cancel := context.WithTimeout(ctx, maxOperationWait)
-	defer cancel()
-	werr := op.Wait(wctx)
-	if werr != nil && ctx.Err() == nil && errors.Is(wctx.Err(), context.DeadlineExceeded) {
-		werr = fmt.Errorf("operation %s not done after %s; Compute carries it on and a retry with the same request id finds it: %w",
-			op.Name(), maxOperationWait, context.DeadlineExceeded)
-	}
+	werr := boundedWait(ctx, op.Name(), func(wctx context.Context) error { return op.Wait(wctx) })
 	p := &computepb.Operation{}
 	if cerr := convertProto(op.Proto(), p); cerr != nil {
 		return errors.Join(werr, cerr)
