@@ -60,6 +60,8 @@ locals {
       FLEXSLURM_LOG_LEVEL          = var.log_level
       FLEXSLURM_CONTROLLER_VM      = var.controller_instance
       FLEXSLURM_RESIZE_REQUEST_API = var.resize_request_api
+      FLEXSLURM_END_WARNING        = var.end_warning
+      FLEXSLURM_END_SIGNAL         = var.end_signal
     },
     var.universe_domain == "googleapis.com" ? {} : { GOOGLE_CLOUD_UNIVERSE_DOMAIN = var.universe_domain },
   )

@@ -99,6 +99,28 @@ variable "function_max_instances" {
   default     = 5
 }
 
+variable "end_warning" {
+  description = "FLEXSLURM_END_WARNING of the functions: how long before a node's VM ends at its run duration the batch scripts of its running jobs receive end_signal (a Go duration, 1m to 24h; \"0\" sends none). Make it longer than the reconcile period plus a checkpoint's time (docs/user.md)."
+  type        = string
+  default     = "0"
+
+  validation {
+    condition     = can(regex("^(0|[0-9]+(h|m|s|h[0-9]+m|m[0-9]+s|h[0-9]+m[0-9]+s))$", var.end_warning))
+    error_message = "end_warning must be 0 or a Go duration such as 15m or 1h30m."
+  }
+}
+
+variable "end_signal" {
+  description = "FLEXSLURM_END_SIGNAL of the functions: the signal sent before a node's end, USR1 (default, as sbatch --signal's), USR2, TERM, INT, HUP or URG."
+  type        = string
+  default     = "USR1"
+
+  validation {
+    condition     = contains(["USR1", "USR2", "TERM", "INT", "HUP", "URG"], var.end_signal)
+    error_message = "end_signal must be USR1, USR2, TERM, INT, HUP or URG."
+  }
+}
+
 variable "log_level" {
   description = "FLEXSLURM_LOG_LEVEL of the functions: DEBUG, INFO, WARN or ERROR."
   type        = string

@@ -152,6 +152,8 @@ func (a *Agent) apply(ctx context.Context, c *event.SlurmCommand) (outcome, erro
 		out, err = a.job(ctx, c)
 	case event.SlurmReservationCreate, event.SlurmReservationDelete:
 		out, err = a.reservation(ctx, c)
+	case event.SlurmSignal:
+		out, err = a.signal(ctx, c)
 	default:
 		return outcome{}, fmt.Errorf("unknown command %q", c.Command)
 	}
@@ -342,6 +344,34 @@ func (a *Agent) jobComment(ctx context.Context, c *event.SlurmCommand, j slurm.J
 		return outcome{}, fmt.Errorf("setting job %s's comment: %w", c.JobID, err)
 	}
 	return outcome{detail: fmt.Sprintf("scontrol update jobid=%s comment=%q", c.JobID, c.Reason)}, nil
+}
+
+// signal sends c.Signal to the batch shell of each job running on c.Nodes
+// (scancel --batch: the shell and its children, not the job's steps, which
+// a trap in the batch script can tell; Slurm's own sbatch --signal=B:
+// does the same). A node with no running job has nothing to do.
+func (a *Agent) signal(ctx context.Context, c *event.SlurmCommand) (outcome, error) {
+	if !slices.Contains(event.Signals, c.Signal) {
+		return outcome{}, fmt.Errorf("refusing signal %q: flexslurm sends only %v", c.Signal, event.Signals)
+	}
+	jobs, err := a.Slurm.JobsOnNodes(ctx, c.Nodes, "RUNNING")
+	if err != nil {
+		return outcome{}, err
+	}
+	var ids []string
+	for _, j := range jobs {
+		if j.State == slurm.JobRunning {
+			ids = append(ids, j.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return outcome{skipped: true, detail: fmt.Sprintf("no job runs on %s", slurm.CompressHostlist(c.Nodes))}, nil
+	}
+	args := append([]string{"--batch", "--signal=" + c.Signal}, ids...)
+	if _, err := a.Slurm.Run(ctx, "scancel", args...); err != nil {
+		return outcome{}, fmt.Errorf("signalling jobs %s on %s: %w", strings.Join(ids, ","), slurm.CompressHostlist(c.Nodes), err)
+	}
+	return outcome{detail: fmt.Sprintf("scancel --batch --signal=%s %s (running on %s)", c.Signal, strings.Join(ids, " "), slurm.CompressHostlist(c.Nodes))}, nil
 }
 
 // slurmTime is how scontrol reads and prints times: local, to the second.

@@ -52,6 +52,7 @@ func TestWithSlurm(t *testing.T) {
 			{"NodeCommands", testNodeCommands},
 			{"JobCommands", testJobCommands},
 			{"JobComment", testJobComment},
+			{"SignalReachesTheBatchScriptsTrap", testSignalReachesTheBatchScriptsTrap},
 			{"ReservationCommands", testReservationCommands},
 			{"Refusals", testRefusals},
 			{"SnapshotAndSpool", testSnapshotAndSpool},
@@ -304,6 +305,46 @@ func testJobCommands(t *testing.T) {
 	cl.WaitJob(t, job, 15*time.Second, "cancelled", slurm.JobInfo.Finished)
 	h.unchanged(event.SlurmCommand{Command: event.SlurmRequeue, JobID: job})
 	h.unchanged(event.SlurmCommand{Command: event.SlurmStartNow, JobID: "999999"})
+}
+
+// testSignalReachesTheBatchScriptsTrap: the warning before a node's end
+// (signal) reaches the trap of the batch script of the job running there,
+// as a user's script would set it (docs/user.md), once; a node with no
+// running job has nothing to signal.
+func testSignalReachesTheBatchScriptsTrap(t *testing.T) {
+	h := startAgent(t)
+	ctx := context.Background()
+	n := "flexci-gpu-1"
+	if err := cl.StartNode(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.StopNode(n) })
+	cl.WaitNode(t, n, 15*time.Second, "up", slurm.NodeInfo.Ready)
+	job := cl.Sbatch(t, "trap 'echo checkpoint on USR1; exit 0' USR1; echo started; while :; do sleep 1; done", "-p", "gpu", "-w", n)
+	t.Cleanup(func() { cl.Cancel(job) })
+	cl.WaitJob(t, job, 20*time.Second, "running", func(j slurm.JobInfo) bool { return j.State == slurm.JobRunning })
+	out := filepath.Join(cl.Root, "log", "job-"+job+".out")
+	// The trap is set once the script has started.
+	deadline := time.Now().Add(20 * time.Second)
+	for b, _ := os.ReadFile(out); !strings.Contains(string(b), "started"); b, _ = os.ReadFile(out) {
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s never started its script: %q", job, b)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	r := h.applied(event.SlurmCommand{Command: event.SlurmSignal, Nodes: []string{n}, Signal: "USR1",
+		Reason: "flexslurm: flexci-gpu-1-g1 ends in 10m0s"})
+	if !strings.Contains(r.Detail, "--signal=USR1 "+job) {
+		t.Errorf("detail %q does not name the job signalled", r.Detail)
+	}
+	j := cl.WaitJob(t, job, 20*time.Second, "ended by its trap", slurm.JobInfo.Finished)
+	if j.State != slurm.JobCompleted {
+		t.Errorf("job %s ended %s, want COMPLETED (its trap exits 0)", job, j.State)
+	}
+	if b, _ := os.ReadFile(out); !strings.Contains(string(b), "checkpoint on USR1") {
+		t.Errorf("the trap did not run: job output %q", b)
+	}
+	h.unchanged(event.SlurmCommand{Command: event.SlurmSignal, Nodes: []string{n}, Signal: "USR1"})
 }
 
 // testJobComment sets, repeats and clears flexslurm's comment on a pending

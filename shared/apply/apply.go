@@ -606,6 +606,7 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 			Header: event.Header{Version: event.SchemaVersion, Type: event.TypeSlurmCommand, Cluster: cluster},
 			ID:     a.ID, Command: a.Command, Nodes: a.Nodes, JobID: a.JobID, Reason: event.RenderReason(a.Command, a.Reason),
 			Reservation: a.Reservation, StartTime: a.StartTime, DurationSeconds: a.DurationSeconds,
+			Signal: a.Signal,
 		}
 		data, err := json.Marshal(msg)
 		if err != nil {

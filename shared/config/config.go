@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +36,8 @@ const (
 	EnvControllerVM             = "FLEXSLURM_CONTROLLER_VM"
 	EnvIdentityCertsURL         = "FLEXSLURM_IDENTITY_CERTS_URL"
 	EnvResizeRequestAPI         = "FLEXSLURM_RESIZE_REQUEST_API"
+	EnvEndWarning               = "FLEXSLURM_END_WARNING"
+	EnvEndSignal                = "FLEXSLURM_END_SIGNAL"
 )
 
 // Values of EnvResizeRequestAPI (the same as shared/gce's
@@ -47,6 +50,11 @@ const (
 	// a resize request of its own, resizeBy 1, its VM named by its MIG.
 	ResizeRequestAPICount = "count"
 )
+
+// endSignals are the signals EnvEndSignal may name: shared/event's
+// Signals (this package imports nothing of flexslurm's but the clock;
+// TestEndSignalsAreTheEventsSignals keeps them equal).
+var endSignals = []string{"USR1", "USR2", "TERM", "INT", "HUP", "URG"}
 
 // Topic ids (Pub/Sub), the same in deploy/ and the local system.
 const (
@@ -108,6 +116,12 @@ type Config struct {
 	// requests once both refuse), or "count" (no names: one request per
 	// node; docs/compute-contract.md, "Named VMs").
 	ResizeRequestAPI string
+	// EndWarning (Go duration, 1m–24h; "" or "0" off) and EndSignal (one
+	// of event.Signals without SIG, default USR1) override plan.Policy's:
+	// the jobs running on a node receive EndSignal this long before its VM
+	// ends at its run duration (docs/user.md, "A warning before the end").
+	EndWarning time.Duration
+	EndSignal  string
 }
 
 // FromEnv reads the configuration; getenv is os.Getenv in production.
@@ -159,6 +173,17 @@ func FromEnv(getenv func(string) string) (Config, error) {
 			}
 			*o.dst = d
 		}
+	}
+	if v := strings.TrimSpace(getenv(EnvEndWarning)); v != "" && v != "0" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Minute || d > 24*time.Hour {
+			errs = append(errs, fmt.Errorf("%s=%q: want a duration between 1m and 24h, or 0 for none", EnvEndWarning, v))
+		}
+		c.EndWarning = d
+	}
+	c.EndSignal = strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(getenv(EnvEndSignal))), "SIG")
+	if c.EndSignal != "" && !slices.Contains(endSignals, c.EndSignal) {
+		errs = append(errs, fmt.Errorf("%s=%q: want one of %s", EnvEndSignal, getenv(EnvEndSignal), strings.Join(endSignals, ", ")))
 	}
 	if v := getenv(EnvRecreateAfterTermination); v != "" {
 		b, err := strconv.ParseBool(v)

@@ -63,3 +63,30 @@ func TestRenderReason(t *testing.T) {
 		t.Errorf("rendered comment refused: %v", err)
 	}
 }
+
+// TestDecodeSignal: a signal names nodes and one of the signals a batch
+// script traps to be told of an end; nothing else (KILL, STOP, a number,
+// a name with SIG, another word) reaches scancel.
+func TestDecodeSignal(t *testing.T) {
+	for _, tc := range []struct {
+		signal string
+		nodes  []string
+		ok     bool
+	}{
+		{"USR1", []string{"flexvm-a3u-0"}, true},
+		{"TERM", []string{"flexvm-a3u-0", "flexvm-a3u-1"}, true},
+		{"USR1", nil, false},
+		{"", []string{"flexvm-a3u-0"}, false},
+		{"KILL", []string{"flexvm-a3u-0"}, false},
+		{"STOP", []string{"flexvm-a3u-0"}, false},
+		{"9", []string{"flexvm-a3u-0"}, false},
+		{"SIGUSR1", []string{"flexvm-a3u-0"}, false},
+		{"USR1 --full", []string{"flexvm-a3u-0"}, false},
+	} {
+		data, _ := json.Marshal(SlurmCommand{Header: Header{Version: SchemaVersion, Type: TypeSlurmCommand, Cluster: "flexvm"},
+			ID: "c1", Command: SlurmSignal, Nodes: tc.nodes, Signal: tc.signal})
+		if _, err := DecodeSlurmCommand(data); (err == nil) != tc.ok {
+			t.Errorf("signal %q to %v: err %v, want ok %v", tc.signal, tc.nodes, err, tc.ok)
+		}
+	}
+}

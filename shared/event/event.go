@@ -31,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -325,7 +326,16 @@ const (
 	SlurmReservationDelete SlurmOp = "reservation_delete"
 	// SlurmUpdateAddress sets a node's NodeAddr (and NodeHostname).
 	SlurmUpdateAddress SlurmOp = "update_address"
+	// SlurmSignal sends Signal to the batch shell of every job running on
+	// the nodes (scancel --batch --signal=SIG --state=RUNNING
+	// --nodelist=NODES): the warning before a node's VM ends, which a
+	// batch script traps to checkpoint (docs/user.md).
+	SlurmSignal SlurmOp = "signal"
 )
+
+// Signals a SlurmSignal may send: the ones a batch script traps to be told
+// of an end (none that cannot be trapped, and none Slurm uses for itself).
+var Signals = []string{"USR1", "USR2", "TERM", "INT", "HUP", "URG"}
 
 // JobCommentPrefix starts every job comment flexslurm sets; a comment
 // without it is the user's and is never overwritten. MaxJobComment bounds
@@ -376,6 +386,8 @@ type SlurmCommand struct {
 	DurationSeconds int64     `json:"duration_s,omitempty"`
 	// Address is a node's new NodeAddr (update_address).
 	Address string `json:"address,omitempty"`
+	// Signal is the signal a SlurmSignal sends, one of Signals.
+	Signal string `json:"signal,omitempty"`
 }
 
 // ReservationPrefix starts the name of every Slurm reservation flexslurm
@@ -685,6 +697,10 @@ func DecodeSlurmCommand(data []byte) (*SlurmCommand, error) {
 	case SlurmUpdateAddress:
 		if len(c.Nodes) != 1 || !addressRe.MatchString(c.Address) {
 			return nil, malformed("update_address needs one node and an address, got %d nodes and %q", len(c.Nodes), c.Address)
+		}
+	case SlurmSignal:
+		if len(c.Nodes) == 0 || !slices.Contains(Signals, c.Signal) {
+			return nil, malformed("signal needs nodes and a signal among %v, got %d nodes and %q", Signals, len(c.Nodes), c.Signal)
 		}
 	default:
 		return nil, malformed("unknown command %q", c.Command)

@@ -197,6 +197,9 @@ type Node struct {
 	// Policy.InconclusiveWindow).
 	InconclusiveCount int       `firestore:"inconclusive_count" json:"inconclusive_count,omitempty"`
 	InconclusiveSince time.Time `firestore:"inconclusive_since" json:"inconclusive_since,omitzero"`
+	// EndWarned is the generation whose jobs were sent the warning before
+	// its VM's end (plan.Policy.EndWarning; 0: none yet).
+	EndWarned int64 `firestore:"end_warned" json:"end_warned,omitempty"`
 	// SlurmCommand is the last command the reconciler sent Slurm to bring
 	// this node's Slurm state in line with its VM (zero when none was sent
 	// in this generation): it is sent again only once newer Slurm

@@ -217,6 +217,8 @@ type SlurmCommand struct {
 	Reservation     string
 	StartTime       time.Time
 	DurationSeconds int64
+	// Signal is the signal a SlurmSignal sends (event.Signals).
+	Signal string
 }
 
 // Alert raises an operator-visible condition that needs no action now.

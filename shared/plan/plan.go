@@ -113,6 +113,16 @@ type Policy struct {
 	// that starts at each flex node's termination time, so Slurm starts no
 	// job that would outlive the node. Default 1 h.
 	EOLReservation time.Duration
+	// EndWarning, when set, sends the jobs running on a node EndSignal
+	// this long before its VM ends at its run duration (once per
+	// generation, on the first reconcile pass within it: make it longer
+	// than the reconcile period), so that a batch script can checkpoint;
+	// at the end the node goes DOWN and Slurm requeues the jobs that may
+	// be requeued (docs/user.md, "A warning before the end"). Zero: no
+	// warning. EndSignal is one of event.Signals; default USR1, as
+	// sbatch --signal's.
+	EndWarning time.Duration
+	EndSignal  string
 
 	// Health repair (docs/design.md, "Health repair").
 
@@ -182,6 +192,7 @@ func DefaultPolicy() Policy {
 		LeadMaxShare:       1.0 / 8,
 		IdleTimeout:        10 * time.Minute,
 		EOLReservation:     time.Hour,
+		EndSignal:          "USR1",
 		RepairTimeout:      20 * time.Minute,
 		InconclusiveLimit:  2,
 		InconclusiveWindow: 24 * time.Hour,
@@ -236,6 +247,12 @@ func (p Policy) withDefaults() Policy {
 	p.LeadMaxShare = min(p.LeadMaxShare, 0.5)
 	dur(&p.IdleTimeout, d.IdleTimeout)
 	dur(&p.EOLReservation, d.EOLReservation)
+	if p.EndWarning < 0 {
+		p.EndWarning = 0
+	}
+	if p.EndSignal == "" {
+		p.EndSignal = d.EndSignal
+	}
 	dur(&p.RepairTimeout, d.RepairTimeout)
 	if p.InconclusiveLimit == 0 {
 		p.InconclusiveLimit = d.InconclusiveLimit

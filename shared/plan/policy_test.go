@@ -26,6 +26,7 @@ func TestZeroPolicyTakesTheDefaultsTable(t *testing.T) {
 		"DisableHostRepair":        true, // host repair on
 		"LeadTime":                 true, // learnt from the pool's waits
 		"OneNodePerRequest":        true, // a job's nodes in one request
+		"EndWarning":               true, // no warning before the end
 	}
 	v := reflect.ValueOf(DefaultPolicy())
 	for i := range v.NumField() {

@@ -341,6 +341,7 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 		b.shrunk(pool)
 	}
 	b.makeBeforeBreak(pool, slurm)
+	b.warnBeforeEnd(pool)
 	b.ensureStatic(pool, "reconciler: static pool below min_node_count")
 	b.orphans(pool, po, vms, pol)
 	b.unwantedRequests(pool, po, pol)

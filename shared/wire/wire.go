@@ -110,5 +110,6 @@ func Policy(cfg config.Config) plan.Policy {
 		SnapshotMaxAge: cfg.SnapshotMaxAge, IdleTimeout: cfg.IdleTimeout, ObserveGrace: cfg.ObserveGrace,
 		RecreateAfterTermination: cfg.RecreateAfterTermination, MaxEventAge: cfg.MaxEventAge,
 		OneNodePerRequest: cfg.ResizeRequestAPI == config.ResizeRequestAPICount,
+		EndWarning:        cfg.EndWarning, EndSignal: cfg.EndSignal,
 	}
 }

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/flexslurm/flexslurm/shared/config"
+	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/gce"
 	"github.com/flexslurm/flexslurm/shared/plan"
 )
@@ -65,5 +67,30 @@ func TestResizeRequestAPIValuesAgree(t *testing.T) {
 		if err := cc.SetResizeRequestAPI(cfg.ResizeRequestAPI); err != nil {
 			t.Errorf("config accepts %q (%q) but the client refuses it: %v", v, cfg.ResizeRequestAPI, err)
 		}
+	}
+}
+
+// TestEndSignalsAreTheEventsSignals: the signals FLEXSLURM_END_SIGNAL may
+// name are the ones a signal command may carry.
+func TestEndSignalsAreTheEventsSignals(t *testing.T) {
+	for _, s := range event.Signals {
+		if _, err := config.FromEnv(func(k string) string {
+			if k == config.EnvEndSignal {
+				return s
+			}
+			return ""
+		}); err != nil && strings.Contains(err.Error(), config.EnvEndSignal) {
+			t.Errorf("%s=%s refused: %v", config.EnvEndSignal, s, err)
+		}
+	}
+	cfg, err := config.FromEnv(func(k string) string {
+		return map[string]string{config.EnvEndSignal: "KILL"}[k]
+	})
+	if err == nil || !strings.Contains(err.Error(), config.EnvEndSignal) {
+		t.Errorf("%s=KILL: %v (config %+v), want a refusal naming the variable", config.EnvEndSignal, err, cfg.EndSignal)
+	}
+	pol := Policy(config.Config{EndWarning: 10 * time.Minute, EndSignal: "USR2"})
+	if pol.EndWarning != 10*time.Minute || pol.EndSignal != "USR2" {
+		t.Errorf("policy %v %q", pol.EndWarning, pol.EndSignal)
 	}
 }

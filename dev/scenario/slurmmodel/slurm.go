@@ -165,6 +165,8 @@ type Model struct {
 	// job with a time limit on a node before a reservation there would
 	// cut it short (jobs without one are not checked).
 	reservedFrom map[string]time.Time
+	// signalled are the jobs a SlurmSignal reached, in order.
+	signalled []Signalled
 	// dropped are the partitions an applied spec no longer has.
 	dropped map[string]bool
 
@@ -453,6 +455,15 @@ func (m *Model) SnapshotJSON(now time.Time) ([]byte, error) {
 	return append(out, head[i+len(nodesNull):]...), nil
 }
 
+// Signalled is a job a SlurmSignal reached: when, on which node.
+type Signalled struct {
+	At        time.Time
+	Node, Job string
+}
+
+// Signalled returns the jobs SlurmSignal commands reached, in order.
+func (m *Model) Signalled() []Signalled { return append([]Signalled(nil), m.signalled...) }
+
 // Apply applies a Slurm command flexslurm published, as the agent's
 // scontrol call would. It returns false for a command the model does not
 // know (reported in the trace, state unchanged).
@@ -488,6 +499,15 @@ func (m *Model) Apply(now time.Time, c Command) bool {
 		delete(m.reservedFrom, name)
 		return true
 	case event.SlurmUpdateAddress:
+		return true
+	case event.SlurmSignal:
+		// As scancel --batch --signal: the job's batch script decides what
+		// a signal does; the model's jobs ignore it. It is recorded.
+		for _, name := range c.Nodes {
+			if n, ok := m.nodes[name]; ok && n.job != "" {
+				m.signalled = append(m.signalled, Signalled{At: now, Node: name, Job: n.job})
+			}
+		}
 		return true
 	}
 	known := true

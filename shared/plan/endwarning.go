@@ -1,0 +1,43 @@
+package plan
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/flexslurm/flexslurm/shared/event"
+	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/flexslurm/flexslurm/shared/naming"
+)
+
+// warnBeforeEnd sends the jobs running on a node the pool's end signal
+// once per generation, Policy.EndWarning before its VM ends at its run
+// duration, so that a batch script that traps the signal can checkpoint
+// (and, submitted with --requeue, be requeued when the node goes DOWN at
+// the end). It acts on the first reconcile pass within the warning: the
+// warning is at most one reconcile period late. A node whose end is
+// already past, or that no longer runs its VM, is not warned.
+func (b *builder) warnBeforeEnd(pool *model.Pool) {
+	if b.pol.EndWarning <= 0 {
+		return
+	}
+	for _, n := range b.poolNodes(pool.ID) {
+		if n.Phase != model.PhaseRunning || n.TerminationTime.IsZero() || n.EndWarned == n.Generation {
+			continue
+		}
+		at := n.TerminationTime.Add(-b.pol.EndWarning)
+		if b.now.Before(at) || !b.now.Before(n.TerminationTime) {
+			continue
+		}
+		node := *n
+		node.EndWarned = node.Generation
+		left := n.TerminationTime.Sub(b.now).Round(time.Second)
+		why := fmt.Sprintf("%s ends at %s (max run duration), in %s: the jobs on %s are sent SIG%s", n.VMName,
+			n.TerminationTime.Format(time.RFC3339), left, n.Name, b.pol.EndSignal)
+		b.add(SlurmCommand{
+			ID:      naming.CommandID(b.cluster, string(event.SlurmSignal), n.Name, n.VMName, strconv.FormatInt(n.Generation, 10), b.pol.EndSignal),
+			Command: event.SlurmSignal, Nodes: []string{n.Name}, Signal: b.pol.EndSignal, Reason: why,
+		})
+		b.putNode(node, why)
+	}
+}
