@@ -10,6 +10,24 @@ import (
 	"github.com/flexslurm/flexslurm/shared/naming"
 )
 
+// warnOfRepair sends the jobs still running on a node whose repair starts
+// the end signal, once per generation, when a warning is configured: the
+// repair replaces the VM once Slurm has drained it (no job left), so a job
+// that checkpoints and leaves lets its faulty node be replaced sooner, and
+// its own work go on elsewhere. Jobs that ignore it run to their end.
+func (b *builder) warnOfRepair(node *model.Node, reason string) {
+	if b.pol.EndWarning <= 0 || node.EndWarned == node.Generation {
+		return
+	}
+	node.EndWarned = node.Generation
+	why := fmt.Sprintf("%s on %s: the node is drained and its VM replaced once its jobs end; the jobs on %s are sent SIG%s",
+		reason, node.VMName, node.Name, b.pol.EndSignal)
+	b.add(SlurmCommand{
+		ID:      naming.CommandID(b.cluster, string(event.SlurmSignal), node.Name, node.VMName, strconv.FormatInt(node.Generation, 10), b.pol.EndSignal),
+		Command: event.SlurmSignal, Nodes: []string{node.Name}, Signal: b.pol.EndSignal, Reason: why,
+	})
+}
+
 // warnBeforeEnd sends the jobs running on a node the pool's end signal
 // once per generation, Policy.EndWarning before its VM ends at its run
 // duration, so that a batch script that traps the signal can checkpoint

@@ -71,3 +71,53 @@ func TestWarnBeforeEnd(t *testing.T) {
 		})
 	}
 }
+
+// TestWarnOfRepair: a repair that starts on a node sends its running jobs
+// the end signal with the drain, once per generation, when a warning is
+// configured; never otherwise.
+func TestWarnOfRepair(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pol  Policy
+		want bool
+	}{
+		{"warning configured", Policy{EndWarning: 10 * time.Minute}, true},
+		{"no warning", Policy{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, _ := applied(t)
+			running(st, "flexvm-a3u-0", t0.Add(7*24*time.Hour))
+			gen := st.Nodes["flexvm-a3u-0"].Generation
+			got, err := Repair(st, fail("flexvm-a3u-0", gen, "7", "RUNNING", false), t0, tc.pol)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var signals int
+			for _, a := range got {
+				if c, ok := a.(SlurmCommand); ok && c.Command == event.SlurmSignal {
+					signals++
+					if c.Signal != "USR1" || len(c.Nodes) != 1 || c.Nodes[0] != "flexvm-a3u-0" {
+						t.Errorf("signal %+v", c)
+					}
+				}
+				if p, ok := a.(PutNode); ok && tc.want && p.Node.Name == "flexvm-a3u-0" && p.Node.EndWarned != gen {
+					t.Errorf("record EndWarned %d, want %d", p.Node.EndWarned, gen)
+				}
+			}
+			if (signals == 1) != tc.want || signals > 1 {
+				t.Errorf("%d signal commands in %v, want %v", signals, kinds(got), tc.want)
+			}
+			// Another hook reporting the same fault sends nothing more.
+			Apply(st, got)
+			again, err := Repair(st, fail("flexvm-a3u-0", gen, "7", "RUNNING", false), t0.Add(time.Minute), tc.pol)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range again {
+				if c, ok := a.(SlurmCommand); ok && c.Command == event.SlurmSignal {
+					t.Errorf("signalled again: %+v", c)
+				}
+			}
+		})
+	}
+}

@@ -158,6 +158,7 @@ func Repair(st *model.State, h *event.Health, now time.Time, pol Policy) ([]Acti
 	// confirm it.
 	node.Repair, node.RepairSince, node.RepairReason = model.RepairNone, now, text.Truncate(reason, MaxFaultDescription)
 	b.slurm(event.SlurmDrain, []string{node.Name}, "", fmt.Sprintf("%s (%s)", reason, node.VMName), b.drainParts(node)...)
+	b.warnOfRepair(&node, reason)
 	if unhealthy, allowed, serving := b.repairBudget(pool, node.Name); unhealthy >= allowed {
 		node.Repair = model.RepairBlocked
 		msg := fmt.Sprintf("repair of %s blocked: %d of pool %s's %d serving nodes are under repair, the budget is %d (max(%d, ⌊%g × %d⌋)); the node stays drained and is repaired when a repair finishes",
