@@ -200,19 +200,25 @@ func (c *Client) rrInsert(ctx context.Context, req *computepb.InsertInstanceGrou
 		// for one VM, and so are later ones.
 		return c.unnamedInsert(ctx, req, fmt.Errorf("v1: %w; beta: %w", err, berr))
 	}
+	c.settle(&c.rrAPI.namedOnBeta, slog.LevelInfo, "resize requests that name their VMs go through the Compute beta API from now on: v1 refused one that beta accepted",
+		"v1_error", err.Error(), "mig", req.GetInstanceGroupManager(), "resize_request", req.GetInstanceGroupManagerResizeRequestResource().GetName())
+	return nil
+}
+
+// settle sets one of auto mode's findings (namedOnBeta, unnamed) and logs
+// msg the first time.
+func (c *Client) settle(finding *bool, level slog.Level, msg string, args ...any) {
 	c.rrAPI.mu.Lock()
-	first := !c.rrAPI.namedOnBeta
-	c.rrAPI.namedOnBeta = true
+	first := !*finding
+	*finding = true
 	log := c.rrAPI.log
 	c.rrAPI.mu.Unlock()
 	if log == nil {
 		log = slog.Default()
 	}
 	if first {
-		log.Info("resize requests that name their VMs go through the Compute beta API from now on: v1 refused one that beta accepted",
-			"v1_error", err.Error(), "mig", req.GetInstanceGroupManager(), "resize_request", req.GetInstanceGroupManagerResizeRequestResource().GetName())
+		log.Log(context.Background(), level, msg, args...)
 	}
-	return nil
 }
 
 // unnamedInsert makes a one-VM request with resizeBy 1 through v1 instead
@@ -241,19 +247,8 @@ func (c *Client) unnamedInsert(ctx context.Context, req *computepb.InsertInstanc
 		}
 		return err
 	}
-	if refused == nil {
-		return nil
-	}
-	c.rrAPI.mu.Lock()
-	first := !c.rrAPI.unnamed
-	c.rrAPI.unnamed = true
-	log := c.rrAPI.log
-	c.rrAPI.mu.Unlock()
-	if log == nil {
-		log = slog.Default()
-	}
-	if first {
-		log.Warn("resize requests are made with resizeBy from now on: Compute refused to name their VMs on v1 and on beta; a request for several VMs will be refused until "+config.EnvResizeRequestAPI+"="+ResizeRequestAPICount+" is set",
+	if refused != nil {
+		c.settle(&c.rrAPI.unnamed, slog.LevelWarn, "resize requests are made with resizeBy from now on: Compute refused to name their VMs on v1 and on beta; a request for several VMs will be refused until "+config.EnvResizeRequestAPI+"="+ResizeRequestAPICount+" is set",
 			"refused", refused.Error(), "mig", req.GetInstanceGroupManager(), "resize_request", r.GetName())
 	}
 	return nil
