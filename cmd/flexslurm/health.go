@@ -41,14 +41,23 @@ func healthUsage(w io.Writer) {
 	fmt.Fprintln(w, `usage: flexslurm health check [flags]
 
 Runs the GPU health probes (nvidia-smi GPU query, nvidia-smi nvlink -e, the
-kernel log, dcgmi diag -r 1 -j) concurrently, each under its own time budget,
-and prints the verdict as JSON:
+kernel log, dcgmi diag -r LEVEL -j) concurrently, each under its own time
+budget, and prints the verdict as JSON:
   {"verdict": ..., "reasons": [...], "warnings": [...], "probes": {...}}
 Exit status: 0 PASS, 1 FAIL, 2 INCONCLUSIVE, 64 usage error.
 
 --accelerator-count is the pool's GPU count: fewer GPUs visible is FAIL, and
 so is a GPU the driver can no longer reach (nvidia-smi cannot get its device
 handle, "GPU is lost", "No devices were found").
+
+Depth: the hooks run level 1 of the DCGM diagnostic (seconds). On demand,
+--dcgm-level 2 (about two minutes) or 3 (about 15 minutes) runs a deeper one,
+and --nccl then runs NCCL's all_reduce_perf (nccl-tests) across the node's
+--accelerator-count GPUs with data checking: any wrong value FAILs, and so
+does an average bus bandwidth below --nccl-min-busbw GB/s. Both take the
+node's GPUs: drain the node first (scontrol update nodename=N state=drain
+reason=...). A tool that is not installed makes its probe INCONCLUSIVE,
+saying so.
 
 Each tool is the path given by its flag, else the first executable of its name
 in --tool-path (default $PATH), then /usr/local/sbin, /usr/local/bin,
@@ -59,7 +68,8 @@ makes its probe INCONCLUSIVE, naming where it was looked for.
 With --from-dir the recorded outputs nvidia-smi-query.csv,
 nvidia-smi-nvlink-e.txt, dmesg.txt and dcgmi-diag.json are read instead (a
 missing file is a missing tool; FILE.stderr and FILE.exit, when present, are
-the tool's standard error and exit status).
+the tool's standard error and exit status), and all-reduce-perf.txt with
+--nccl.
 
 flags:`)
 }
@@ -82,11 +92,15 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	crcFailAt := fs.Uint64("nvlink-crc-fail-at", 0, fmt.Sprintf("per-link NVLink CRC errors that FAIL (0 = %d)", health.DefaultNVLinkFailAt))
 	skip := fs.String("skip", "", "comma-separated probes not to run ("+probeNames()+")")
 	budgets := fs.String("budget", "", "per-probe time budgets, e.g. gpu_query=20s,dcgm_diag=90s")
+	dcgmLevel := fs.Int("dcgm-level", 1, fmt.Sprintf("level of the DCGM diagnostic, 1 to %d", health.MaxDCGMLevel))
+	nccl := fs.Bool("nccl", false, "also run NCCL's all_reduce_perf across the node's GPUs (takes them for a minute or more)")
+	ncclMinBusBW := fs.Float64("nccl-min-busbw", 0, "with --nccl, the average bus bandwidth in GB/s below which the check FAILs (0: only wrong values fail)")
 	var tools health.ExecSources
 	fs.StringVar(&tools.NvidiaSMI, "nvidia-smi", "", "absolute path of nvidia-smi (default: looked up)")
 	fs.StringVar(&tools.DCGMI, "dcgmi", "", "absolute path of dcgmi (default: looked up)")
 	fs.StringVar(&tools.Dmesg, "dmesg", "", "absolute path of dmesg (default: looked up)")
 	fs.StringVar(&tools.Journalctl, "journalctl", "", "absolute path of journalctl, read for the kernel log when there is no dmesg (default: looked up)")
+	fs.StringVar(&tools.AllReducePerf, "all-reduce-perf", "", "absolute path of all_reduce_perf, with --nccl (default: looked up)")
 	toolPath := fs.String("tool-path", os.Getenv("PATH"), "colon-separated `DIRS` searched for the tools before the system directories")
 	fs.Usage = func() {
 		healthUsage(fs.Output())
@@ -100,10 +114,21 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	opts, err := healthOptions(*count, *timeout, *skip, *budgets)
 	opts.ExpectNVLink, opts.NVLinkReplayFailAt, opts.NVLinkCRCFailAt = *expectNVLink, *replayFailAt, *crcFailAt
+	opts.DCGMLevel, opts.NCCL, opts.NCCLMinBusBandwidth = *dcgmLevel, *nccl, *ncclMinBusBW
+	tools.DCGMLevel, tools.GPUs = *dcgmLevel, max(*count, 1)
 	if err == nil && fs.NArg() > 0 {
 		err = fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	for name, p := range map[string]string{"--nvidia-smi": tools.NvidiaSMI, "--dcgmi": tools.DCGMI, "--dmesg": tools.Dmesg, "--journalctl": tools.Journalctl} {
+	switch {
+	case err != nil:
+	case *dcgmLevel < 1 || *dcgmLevel > health.MaxDCGMLevel:
+		err = fmt.Errorf("--dcgm-level %d: want 1 to %d (level 4 runs for hours: run dcgmi diag -r 4 by hand)", *dcgmLevel, health.MaxDCGMLevel)
+	case *ncclMinBusBW < 0:
+		err = fmt.Errorf("--nccl-min-busbw %g is negative", *ncclMinBusBW)
+	case *ncclMinBusBW > 0 && !*nccl:
+		err = fmt.Errorf("--nccl-min-busbw needs --nccl")
+	}
+	for name, p := range map[string]string{"--nvidia-smi": tools.NvidiaSMI, "--dcgmi": tools.DCGMI, "--dmesg": tools.Dmesg, "--journalctl": tools.Journalctl, "--all-reduce-perf": tools.AllReducePerf} {
 		if err == nil && p != "" && !filepath.IsAbs(p) {
 			err = fmt.Errorf("%s %q must be an absolute path", name, p)
 		}
@@ -136,9 +161,12 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	return res.Verdict.ExitCode()
 }
 
+// knownProbes are the default probes and the on-demand one.
+var knownProbes = append(slices.Clip(health.AllProbes), health.ProbeNCCL)
+
 func probeNames() string {
-	names := make([]string, len(health.AllProbes))
-	for i, p := range health.AllProbes {
+	names := make([]string, len(knownProbes))
+	for i, p := range knownProbes {
 		names[i] = string(p)
 	}
 	return strings.Join(names, ", ")
@@ -146,7 +174,7 @@ func probeNames() string {
 
 func parseProbeName(s string) (health.ProbeName, error) {
 	p := health.ProbeName(strings.TrimSpace(s))
-	if !slices.Contains(health.AllProbes, p) {
+	if !slices.Contains(knownProbes, p) {
 		return "", fmt.Errorf("unknown probe %q (probes: %s)", s, probeNames())
 	}
 	return p, nil

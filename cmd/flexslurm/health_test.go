@@ -29,8 +29,10 @@ func TestHealthCheckFromDir(t *testing.T) {
 	for _, dir := range dirs {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			var c struct {
-				AcceleratorCount int  `json:"accelerator_count"`
-				ExpectNVLink     bool `json:"expect_nvlink"`
+				AcceleratorCount int     `json:"accelerator_count"`
+				ExpectNVLink     bool    `json:"expect_nvlink"`
+				NCCL             bool    `json:"nccl"`
+				NCCLMinBusBW     float64 `json:"nccl_min_busbw"`
 			}
 			readJSON(t, filepath.Join(dir, "case.json"), &c)
 			var want health.Result
@@ -39,6 +41,12 @@ func TestHealthCheckFromDir(t *testing.T) {
 			args := []string{"health", "check", "--from-dir", dir, "--accelerator-count", strconv.Itoa(c.AcceleratorCount)}
 			if c.ExpectNVLink {
 				args = append(args, "--expect-nvlink")
+			}
+			if c.NCCL {
+				args = append(args, "--nccl")
+			}
+			if c.NCCLMinBusBW > 0 {
+				args = append(args, "--nccl-min-busbw", strconv.FormatFloat(c.NCCLMinBusBW, 'f', -1, 64))
 			}
 			var stdout, stderr bytes.Buffer
 			code := run(args, &stdout, &stderr)

@@ -182,3 +182,22 @@ func FuzzParseDCGMDiag(f *testing.F) {
 		}
 	})
 }
+
+// FuzzJudgeNCCL: any all_reduce_perf output is judged without panicking,
+// and a verdict that is not FAIL never comes with a wrong value counted.
+func FuzzJudgeNCCL(f *testing.F) {
+	addRecorded(f, FileNCCL,
+		"         8             2     float     sum      -1    135.8    0.00    0.00      0    123.5    0.00    0.00      0\n# Avg bus bandwidth    : 0.5\n",
+		"         8             2     float     sum    135.8    0.00    0.00    N/A    123.5    0.00    0.00      7\n",
+		"# Out of bounds values : 12 FAILED\n# Avg bus bandwidth : x\n",
+		"flexvm-a3u-0: Test NCCL failure common.cu:1234 'unhandled cuda error'\n")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rep := parseNCCL(data)
+		got := judgeNCCL(Output{Stdout: data}, Options{NCCLMinBusBandwidth: 1})
+		for _, r := range rep.rows {
+			if (r.outWrong > 0 || r.inWrong > 0) && got.verdict() != Fail {
+				t.Fatalf("row %+v with wrong values judged %s", r, got.verdict())
+			}
+		}
+	})
+}

@@ -17,9 +17,11 @@ var update = flag.Bool("update", false, "rewrite testdata/*/want.json from the c
 
 // goldenCase is testdata/<case>/case.json: the options of the check.
 type goldenCase struct {
-	Note             string `json:"note"`
-	AcceleratorCount int    `json:"accelerator_count"`
-	ExpectNVLink     bool   `json:"expect_nvlink"`
+	Note             string  `json:"note"`
+	AcceleratorCount int     `json:"accelerator_count"`
+	ExpectNVLink     bool    `json:"expect_nvlink"`
+	NCCL             bool    `json:"nccl"`
+	NCCLMinBusBW     float64 `json:"nccl_min_busbw"`
 }
 
 // goldenExpect pins what each case is about, independently of want.json:
@@ -43,6 +45,11 @@ var goldenExpect = map[string]struct {
 	"gpu-handle-unknown-error":         {verdict: Fail, reason: "gpu_query: GPU 0000:0B:00.0: the driver can no longer reach it: nvidia-smi cannot get its device handle (Unknown Error)"},
 	"gpu-lost-stderr-exit15":           {verdict: Fail, reason: "gpu_query: GPU 0000:85:00.0: the driver can no longer reach it: nvidia-smi cannot get its device handle (GPU is lost."},
 	"no-devices-found":                 {verdict: Fail, reason: "gpu_query: nvidia-smi lists 0 usable GPUs, the pool expects 8 (accelerator_count): 8 missing"},
+	"nccl-healthy":                     {verdict: Pass},
+	"nccl-wrong-values":                {verdict: Fail, reason: "nccl_all_reduce: all-reduce of 134217728 bytes: 3 wrong values out of place, 3 in place"},
+	"nccl-slow-links":                  {verdict: Fail, reason: "nccl_all_reduce: average bus bandwidth 44.73 GB/s, below the minimum of 100.00 GB/s"},
+	"nccl-unchecked":                   {verdict: Inconclusive, reason: "nccl_all_reduce: 8 of 8 message sizes were not checked for wrong values"},
+	"nccl-missing":                     {verdict: Inconclusive, reason: "nccl_all_reduce: tool missing: all-reduce-perf.txt was not recorded"},
 }
 
 // loadGoldenCase reads the options of testdata/<name>.
@@ -56,7 +63,7 @@ func loadGoldenCase(t *testing.T, dir string) Options {
 	if err := json.Unmarshal(data, &c); err != nil {
 		t.Fatalf("%s/case.json: %v", dir, err)
 	}
-	return Options{AcceleratorCount: c.AcceleratorCount, ExpectNVLink: c.ExpectNVLink}
+	return Options{AcceleratorCount: c.AcceleratorCount, ExpectNVLink: c.ExpectNVLink, NCCL: c.NCCL, NCCLMinBusBandwidth: c.NCCLMinBusBW}
 }
 
 // withoutDurations zeroes the probe durations, the only field that varies

@@ -16,8 +16,16 @@
 //   - kernel_log: `dmesg`: NVRM Xid events, classified by the table in
 //     xid.go (from NVIDIA's Xid catalogue), and "fallen off the bus" /
 //     "GPU is lost" messages;
-//   - dcgm_diag: `dcgmi diag -r 1 -j`: every test result of the DCGM
-//     diagnostic.
+//   - dcgm_diag: `dcgmi diag -r LEVEL -j`: every test result of the DCGM
+//     diagnostic, level 1 by default (Options.DCGMLevel: 2 or 3 on
+//     demand).
+//
+// On demand (Options.NCCL) a fifth probe runs:
+//
+//   - nccl_all_reduce: NCCL's `all_reduce_perf` (nccl-tests) across the
+//     node's GPUs with data checking: any wrong value or out-of-bounds
+//     value FAILs, and so does an average bus bandwidth below
+//     Options.NCCLMinBusBandwidth when one is set.
 //
 // Each probe is PASS, FAIL or INCONCLUSIVE. A probe whose tool is missing,
 // times out, exits non-zero without evidence of a fault, or prints output it
@@ -80,9 +88,11 @@ const (
 	ProbeNVLink    ProbeName = "nvlink"
 	ProbeKernelLog ProbeName = "kernel_log"
 	ProbeDCGMDiag  ProbeName = "dcgm_diag"
+	ProbeNCCL      ProbeName = "nccl_all_reduce"
 )
 
-// AllProbes lists every probe in report order.
+// AllProbes lists every probe a check runs by default, in report order;
+// ProbeNCCL runs after them when Options.NCCL asks for it.
 var AllProbes = []ProbeName{ProbeGPUQuery, ProbeNVLink, ProbeKernelLog, ProbeDCGMDiag}
 
 // DefaultBudget is the time budget of probe p when Options.Budgets has none:
@@ -96,10 +106,31 @@ func DefaultBudget(p ProbeName) time.Duration {
 	case ProbeKernelLog:
 		return 10 * time.Second
 	case ProbeDCGMDiag:
-		return 120 * time.Second
+		return DCGMBudget(1)
+	case ProbeNCCL:
+		return 10 * time.Minute
 	}
 	return 30 * time.Second
 }
+
+// DCGMBudget is the default budget of the DCGM diagnostic at a level: NVIDIA
+// gives level 1 "seconds", level 2 "approximately two minutes" and level 3
+// "approximately 15 minutes"
+// (https://docs.nvidia.com/datacenter/dcgm/latest/reference/command-line-reference/dcgmi/dcgmi-diag.html);
+// each budget is about twice that, and at least two minutes.
+func DCGMBudget(level int) time.Duration {
+	switch level {
+	case 2:
+		return 6 * time.Minute
+	case 3:
+		return 30 * time.Minute
+	}
+	return 120 * time.Second
+}
+
+// MaxDCGMLevel is the deepest DCGM diagnostic flexslurm runs: level 4
+// (extended, hours) is for an administrator's post-mortem, not a check.
+const MaxDCGMLevel = 3
 
 // DefaultNVLinkFailAt is the default of Options.NVLinkReplayFailAt and
 // Options.NVLinkCRCFailAt: any error fails.
@@ -142,6 +173,16 @@ type Options struct {
 	// without DCGM); a skipped probe is reported as a warning and is absent
 	// from Result.Probes.
 	Skip []ProbeName
+	// DCGMLevel is the DCGM diagnostic's level, 1 (0 means 1) to
+	// MaxDCGMLevel; the Sources run it (ExecSources.DCGMLevel), and the
+	// probe's default budget follows it (DCGMBudget).
+	DCGMLevel int
+	// NCCL runs ProbeNCCL after the default probes (on demand: it takes
+	// the node's GPUs for a minute or more). NCCLMinBusBandwidth, in GB/s
+	// as all_reduce_perf prints it, FAILs an average bus bandwidth below
+	// it; 0 judges only the data.
+	NCCL                bool
+	NCCLMinBusBandwidth float64
 	// Logger receives one record per probe; nil logs nothing.
 	Logger *slog.Logger
 }
@@ -149,6 +190,9 @@ type Options struct {
 func (o Options) budget(p ProbeName) time.Duration {
 	if d, ok := o.Budgets[p]; ok && d > 0 {
 		return d
+	}
+	if p == ProbeDCGMDiag {
+		return DCGMBudget(o.DCGMLevel)
 	}
 	return DefaultBudget(p)
 }
@@ -234,6 +278,7 @@ var judges = map[ProbeName]func(Output, Options) findings{
 	ProbeNVLink:    judgeNVLink,
 	ProbeKernelLog: judgeKernelLog,
 	ProbeDCGMDiag:  judgeDCGMDiag,
+	ProbeNCCL:      judgeNCCL,
 }
 
 // Check runs the probes of opts concurrently against src, each under its
@@ -243,7 +288,11 @@ var judges = map[ProbeName]func(Output, Options) findings{
 func Check(ctx context.Context, src Sources, opts Options) Result {
 	var probes []ProbeName
 	var skipped []string
-	for _, p := range AllProbes {
+	all := AllProbes
+	if opts.NCCL {
+		all = append(slices.Clip(AllProbes), ProbeNCCL)
+	}
+	for _, p := range all {
 		if slices.Contains(opts.Skip, p) {
 			skipped = append(skipped, fmt.Sprintf("%s: skipped by configuration", p))
 			continue

@@ -38,6 +38,9 @@ const (
 	ToolDCGMI      = "dcgmi"
 	ToolDmesg      = "dmesg"
 	ToolJournalctl = "journalctl"
+	// ToolAllReducePerf is NCCL's all-reduce test (nccl-tests,
+	// https://github.com/NVIDIA/nccl-tests).
+	ToolAllReducePerf = "all_reduce_perf"
 )
 
 // DefaultSearchPath is where ExecSources looks for a tool that is not
@@ -55,6 +58,7 @@ const (
 	FileNVLink    = "nvidia-smi-nvlink-e.txt"
 	FileKernelLog = "dmesg.txt"
 	FileDCGMDiag  = "dcgmi-diag.json"
+	FileNCCL      = "all-reduce-perf.txt"
 )
 
 // GPUQueryFields is the --query-gpu field list, in the column order the
@@ -121,6 +125,12 @@ type ExecSources struct {
 	DCGMI      string // dcgmi, absolute; looked up when empty
 	Dmesg      string // dmesg, absolute; looked up when empty (and Journalctl is empty)
 	Journalctl string // journalctl, absolute: the kernel log when no dmesg is configured or found
+	// AllReducePerf is all_reduce_perf, absolute; looked up when empty.
+	AllReducePerf string
+	// DCGMLevel is the level dcgmi diag runs at (-r), 1 when 0.
+	DCGMLevel int
+	// GPUs is how many GPUs all_reduce_perf runs across (-g), 1 when 0.
+	GPUs int
 	// SearchPath lists the directories searched before
 	// DefaultSearchPath (`flexslurm health check` passes $PATH).
 	SearchPath []string
@@ -158,7 +168,10 @@ func (s ExecSources) command(p ProbeName) (string, []string, error) {
 		return path, journalctlArgs, err
 	case ProbeDCGMDiag:
 		path, err := s.tool(s.DCGMI, ToolDCGMI)
-		return path, []string{"diag", "-r", "1", "-j"}, err
+		return path, []string{"diag", "-r", strconv.Itoa(max(s.DCGMLevel, 1)), "-j"}, err
+	case ProbeNCCL:
+		path, err := s.tool(s.AllReducePerf, ToolAllReducePerf)
+		return path, ncclArgs(max(s.GPUs, 1)), err
 	}
 	return "", nil, fmt.Errorf("unknown probe %q", p)
 }
@@ -300,6 +313,8 @@ func fileFor(p ProbeName) (string, error) {
 		return FileKernelLog, nil
 	case ProbeDCGMDiag:
 		return FileDCGMDiag, nil
+	case ProbeNCCL:
+		return FileNCCL, nil
 	}
 	return "", fmt.Errorf("unknown probe %q", p)
 }

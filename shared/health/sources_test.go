@@ -56,6 +56,35 @@ func fakeTool(t *testing.T, name string) string {
 	return link
 }
 
+// TestExecSourcesDepth: the DCGM diagnostic runs at the level asked for,
+// and all_reduce_perf across the node's GPUs with data checking on.
+func TestExecSourcesDepth(t *testing.T) {
+	echo := fakeTool(t, "fake-echo")
+	src := ExecSources{DCGMI: echo, AllReducePerf: echo, DCGMLevel: 3, GPUs: 8}
+	for p, args := range map[ProbeName][]string{
+		ProbeDCGMDiag: {"diag", "-r", "3", "-j"},
+		ProbeNCCL:     {"-b", "8M", "-e", "1G", "-f", "2", "-g", "8", "-c", "1"},
+	} {
+		out, err := src.Collect(context.Background(), p)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		var got struct{ Args []string }
+		if err := json.Unmarshal(out.Stdout, &got); err != nil {
+			t.Fatalf("%s: %v: %s", p, err, out.Stdout)
+		}
+		if diff := cmp.Diff(args, got.Args); diff != "" {
+			t.Errorf("%s arguments (-want +got):\n%s", p, diff)
+		}
+	}
+	if d := (Options{DCGMLevel: 3}).budget(ProbeDCGMDiag); d != DCGMBudget(3) || d < 15*time.Minute {
+		t.Errorf("level-3 budget %v", d)
+	}
+	if _, _, err := (ExecSources{SearchPath: []string{t.TempDir()}}).command(ProbeNCCL); !errors.Is(err, ErrToolMissing) {
+		t.Errorf("all_reduce_perf nowhere: %v, want ErrToolMissing", err)
+	}
+}
+
 func TestExecSourcesArgumentsAndEnvironment(t *testing.T) {
 	echo := fakeTool(t, "fake-echo")
 	src := ExecSources{NvidiaSMI: echo, DCGMI: echo, Dmesg: echo}
