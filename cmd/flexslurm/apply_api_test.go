@@ -36,9 +36,11 @@ func apiServer(t *testing.T, project string) (*httptest.Server, *harness.Harness
 	t.Cleanup(h.Close)
 	srv := httptest.NewServer(api.New(api.Deps{
 		Store: h.Store, State: store.NewMemoryAPIState(), Publisher: pushToScaleUp{h}, Project: project,
-		NodeSettings: func(_ context.Context, c *spec.Cluster) (nodeconfig.Settings, error) { return harness.NodeSettings(c), nil },
-		Repair:       api.RunnerRepair(h.Runner),
-		Log:          slog.New(slog.DiscardHandler),
+		NodeSettings: func(_ context.Context, c *spec.Cluster) (nodeconfig.Settings, error) {
+			return harness.NodeSettings(c), nil
+		},
+		Repair: api.RunnerRepair(h.Runner),
+		Log:    slog.New(slog.DiscardHandler),
 	}))
 	t.Cleanup(srv.Close)
 	return srv, h
