@@ -239,15 +239,15 @@ func Run(ctx context.Context, opts Options) (err error) {
 			"and ends the jobs on it; run without --speedup for jobs of your own", opts.Speedup, s.Clock.WallDuration(spec.DefaultFlexStartMaxDuration).Round(time.Second))
 	}
 	fmt.Fprintf(opts.Out, "\nflexslurm is running. Clock: %s.\nIn another shell:\n"+
-		"  export %s=%s FIRESTORE_EMULATOR_HOST=%s PUBSUB_EMULATOR_HOST=%s %s=%s %s=%s\n"+
+		"  export %s=%s FIRESTORE_EMULATOR_HOST=%s PUBSUB_EMULATOR_HOST=%s %s=%s %s=%s FLEXSLURM_API_URL=%s\n"+
 		"  export CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE=%s/compute/v1/ CLOUDSDK_AUTH_DISABLE_CREDENTIALS=true CLOUDSDK_CORE_PROJECT=%s   # gcloud compute … against the simulator (docs/compute-contract.md)\n"+
 		"  %s status --dead-letter   # pools, nodes, requests, backoff, dead letters\n"+
-		"  %s apply --api %s %s   # apply a changed spec (created or resized) through the API\n"+
-		"  curl -X POST -H 'Content-Type: application/json' -d @%s '%s/v1beta1/projects/%s/locations/%s/modelDevelopmentClusters?model_development_cluster_id=%s'   # create it with the REST API (unauthenticated here)\n"+
+		"  %s apply %s   # apply a changed spec (created or resized) through the API ($FLEXSLURM_API_URL)\n"+
+		"  curl -X POST -H 'Content-Type: application/json' -d @%s \"$FLEXSLURM_API_URL/v1beta1/projects/%s/locations/%s/modelDevelopmentClusters?model_development_cluster_id=%s\"   # the REST API (unauthenticated here; docs/api.md)\n"+
 		"%sCtrl-C stops everything.\n\n",
 		clockHelp, config.EnvProject, s.Opts.Project, s.Emu.Firestore.Addr(), s.Emu.PubSub.Addr(),
-		config.EnvClock, s.Clock.String(), config.EnvComputeEndpoint, s.SimURL, s.SimURL, s.Opts.Project, exe, exe, s.APIURL, opts.SpecPath,
-		opts.SpecPath, s.APIURL, s.Opts.Project, s.Spec.Region, s.Spec.ID, slurmHelp)
+		config.EnvClock, s.Clock.String(), config.EnvComputeEndpoint, s.SimURL, s.APIURL, s.SimURL, s.Opts.Project, exe, exe, opts.SpecPath,
+		opts.SpecPath, s.Opts.Project, s.Spec.Region, s.Spec.ID, slurmHelp)
 	<-ctx.Done()
 	fmt.Fprintln(opts.Out, "\nstopping: Slurm, functions, Compute simulator, emulators")
 	return nil
