@@ -7,8 +7,8 @@
 // FLEXSLURM_NODE_SETTINGS for the node settings `flexslurm apply` would
 // read from a file) over the runner every function uses (shared/wire):
 // the Firestore store, which also holds the API's operations, the Pub/Sub
-// publisher of cluster specs, the Compute client that resolves images and
-// tears down what a deleted cluster left, and the repair decisions.
+// publisher of cluster specs, the Compute client that resolves images, and
+// the repair decisions.
 package api
 
 import (
@@ -17,14 +17,12 @@ import (
 	"net/http"
 	"os"
 	"sync"
-	"time"
 
 	sapi "github.com/flexslurm/flexslurm/shared/api"
 	"github.com/flexslurm/flexslurm/shared/apply"
 	"github.com/flexslurm/flexslurm/shared/config"
 	"github.com/flexslurm/flexslurm/shared/gce"
 	"github.com/flexslurm/flexslurm/shared/store"
-	"github.com/flexslurm/flexslurm/shared/teardown"
 	"github.com/flexslurm/flexslurm/shared/wire"
 )
 
@@ -93,17 +91,8 @@ func Build(cfg config.Config, r *apply.Runner, nodeSettings string) (*sapi.Serve
 		NodeSettings: sapi.ResolvedNodeSettings(ns, resolver),
 		Repair:       sapi.RunnerRepair(r),
 	}
-	if cc != nil {
-		deps.Teardown = func(ctx context.Context, cluster string) error {
-			rep, err := teardown.Run(ctx, cc, teardown.Options{Project: cfg.Project, Cluster: cluster, Wait: 2 * time.Minute, Log: d.Log, Records: fs})
-			if err != nil {
-				return err
-			}
-			if !rep.Clean() {
-				return fmt.Errorf("teardown of %s left %d resource(s)", cluster, len(rep.Remaining))
-			}
-			return nil
-		}
-	}
+	// No Teardown: a function account may not delete VMs or templates
+	// (docs/security.md); a deleted cluster's templates are removed by
+	// `flexslurm teardown` (docs/api.md).
 	return sapi.New(deps), nil
 }
