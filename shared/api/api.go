@@ -410,7 +410,8 @@ func (s *Server) load(ctx context.Context, r route, id string) (*clusterView, *E
 			return nil, errorf(CodeInternal, "cluster %s: its stored spec does not parse: %v", id, err)
 		}
 		v.spec = c
-	case v.pending != nil && v.pending.Kind == kindCreate && len(v.pending.Spec) > 0:
+	case v.pending != nil && (v.pending.Kind == kindCreate || v.pending.Kind == kindUpdate) && len(v.pending.Spec) > 0:
+		// Created, not applied yet (an update may have superseded the create).
 		c, err := spec.Parse(v.pending.Spec)
 		if err != nil {
 			return nil, errorf(CodeInternal, "cluster %s: the spec of operation %s does not parse: %v", id, v.pending.ID, err)

@@ -646,3 +646,29 @@ func TestResponsesCarryNoSecret(tt *testing.T) {
 		}
 	}
 }
+
+// An update sent before ScaleUp applied the create replaces it: the
+// cluster stays visible (PROVISIONING), the create ends ABORTED, the
+// update completes.
+func TestUpdateBeforeCreateApplied(t *testing.T) {
+	e := newEnv(t)
+	create := e.create("flexvm", example(t))
+	upd := e.do("PATCH", base+"/flexvm", bytes.Replace(example(t), []byte(`"max_node_count": 3`), []byte(`"max_node_count": 2`), 1))
+	if upd.code != 200 {
+		t.Fatalf("update: %s", upd.raw)
+	}
+	if g := e.do("GET", base+"/flexvm", nil); g.code != 200 || str(g.body, "clusterStatus", "state") != "PROVISIONING" {
+		t.Fatalf("get between: %s", g.raw)
+	}
+	e.deliver()
+	if op := e.operation(create); op["done"] != true || op["error"].(map[string]any)["code"] != float64(10) {
+		t.Fatalf("create: %v", op)
+	}
+	if op := e.operation(upd.body); op["done"] != true || op["error"] != nil {
+		t.Fatalf("update: %v", op)
+	}
+	g := e.do("GET", base+"/flexvm", nil)
+	if asSlice(g.body["nodePools"])[1].(map[string]any)["scalingSpec"].(map[string]any)["maxNodeCount"] != float64(2) {
+		t.Fatalf("after: %s", g.raw)
+	}
+}

@@ -45,7 +45,7 @@ func (s *Server) render(r route, v *clusterView) (map[string]any, *Error) {
 	switch {
 	case v.hasAPI && v.api.State == store.APIClusterDeleting:
 		state, detail = "STOPPING", "being deleted (operation "+v.api.Operation+")"
-	case v.pending != nil && v.pending.Kind == kindCreate:
+	case v.pending != nil && (v.pending.Kind == kindCreate || v.st == nil || v.st.Cluster == nil):
 		state, detail = "PROVISIONING", "operation "+v.pending.ID+": "+v.pending.Progress
 	case v.pending != nil && v.pending.Kind == kindUpdate:
 		state, detail = "UPDATING", "operation "+v.pending.ID+": "+v.pending.Progress
