@@ -33,10 +33,10 @@ output "node_settings" {
 
 output "apply_command" {
   description = "Publishes the cluster spec once the functions run."
-  value       = "flexslurm apply --api ${google_cloudfunctions2_function.api.url} ${var.cluster_spec_file}  # cluster ${local.cluster_id}, through the API function (the invoker role is needed: var.api_invokers)"
+  value       = "flexslurm apply --api ${google_cloudfunctions2_function.api.service_config[0].uri} ${var.cluster_spec_file}  # cluster ${local.cluster_id}, through the API function (the invoker role is needed: var.api_invokers)"
 }
 
 output "api_url" {
-  description = "URL of the API function (the modelDevelopmentClusters REST surface; callers need roles/run.invoker, var.api_invokers): flexslurm apply --api, or $FLEXSLURM_API_URL."
-  value       = google_cloudfunctions2_function.api.url
+  description = "URL of the API function (the modelDevelopmentClusters REST surface; callers need roles/run.invoker, var.api_invokers): flexslurm apply --api, or $FLEXSLURM_API_URL; its status page is at /."
+  value       = google_cloudfunctions2_function.api.service_config[0].uri
 }

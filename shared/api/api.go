@@ -108,6 +108,9 @@ type Deps struct {
 	Teardown func(ctx context.Context, cluster string) error
 	// Now is the wall clock of operations; default time.Now.
 	Now func() time.Time
+	// StateNow is the clock of the functions' records (the local
+	// system's runs faster), shown by the status page; default Now.
+	StateNow func() time.Time
 	// ApplyDeadline bounds how long a create or update may wait for
 	// ScaleUp to apply its spec before the operation fails
 	// (DEADLINE_EXCEEDED); default 15 minutes.
@@ -132,6 +135,9 @@ func New(d Deps) *Server {
 	}
 	if d.Now == nil {
 		d.Now = time.Now
+	}
+	if d.StateNow == nil {
+		d.StateNow = d.Now
 	}
 	if d.ApplyDeadline <= 0 {
 		d.ApplyDeadline = 15 * time.Minute
@@ -233,6 +239,9 @@ func (s *Server) serve(w http.ResponseWriter, req *http.Request) *Error {
 	// The raw path: a resource id with an escaped "/" must not pass for
 	// two segments.
 	path := req.URL.EscapedPath()
+	if req.Method == http.MethodGet && (path == "/" || path == "/status" || path == "/status/clock") {
+		return s.statusPage(w, req, path)
+	}
 	if p, err := url.PathUnescape(path); err != nil || strings.Contains(p, "%") {
 		return errorf(CodeNotFound, "the requested URL %s was not found", path)
 	}

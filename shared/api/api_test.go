@@ -83,6 +83,7 @@ func newEnv(t *testing.T) *env {
 		NodeSettings: func(_ context.Context, c *spec.Cluster) (nodeconfig.Settings, error) { return settings(c), nil },
 		Repair:       api.RunnerRepair(h.Runner),
 		Now:          func() time.Time { return e.now },
+		StateNow:     h.Clock.Now,
 		Log:          slog.New(slog.DiscardHandler),
 	})
 	return e

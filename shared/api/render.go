@@ -98,6 +98,21 @@ func nodesStatus(st *model.State) []map[string]any {
 		if n.VMID != "" {
 			e["instanceId"] = n.VMID
 		}
+		// flexslurm's additions, for the timeline of the status page:
+		// when the VM ran, when it ends at its run duration, what takes a
+		// static node's place, since when a repair runs.
+		e["nodeKind"] = strings.ToUpper(string(n.Kind))
+		for k, t := range map[string]time.Time{"runningTime": n.RunningAt, "endTime": n.TerminationTime, "repairTime": n.RepairSince} {
+			if !t.IsZero() {
+				e[k] = t.UTC().Format(time.RFC3339Nano)
+			}
+		}
+		if n.Successor != "" {
+			e["successor"] = n.Successor
+		}
+		if n.Predecessor != "" {
+			e["predecessor"] = n.Predecessor
+		}
 		if !n.RequestedAt.IsZero() {
 			e["createTime"] = n.RequestedAt.UTC().Format(time.RFC3339Nano)
 		}
