@@ -87,7 +87,7 @@ func Build(cfg config.Config, r *apply.Runner, nodeSettings string) (*sapi.Serve
 		resolver = cc
 	}
 	deps := sapi.Deps{
-		Store: fs, State: fs, Publisher: d.Publisher, Project: cfg.Project, Log: d.Log,
+		Store: fs, State: fs, Publisher: d.Publisher, Project: cfg.Project, Log: d.Log, StateNow: d.Clock.Now,
 		NodeSettings: sapi.ResolvedNodeSettings(ns, resolver),
 		Repair:       sapi.RunnerRepair(r),
 	}
