@@ -33,7 +33,7 @@ func TestLoadNodeSettings(t *testing.T) {
 	}
 	for _, bad := range []string{
 		strings.Replace(settingsJSON, `"conf_server"`, `"conf_srv"`, 1), // unknown field
-		`{"image": ""}`,             // invalid
+		`{"image": ""}`, // invalid
 		filepath.Join(t.TempDir(), "missing.json"),
 	} {
 		if _, err := api.LoadNodeSettings(bad); err == nil {
