@@ -1,6 +1,6 @@
 // Package flexslurm registers flexslurm's Cloud Functions entry points with
 // functions-framework-go. The repository root is deployed once per function
-// with --entry-point ScaleUp, Expiry, Repair or Reconcile (the Go buildpack
+// with --entry-point ScaleUp, Expiry, Repair, Reconcile or API (the Go buildpack
 // builds the root package, which must import the framework itself).
 // Decisions live in shared/; each function package is a thin handler.
 package flexslurm
@@ -8,6 +8,7 @@ package flexslurm
 import (
 	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
 
+	"github.com/flexslurm/flexslurm/functions/api"
 	"github.com/flexslurm/flexslurm/functions/expiry"
 	"github.com/flexslurm/flexslurm/functions/reconcile"
 	"github.com/flexslurm/flexslurm/functions/repair"
@@ -20,6 +21,9 @@ const (
 	EntryExpiry    = "Expiry"
 	EntryRepair    = "Repair"
 	EntryReconcile = "Reconcile"
+	// EntryAPI is the HTTP function serving the modelDevelopmentClusters
+	// REST surface (shared/api).
+	EntryAPI = "API"
 )
 
 func init() {
@@ -27,4 +31,5 @@ func init() {
 	functions.CloudEvent(EntryExpiry, expiry.Entry)
 	functions.CloudEvent(EntryRepair, repair.Entry)
 	functions.CloudEvent(EntryReconcile, reconcile.Entry)
+	functions.HTTP(EntryAPI, api.Entry)
 }

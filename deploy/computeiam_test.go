@@ -88,6 +88,9 @@ var computeRPCPermissions = map[string][]string{
 	"InstancesClient.Get":                             {"compute.instances.get"},
 	"InstancesClient.ReportHostAsFaulty":              {"compute.instances.reportHostAsFaulty"},
 	"InstancesClient.Start":                           {"compute.instances.start"},
+	// What the API function's image resolution calls.
+	"ImagesClient.Get":           {"compute.images.get"},
+	"ImagesClient.GetFromFamily": {"compute.images.getFromFamily"},
 }
 
 // computeOperationScope is where (*compute.Operation).Wait polls the
@@ -524,6 +527,18 @@ func identityOf(t *testing.T, m *module) map[string]string {
 			t.Fatalf("local.functions[%s]: entry point %s runs as %s and as %s", k, entry, prev, id)
 		}
 		out[entry] = id
+	}
+	// The HTTP entry point (deploy/api.tf) runs as function["api"].
+	if api := m.blocksOf("google_cloudfunctions2_function"); len(api) > 0 {
+		for _, b := range api {
+			if b.name != "api" || len(b.instances) != 1 {
+				continue
+			}
+			entry := str1(get(b.instances[0].value, "build_config", 0, "entry_point"))
+			if sa, ok := m.ref1(get(b.instances[0].value, "service_config", 0, "service_account_email")); ok && sa.b.typ == "google_service_account" && sa.b.name == "function" {
+				out[entry] = sa.key
+			}
+		}
 	}
 	return out
 }

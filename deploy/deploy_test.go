@@ -77,13 +77,29 @@ func goConsts(t *testing.T, path string) map[string]string {
 // file's constants.
 func registered(t *testing.T) map[string]bool {
 	t.Helper()
+	all, _ := registeredKinds(t)
+	return all
+}
+
+// registeredHTTP returns the entry points functions.go registers with
+// functions.HTTP (the API function, deploy/api.tf).
+func registeredHTTP(t *testing.T) map[string]bool {
+	t.Helper()
+	_, http := registeredKinds(t)
+	return http
+}
+
+// registeredKinds returns every registered entry point, and those
+// registered with functions.HTTP.
+func registeredKinds(t *testing.T) (map[string]bool, map[string]bool) {
+	t.Helper()
 	path := filepath.Join("..", "functions.go")
 	consts := goConsts(t, path)
 	f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]bool{}
+	out, http := map[string]bool{}, map[string]bool{}
 	ast.Inspect(f, func(n ast.Node) bool {
 		call, ok := n.(*ast.CallExpr)
 		if !ok || len(call.Args) == 0 {
@@ -96,23 +112,29 @@ func registered(t *testing.T) map[string]bool {
 		if pkg, ok := sel.X.(*ast.Ident); !ok || pkg.Name != "functions" || (sel.Sel.Name != "CloudEvent" && sel.Sel.Name != "HTTP") {
 			return true
 		}
+		v := ""
 		switch a := call.Args[0].(type) {
 		case *ast.Ident:
-			if v, ok := consts[a.Name]; ok {
-				out[v] = true
+			if c, ok := consts[a.Name]; ok {
+				v = c
 			} else {
 				t.Errorf("functions.go registers %s, not a constant of the file", a.Name)
 			}
 		case *ast.BasicLit:
-			v, _ := strconv.Unquote(a.Value)
+			v, _ = strconv.Unquote(a.Value)
+		}
+		if v != "" {
 			out[v] = true
+			if sel.Sel.Name == "HTTP" {
+				http[v] = true
+			}
 		}
 		return true
 	})
 	if len(out) == 0 {
 		t.Fatal("functions.go registers no entry point")
 	}
-	return out
+	return out, http
 }
 
 // prefixed returns the values of the constants whose name starts with p.
@@ -162,10 +184,15 @@ type deployment struct {
 	v   cty.Value
 }
 
+// functionsOf returns the event-driven deployments (the HTTP API function,
+// google_cloudfunctions2_function.api, is checked by api_test.go).
 func functionsOf(t *testing.T, m *module) []deployment {
 	t.Helper()
 	var out []deployment
 	for _, b := range m.blocksOf("google_cloudfunctions2_function") {
+		if b.name == "api" {
+			continue
+		}
 		if b.instances == nil {
 			t.Fatalf("%s: for_each could not be evaluated", b.addr())
 		}
@@ -270,6 +297,9 @@ func TestFunctions(t *testing.T) {
 		if p, _ := str(get(vars, env["EnvProject"])); p != "my-proj" {
 			t.Errorf("%s: %s = %q, want the project", f.key, env["EnvProject"], p)
 		}
+	}
+	for _, d := range apiFunction(t, m) {
+		deployed[str1(get(d.v, "build_config", 0, "entry_point"))] = true
 	}
 	if diff := cmp.Diff(reg, deployed); diff != "" {
 		t.Errorf("registered entry points not deployed (-registered +deployed):\n%s", diff)

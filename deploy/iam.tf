@@ -77,7 +77,16 @@ locals {
   compute_list_permissions = [
     "compute.instances.list",
   ]
+  # The API function (deploy/api.tf) resolves image families as `flexslurm
+  # apply` does and starts repairs (the executor's permissions above). It
+  # deletes nothing itself: a deleted cluster's pools are released by
+  # ScaleUp and the reconciler, its templates by `flexslurm teardown`.
+  compute_api_project_permissions = [
+    "compute.images.get",           # resolve a pool's node_image
+    "compute.images.getFromFamily", # resolve an image family
+  ]
   compute_permissions = {
+    api       = { cluster = local.compute_cluster_permissions, project = concat(local.compute_project_permissions, local.compute_api_project_permissions) }
     scaleup   = { cluster = local.compute_cluster_permissions, project = local.compute_project_permissions }
     expiry    = { cluster = local.compute_cluster_permissions, project = local.compute_project_permissions }
     repair    = { cluster = local.compute_cluster_permissions, project = local.compute_project_permissions }

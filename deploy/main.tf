@@ -33,8 +33,9 @@ locals {
     reconcile-slurm = { entry_point = "Reconcile", topic = "slurm-snapshot", identity = "reconcile" }
   }
 
-  # One runtime service account per entry point.
-  identities = toset([for f in local.functions : f.identity])
+  # One runtime service account per entry point (the API function's too,
+  # deploy/api.tf).
+  identities = toset(concat([for f in local.functions : f.identity], ["api"]))
 
   # Topics whose subscriptions forward undeliverable messages to
   # "<topic>-dead-letter", held there by the subscription of the same name

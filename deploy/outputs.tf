@@ -27,27 +27,16 @@ output "node_service_account" {
 }
 
 output "node_settings" {
-  description = "The node settings flexslurm apply reads (terraform output -json node_settings > node_settings.json; shared/nodeconfig Settings)."
-  value = {
-    image            = var.node_image
-    service_account  = google_service_account.node.email
-    conf_server      = local.conf_server
-    munge_key_secret = "projects/${var.project}/secrets/${google_secret_manager_secret.munge_key.secret_id}/versions/latest"
-    home = {
-      storage = local.cluster.orchestrator_spec.slurm_spec.home_directory_storage
-      type    = "nfs"
-      source  = var.home_nfs_source
-      dir     = "/home"
-    }
-    topics = {
-      jobs   = google_pubsub_topic.topic["job-pending"].name
-      health = google_pubsub_topic.topic["health-failure"].name
-    }
-    binary_url = var.node_binary_url
-  }
+  description = "The node settings flexslurm apply reads (terraform output -json node_settings > node_settings.json; shared/nodeconfig Settings); the API function gets the same (FLEXSLURM_NODE_SETTINGS)."
+  value       = local.node_settings
 }
 
 output "apply_command" {
   description = "Publishes the cluster spec once the functions run."
-  value       = "terraform output -json node_settings > node_settings.json && flexslurm apply --project ${var.project} --node-settings node_settings.json ${var.cluster_spec_file}  # cluster ${local.cluster_id}"
+  value       = "flexslurm apply --api ${google_cloudfunctions2_function.api.service_config[0].uri} ${var.cluster_spec_file}  # cluster ${local.cluster_id}, through the API function (the invoker role is needed: var.api_invokers)"
+}
+
+output "api_url" {
+  description = "URL of the API function (the modelDevelopmentClusters REST surface; callers need roles/run.invoker, var.api_invokers): flexslurm apply --api, or $FLEXSLURM_API_URL; its status page is at /."
+  value       = google_cloudfunctions2_function.api.service_config[0].uri
 }

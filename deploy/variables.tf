@@ -191,3 +191,14 @@ variable "resize_request_api" {
     error_message = "resize_request_api must be v1, beta, auto or count."
   }
 }
+
+variable "api_invokers" {
+  description = "Members (user:…, group:…, serviceAccount:…) granted roles/run.invoker on the API function: who may create, change, delete and repair clusters through it. Never allUsers or allAuthenticatedUsers."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for m in var.api_invokers : !contains(["allUsers", "allAuthenticatedUsers"], m) && length(regexall("^(user|group|serviceAccount|domain|principal|principalSet):", m)) > 0])
+    error_message = "api_invokers: each member is user:, group:, serviceAccount:, domain:, principal: or principalSet: …; allUsers and allAuthenticatedUsers would open the API to anyone."
+  }
+}

@@ -12,7 +12,7 @@ import (
 )
 
 // entryPoints lists the registered entry points, as deployed.
-var entryPoints = []string{flexslurm.EntryScaleUp, flexslurm.EntryExpiry, flexslurm.EntryRepair, flexslurm.EntryReconcile}
+var entryPoints = []string{flexslurm.EntryScaleUp, flexslurm.EntryExpiry, flexslurm.EntryRepair, flexslurm.EntryReconcile, flexslurm.EntryAPI}
 
 const functionUsage = "usage: flexslurm function serve --target NAME [--host H] [--port P]"
 
@@ -21,7 +21,7 @@ func cmdFunction(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	fs := flag.NewFlagSet("function serve", flag.ContinueOnError)
-	target := fs.String("target", os.Getenv("FUNCTION_TARGET"), "entry point to serve: ScaleUp, Expiry, Repair or Reconcile")
+	target := fs.String("target", os.Getenv("FUNCTION_TARGET"), "entry point to serve: ScaleUp, Expiry, Repair, Reconcile or API")
 	host := fs.String("host", "127.0.0.1", "address to listen on")
 	port := fs.String("port", envOr("PORT", "8080"), "port to listen on")
 	fs.Usage = func() {

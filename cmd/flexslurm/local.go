@@ -34,10 +34,11 @@ func cmdLocal(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.NoSlurm, "no-slurm", false, "run without Slurm (no slurmctld or slurmd; the demo publishes the hooks' job reports itself)")
 	fs.StringVar(&o.Slurm, "slurm", "22.05", "Slurm release of the local cluster: 22.05 (this host's) or 24.11 (the Debian 13 chroot `.ci/slurm-chroot.sh build` makes)")
 	fs.BoolVar(&o.MakeBeforeBreak, "make-before-break", false, "request static nodes' successors ahead of their end (its lead time is inflated by the scaled clock)")
+	fs.BoolVar(&o.NoApply, "no-apply", false, "do not apply the spec: create the cluster through the API (the banner's curl); not with --demo")
 	readings := fs.String("compute-readings", "lenient", computeReadingsHelp)
 	fs.DurationVar(&o.IdleTimeout, "idle-timeout", 0, fmt.Sprintf("simulated time an idle dynamic node is kept before flexslurm releases it (default: %s of wall time; 336h with --demo)", plan.DefaultPolicy().IdleTimeout))
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: flexslurm local [--demo] [flags]\n\nRuns the whole system on this machine: the Firestore and Pub/Sub emulators, the\nCompute Engine simulator, the four functions served by functions-framework,\nwired by Pub/Sub push subscriptions, and a real Slurm cluster (munged,\nslurmctld, the hooks and the agent; one slurmd per running VM), installed\nwith apt-get when missing. Ctrl-C stops everything.")
+		fmt.Fprintln(fs.Output(), "usage: flexslurm local [--demo] [flags]\n\nRuns the whole system on this machine: the Firestore and Pub/Sub emulators, the\nCompute Engine simulator, the four functions served by functions-framework,\nwired by Pub/Sub push subscriptions, the API function (the\nmodelDevelopmentClusters REST surface, unauthenticated: docs/api.md), and a real Slurm cluster (munged,\nslurmctld, the hooks and the agent; one slurmd per running VM), installed\nwith apt-get when missing. Ctrl-C stops everything.")
 		fs.PrintDefaults()
 	}
 	if code, done := parseFlags(fs, args, stdout, stderr); done {

@@ -92,11 +92,13 @@ func cmdApply(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
 	project := fs.String("project", os.Getenv(config.EnvProject), "Google Cloud project of the Pub/Sub topic and the node pools (default $GOOGLE_CLOUD_PROJECT)")
 	topic := fs.String("topic", config.TopicClusterSpec, "topic the ScaleUp function reads cluster specs from")
-	nodeSettings := fs.String("node-settings", "", "node settings JSON file (required; e.g. the output of terraform output -json node_settings)")
+	nodeSettings := fs.String("node-settings", "", "node settings JSON file (required without --api; e.g. the output of terraform output -json node_settings)")
 	slurmConf := fs.String("slurm-conf", "", "Slurm's slurm.conf (a copy of the controller's): refuse a spec it cannot serve, saying what to change")
 	force := fs.Bool("force", false, "with --slurm-conf: publish even when Slurm's configuration cannot serve the spec (after printing what to change)")
+	apiURL := fs.String("api", os.Getenv(EnvAPIURL), "the API function's URL (default $"+EnvAPIURL+"; terraform output api_url): create or update the cluster through it")
+	wait := fs.Duration("wait", 5*time.Minute, "with --api: how long to wait for the operation to be done (0: do not wait)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: flexslurm apply [--project P] [--topic T] [--slurm-conf FILE [--force]] --node-settings FILE SPEC\n\nValidates the cluster spec, resolves the node settings' image families (and the\npools' node_image) to images through the Compute API, and publishes both as a\ncluster.applied event: the ScaleUp function creates the pools' templates and\nMIGs, brings static pools to min_node_count and releases surplus nodes.\nWith --slurm-conf, a spec that\nSlurm's configuration cannot serve (nodes, GPUs or partition limits; see\n`flexslurm slurm-conf --check`) is refused with the lines to change.\nHonours PUBSUB_EMULATOR_HOST, FLEXSLURM_COMPUTE_ENDPOINT and\nGOOGLE_CLOUD_UNIVERSE_DOMAIN.")
+		fmt.Fprintln(fs.Output(), "usage: flexslurm apply --api URL [--wait D] [--slurm-conf FILE [--force]] SPEC\n       flexslurm apply [--project P] [--topic T] [--slurm-conf FILE [--force]] --node-settings FILE SPEC\n\nWith --api (or $"+EnvAPIURL+"), creates the cluster through the API function\n(POST modelDevelopmentClusters?modelDevelopmentClusterId=ID, the spec file's\nbytes as the body) or, when it exists, updates it (PATCH, the whole resource),\nand waits for the operation: the API applies the node settings of its\ndeployment (docs/api.md). Deployed, it sends an identity token for the URL\n(the invoker role is required); with user credentials set\n"+EnvAPIToken+"=$(gcloud auth print-identity-token).\n\nWithout --api (a deployment without the API function), it validates the\ncluster spec, resolves the node settings' image families (and the\npools' node_image) to images through the Compute API, and publishes both as a\ncluster.applied event: the ScaleUp function creates the pools' templates and\nMIGs, brings static pools to min_node_count and releases surplus nodes.\nWith --slurm-conf, a spec that\nSlurm's configuration cannot serve (nodes, GPUs or partition limits; see\n`flexslurm slurm-conf --check`) is refused with the lines to change.\nHonours PUBSUB_EMULATOR_HOST, FLEXSLURM_COMPUTE_ENDPOINT and\nGOOGLE_CLOUD_UNIVERSE_DOMAIN.")
 		fs.PrintDefaults()
 	}
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
@@ -107,21 +109,20 @@ func cmdApply(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	if *nodeSettings == "" {
-		fmt.Fprintln(stderr, "flexslurm apply: --node-settings is required")
+	if *apiURL == "" && *nodeSettings == "" {
+		fmt.Fprintln(stderr, "flexslurm apply: --node-settings is required (or --api URL: the API applies its deployment's node settings)")
 		fs.Usage()
 		return 2
 	}
-	if *project == "" {
+	if *apiURL != "" && *nodeSettings != "" {
+		fmt.Fprintln(stderr, "flexslurm apply: --node-settings with --api: the API applies its deployment's node settings (FLEXSLURM_NODE_SETTINGS); drop one of them")
+		return 2
+	}
+	if *apiURL == "" && *project == "" {
 		fmt.Fprintln(stderr, "flexslurm apply: no project: pass --project or set GOOGLE_CLOUD_PROJECT")
 		return 2
 	}
 	c, err := spec.Load(fs.Arg(0))
-	if err != nil {
-		fmt.Fprintf(stderr, "flexslurm apply: %v\n", err)
-		return 1
-	}
-	settings, err := LoadNodeSettings(*nodeSettings)
 	if err != nil {
 		fmt.Fprintf(stderr, "flexslurm apply: %v\n", err)
 		return 1
@@ -143,6 +144,26 @@ func cmdApply(args []string, stdout, stderr io.Writer) int {
 				return 1
 			}
 		}
+	}
+	if *apiURL != "" {
+		body, err := os.ReadFile(fs.Arg(0))
+		if err != nil {
+			fmt.Fprintf(stderr, "flexslurm apply: %v\n", err)
+			return 1
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), *wait+2*time.Minute)
+		defer cancel()
+		ac, err := newAPIClient(ctx, *apiURL)
+		if err != nil {
+			fmt.Fprintf(stderr, "flexslurm apply: %v\n", err)
+			return 2
+		}
+		return applyViaAPI(ctx, ac, c, body, *wait, stdout, stderr)
+	}
+	settings, err := LoadNodeSettings(*nodeSettings)
+	if err != nil {
+		fmt.Fprintf(stderr, "flexslurm apply: %v\n", err)
+		return 1
 	}
 	if err := binaryOnImages(c, settings); err != nil {
 		fmt.Fprintf(stderr, "flexslurm apply: node settings %s: %v\n", *nodeSettings, err)

@@ -25,6 +25,7 @@ import (
 
 	"github.com/flexslurm/flexslurm/dev/computesim"
 	"github.com/flexslurm/flexslurm/dev/emulator"
+	"github.com/flexslurm/flexslurm/shared/api"
 	"github.com/flexslurm/flexslurm/shared/clock"
 	"github.com/flexslurm/flexslurm/shared/config"
 	"github.com/flexslurm/flexslurm/shared/logx"
@@ -86,6 +87,9 @@ type Options struct {
 	// open point of Compute behaviour (computesim.Readings; the zero value
 	// is lenient).
 	ComputeReadings computesim.Readings
+	// NoApply starts everything but leaves the cluster to be created
+	// through the API (the README's curl); not with Demo.
+	NoApply bool
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -176,7 +180,10 @@ type System struct {
 	// controller reports only with them (ControllerVM).
 	Controller   *computesim.MetadataServer
 	ControllerVM string
-	cleanup      []func()
+	// APIURL is where the API function (the modelDevelopmentClusters REST
+	// surface, unauthenticated here) listens.
+	APIURL  string
+	cleanup []func()
 	// slurm is the local Slurm (nil with NoSlurm), read by the
 	// simulator's hooks from its goroutines.
 	slurm atomic.Pointer[slurmSide]
@@ -219,15 +226,8 @@ func Run(ctx context.Context, opts Options) (err error) {
 		slurmHelp = fmt.Sprintf("  sinfo; sbatch -p %s -N 1 --gpus-per-node=8 -t 10 -D %s --wrap 'sleep 300'; squeue   # real Slurm: jobs power nodes up; output in %s\n",
 			ss.lc.Nodes()[0].Partition, jobs, jobs)
 	}
-	settingsPath, err := s.writeNodeSettings()
-	if err != nil {
-		return err
-	}
 	exe := opts.Exe
 	if wd, err := os.Getwd(); err == nil {
-		if rel, err := filepath.Rel(wd, settingsPath); err == nil && !strings.HasPrefix(rel, "..") {
-			settingsPath = rel
-		}
 		if rel, err := filepath.Rel(wd, exe); err == nil && !strings.HasPrefix(rel, "..") {
 			exe = rel
 		}
@@ -239,13 +239,15 @@ func Run(ctx context.Context, opts Options) (err error) {
 			"and ends the jobs on it; run without --speedup for jobs of your own", opts.Speedup, s.Clock.WallDuration(spec.DefaultFlexStartMaxDuration).Round(time.Second))
 	}
 	fmt.Fprintf(opts.Out, "\nflexslurm is running. Clock: %s.\nIn another shell:\n"+
-		"  export %s=%s FIRESTORE_EMULATOR_HOST=%s PUBSUB_EMULATOR_HOST=%s %s=%s %s=%s\n"+
+		"  export %s=%s FIRESTORE_EMULATOR_HOST=%s PUBSUB_EMULATOR_HOST=%s %s=%s %s=%s FLEXSLURM_API_URL=%s\n"+
 		"  export CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE=%s/compute/v1/ CLOUDSDK_AUTH_DISABLE_CREDENTIALS=true CLOUDSDK_CORE_PROJECT=%s   # gcloud compute … against the simulator (docs/compute-contract.md)\n"+
 		"  %s status --dead-letter   # pools, nodes, requests, backoff, dead letters\n"+
-		"  %s apply --node-settings %s %s   # apply a changed spec (created or resized)\n"+
+		"  %s apply %s   # apply a changed spec (created or resized) through the API ($FLEXSLURM_API_URL)\n"+
+		"  curl -X POST -H 'Content-Type: application/json' -d @%s \"$FLEXSLURM_API_URL/v1beta1/projects/%s/locations/%s/modelDevelopmentClusters?model_development_cluster_id=%s\"   # the REST API (unauthenticated here; docs/api.md)\n"+
 		"%sCtrl-C stops everything.\n\n",
 		clockHelp, config.EnvProject, s.Opts.Project, s.Emu.Firestore.Addr(), s.Emu.PubSub.Addr(),
-		config.EnvClock, s.Clock.String(), config.EnvComputeEndpoint, s.SimURL, s.SimURL, s.Opts.Project, exe, exe, settingsPath, opts.SpecPath, slurmHelp)
+		config.EnvClock, s.Clock.String(), config.EnvComputeEndpoint, s.SimURL, s.APIURL, s.SimURL, s.Opts.Project, exe, exe, opts.SpecPath,
+		opts.SpecPath, s.Opts.Project, s.Spec.Region, s.Spec.ID, slurmHelp)
 	<-ctx.Done()
 	fmt.Fprintln(opts.Out, "\nstopping: Slurm, functions, Compute simulator, emulators")
 	return nil
@@ -401,6 +403,20 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 		ports[entry] = f.Port
 		s.TL.Say(fmt.Sprintf("function %s served by functions-framework on :%d (pid %d)", entry, f.Port, f.PID()))
 	}
+	// The API function, with the node settings `flexslurm apply
+	// --node-settings` would read. Unauthenticated: anyone who can reach
+	// 127.0.0.1 may call it (docs/api.md).
+	settingsPath, err := s.writeNodeSettings()
+	if err != nil {
+		return s, err
+	}
+	apiFn, err := StartFunction(ctx, opts.Exe, "API", append(childEnv, api.EnvNodeSettings+"="+settingsPath), filepath.Join(opts.RunDir, "API.log"))
+	if err != nil {
+		return s, err
+	}
+	s.Funcs = append(s.Funcs, apiFn)
+	s.APIURL = fmt.Sprintf("http://127.0.0.1:%d", apiFn.Port)
+	s.TL.Say(fmt.Sprintf("function API (modelDevelopmentClusters, unauthenticated) served by functions-framework at %s (pid %d)", s.APIURL, apiFn.PID()))
 	for _, r := range routes {
 		endpoint := fmt.Sprintf("http://127.0.0.1:%d/projects/%s/topics/%s", ports[r.Entry], opts.Project, r.Topic)
 		if err := ps.EnsurePushSubscription(ctx, "push-"+r.Topic, r.Topic, endpoint, r.Topic+"-dead-letter", 10, 60*time.Second); err != nil {
@@ -433,7 +449,11 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 	go s.TL.WatchSlurm(bg, ps, "local-slurm-commands")
 	go s.tickReconcile(bg)
 
-	// 7. Apply the cluster spec.
+	// 7. Apply the cluster spec (unless it is to be created through the API).
+	if opts.NoApply && !opts.Demo {
+		s.TL.Say(fmt.Sprintf("cluster %s not applied (--no-apply): create it through the API", c.ID))
+		return s, nil
+	}
 	if err := s.Apply(ctx, c); err != nil {
 		return s, err
 	}

@@ -43,14 +43,17 @@ const (
 	// PublisherScheduler is Cloud Scheduler (the reconcile tick), which
 	// publishes as its own service agent.
 	PublisherScheduler = "scheduler"
+	// PublisherAPI is the API function's account (shared/api): the cluster
+	// specs callers with the invoker role send it.
+	PublisherAPI = "api"
 )
 
 // TopicPublishers are the identities that may publish to each topic.
 // Nothing else is granted publish on a topic; a spec reaches ScaleUp only
-// from the operator.
+// from the operator, directly or through the API function.
 var TopicPublishers = map[string][]string{
 	TopicJobs:           {PublisherSlurm, PublisherNode},
-	TopicClusterSpec:    {PublisherOperator},
+	TopicClusterSpec:    {PublisherOperator, PublisherAPI},
 	TopicExpiry:         {PublisherSink},
 	TopicHealthFailure:  {PublisherNode},
 	TopicReconcile:      {PublisherScheduler},
