@@ -590,9 +590,7 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 					return fmt.Errorf("%w: refusing to delete %s: label %s=%q, not %q (not this cluster's VM)", errNotOurs, vm, k, inst.Labels[k], v)
 				}
 			}
-			// The VM's own name: a VM its MIG named from the base the
-			// record holds is found under the base (gce.GetInstance).
-			ours = append(ours, inst.Name)
+			ours = append(ours, vm)
 		}
 		if len(ours) == 0 {
 			return nil
@@ -633,7 +631,7 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 				return fmt.Errorf("%w: refusing to repair %s: label %s=%q, not %q (not this cluster's VM)", errNotOurs, a.VM, k, inst.Labels[k], v)
 			}
 		}
-		return r.d.Compute.ReportHostAsFaulty(ctx, p.Zone, inst.Name, a.Behavior, text.Truncate(a.Description, plan.MaxFaultDescription), a.RequestID)
+		return r.d.Compute.ReportHostAsFaulty(ctx, p.Zone, a.VM, a.Behavior, text.Truncate(a.Description, plan.MaxFaultDescription), a.RequestID)
 	case plan.StartVM:
 		p, err := poolOf(a.Pool)
 		if err != nil {
@@ -653,7 +651,7 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 				return fmt.Errorf("%w: refusing to start %s: label %s=%q, not %q (not this cluster's VM)", errNotOurs, a.VM, k, inst.Labels[k], v)
 			}
 		}
-		return r.d.Compute.StartInstance(ctx, p.Zone, inst.Name, a.RequestID)
+		return r.d.Compute.StartInstance(ctx, p.Zone, a.VM, a.RequestID)
 	case plan.DeleteMIG:
 		p, mig, err := migOf(a.Pool, a.MIG, a.Request, a.Request == "")
 		if err != nil {

@@ -344,6 +344,26 @@ func TestJobPendingOneNodePerRequest(t *testing.T) {
 	if len(again) != 0 {
 		t.Errorf("redelivery: %v", kinds(again))
 	}
+	// Every release is of a whole MIG: a VM made without a name is never
+	// named in a deleteInstances.
+	{
+		rel := st.Clone()
+		for _, n := range []string{"flexvm-a3u-1", "flexvm-a3u-2"} {
+			running(rel, n, t0.Add(time.Hour))
+		}
+		b := newBuilder(rel, t0, pol)
+		for _, n := range []string{"flexvm-a3u-1", "flexvm-a3u-2"} {
+			b.releaseVM(rel.Pools["a3u"], *rel.Nodes[n], "released")
+		}
+		for _, a := range b.out {
+			if _, ok := a.(DeleteVMs); ok {
+				t.Errorf("release by deleteInstances in one-node requests: %+v", a)
+			}
+		}
+		if len(b.out) != 2 {
+			t.Errorf("releases %v: want one DeleteMIG per node", kinds(b.out))
+		}
+	}
 	// The job ends before capacity came: each node's own request is
 	// cancelled, and nothing else is touched.
 	end, err := Job(st, c, jobEv(event.TypeJobCancelled, "7", 2), t0.Add(2*time.Minute), pol)
