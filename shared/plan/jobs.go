@@ -27,12 +27,17 @@ func Job(st *model.State, c *spec.Cluster, ev *event.Job, now time.Time, pol Pol
 		return b.jobPending(c, ev, old, known)
 	case event.TypeJobStarted:
 		if !known {
-			return b.out, nil // never provisioned by flexslurm (static nodes): nothing to track
+			// Never provisioned by flexslurm (a node already up, or a
+			// static node): no job record, but its nodes run it now
+			// (started.go).
+			b.noteStarted(ev)
+			return b.out, nil
 		}
 		j := *old
 		if j.State == model.JobFinished || j.State == model.JobCancelled {
 			return nil, nil
 		}
+		b.noteStarted(ev)
 		j.State = model.JobRunning
 		if len(ev.Nodes) > 0 {
 			j.Nodes = ev.Nodes

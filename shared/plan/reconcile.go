@@ -885,6 +885,10 @@ func (b *builder) idle(pool *model.Pool, node *model.Node, combo Combo) (release
 		b.putNode(*node, "reconciler: node idle in Slurm")
 		return false, true
 	}
+	if idleRestarts(node, b.now) {
+		b.putNode(*node, fmt.Sprintf("reconciler: node idle in Slurm again after job %s", node.StartedJob))
+		return false, true
+	}
 	if b.now.Sub(node.IdleSince) < b.pol.IdleTimeout {
 		return false, false
 	}

@@ -27,6 +27,12 @@ import (
 //     flexslurm's record of the job last changed: an older snapshot never
 //     revives a job whose end flexslurm processed, nor ends or starts one
 //     flexslurm heard of since (slurmJobFact, lostJobEnds, jobsStarted);
+//   - a job.started report (PrologSlurmctld) recorded after a snapshot was
+//     taken beats what that snapshot says of the report's nodes: a node
+//     the snapshot shows idle or powered down may run the job now, so it is
+//     neither released nor powered down on that snapshot (nodeRecordedAt),
+//     nor on a node.suspend reported before it (startedSince), and its
+//     idle time starts again after the job (idleRestarts);
 //   - a node idle in Slurm is kept for a pending job only while that job can
 //     still use it (keptFor);
 //   - what Slurm says of a node under repair (drained, or drained by someone
@@ -126,20 +132,37 @@ func SnapshotLoadsPool(n *model.Node) bool {
 
 // nodeRecordedAt is when flexslurm last changed what it knows of a node's
 // VM: when it asked for the current generation, and, for a node that is not
-// running, its record's last change (a generation that ended or began).
-// Later changes to a running node's record (idle tracking, repair
-// bookkeeping) say nothing about its VM, so they do not silence Slurm.
+// running, its record's last change (a generation that ended or began);
+// and when it last recorded a job.started report naming the node (a job
+// runs there since: jobStartedOn). Later changes to a running node's
+// record (idle tracking, repair bookkeeping) say nothing about its VM, so
+// they do not silence Slurm.
 func nodeRecordedAt(n model.Node) time.Time {
 	t := n.RequestedAt
 	if n.Phase != model.PhaseRunning && n.UpdatedAt.After(t) {
 		t = n.UpdatedAt
 	}
+	if n.StartedAt.After(t) {
+		t = n.StartedAt
+	}
 	return t
+}
+
+// startedSince reports whether flexslurm recorded a job.started report
+// naming node n (model.Node.StartedAt) after t: a fact about the node
+// newer than anything taken at t. Every decision that would release a VM
+// or power a node down because Slurm showed it without a job — idle past
+// the idle timeout (a snapshot: nodeSlurmClass), powered down by Slurm
+// (node.suspend, reported at t) — yields to it: the job Slurm started
+// there after that view must not be requeued, nor its VM deleted.
+func startedSince(n model.Node, t time.Time) bool {
+	return n.StartedJob != "" && n.StartedAt.After(t)
 }
 
 // nodeSlurmClass is what Slurm says of a node with a record, when the
 // snapshot is the newest source; SlurmUnknown when flexslurm changed the
-// node (asked for its VM, ended a generation) after the snapshot was taken.
+// node (asked for its VM, ended a generation) or recorded a job.started
+// naming it after the snapshot was taken.
 func nodeSlurmClass(v *model.SlurmView, n model.Node) SlurmClass {
 	if Newest(nodeRecordedAt(n), v) != SourceSlurm {
 		return SlurmUnknown
