@@ -44,10 +44,18 @@ const (
 	// changes (the local demo's two VMs for one node: a MIG listed before
 	// it was created, taken for deleted by a decision made after).
 	ClassLateDecision Class = "late-decision"
+	// ClassStartAtIdleTimeout: for a while, short one-node jobs are
+	// submitted every 8–13 minutes, so that Slurm gives a node that has
+	// been idle for about the idle timeout (10 minutes) a new job, while
+	// every Slurm snapshot is delivered 2–5 minutes late: the only news of
+	// the start is PrologSlurmctld's job.started, newer than the snapshot
+	// that shows the node idle (karpenter-provider-aws #2468,
+	// aws-parallelcluster-node #10).
+	ClassStartAtIdleTimeout Class = "start-at-idle-timeout"
 )
 
 // Classes lists every class.
-var Classes = []Class{ClassStaleSnapshot, ClassGoingVM, ClassResumeTimeout, ClassRequeuedElsewhere, ClassLateDecision}
+var Classes = []Class{ClassStaleSnapshot, ClassGoingVM, ClassResumeTimeout, ClassRequeuedElsewhere, ClassLateDecision, ClassStartAtIdleTimeout}
 
 // ParseClass returns the class named s.
 func ParseClass(s string) (Class, error) {
@@ -157,6 +165,19 @@ func classSteps(f *scenario.File, seed uint64, o Options) []scenario.Step {
 			fail := t + between(time.Hour, runtime-10*time.Minute)
 			add(fail, scenario.Step{Health: &scenario.HealthStep{Node: fmt.Sprintf("flexvm-a3u-%d", 1+rng.IntN(3)),
 				Reasons: []string{"GPU 2: Xid 79, fallen off the bus"}}})
+		case ClassStartAtIdleTimeout:
+			for w, n := 0, 1+rng.IntN(2); w < n; w++ {
+				start := between(time.Hour, o.Horizon-5*time.Hour)
+				length := between(time.Hour, 3*time.Hour).Round(time.Minute)
+				add(start, scenario.Step{Deliveries: &scenario.DeliveryRule{Topic: "slurm-snapshot", For: dur(length),
+					DeliveryFaults: scenario.DeliveryFaults{Delay: dur(between(2*time.Minute, 5*time.Minute).Round(time.Second))}}})
+				t := start
+				for i := 0; t < start+length && i < 20; i++ {
+					add(t, scenario.Step{Submit: &scenario.SubmitStep{ID: jobID(i + 20*w), Nodes: 1, Partition: "a3u",
+						Runtime: dur(between(time.Minute, 5*time.Minute).Round(time.Second))}})
+					t += between(8*time.Minute, 13*time.Minute).Round(time.Second)
+				}
+			}
 		case ClassLateDecision:
 			for w, n := 0, 1+rng.IntN(2); w < n; w++ {
 				start := between(time.Hour, o.Horizon-4*time.Hour)
