@@ -43,6 +43,7 @@ func Job(st *model.State, c *spec.Cluster, ev *event.Job, now time.Time, pol Pol
 			j.Nodes = ev.Nodes
 		}
 		b.putJob(j, "job started")
+		b.leaveBehind(j, ev.Nodes, "its job.started") // placed.go
 		return b.out, nil
 	case event.TypeJobFinished, event.TypeJobCancelled:
 		if !known {
@@ -139,6 +140,8 @@ func (b *builder) jobPending(c *spec.Cluster, ev *event.Job, old *model.Job, kno
 		j.Pool = pool
 		j.Nodes = append([]string(nil), ev.Nodes...)
 		j.AwaitingSlurm = false // Slurm's allocation is known again
+		// Capacity requested for the job on a node it left (placed.go).
+		b.leaveBehind(j, j.Nodes, "its job.pending")
 	} else if j.Pool == "" {
 		pool, err := b.choosePool(c, ev.Partition, j.NodesWanted)
 		if err != nil {

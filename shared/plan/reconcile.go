@@ -136,6 +136,7 @@ func Reconcile(st *model.State, obs Observed, now time.Time, pol Policy) []Actio
 	b.view = slurm
 	b.lostJobReports(slurm, obs)
 	b.lostJobEnds(slurm)
+	b.placedElsewhere(slurm) // before jobsStarted, which makes the job's record newer than the snapshot
 	b.jobsStarted(slurm)
 	b.jobLimits(slurm)
 	for _, pool := range b.st.SortedPools() {
