@@ -52,10 +52,16 @@ const (
 	// that shows the node idle (karpenter-provider-aws #2468,
 	// aws-parallelcluster-node #10).
 	ClassStartAtIdleTimeout Class = "start-at-idle-timeout"
+	// ClassPrologReplaced: a two-node job's node fails its health check
+	// (the prolog's) while capacity is slow, so that its replacement
+	// queues for the requeued job, and Slurm places the job on other
+	// free nodes meanwhile (aws-parallelcluster-node #555,
+	// aws-parallelcluster #5578).
+	ClassPrologReplaced Class = "prolog-replaced"
 )
 
 // Classes lists every class.
-var Classes = []Class{ClassStaleSnapshot, ClassGoingVM, ClassResumeTimeout, ClassRequeuedElsewhere, ClassLateDecision, ClassStartAtIdleTimeout}
+var Classes = []Class{ClassStaleSnapshot, ClassGoingVM, ClassResumeTimeout, ClassRequeuedElsewhere, ClassLateDecision, ClassStartAtIdleTimeout, ClassPrologReplaced}
 
 // ParseClass returns the class named s.
 func ParseClass(s string) (Class, error) {
@@ -101,7 +107,13 @@ func classSteps(f *scenario.File, seed uint64, o Options) []scenario.Step {
 				ci = i
 			}
 		}
-		jobID := func(i int) string { return fmt.Sprintf("%d%02d", 3+ci, i) }
+		// 9xx is skipped: the base workload's job 900 (a time limit
+		// beyond the pools' max run duration) is there.
+		prefix := 3 + ci
+		if prefix >= 9 {
+			prefix++
+		}
+		jobID := func(i int) string { return fmt.Sprintf("%d%02d", prefix, i) }
 		switch c {
 		case ClassStaleSnapshot:
 			for w, n := 0, 1+rng.IntN(2); w < n; w++ {
@@ -177,6 +189,20 @@ func classSteps(f *scenario.File, seed uint64, o Options) []scenario.Step {
 						Runtime: dur(between(time.Minute, 5*time.Minute).Round(time.Second))}})
 					t += between(8*time.Minute, 13*time.Minute).Round(time.Second)
 				}
+			}
+		case ClassPrologReplaced:
+			for w, n := 0, 1+rng.IntN(2); w < n; w++ {
+				t := between(time.Hour, o.Horizon-6*time.Hour)
+				add(t, scenario.Step{Submit: &scenario.SubmitStep{ID: jobID(10 * w), Nodes: 2, Partition: "a3u",
+					Runtime: dur(between(2*time.Hour, 4*time.Hour).Round(time.Minute))}})
+				slow := t + between(30*time.Minute, 50*time.Minute)
+				add(slow, scenario.Step{Capacity: &scenario.CapacityDelay{Zone: pools[0].zone, MachineType: pools[0].machine,
+					Delay: dur(between(30*time.Minute, 90*time.Minute).Round(time.Minute))}})
+				fail := slow + between(time.Minute, 40*time.Minute)
+				add(fail, scenario.Step{Health: &scenario.HealthStep{Node: fmt.Sprintf("flexvm-a3u-%d", 1+rng.IntN(3)),
+					Reasons: []string{"GPU 3: Xid 79, fallen off the bus (prolog)"}}})
+				add(fail+between(time.Hour, 2*time.Hour), scenario.Step{Capacity: &scenario.CapacityDelay{Zone: pools[0].zone, MachineType: pools[0].machine,
+					Delay: dur(between(0, 10*time.Minute).Round(time.Minute))}})
 			}
 		case ClassLateDecision:
 			for w, n := 0, 1+rng.IntN(2); w < n; w++ {
