@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/flexslurm/flexslurm/dev/scenario"
+	"github.com/flexslurm/flexslurm/shared/plan"
 )
 
 // Class names a convergence class: a situation where Slurm's and Compute's
@@ -58,10 +59,18 @@ const (
 	// free nodes meanwhile (aws-parallelcluster-node #555,
 	// aws-parallelcluster #5578).
 	ClassPrologReplaced Class = "prolog-replaced"
+	// ClassFulfilledAsCancelled: a queue timeout of 70–100 minutes and, on
+	// the a3h pool (no static node), capacity that takes about as long,
+	// with jobs submitted there: requests fulfilled around the pass that
+	// cancels them past the queue timeout, the cancellation (crashed,
+	// redelivered, or decided late) meeting a request Compute already
+	// fulfilled while its job still waits (kubernetes-sigs/karpenter
+	// #2920).
+	ClassFulfilledAsCancelled Class = "fulfilled-as-cancelled"
 )
 
 // Classes lists every class.
-var Classes = []Class{ClassStaleSnapshot, ClassGoingVM, ClassResumeTimeout, ClassRequeuedElsewhere, ClassLateDecision, ClassStartAtIdleTimeout, ClassPrologReplaced}
+var Classes = []Class{ClassStaleSnapshot, ClassGoingVM, ClassResumeTimeout, ClassRequeuedElsewhere, ClassLateDecision, ClassStartAtIdleTimeout, ClassPrologReplaced, ClassFulfilledAsCancelled}
 
 // ParseClass returns the class named s.
 func ParseClass(s string) (Class, error) {
@@ -204,6 +213,33 @@ func classSteps(f *scenario.File, seed uint64, o Options) []scenario.Step {
 				add(fail+between(time.Hour, 2*time.Hour), scenario.Step{Capacity: &scenario.CapacityDelay{Zone: pools[0].zone, MachineType: pools[0].machine,
 					Delay: dur(between(0, 10*time.Minute).Round(time.Minute))}})
 			}
+		case ClassFulfilledAsCancelled:
+			timeout := between(70*time.Minute, 100*time.Minute).Round(time.Minute)
+			pol := scenario.Policy{}
+			for k, v := range f.Policy {
+				pol[k] = v
+			}
+			if _, set := pol["queue_timeout"]; !set {
+				pol["queue_timeout"] = timeout.String()
+				f.Policy = pol
+			} else if d, err := time.ParseDuration(pol["queue_timeout"]); err == nil {
+				timeout = d
+			}
+			p := pools[1]
+			for w, n := 0, 1+rng.IntN(2); w < n; w++ {
+				start := between(time.Hour, o.Horizon-6*time.Hour)
+				add(start, scenario.Step{Capacity: &scenario.CapacityDelay{Zone: p.zone, MachineType: p.machine,
+					Delay: dur(timeout + between(-2*time.Minute, 8*time.Minute).Round(time.Second))}})
+				for i, k := 0, 1+rng.IntN(2); i < k; i++ {
+					add(start+between(time.Minute, 20*time.Minute), scenario.Step{Submit: &scenario.SubmitStep{ID: jobID(i + 10*w), Nodes: 1 + rng.IntN(p.max),
+						Partition: p.id, Runtime: dur(between(30*time.Minute, 2*time.Hour).Round(time.Minute))}})
+				}
+				if rng.IntN(2) == 0 {
+					add(start+timeout, scenario.Step{LateDecision: &scenario.LateDecisionStep{Lag: dur(between(time.Minute, 6*time.Minute).Round(time.Second)), For: dur(30 * time.Minute)}})
+				}
+				add(start+3*time.Hour, scenario.Step{Capacity: &scenario.CapacityDelay{Zone: p.zone, MachineType: p.machine,
+					Delay: dur(between(0, 10*time.Minute).Round(time.Minute))}})
+			}
 		case ClassLateDecision:
 			for w, n := 0, 1+rng.IntN(2); w < n; w++ {
 				start := between(time.Hour, o.Horizon-4*time.Hour)
@@ -265,7 +301,14 @@ func classInvariants(f *scenario.File, o Options) {
 		c.Within = dur(c.Within.D() + d)
 		*w = &c
 	}
-	widen(&f.Invariants.StaticAtMin, longest+lag)
+	// A queue timeout shorter than a capacity delay (the
+	// fulfilled-as-cancelled class shortens it) cancels and resubmits a
+	// static node's request up to MaxResubmits times, each waiting anew.
+	resubmits := time.Duration(0)
+	if d, err := time.ParseDuration(f.Policy["queue_timeout"]); err == nil && d < longest {
+		resubmits = time.Duration(plan.DefaultPolicy().MaxResubmits+1) * d
+	}
+	widen(&f.Invariants.StaticAtMin, longest+lag+resubmits)
 	widen(&f.Invariants.NoUnrecordedVM, lag)
 	widen(&f.Invariants.IdleDynamicReleased, lag)
 	widen(&f.Invariants.RepairProgress, lag)

@@ -241,6 +241,7 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 	b.vanishedRequestMIGs(pool, po)
 	pool = b.st.Pools[pool.ID]
 	b.legacyRequests(pool, rrs)
+	b.adoptArrived(pool, vms) // adopt.go
 	b.observePreviousRequests(pool, vms, rrs)
 	// Every node of the pool: the stored ones and every slot below
 	// max_node_count (a slot never used has no record, but Slurm knows it).
