@@ -39,11 +39,7 @@ func (b *builder) noteStarted(ev *event.Job) {
 		}
 		n := *cur
 		n.StartedJob, n.StartedAt = ev.JobID, b.now
-		why := n.Reason
-		if why == "" {
-			why = fmt.Sprintf("job %s started on %s (PrologSlurmctld)", ev.JobID, name)
-		}
-		b.putNode(n, why)
+		b.putNode(n, fmt.Sprintf("job %s started on %s (PrologSlurmctld): Slurm snapshots taken before now say nothing of whether it is idle", ev.JobID, name))
 	}
 }
 
