@@ -3,22 +3,39 @@ package chaos
 import (
 	"testing"
 	"time"
+
+	"github.com/flexslurm/flexslurm/dev/scenario"
 )
 
-// Every job a seed submits, with every class added, has an id of its own
-// (a class's job 900 once met the base workload's unfit job 900).
-func TestClassJobIDsAreUnique(t *testing.T) {
-	for seed := uint64(1); seed <= 200; seed++ {
-		g := Generate(seed, Options{Classes: Classes})
-		seen := map[string]bool{}
+// A class's jobs have ids of their own: none is the base workload's, nor
+// another class's (a class's job 900 once met the base workload's unfit
+// job 900). A class may submit one of its own ids twice on purpose.
+func TestClassJobIDsAreTheirOwn(t *testing.T) {
+	submitted := func(g *scenario.File) map[string]int {
+		ids := map[string]int{}
 		for _, s := range g.Steps {
-			if s.Submit == nil {
-				continue
+			if s.Submit != nil {
+				ids[s.Submit.ID]++
 			}
-			if seen[s.Submit.ID] {
-				t.Fatalf("seed %d: job %s submitted twice", seed, s.Submit.ID)
+		}
+		return ids
+	}
+	for seed := uint64(1); seed <= 200; seed++ {
+		base := submitted(Generate(seed, Options{}))
+		owner := map[string]Class{}
+		for _, c := range Classes {
+			for id, n := range submitted(Generate(seed, Options{Classes: []Class{c}})) {
+				if n == base[id] {
+					continue // the base workload's own
+				}
+				if base[id] > 0 {
+					t.Fatalf("seed %d: class %s submits job %s, one of the base workload's", seed, c, id)
+				}
+				if o, ok := owner[id]; ok && o != c {
+					t.Fatalf("seed %d: classes %s and %s both submit job %s", seed, o, c, id)
+				}
+				owner[id] = c
 			}
-			seen[s.Submit.ID] = true
 		}
 	}
 }
