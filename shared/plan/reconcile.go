@@ -739,6 +739,9 @@ func (b *builder) orphans(pool *model.Pool, po ObservedPool, vms vmIndex, pol Po
 		if vm.Status == "STOPPING" || incompleteVM(vm) || b.now.Sub(vm.Created) < pol.OrphanGrace {
 			continue
 		}
+		if b.orphanRunsJob(vm) { // started.go
+			continue
+		}
 		names = append(names, vm.Name)
 	}
 	sort.Strings(names)

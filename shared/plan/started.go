@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/flexslurm/flexslurm/shared/event"
@@ -15,17 +16,20 @@ import (
 // job.started. Until a Slurm snapshot taken after that report arrives, the
 // stored snapshot still shows the node idle — and past the idle timeout
 // the reconciler would release it: its VM deleted and the node powered
-// down, the job requeued. So every job.started is recorded on the running
-// nodes it names (model.Node.StartedJob, StartedAt), whether or not
-// flexslurm holds a record of the job, and sources.go lets that record
-// speak over older views of the node: nodeRecordedAt (a snapshot taken
-// before it gives the node no Slurm class: the table neither releases nor
-// powers it down), startedSince (a node.suspend reported before it is not
-// acted on), and idleRestarts (the node's idle time counts again from
-// after the job).
+// down, the job requeued. So every job.started is recorded on the nodes it
+// names (model.Node.StartedJob, StartedAt), whether or not flexslurm holds
+// a record of the job, and that record speaks over older views of the
+// node: nodeRecordedAt (sources.go: a snapshot taken before it gives the
+// node no Slurm class, so the table neither releases nor powers it down),
+// startedSince (a node.suspend reported before it is not acted on),
+// idleRestarts (the node's idle time counts again from after the job), and
+// orphanRunsJob (a VM no record names that may run the job is not deleted
+// as an orphan).
 
-// noteStarted records a job.started report on the running nodes of this
-// cluster it names. A report whose job flexslurm holds as ended is not
+// noteStarted records a job.started report on the nodes of this cluster
+// it names that have had a VM (whatever their phase: an old generation's
+// VM may still run as the node, orphanRunsJob). A report whose job
+// flexslurm holds as ended is not
 // recorded (its caller returns first).
 func (b *builder) noteStarted(ev *event.Job) {
 	for _, name := range ev.Nodes {
@@ -34,13 +38,35 @@ func (b *builder) noteStarted(ev *event.Job) {
 			continue
 		}
 		cur, ok := b.st.Nodes[name]
-		if !ok || cur.Phase != model.PhaseRunning {
-			continue
+		if !ok || cur.Generation == 0 {
+			continue // no VM of the node was ever asked for
 		}
 		n := *cur
 		n.StartedJob, n.StartedAt = ev.JobID, b.now
 		b.putNode(n, fmt.Sprintf("job %s started on %s (PrologSlurmctld): Slurm snapshots taken before now say nothing of whether it is idle", ev.JobID, name))
 	}
+}
+
+// orphanRunsJob reports whether a VM no record names may run a job Slurm
+// started on its node: a job.started naming the node was recorded after
+// the VM was created, and no Slurm snapshot taken since shows the node
+// without a job. Such a VM is the node's old generation, still registered
+// as the node in Slurm (its record moved on to a new generation while it
+// ran); deleting it as an orphan would kill the job. It is deleted once a
+// newer snapshot shows the node idle, powered down or gone.
+func (b *builder) orphanRunsJob(vm VM) bool {
+	i := strings.LastIndex(vm.Name, "-g")
+	if i <= 0 {
+		return false
+	}
+	n, ok := b.st.Nodes[vm.Name[:i]]
+	if !ok || n.StartedJob == "" || !n.StartedAt.After(vm.Created) {
+		return false
+	}
+	if Newest(n.StartedAt, b.view) != SourceSlurm {
+		return true
+	}
+	return slurmClass(b.view, n.Name) == SlurmBusy
 }
 
 // idleRestarts restarts the count of a node's idle time when a job.started

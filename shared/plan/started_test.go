@@ -2,6 +2,7 @@ package plan
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,7 +52,7 @@ func releases(actions []Action, node, vm string) bool {
 	return false
 }
 
-func TestJobStartedIsRecordedOnItsRunningNodes(t *testing.T) {
+func TestJobStartedIsRecordedOnItsNodes(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		prepare func(st *model.State)
@@ -61,7 +62,8 @@ func TestJobStartedIsRecordedOnItsRunningNodes(t *testing.T) {
 		{"a job flexslurm never heard of (the node was up: no job.pending)", nil, jobEv(event.TypeJobStarted, "9", 1, "flexvm-a3u-1"), "9"},
 		{"a job flexslurm provisioned", func(st *model.State) { st.Jobs["7"].State = model.JobPending }, jobEv(event.TypeJobStarted, "7", 1, "flexvm-a3u-1"), "7"},
 		{"a job flexslurm holds as ended: a late report, not recorded", nil, jobEv(event.TypeJobStarted, "7", 1, "flexvm-a3u-1"), ""},
-		{"a node without a running VM is not written", func(st *model.State) { st.Nodes["flexvm-a3u-1"].Phase = model.PhaseDeleting }, jobEv(event.TypeJobStarted, "9", 1, "flexvm-a3u-1"), ""},
+		{"a node whose VM is being deleted: recorded (an old VM may run as the node)", func(st *model.State) { st.Nodes["flexvm-a3u-1"].Phase = model.PhaseDeleting }, jobEv(event.TypeJobStarted, "9", 1, "flexvm-a3u-1"), "9"},
+		{"a slot that never had a VM: not written", nil, jobEv(event.TypeJobStarted, "9", 1, "flexvm-a3u-2"), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := startedState(t)
@@ -75,7 +77,13 @@ func TestJobStartedIsRecordedOnItsRunningNodes(t *testing.T) {
 				t.Fatal(err)
 			}
 			Apply(st, acts)
-			n := st.Nodes["flexvm-a3u-1"]
+			n, ok := st.Nodes[tc.ev.Nodes[0]]
+			if !ok {
+				if tc.want != "" {
+					t.Fatalf("no record of %s", tc.ev.Nodes[0])
+				}
+				return
+			}
 			if n.StartedJob != tc.want {
 				t.Fatalf("StartedJob = %q, want %q", n.StartedJob, tc.want)
 			}
@@ -176,5 +184,55 @@ func TestNodeSlurmClassYieldsToANewerJobStarted(t *testing.T) {
 		if got := nodeSlurmClass(v, n); got != tc.want {
 			t.Errorf("job.started recorded at snapshot%+v: class %s, want %s", tc.at, got, tc.want)
 		}
+	}
+}
+
+// A VM no record names (the node's record moved on to generation 2) is an
+// orphan, deleted past the orphan grace — unless a job.started naming its
+// node was recorded after it was created and no newer snapshot shows the
+// node without a job: the old VM runs the job as the node.
+func TestOrphanThatMayRunAStartedJobIsKept(t *testing.T) {
+	created := t0.Add(-time.Hour)
+	for _, tc := range []struct {
+		name      string
+		startedAt time.Duration // after t0; 0: no job.started
+		taken     time.Duration // snapshot, after t0
+		state     string        // flexvm-a3u-1 in the snapshot
+		deleted   bool
+	}{
+		{"no job started on the node: deleted", 0, time.Minute, "idle+CLOUD", true},
+		{"a job started after the VM came, no snapshot since: kept", 2 * time.Minute, time.Minute, "idle+CLOUD", false},
+		{"a newer snapshot shows the node busy: kept", 2 * time.Minute, 3 * time.Minute, "allocated+CLOUD", false},
+		{"a newer snapshot shows the node idle: deleted", 2 * time.Minute, 3 * time.Minute, "idle+CLOUD", true},
+		{"the job started before the VM was created: deleted", -2 * time.Hour, time.Minute, "idle+CLOUD", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := startedState(t)
+			n := st.Nodes["flexvm-a3u-1"]
+			// Generation 2 requested; generation 1's VM still runs, named by no record.
+			n.Generation, n.Phase, n.VMName, n.ResizeRequest = 2, model.PhaseRequested, "flexvm-a3u-1-g2", "rr-flexvm-a3u-1-g2"
+			n.MIG, n.RequestedAt, n.UpdatedAt, n.IdleSince = "fs-flexvm-a3u-rg2", t0.Add(-10*time.Minute), t0.Add(-10*time.Minute), time.Time{}
+			if tc.startedAt != 0 {
+				n.StartedJob, n.StartedAt = "9", t0.Add(tc.startedAt)
+			}
+			st.Slurm = slurmView(t0.Add(tc.taken), map[string]string{"flexvm-a3u-0": "idle+CLOUD", "flexvm-a3u-1": tc.state})
+			obs := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true, VMs: []VM{
+				{Name: "flexvm-a3u-0-g1", Status: "RUNNING", Created: created, TerminationTime: t0.Add(week)},
+				{Name: "flexvm-a3u-1-g1", Status: "RUNNING", Created: created, TerminationTime: t0.Add(week), MIG: "fs-flexvm-a3u-rg1"},
+			}, MIGsListed: true, MIGs: []ObservedMIG{{Name: "fs-flexvm-a3u-rg1", Request: "rr-flexvm-a3u-j7-g1", RequestsListed: true, Age: time.Hour}}}}}
+			acts := Reconcile(st, obs, t0.Add(4*time.Minute), Policy{})
+			orphaned := false
+			for _, a := range acts {
+				if d, ok := a.(DeleteVMs); ok && slices.Contains(d.VMs, "flexvm-a3u-1-g1") {
+					orphaned = true
+				}
+				if d, ok := a.(DeleteMIG); ok && (slices.Contains(d.VMs, "flexvm-a3u-1-g1") || strings.Contains(d.Reason, "flexvm-a3u-1-g1")) {
+					orphaned = true
+				}
+			}
+			if orphaned != tc.deleted {
+				t.Errorf("flexvm-a3u-1-g1 deleted = %v, want %v: %v", orphaned, tc.deleted, kinds(acts))
+			}
+		})
 	}
 }
