@@ -2,7 +2,6 @@ package plan
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/flexslurm/flexslurm/shared/event"
@@ -45,28 +44,6 @@ func (b *builder) noteStarted(ev *event.Job) {
 		n.StartedJob, n.StartedAt = ev.JobID, b.now
 		b.putNode(n, fmt.Sprintf("job %s started on %s (PrologSlurmctld): Slurm snapshots taken before now say nothing of whether it is idle", ev.JobID, name))
 	}
-}
-
-// orphanRunsJob reports whether a VM no record names may run a job Slurm
-// started on its node: a job.started naming the node was recorded after
-// the VM was created, and no Slurm snapshot taken since shows the node
-// without a job. Such a VM is the node's old generation, still registered
-// as the node in Slurm (its record moved on to a new generation while it
-// ran); deleting it as an orphan would kill the job. It is deleted once a
-// newer snapshot shows the node idle, powered down or gone.
-func (b *builder) orphanRunsJob(vm VM) bool {
-	i := strings.LastIndex(vm.Name, "-g")
-	if i <= 0 {
-		return false
-	}
-	n, ok := b.st.Nodes[vm.Name[:i]]
-	if !ok || n.StartedJob == "" || !n.StartedAt.After(vm.Created) {
-		return false
-	}
-	if Newest(n.StartedAt, b.view) != SourceSlurm {
-		return true
-	}
-	return slurmClass(b.view, n.Name) == SlurmBusy
 }
 
 // idleRestarts restarts the count of a node's idle time when a job.started
