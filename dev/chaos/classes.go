@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/flexslurm/flexslurm/dev/scenario"
+	"github.com/flexslurm/flexslurm/shared/plan"
 )
 
 // Class names a convergence class: a situation where Slurm's and Compute's
@@ -44,10 +45,32 @@ const (
 	// changes (the local demo's two VMs for one node: a MIG listed before
 	// it was created, taken for deleted by a decision made after).
 	ClassLateDecision Class = "late-decision"
+	// ClassStartAtIdleTimeout: for a while, short one-node jobs are
+	// submitted every 8–13 minutes, so that Slurm gives a node that has
+	// been idle for about the idle timeout (10 minutes) a new job, while
+	// every Slurm snapshot is delivered 2–5 minutes late: the only news of
+	// the start is PrologSlurmctld's job.started, newer than the snapshot
+	// that shows the node idle (karpenter-provider-aws #2468,
+	// aws-parallelcluster-node #10).
+	ClassStartAtIdleTimeout Class = "start-at-idle-timeout"
+	// ClassPrologReplaced: a two-node job's node fails its health check
+	// (the prolog's) while capacity is slow, so that its replacement
+	// queues for the requeued job, and Slurm places the job on other
+	// free nodes meanwhile (aws-parallelcluster-node #555,
+	// aws-parallelcluster #5578).
+	ClassPrologReplaced Class = "prolog-replaced"
+	// ClassFulfilledAsCancelled: a queue timeout of 70–100 minutes and, on
+	// the a3h pool (no static node), capacity that takes about as long,
+	// with jobs submitted there: requests fulfilled around the pass that
+	// cancels them past the queue timeout, the cancellation (crashed,
+	// redelivered, or decided late) meeting a request Compute already
+	// fulfilled while its job still waits (kubernetes-sigs/karpenter
+	// #2920).
+	ClassFulfilledAsCancelled Class = "fulfilled-as-cancelled"
 )
 
 // Classes lists every class.
-var Classes = []Class{ClassStaleSnapshot, ClassGoingVM, ClassResumeTimeout, ClassRequeuedElsewhere, ClassLateDecision}
+var Classes = []Class{ClassStaleSnapshot, ClassGoingVM, ClassResumeTimeout, ClassRequeuedElsewhere, ClassLateDecision, ClassStartAtIdleTimeout, ClassPrologReplaced, ClassFulfilledAsCancelled}
 
 // ParseClass returns the class named s.
 func ParseClass(s string) (Class, error) {
@@ -93,7 +116,13 @@ func classSteps(f *scenario.File, seed uint64, o Options) []scenario.Step {
 				ci = i
 			}
 		}
-		jobID := func(i int) string { return fmt.Sprintf("%d%02d", 3+ci, i) }
+		// 9xx is skipped: the base workload's job 900 (a time limit
+		// beyond the pools' max run duration) is there.
+		prefix := 3 + ci
+		if prefix >= 9 {
+			prefix++
+		}
+		jobID := func(i int) string { return fmt.Sprintf("%d%02d", prefix, i) }
 		switch c {
 		case ClassStaleSnapshot:
 			for w, n := 0, 1+rng.IntN(2); w < n; w++ {
@@ -157,6 +186,60 @@ func classSteps(f *scenario.File, seed uint64, o Options) []scenario.Step {
 			fail := t + between(time.Hour, runtime-10*time.Minute)
 			add(fail, scenario.Step{Health: &scenario.HealthStep{Node: fmt.Sprintf("flexvm-a3u-%d", 1+rng.IntN(3)),
 				Reasons: []string{"GPU 2: Xid 79, fallen off the bus"}}})
+		case ClassStartAtIdleTimeout:
+			for w, n := 0, 1+rng.IntN(2); w < n; w++ {
+				start := between(time.Hour, o.Horizon-5*time.Hour)
+				length := between(time.Hour, 3*time.Hour).Round(time.Minute)
+				add(start, scenario.Step{Deliveries: &scenario.DeliveryRule{Topic: "slurm-snapshot", For: dur(length),
+					DeliveryFaults: scenario.DeliveryFaults{Delay: dur(between(2*time.Minute, 5*time.Minute).Round(time.Second))}}})
+				t := start
+				for i := 0; t < start+length && i < 20; i++ {
+					add(t, scenario.Step{Submit: &scenario.SubmitStep{ID: jobID(i + 20*w), Nodes: 1, Partition: "a3u",
+						Runtime: dur(between(time.Minute, 5*time.Minute).Round(time.Second))}})
+					t += between(8*time.Minute, 13*time.Minute).Round(time.Second)
+				}
+			}
+		case ClassPrologReplaced:
+			for w, n := 0, 1+rng.IntN(2); w < n; w++ {
+				t := between(time.Hour, o.Horizon-6*time.Hour)
+				add(t, scenario.Step{Submit: &scenario.SubmitStep{ID: jobID(10 * w), Nodes: 2, Partition: "a3u",
+					Runtime: dur(between(2*time.Hour, 4*time.Hour).Round(time.Minute))}})
+				slow := t + between(30*time.Minute, 50*time.Minute)
+				add(slow, scenario.Step{Capacity: &scenario.CapacityDelay{Zone: pools[0].zone, MachineType: pools[0].machine,
+					Delay: dur(between(30*time.Minute, 90*time.Minute).Round(time.Minute))}})
+				fail := slow + between(time.Minute, 40*time.Minute)
+				add(fail, scenario.Step{Health: &scenario.HealthStep{Node: fmt.Sprintf("flexvm-a3u-%d", 1+rng.IntN(3)),
+					Reasons: []string{"GPU 3: Xid 79, fallen off the bus (prolog)"}}})
+				add(fail+between(time.Hour, 2*time.Hour), scenario.Step{Capacity: &scenario.CapacityDelay{Zone: pools[0].zone, MachineType: pools[0].machine,
+					Delay: dur(between(0, 10*time.Minute).Round(time.Minute))}})
+			}
+		case ClassFulfilledAsCancelled:
+			timeout := between(70*time.Minute, 100*time.Minute).Round(time.Minute)
+			pol := scenario.Policy{}
+			for k, v := range f.Policy {
+				pol[k] = v
+			}
+			if _, set := pol["queue_timeout"]; !set {
+				pol["queue_timeout"] = timeout.String()
+				f.Policy = pol
+			} else if d, err := time.ParseDuration(pol["queue_timeout"]); err == nil {
+				timeout = d
+			}
+			p := pools[1]
+			for w, n := 0, 1+rng.IntN(2); w < n; w++ {
+				start := between(time.Hour, o.Horizon-6*time.Hour)
+				add(start, scenario.Step{Capacity: &scenario.CapacityDelay{Zone: p.zone, MachineType: p.machine,
+					Delay: dur(timeout + between(-2*time.Minute, 8*time.Minute).Round(time.Second))}})
+				for i, k := 0, 1+rng.IntN(2); i < k; i++ {
+					add(start+between(time.Minute, 20*time.Minute), scenario.Step{Submit: &scenario.SubmitStep{ID: jobID(i + 10*w), Nodes: 1 + rng.IntN(p.max),
+						Partition: p.id, Runtime: dur(between(30*time.Minute, 2*time.Hour).Round(time.Minute))}})
+				}
+				if rng.IntN(2) == 0 {
+					add(start+timeout, scenario.Step{LateDecision: &scenario.LateDecisionStep{Lag: dur(between(time.Minute, 6*time.Minute).Round(time.Second)), For: dur(30 * time.Minute)}})
+				}
+				add(start+3*time.Hour, scenario.Step{Capacity: &scenario.CapacityDelay{Zone: p.zone, MachineType: p.machine,
+					Delay: dur(between(0, 10*time.Minute).Round(time.Minute))}})
+			}
 		case ClassLateDecision:
 			for w, n := 0, 1+rng.IntN(2); w < n; w++ {
 				start := between(time.Hour, o.Horizon-4*time.Hour)
@@ -218,7 +301,14 @@ func classInvariants(f *scenario.File, o Options) {
 		c.Within = dur(c.Within.D() + d)
 		*w = &c
 	}
-	widen(&f.Invariants.StaticAtMin, longest+lag)
+	// A queue timeout shorter than a capacity delay (the
+	// fulfilled-as-cancelled class shortens it) cancels and resubmits a
+	// static node's request up to MaxResubmits times, each waiting anew.
+	resubmits := time.Duration(0)
+	if d, err := time.ParseDuration(f.Policy["queue_timeout"]); err == nil && d < longest {
+		resubmits = time.Duration(plan.DefaultPolicy().MaxResubmits+1) * d
+	}
+	widen(&f.Invariants.StaticAtMin, longest+lag+resubmits)
 	widen(&f.Invariants.NoUnrecordedVM, lag)
 	widen(&f.Invariants.IdleDynamicReleased, lag)
 	widen(&f.Invariants.RepairProgress, lag)

@@ -173,6 +173,14 @@ type Node struct {
 	// IdleSince is when Slurm was first seen to hold this node idle (no
 	// job) in its current stretch; zero while it is busy.
 	IdleSince time.Time `firestore:"idle_since" json:"idle_since,omitzero"`
+	// StartedJob and StartedAt are the last job.started report
+	// (PrologSlurmctld) that named this node: the job, and when flexslurm
+	// recorded it. A Slurm snapshot taken before StartedAt says nothing of
+	// whether the node is idle: a newer report says a job runs there, so
+	// no decision releases the node or powers it down on that snapshot
+	// (shared/plan, sources.go).
+	StartedJob string    `firestore:"started_job" json:"started_job,omitempty"`
+	StartedAt  time.Time `firestore:"started_at" json:"started_at,omitzero"`
 	// Registered is true once Slurm showed this generation's node up
 	// (idle, busy or drained): its bootstrap succeeded.
 	Registered bool `firestore:"registered" json:"registered,omitempty"`

@@ -27,17 +27,23 @@ func Job(st *model.State, c *spec.Cluster, ev *event.Job, now time.Time, pol Pol
 		return b.jobPending(c, ev, old, known)
 	case event.TypeJobStarted:
 		if !known {
-			return b.out, nil // never provisioned by flexslurm (static nodes): nothing to track
+			// Never provisioned by flexslurm (a node already up, or a
+			// static node): no job record, but its nodes run it now
+			// (started.go).
+			b.noteStarted(ev)
+			return b.out, nil
 		}
 		j := *old
 		if j.State == model.JobFinished || j.State == model.JobCancelled {
 			return nil, nil
 		}
+		b.noteStarted(ev)
 		j.State = model.JobRunning
 		if len(ev.Nodes) > 0 {
 			j.Nodes = ev.Nodes
 		}
 		b.putJob(j, "job started")
+		b.leaveBehind(j, ev.Nodes, "its job.started") // placed.go
 		return b.out, nil
 	case event.TypeJobFinished, event.TypeJobCancelled:
 		if !known {
@@ -134,6 +140,8 @@ func (b *builder) jobPending(c *spec.Cluster, ev *event.Job, old *model.Job, kno
 		j.Pool = pool
 		j.Nodes = append([]string(nil), ev.Nodes...)
 		j.AwaitingSlurm = false // Slurm's allocation is known again
+		// Capacity requested for the job on a node it left (placed.go).
+		b.leaveBehind(j, j.Nodes, "its job.pending")
 	} else if j.Pool == "" {
 		pool, err := b.choosePool(c, ev.Partition, j.NodesWanted)
 		if err != nil {

@@ -97,6 +97,11 @@ func narrowRefusal(st *model.State, c *spec.Cluster, ev *event.Job) string {
 	case pool.NodesBeyondMax:
 		return fmt.Sprintf("pool %s may have nodes serving beyond max_node_count %d", scope.Pool, pool.MaxNodes)
 	}
+	if n, ok := leftBehindOutside(st.Jobs[ev.JobID], scope.Nodes); ok {
+		// Placed elsewhere: capacity requested for the job on a node
+		// the event does not name is released (placed.go).
+		return fmt.Sprintf("job %s's record names node %s, which the event does not", ev.JobID, n)
+	}
 	for _, name := range scope.Nodes {
 		_, _, idx, _ := naming.ParseNodeName(name)
 		if idx >= sp.MaxNodeCount || idx >= pool.MaxNodes {

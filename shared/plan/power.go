@@ -51,6 +51,10 @@ func NodePower(st *model.State, ev *event.Node, now time.Time, pol Policy) ([]Ac
 		switch {
 		case ev.Type == event.TypeNodeSuspend && static:
 			b.add(Alert{Pool: poolID, Node: name, Reason: fmt.Sprintf("Slurm powered down static node %s: static nodes should be in SuspendExcNodes; its VM is kept", name)})
+		case ev.Type == event.TypeNodeSuspend && !ev.ReportedAt.IsZero() && startedSince(n, ev.ReportedAt):
+			// A job.started recorded after Slurm reported the node
+			// powered down: a job runs there now (started.go).
+			b.add(Alert{Pool: poolID, Node: name, Reason: fmt.Sprintf("node.suspend for %s reported at %s, before job %s was reported started there: its VM is kept", name, ev.ReportedAt.Format(time.RFC3339), n.StartedJob)})
 		case ev.Type == event.TypeNodeSuspend:
 			if n.Phase.Serving() {
 				b.releaseQuietly(pool, n, fmt.Sprintf("Slurm powered down idle node %s (SuspendProgram): VM released", name))

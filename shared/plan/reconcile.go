@@ -136,6 +136,7 @@ func Reconcile(st *model.State, obs Observed, now time.Time, pol Policy) []Actio
 	b.view = slurm
 	b.lostJobReports(slurm, obs)
 	b.lostJobEnds(slurm)
+	b.placedElsewhere(slurm) // before jobsStarted, which makes the job's record newer than the snapshot
 	b.jobsStarted(slurm)
 	b.jobLimits(slurm)
 	for _, pool := range b.st.SortedPools() {
@@ -240,6 +241,7 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 	b.vanishedRequestMIGs(pool, po)
 	pool = b.st.Pools[pool.ID]
 	b.legacyRequests(pool, rrs)
+	b.adoptArrived(pool, vms) // adopt.go
 	b.observePreviousRequests(pool, vms, rrs)
 	// Every node of the pool: the stored ones and every slot below
 	// max_node_count (a slot never used has no record, but Slurm knows it).
@@ -750,6 +752,9 @@ func (b *builder) orphans(pool *model.Pool, po ObservedPool, vms vmIndex, pol Po
 		if vm.Status == "STOPPING" || incompleteVM(vm) || b.now.Sub(vm.Created) < pol.OrphanGrace {
 			continue
 		}
+		if b.orphanRunsJob(vm) { // started.go
+			continue
+		}
 		names = append(names, vm.Name)
 	}
 	sort.Strings(names)
@@ -896,6 +901,10 @@ func (b *builder) idle(pool *model.Pool, node *model.Node, combo Combo) (release
 	if node.IdleSince.IsZero() {
 		node.IdleSince = b.now
 		b.putNode(*node, "reconciler: node idle in Slurm")
+		return false, true
+	}
+	if idleRestarts(node, b.now) {
+		b.putNode(*node, fmt.Sprintf("reconciler: node idle in Slurm again after job %s", node.StartedJob))
 		return false, true
 	}
 	if b.now.Sub(node.IdleSince) < b.pol.IdleTimeout {

@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/flexslurm/flexslurm/shared/event"
@@ -27,6 +28,19 @@ import (
 //     flexslurm's record of the job last changed: an older snapshot never
 //     revives a job whose end flexslurm processed, nor ends or starts one
 //     flexslurm heard of since (slurmJobFact, lostJobEnds, jobsStarted);
+//   - a job.started report (PrologSlurmctld) recorded after a snapshot was
+//     taken beats what that snapshot says of the report's nodes: a node
+//     the snapshot shows idle or powered down may run the job now, so it is
+//     neither released nor powered down on that snapshot (nodeRecordedAt),
+//     nor on a node.suspend reported before it (startedSince); its idle
+//     time starts again after the job (idleRestarts), and an old VM of the
+//     node that no record names is not deleted as an orphan while it may
+//     run the job (orphanRunsJob);
+//   - capacity requested for a job alone is released once the job's
+//     allocation, from its reports or a snapshot newer than its record,
+//     no longer names the node (leaveBehind, placedElsewhere), and kept
+//     when it arrived as its queue-timed-out request was cancelled while
+//     the job can still use it (adoptArrived, through keptFor);
 //   - a node idle in Slurm is kept for a pending job only while that job can
 //     still use it (keptFor);
 //   - what Slurm says of a node under repair (drained, or drained by someone
@@ -126,20 +140,59 @@ func SnapshotLoadsPool(n *model.Node) bool {
 
 // nodeRecordedAt is when flexslurm last changed what it knows of a node's
 // VM: when it asked for the current generation, and, for a node that is not
-// running, its record's last change (a generation that ended or began).
-// Later changes to a running node's record (idle tracking, repair
-// bookkeeping) say nothing about its VM, so they do not silence Slurm.
+// running, its record's last change (a generation that ended or began);
+// and when it last recorded a job.started report naming the node (a job
+// runs there since: jobStartedOn). Later changes to a running node's
+// record (idle tracking, repair bookkeeping) say nothing about its VM, so
+// they do not silence Slurm.
 func nodeRecordedAt(n model.Node) time.Time {
 	t := n.RequestedAt
 	if n.Phase != model.PhaseRunning && n.UpdatedAt.After(t) {
 		t = n.UpdatedAt
 	}
+	if n.StartedAt.After(t) {
+		t = n.StartedAt
+	}
 	return t
+}
+
+// startedSince reports whether flexslurm recorded a job.started report
+// naming node n (model.Node.StartedAt) after t: a fact about the node
+// newer than anything taken at t. Every decision that would release a VM
+// or power a node down because Slurm showed it without a job — idle past
+// the idle timeout (a snapshot: nodeSlurmClass), powered down by Slurm
+// (node.suspend, reported at t) — yields to it: the job Slurm started
+// there after that view must not be requeued, nor its VM deleted.
+func startedSince(n model.Node, t time.Time) bool {
+	return n.StartedJob != "" && n.StartedAt.After(t)
+}
+
+// orphanRunsJob reports whether a VM no record names may run a job Slurm
+// started on its node: a job.started naming the node was recorded after
+// the VM was created, and no Slurm snapshot taken since shows the node
+// without a job. Such a VM is the node's old generation, still registered
+// as the node in Slurm (its record moved on to a new generation while it
+// ran); deleting it as an orphan would kill the job. It is deleted once a
+// newer snapshot shows the node idle, powered down or gone.
+func (b *builder) orphanRunsJob(vm VM) bool {
+	i := strings.LastIndex(vm.Name, "-g")
+	if i <= 0 {
+		return false
+	}
+	n, ok := b.st.Nodes[vm.Name[:i]]
+	if !ok || n.StartedJob == "" || !n.StartedAt.After(vm.Created) {
+		return false
+	}
+	if Newest(n.StartedAt, b.view) != SourceSlurm {
+		return true
+	}
+	return slurmClass(b.view, n.Name) == SlurmBusy
 }
 
 // nodeSlurmClass is what Slurm says of a node with a record, when the
 // snapshot is the newest source; SlurmUnknown when flexslurm changed the
-// node (asked for its VM, ended a generation) after the snapshot was taken.
+// node (asked for its VM, ended a generation) or recorded a job.started
+// naming it after the snapshot was taken.
 func nodeSlurmClass(v *model.SlurmView, n model.Node) SlurmClass {
 	if Newest(nodeRecordedAt(n), v) != SourceSlurm {
 		return SlurmUnknown
