@@ -167,9 +167,9 @@ type Model struct {
 	// powerSaveFlex: Slurm's SuspendTime powers idle flex-start nodes
 	// down too (PowerSaveFlexNodes).
 	powerSaveFlex bool
-	jobs    map[string]*Job
-	order   []string           // job ids in submission order
-	extra   []lang.SnapshotJob // jobs set by snapshot steps (published as given)
+	jobs          map[string]*Job
+	order         []string           // job ids in submission order
+	extra         []lang.SnapshotJob // jobs set by snapshot steps (published as given)
 	// reservations are the maintenance reservations flexslurm created, by
 	// name (nodes); they do not change node states in the model.
 	reservations map[string][]string
