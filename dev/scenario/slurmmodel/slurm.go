@@ -164,12 +164,9 @@ type Model struct {
 	// (nil: to be sorted again). Nobody changes it; a new one replaces it.
 	sorted  []*Node
 	noReuse bool // NoReuse
-	// powerSaveFlex: Slurm's SuspendTime powers idle flex-start nodes
-	// down too (PowerSaveFlexNodes).
-	powerSaveFlex bool
-	jobs          map[string]*Job
-	order         []string           // job ids in submission order
-	extra         []lang.SnapshotJob // jobs set by snapshot steps (published as given)
+	jobs    map[string]*Job
+	order   []string           // job ids in submission order
+	extra   []lang.SnapshotJob // jobs set by snapshot steps (published as given)
 	// reservations are the maintenance reservations flexslurm created, by
 	// name (nodes); they do not change node states in the model.
 	reservations map[string][]string
@@ -179,6 +176,10 @@ type Model struct {
 	reservedFrom map[string]time.Time
 	// dropped are the partitions an applied spec no longer has.
 	dropped map[string]bool
+
+	// powerSaveFlex: Slurm's SuspendTime powers idle flex-start nodes
+	// down too (PowerSaveFlexNodes).
+	powerSaveFlex bool
 
 	publish func(topic string, payload any)
 	trace   func(format string, args ...any)
