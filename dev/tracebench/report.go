@@ -137,6 +137,42 @@ func WriteReport(w io.Writer, src Source, results []*Result) {
 		fmt.Fprintf(w, "%s: Compute calls %s.\n", r.Strategy.Name, callList(r.ComputeCalls))
 	}
 	fmt.Fprintf(w, "Oracle: the GPU-hours used plus one boot (%s × %d GPUs) per node start of %s's run.\n", fmtDur(ran.Config.BootTime), GPUsPerNode, ran.Strategy.Name)
+	writeTargets(w, results, oracle)
+}
+
+// writeTargets prints the targets for flexslurm's default (the first
+// result) against the oracle and the baseline (the last result that ran,
+// when it is another).
+func writeTargets(w io.Writer, results []*Result, oracle time.Duration) {
+	def := results[0]
+	if def.NotRun != "" {
+		return
+	}
+	var base *Result
+	for _, r := range results[1:] {
+		if r.NotRun == "" {
+			base = r
+		}
+	}
+	verdict := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "**MISSED**"
+	}
+	fmt.Fprintf(w, "\n| target (%s) | measured | verdict |\n|---|---|---|\n", def.Strategy.Name)
+	paid := def.GPUTimePaid()
+	fmt.Fprintf(w, "| GPU-hours paid ≤ 1.10 × the oracle's | %s ÷ %s = %s | %s |\n", hours(paid), hours(oracle), ratio(paid, oracle),
+		verdict(oracle > 0 && float64(paid) <= 1.10*float64(oracle)))
+	if base != nil {
+		fmt.Fprintf(w, "| GPU-hours paid ≤ %s's | %s vs %s | %s |\n", base.Strategy.Name, hours(paid), hours(base.GPUTimePaid()), verdict(paid <= base.GPUTimePaid()))
+	}
+	killed := def.KilledByExpiry + def.KilledByDeletion
+	fmt.Fprintf(w, "| no job killed by a VM's end | %d | %s |\n", killed, verdict(killed == 0))
+	if len(def.AddedDelays) > 0 {
+		p99 := quantile(def.AddedDelays, 0.99)
+		fmt.Fprintf(w, "| delay added, p99 ≤ one reconcile period (%s) | %s | %s |\n", fmtDur(def.Config.Tick), fmtDur(p99), verdict(p99 <= def.Config.Tick))
+	}
 }
 
 var mutating = map[string]bool{"EnsureInstanceTemplate": true, "EnsureMIG": true, "CreateResizeRequest": true, "CancelResizeRequest": true,
