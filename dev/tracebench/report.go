@@ -94,18 +94,20 @@ func WriteReport(w io.Writer, src Source, results []*Result) {
 	row("jobs submitted / completed / left at the end", func(r *Result) string {
 		return fmt.Sprintf("%d / %d / %d", r.Jobs, r.Completed, r.PendingAtEnd)
 	}, "")
-	row("jobs refused as fitting no node", func(r *Result) string { return fmt.Sprint(r.Refused) }, "")
+	row("jobs refused as fitting no node (their GPU-hours in the trace)", func(r *Result) string {
+		return fmt.Sprintf("%d (%s)", r.Refused, hours(r.RefusedGPUTime))
+	}, "")
 	row("jobs killed by a VM's end: expiry / deletion", func(r *Result) string {
 		return fmt.Sprintf("%d / %d", r.KilledByExpiry, r.KilledByDeletion)
 	}, "0 / 0")
 	row("GPU-hours lost in killed attempts", func(r *Result) string { return hours(r.GPUTimeLost) }, "0")
 	row("requeues (all causes)", func(r *Result) string { return fmt.Sprint(r.Requeues) }, "")
-	row("delay added beyond capacity wait + boot: mean / p99 (jobs whose nodes Slurm powered up)", func(r *Result) string {
+	row("delay added beyond capacity wait + boot: mean / p99 / max (jobs whose nodes Slurm powered up)", func(r *Result) string {
 		if len(r.AddedDelays) == 0 {
 			return "none"
 		}
-		return fmt.Sprintf("%s / %s (%d jobs)", fmtDur(mean(r.AddedDelays)), fmtDur(quantile(r.AddedDelays, 0.99)), len(r.AddedDelays))
-	}, "0 / 0")
+		return fmt.Sprintf("%s / %s / %s (%d jobs)", fmtDur(mean(r.AddedDelays)), fmtDur(quantile(r.AddedDelays, 0.99)), fmtDur(slices.Max(r.AddedDelays)), len(r.AddedDelays))
+	}, "0 / 0 / 0")
 	row("capacity waits drawn: mean / p99", func(r *Result) string {
 		if len(r.CapacityWaits) == 0 {
 			return "none"

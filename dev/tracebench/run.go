@@ -81,6 +81,9 @@ type Result struct {
 	// end; PendingAtEnd were still queued or running when the replay
 	// stopped.
 	Jobs, Refused, Completed, PendingAtEnd int
+	// RefusedGPUTime is Σ runtime × GPUs of the refused jobs: the work
+	// the trace did that the pool cannot take.
+	RefusedGPUTime time.Duration
 	// KilledByExpiry counts job attempts killed because their node's VM
 	// reached its max run duration, KilledByDeletion those whose VM was
 	// deleted under them; each is requeued and runs again. Requeues
@@ -337,6 +340,7 @@ func (r *runner) submit(j Job) error {
 	}
 	if mj, ok := r.m.Job(j.ID); ok && mj.State() == "REFUSED" {
 		r.res.Refused++
+		r.res.RefusedGPUTime += j.Runtime * time.Duration(j.GPUs)
 	}
 	return nil
 }

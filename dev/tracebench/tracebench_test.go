@@ -173,7 +173,7 @@ func TestSampleReplay(t *testing.T) {
 	}
 	var b bytes.Buffer
 	WriteReport(&b, Source{File: "testdata/sample.csv", Tasks: len(tasks), Skipped: sk}, res)
-	for _, s := range []string{"| GPU-hours paid (VM-hours × 8) | 21.3 | 14.3 |", "| jobs refused as fitting no node | 1 |", "Weng et al.", "github.com/alibaba/clusterdata",
+	for _, s := range []string{"| GPU-hours paid (VM-hours × 8) | 21.3 | 14.3 |", "| jobs refused as fitting no node (their GPU-hours in the trace) | 1 (768.0) |", "Weng et al.", "github.com/alibaba/clusterdata",
 		"time limit is its runtime rounded up to the hour", "a node registers 5m after its VM runs", "uniform 10m–10m (seed 0)",
 		"| GPU-hours paid ≤ 1.10 × the oracle's | 21.3 ÷ 14.3 = 1.49 | **MISSED** |", "| no job killed by a VM's end | 0 | met |",
 		"| delay added, p99 ≤ one reconcile period (5m) | 0s | met |"} {
