@@ -102,6 +102,10 @@ type Result struct {
 	// GPU-time minus it is paid for GPUs no job held (idle nodes, and
 	// the free GPUs of nodes partly used).
 	GPUTimeHeld time.Duration
+	// PackedVMTime is ∫ ⌈GPUs jobs hold ÷ GPUsPerNode⌉ dt: the VM time if
+	// at every instant the running jobs were packed onto the fewest nodes
+	// (jobs do not move, so no schedule does better).
+	PackedVMTime time.Duration
 	// NodeStarts counts the VMs that ran.
 	NodeStarts int
 	// AddedDelays are, for every job start for which Slurm powered nodes
@@ -616,6 +620,7 @@ func (r *runner) integrate(t time.Time) {
 		r.res.VMTime += time.Duration(r.running) * d
 		r.res.IdleVMTime += time.Duration(r.running-r.busy) * d
 		r.res.GPUTimeHeld += time.Duration(r.held) * d
+		r.res.PackedVMTime += time.Duration((r.held+GPUsPerNode-1)/GPUsPerNode) * d
 		r.integrated = t
 	}
 }

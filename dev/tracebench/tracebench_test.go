@@ -161,10 +161,11 @@ func TestSampleReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := res[0]
-	got := []any{r.Jobs, r.Refused, r.Completed, r.PendingAtEnd, r.NodeStarts, r.VMTime, r.GPUTimePaid(), r.GPUTimeUsed, r.GPUTimeHeld, Oracle(r), r.KilledByExpiry + r.KilledByDeletion}
-	want := []any{5, 1, 4, 0, 2, 160 * time.Minute, 1280 * time.Minute, 13 * time.Hour, 13 * time.Hour, 13*time.Hour + 80*time.Minute, 0}
+	// 13 GPUs held for 1 h (15–75 min) pack onto 2 nodes: 2 VM-hours.
+	got := []any{r.Jobs, r.Refused, r.Completed, r.PendingAtEnd, r.NodeStarts, r.VMTime, r.GPUTimePaid(), r.GPUTimeUsed, r.GPUTimeHeld, r.PackedVMTime, Oracle(r), r.KilledByExpiry + r.KilledByDeletion}
+	want := []any{5, 1, 4, 0, 2, 160 * time.Minute, 1280 * time.Minute, 13 * time.Hour, 13 * time.Hour, 2 * time.Hour, 13*time.Hour + 80*time.Minute, 0}
 	if d := cmp.Diff(want, got); d != "" {
-		t.Errorf("jobs, refused, completed, left, node starts, VM time, paid, used, held, oracle, killed (-want +got):\n%s", d)
+		t.Errorf("jobs, refused, completed, left, node starts, VM time, paid, used, held, packed VM time, oracle, killed (-want +got):\n%s", d)
 	}
 	// Two jobs powered nodes up (ResumeProgram); 3 and 4 joined node 1
 	// while it was powering up, without a report of their own.
