@@ -90,7 +90,6 @@ func ParseTrace(r io.Reader) ([]Task, error) {
 		if err == io.EOF {
 			return tasks, nil
 		}
-		line, _ := cr.FieldPos(0)
 		if err != nil {
 			var pe *csv.ParseError
 			if errors.As(err, &pe) {
@@ -98,6 +97,7 @@ func ParseTrace(r io.Reader) ([]Task, error) {
 			}
 			return nil, err
 		}
+		line, _ := cr.FieldPos(0)
 		t, err := parseRow(rec, col, line)
 		if err != nil {
 			return nil, err

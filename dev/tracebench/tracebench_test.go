@@ -84,6 +84,7 @@ func TestParseErrors(t *testing.T) {
 		{"missing column", "name,num_gpu\n", `line 1, column 3: the header lacks column "cpu_milli"`},
 		{"short row", head + ok + "b,1000\n", "line 3, column 1"},
 		{"empty file", "", "line 1, column 1: empty file"},
+		{"bare quote", head + ok + "b,1000,1024,1,1000,,L\"S,Running,0,10,0\n", `line 3, column 22: bare " in non-quoted-field`},
 		{"columns in another order", "scheduled_time,name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time\n0,a,1,1,zz,0,,LS,Running,0,5\n",
 			`line 2, column 5 (num_gpu) "zz": not an integer`},
 	} {
