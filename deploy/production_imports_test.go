@@ -57,6 +57,7 @@ var developmentTooling = []string{
 	modulePath + "/dev/local",
 	modulePath + "/dev/scenario",
 	modulePath + "/dev/testenv",
+	modulePath + "/dev/tracebench",
 }
 
 // isDevelopmentTooling reports whether import path p is development tooling

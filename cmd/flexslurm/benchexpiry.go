@@ -17,7 +17,7 @@ import (
 )
 
 func init() {
-	commands["bench"] = command{"simulate flexslurm over time and print what it achieves (bench expiry: make-before-break vs recreate)", cmdBench}
+	commands["bench"] = command{"simulate flexslurm over time and print what it achieves (bench expiry: make-before-break vs recreate; bench trace FILE: a GPU trace's cost)", cmdBench}
 	for name := range benchSubcommands {
 		subcommands["bench"] = append(subcommands["bench"], name)
 	}
@@ -31,7 +31,8 @@ var benchSubcommands = map[string]func(args []string, stdout, stderr io.Writer) 
 
 func cmdBench(args []string, stdout, stderr io.Writer) int {
 	usage := func(w io.Writer) {
-		fmt.Fprintln(w, "usage: flexslurm bench expiry [FLAGS]\n\nexpiry: a week of a static Flex-Start pool whose VMs reach their max run\n        duration, under make-before-break (the default policy) and\n        recreate-after-termination, side by side; run 'flexslurm bench expiry -h'.")
+		fmt.Fprintln(w, "usage: flexslurm bench expiry [FLAGS]\n       flexslurm bench trace [FLAGS] FILE\n\nexpiry: a week of a static Flex-Start pool whose VMs reach their max run\n        duration, under make-before-break (the default policy) and\n        recreate-after-termination, side by side; run 'flexslurm bench expiry -h'.")
+		fmt.Fprintln(w, "trace:  a production GPU trace replayed on a Flex-Start pool: GPU-hours paid\n        against used, flexslurm's default beside Cluster Toolkit's defaults and\n        the oracle bound; run 'flexslurm bench trace -h'.")
 	}
 	if code, ok := subcommand("bench", args, stdout, stderr, usage); !ok {
 		return code

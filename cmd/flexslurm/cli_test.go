@@ -27,6 +27,7 @@ var wrongArgs = map[string]struct {
 	"slurm-conf":    {args: []string{"a.json", "b.json"}},
 	"scenario run":  {args: []string{}},
 	"emulators run": {args: []string{"--project", "p"}},
+	"bench trace":   {args: []string{"a.csv", "b.csv"}},
 }
 
 // hookTakesArgs: Slurm runs the hooks with arguments of its own (the
@@ -76,7 +77,7 @@ func runCapture(args []string) (code int, stdout, stderr string) {
 // before any side effect).
 func TestEveryCommandUsage(t *testing.T) {
 	invs := invocations(t)
-	for _, want := range []string{"function serve", "emulators run", "hook resume", "health check", "bench expiry", "install controller", "node boot", "scenario run", "compute-sim", "teardown"} {
+	for _, want := range []string{"function serve", "emulators run", "hook resume", "health check", "bench expiry", "bench trace", "install controller", "node boot", "scenario run", "compute-sim", "teardown"} {
 		if !slices.ContainsFunc(invs, func(i invocation) bool { return i.name == want }) {
 			t.Errorf("invocations lack %q", want)
 		}

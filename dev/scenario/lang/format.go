@@ -420,6 +420,11 @@ type SubmitStep struct {
 	Runtime   Duration `yaml:"runtime,omitempty"`
 	// TimeLimit is the job's time limit (sbatch --time); 0: none.
 	TimeLimit Duration `yaml:"time_limit,omitempty"`
+	// GPUs is the GPUs the job asks for on each node (sbatch
+	// --gres=gpu:N): with it, jobs share a node whose GPUs (the pool's
+	// accelerator_count, gres.conf) they do not use up; 0: the job has
+	// its nodes to itself.
+	GPUs int `yaml:"gpus,omitempty"`
 }
 
 // CancelStep cancels a job in the Slurm model (slurm.simulate).

@@ -408,6 +408,9 @@ func (s *Step) validate(p *problems, path string, f *File) {
 		if s.Submit.ID == "" || s.Submit.Nodes < 1 {
 			p.add(s.line, path+".submit", "id and nodes ≥ 1 are required")
 		}
+		if s.Submit.GPUs < 0 {
+			p.add(s.line, path+".submit.gpus", "%d: at least 0", s.Submit.GPUs)
+		}
 	case s.Cancel != nil:
 		if !f.Slurm.Simulate {
 			p.add(s.line, path+".cancel", "needs slurm.simulate")

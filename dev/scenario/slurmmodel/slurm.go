@@ -55,6 +55,7 @@ const (
 
 	baseIdle      = lang.SlurmIdle
 	baseAllocated = lang.SlurmAllocated
+	baseMixed     = "MIXED"
 	baseDown      = lang.SlurmDown
 )
 
@@ -72,7 +73,14 @@ type Node struct {
 	base            string
 	flags           map[string]bool
 	reason          string
-	job             string // allocated job
+	job             string // allocated job ("" if none; the first, if several)
+	// shared are the other jobs allocated to the node beside job, each
+	// with GPUs of its own (gres/gpu): a node's jobs are job then shared.
+	shared []string
+	// gpus is the node's GRES gpu count (its pool's accelerator_count, as
+	// gres.conf says), gpusUsed what its jobs hold: a job that asks for
+	// no GPUs holds them all.
+	gpus, gpusUsed int
 
 	idleSince    time.Time
 	powerUpSince time.Time
@@ -124,6 +132,7 @@ func (n *Node) up() bool {
 type Job struct {
 	id, partition, pool string
 	want                int
+	gpus                int // GPUs per node (sbatch --gres=gpu:N); 0: whole nodes
 	runtime             time.Duration
 	timeLimit           time.Duration // sbatch --time; 0: none
 	comment             string        // scontrol's Comment
@@ -169,6 +178,10 @@ type Model struct {
 	signalled []Signalled
 	// dropped are the partitions an applied spec no longer has.
 	dropped map[string]bool
+
+	// powerSaveFlex: Slurm's SuspendTime powers idle flex-start nodes
+	// down too (PowerSaveFlexNodes).
+	powerSaveFlex bool
 
 	publish func(topic string, payload any)
 	trace   func(format string, args ...any)
@@ -235,7 +248,8 @@ func (m *Model) Reconfigure(now time.Time, c *spec.Cluster) {
 		n.removed = !ok || !p.IsFlexStart() || n.index >= p.MaxNodeCount
 		if ok {
 			n.static = n.index < p.MinNodeCount
-			n.suspendExcluded = p.IsFlexStart()
+			n.suspendExcluded = p.IsFlexStart() && !m.powerSaveFlex
+			n.gpus = p.MachineSpec.AcceleratorCount
 		}
 	}
 	if m.cfg.Simulate {
@@ -266,12 +280,26 @@ func (m *Model) node(name string) *Node {
 		n.pool, n.index = pool, idx
 		if p, ok := m.spec.Pool(pool); ok {
 			n.static = idx < p.MinNodeCount
-			n.suspendExcluded = p.IsFlexStart()
+			n.suspendExcluded = p.IsFlexStart() && !m.powerSaveFlex
+			n.gpus = p.MachineSpec.AcceleratorCount
 		}
 	}
 	m.nodes[name] = n
 	m.sorted = nil
 	return n
+}
+
+// PowerSaveFlexNodes models a slurm.conf without flexslurm's
+// SuspendExcNodes, as Cluster Toolkit's slurm-gcp writes it: Slurm powers
+// every dynamic node down after SuspendTime idle, flex-start ones included
+// (SuspendProgram reports node.suspend). Call it before any node exists
+// (before a simulate model's first Reconfigure, or on a model made with
+// Simulate off).
+func (m *Model) PowerSaveFlexNodes() {
+	m.powerSaveFlex = true
+	for _, n := range m.nodes {
+		n.suspendExcluded = false
+	}
 }
 
 // NoReuse makes the model sort its nodes afresh each time (a debug mode
@@ -325,7 +353,7 @@ func (m *Model) SetJobs(jobs []lang.SnapshotJob) {
 	m.extra = append([]lang.SnapshotJob(nil), jobs...)
 	for _, n := range m.nodes {
 		if _, simulated := m.jobs[n.job]; !simulated {
-			n.job = ""
+			n.job, n.shared, n.gpusUsed = "", nil, 0
 		}
 	}
 	for _, j := range jobs {
@@ -538,7 +566,7 @@ func (m *Model) Apply(now time.Time, c Command) bool {
 			if n.base == baseDown {
 				n.base = baseIdle
 				if n.job != "" {
-					n.base = baseAllocated
+					n.base = allocBase(n)
 				}
 				if n.job == "" {
 					n.idleSince = now
@@ -575,7 +603,7 @@ func (m *Model) powerDown(now time.Time, n *Node) {
 	}
 	n.flags[flagPoweredDown] = true
 	n.base = baseIdle
-	n.job = ""
+	n.job, n.shared, n.gpusUsed = "", nil, 0
 	n.powerDownDue = false
 	n.lostSince = time.Time{}
 	if m.cfg.Simulate {
@@ -584,16 +612,14 @@ func (m *Model) powerDown(now time.Time, n *Node) {
 	}
 }
 
-// requeueOn requeues the job allocated to node n.
+// requeueOn requeues the jobs allocated to node n.
 func (m *Model) requeueOn(now time.Time, n *Node, why string) {
-	if n.job == "" {
-		return
+	for _, id := range append([]string{n.job}, n.shared...) {
+		if j, ok := m.jobs[id]; ok && j.active() {
+			m.requeue(now, j, why+" on "+n.name)
+		}
 	}
-	if j, ok := m.jobs[n.job]; ok && j.active() {
-		m.requeue(now, j, why+" on "+n.name)
-		return
-	}
-	n.job = ""
+	n.job, n.shared, n.gpusUsed = "", nil, 0
 }
 
 // requeue puts a job back to PENDING and frees its nodes.
@@ -609,13 +635,29 @@ func (m *Model) requeue(now time.Time, j *Job, why string) {
 func (m *Model) freeNodes(now time.Time, j *Job) {
 	for _, name := range j.nodes {
 		n, ok := m.nodes[name]
-		if !ok || n.job != j.id {
+		if !ok || (n.job != j.id && !slices.Contains(n.shared, j.id)) {
 			continue
 		}
-		n.job = ""
+		n.gpusUsed = max(0, n.gpusUsed-m.gpusHeld(n, j))
+		if n.job == j.id {
+			n.job = ""
+			if len(n.shared) > 0 {
+				n.job, n.shared = n.shared[0], n.shared[1:]
+			}
+		} else {
+			n.shared = slices.DeleteFunc(slices.Clone(n.shared), func(id string) bool { return id == j.id })
+		}
 		n.freedAt = now
+		if n.job != "" {
+			// Other jobs still hold some of its GPUs.
+			if n.base == baseAllocated || n.base == baseMixed {
+				n.base = baseMixed
+			}
+			continue
+		}
+		n.gpusUsed = 0
 		n.idleSince = now
-		if n.base == baseAllocated {
+		if n.base == baseAllocated || n.base == baseMixed {
 			n.base = baseIdle
 		}
 		if n.powerDownDue {
@@ -655,7 +697,7 @@ func (m *Model) Submit(now time.Time, s lang.SubmitStep) error {
 	if pool == "" {
 		return fmt.Errorf("no partition %q with a flex-start pool", s.Partition)
 	}
-	j := &Job{id: s.ID, partition: part, pool: pool, want: s.Nodes, runtime: s.Runtime.D(), timeLimit: s.TimeLimit.D(), state: "PENDING", eligibleAt: now}
+	j := &Job{id: s.ID, partition: part, pool: pool, want: s.Nodes, gpus: s.GPUs, runtime: s.Runtime.D(), timeLimit: s.TimeLimit.D(), state: "PENDING", eligibleAt: now}
 	m.jobs[s.ID] = j
 	m.order = append(m.order, s.ID)
 	if why := m.refused(j); why != "" {
@@ -687,6 +729,9 @@ func (m *Model) refused(j *Job) string {
 	}
 	if m.cfg.Simulate && j.want > nodes {
 		return fmt.Sprintf("Requested node configuration is not available: %d nodes, partition %s has %d", j.want, j.partition, nodes)
+	}
+	if j.gpus > p.MachineSpec.AcceleratorCount {
+		return fmt.Sprintf("Requested node configuration is not available: gres/gpu:%d per node, pool %s's nodes have %d", j.gpus, j.pool, p.MachineSpec.AcceleratorCount)
 	}
 	return ""
 }
@@ -773,7 +818,7 @@ func (m *Model) Update(now time.Time, vms map[string]VM) {
 				if n.base == baseDown && n.reason == "Not responding" {
 					n.base, n.reason = baseIdle, ""
 					if n.job != "" {
-						n.base = baseAllocated
+						n.base = allocBase(n)
 					} else {
 						n.idleSince = now
 					}
@@ -885,7 +930,7 @@ func (m *Model) Update(now time.Time, vms map[string]VM) {
 func (m *Model) schedule(now time.Time, j *Job) {
 	var up, powering, down []*Node
 	for _, n := range m.sortedNodes() {
-		if n.pool != j.pool || n.removed || n.job != "" || n.flags[flagDrain] || n.flags[flagFail] || n.base == baseDown ||
+		if n.pool != j.pool || n.removed || !m.gpusFree(n, j) || n.flags[flagDrain] || n.flags[flagFail] || n.base == baseDown ||
 			n.flags[flagPoweringDown] || n.flags[flagPowerDown] || m.reservedWithin(n.name, now, j.timeLimit) {
 			continue
 		}
@@ -905,8 +950,13 @@ func (m *Model) schedule(now time.Time, j *Job) {
 	resumed := false
 	j.nodes = nil
 	for _, n := range cands[:j.want] {
-		n.job = j.id
-		n.base = baseAllocated
+		if n.job == "" {
+			n.job = j.id
+		} else {
+			n.shared = append(slices.Clone(n.shared), j.id)
+		}
+		n.gpusUsed += m.gpusHeld(n, j)
+		n.base = allocBase(n)
 		if n.flags[flagPoweredDown] {
 			delete(n.flags, flagPoweredDown)
 			n.flags[flagPoweringUp] = true
@@ -923,6 +973,36 @@ func (m *Model) schedule(now time.Time, j *Job) {
 			JobID: j.id, Partition: j.partition, NodeCount: len(j.nodes), Nodes: j.nodes, Requeued: j.restarts > 0,
 			TimeLimitSeconds: int64(j.timeLimit / time.Second), ReportedAt: now})
 	}
+}
+
+// gpusFree reports whether node n can take job j beside its jobs: a node
+// with no job can; one with jobs only if j asks for GPUs (gres/gpu) and
+// they are free there.
+func (m *Model) gpusFree(n *Node, j *Job) bool {
+	if n.job == "" {
+		return true
+	}
+	return j.gpus > 0 && n.gpus-n.gpusUsed >= j.gpus
+}
+
+// gpusHeld is how many of node n's GPUs job j holds: those it asked for,
+// or all of them for a job that asked for none.
+func (m *Model) gpusHeld(n *Node, j *Job) int {
+	if j.gpus > 0 {
+		return j.gpus
+	}
+	return n.gpus
+}
+
+// allocBase is the base state of a node with jobs: MIXED while some of
+// its GPUs are free, ALLOCATED once they are all held (Slurm shows a node
+// whose CPUs are partly allocated as MIXED; a GPU job holds its share of
+// them).
+func allocBase(n *Node) string {
+	if n.gpus > 0 && n.gpusUsed < n.gpus {
+		return baseMixed
+	}
+	return baseAllocated
 }
 
 // reservedWithin reports whether a reservation on the node starts before

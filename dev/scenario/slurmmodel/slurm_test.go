@@ -3,6 +3,7 @@ package slurmmodel
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -670,5 +671,74 @@ func TestSnapshotJSONIsSnapshot(t *testing.T) {
 	want, _ := json.Marshal(empty.Snapshot(t0))
 	if d := cmp.Diff(string(want), string(got)); d != "" {
 		t.Errorf("no node (-Marshal +SnapshotJSON):\n%s", d)
+	}
+}
+
+// TestGPUJobsShareNodes: jobs asking for GPUs (gres/gpu) share a node
+// while its 8 GPUs last, lowest node first; a node partly held is MIXED,
+// fully held ALLOCATED; a whole-node job shares with none; a job asking
+// for more GPUs than a node has is refused; a node's jobs all requeue when
+// it goes DOWN, and the node is idle once its last job ends.
+func TestGPUJobsShareNodes(t *testing.T) {
+	m, rec := newModel(t, lang.Slurm{Simulate: true})
+	vms := map[string]VM{static: running(static), node1: running(node1), node2: running(node2)}
+	m.Update(t0, vms) // every node registers (the dynamic ones stay powered down)
+	for _, s := range []lang.SubmitStep{
+		{ID: "a", Nodes: 1, GPUs: 4, Runtime: lang.Duration(time.Hour)},
+		{ID: "b", Nodes: 1, GPUs: 3, Runtime: lang.Duration(2 * time.Hour)},
+		{ID: "c", Nodes: 1, GPUs: 2, Runtime: lang.Duration(time.Hour)},
+		{ID: "d", Nodes: 1, GPUs: 1, Runtime: lang.Duration(time.Hour)},
+		{ID: "e", Nodes: 1, Runtime: lang.Duration(time.Hour)},
+		{ID: "f", Nodes: 1, GPUs: 9, Runtime: lang.Duration(time.Hour)},
+	} {
+		if err := m.Submit(t0, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.Update(t0, vms) // allocate
+	m.Update(t0, vms) // start
+	want := map[string]string{"a": static, "b": static, "c": node1, "d": static, "e": node2}
+	for id, node := range want {
+		j, _ := m.Job(id)
+		if j.State() != "RUNNING" || !slices.Equal(j.Nodes(), []string{node}) {
+			t.Errorf("job %s: %s on %v, want RUNNING on %s", id, j.State(), j.Nodes(), node)
+		}
+	}
+	if f, _ := m.Job("f"); f.State() != "REFUSED" {
+		t.Errorf("job f (9 GPUs on 8-GPU nodes) = %s, want REFUSED", f.State())
+	}
+	n0, _ := m.Node(static)
+	if got := state(t, m, static); got != "ALLOCATED+CLOUD" || n0.GPUsUsed() != 8 || !slices.Equal(n0.JobIDs(), []string{"a", "b", "d"}) {
+		t.Errorf("node 0 = %q, %d GPUs used, jobs %v; want ALLOCATED+CLOUD, 8, [a b d]", got, n0.GPUsUsed(), n0.JobIDs())
+	}
+	if got := state(t, m, node1); got != "MIXED+CLOUD" {
+		t.Errorf("node 1 with 2 of 8 GPUs held = %q, want MIXED+CLOUD", got)
+	}
+	if got := state(t, m, node2); got != "ALLOCATED+CLOUD" {
+		t.Errorf("node 2 with a whole-node job = %q, want ALLOCATED+CLOUD", got)
+	}
+	rec.take()
+	// a and d end: b still holds 3 GPUs of node 0.
+	m.Update(t0.Add(time.Hour), vms)
+	if got := state(t, m, static); got != "MIXED+CLOUD" || n0.GPUsUsed() != 3 || !slices.Equal(n0.JobIDs(), []string{"b"}) {
+		t.Errorf("node 0 after a and d ended = %q, %d GPUs used, jobs %v; want MIXED+CLOUD, 3, [b]", got, n0.GPUsUsed(), n0.JobIDs())
+	}
+	// Submitted now, g (5 GPUs) fits beside b.
+	if err := m.Submit(t0.Add(time.Hour), lang.SubmitStep{ID: "g", Nodes: 1, GPUs: 5, Runtime: lang.Duration(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	m.Update(t0.Add(time.Hour), vms)
+	if g, _ := m.Job("g"); !slices.Equal(g.Nodes(), []string{static}) {
+		t.Errorf("job g on %v, want on %s beside b", g.Nodes(), static)
+	}
+	// Node 0 goes DOWN: both its jobs are requeued and it holds nothing.
+	m.Apply(t0.Add(time.Hour+time.Minute), Command{Command: event.SlurmDown, Nodes: []string{static}, Reason: "test"})
+	for _, id := range []string{"b", "g"} {
+		if j, _ := m.Job(id); j.State() != "PENDING" || j.Restarts() != 1 {
+			t.Errorf("job %s after its node went DOWN = %s, %d restarts; want PENDING, 1", id, j.State(), j.Restarts())
+		}
+	}
+	if n0.GPUsUsed() != 0 || n0.JobIDs() != nil {
+		t.Errorf("node 0 DOWN holds %d GPUs, jobs %v; want none", n0.GPUsUsed(), n0.JobIDs())
 	}
 }

@@ -47,8 +47,27 @@ func (n *Node) Flag(f string) bool { return n.flags[f] }
 // min_node_count, never suspended by Slurm.
 func (n *Node) Static() bool { return n.static }
 
-// JobID is the job allocated to the node ("" if none).
+// JobID is the job allocated to the node ("" if none; the first of them
+// when jobs share it by GPUs).
 func (n *Node) JobID() string { return n.job }
+
+// JobIDs are the jobs allocated to the node, in allocation order.
+func (n *Node) JobIDs() []string {
+	if n.job == "" {
+		return nil
+	}
+	return append([]string{n.job}, n.shared...)
+}
+
+// GPUs is the node's GRES gpu count, and GPUsUsed what its jobs hold.
+func (n *Node) GPUs() int     { return n.gpus }
+func (n *Node) GPUsUsed() int { return n.gpusUsed }
+
+// GPUs is the GPUs per node the job asked for (0: whole nodes).
+func (j *Job) GPUs() int { return j.gpus }
+
+// Nodes are the nodes allocated to the job (nil while none).
+func (j *Job) Nodes() []string { return j.nodes }
 
 // FreedAt is the last time a job on the node finished or was taken away.
 func (n *Node) FreedAt() time.Time { return n.freedAt }
