@@ -532,8 +532,10 @@ func (m *Model) Apply(now time.Time, c Command) bool {
 		// As scancel --batch --signal: the job's batch script decides what
 		// a signal does; the model's jobs ignore it. It is recorded.
 		for _, name := range c.Nodes {
-			if n, ok := m.nodes[name]; ok && n.job != "" {
-				m.signalled = append(m.signalled, Signalled{At: now, Node: name, Job: n.job})
+			if n, ok := m.nodes[name]; ok {
+				for _, j := range n.JobIDs() {
+					m.signalled = append(m.signalled, Signalled{At: now, Node: name, Job: j})
+				}
 			}
 		}
 		return true
