@@ -16,6 +16,7 @@ import (
 
 	"github.com/flexslurm/flexslurm/shared/logx"
 	"github.com/flexslurm/flexslurm/shared/node"
+	"github.com/flexslurm/flexslurm/shared/version"
 )
 
 func init() {
@@ -117,6 +118,7 @@ func cmdNode(args []string, stdout, stderr io.Writer) int {
 		Root: abs(*root), Exe: abs(*exe), HookDir: abs(*hookDir), MetadataHost: os.Getenv(envMetadataHost),
 		ReportBoot: *reportBoot, PubSubEmulatorHost: os.Getenv(envPubSubEmulatorHost), Clock: *clk,
 		HealthFromDir: abs(*healthFromDir), PublishTimeout: *publishTimeout, SlurmRoot: abs(*slurmRoot),
+		Version:  version.Get().ID(),
 		Metadata: metadata.NewClient(nil), Secrets: sm, Reporter: node.PubSubReporter{}, Host: node.OSHost{}, Log: log,
 	})
 	if err != nil {
@@ -124,5 +126,9 @@ func cmdNode(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "node %s (VM %s) booted; changed: %d\n", res.Node, res.VM, len(res.Did))
+	if res.VersionMismatch {
+		fmt.Fprintf(stdout, "WARNING: this node runs flexslurm %s, the functions that built its template run %s (deploy/README.md, \"Versions\")\n",
+			version.Get().ID(), res.FunctionsVersion)
+	}
 	return 0
 }

@@ -19,7 +19,9 @@ package node
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -63,6 +65,13 @@ type Secrets interface {
 // Reporter publishes a failed bootstrap to topic in project.
 type Reporter interface {
 	BootstrapFailed(ctx context.Context, project, topic string, ev event.Bootstrap) error
+}
+
+// VersionReporter publishes a VM's report that its flexslurm binary is not
+// the version of the functions that built its template; a Reporter that
+// also implements it is used for that report.
+type VersionReporter interface {
+	VersionMismatch(ctx context.Context, project, topic string, ev event.VersionMismatch) error
 }
 
 // Host is the machine: programs, processes, mounts and file ownership.
@@ -154,6 +163,11 @@ type Options struct {
 	// MungedWait and SlurmdSettle bound the waits for munged's socket and
 	// for slurmd to stay up: 10 s and 5 s when zero.
 	MungedWait, SlurmdSettle time.Duration
+	// Version is this binary's flexslurm version (shared/version.Info.ID),
+	// compared with the one the instance template records
+	// (nodeconfig.AttrVersion); "" when the build recorded none, and then
+	// nothing is compared.
+	Version string
 
 	Metadata Metadata
 	Secrets  Secrets
@@ -170,6 +184,11 @@ type Result struct {
 	// Did lists what was changed ("firewall rule added", "munge key
 	// written", ...); empty when everything was already in place.
 	Did []string
+	// FunctionsVersion is the version the instance template records
+	// (nodeconfig.AttrVersion), "" when none; VersionMismatch is set when
+	// it and Options.Version are both known and differ.
+	FunctionsVersion string
+	VersionMismatch  bool
 }
 
 // StepError is a failed step.
@@ -253,6 +272,9 @@ func Boot(ctx context.Context, o Options) (Result, error) {
 	}
 	b := &booter{o: o}
 	err := b.run(ctx)
+	if b.res.VersionMismatch {
+		b.reportVersion(ctx)
+	}
 	if err != nil && b.res.Config.Project != "" && o.Reporter != nil {
 		step := event.BootstrapStepIdentity
 		var se *StepError
@@ -350,7 +372,60 @@ func (b *booter) identity(ctx context.Context) error {
 			name, cluster, pool, nodeconfig.AttrConfig, cfg.Cluster, cfg.Pool)
 	}
 	b.o.Log.Info("identity", "vm", name, "node", node, "zone", b.res.Zone, "project", b.res.Project, "pool", pool)
+	b.checkVersion(ctx)
 	return nil
+}
+
+// checkVersion compares this binary's version with the one of the
+// functions that built the VM's template. A mismatch does not stop the
+// bootstrap (either side may be the newer one, and most releases work
+// together): it is logged as a warning and reported once the bootstrap
+// ends, for status.
+func (b *booter) checkVersion(ctx context.Context) {
+	fv, err := b.o.Metadata.InstanceAttributeValueWithContext(ctx, nodeconfig.AttrVersion)
+	fv = strings.TrimSpace(fv)
+	switch {
+	case err != nil || fv == "":
+		b.o.Log.Info("flexslurm version not compared: the instance template records no version of the functions that built it",
+			"attribute", nodeconfig.AttrVersion, "node_version", cmp.Or(b.o.Version, "unknown"))
+	case b.o.Version == "":
+		b.res.FunctionsVersion = fv
+		b.o.Log.Info("flexslurm version not compared: this binary records no version", "functions_version", fv)
+	case b.o.Version != fv:
+		b.res.FunctionsVersion, b.res.VersionMismatch = fv, true
+		b.o.Log.Warn(fmt.Sprintf("flexslurm version mismatch: this node runs flexslurm %s, the functions that built its instance template run %s; "+
+			"install the functions' release on the node image or at the node settings' binary_url, or publish the spec again after upgrading the functions (deploy/README.md, \"Versions\")",
+			b.o.Version, fv), "node", b.res.Node, "vm", b.res.VM, "node_version", b.o.Version, "functions_version", fv)
+	default:
+		b.res.FunctionsVersion = fv
+		b.o.Log.Info("flexslurm version matches the functions'", "version", fv)
+	}
+}
+
+// reportVersion publishes node.version_mismatch (at most once per boot),
+// when the Reporter can and the versions can travel in the event.
+func (b *booter) reportVersion(ctx context.Context) {
+	vr, ok := b.o.Reporter.(VersionReporter)
+	if !ok || b.res.Config.Project == "" {
+		return
+	}
+	ev := event.VersionMismatch{Header: event.Header{Version: event.SchemaVersion, Type: event.TypeVersionMismatch, Cluster: b.cluster},
+		Node: b.res.Node, VMName: b.res.VM, NodeVersion: b.o.Version, FunctionsVersion: b.res.FunctionsVersion, ReportedAt: b.o.Now().UTC()}
+	data, err := json.Marshal(ev)
+	if err == nil {
+		_, err = event.DecodeVersionMismatch(data)
+	}
+	if err != nil {
+		b.o.Log.Error("the version mismatch cannot be reported", "error", err)
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	if err := vr.VersionMismatch(rctx, b.res.Config.Project, b.res.Config.Topics.Jobs, ev); err != nil {
+		b.o.Log.Error("reporting the version mismatch", "error", err)
+		return
+	}
+	b.o.Log.Info("version mismatch reported", "node", ev.Node, "vm", ev.VMName)
 }
 
 func errOrEmpty(err error) string {

@@ -94,6 +94,10 @@ type Pool struct {
 	// Pending and Running are the active jobs of the pool, by id.
 	Pending, Running []string
 	Controls         Controls
+	// VersionWarnings are the reports of nodes whose current VM runs
+	// another flexslurm version than the functions that built its
+	// template (node.version_mismatch), by node.
+	VersionWarnings []string
 }
 
 // Node is one node's view.
@@ -244,6 +248,9 @@ func pool(id string, st *model.State, at time.Time) Pool {
 			}
 		}
 		p.Nodes = append(p.Nodes, v)
+		if n.VersionMismatch != "" && n.VersionMismatchVM == n.VMName && n.Phase.HasVM() {
+			p.VersionWarnings = append(p.VersionWarnings, n.Name+": "+n.VersionMismatch)
+		}
 		if n.Phase == model.PhaseRequested {
 			rr := ResizeRequest{Name: n.ResizeRequest, MIG: n.MIG, Node: n.Name, Job: n.JobID}
 			if !n.RequestedAt.IsZero() {
@@ -376,6 +383,9 @@ func renderPool(b *strings.Builder, p Pool) {
 			fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%d\t%s\n", n.Name, n.Kind, n.Phase, dash(n.VM), n.Generation, timeLeft(n))
 		}
 		tw.Flush()
+	}
+	for _, w := range p.VersionWarnings {
+		fmt.Fprintf(b, "    WARNING: version mismatch on %s (deploy/README.md, \"Versions\")\n", w)
 	}
 	if len(p.InFlight) == 0 {
 		b.WriteString("    resize requests in flight: none\n")
