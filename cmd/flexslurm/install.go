@@ -220,7 +220,7 @@ func cmdInstall(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "  "+l)
 	}
 	fmt.Fprintln(stdout, "SlurmctldParameters must include enable_configless (nodes run slurmd --conf-server).")
-	fmt.Fprintln(stdout, "HealthCheckInterval must be set (e.g. 300): Slurm's default, 0, never runs HealthCheckProgram.")
+	fmt.Fprintln(stdout, "HealthCheckInterval runs HealthCheckProgram (Slurm's default, 0, never does); `flexslurm slurm-conf --health-check-interval` changes it.")
 	fmt.Fprintf(stdout, "Every line the spec needs — these, nodes, partitions, power saving — and gres.conf: flexslurm slurm-conf [--gres-conf] %s\n", *specPath)
 	return 0
 }
