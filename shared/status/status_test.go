@@ -46,7 +46,7 @@ func fixture(t *testing.T, s store.Store) {
 		add := func(n *model.Node) { n.UpdatedAt = now.Add(-2 * time.Minute); st.Nodes[n.Name] = n }
 		add(&model.Node{Name: "c1-gpu-0", Pool: "gpu", Index: 0, Kind: model.NodeStatic, Generation: 2, Phase: model.PhaseRunning,
 			VMName: "c1-gpu-0-g2", VMID: "123", RequestedAt: now.Add(-26 * time.Hour), RunningAt: now.Add(-25 * time.Hour),
-			TerminationTime: now.Add(6*24*time.Hour + 23*time.Hour + 30*time.Second),
+			TerminationTime:   now.Add(6*24*time.Hour + 23*time.Hour + 30*time.Second),
 			VersionMismatch:   "VM c1-gpu-0-g2 runs flexslurm v1.1.0; the functions that built its instance template run v1.2.0",
 			VersionMismatchVM: "c1-gpu-0-g2"})
 		add(&model.Node{Name: "c1-gpu-1", Pool: "gpu", Index: 1, Kind: model.NodeDynamic, Generation: 1, Phase: model.PhaseRequested,
