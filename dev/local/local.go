@@ -192,6 +192,12 @@ var routes = []struct{ Topic, Entry string }{
 	{config.TopicSlurmSnapshot, "Reconcile"},
 }
 
+// EnvLocal, set (to 1) in the shell the local system's banner prepares,
+// tells commands that they run against the local system, not a
+// deployment: `flexslurm status` then gives the local system's remedies
+// rather than a real controller's.
+const EnvLocal = "FLEXSLURM_LOCAL"
+
 // Run starts the system, applies the spec, and then either runs the demo
 // (returning its verdict) or waits for ctx to end. Everything it started is
 // stopped before it returns.
@@ -211,7 +217,11 @@ func Run(ctx context.Context, opts Options) (err error) {
 		return s.Demo(ctx)
 	}
 	slurmHelp := fmt.Sprintf("Slurm job reports go to topic %q (see docs/events.md).\n", config.TopicJobs)
+	// apply compares a changed spec with the local Slurm's configuration,
+	// as with a real controller's (--slurm-conf).
+	applyFlags := ""
 	if ss := s.slurm.Load(); ss != nil {
+		applyFlags = " --slurm-conf " + ss.lc.ConfPath
 		jobs, err := s.jobDir()
 		if err != nil {
 			return err
@@ -239,13 +249,13 @@ func Run(ctx context.Context, opts Options) (err error) {
 			"and ends the jobs on it; run without --speedup for jobs of your own", opts.Speedup, s.Clock.WallDuration(spec.DefaultFlexStartMaxDuration).Round(time.Second))
 	}
 	fmt.Fprintf(opts.Out, "\nflexslurm is running. Clock: %s.\nIn another shell:\n"+
-		"  export %s=%s FIRESTORE_EMULATOR_HOST=%s PUBSUB_EMULATOR_HOST=%s %s=%s %s=%s\n"+
+		"  export %s=%s FIRESTORE_EMULATOR_HOST=%s PUBSUB_EMULATOR_HOST=%s %s=%s %s=%s %s=1\n"+
 		"  export CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE=%s/compute/v1/ CLOUDSDK_AUTH_DISABLE_CREDENTIALS=true CLOUDSDK_CORE_PROJECT=%s   # gcloud compute … against the simulator (docs/compute-contract.md)\n"+
 		"  %s status --dead-letter   # pools, nodes, requests, backoff, dead letters\n"+
-		"  %s apply --node-settings %s %s   # apply a changed spec (created or resized)\n"+
+		"  %s apply%s --node-settings %s %s   # apply a changed spec (created or resized)\n"+
 		"%sCtrl-C stops everything.\n\n",
 		clockHelp, config.EnvProject, s.Opts.Project, s.Emu.Firestore.Addr(), s.Emu.PubSub.Addr(),
-		config.EnvClock, s.Clock.String(), config.EnvComputeEndpoint, s.SimURL, s.SimURL, s.Opts.Project, exe, exe, settingsPath, opts.SpecPath, slurmHelp)
+		config.EnvClock, s.Clock.String(), config.EnvComputeEndpoint, s.SimURL, EnvLocal, s.SimURL, s.Opts.Project, exe, exe, applyFlags, settingsPath, opts.SpecPath, slurmHelp)
 	<-ctx.Done()
 	fmt.Fprintln(opts.Out, "\nstopping: Slurm, functions, Compute simulator, emulators")
 	return nil

@@ -36,6 +36,8 @@ var _ Source = store.Store(nil)
 
 // Snapshot is the state of every cluster shown, as of At.
 type Snapshot struct {
+	// Local is Options.Local: remedies are the local system's.
+	Local bool
 	// At is the time the view is computed against (time left, ages).
 	At       time.Time
 	Clusters []Cluster
@@ -171,6 +173,9 @@ func poolControls(p *model.Pool, at time.Time) Controls {
 type Options struct {
 	// Cluster limits the view to one cluster; "" shows every cluster.
 	Cluster string
+	// Local is set for the local system (`flexslurm local`): its remedies
+	// are named instead of a real controller's.
+	Local bool
 }
 
 // Collect reads the clusters (one Read per cluster, every pool with its
@@ -183,7 +188,7 @@ func Collect(ctx context.Context, src Source, at time.Time, o Options) (*Snapsho
 			return nil, err
 		}
 	}
-	snap := &Snapshot{At: at}
+	snap := &Snapshot{At: at, Local: o.Local}
 	for _, id := range ids {
 		st, err := src.Read(ctx, store.Scope{Cluster: id, AllPools: true, Slurm: true})
 		if err != nil {
@@ -326,7 +331,7 @@ func Render(w io.Writer, s *Snapshot) error {
 		} else {
 			fmt.Fprintf(&b, "cluster %s · no spec applied\n", c.ID)
 		}
-		renderSlurmConfig(&b, c.SlurmConfig)
+		renderSlurmConfig(&b, c.SlurmConfig, s.Local)
 		if len(c.Pools) == 0 {
 			b.WriteString("  no pools\n")
 		}
@@ -342,13 +347,17 @@ func Render(w io.Writer, s *Snapshot) error {
 
 // renderSlurmConfig says, loudly, when Slurm's configuration cannot serve
 // the spec, with the slurm.conf lines to change.
-func renderSlurmConfig(b *strings.Builder, c *SlurmConfig) {
+func renderSlurmConfig(b *strings.Builder, c *SlurmConfig, local bool) {
 	if c == nil {
 		return
 	}
 	if c.OtherSpec {
+		remedy := "copy the applied spec to the controller (`flexslurm install controller --spec SPEC`)"
+		if local {
+			remedy = "the local system's agent keeps the spec it started with: start it again with the applied one (`flexslurm local --spec SPEC`)"
+		}
 		fmt.Fprintf(b, "  WARNING: the Slurm agent compares Slurm with a spec other than the one applied (snapshot of %s):\n"+
-			"    copy the applied spec to the controller (`flexslurm install controller --spec SPEC`)\n", stamp(c.TakenAt))
+			"    %s\n", stamp(c.TakenAt), remedy)
 	}
 	if len(c.Divergences) == 0 {
 		fmt.Fprintf(b, "  Slurm's configuration serves the spec (snapshot of %s)\n", stamp(c.TakenAt))

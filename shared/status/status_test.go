@@ -229,3 +229,22 @@ func TestHuman(t *testing.T) {
 		}
 	}
 }
+
+// TestOtherSpecRemedy: an agent comparing Slurm with another spec than the
+// one applied is told how to fix it where status runs: a real controller's
+// installer, or the local system started again.
+func TestOtherSpecRemedy(t *testing.T) {
+	for _, local := range []bool{false, true} {
+		s := &status.Snapshot{At: now, Local: local, Clusters: []status.Cluster{{ID: "c1", Applied: true,
+			SlurmConfig: &status.SlurmConfig{TakenAt: now, OtherSpec: true}}}}
+		var b strings.Builder
+		if err := status.Render(&b, s); err != nil {
+			t.Fatal(err)
+		}
+		controller := strings.Contains(b.String(), "flexslurm install controller --spec SPEC")
+		restart := strings.Contains(b.String(), "flexslurm local --spec SPEC")
+		if controller == local || restart != local {
+			t.Errorf("local %v: the remedy names install controller %v, flexslurm local %v:\n%s", local, controller, restart, b.String())
+		}
+	}
+}
