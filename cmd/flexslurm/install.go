@@ -94,8 +94,13 @@ func cmdInstall(args []string, stdout, stderr io.Writer) int {
 		c.OwnerUID, c.OwnerGID = os.Geteuid(), os.Getegid()
 	}
 	if err := resolveSlurmUser(&c, r, *slurmUser, *slurmConf); err != nil {
-		if !*uninstall {
+		if !*uninstall && !*dryRun {
 			return fail(err)
+		}
+		if !*uninstall {
+			// A dry run shows what would be done even where slurm.conf is
+			// not readable yet, saying whose the files would be.
+			fmt.Fprintf(stdout, "the SlurmUser is unknown (%v): this dry run takes root\n", err)
 		}
 		// What an install created is removed whoever owns it: an
 		// uninstall needs no slurm.conf (it may be restored already).
