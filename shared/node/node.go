@@ -112,6 +112,8 @@ const (
 	MungedPath    = "/usr/sbin/munged"
 	SlurmdPath    = "/usr/sbin/slurmd"
 	ChrootPath    = "/usr/sbin/chroot"
+	UnsharePath   = "/usr/bin/unshare"
+	HostnamePath  = "/usr/bin/hostname"
 )
 
 // Options configures a bootstrap. Paths are absolute; per-node files are
@@ -151,6 +153,11 @@ type Options struct {
 	// time): needed when the "VM" does not really boot, as in the local
 	// system.
 	ReportBoot bool
+	// OwnHostname starts slurmd in a UTS namespace of its own whose host
+	// name is the node's (`unshare --uts`, then `hostname NODE`), so that
+	// its jobs see the node's name as on a VM: for the local system, whose
+	// simulated VMs share one host.
+	OwnHostname bool
 	// PubSubEmulatorHost and Clock go into the hooks' configuration (local
 	// system only).
 	PubSubEmulatorHost, Clock string
@@ -827,6 +834,15 @@ func SlurmdArgs(node, confServer string, reportBoot bool) []string {
 	return args
 }
 
+// OwnHostnameCommand runs program with args in a UTS namespace of its own
+// named node: unshare(1) makes the namespace and runs a shell there, which
+// sets the host name and execs the program, all in one process (the PID
+// the bootstrap records is the program's). node is a node name
+// (naming.ParseVMName), passed as the shell's $0, never in its script.
+func OwnHostnameCommand(node, program string, args []string) (string, []string) {
+	return UnsharePath, append([]string{"--uts", "--", "/bin/sh", "-c", HostnamePath + ` "$0" && exec "$@"`, node, program}, args...)
+}
+
 // slurmdPidPath and slurmdLogPath are per node, so that the simulated VMs
 // of the local system can share one root.
 func slurmdPidPath(root, node string) string {
@@ -848,6 +864,9 @@ func (b *booter) slurmd(ctx context.Context) error {
 		return stepErr(step, "%w", err)
 	}
 	prog, args := b.inSlurmRoot(SlurmdPath, SlurmdArgs(b.res.Node, b.res.Config.ConfServer, b.o.ReportBoot)...)
+	if b.o.OwnHostname {
+		prog, args = OwnHostnameCommand(b.res.Node, prog, args)
+	}
 	pid, err := b.o.Host.Start(prog, args, logPath)
 	if err != nil {
 		return stepErr(step, "starting slurmd: %w", err)

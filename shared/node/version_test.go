@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -81,5 +83,29 @@ func TestBootComparesItsVersionWithTheFunctions(t *testing.T) {
 				t.Errorf("a version mismatch reported as a failed bootstrap: %+v", rep.fakeReporter.got)
 			}
 		})
+	}
+}
+
+// TestOwnHostnameCommand: the program runs in a UTS namespace of its own
+// named after the node (root only: unshare needs CAP_SYS_ADMIN), and the
+// host keeps its name.
+func TestOwnHostnameCommand(t *testing.T) {
+	prog, args := OwnHostnameCommand("flexvm-a3u-1", "/usr/bin/hostname", nil)
+	if prog != UnsharePath || len(args) < 6 || args[5] != "flexvm-a3u-1" {
+		t.Fatalf("OwnHostnameCommand = %s %q", prog, args)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP (loud): not root: unshare --uts cannot run here")
+	}
+	if _, err := os.Stat(UnsharePath); err != nil {
+		t.Skipf("SKIP (loud): %v", err)
+	}
+	before, _ := os.Hostname()
+	out, err := exec.Command(prog, args...).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "flexvm-a3u-1" {
+		t.Errorf("hostname in the namespace: %q, %v; want flexvm-a3u-1", out, err)
+	}
+	if after, _ := os.Hostname(); after != before {
+		t.Errorf("the host's name changed from %q to %q", before, after)
 	}
 }
