@@ -275,7 +275,7 @@ func localAddr(k int) string { return fmt.Sprintf("127.1.%d.%d", k/250, k%250+1)
 func LocalCtldLog(root string) string { return filepath.Join(root, "log", "slurmctld.log") }
 
 // LocalGPUDir is where the local cluster's stand-in GPU device files are
-// (nvidia0 …, empty regular files that gres.conf names with File=): under
+// (nvidia0 …, character devices that gres.conf names with File=): under
 // its root.
 func LocalGPUDir(root string) string { return filepath.Join(root, "gpu") }
 
