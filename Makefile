@@ -2,7 +2,7 @@
 GO  ?= go
 BIN := bin/flexslurm
 
-.PHONY: build demo local test vet staticcheck fmt fuzz bench clean
+.PHONY: build release demo local test vet staticcheck fmt fuzz bench clean
 
 # FUZZTIME is an execution count ("2000x"), not a duration: with a duration
 # the fuzzing coordinator's deadline can race a worker still running an
@@ -22,6 +22,25 @@ STATICCHECK_VERSION ?= v0.8.2
 
 build:
 	$(GO) build -o $(BIN) ./cmd/flexslurm
+
+# Static release binaries (no cgo: no libc needed, so they run on any Linux
+# node image) for every RELEASE_ARCHES, with the version, commit and build
+# date `flexslurm version` prints, and their SHA256SUMS, in RELEASE_DIR.
+# deploy/README.md ("Releases") says where they go.
+RELEASE_DIR    ?= bin/release
+RELEASE_ARCHES ?= amd64 arm64
+VERSION        := $(or $(VERSION),$(shell git describe --tags --always --dirty 2>/dev/null || echo unknown))
+COMMIT         := $(or $(COMMIT),$(shell c=$$(git rev-parse HEAD 2>/dev/null) && { git diff --quiet HEAD 2>/dev/null && echo $$c || echo $$c-dirty; } || echo unknown))
+BUILD_DATE     := $(or $(BUILD_DATE),$(shell date -u +%Y-%m-%dT%H:%M:%SZ))
+RELEASE_LDFLAGS = -s -w -X github.com/flexslurm/flexslurm/shared/version.Version=$(VERSION) \
+  -X github.com/flexslurm/flexslurm/shared/version.Commit=$(COMMIT) \
+  -X github.com/flexslurm/flexslurm/shared/version.Date=$(BUILD_DATE)
+
+release:
+	rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR)
+	$(foreach a,$(RELEASE_ARCHES),CGO_ENABLED=0 GOOS=linux GOARCH=$(a) $(GO) build -trimpath -ldflags '$(RELEASE_LDFLAGS)' -o $(RELEASE_DIR)/flexslurm-linux-$(a) ./cmd/flexslurm &&) true
+	cd $(RELEASE_DIR) && sha256sum flexslurm-linux-* > SHA256SUMS
+	@cat $(RELEASE_DIR)/SHA256SUMS
 
 # The whole node lifecycle README.md describes, on this machine, checked; exits non-zero if any
 # outcome differs.

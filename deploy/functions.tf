@@ -78,6 +78,11 @@ resource "google_cloudfunctions2_function" "fn" {
     entry_point       = each.value.entry_point
     service_account   = google_service_account.build.id
     docker_repository = google_artifact_registry_repository.functions.id
+    # The version `flexslurm version` reports and the instance templates
+    # record (shared/version), passed to go build by the Go buildpack.
+    environment_variables = var.flexslurm_version == "" ? {} : {
+      GOOGLE_GOLDFLAGS = "-X github.com/flexslurm/flexslurm/shared/version.Version=${var.flexslurm_version}"
+    }
 
     source {
       storage_source {

@@ -181,6 +181,17 @@ variable "node_binary_url" {
   }
 }
 
+variable "flexslurm_version" {
+  description = "The flexslurm version the functions are built as (`make release`'s VERSION, e.g. `git describe --tags --always --dirty`), set with the Go buildpack's GOOGLE_GOLDFLAGS (https://cloud.google.com/docs/buildpacks/go). The functions record it in every instance template; a node whose binary is of another version warns (deploy/README.md, \"Versions\"). Empty: none is recorded and nodes compare nothing."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = var.flexslurm_version == "" || can(regex("^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$", var.flexslurm_version))
+    error_message = "Empty, or a version of letters, digits, '.', '_', '+' and '-' (at most 128 characters)."
+  }
+}
+
 variable "resize_request_api" {
   description = "FLEXSLURM_RESIZE_REQUEST_API of the functions: the Compute API version of the resize-request calls. \"auto\" (v1 first; beta for requests that name their VMs once v1 refuses one; resizeBy for one-VM requests once beta refuses too), \"v1\", \"beta\", or \"count\" (no VM names: every node through a request of its own, for projects where neither v1 nor beta accepts them). Naming a resize request's VMs is Preview in Google's documentation; `flexslurm probe` tells which your project needs (docs/compute-contract.md, \"Open points\")."
   type        = string

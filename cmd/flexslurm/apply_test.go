@@ -102,3 +102,26 @@ func TestApplyUsage(t *testing.T) {
 		t.Errorf("without --node-settings: rc %d", rc)
 	}
 }
+
+// apply to a project the deployment is not in fails naming the project and
+// the topic it tried, and what to check.
+func TestApplyWrongProjectNamesProjectAndTopic(t *testing.T) {
+	if os.Getenv("PUBSUB_EMULATOR_HOST") == "" {
+		t.Skip("SKIP (loud): no Pub/Sub emulator (PUBSUB_EMULATOR_HOST); run under `flexslurm emulators run`")
+	}
+	sim := computesim.New(computesim.Options{}, clock.NewManual(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)))
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	t.Setenv(config.EnvComputeEndpoint, srv.URL)
+	settings := filepath.Join(t.TempDir(), "node.json")
+	if err := os.WriteFile(settings, []byte(nodeSettingsJSON), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	rc := run([]string{"apply", "--project", "no-such-flexslurm-project", "--topic", "no-such-topic", "--node-settings", settings,
+		"../../examples/cluster_config.json"}, &stdout, &stderr)
+	if rc != 1 || !strings.Contains(stderr.String(), `topic "no-such-topic" of project "no-such-flexslurm-project"`) ||
+		!strings.Contains(stderr.String(), "projects/no-such-flexslurm-project/topics/no-such-topic") || !strings.Contains(stderr.String(), "check --project") {
+		t.Errorf("rc %d, stderr:\n%s", rc, stderr.String())
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -154,4 +155,23 @@ func head(s string) string {
 		return s[:300] + "…"
 	}
 	return s
+}
+
+// TestFlagLinesAreNotGarbled: the flag package takes a back-quoted word of
+// a flag's help as its value's name; every flag line of every -h names a
+// plain word there (string, duration, DIR, …), never a path or a command.
+func TestFlagLinesAreNotGarbled(t *testing.T) {
+	flagLine := regexp.MustCompile(`^  -[A-Za-z0-9-]+( (.*))?$`)
+	for _, inv := range invocations(t) {
+		_, out, _ := runCapture(append(slices.Clone(inv.args), "-h"))
+		for _, l := range strings.Split(out, "\n") {
+			m := flagLine.FindStringSubmatch(l)
+			if m == nil || m[2] == "" {
+				continue
+			}
+			if !regexp.MustCompile(`^[A-Za-z_]+$`).MatchString(m[2]) {
+				t.Errorf("%s -h: flag line %q names its value %q", inv.name, l, m[2])
+			}
+		}
+	}
 }

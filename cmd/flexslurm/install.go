@@ -94,8 +94,13 @@ func cmdInstall(args []string, stdout, stderr io.Writer) int {
 		c.OwnerUID, c.OwnerGID = os.Geteuid(), os.Getegid()
 	}
 	if err := resolveSlurmUser(&c, r, *slurmUser, *slurmConf); err != nil {
-		if !*uninstall {
+		if !*uninstall && !*dryRun {
 			return fail(err)
+		}
+		if !*uninstall {
+			// A dry run shows what would be done even where slurm.conf is
+			// not readable yet, saying whose the files would be.
+			fmt.Fprintf(stdout, "the SlurmUser is unknown (%v): this dry run takes root\n", err)
 		}
 		// What an install created is removed whoever owns it: an
 		// uninstall needs no slurm.conf (it may be restored already).
@@ -220,7 +225,7 @@ func cmdInstall(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "  "+l)
 	}
 	fmt.Fprintln(stdout, "SlurmctldParameters must include enable_configless (nodes run slurmd --conf-server).")
-	fmt.Fprintln(stdout, "HealthCheckInterval must be set (e.g. 300): Slurm's default, 0, never runs HealthCheckProgram.")
+	fmt.Fprintln(stdout, "HealthCheckInterval runs HealthCheckProgram (Slurm's default, 0, never does); `flexslurm slurm-conf --health-check-interval` changes it.")
 	fmt.Fprintf(stdout, "Every line the spec needs — these, nodes, partitions, power saving — and gres.conf: flexslurm slurm-conf [--gres-conf] %s\n", *specPath)
 	return 0
 }

@@ -32,7 +32,7 @@ func cmdLocal(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Project, "project", "", "emulated Google Cloud project (default: the spec's)")
 	fs.StringVar(&o.RunDir, "run-dir", ".run/local", "directory for the logs of the emulators, simulator, functions and Slurm")
 	fs.BoolVar(&o.NoSlurm, "no-slurm", false, "run without Slurm (no slurmctld or slurmd; the demo publishes the hooks' job reports itself)")
-	fs.StringVar(&o.Slurm, "slurm", "22.05", "Slurm release of the local cluster: 22.05 (this host's) or 24.11 (the Debian 13 chroot `.ci/slurm-chroot.sh build` makes)")
+	fs.StringVar(&o.Slurm, "slurm", "22.05", "Slurm `release` of the local cluster: 22.05 (this host's) or 24.11 (the Debian 13 chroot that .ci/slurm-chroot.sh build makes)")
 	fs.BoolVar(&o.MakeBeforeBreak, "make-before-break", false, "request static nodes' successors ahead of their end (its lead time is inflated by the scaled clock)")
 	fs.BoolVar(&o.NoApply, "no-apply", false, "do not apply the spec: create the cluster through the API (the banner's curl); not with --demo")
 	readings := fs.String("compute-readings", "lenient", computeReadingsHelp)

@@ -24,7 +24,7 @@ type command struct {
 var commands = map[string]command{
 	"validate":    {"validate a cluster_config.json and print the effective spec", cmdValidate},
 	"apply":       {"validate a cluster spec and publish it (cluster created or resized)", cmdApply},
-	"local":       {"run the whole system on this machine (--demo: the seed's lifecycle, checked)", cmdLocal},
+	"local":       {"run the whole system on this machine (--demo: a node's whole lifecycle, checked)", cmdLocal},
 	"compute-sim": {"run the Compute Engine simulator", cmdComputeSim},
 	"emulators":   {"start the Firestore and Pub/Sub emulators (run -- CMD: around a command)", cmdEmulators},
 	"function":    {"serve one function with functions-framework (function serve --target NAME)", cmdFunction},
@@ -51,6 +51,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if cli.IsHelp(args[0]) {
 		usage(stdout)
 		return 0
+	}
+	if args[0] == "--version" || args[0] == "-version" {
+		return cmdVersion(args[1:], stdout, stderr)
 	}
 	c, ok := commands[args[0]]
 	if !ok {
@@ -106,7 +109,7 @@ func usage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-12s %s\n", n, commands[n].summary)
 	}
-	fmt.Fprintln(w, "\nRun 'flexslurm COMMAND -h' for a command's flags.")
+	fmt.Fprintln(w, "\nRun 'flexslurm COMMAND -h' for a command's flags, 'flexslurm --version' for the version.")
 }
 
 // joinLines indents a multi-line message.

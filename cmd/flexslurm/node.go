@@ -16,6 +16,7 @@ import (
 
 	"github.com/flexslurm/flexslurm/shared/logx"
 	"github.com/flexslurm/flexslurm/shared/node"
+	"github.com/flexslurm/flexslurm/shared/version"
 )
 
 func init() {
@@ -65,6 +66,7 @@ func cmdNode(args []string, stdout, stderr io.Writer) int {
 	exe := fs.String("exe", "", "the flexslurm binary the hooks link to (default: this program)")
 	hookDir := fs.String("hook-dir", "", "`DIR` of the node-side hook links and hooks.json (default ROOT/etc/flexslurm/hooks)")
 	reportBoot := fs.Bool("report-boot", false, "start slurmd with -b (its start is the node's boot time), for a VM that does not really boot")
+	ownHostname := fs.Bool("own-hostname", false, "start slurmd in a UTS namespace named after the node, so that its jobs see the node's host name (simulated VMs sharing one host)")
 	healthFromDir := fs.String("health-from-dir", "", "the hooks' health check reads recorded GPU outputs from `DIR`/NODE (local system)")
 	clk := fs.String("clock", "", "the hooks' simulated clock (local system)")
 	slurmRoot := fs.String("slurm-root", "/", "`DIR` of the Slurm and munge installation: munged and slurmd run chrooted in it unless it is / (the local system's Slurm 24.11 chroot)")
@@ -115,8 +117,9 @@ func cmdNode(args []string, stdout, stderr io.Writer) int {
 	}
 	res, err := node.Boot(ctx, node.Options{
 		Root: abs(*root), Exe: abs(*exe), HookDir: abs(*hookDir), MetadataHost: os.Getenv(envMetadataHost),
-		ReportBoot: *reportBoot, PubSubEmulatorHost: os.Getenv(envPubSubEmulatorHost), Clock: *clk,
+		ReportBoot: *reportBoot, OwnHostname: *ownHostname, PubSubEmulatorHost: os.Getenv(envPubSubEmulatorHost), Clock: *clk,
 		HealthFromDir: abs(*healthFromDir), PublishTimeout: *publishTimeout, SlurmRoot: abs(*slurmRoot),
+		Version:  version.Get().ID(),
 		Metadata: metadata.NewClient(nil), Secrets: sm, Reporter: node.PubSubReporter{}, Host: node.OSHost{}, Log: log,
 	})
 	if err != nil {
@@ -124,5 +127,9 @@ func cmdNode(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "node %s (VM %s) booted; changed: %d\n", res.Node, res.VM, len(res.Did))
+	if res.VersionMismatch {
+		fmt.Fprintf(stdout, "WARNING: this node runs flexslurm %s, the functions that built its template run %s (deploy/README.md, \"Versions\")\n",
+			version.Get().ID(), res.FunctionsVersion)
+	}
 	return 0
 }

@@ -57,7 +57,7 @@ func runPreflightWith(args []string, stdout, stderr io.Writer, extra, computeOpt
 	timeout := fs.Duration("timeout", 30*time.Second, "time allowed for the API calls")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: flexslurm preflight --project P [--spec FILE] [--universe-domain D] [--project-number N] [--agent-domain A]\n\n"+
-			"Checks the seed's prerequisite in the project's IAM policy: the Google APIs service\n"+
+			"Checks flexslurm's prerequisite in the project's IAM policy: the Google APIs service\n"+
 			"agent (PROJECT_NUMBER@cloudservices.gserviceaccount.com; the domain differs per\n"+
 			"universe) must hold roles/editor (or roles/owner), or both\n"+
 			"roles/compute.instanceAdmin.v1 and roles/iam.serviceAccountUser. Conditional\n"+

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/flexslurm/flexslurm/shared/install"
 )
 
 // slurm-conf prints the generator's lines; --check on Slurm's configuration
@@ -61,5 +64,67 @@ func TestSlurmConfCheckAndApplyRefusal(t *testing.T) {
 	}
 	if rc := run([]string{"slurm-conf"}, &help, &errOut); rc != 2 {
 		t.Errorf("slurm-conf without SPEC: rc %d, want 2", rc)
+	}
+}
+
+// TestSlurmConfScopes: slurm-conf's first part names only flexslurm's
+// nodes and partitions (power saving on the partitions, no Default=YES
+// unless the spec names a default partition); every line of its second,
+// cluster-wide part follows a comment saying why flexslurm needs it and
+// what it changes for the other partitions; and every slurm.conf line
+// `install controller` prints is one slurm-conf prints (HealthCheckInterval
+// included).
+func TestSlurmConfScopes(t *testing.T) {
+	var conf, stderr bytes.Buffer
+	if rc := run([]string{"slurm-conf", "../../examples/cluster_config.json"}, &conf, &stderr); rc != 0 {
+		t.Fatalf("slurm-conf: rc %d: %s", rc, stderr.String())
+	}
+	part1, part2, ok := strings.Cut(conf.String(), "# Part 2 of 2: cluster-wide parameters.")
+	if !ok {
+		t.Fatalf("slurm-conf prints no cluster-wide part:\n%s", conf.String())
+	}
+	for _, l := range strings.Split(part1, "\n") {
+		if l == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		if !strings.HasPrefix(l, "NodeName=flexvm-a3u-") && !strings.HasPrefix(l, "PartitionName=a3u ") {
+			t.Errorf("the scoped part has a line that is not flexslurm's node or partition: %q", l)
+		}
+		if strings.Contains(l, "Default=YES") {
+			t.Errorf("Default=YES on a partition the spec does not name as default: %q", l)
+		}
+		if strings.HasPrefix(l, "PartitionName=") && !strings.Contains(l, " SuspendTime=300 SuspendTimeout=30 ResumeTimeout=65535 ") {
+			t.Errorf("flexslurm's partition carries no power saving of its own: %q", l)
+		}
+	}
+	// Each group: a comment block, then its lines.
+	var lines []string
+	block, prevComment := "", false
+	_, part2, _ = strings.Cut(part2, "\n")
+	for _, l := range strings.Split(part2, "\n") {
+		switch {
+		case l == "":
+		case strings.HasPrefix(l, "#"):
+			if !prevComment {
+				block = ""
+			}
+			block += l + "\n"
+			prevComment = true
+		default:
+			prevComment = false
+			lines = append(lines, l)
+			if !strings.Contains(block, "Why:") || !strings.Contains(block, "Other partitions:") {
+				t.Errorf("cluster-wide line %q does not follow a comment saying why and what it changes for other partitions:\n%s", l, block)
+			}
+			key, _, _ := strings.Cut(l, "=")
+			if slices.Contains([]string{"SuspendTime", "SuspendTimeout", "ResumeTimeout"}, key) {
+				t.Errorf("%s is cluster-wide; want it on flexslurm's partitions", l)
+			}
+		}
+	}
+	for _, l := range install.SlurmConfLines() {
+		if !slices.Contains(lines, l) {
+			t.Errorf("install controller prints %q, which slurm-conf's cluster-wide lines do not have", l)
+		}
 	}
 }

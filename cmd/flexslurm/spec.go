@@ -205,7 +205,9 @@ func cmdApply(args []string, stdout, stderr io.Writer) int {
 	defer ps.Close()
 	id, err := ps.Publish(ctx, *topic, data, map[string]string{"cluster": c.ID})
 	if err != nil {
-		fmt.Fprintf(stderr, "flexslurm apply: %v\n", err)
+		fmt.Fprintf(stderr, "flexslurm apply: publishing to topic %q of project %q (projects/%s/topics/%s): %v\n"+
+			"  check --project (or GOOGLE_CLOUD_PROJECT) and --topic: the deployment's project, where Terraform created the topic\n",
+			*topic, *project, *project, *topic, err)
 		return 1
 	}
 	fmt.Fprintf(stdout, "cluster %s applied (default node image %s): published message %s to %s\n", c.ID, node.Image, id, *topic)

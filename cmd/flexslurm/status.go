@@ -15,6 +15,7 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 	"google.golang.org/api/option"
 
+	"github.com/flexslurm/flexslurm/dev/local"
 	"github.com/flexslurm/flexslurm/shared/clock"
 	"github.com/flexslurm/flexslurm/shared/config"
 	"github.com/flexslurm/flexslurm/shared/status"
@@ -135,7 +136,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer, ope
 	frame := func() error {
 		callCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		snap, err := status.Collect(callCtx, b.Source, clk.Now(), status.Options{Cluster: f.cluster})
+		snap, err := status.Collect(callCtx, b.Source, clk.Now(), status.Options{Cluster: f.cluster, Local: os.Getenv(local.EnvLocal) != ""})
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -144,11 +145,14 @@ func (s *System) demoSlurm(ctx context.Context, ss *slurmSide) error {
 	if err != nil {
 		return err
 	}
-	short, err := ss.sbatch(ctx, "sleep 2", "-p", part, "-N", "1", "-x", exclude, "--time", "60", "-J", "demo-short")
+	// The short job prints what a job sees of its node, as on a VM: the
+	// node's host name, and the GPUs Slurm gave it.
+	short, err := ss.sbatch(ctx, `hostname; echo "CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"; sleep 2`, "-p", part, "-N", "1", "-x", exclude,
+		"--gpus-per-node", "2", "--time", "60", "-J", "demo-short")
 	if err != nil {
 		return err
 	}
-	s.TL.Say(fmt.Sprintf("sbatch: job %s (sleep 3600) and job %s (sleep 2), one node each, excluding %s", long, short, exclude))
+	s.TL.Say(fmt.Sprintf("sbatch: job %s (sleep 3600) and job %s (hostname, its GPUs, sleep 2; 2 GPUs), one node each, excluding %s", long, short, exclude))
 	check(s.waitFor(ctx, stepWait, ss.jobIs(ctx, long, &jl, running)),
 		fmt.Sprintf("job %s runs (%s on %s)", long, jl.State, jl.NodeList))
 	busy := ""
@@ -162,6 +166,9 @@ func (s *System) demoSlurm(ctx context.Context, ss *slurmSide) error {
 	check(slices.Contains(dyn, busy), fmt.Sprintf("job %s runs on dynamic node %s", long, busy))
 	check(s.waitFor(ctx, stepWait, ss.jobIs(ctx, short, &jl, func(j slurm.JobInfo) bool { return j.State == slurm.JobCompleted })),
 		fmt.Sprintf("job %s ran on %s and completed (%s)", short, idle, jl.State))
+	seen, _ := os.ReadFile(filepath.Join(ss.lc.Root, "log", "job-"+short+".out"))
+	check(string(seen) == idle+"\nCUDA_VISIBLE_DEVICES=0,1\n",
+		fmt.Sprintf("job %s saw host name %s and CUDA_VISIBLE_DEVICES=0,1, as on a VM (its output: %q)", short, idle, seen))
 	for _, id := range []string{long, short} {
 		rr := fmt.Sprintf("rr-%s-%s-j%s-g1", cl, pool.ID, id)
 		check(s.requestState(rr) == "SUCCEEDED", fmt.Sprintf("resize request %s for job %s succeeded", rr, id))

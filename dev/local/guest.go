@@ -195,7 +195,7 @@ func (g *guests) boot(ctx context.Context, in computesim.Instance) error {
 		return err
 	}
 	defer logf.Close()
-	args := []string{"node", "boot", "--root", g.root, "--exe", g.exe, "--report-boot", "--timeout", "90s",
+	args := []string{"node", "boot", "--root", g.root, "--exe", g.exe, "--report-boot", "--own-hostname", "--timeout", "90s",
 		"--health-from-dir", g.healthDir, "--hooks-publish-timeout", "5s"}
 	if g.clock != "" {
 		args = append(args, "--clock", g.clock)

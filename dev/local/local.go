@@ -199,6 +199,12 @@ var routes = []struct{ Topic, Entry string }{
 	{config.TopicSlurmSnapshot, "Reconcile"},
 }
 
+// EnvLocal, set (to 1) in the shell the local system's banner prepares,
+// tells commands that they run against the local system, not a
+// deployment: `flexslurm status` then gives the local system's remedies
+// rather than a real controller's.
+const EnvLocal = "FLEXSLURM_LOCAL"
+
 // Run starts the system, applies the spec, and then either runs the demo
 // (returning its verdict) or waits for ctx to end. Everything it started is
 // stopped before it returns.
@@ -218,7 +224,11 @@ func Run(ctx context.Context, opts Options) (err error) {
 		return s.Demo(ctx)
 	}
 	slurmHelp := fmt.Sprintf("Slurm job reports go to topic %q (see docs/events.md).\n", config.TopicJobs)
+	// apply compares a changed spec with the local Slurm's configuration,
+	// as with a real controller's (--slurm-conf).
+	applyFlags := ""
 	if ss := s.slurm.Load(); ss != nil {
+		applyFlags = " --slurm-conf " + ss.lc.ConfPath
 		jobs, err := s.jobDir()
 		if err != nil {
 			return err
@@ -239,14 +249,14 @@ func Run(ctx context.Context, opts Options) (err error) {
 			"and ends the jobs on it; run without --speedup for jobs of your own", opts.Speedup, s.Clock.WallDuration(spec.DefaultFlexStartMaxDuration).Round(time.Second))
 	}
 	fmt.Fprintf(opts.Out, "\nflexslurm is running. Clock: %s.\nIn another shell:\n"+
-		"  export %s=%s FIRESTORE_EMULATOR_HOST=%s PUBSUB_EMULATOR_HOST=%s %s=%s %s=%s FLEXSLURM_API_URL=%s\n"+
+		"  export %s=%s FIRESTORE_EMULATOR_HOST=%s PUBSUB_EMULATOR_HOST=%s %s=%s %s=%s %s=1 FLEXSLURM_API_URL=%s\n"+
 		"  export CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE=%s/compute/v1/ CLOUDSDK_AUTH_DISABLE_CREDENTIALS=true CLOUDSDK_CORE_PROJECT=%s   # gcloud compute … against the simulator (docs/compute-contract.md)\n"+
 		"  %s status --dead-letter   # pools, nodes, requests, backoff, dead letters\n"+
-		"  %s apply %s   # apply a changed spec (created or resized) through the API ($FLEXSLURM_API_URL)\n"+
+		"  %s apply%s %s   # apply a changed spec (created or resized) through the API ($FLEXSLURM_API_URL)\n"+
 		"  curl -X POST -H 'Content-Type: application/json' -d @%s \"$FLEXSLURM_API_URL/v1beta1/projects/%s/locations/%s/modelDevelopmentClusters?model_development_cluster_id=%s\"   # the REST API (unauthenticated here; docs/api.md)\n"+
 		"%sCtrl-C stops everything.\n\n",
 		clockHelp, config.EnvProject, s.Opts.Project, s.Emu.Firestore.Addr(), s.Emu.PubSub.Addr(),
-		config.EnvClock, s.Clock.String(), config.EnvComputeEndpoint, s.SimURL, s.APIURL, s.SimURL, s.Opts.Project, exe, exe, opts.SpecPath,
+		config.EnvClock, s.Clock.String(), config.EnvComputeEndpoint, s.SimURL, EnvLocal, s.APIURL, s.SimURL, s.Opts.Project, exe, exe, applyFlags, opts.SpecPath,
 		opts.SpecPath, s.Opts.Project, s.Spec.Region, s.Spec.ID, slurmHelp)
 	<-ctx.Done()
 	fmt.Fprintln(opts.Out, "\nstopping: Slurm, functions, Compute simulator, emulators")

@@ -103,11 +103,18 @@ func TestLocalSlurmOnEachRelease(t *testing.T) {
 				regexp.MustCompile(`(?m)^SlurmctldParameters\s*=.*enable_configless`),
 				regexp.MustCompile(`(?m)^SchedulerParameters\s*=.*sched_interval=2\b`),
 				regexp.MustCompile(`(?m)^AuthInfo\s*=.*cred_expire=10\b`),
-				regexp.MustCompile(`(?m)^SuspendTimeout\s*=\s*3 sec`),
 			} {
 				if !want.Match(conf) {
 					t.Errorf("scontrol show config lacks %s", want)
 				}
+			}
+			// Power saving is set on flexslurm's partitions, not cluster-wide.
+			partConf, err := r.Scontrol(ctx, "show", "partition")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := regexp.MustCompile(`\bSuspendTimeout=3\b`); !want.Match(partConf) {
+				t.Errorf("scontrol show partition lacks %s:\n%s", want, partConf)
 			}
 			nodes, err := r.Nodes(ctx)
 			if err != nil {

@@ -19,7 +19,7 @@ import (
 )
 
 // Timeline prints what happens, stamped with simulated time since the
-// start ("+2d 03:15"), from three sources: the stored state (node
+// start ("+2d 03:15:07"), from three sources: the stored state (node
 // generations and phases, jobs), the Compute simulator (resize requests,
 // VMs) and the Slurm commands the functions publish. Every time it prints
 // is in that one format: the absolute times (RFC 3339) of the records'
@@ -54,7 +54,7 @@ func NewTimeline(out io.Writer) *Timeline {
 
 func (t *Timeline) stamp() string {
 	if t.Clock == nil {
-		return "         "
+		return "            "
 	}
 	return t.rel(t.Clock.Now())
 }
@@ -63,9 +63,14 @@ func (t *Timeline) stamp() string {
 var rfc3339 = regexp.MustCompile(`\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})`)
 
 func (t *Timeline) printf(format string, args ...any) {
+	t.printAt(time.Time{}, fmt.Sprintf(format, args...))
+}
+
+// printAt prints msg stamped with at, or with the clock's now when at is
+// zero.
+func (t *Timeline) printAt(at time.Time, msg string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	msg := fmt.Sprintf(format, args...)
 	if t.Clock != nil {
 		msg = rfc3339.ReplaceAllStringFunc(msg, func(s string) string {
 			at, err := time.Parse(time.RFC3339Nano, s)
@@ -75,7 +80,11 @@ func (t *Timeline) printf(format string, args ...any) {
 			return t.rel(at)
 		})
 	}
-	fmt.Fprintf(t.out, "%s  %s\n", t.stamp(), msg)
+	stamp := t.stamp()
+	if !at.IsZero() && t.Clock != nil {
+		stamp = t.rel(at)
+	}
+	fmt.Fprintf(t.out, "%s  %s\n", stamp, msg)
 }
 
 // Say prints one line.
@@ -142,11 +151,28 @@ func (t *Timeline) WatchState(ctx context.Context, st store.Store, cluster strin
 			return
 		case <-tick.C:
 		}
-		s, err := st.Read(ctx, store.Scope{Cluster: cluster, AllPools: true})
+		// Jobs seen active are read again whatever their state, so that
+		// their end is printed too (a pool's read holds active jobs only).
+		t.mu.Lock()
+		var known []string
+		for id, j := range t.jobs {
+			if j.State == model.JobPending || j.State == model.JobRunning {
+				known = append(known, id)
+			}
+		}
+		t.mu.Unlock()
+		sort.Strings(known)
+		s, err := st.Read(ctx, store.Scope{Cluster: cluster, AllPools: true, Jobs: known})
 		if err != nil {
 			continue
 		}
-		var lines []string
+		// Each change is stamped with the time its record was written, and
+		// the changes of one read are printed in that order.
+		type change struct {
+			at   time.Time
+			line string
+		}
+		var lines []change
 		t.mu.Lock()
 		names := make([]string, 0, len(s.Nodes))
 		for n := range s.Nodes {
@@ -157,20 +183,21 @@ func (t *Timeline) WatchState(ctx context.Context, st store.Store, cluster strin
 			n := *s.Nodes[name]
 			old, seen := t.nodes[name]
 			if !seen || old.Generation != n.Generation || old.Phase != n.Phase {
-				lines = append(lines, fmt.Sprintf("node %-14s %-7s gen %d %-9s %s", n.Name, n.Kind, n.Generation, n.Phase, n.Reason))
+				lines = append(lines, change{n.UpdatedAt, fmt.Sprintf("node %-14s %-7s gen %d %-9s %s", n.Name, n.Kind, n.Generation, n.Phase, n.Reason)})
 			}
 			t.nodes[name] = n
 		}
 		for _, j := range s.SortedJobs() {
 			old, seen := t.jobs[j.ID]
 			if !seen || old.State != j.State || old.Generation != j.Generation || old.Reason != j.Reason {
-				lines = append(lines, fmt.Sprintf("job  %-14s %-9s nodes %s  %s", j.ID, j.State, strings.Join(j.Nodes, ","), j.Reason))
+				lines = append(lines, change{j.UpdatedAt, fmt.Sprintf("job  %-14s %-9s nodes %s  %s", j.ID, j.State, strings.Join(j.Nodes, ","), j.Reason)})
 			}
 			t.jobs[j.ID] = *j
 		}
 		t.mu.Unlock()
+		sort.SliceStable(lines, func(i, k int) bool { return lines[i].at.Before(lines[k].at) })
 		for _, l := range lines {
-			t.printf("%s", l)
+			t.printAt(l.at, l.line)
 		}
 	}
 }
@@ -264,22 +291,22 @@ func containsStr(xs []string, x string) bool {
 	return false
 }
 
-// rel renders at as simulated time since the start: "+2d 03:15"
-// ("-0d 01:00" before it).
+// rel renders at as simulated time since the start, to the second:
+// "+2d 03:15:07" ("-0d 01:00:00" before it).
 func (t *Timeline) rel(at time.Time) string {
 	d := at.Sub(t.Origin)
 	sign := "+"
 	if d < 0 {
 		sign, d = "-", -d
 	}
-	return sign + days(d.Truncate(time.Minute))
+	return sign + days(d.Truncate(time.Second))
 }
 
-// days renders a duration the way the timeline stamps it: "2d 03:15".
+// days renders a duration the way the timeline stamps it: "2d 03:15:07".
 func days(d time.Duration) string {
 	n := int(d / (24 * time.Hour))
 	d -= time.Duration(n) * 24 * time.Hour
-	return fmt.Sprintf("%dd %02d:%02d", n, int(d/time.Hour), int(d%time.Hour/time.Minute))
+	return fmt.Sprintf("%dd %02d:%02d:%02d", n, int(d/time.Hour), int(d%time.Hour/time.Minute), int(d%time.Minute/time.Second))
 }
 
 // decisionKey identifies a Slurm decision: the command, its nodes or job,

@@ -2,7 +2,9 @@ package local
 
 import (
 	"bytes"
+	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +12,8 @@ import (
 
 	"github.com/flexslurm/flexslurm/shared/clock"
 	"github.com/flexslurm/flexslurm/shared/event"
+	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/flexslurm/flexslurm/shared/store"
 )
 
 // The timeline prints each Slurm decision once per node and VM, whatever
@@ -32,9 +36,9 @@ func TestTimelineOnceAndOneTimeFormat(t *testing.T) {
 	tl.Say("VM c-a3u-0-g1 is running until 2026-12-08T03:15:00Z, created 2026-11-30T23:00:00.5Z")
 	got := strings.Split(strings.TrimSpace(out.String()), "\n")
 	want := []string{
-		"+0d 00:00  slurm: power_down_force c-a3u-1 (flexslurm: Slurm thinks the node is up but it has no VM c-a3u-1-g1)",
-		"+0d 00:00  slurm: power_down_force c-a3u-1 (flexslurm: Slurm thinks the node is up but it has no VM c-a3u-1-g2)",
-		"+0d 00:00  VM c-a3u-0-g1 is running until +7d 03:15, created -0d 00:59",
+		"+0d 00:00:00  slurm: power_down_force c-a3u-1 (flexslurm: Slurm thinks the node is up but it has no VM c-a3u-1-g1)",
+		"+0d 00:00:00  slurm: power_down_force c-a3u-1 (flexslurm: Slurm thinks the node is up but it has no VM c-a3u-1-g2)",
+		"+0d 00:00:00  VM c-a3u-0-g1 is running until +7d 03:15:00, created -0d 00:59:59",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("timeline (-want +got):\n%s", diff)
@@ -48,3 +52,69 @@ func TestTimelineOnceAndOneTimeFormat(t *testing.T) {
 		t.Errorf("CommandCounts() = %d decisions, %d resent; want 2, 2", d, r)
 	}
 }
+
+// TestTimelineWatchStatePrintsJobEndsInOrder: a job's completion is
+// printed (the pool's read holds active jobs only), and the changes of one
+// read are printed in the order their records were written, stamped to the
+// second with the time each was written.
+func TestTimelineWatchStatePrintsJobEndsInOrder(t *testing.T) {
+	origin := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	st := store.NewMemory(nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	write := func(f func(*model.State)) {
+		t.Helper()
+		if err := st.Update(ctx, store.Scope{Cluster: "c", AllPools: true, Jobs: []string{"7", "8"}}, func(s *model.State) error {
+			if s.Cluster == nil {
+				s.Cluster = &model.Cluster{ID: "c", Spec: []byte(`{}`), SpecSHA256: "x", Project: "p"}
+				s.Pools["a3u"] = &model.Pool{ID: "a3u", MaxNodes: 2}
+			}
+			f(s)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(func(s *model.State) {
+		s.Jobs["7"] = &model.Job{ID: "7", Pool: "a3u", State: model.JobRunning, UpdatedAt: origin.Add(90 * time.Second)}
+		s.Jobs["8"] = &model.Job{ID: "8", Pool: "a3u", State: model.JobPending, UpdatedAt: origin.Add(30 * time.Second)}
+	})
+	var out syncBuffer
+	tl := NewTimeline(&out)
+	tl.Origin, tl.Clock = origin, clock.NewScaled(origin, 1e-9)
+	done := make(chan struct{})
+	go func() { defer close(done); tl.WatchState(ctx, st, "c", time.Millisecond) }()
+	waitFor := func(what string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), what); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the timeline never printed %q:\n%s", what, out.String())
+			}
+		}
+	}
+	waitFor("job  7")
+	write(func(s *model.State) {
+		s.Jobs["7"].State, s.Jobs["7"].UpdatedAt = model.JobFinished, origin.Add(125*time.Second)
+	})
+	waitFor("finished")
+	cancel()
+	<-done
+	got := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(got) != 3 || !strings.HasPrefix(got[0], "+0d 00:00:30  job  8") || !strings.HasPrefix(got[1], "+0d 00:01:30  job  7") ||
+		!strings.HasPrefix(got[2], "+0d 00:02:05  job  7") || !strings.Contains(got[2], string(model.JobFinished)) {
+		t.Errorf("timeline:\n%s", out.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }

@@ -888,9 +888,9 @@ func parentPID(pid int) int {
 func pidAlive(pid int) bool { return proc.Alive(pid) }
 
 // writeLocalGres writes gres.conf beside slurm.conf at confPath and the
-// empty stand-in GPU device files it names under root
-// (slurm.LocalGPUDir): slurmd 22.05 and 24.11 accept regular files there
-// and give a job their indexes.
+// stand-in GPU devices it names under root (slurm.LocalGPUDir): character
+// devices (standInGPU), so that slurmd gives a job their indexes in
+// CUDA_VISIBLE_DEVICES.
 func writeLocalGres(c *spec.Cluster, o slurm.ConfigOptions, root, hookDir, confPath string) error {
 	gres, gpus, err := slurm.BuildLocalGres(c, o, root, hookDir)
 	if err != nil {
@@ -902,8 +902,7 @@ func writeLocalGres(c *spec.Cluster, o slurm.ConfigOptions, root, hookDir, confP
 			return fmt.Errorf("creating the stand-in GPU devices: %w", err)
 		}
 		for i := range gpus {
-			f := filepath.Join(dir, fmt.Sprintf("nvidia%d", i))
-			if err := os.WriteFile(f, nil, 0o644); err != nil {
+			if err := standInGPU(filepath.Join(dir, fmt.Sprintf("nvidia%d", i))); err != nil {
 				return fmt.Errorf("creating the stand-in GPU devices: %w", err)
 			}
 		}
@@ -911,6 +910,29 @@ func writeLocalGres(c *spec.Cluster, o slurm.ConfigOptions, root, hookDir, confP
 	path := filepath.Join(filepath.Dir(confPath), "gres.conf")
 	if err := writeFileAtomic(path, gres, 0o644); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// standInGPU makes path a character device with /dev/null's numbers (1, 3):
+// slurmd takes a gres.conf File= that is not a character or block device
+// for no device ("is not a valid character or block device"), and then
+// sets no CUDA_VISIBLE_DEVICES for a job's GPUs. Its index is in its name
+// (nvidiaN), as on a VM.
+func standInGPU(path string) error {
+	if st, err := os.Lstat(path); err == nil {
+		if st.Mode()&os.ModeCharDevice != 0 {
+			return nil
+		}
+		if err := os.Remove(path); err != nil {
+			return err
+		}
+	}
+	// Linux's device number of major 1, minor 3 (makedev(3): minor's low
+	// byte, then the major above it).
+	const devNull = 1<<8 | 3
+	if err := syscall.Mknod(path, syscall.S_IFCHR|0o666, devNull); err != nil {
+		return fmt.Errorf("mknod %s: %w", path, err)
 	}
 	return nil
 }

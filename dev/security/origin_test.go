@@ -98,19 +98,20 @@ func payloads(t *testing.T, h *harness.Harness, c *spec.Cluster) map[string][]by
 	hdr := func(typ string) string { return fmt.Sprintf(`"version":1,"type":%q,"cluster":%q`, typ, c.ID) }
 	now := h.Clock.Now().UTC().Format(time.RFC3339)
 	return map[string][]byte{
-		event.TypeClusterApply:  applied(t, h, c, "https://attacker.example/flexslurm"),
-		event.TypeJobPending:    []byte(`{` + hdr(event.TypeJobPending) + `,"job_id":"42","partition":"a3u","node_count":1,"nodes":["flexvm-a3u-1"]}`),
-		event.TypeJobStarted:    []byte(`{` + hdr(event.TypeJobStarted) + `,"job_id":"42","nodes":["flexvm-a3u-0"]}`),
-		event.TypeJobFinished:   []byte(`{` + hdr(event.TypeJobFinished) + `,"job_id":"42","nodes":["flexvm-a3u-0"]}`),
-		event.TypeJobCancelled:  []byte(`{` + hdr(event.TypeJobCancelled) + `,"job_id":"42"}`),
-		event.TypeNodeSuspend:   []byte(`{` + hdr(event.TypeNodeSuspend) + `,"nodes":["flexvm-a3u-0"]}`),
-		event.TypeResumeFailed:  []byte(`{` + hdr(event.TypeResumeFailed) + `,"nodes":["flexvm-a3u-0"]}`),
-		event.TypeBootstrapFail: []byte(`{` + hdr(event.TypeBootstrapFail) + `,"node":"flexvm-a3u-0","vm_name":"flexvm-a3u-0-g1","step":"slurmd"}`),
-		event.TypeHealthFailure: []byte(`{` + hdr(event.TypeHealthFailure) + `,"node":"flexvm-a3u-0","generation":1,"vm_name":"flexvm-a3u-0-g1","verdict":"FAIL","reasons":["xid 79"],"drained":true}`),
-		event.TypeReconcileTick: []byte(`{` + hdr(event.TypeReconcileTick) + `}`),
-		event.TypeSlurmSnapshot: []byte(`{` + hdr(event.TypeSlurmSnapshot) + `,"taken_at":"` + now + `","nodes":[],"jobs":[]}`),
-		event.TypeSlurmCommand:  []byte(`{` + hdr(event.TypeSlurmCommand) + `,"id":"c1","command":"drain","nodes":["flexvm-a3u-0"],"reason":"x"}`),
-		event.TypeCommandResult: []byte(`{` + hdr(event.TypeCommandResult) + `,"id":"c1","command":"drain","ok":true,"at":"` + now + `"}`),
+		event.TypeClusterApply:    applied(t, h, c, "https://attacker.example/flexslurm"),
+		event.TypeJobPending:      []byte(`{` + hdr(event.TypeJobPending) + `,"job_id":"42","partition":"a3u","node_count":1,"nodes":["flexvm-a3u-1"]}`),
+		event.TypeJobStarted:      []byte(`{` + hdr(event.TypeJobStarted) + `,"job_id":"42","nodes":["flexvm-a3u-0"]}`),
+		event.TypeJobFinished:     []byte(`{` + hdr(event.TypeJobFinished) + `,"job_id":"42","nodes":["flexvm-a3u-0"]}`),
+		event.TypeJobCancelled:    []byte(`{` + hdr(event.TypeJobCancelled) + `,"job_id":"42"}`),
+		event.TypeNodeSuspend:     []byte(`{` + hdr(event.TypeNodeSuspend) + `,"nodes":["flexvm-a3u-0"]}`),
+		event.TypeResumeFailed:    []byte(`{` + hdr(event.TypeResumeFailed) + `,"nodes":["flexvm-a3u-0"]}`),
+		event.TypeBootstrapFail:   []byte(`{` + hdr(event.TypeBootstrapFail) + `,"node":"flexvm-a3u-0","vm_name":"flexvm-a3u-0-g1","step":"slurmd"}`),
+		event.TypeVersionMismatch: []byte(`{` + hdr(event.TypeVersionMismatch) + `,"node":"flexvm-a3u-0","vm_name":"flexvm-a3u-0-g1","node_version":"v1.1.0","functions_version":"v1.2.0"}`),
+		event.TypeHealthFailure:   []byte(`{` + hdr(event.TypeHealthFailure) + `,"node":"flexvm-a3u-0","generation":1,"vm_name":"flexvm-a3u-0-g1","verdict":"FAIL","reasons":["xid 79"],"drained":true}`),
+		event.TypeReconcileTick:   []byte(`{` + hdr(event.TypeReconcileTick) + `}`),
+		event.TypeSlurmSnapshot:   []byte(`{` + hdr(event.TypeSlurmSnapshot) + `,"taken_at":"` + now + `","nodes":[],"jobs":[]}`),
+		event.TypeSlurmCommand:    []byte(`{` + hdr(event.TypeSlurmCommand) + `,"id":"c1","command":"drain","nodes":["flexvm-a3u-0"],"reason":"x"}`),
+		event.TypeCommandResult:   []byte(`{` + hdr(event.TypeCommandResult) + `,"id":"c1","command":"drain","ok":true,"at":"` + now + `"}`),
 		event.TypeAuditLog: []byte(`{"protoPayload":{"@type":"type.googleapis.com/google.cloud.audit.AuditLog","serviceName":"compute.googleapis.com",` +
 			`"methodName":"compute.instances.deferredDelete","resourceName":"projects/` + harness.Project + `/zones/us-central1-a/instances/flexvm-a3u-2-g7"},` +
 			`"resource":{"type":"gce_instance","labels":{"zone":"us-central1-a","project_id":"` + harness.Project + `"}},` +
@@ -121,7 +122,7 @@ func payloads(t *testing.T, h *harness.Harness, c *spec.Cluster) map[string][]by
 // handles are the payload types each entry point acts on.
 var handles = map[string][]string{
 	config.EntryScaleUp: {event.TypeClusterApply, event.TypeJobPending, event.TypeJobStarted, event.TypeJobFinished,
-		event.TypeJobCancelled, event.TypeNodeSuspend, event.TypeResumeFailed, event.TypeBootstrapFail},
+		event.TypeJobCancelled, event.TypeNodeSuspend, event.TypeResumeFailed, event.TypeBootstrapFail, event.TypeVersionMismatch},
 	config.EntryExpiry:    {event.TypeAuditLog},
 	config.EntryRepair:    {event.TypeHealthFailure},
 	config.EntryReconcile: {event.TypeReconcileTick, event.TypeSlurmSnapshot},

@@ -81,6 +81,8 @@ func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
 		}
 	case event.TypeBootstrapFail:
 		err = h.bootstrap(ctx, msg)
+	case event.TypeVersionMismatch:
+		err = h.versionMismatch(ctx, msg)
 	default:
 		err = fmt.Errorf("%w: type %q is not handled by ScaleUp", event.ErrMalformed, hdr.Type)
 	}
@@ -211,6 +213,32 @@ func (h *Handler) bootstrap(ctx context.Context, msg *event.Message) error {
 		Flow: Flow, EventID: msg.ID, Scope: scope,
 		Decide: func(st *model.State, now time.Time) ([]plan.Action, error) {
 			return plan.NodeBootstrapFailed(st, ev, now, h.r.Deps().Policy)
+		},
+	})
+	return err
+}
+
+// versionMismatch records a VM's report that its flexslurm binary is not
+// the version of the functions that built its template, for status.
+func (h *Handler) versionMismatch(ctx context.Context, msg *event.Message) error {
+	ev, err := event.DecodeVersionMismatch(msg.Data)
+	if err != nil {
+		return err
+	}
+	// Only the VM the report names can report its own version.
+	if _, err := h.r.ProveNode(ctx, msg, ev.Cluster, ev.Node, ev.VMName); err != nil {
+		return err
+	}
+	h.r.Deps().Log.Warn("a node runs another flexslurm version than the functions", "cluster", ev.Cluster, "node", ev.Node, "vm", ev.VMName,
+		"node_version", ev.NodeVersion, "functions_version", ev.FunctionsVersion)
+	scope := store.Scope{Cluster: ev.Cluster}
+	if _, p, _, ok := naming.ParseNodeName(ev.Node); ok {
+		scope.Pools = []string{p}
+	}
+	_, err = h.r.Process(ctx, apply.Input{
+		Flow: Flow, EventID: msg.ID, Scope: scope,
+		Decide: func(st *model.State, now time.Time) ([]plan.Action, error) {
+			return plan.NodeVersionMismatch(st, ev, now, h.r.Deps().Policy)
 		},
 	})
 	return err

@@ -34,7 +34,7 @@ const (
 	// command results).
 	PublisherSlurm = "slurm"
 	// PublisherNode is the node VMs' account: the node hooks (health
-	// checks) and the bootstrap (node.bootstrap_failed).
+	// checks) and the bootstrap (node.bootstrap_failed, node.version_mismatch).
 	PublisherNode = "node"
 	// PublisherFunction is each function's runtime account (Slurm commands).
 	PublisherFunction = "function"

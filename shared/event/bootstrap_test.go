@@ -25,3 +25,24 @@ func TestDecodeBootstrap(t *testing.T) {
 		}
 	}
 }
+
+func TestDecodeVersionMismatch(t *testing.T) {
+	ok := `{"version":1,"type":"node.version_mismatch","cluster":"flexvm","node":"flexvm-a3u-1","vm_name":"flexvm-a3u-1-g3","node_version":"v1.1.0-2-gabcdef0-dirty","functions_version":"v1.2.0+0123456789ab"}`
+	v, err := DecodeVersionMismatch([]byte(ok))
+	if err != nil || v.Node != "flexvm-a3u-1" || v.VMName != "flexvm-a3u-1-g3" || v.NodeVersion != "v1.1.0-2-gabcdef0-dirty" || v.FunctionsVersion != "v1.2.0+0123456789ab" {
+		t.Fatalf("%+v, %v", v, err)
+	}
+	for name, bad := range map[string]string{
+		"type":               strings.Replace(ok, "node.version_mismatch", "node.bootstrap_failed", 1),
+		"vm of another node": strings.Replace(ok, "flexvm-a3u-1-g3", "flexvm-a3u-2-g3", 1),
+		"empty version":      strings.Replace(ok, `"v1.1.0-2-gabcdef0-dirty"`, `""`, 1),
+		"version with space": strings.Replace(ok, `"v1.1.0-2-gabcdef0-dirty"`, `"v1 rm -rf"`, 1),
+		"long version":       strings.Replace(ok, `"v1.2.0+0123456789ab"`, `"`+strings.Repeat("1", MaxVersionBytes+1)+`"`, 1),
+		"same versions":      strings.Replace(ok, `"v1.2.0+0123456789ab"`, `"v1.1.0-2-gabcdef0-dirty"`, 1),
+		"unknown field":      strings.Replace(ok, `"node_version"`, `"extra":1,"node_version"`, 1),
+	} {
+		if _, err := DecodeVersionMismatch([]byte(bad)); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: %v, want ErrMalformed", name, err)
+		}
+	}
+}

@@ -68,19 +68,20 @@ func malformedJSON(what string, err error) error {
 
 // Payload types, in the "type" field of every payload.
 const (
-	TypeJobPending    = "job.pending"           // Slurm put the job in PENDING and asked for nodes (ResumeProgram), or it was requeued
-	TypeJobStarted    = "job.started"           // the job started (PrologSlurmctld)
-	TypeJobFinished   = "job.finished"          // the job ended (EpilogSlurmctld)
-	TypeJobCancelled  = "job.cancelled"         // the job was cancelled while pending
-	TypeClusterApply  = "cluster.applied"       // a validated cluster spec was applied (created or resized)
-	TypeHealthFailure = "health.failure"        // a node's health check failed or was inconclusive
-	TypeReconcileTick = "reconcile.tick"        // Cloud Scheduler's periodic tick
-	TypeSlurmCommand  = "slurm.command"         // a command for the Slurm agent
-	TypeNodeSuspend   = "node.suspend"          // Slurm powered nodes down (SuspendProgram): release their VMs
-	TypeResumeFailed  = "node.resume_failed"    // Slurm gave up on nodes it resumed (ResumeFailProgram)
-	TypeBootstrapFail = "node.bootstrap_failed" // a VM's bootstrap (flexslurm node boot) failed: its node will not register
-	TypeSlurmSnapshot = "slurm.snapshot"        // the agent's periodic view of Slurm, for the reconciler
-	TypeCommandResult = "slurm.command_result"  // the agent's report of one command it ran
+	TypeJobPending      = "job.pending"           // Slurm put the job in PENDING and asked for nodes (ResumeProgram), or it was requeued
+	TypeJobStarted      = "job.started"           // the job started (PrologSlurmctld)
+	TypeJobFinished     = "job.finished"          // the job ended (EpilogSlurmctld)
+	TypeJobCancelled    = "job.cancelled"         // the job was cancelled while pending
+	TypeClusterApply    = "cluster.applied"       // a validated cluster spec was applied (created or resized)
+	TypeHealthFailure   = "health.failure"        // a node's health check failed or was inconclusive
+	TypeReconcileTick   = "reconcile.tick"        // Cloud Scheduler's periodic tick
+	TypeSlurmCommand    = "slurm.command"         // a command for the Slurm agent
+	TypeNodeSuspend     = "node.suspend"          // Slurm powered nodes down (SuspendProgram): release their VMs
+	TypeResumeFailed    = "node.resume_failed"    // Slurm gave up on nodes it resumed (ResumeFailProgram)
+	TypeBootstrapFail   = "node.bootstrap_failed" // a VM's bootstrap (flexslurm node boot) failed: its node will not register
+	TypeVersionMismatch = "node.version_mismatch" // a VM's flexslurm binary is not the version of the functions that built its template
+	TypeSlurmSnapshot   = "slurm.snapshot"        // the agent's periodic view of Slurm, for the reconciler
+	TypeCommandResult   = "slurm.command_result"  // the agent's report of one command it ran
 )
 
 // Header is common to every payload.
@@ -221,6 +222,57 @@ func DecodeBootstrap(data []byte) (*Bootstrap, error) {
 		return nil, malformed("error of %d bytes is above the limit of %d", len(b.Error), MaxHealthReasonBytes)
 	}
 	return &b, nil
+}
+
+// MaxVersionBytes bounds each version a node.version_mismatch carries.
+const MaxVersionBytes = 128
+
+// versionRE is what a version (shared/version.Info.ID) may hold: a module
+// version, `git describe`'s output or a commit, with "+" and "-dirty".
+var versionRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]*$`)
+
+// VersionMismatch reports that a VM's bootstrap runs a flexslurm binary of
+// another version than the functions that built its instance template
+// (type node.version_mismatch), published by the VM to the job-pending
+// topic once its bootstrap ends. The node is not replaced for it: the
+// report is recorded on the node for `flexslurm status` to warn about.
+type VersionMismatch struct {
+	Header
+	Node   string `json:"node"`    // Slurm node name
+	VMName string `json:"vm_name"` // "<node>-g<generation>"
+	// NodeVersion is the version of the binary the VM runs;
+	// FunctionsVersion the one recorded in its template
+	// (nodeconfig.AttrVersion).
+	NodeVersion      string    `json:"node_version"`
+	FunctionsVersion string    `json:"functions_version"`
+	ReportedAt       time.Time `json:"reported_at,omitzero"`
+}
+
+// DecodeVersionMismatch decodes and validates a node.version_mismatch
+// payload.
+func DecodeVersionMismatch(data []byte) (*VersionMismatch, error) {
+	var v VersionMismatch
+	if err := decodePayload(data, &v, &v.Header); err != nil {
+		return nil, err
+	}
+	if v.Type != TypeVersionMismatch {
+		return nil, malformed("type %q is not %s", v.Type, TypeVersionMismatch)
+	}
+	if !ValidNodeName(v.Node) {
+		return nil, malformed("node %q is not a valid node name", v.Node)
+	}
+	if gen, ok := strings.CutPrefix(v.VMName, v.Node+"-g"); !ok || gen == "" || strings.Trim(gen, "0123456789") != "" || !ValidNodeName(v.VMName) {
+		return nil, malformed("vm_name %q is not a VM of node %s (<node>-g<generation>)", v.VMName, v.Node)
+	}
+	for _, f := range []struct{ name, v string }{{"node_version", v.NodeVersion}, {"functions_version", v.FunctionsVersion}} {
+		if len(f.v) > MaxVersionBytes || !versionRE.MatchString(f.v) {
+			return nil, malformed("%s %q is not a version (letters, digits, . _ + -, at most %d bytes)", f.name, f.v, MaxVersionBytes)
+		}
+	}
+	if v.NodeVersion == v.FunctionsVersion {
+		return nil, malformed("node_version and functions_version are both %q: no mismatch", v.NodeVersion)
+	}
+	return &v, nil
 }
 
 // SnapshotNode is one node in a Slurm snapshot: its name and its facts,

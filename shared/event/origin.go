@@ -27,7 +27,7 @@ const TypeAuditLog = "compute.audit_log"
 // may publish to (config.TopicPublishers).
 var TopicTypes = map[string][]string{
 	config.TopicJobs: {TypeJobPending, TypeJobStarted, TypeJobFinished, TypeJobCancelled,
-		TypeNodeSuspend, TypeResumeFailed, TypeBootstrapFail},
+		TypeNodeSuspend, TypeResumeFailed, TypeBootstrapFail, TypeVersionMismatch},
 	config.TopicClusterSpec:    {TypeClusterApply},
 	config.TopicExpiry:         {TypeAuditLog},
 	config.TopicHealthFailure:  {TypeHealthFailure},

@@ -64,7 +64,7 @@ func TestTopicTypesCoverEveryType(t *testing.T) {
 		}
 	}
 	for _, typ := range []string{TypeJobPending, TypeJobStarted, TypeJobFinished, TypeJobCancelled, TypeClusterApply,
-		TypeHealthFailure, TypeReconcileTick, TypeSlurmCommand, TypeNodeSuspend, TypeResumeFailed, TypeBootstrapFail,
+		TypeHealthFailure, TypeReconcileTick, TypeSlurmCommand, TypeNodeSuspend, TypeResumeFailed, TypeBootstrapFail, TypeVersionMismatch,
 		TypeSlurmSnapshot, TypeCommandResult, TypeAuditLog} {
 		if seen[typ] == "" {
 			t.Errorf("%s travels on no topic", typ)

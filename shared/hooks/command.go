@@ -85,6 +85,13 @@ func Command(ctx context.Context, args []string, argv0 string, getenv func(strin
 	}
 	path := ConfigPath(*configPath, argv0, getenv)
 	cfg, err := LoadConfig(path)
+	if err != nil && slices.Contains(slurm.NodeHooks(), name) && *configPath == "" && errors.Is(err, os.ErrNotExist) && f.Cluster == "" && f.Project == "" {
+		// slurmd runs Prolog, Epilog and HealthCheckProgram on every node
+		// of the cluster; only a flexslurm node's bootstrap writes
+		// hooks.json. Elsewhere the hook checks, drains and reports nothing.
+		fmt.Fprintf(stderr, "flexslurm hook %s: no %s: not a flexslurm node, nothing checked\n", name, path)
+		return 0
+	}
 	if err != nil && (*configPath != "" || !errors.Is(err, os.ErrNotExist) || f.Cluster == "" || f.Project == "") {
 		fmt.Fprintf(stderr, "flexslurm hook %s: %v\n", name, err)
 		return 2

@@ -532,3 +532,29 @@ func TestEpilogCtldSaysWhetherTheNodesCameUp(t *testing.T) {
 		})
 	}
 }
+
+// TestNodeHooksWithoutConfigOnANodeFlexslurmDoesNotOwn: slurmd runs the
+// node hooks on every node; where no bootstrap wrote hooks.json (a node
+// flexslurm does not own), each exits 0 at once, while a controller hook
+// without its configuration still fails loudly.
+func TestNodeHooksWithoutConfigOnANodeFlexslurmDoesNotOwn(t *testing.T) {
+	dir := t.TempDir()
+	getenv := func(k string) string {
+		if k == "SLURMD_NODENAME" {
+			return "cpu-7"
+		}
+		return ""
+	}
+	for _, h := range slurm.NodeHooks() {
+		var stdout, stderr strings.Builder
+		argv0 := filepath.Join(dir, slurm.HookLinkPrefix+h)
+		if code := Command(context.Background(), []string{h}, argv0, getenv, &stdout, &stderr); code != 0 ||
+			!strings.Contains(stderr.String(), "not a flexslurm node, nothing checked") {
+			t.Errorf("%s without hooks.json: exit %d, stderr %q; want 0", h, code, stderr.String())
+		}
+	}
+	var stdout, stderr strings.Builder
+	if code := Command(context.Background(), []string{slurm.HookPrologCtld}, filepath.Join(dir, slurm.HookLinkPrefix+slurm.HookPrologCtld), getenv, &stdout, &stderr); code != 2 {
+		t.Errorf("prolog-ctld without hooks.json: exit %d, want 2", code)
+	}
+}

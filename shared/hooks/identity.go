@@ -53,7 +53,7 @@ func NewSigningPublisher(pub Publisher, host string) SigningPublisher {
 func Proven(typ string) bool {
 	switch typ {
 	case event.TypeJobPending, event.TypeJobStarted, event.TypeJobFinished, event.TypeJobCancelled,
-		event.TypeNodeSuspend, event.TypeResumeFailed, event.TypeHealthFailure, event.TypeBootstrapFail:
+		event.TypeNodeSuspend, event.TypeResumeFailed, event.TypeHealthFailure, event.TypeBootstrapFail, event.TypeVersionMismatch:
 		return true
 	}
 	return false

@@ -34,7 +34,7 @@ var cl *slurmtest.Cluster
 // release (slurmtest.Run), as subtests named by release and test:
 // TestWithSlurm/slurm-24.11/JobLifecycleThroughSlurm.
 func TestWithSlurm(t *testing.T) {
-	slurmtest.Run(t, slurmtest.Options{PubSub: true}, func(t *testing.T, c *slurmtest.Cluster) {
+	slurmtest.Run(t, slurmtest.Options{PubSub: true, Config: slurm.ConfigOptions{OtherNodes: 1}}, func(t *testing.T, c *slurmtest.Cluster) {
 		cl = c
 		defer func() { cl = nil }()
 		for _, tc := range []struct {
@@ -49,6 +49,7 @@ func TestWithSlurm(t *testing.T) {
 			{"ResumeFallsBackToSpoolWhenPubSubIsDown", testResumeFallsBackToSpoolWhenPubSubIsDown},
 			{"ResumeProgram64Nodes", testResumeProgram64Nodes},
 			{"EpilogOfAJobRequeuedByPowerDownForce", testEpilogOfAJobRequeuedByPowerDownForce},
+			{"JobOnANodeFlexslurmDoesNotOwn", testJobOnANodeFlexslurmDoesNotOwn},
 		} {
 			t.Run(tc.name, tc.f)
 		}
@@ -556,4 +557,61 @@ func BenchmarkResumeProgram64Nodes(b *testing.B) {
 	p99 := times[min(len(times)-1, len(times)*99/100)]
 	b.ReportMetric(float64(p99.Microseconds())/1000, "p99-ms")
 	b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "p50-ms")
+}
+
+// testJobOnANodeFlexslurmDoesNotOwn runs a job on a node of a partition
+// that is not flexslurm's, in the cluster flexslurm's slurm.conf lines were
+// added to: the job runs; the node hooks run there but check and drain
+// nothing; neither they nor PrologSlurmctld and EpilogSlurmctld report
+// anything; and the node, idle past flexslurm's SuspendTime, is never
+// powered down (power saving is set on flexslurm's partitions only).
+func testJobOnANodeFlexslurmDoesNotOwn(t *testing.T) {
+	cl.Require(t)
+	c := context.Background()
+	writeHooks(t, hookConfig(t))
+	jobs := cl.NewInbox(t, cl.JobsTopic)
+	health := cl.NewInbox(t, cl.HealthTopic)
+	other := slurm.OtherNodeName(0)
+	if err := cl.StartNode(c, other); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.StopNode(other) })
+	cl.WaitNode(t, other, 30*time.Second, "idle", func(n slurm.NodeInfo) bool { return n.State == slurm.NodeIdle })
+	// A check that fails everywhere: only a node flexslurm owns may run it.
+	failing := hookConfig(t)
+	failing.CheckCmd = []string{"/bin/false"}
+	writeHooks(t, failing)
+
+	id := cl.Sbatch(t, "srun true", "-p", slurm.OtherPartition, "-N1", "-t", "5")
+	t.Cleanup(func() { cl.Cancel(id) })
+	cl.WaitJob(t, id, 40*time.Second, "completed", func(j slurm.JobInfo) bool { return j.State == slurm.JobCompleted })
+	for _, h := range []string{slurm.HookPrologCtld, slurm.HookEpilogCtld, slurm.HookProlog, slurm.HookEpilog} {
+		waitHookRun(t, h, id, 20*time.Second)
+	}
+	for _, h := range []string{slurm.HookProlog, slurm.HookEpilog} {
+		for _, r := range hookRuns(t, h) {
+			if r["slurm_job_id"] == id && (r["exit"] != float64(0) || r["error"] != nil) {
+				t.Errorf("%s on %s: exit %v, error %v; want 0 and none", h, other, r["exit"], r["error"])
+			}
+		}
+	}
+	// Idle past SuspendTime (5 s) and a HealthCheckProgram run.
+	time.Sleep(8 * time.Second)
+	n := cl.WaitNode(t, other, 10*time.Second, "idle", func(n slurm.NodeInfo) bool { return n.State == slurm.NodeIdle })
+	if n.Has(slurm.FlagDrain) || n.Has(slurm.FlagPoweredDown) || n.Has(slurm.FlagPoweringDown) {
+		t.Errorf("node %s that flexslurm does not own is %s %v: want idle, not drained or powered down", other, n.State, n.Flags)
+	}
+	for _, b := range jobs.Drain(t, 2*time.Second) {
+		if j, err := event.DecodeJob(b); err == nil && j.JobID == id {
+			t.Errorf("reported a job on a node flexslurm does not own: %s", b)
+		}
+		if p, err := event.DecodeNode(b); err == nil && slices.Contains(p.Nodes, other) {
+			t.Errorf("reported a node flexslurm does not own: %s", b)
+		}
+	}
+	for _, b := range health.Drain(t, 2*time.Second) {
+		if h, err := event.DecodeHealth(b); err == nil && h.Node == other {
+			t.Errorf("health report of a node flexslurm does not own: %s", b)
+		}
+	}
 }

@@ -227,9 +227,10 @@ func HookPath(name string) string { return filepath.Join(HookDir, slurm.HookLink
 // SlurmConfLines are the slurm.conf parameters that run flexslurm's hooks:
 // the controller hooks installed here, and the node-side hooks that each
 // node's bootstrap installs in node.DefaultHookDir (nodes read the
-// controller's slurm.conf in configless mode, docs/node.md).
+// controller's slurm.conf in configless mode, docs/node.md), with
+// HealthCheckInterval as `flexslurm slurm-conf` prints it by default.
 func SlurmConfLines() []string {
-	return slurm.HookLines(HookDir, node.DefaultHookDir, true)
+	return append(slurm.HookLines(HookDir, node.DefaultHookDir, true), slurm.HealthLines(slurm.DefaultHealthCheckInterval)...)
 }
 
 // FirewallUnit is the oneshot unit that applies MetadataFirewall at every

@@ -316,6 +316,8 @@ func TestUnitAndSlurmConf(t *testing.T) {
 		"Prolog=/etc/flexslurm/hooks/flexslurm-hook-prolog",
 		"Epilog=/etc/flexslurm/hooks/flexslurm-hook-epilog",
 		"HealthCheckProgram=/etc/flexslurm/hooks/flexslurm-hook-healthcheck",
+		"HealthCheckInterval=60",
+		"HealthCheckNodeState=ANY",
 	}
 	if diff := cmp.Diff(want, SlurmConfLines()); diff != "" {
 		t.Errorf("slurm.conf lines (-want +got):\n%s", diff)

@@ -17,6 +17,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/naming"
 	"github.com/flexslurm/flexslurm/shared/nodeconfig"
 	"github.com/flexslurm/flexslurm/shared/spec"
+	"github.com/flexslurm/flexslurm/shared/version"
 )
 
 // CloudPlatformScope is the OAuth scope of the nodes' service account: IAM
@@ -141,6 +142,14 @@ func (t Template) JSON() []byte {
 	return b
 }
 
+// BuilderVersion is the flexslurm version of the binary that builds
+// templates (the functions), recorded in each template's metadata
+// (nodeconfig.AttrVersion) for the node's bootstrap to compare with its
+// own; "" (a build that recorded none, as test binaries) records nothing.
+// A template's name hashes its body, so functions of another version build
+// another template.
+var BuilderVersion = version.Get().ID()
+
 // Build returns the complete instance template of pool p of cluster c with
 // the deployment's node settings s, named by a hash of its body
 // (naming.Template). s must hold resolved images (Settings.Validate(true)).
@@ -192,6 +201,9 @@ func Build(c *spec.Cluster, p spec.NodePool, s nodeconfig.Settings) (Template, e
 			{Key: nodeconfig.AttrConfig, Value: cfg},
 			{Key: nodeconfig.AttrStartupScript, Value: nodeconfig.StartupScript(s.BinaryURL)},
 		}},
+	}
+	if BuilderVersion != "" {
+		props.Metadata.Items = append(props.Metadata.Items, MetadataItem{Key: nodeconfig.AttrVersion, Value: BuilderVersion})
 	}
 	if p.EnablePublicIPs {
 		props.NetworkInterfaces[0].AccessConfigs = []AccessConfig{{Name: "External NAT", Type: "ONE_TO_ONE_NAT"}}

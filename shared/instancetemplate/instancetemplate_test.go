@@ -206,3 +206,32 @@ func TestResolve(t *testing.T) {
 		t.Errorf("unknown pool image: %v, want the pool and %s", err, path)
 	}
 }
+
+// TestBuildRecordsTheBuilderVersion: the functions' version is in the
+// template's metadata for the node's bootstrap, and a template built by
+// another version is another template; a build that knows no version
+// records none.
+func TestBuildRecordsTheBuilderVersion(t *testing.T) {
+	c, p := example(t)
+	old := BuilderVersion
+	t.Cleanup(func() { BuilderVersion = old })
+	BuilderVersion = ""
+	none, err := Build(c, p, settings())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := none.Properties.Metadata.Get(nodeconfig.AttrVersion); ok {
+		t.Errorf("no builder version: metadata %s = %q, want none", nodeconfig.AttrVersion, v)
+	}
+	BuilderVersion = "v1.2.3"
+	v1, err := Build(c, p, settings())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := v1.Properties.Metadata.Get(nodeconfig.AttrVersion); v != "v1.2.3" {
+		t.Errorf("metadata %s = %q, want v1.2.3", nodeconfig.AttrVersion, v)
+	}
+	if v1.Name == none.Name {
+		t.Errorf("templates of two builder versions share the name %s", v1.Name)
+	}
+}

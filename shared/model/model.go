@@ -215,6 +215,12 @@ type Node struct {
 	SlurmCommand SentCommand `firestore:"slurm_command" json:"slurm_command,omitzero"`
 	// LastEnd says why the previous generation ended ("" before any ended).
 	LastEnd EndReason `firestore:"last_end" json:"last_end,omitempty"`
+	// VersionMismatch is VersionMismatchVM's report that it runs another
+	// flexslurm version than the functions that built its template
+	// (node.version_mismatch), for status; it concerns the current
+	// generation only while VersionMismatchVM is VMName.
+	VersionMismatch   string `firestore:"version_mismatch,omitempty" json:"version_mismatch,omitempty"`
+	VersionMismatchVM string `firestore:"version_mismatch_vm,omitempty" json:"version_mismatch_vm,omitempty"`
 	// Reason is the last decision's reason, for operators.
 	Reason    string    `firestore:"reason" json:"reason,omitempty"`
 	UpdatedAt time.Time `firestore:"updated_at" json:"updated_at,omitzero"`

@@ -61,7 +61,7 @@ func (m *SecretManager) Access(ctx context.Context, version string) ([]byte, err
 	return data, nil
 }
 
-// PubSubReporter publishes node.bootstrap_failed with the Pub/Sub client
+// PubSubReporter publishes node.bootstrap_failed and node.version_mismatch with the Pub/Sub client
 // (the emulator when PUBSUB_EMULATOR_HOST is set; otherwise the VM's
 // service account, through the metadata server), carrying the VM's
 // identity token (identity.Signer: GCE_METADATA_HOST's metadata server, or
@@ -70,7 +70,18 @@ type PubSubReporter struct{}
 
 // BootstrapFailed implements Reporter.
 func (PubSubReporter) BootstrapFailed(ctx context.Context, project, topic string, ev event.Bootstrap) error {
-	data, err := json.Marshal(ev)
+	return publishSigned(ctx, project, topic, ev.Header, ev)
+}
+
+// VersionMismatch implements VersionReporter.
+func (PubSubReporter) VersionMismatch(ctx context.Context, project, topic string, ev event.VersionMismatch) error {
+	return publishSigned(ctx, project, topic, ev.Header, ev)
+}
+
+// publishSigned publishes payload v (of header ev) with the VM's identity
+// token.
+func publishSigned(ctx context.Context, project, topic string, ev event.Header, v any) error {
+	data, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}

@@ -19,7 +19,9 @@ package node
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -65,6 +67,13 @@ type Reporter interface {
 	BootstrapFailed(ctx context.Context, project, topic string, ev event.Bootstrap) error
 }
 
+// VersionReporter publishes a VM's report that its flexslurm binary is not
+// the version of the functions that built its template; a Reporter that
+// also implements it is used for that report.
+type VersionReporter interface {
+	VersionMismatch(ctx context.Context, project, topic string, ev event.VersionMismatch) error
+}
+
 // Host is the machine: programs, processes, mounts and file ownership.
 type Host interface {
 	// Run runs program (an absolute path) to completion and returns its
@@ -103,6 +112,8 @@ const (
 	MungedPath    = "/usr/sbin/munged"
 	SlurmdPath    = "/usr/sbin/slurmd"
 	ChrootPath    = "/usr/sbin/chroot"
+	UnsharePath   = "/usr/bin/unshare"
+	HostnamePath  = "/usr/bin/hostname"
 )
 
 // Options configures a bootstrap. Paths are absolute; per-node files are
@@ -142,6 +153,11 @@ type Options struct {
 	// time): needed when the "VM" does not really boot, as in the local
 	// system.
 	ReportBoot bool
+	// OwnHostname starts slurmd in a UTS namespace of its own whose host
+	// name is the node's (`unshare --uts`, then `hostname NODE`), so that
+	// its jobs see the node's name as on a VM: for the local system, whose
+	// simulated VMs share one host.
+	OwnHostname bool
 	// PubSubEmulatorHost and Clock go into the hooks' configuration (local
 	// system only).
 	PubSubEmulatorHost, Clock string
@@ -154,6 +170,11 @@ type Options struct {
 	// MungedWait and SlurmdSettle bound the waits for munged's socket and
 	// for slurmd to stay up: 10 s and 5 s when zero.
 	MungedWait, SlurmdSettle time.Duration
+	// Version is this binary's flexslurm version (shared/version.Info.ID),
+	// compared with the one the instance template records
+	// (nodeconfig.AttrVersion); "" when the build recorded none, and then
+	// nothing is compared.
+	Version string
 
 	Metadata Metadata
 	Secrets  Secrets
@@ -170,6 +191,11 @@ type Result struct {
 	// Did lists what was changed ("firewall rule added", "munge key
 	// written", ...); empty when everything was already in place.
 	Did []string
+	// FunctionsVersion is the version the instance template records
+	// (nodeconfig.AttrVersion), "" when none; VersionMismatch is set when
+	// it and Options.Version are both known and differ.
+	FunctionsVersion string
+	VersionMismatch  bool
 }
 
 // StepError is a failed step.
@@ -253,6 +279,9 @@ func Boot(ctx context.Context, o Options) (Result, error) {
 	}
 	b := &booter{o: o}
 	err := b.run(ctx)
+	if b.res.VersionMismatch {
+		b.reportVersion(ctx)
+	}
 	if err != nil && b.res.Config.Project != "" && o.Reporter != nil {
 		step := event.BootstrapStepIdentity
 		var se *StepError
@@ -350,7 +379,60 @@ func (b *booter) identity(ctx context.Context) error {
 			name, cluster, pool, nodeconfig.AttrConfig, cfg.Cluster, cfg.Pool)
 	}
 	b.o.Log.Info("identity", "vm", name, "node", node, "zone", b.res.Zone, "project", b.res.Project, "pool", pool)
+	b.checkVersion(ctx)
 	return nil
+}
+
+// checkVersion compares this binary's version with the one of the
+// functions that built the VM's template. A mismatch does not stop the
+// bootstrap (either side may be the newer one, and most releases work
+// together): it is logged as a warning and reported once the bootstrap
+// ends, for status.
+func (b *booter) checkVersion(ctx context.Context) {
+	fv, err := b.o.Metadata.InstanceAttributeValueWithContext(ctx, nodeconfig.AttrVersion)
+	fv = strings.TrimSpace(fv)
+	switch {
+	case err != nil || fv == "":
+		b.o.Log.Info("flexslurm version not compared: the instance template records no version of the functions that built it",
+			"attribute", nodeconfig.AttrVersion, "node_version", cmp.Or(b.o.Version, "unknown"))
+	case b.o.Version == "":
+		b.res.FunctionsVersion = fv
+		b.o.Log.Info("flexslurm version not compared: this binary records no version", "functions_version", fv)
+	case b.o.Version != fv:
+		b.res.FunctionsVersion, b.res.VersionMismatch = fv, true
+		b.o.Log.Warn(fmt.Sprintf("flexslurm version mismatch: this node runs flexslurm %s, the functions that built its instance template run %s; "+
+			"install the functions' release on the node image or at the node settings' binary_url, or publish the spec again after upgrading the functions (deploy/README.md, \"Versions\")",
+			b.o.Version, fv), "node", b.res.Node, "vm", b.res.VM, "node_version", b.o.Version, "functions_version", fv)
+	default:
+		b.res.FunctionsVersion = fv
+		b.o.Log.Info("flexslurm version matches the functions'", "version", fv)
+	}
+}
+
+// reportVersion publishes node.version_mismatch (at most once per boot),
+// when the Reporter can and the versions can travel in the event.
+func (b *booter) reportVersion(ctx context.Context) {
+	vr, ok := b.o.Reporter.(VersionReporter)
+	if !ok || b.res.Config.Project == "" {
+		return
+	}
+	ev := event.VersionMismatch{Header: event.Header{Version: event.SchemaVersion, Type: event.TypeVersionMismatch, Cluster: b.cluster},
+		Node: b.res.Node, VMName: b.res.VM, NodeVersion: b.o.Version, FunctionsVersion: b.res.FunctionsVersion, ReportedAt: b.o.Now().UTC()}
+	data, err := json.Marshal(ev)
+	if err == nil {
+		_, err = event.DecodeVersionMismatch(data)
+	}
+	if err != nil {
+		b.o.Log.Error("the version mismatch cannot be reported", "error", err)
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	if err := vr.VersionMismatch(rctx, b.res.Config.Project, b.res.Config.Topics.Jobs, ev); err != nil {
+		b.o.Log.Error("reporting the version mismatch", "error", err)
+		return
+	}
+	b.o.Log.Info("version mismatch reported", "node", ev.Node, "vm", ev.VMName)
 }
 
 func errOrEmpty(err error) string {
@@ -752,6 +834,15 @@ func SlurmdArgs(node, confServer string, reportBoot bool) []string {
 	return args
 }
 
+// OwnHostnameCommand runs program with args in a UTS namespace of its own
+// named node: unshare(1) makes the namespace and runs a shell there, which
+// sets the host name and execs the program, all in one process (the PID
+// the bootstrap records is the program's). node is a node name
+// (naming.ParseVMName), passed as the shell's $0, never in its script.
+func OwnHostnameCommand(node, program string, args []string) (string, []string) {
+	return UnsharePath, append([]string{"--uts", "--", "/bin/sh", "-c", HostnamePath + ` "$0" && exec "$@"`, node, program}, args...)
+}
+
 // slurmdPidPath and slurmdLogPath are per node, so that the simulated VMs
 // of the local system can share one root.
 func slurmdPidPath(root, node string) string {
@@ -773,6 +864,9 @@ func (b *booter) slurmd(ctx context.Context) error {
 		return stepErr(step, "%w", err)
 	}
 	prog, args := b.inSlurmRoot(SlurmdPath, SlurmdArgs(b.res.Node, b.res.Config.ConfServer, b.o.ReportBoot)...)
+	if b.o.OwnHostname {
+		prog, args = OwnHostnameCommand(b.res.Node, prog, args)
+	}
 	pid, err := b.o.Host.Start(prog, args, logPath)
 	if err != nil {
 		return stepErr(step, "starting slurmd: %w", err)

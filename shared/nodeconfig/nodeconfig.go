@@ -30,6 +30,10 @@ const (
 	// guest environment runs it as root at every boot
 	// (https://cloud.google.com/compute/docs/instances/startup-scripts/linux).
 	AttrStartupScript = "startup-script"
+	// AttrVersion holds the flexslurm version (shared/version.Info.ID) of
+	// the functions that built the instance template; absent when their
+	// build recorded none. A node's bootstrap compares its own with it.
+	AttrVersion = "flexslurm-version"
 )
 
 // Version is the Config version this package writes and reads.

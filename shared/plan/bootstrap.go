@@ -41,3 +41,32 @@ func NodeBootstrapFailed(st *model.State, ev *event.Bootstrap, now time.Time, po
 	b.replaceLost(b.st.Pools[poolID], *b.st.Nodes[n.Name], what, "bootstrap of "+ev.VMName+" failed ("+ev.Step+")")
 	return b.out, nil
 }
+
+// NodeVersionMismatch records a VM's report that its flexslurm binary is
+// not the version of the functions that built its instance template
+// (node.version_mismatch) on its node, for `flexslurm status` to warn
+// about. Nothing else changes: the node serves as it is. A report about a
+// VM that is not the node's current one, or one already recorded, changes
+// nothing.
+func NodeVersionMismatch(st *model.State, ev *event.VersionMismatch, now time.Time, pol Policy) ([]Action, error) {
+	if st.Cluster == nil {
+		return nil, rejectf("no cluster record")
+	}
+	cl, poolID, idx, ok := naming.ParseNodeName(ev.Node)
+	if !ok || cl != st.Cluster.ID {
+		return nil, rejectf("node %s is not a node of cluster %s", ev.Node, st.Cluster.ID)
+	}
+	pool, ok := st.Pools[poolID]
+	if !ok {
+		return nil, rejectf("node %s: pool %s is not a flex-start pool of cluster %s", ev.Node, poolID, cl)
+	}
+	b := newBuilder(st, now, pol)
+	n := b.node(pool, idx)
+	what := fmt.Sprintf("VM %s runs flexslurm %s; the functions that built its instance template run %s", ev.VMName, ev.NodeVersion, ev.FunctionsVersion)
+	if n.VMName != ev.VMName || (n.VersionMismatchVM == ev.VMName && n.VersionMismatch == what) {
+		return nil, nil
+	}
+	n.VersionMismatch, n.VersionMismatchVM = what, ev.VMName
+	b.putNode(n, what)
+	return b.out, nil
+}

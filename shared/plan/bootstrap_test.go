@@ -109,3 +109,39 @@ func TestNodeBootstrapFailedRejectsForeignNodes(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeVersionMismatch: the report is recorded on the node's current
+// generation and nothing else happens; a report of another VM, or the same
+// one again, changes nothing.
+func TestNodeVersionMismatch(t *testing.T) {
+	st, _ := applied(t)
+	n := st.Nodes["flexvm-a3u-0"]
+	n.Phase, n.Registered = model.PhaseRunning, true
+	ev := &event.VersionMismatch{Header: event.Header{Version: event.SchemaVersion, Type: event.TypeVersionMismatch, Cluster: "flexvm"},
+		Node: "flexvm-a3u-0", VMName: "flexvm-a3u-0-g1", NodeVersion: "v1.1.0", FunctionsVersion: "v1.2.0"}
+	got, err := NodeVersionMismatch(st, ev, t0.Add(time.Minute), Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{"PutNode:flexvm-a3u-0/running"}, kinds(got)); d != "" {
+		t.Fatalf("actions (-want +got):\n%s", d)
+	}
+	Apply(st, got)
+	n = st.Nodes["flexvm-a3u-0"]
+	if n.VersionMismatchVM != "flexvm-a3u-0-g1" || !strings.Contains(n.VersionMismatch, "runs flexslurm v1.1.0") || !strings.Contains(n.VersionMismatch, "run v1.2.0") {
+		t.Errorf("node records %q of %q", n.VersionMismatch, n.VersionMismatchVM)
+	}
+	if again, err := NodeVersionMismatch(st, ev, t0.Add(2*time.Minute), Policy{}); err != nil || len(again) != 0 {
+		t.Errorf("redelivery: %v, %v; want no action", kinds(again), err)
+	}
+	old := *ev
+	old.VMName = "flexvm-a3u-0-g0"
+	if acts, err := NodeVersionMismatch(st, &old, t0.Add(2*time.Minute), Policy{}); err != nil || len(acts) != 0 {
+		t.Errorf("an earlier VM's report: %v, %v; want no action", kinds(acts), err)
+	}
+	foreign := *ev
+	foreign.Node, foreign.VMName = "other-a3u-0", "other-a3u-0-g1"
+	if _, err := NodeVersionMismatch(st, &foreign, t0, Policy{}); !errors.Is(err, ErrRejected) {
+		t.Errorf("another cluster's node: %v, want ErrRejected", err)
+	}
+}

@@ -1,4 +1,4 @@
-// Package preflight checks the seed's permission prerequisite before a
+// Package preflight checks flexslurm's permission prerequisite before a
 // cluster is deployed: the Google APIs service agent of the project
 // (PROJECT_NUMBER@cloudservices.gserviceaccount.com on Google Cloud; the
 // domain differs per universe) creates and deletes the node pools' VMs for

@@ -149,9 +149,21 @@ type ConfigOptions struct {
 	// requeued job whose begin time has passed waits for it. 0 keeps
 	// Slurm's default (60 s).
 	SchedInterval time.Duration
+	// OtherNodes adds that many nodes flexslurm does not own, as an
+	// existing cluster has: OtherNodeName(i), ordinary (not CLOUD) nodes of
+	// the partition OtherPartition, after every flexslurm node. The hooks
+	// must leave them and their jobs alone.
+	OtherNodes int
 	// Extra lines are appended verbatim.
 	Extra []string
 }
+
+// OtherPartition is the partition of ConfigOptions.OtherNodes.
+const OtherPartition = "other"
+
+// OtherNodeName is the name of the local cluster's i-th node that
+// flexslurm does not own (ConfigOptions.OtherNodes).
+func OtherNodeName(i int) string { return fmt.Sprintf("other-%d", i) }
 
 // LocalNode is one node of the local cluster's slurm.conf.
 type LocalNode struct {
@@ -187,6 +199,17 @@ func BuildConfig(c *spec.Cluster, o ConfigOptions, root, hookDir string) ([]byte
 		tp, _ := TopologyOf(c).Pool(n.Pool)
 		nodes = append(nodes, LocalNode{Name: n.Name, Pool: n.Pool, Static: n.Static, Port: port,
 			Addr: localAddr(n.Seq), Partition: tp.Partitions[0]})
+	}
+
+	var others []string
+	for i := range o.OtherNodes {
+		k := len(g.Nodes) + i
+		n := LocalNode{Name: OtherNodeName(i), Port: o.NodePortBase + k, Addr: localAddr(k), Partition: OtherPartition}
+		if n.Port > 65535 {
+			return nil, nil, fmt.Errorf("node %s would listen on port %d: too many nodes for NodePortBase %d", n.Name, n.Port, o.NodePortBase)
+		}
+		nodes = append(nodes, n)
+		others = append(others, n.Name)
 	}
 
 	var b bytes.Buffer
@@ -231,6 +254,13 @@ func BuildConfig(c *spec.Cluster, o ConfigOptions, root, hookDir string) ([]byte
 	w("MinJobAge=%d", int(o.MinJobAge/time.Second))
 	w("KillWait=5")
 	b.Write(g.SlurmConf)
+	if len(others) > 0 {
+		w("# Nodes and a partition that are not flexslurm's.")
+		for _, n := range nodes[len(g.Nodes):] {
+			w("NodeName=%s NodeAddr=%s NodeHostName=%s Port=%d CPUs=%d RealMemory=%d State=UNKNOWN", n.Name, n.Addr, n.Name, n.Port, o.CPUs, o.RealMemoryMB)
+		}
+		w("PartitionName=%s Nodes=%s State=UP", OtherPartition, CompressHostlist(others))
+	}
 	for _, l := range o.Extra {
 		w("%s", l)
 	}
@@ -245,7 +275,7 @@ func localAddr(k int) string { return fmt.Sprintf("127.1.%d.%d", k/250, k%250+1)
 func LocalCtldLog(root string) string { return filepath.Join(root, "log", "slurmctld.log") }
 
 // LocalGPUDir is where the local cluster's stand-in GPU device files are
-// (nvidia0 …, empty regular files that gres.conf names with File=): under
+// (nvidia0 …, character devices that gres.conf names with File=): under
 // its root.
 func LocalGPUDir(root string) string { return filepath.Join(root, "gpu") }
 
@@ -254,7 +284,7 @@ func (o ConfigOptions) genOptions(root, hookDir string, attrs func(GenNode) stri
 	return GenOptions{HookDir: hookDir, NodeHookDir: o.NodeHookDir, ResumeTimeout: o.ResumeTimeout,
 		SuspendTime: o.SuspendTime, SuspendTimeout: o.SuspendTimeout, Configless: o.Configless,
 		DefaultTime: o.DefaultTime, HealthCheckInterval: o.HealthCheckInterval, SuspendStaticOnly: o.SuspendStaticOnly,
-		GPUDir: LocalGPUDir(root), CPUs: o.CPUs, RealMemoryMB: o.RealMemoryMB, NodeAttrs: attrs}
+		GPUDir: LocalGPUDir(root), CPUs: o.CPUs, RealMemoryMB: o.RealMemoryMB, NodeAttrs: attrs, OwnDefault: true}
 }
 
 // BuildLocalGres returns the local cluster's gres.conf (slurmctld serves it
@@ -325,6 +355,9 @@ func (o ConfigOptions) withDefaults() (ConfigOptions, error) {
 	}
 	if o.NodePortBase == 0 {
 		o.NodePortBase = DefaultNodePortBase
+	}
+	if o.OtherNodes < 0 {
+		errs = append(errs, fmt.Errorf("OtherNodes %d is negative", o.OtherNodes))
 	}
 	for _, l := range o.Extra {
 		if strings.ContainsAny(l, "\n\r") {

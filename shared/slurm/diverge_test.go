@@ -38,7 +38,7 @@ func TestDiverge(t *testing.T) {
 				"partition a3u lacks node flexvm-a3u-3",
 			},
 			fixes: []string{`"NodeName=flexvm-a3u-[0-3] CPUs=224 RealMemory=2871705 Gres=gpu:8 State=CLOUD Feature=a3u,cloud", then restart slurmctld`,
-				`"PartitionName=a3u Nodes=flexvm-a3u-[0-3] Default=YES MaxTime=7-00:00:00 DefaultTime=01:00:00 MaxNodes=4 State=UP", then run ` + "`scontrol reconfigure`"}},
+				`"PartitionName=a3u Nodes=flexvm-a3u-[0-3] MaxTime=7-00:00:00 DefaultTime=01:00:00 MaxNodes=4 SuspendTime=300 SuspendTimeout=30 ResumeTimeout=65535 State=UP", then run ` + "`scontrol reconfigure`"}},
 		{name: "max 3 to 2", conf: applied, want: gen(two),
 			problems: []string{
 				"pool a3u has max_node_count 2 but Slurm still has node flexvm-a3u-2",

@@ -54,6 +54,11 @@ type GenOptions struct {
 	// HealthCheckInterval: DefaultHealthCheckInterval when zero; negative
 	// leaves HealthCheckProgram out.
 	HealthCheckInterval time.Duration
+	// OwnDefault makes the first Flex-Start partition the cluster's default
+	// (Default=YES) when the spec names no default partition: for a
+	// cluster whose only partitions are flexslurm's (the local cluster).
+	// Otherwise only the spec's default_partition_id gets Default=YES.
+	OwnDefault bool
 	// SuspendStaticOnly lists only the static nodes in SuspendExcNodes
 	// (ConfigOptions.SuspendStaticOnly).
 	SuspendStaticOnly bool
@@ -193,9 +198,16 @@ func Generate(c *spec.Cluster, o GenOptions) (*Generated, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	// Default=YES changes where every job without -p goes, whichever
+	// partition it was meant for: it is set only on the partition the spec
+	// names as default (orchestrator_spec.slurm_spec.default_partition_id),
+	// or on the first one when OwnDefault says the cluster has no other.
 	def := c.Slurm.DefaultPartitionID
 	parts := topo.Partitions()
-	if def == "" || !topo.OwnsPartition(def) {
+	if !topo.OwnsPartition(def) {
+		def = ""
+	}
+	if def == "" && o.OwnDefault {
 		def = parts[0]
 	}
 	for _, name := range parts {
@@ -218,50 +230,6 @@ func Generate(c *spec.Cluster, o GenOptions) (*Generated, error) {
 		g.Partitions = append(g.Partitions, gp)
 	}
 
-	var b bytes.Buffer
-	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
-	w("# flexslurm: Flex-Start node pools of cluster %s (`flexslurm slurm-conf`).", c.ID)
-	w("# Power saving: Flex-Start nodes are CLOUD nodes, powered up by ResumeProgram.")
-	w("PrivateData=cloud")
-	if o.Configless {
-		w("SlurmctldParameters=idle_on_node_suspend,enable_configless")
-	} else {
-		w("SlurmctldParameters=idle_on_node_suspend")
-	}
-	w("ResumeTimeout=%d", int(o.ResumeTimeout/time.Second))
-	w("SuspendTime=%d", int(o.SuspendTime/time.Second))
-	w("SuspendTimeout=%d", int(o.SuspendTimeout/time.Second))
-	w("ResumeRate=0")
-	w("SuspendRate=0")
-	w("TreeWidth=65533")
-	w("# A job that no partition can ever run (too many nodes, GPUs or minutes) is refused at submission.")
-	w("EnforcePartLimits=ALL")
-	if len(g.GPUNodes()) > 0 {
-		w("GresTypes=gpu")
-	}
-	var excluded []string
-	for _, n := range g.Nodes {
-		if n.Static || !o.SuspendStaticOnly {
-			excluded = append(excluded, n.Name)
-		}
-	}
-	if len(excluded) > 0 {
-		if o.SuspendStaticOnly {
-			w("# Static nodes (index < min_node_count) are never powered down by Slurm.")
-		} else {
-			w("# flexslurm, not SuspendTime, powers flex-start nodes down (it releases")
-			w("# idle dynamic nodes itself), so Slurm never suspends them on its own.")
-		}
-		w("SuspendExcNodes=%s", CompressHostlist(excluded))
-	}
-	w("# Hooks: links to the flexslurm binary, which dispatches on its name.")
-	for _, l := range HookLines(o.HookDir, o.NodeHookDir, o.HealthCheckInterval >= 0) {
-		w("%s", l)
-	}
-	if o.HealthCheckInterval >= 0 {
-		w("HealthCheckInterval=%d", int(o.HealthCheckInterval/time.Second))
-		w("HealthCheckNodeState=ANY")
-	}
 	for _, pool := range g.Pools {
 		attrs := fmt.Sprintf("CPUs=%d RealMemory=%d", pool.CPUs, pool.RealMemoryMB)
 		if pool.GPUs > 0 {
@@ -285,16 +253,41 @@ func Generate(c *spec.Cluster, o GenOptions) (*Generated, error) {
 			}
 		}
 	}
+	// Power saving is set on flexslurm's partitions (PartitionName
+	// SuspendTime, SuspendTimeout and ResumeTimeout, Slurm 21.08 and
+	// later), not cluster-wide, so that the nodes of other partitions keep
+	// the cluster's own settings.
+	power := fmt.Sprintf("SuspendTime=%d SuspendTimeout=%d ResumeTimeout=%d",
+		int(o.SuspendTime/time.Second), int(o.SuspendTimeout/time.Second), int(o.ResumeTimeout/time.Second))
 	for _, p := range g.Partitions {
-		dflt := "NO"
+		dflt := ""
 		if p.Default {
-			dflt = "YES"
+			dflt = " Default=YES"
 		}
-		g.PartitionLines = append(g.PartitionLines, fmt.Sprintf("PartitionName=%s Nodes=%s Default=%s MaxTime=%s DefaultTime=%s MaxNodes=%d State=UP",
-			p.Name, CompressHostlist(p.Nodes), dflt, slurmMinutes(p.MaxTime), slurmMinutes(p.DefaultTime), p.MaxNodes))
+		g.PartitionLines = append(g.PartitionLines, fmt.Sprintf("PartitionName=%s Nodes=%s%s MaxTime=%s DefaultTime=%s MaxNodes=%d %s State=UP",
+			p.Name, CompressHostlist(p.Nodes), dflt, slurmMinutes(p.MaxTime), slurmMinutes(p.DefaultTime), p.MaxNodes, power))
 	}
+
+	var b bytes.Buffer
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	w("# flexslurm: slurm.conf lines for the Flex-Start node pools of cluster %s (`flexslurm slurm-conf`).", c.ID)
+	w("#")
+	w("# Part 1 of 2: flexslurm's own nodes and partitions. These lines name nothing else.")
+	w("# Power saving (SuspendTime, SuspendTimeout, ResumeTimeout) is set on these partitions only.")
 	for _, l := range append(slices.Clone(g.NodeLines), g.PartitionLines...) {
 		w("%s", l)
+	}
+	w("#")
+	w("# Part 2 of 2: cluster-wide parameters. Each applies to every node and partition of")
+	w("# the cluster: the comment above it says why flexslurm needs it and what it changes")
+	w("# for the other partitions. Merge a list-valued one with the line you already have.")
+	for _, cw := range clusterWide(g, o) {
+		for _, c := range strings.Split(strings.Join(cw.comment, "\n"), "\n") {
+			w("# %s", c)
+		}
+		for _, l := range cw.lines {
+			w("%s", l)
+		}
 	}
 	g.SlurmConf = b.Bytes()
 
@@ -434,4 +427,152 @@ func (o GenOptions) withDefaults() (GenOptions, error) {
 		errs = append(errs, fmt.Errorf("CPUs %d and RealMemory %d must not be negative", o.CPUs, o.RealMemoryMB))
 	}
 	return o, errors.Join(errs...)
+}
+
+// clusterWideParam is one cluster-wide slurm.conf parameter (or group of
+// them) flexslurm needs: its lines, and the comment that says why and
+// what it changes for the cluster's other partitions.
+type clusterWideParam struct {
+	comment []string
+	lines   []string
+}
+
+// clusterWide lists the cluster-wide lines of g, each with its reason and
+// its effect on the partitions that are not flexslurm's.
+func clusterWide(g *Generated, o GenOptions) []clusterWideParam {
+	ctld := "SlurmctldParameters=idle_on_node_suspend"
+	if o.Configless {
+		ctld += ",enable_configless"
+	}
+	out := []clusterWideParam{{
+		comment: []string{
+			"PrivateData=cloud. Why: sinfo and squeue otherwise hide powered-down CLOUD nodes, and",
+			"flexslurm's nodes are powered down until a job needs them. Other partitions: only",
+			"their CLOUD nodes change (shown while powered down). Merge with your PrivateData list.",
+		},
+		lines: []string{"PrivateData=cloud"},
+	}, {
+		comment: []string{
+			"SlurmctldParameters. Why: idle_on_node_suspend makes a node flexslurm powers down",
+			"come back idle (its next VM can serve)." + configlessWhy(o.Configless),
+			"Other partitions: a node of theirs that Slurm powers down is also marked idle (its",
+			"DOWN or DRAIN state is cleared)." + configlessOthers(o.Configless),
+			"Merge with your SlurmctldParameters list.",
+		},
+		lines: []string{ctld},
+	}, {
+		comment: []string{
+			"ResumeRate, SuspendRate. Why: all nodes of a job are powered up (and released) at",
+			"once, without Slurm's default limits of 300 and 60 nodes a minute. Other partitions:",
+			"their power saving, if any, is no longer rate-limited; nodes without it are unaffected.",
+		},
+		lines: []string{"ResumeRate=0", "SuspendRate=0"},
+	}, {
+		comment: []string{
+			"TreeWidth. Why: slurmctld talks to each node directly instead of relaying messages",
+			"through other nodes, which may be powered down. Other partitions: no relaying for",
+			"theirs either (on thousands of nodes, more connections from slurmctld).",
+		},
+		lines: []string{"TreeWidth=65533"},
+	}, {
+		comment: []string{
+			"EnforcePartLimits. Why: a job that no flexslurm partition can ever run (too many",
+			"nodes, GPUs or minutes) is refused at submission instead of waiting for capacity",
+			"that never comes. Other partitions: a job that breaks a limit of the partition it",
+			"asked for is refused at submission too, instead of pending (Slurm's default, NO).",
+		},
+		lines: []string{"EnforcePartLimits=ALL"},
+	}}
+	if len(g.GPUNodes()) > 0 {
+		out = append(out, clusterWideParam{
+			comment: []string{
+				"GresTypes. Why: flexslurm's nodes declare their GPUs as gpu GRES. Other partitions:",
+				"nothing changes. Merge with your GresTypes list.",
+			},
+			lines: []string{"GresTypes=gpu"},
+		})
+	}
+	var excluded []string
+	for _, n := range g.Nodes {
+		if n.Static || !o.SuspendStaticOnly {
+			excluded = append(excluded, n.Name)
+		}
+	}
+	if len(excluded) > 0 {
+		why := "flexslurm, not SuspendTime, powers its nodes down\n(it releases idle dynamic nodes itself)."
+		if o.SuspendStaticOnly {
+			why = "static nodes (index < min_node_count) are never\npowered down by Slurm."
+		}
+		out = append(out, clusterWideParam{
+			comment: []string{
+				"SuspendExcNodes. Why: " + why,
+				"Other partitions: nothing changes (it names only flexslurm's nodes). Merge with your",
+				"SuspendExcNodes list: a second SuspendExcNodes line replaces the first.",
+			},
+			lines: []string{"SuspendExcNodes=" + CompressHostlist(excluded)},
+		})
+	}
+	hooks := HookLines(o.HookDir, o.NodeHookDir, o.HealthCheckInterval >= 0)
+	var ctldHooks, nodeHookLines []string
+	for i, h := range HookNames {
+		if i >= len(hooks) {
+			break
+		}
+		if slices.Contains(nodeHooks, h) {
+			continue
+		}
+		ctldHooks = append(ctldHooks, hooks[i])
+	}
+	for _, l := range hooks {
+		if !slices.Contains(ctldHooks, l) {
+			nodeHookLines = append(nodeHookLines, l)
+		}
+	}
+	out = append(out, clusterWideParam{
+		comment: []string{
+			"Controller hooks: links to the flexslurm binary, which dispatches on its name. Why:",
+			"flexslurm learns of the jobs and power changes of its nodes. Other partitions: Slurm",
+			"runs one ResumeProgram, SuspendProgram and ResumeFailProgram for every node; these",
+			"ignore nodes that are not flexslurm's, so other power-saving nodes need a dispatcher",
+			"(deploy/README.md, step 5). PrologSlurmctld and EpilogSlurmctld run for every job:",
+			"for a job on no flexslurm node or partition they report nothing and exit 0.",
+		},
+		lines: ctldHooks,
+	})
+	if o.HealthCheckInterval >= 0 {
+		nodeHookLines = append(nodeHookLines, HealthLines(o.HealthCheckInterval)...)
+	}
+	out = append(out, clusterWideParam{
+		comment: []string{
+			"Node hooks: each flexslurm node's bootstrap links them to the flexslurm binary. Why:",
+			"a node's GPUs are checked before and after each job and every HealthCheckInterval; a",
+			"failed node is drained and replaced. Other partitions: slurmd runs them on every node.",
+			"On a node that is not flexslurm's they exit 0 at once, checking, draining and reporting",
+			"nothing, but the program must be there: a Prolog that cannot run drains the node. Link",
+			"them to the flexslurm binary on the other nodes too (deploy/README.md, step 5).",
+		},
+		lines: nodeHookLines,
+	})
+	return out
+}
+
+func configlessOthers(configless bool) string {
+	if configless {
+		return "\nenable_configless changes nothing for nodes that keep a slurm.conf of their own."
+	}
+	return ""
+}
+
+func configlessWhy(configless bool) string {
+	if configless {
+		return "\nenable_configless lets flexslurm's nodes (slurmd --conf-server) read this slurm.conf."
+	}
+	return ""
+}
+
+// HealthLines are the slurm.conf lines that run HealthCheckProgram every
+// interval in any node state: `flexslurm slurm-conf` and `flexslurm
+// install controller` print them from here, so they agree.
+func HealthLines(interval time.Duration) []string {
+	return []string{fmt.Sprintf("HealthCheckInterval=%d", int(interval/time.Second)), "HealthCheckNodeState=ANY"}
 }

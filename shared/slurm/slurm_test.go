@@ -343,13 +343,12 @@ func TestBuildConfig(t *testing.T) {
 	for _, line := range []string{
 		"ClusterName=flexvm",
 		"PrivateData=cloud",
-		"ResumeTimeout=65535",
 		"SuspendExcNodes=flexvm-a3u-[0-2]",
 		"ResumeProgram=/usr/local/lib/flexslurm/flexslurm-hook-resume",
 		"PrologSlurmctld=/usr/local/lib/flexslurm/flexslurm-hook-prolog-ctld",
 		"HealthCheckProgram=/usr/local/lib/flexslurm/flexslurm-hook-healthcheck",
 		"NodeName=flexvm-a3u-1 NodeAddr=127.1.0.2 NodeHostName=flexvm-a3u-1 Port=6821 CPUs=1 RealMemory=1000 Gres=gpu:8 State=CLOUD Feature=a3u,cloud",
-		"PartitionName=a3u Nodes=flexvm-a3u-[0-2] Default=YES MaxTime=7-00:00:00 DefaultTime=01:00:00 MaxNodes=3 State=UP",
+		"PartitionName=a3u Nodes=flexvm-a3u-[0-2] Default=YES MaxTime=7-00:00:00 DefaultTime=01:00:00 MaxNodes=3 SuspendTime=300 SuspendTimeout=30 ResumeTimeout=65535 State=UP",
 		"StateSaveLocation=/var/lib/fs/state",
 	} {
 		if !strings.Contains(text, "\n"+line+"\n") {
@@ -377,7 +376,7 @@ func TestBuildConfig(t *testing.T) {
 		t.Errorf("SchedInterval 2s: want sched_interval=2 (%v):\n%s", err, fast)
 	}
 	timed, _, err := BuildConfig(c, ConfigOptions{Exe: "/f", DefaultTime: 150 * time.Minute}, "/x", "/y")
-	if err != nil || !strings.Contains(string(timed), "\nPartitionName=a3u Nodes=flexvm-a3u-[0-2] Default=YES MaxTime=7-00:00:00 DefaultTime=02:30:00 MaxNodes=3 State=UP\n") {
+	if err != nil || !strings.Contains(string(timed), "\nPartitionName=a3u Nodes=flexvm-a3u-[0-2] Default=YES MaxTime=7-00:00:00 DefaultTime=02:30:00 MaxNodes=3 SuspendTime=300 SuspendTimeout=30 ResumeTimeout=65535 State=UP\n") {
 		t.Errorf("DefaultTime 150m: want DefaultTime=02:30:00 on the partition line (%v):\n%s", err, timed)
 	}
 	if _, _, err := BuildConfig(c, ConfigOptions{Exe: "/f", DefaultTime: 90 * time.Second}, "/x", "/y"); err == nil || !strings.Contains(err.Error(), "DefaultTime") {

@@ -79,7 +79,7 @@ func (v *value) describe() string {
 // keys, nesting beyond maxDepth, syntax errors and trailing data are
 // reported as a single problem located at the value being read.
 func decodeTree(data []byte) (*value, *Problem) {
-	d := &treeDecoder{dec: json.NewDecoder(bytes.NewReader(data))}
+	d := &treeDecoder{dec: json.NewDecoder(bytes.NewReader(data)), data: data}
 	d.dec.UseNumber()
 	tok, err := d.dec.Token()
 	if err == io.EOF {
@@ -93,25 +93,44 @@ func decodeTree(data []byte) (*value, *Problem) {
 		return nil, perr
 	}
 	if _, err := d.dec.Token(); err != io.EOF {
-		return nil, &Problem{Message: fmt.Sprintf("unexpected data after the JSON value at byte offset %d", d.dec.InputOffset())}
+		return nil, &Problem{Message: fmt.Sprintf("unexpected data after the JSON value at %s", d.at(d.dec.InputOffset()))}
 	}
 	return root, nil
 }
 
 type treeDecoder struct {
 	dec  *json.Decoder
+	data []byte
 	next int
+}
+
+// at says where byte i (0-based) of the input is, for an editor: "line L,
+// column C (byte offset i)", lines and columns counted from 1, columns in
+// bytes.
+func (d *treeDecoder) at(i int64) string {
+	i = min(max(i, 0), int64(len(d.data)))
+	before := d.data[:i]
+	line := bytes.Count(before, []byte("\n")) + 1
+	col := i - int64(bytes.LastIndexByte(before, '\n'))
+	return fmt.Sprintf("line %d, column %d (byte offset %d)", line, col, i)
 }
 
 func (d *treeDecoder) syntax(path string, err error) *Problem {
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
-		return &Problem{Path: path, Message: fmt.Sprintf("invalid JSON at byte offset %d: %s", se.Offset, se.Error())}
+		// The token reader's Offset is not always the input's; a scan
+		// of the whole input finds the offending byte, the last one read.
+		off := se.Offset
+		var whole any
+		if err := json.Unmarshal(d.data, &whole); errors.As(err, &se) {
+			off = se.Offset - 1
+		}
+		return &Problem{Path: path, Message: fmt.Sprintf("invalid JSON at %s: %s", d.at(off), se.Error())}
 	}
 	if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
 		return &Problem{Path: path, Message: "invalid JSON: unexpected end of input"}
 	}
-	return &Problem{Path: path, Message: fmt.Sprintf("invalid JSON at byte offset %d: %s", d.dec.InputOffset(), err.Error())}
+	return &Problem{Path: path, Message: fmt.Sprintf("invalid JSON at %s: %s", d.at(d.dec.InputOffset()), err.Error())}
 }
 
 func (d *treeDecoder) value(tok json.Token, path string, depth int) (*value, *Problem) {
@@ -144,7 +163,7 @@ func (d *treeDecoder) value(tok json.Token, path string, depth int) (*value, *Pr
 				}
 				key, ok := tok.(string)
 				if !ok {
-					return nil, &Problem{Path: path, Message: fmt.Sprintf("invalid JSON at byte offset %d: expected an object key", d.dec.InputOffset())}
+					return nil, &Problem{Path: path, Message: fmt.Sprintf("invalid JSON at %s: expected an object key", d.at(d.dec.InputOffset()))}
 				}
 				kpath := joinKey(path, key)
 				if _, dup := v.fields[key]; dup {
@@ -178,7 +197,7 @@ func (d *treeDecoder) value(tok json.Token, path string, depth int) (*value, *Pr
 				v.elems = append(v.elems, child)
 			}
 		default:
-			return nil, &Problem{Path: path, Message: fmt.Sprintf("invalid JSON at byte offset %d: unexpected %q", d.dec.InputOffset(), rune(t))}
+			return nil, &Problem{Path: path, Message: fmt.Sprintf("invalid JSON at %s: unexpected %q", d.at(d.dec.InputOffset()), rune(t))}
 		}
 	default:
 		return nil, &Problem{Path: path, Message: fmt.Sprintf("invalid JSON: unexpected token %v", tok)}

@@ -360,3 +360,19 @@ func TestValidationErrorFormat(t *testing.T) {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}
 }
+
+// TestSyntaxErrorsSayLineAndColumn: a JSON syntax error names the line and
+// column of the offending byte, as an editor counts them.
+func TestSyntaxErrorsSayLineAndColumn(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"{\n \"id\": x}", "line 2, column 8"},
+		{"{\n  \"id\": \"x\",\n  \"node_pools\": [\n   {\"id\": \"a\",,}\n  ]\n}\n", "line 4, column 15"},
+		{"{\n \"id\": \"x\",\n \"a\": tru }", "line 3, column 10"},
+		{"{\"id\": \"x\"} x", "line 1, column 13"},
+	} {
+		_, err := Parse([]byte(tc.in))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Parse(%q) = %v, want an error at %s", tc.in, err, tc.want)
+		}
+	}
+}

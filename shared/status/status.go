@@ -36,6 +36,8 @@ var _ Source = store.Store(nil)
 
 // Snapshot is the state of every cluster shown, as of At.
 type Snapshot struct {
+	// Local is Options.Local: remedies are the local system's.
+	Local bool
 	// At is the time the view is computed against (time left, ages).
 	At       time.Time
 	Clusters []Cluster
@@ -94,6 +96,10 @@ type Pool struct {
 	// Pending and Running are the active jobs of the pool, by id.
 	Pending, Running []string
 	Controls         Controls
+	// VersionWarnings are the reports of nodes whose current VM runs
+	// another flexslurm version than the functions that built its
+	// template (node.version_mismatch), by node.
+	VersionWarnings []string
 }
 
 // Node is one node's view.
@@ -167,6 +173,9 @@ func poolControls(p *model.Pool, at time.Time) Controls {
 type Options struct {
 	// Cluster limits the view to one cluster; "" shows every cluster.
 	Cluster string
+	// Local is set for the local system (`flexslurm local`): its remedies
+	// are named instead of a real controller's.
+	Local bool
 }
 
 // Collect reads the clusters (one Read per cluster, every pool with its
@@ -179,7 +188,7 @@ func Collect(ctx context.Context, src Source, at time.Time, o Options) (*Snapsho
 			return nil, err
 		}
 	}
-	snap := &Snapshot{At: at}
+	snap := &Snapshot{At: at, Local: o.Local}
 	for _, id := range ids {
 		st, err := src.Read(ctx, store.Scope{Cluster: id, AllPools: true, Slurm: true})
 		if err != nil {
@@ -244,6 +253,9 @@ func pool(id string, st *model.State, at time.Time) Pool {
 			}
 		}
 		p.Nodes = append(p.Nodes, v)
+		if n.VersionMismatch != "" && n.VersionMismatchVM == n.VMName && n.Phase.HasVM() {
+			p.VersionWarnings = append(p.VersionWarnings, n.Name+": "+n.VersionMismatch)
+		}
 		if n.Phase == model.PhaseRequested {
 			rr := ResizeRequest{Name: n.ResizeRequest, MIG: n.MIG, Node: n.Name, Job: n.JobID}
 			if !n.RequestedAt.IsZero() {
@@ -319,7 +331,7 @@ func Render(w io.Writer, s *Snapshot) error {
 		} else {
 			fmt.Fprintf(&b, "cluster %s · no spec applied\n", c.ID)
 		}
-		renderSlurmConfig(&b, c.SlurmConfig)
+		renderSlurmConfig(&b, c.SlurmConfig, s.Local)
 		if len(c.Pools) == 0 {
 			b.WriteString("  no pools\n")
 		}
@@ -335,13 +347,17 @@ func Render(w io.Writer, s *Snapshot) error {
 
 // renderSlurmConfig says, loudly, when Slurm's configuration cannot serve
 // the spec, with the slurm.conf lines to change.
-func renderSlurmConfig(b *strings.Builder, c *SlurmConfig) {
+func renderSlurmConfig(b *strings.Builder, c *SlurmConfig, local bool) {
 	if c == nil {
 		return
 	}
 	if c.OtherSpec {
+		remedy := "copy the applied spec to the controller (`flexslurm install controller --spec SPEC`)"
+		if local {
+			remedy = "the local system's agent keeps the spec it started with: start it again with the applied one (`flexslurm local --spec SPEC`)"
+		}
 		fmt.Fprintf(b, "  WARNING: the Slurm agent compares Slurm with a spec other than the one applied (snapshot of %s):\n"+
-			"    copy the applied spec to the controller (`flexslurm install controller --spec SPEC`)\n", stamp(c.TakenAt))
+			"    %s\n", stamp(c.TakenAt), remedy)
 	}
 	if len(c.Divergences) == 0 {
 		fmt.Fprintf(b, "  Slurm's configuration serves the spec (snapshot of %s)\n", stamp(c.TakenAt))
@@ -376,6 +392,9 @@ func renderPool(b *strings.Builder, p Pool) {
 			fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%d\t%s\n", n.Name, n.Kind, n.Phase, dash(n.VM), n.Generation, timeLeft(n))
 		}
 		tw.Flush()
+	}
+	for _, w := range p.VersionWarnings {
+		fmt.Fprintf(b, "    WARNING: version mismatch on %s (deploy/README.md, \"Versions\")\n", w)
 	}
 	if len(p.InFlight) == 0 {
 		b.WriteString("    resize requests in flight: none\n")

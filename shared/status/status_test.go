@@ -46,13 +46,16 @@ func fixture(t *testing.T, s store.Store) {
 		add := func(n *model.Node) { n.UpdatedAt = now.Add(-2 * time.Minute); st.Nodes[n.Name] = n }
 		add(&model.Node{Name: "c1-gpu-0", Pool: "gpu", Index: 0, Kind: model.NodeStatic, Generation: 2, Phase: model.PhaseRunning,
 			VMName: "c1-gpu-0-g2", VMID: "123", RequestedAt: now.Add(-26 * time.Hour), RunningAt: now.Add(-25 * time.Hour),
-			TerminationTime: now.Add(6*24*time.Hour + 23*time.Hour + 30*time.Second)})
+			TerminationTime:   now.Add(6*24*time.Hour + 23*time.Hour + 30*time.Second),
+			VersionMismatch:   "VM c1-gpu-0-g2 runs flexslurm v1.1.0; the functions that built its instance template run v1.2.0",
+			VersionMismatchVM: "c1-gpu-0-g2"})
 		add(&model.Node{Name: "c1-gpu-1", Pool: "gpu", Index: 1, Kind: model.NodeDynamic, Generation: 1, Phase: model.PhaseRequested,
 			VMName: "c1-gpu-1-g1", ResizeRequest: "c1-gpu-j42-g1", MIG: naming.RequestMIG("c1", "gpu", "c1-gpu-j42-g1"), JobID: "42", RequestedAt: now.Add(-12*time.Minute - 30*time.Second)})
 		add(&model.Node{Name: "c1-gpu-2", Pool: "gpu", Index: 2, Kind: model.NodeDynamic, Generation: 3, Phase: model.PhaseDeleting,
 			VMName: "c1-gpu-2-g3", TerminationTime: now.Add(-5 * time.Minute)})
 		add(&model.Node{Name: "c1-gpu-3", Pool: "gpu", Index: 3, Kind: model.NodeDynamic, Generation: 1, Phase: model.PhaseReleased,
-			VMName: "c1-gpu-3-g1", LastEnd: model.EndExpired})
+			VMName: "c1-gpu-3-g1", LastEnd: model.EndExpired,
+			VersionMismatch: "VM c1-gpu-3-g1 runs flexslurm v1.0.0; the functions that built its instance template run v1.2.0", VersionMismatchVM: "c1-gpu-3-g1"})
 		add(&model.Node{Name: "c1-cpu-0", Pool: "cpu", Index: 0, Kind: model.NodeDynamic, Generation: 1, Phase: model.PhaseRequested,
 			VMName: "c1-cpu-0-g1", JobID: "43", RequestedAt: now.Add(-2 * time.Hour)})
 		add(&model.Node{Name: "c1-old-0", Pool: "old", Index: 0, Kind: model.NodeStatic, Generation: 4, Phase: model.PhaseRunning,
@@ -223,6 +226,25 @@ func TestHuman(t *testing.T) {
 	} {
 		if got := status.Human(d); got != want {
 			t.Errorf("Human(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+// TestOtherSpecRemedy: an agent comparing Slurm with another spec than the
+// one applied is told how to fix it where status runs: a real controller's
+// installer, or the local system started again.
+func TestOtherSpecRemedy(t *testing.T) {
+	for _, local := range []bool{false, true} {
+		s := &status.Snapshot{At: now, Local: local, Clusters: []status.Cluster{{ID: "c1", Applied: true,
+			SlurmConfig: &status.SlurmConfig{TakenAt: now, OtherSpec: true}}}}
+		var b strings.Builder
+		if err := status.Render(&b, s); err != nil {
+			t.Fatal(err)
+		}
+		controller := strings.Contains(b.String(), "flexslurm install controller --spec SPEC")
+		restart := strings.Contains(b.String(), "flexslurm local --spec SPEC")
+		if controller == local || restart != local {
+			t.Errorf("local %v: the remedy names install controller %v, flexslurm local %v:\n%s", local, controller, restart, b.String())
 		}
 	}
 }
