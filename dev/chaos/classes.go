@@ -3,6 +3,7 @@ package chaos
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,10 +45,19 @@ const (
 	// changes (the local demo's two VMs for one node: a MIG listed before
 	// it was created, taken for deleted by a decision made after).
 	ClassLateDecision Class = "late-decision"
+	// ClassLostHealthReport: GPU health checks fail on nodes that run
+	// (the static node, or a node busy with a job), the node-side hook
+	// drains each node for its VM, and its health.failure report is lost
+	// for 20 minutes to 3 hours (the Repair function down, a dead-lettered
+	// message), then delivered — late, or past the events' maximum age:
+	// flexslurm must finish what its hook started (nomad-autoscaler #628,
+	// soperator #1316).
+	ClassLostHealthReport Class = "lost-health-report"
 )
 
 // Classes lists every class.
-var Classes = []Class{ClassStaleSnapshot, ClassGoingVM, ClassResumeTimeout, ClassRequeuedElsewhere, ClassLateDecision}
+var Classes = []Class{ClassStaleSnapshot, ClassGoingVM, ClassResumeTimeout, ClassRequeuedElsewhere, ClassLateDecision,
+	ClassLostHealthReport}
 
 // ParseClass returns the class named s.
 func ParseClass(s string) (Class, error) {
@@ -157,6 +167,23 @@ func classSteps(f *scenario.File, seed uint64, o Options) []scenario.Step {
 			fail := t + between(time.Hour, runtime-10*time.Minute)
 			add(fail, scenario.Step{Health: &scenario.HealthStep{Node: fmt.Sprintf("flexvm-a3u-%d", 1+rng.IntN(3)),
 				Reasons: []string{"GPU 2: Xid 79, fallen off the bus"}}})
+		case ClassLostHealthReport:
+			// Jobs to run on dynamic nodes, some of which fail their check.
+			for i, n := 0, 1+rng.IntN(2); i < n; i++ {
+				add(between(30*time.Minute, o.Horizon-5*time.Hour), scenario.Step{Submit: &scenario.SubmitStep{ID: jobID(i), Nodes: 1 + rng.IntN(2),
+					Partition: "a3u", Runtime: dur(between(time.Hour, 3*time.Hour).Round(time.Minute))}})
+			}
+			for i, n := 0, 1+rng.IntN(2); i < n; i++ {
+				t := between(time.Hour, o.Horizon-4*time.Hour)
+				node := "flexvm-a3u-0"
+				if rng.IntN(2) == 0 {
+					node = fmt.Sprintf("flexvm-a3u-%d", 1+rng.IntN(3))
+				}
+				hold := fmt.Sprintf("lost-health-%d", i)
+				add(t, scenario.Step{Health: &scenario.HealthStep{Node: node, Reasons: []string{"GPU 2: Xid 79, fallen off the bus"}},
+					Delivery: &scenario.DeliveryFaults{Hold: hold}})
+				add(t+between(20*time.Minute, 3*time.Hour).Round(time.Second), scenario.Step{Release: &scenario.ReleaseStep{Hold: hold}})
+			}
 		case ClassLateDecision:
 			for w, n := 0, 1+rng.IntN(2); w < n; w++ {
 				start := between(time.Hour, o.Horizon-4*time.Hour)
@@ -223,4 +250,10 @@ func classInvariants(f *scenario.File, o Options) {
 	widen(&f.Invariants.IdleDynamicReleased, lag)
 	widen(&f.Invariants.RepairProgress, lag)
 	widen(&f.Invariants.WithinMax, lag)
+	if slices.Contains(o.Classes, ClassLostHealthReport) {
+		// Within the hour: the grace for the report, a pass to notice and
+		// one to act, the snapshot that confirms the drain, and the
+		// longest lag of a late pass.
+		f.Invariants.OwnDrainFollowed = &scenario.Within{Within: dur(time.Hour + lag), AfterFault: f.Invariants.RepairProgress.AfterFault}
+	}
 }

@@ -102,10 +102,18 @@ const (
 	// RepairDiagnosis: repeated INCONCLUSIVE verdicts drained the node for
 	// an operator to diagnose; flexslurm takes no VM action.
 	RepairDiagnosis RepairState = "diagnosis"
+	// RepairAwaitReport: a Slurm snapshot shows the node drained by
+	// flexslurm's own node-side hook for a failed health check of the
+	// current VM, and no health.failure report of it has reached flexslurm
+	// (lost, dead-lettered, or the Repair function down). Past
+	// plan.Policy.UnreportedDrainGrace the reconciler repairs the node as
+	// the report would have; a newer snapshot without that drain ends the
+	// wait, and the report, when it comes, starts the repair at once.
+	RepairAwaitReport RepairState = "await_report"
 )
 
 // RepairStates lists every repair state.
-var RepairStates = []RepairState{RepairNone, RepairAwaitDrain, RepairHost, RepairBlocked, RepairDiagnosis}
+var RepairStates = []RepairState{RepairNone, RepairAwaitDrain, RepairHost, RepairBlocked, RepairDiagnosis, RepairAwaitReport}
 
 // UnderRepair reports whether the state counts against the pool's repair
 // budget: awaiting drain or in host repair.
@@ -452,8 +460,10 @@ type SlurmJob struct {
 
 // SlurmViewVersion is the version of the stored SlurmView: 1 stores each
 // node's reason owner and generation (slurmstate.Node), which a view
-// stored before (version 0) lacks.
-const SlurmViewVersion = 1
+// stored before (version 0) lacks; 2 also whether flexslurm's reason is a
+// failed health check's (ReasonHealth), which Upgrade decides again for a
+// view of version 1.
+const SlurmViewVersion = 2
 
 // SlurmView is the latest Slurm snapshot of a cluster, published by the
 // agent beside slurmctld and stored for the reconciler.

@@ -288,6 +288,9 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 		// A node under repair is followed by its repair first, so that the
 		// table never acts against it (a drained node whose VM is
 		// REPAIRING, or RUNNING on its old host until the repair starts).
+		if b.unreportedHealthDrain(pool, &node, vm, present) {
+			continue
+		}
 		if node.Repair != model.RepairNone && b.reconcileRepair(pool, node, vm, present) {
 			continue
 		}

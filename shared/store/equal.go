@@ -137,7 +137,8 @@ func slurmNodeEqual(a, b *model.SlurmNode) bool {
 		sameSlice(a.Flags, b.Flags) &&
 		a.Reason == b.Reason &&
 		a.Owner == b.Owner &&
-		a.ReasonGeneration == b.ReasonGeneration
+		a.ReasonGeneration == b.ReasonGeneration &&
+		a.ReasonHealth == b.ReasonHealth
 }
 
 func slurmJobEqual(a, b *model.SlurmJob) bool {
