@@ -304,6 +304,27 @@ type Job struct {
 	Stage JobStage `firestore:"stage,omitempty" json:"stage,omitempty"`
 	// Reason says why the job was last stored, for people only.
 	Reason string `firestore:"reason" json:"reason,omitempty"`
+	// ReportedAt is Slurm's time of the newest fact that set the job's
+	// state in this record: the reported_at of the job report applied (on
+	// the controller's clock, where the hooks run), or the taken_at of the
+	// snapshot the reconciler decided from. A report made before it is
+	// older than what the record holds (plan: staleJobReport). Zero for a
+	// record stored before it existed, or one no such fact set yet.
+	ReportedAt time.Time `firestore:"reported_at" json:"reported_at,omitzero"`
+	// Incarnation counts the earlier Slurm jobs with this id that
+	// flexslurm recorded: Slurm's job ids repeat (a controller started
+	// without its StateSaveLocation counts from 1 again; ids wrap at
+	// MaxJobId). A job is (ID, Incarnation): a job.pending for an id whose
+	// recorded job has ended, reported after that end, is a new job and
+	// replaces the ended record under the same document id, with
+	// Incarnation one more, PreviousEnd that end, and the same Generation
+	// counter (so its resize requests never take an earlier job's names).
+	Incarnation int `firestore:"incarnation,omitempty" json:"incarnation,omitempty"`
+	// PreviousEnd is Slurm's time of the end of the previous job with this
+	// id (its record's ReportedAt, or, for a record stored before that
+	// existed, its last change); zero for the first. A report made at or
+	// before it is the earlier job's and never changes this one.
+	PreviousEnd time.Time `firestore:"previous_end" json:"previous_end,omitzero"`
 }
 
 // Pool is the stored state of one Flex-Start node pool.

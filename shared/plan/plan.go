@@ -940,7 +940,7 @@ func (b *builder) claimed(node string) bool {
 func (b *builder) pendingJobFor(n model.Node) (model.Job, bool) {
 	jobs := b.st.SortedJobs()
 	for _, j := range jobs {
-		if j.State == model.JobPending && (j.ID == n.JobID || slices.Contains(j.Nodes, n.Name)) {
+		if j.State == model.JobPending && (provisionedFor(&n, j) || slices.Contains(j.Nodes, n.Name)) {
 			return *j, true
 		}
 	}

@@ -826,7 +826,12 @@ func (b *builder) lostJobReports(slurm *model.SlurmView, obs Observed) {
 		// Only a job flexslurm holds no record of: a job it knows is
 		// followed by its reports, and one whose end it recorded after the
 		// snapshot was taken is over (an older snapshot never revives it).
-		if _, known := b.st.Jobs[sj.ID]; known {
+		// A job whose end flexslurm recorded before the snapshot was taken
+		// (by its record's last change and by Slurm's time of that end) is
+		// another job with the same id (Slurm's ids repeat), or the same
+		// job requeued: it waits on powering-up nodes, unreported.
+		rec, known := b.st.Jobs[sj.ID]
+		if known && !b.endedBefore(rec, slurm) {
 			continue
 		}
 		pool, ok := "", true
@@ -845,9 +850,26 @@ func (b *builder) lostJobReports(slurm *model.SlurmView, obs Observed) {
 		}
 		j := model.Job{ID: sj.ID, Partition: sj.Partition, Pool: pool, State: model.JobPending,
 			NodesWanted: len(sj.Nodes), Nodes: append([]string(nil), sj.Nodes...), SubmittedAt: b.now,
-			TimeLimit: time.Duration(sj.TimeLimitSeconds) * time.Second}
-		b.provisionJob(j, "reconciler: Slurm shows the job pending on powering-up nodes but its report never arrived")
+			TimeLimit: time.Duration(sj.TimeLimitSeconds) * time.Second, ReportedAt: slurm.TakenAt}
+		why := "reconciler: Slurm shows the job pending on powering-up nodes but its report never arrived"
+		if known {
+			next := newIncarnation(rec, &event.Job{Partition: sj.Partition}, b.now)
+			j.Generation, j.Incarnation, j.PreviousEnd = next.Generation, next.Incarnation, next.PreviousEnd
+			why = fmt.Sprintf("reconciler: Slurm shows job %s pending on powering-up nodes after the job recorded with that id ended (snapshot of %s), and no report of it arrived: a new job with the id",
+				sj.ID, slurm.TakenAt.Format(time.RFC3339))
+		}
+		b.provisionJob(j, why)
 	}
+}
+
+// endedBefore reports whether rec records a job that ended before the
+// snapshot was taken: ended in the record, which changed before the
+// snapshot was taken, at a Slurm time (ReportedAt) before it too.
+func (b *builder) endedBefore(rec *model.Job, slurm *model.SlurmView) bool {
+	if rec.State != model.JobFinished && rec.State != model.JobCancelled {
+		return false
+	}
+	return Newest(rec.UpdatedAt, slurm) == SourceSlurm && slurm.TakenAt.After(rec.ReportedAt)
 }
 
 // liftOwnDrain resumes a node that flexslurm itself drained for an earlier
@@ -905,7 +927,7 @@ func (b *builder) idle(pool *model.Pool, node *model.Node, combo Combo) (release
 		if kept {
 			return false, false
 		}
-		if j.ID == node.JobID || slices.Contains(j.Nodes, node.Name) {
+		if provisionedFor(node, j) || slices.Contains(j.Nodes, node.Name) {
 			notKept = append(notKept, why)
 		}
 	}
@@ -938,6 +960,7 @@ func (b *builder) lostJobEnds(slurm *model.SlurmView) {
 		}
 		job := *j
 		job.State = model.JobFinished
+		job.ReportedAt = laterOf(job.ReportedAt, slurm.TakenAt)
 		why := fmt.Sprintf("reconciler: Slurm no longer shows job %s (snapshot of %s): its end report was lost", j.ID, slurm.TakenAt.Format(time.RFC3339))
 		b.putJob(job, why)
 		if pool, ok := b.st.Pools[job.Pool]; ok {

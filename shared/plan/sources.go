@@ -181,7 +181,7 @@ func (b *builder) keptFor(j *model.Job, node model.Node) (bool, string) {
 	if j.State != model.JobPending {
 		return false, fmt.Sprintf("job %s is %s", j.ID, j.State)
 	}
-	if !slices.Contains(j.Nodes, node.Name) && !(j.ID == node.JobID && len(j.Nodes) == 0) {
+	if !slices.Contains(j.Nodes, node.Name) && !(provisionedFor(&node, j) && len(j.Nodes) == 0) {
 		return false, fmt.Sprintf("job %s waits for other nodes", j.ID)
 	}
 	sj, found, newer := slurmJobFact(b.view, j, j.ID)

@@ -129,7 +129,10 @@ func jobEqual(a, b *model.Job) bool {
 		sameTime(a.SubmittedAt, b.SubmittedAt) &&
 		sameTime(a.UpdatedAt, b.UpdatedAt) &&
 		a.Stage == b.Stage &&
-		a.Reason == b.Reason
+		a.Reason == b.Reason &&
+		sameTime(a.ReportedAt, b.ReportedAt) &&
+		a.Incarnation == b.Incarnation &&
+		sameTime(a.PreviousEnd, b.PreviousEnd)
 }
 
 func slurmNodeEqual(a, b *model.SlurmNode) bool {
