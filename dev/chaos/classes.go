@@ -53,11 +53,19 @@ const (
 	// flexslurm must finish what its hook started (nomad-autoscaler #628,
 	// soperator #1316).
 	ClassLostHealthReport Class = "lost-health-report"
+	// ClassJobIDReused: Slurm gives a job id again (a controller rebuilt
+	// without its StateSaveLocation counts from the start; ids wrap at
+	// MaxJobId): a job is cancelled while it waits or runs, its end report
+	// is delayed up to half an hour, and a new job with the same id is
+	// submitted minutes later. The new job must run: it is provisioned like
+	// any other, and the late end report of the earlier one never ends it
+	// (submitit #1660, cyclecloud-slurm #296).
+	ClassJobIDReused Class = "job-id-reused"
 )
 
 // Classes lists every class.
 var Classes = []Class{ClassStaleSnapshot, ClassGoingVM, ClassResumeTimeout, ClassRequeuedElsewhere, ClassLateDecision,
-	ClassLostHealthReport}
+	ClassLostHealthReport, ClassJobIDReused}
 
 // ParseClass returns the class named s.
 func ParseClass(s string) (Class, error) {
@@ -183,6 +191,29 @@ func classSteps(f *scenario.File, seed uint64, o Options) []scenario.Step {
 				add(t, scenario.Step{Health: &scenario.HealthStep{Node: node, Reasons: []string{"GPU 2: Xid 79, fallen off the bus"}},
 					Delivery: &scenario.DeliveryFaults{Hold: hold}})
 				add(t+between(20*time.Minute, 3*time.Hour).Round(time.Second), scenario.Step{Release: &scenario.ReleaseStep{Hold: hold}})
+			}
+		case ClassJobIDReused:
+			for i, n := 0, 1+rng.IntN(2); i < n; i++ {
+				// One node of a3u, which a resize in the base workload
+				// never shrinks below that: the new job can always run.
+				p := pools[0]
+				// Ids of their own (the base workload's unfit job is 900).
+				id := fmt.Sprintf("77%02d", i)
+				t := between(time.Hour, o.Horizon-8*time.Hour)
+				add(t, scenario.Step{Submit: &scenario.SubmitStep{ID: id, Nodes: 1, Partition: p.id,
+					Runtime: dur(between(20*time.Minute, 2*time.Hour).Round(time.Minute))}})
+				end := t + between(5*time.Minute, 2*time.Hour).Round(time.Second)
+				// The earlier job's end report (EpilogSlurmctld) is late.
+				add(end-time.Second, scenario.Step{Deliveries: &scenario.DeliveryRule{Topic: "job-pending", Job: id, Times: 1, For: dur(2 * time.Second),
+					DeliveryFaults: scenario.DeliveryFaults{Delay: dur(between(time.Minute, 30*time.Minute).Round(time.Second))}}})
+				add(end, scenario.Step{Cancel: &scenario.CancelStep{ID: id}})
+				again := end + between(10*time.Second, 10*time.Minute).Round(time.Second)
+				add(again, scenario.Step{Submit: &scenario.SubmitStep{ID: id, Nodes: 1, Partition: p.id,
+					Runtime: dur(between(20*time.Minute, time.Hour).Round(time.Minute))}})
+				// The new job runs to its end: it was provisioned, and no
+				// report of the earlier one ended it.
+				add(o.Horizon+o.Tail, scenario.Step{Assert: []scenario.Check{{Name: "the job that took id " + id + " again ran to its end",
+					SlurmJobs: []scenario.SlurmJobCheck{{ID: id, State: "COMPLETED"}}}}})
 			}
 		case ClassLateDecision:
 			for w, n := 0, 1+rng.IntN(2); w < n; w++ {
