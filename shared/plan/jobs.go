@@ -198,41 +198,6 @@ func (b *builder) choosePool(c *spec.Cluster, partition string, want int) (strin
 	return pools[0], nil
 }
 
-// staleJobReport reports whether a job report is older than what the job's
-// record holds, so that it changes nothing:
-//   - made at or before the end of the previous job with the id
-//     (PreviousEnd): that job's, not this one's;
-//   - for a record that holds Slurm's time of its newest fact (ReportedAt):
-//     made before an end the record holds (a late report of a job that
-//     ended), or, for a pending record, an end made before the pending
-//     report the record holds (an earlier run's or an earlier job's end:
-//     the job waits again since). A job.started made before the pending
-//     report still counts: with power saving PrologSlurmctld runs when
-//     Slurm allocates the nodes, before ResumeProgram reports the job;
-//   - for a record stored before ReportedAt existed, made before its last
-//     change while it is not pending (flexslurm's own clock, as before).
-//
-// A report without its time is never stale.
-func staleJobReport(rec *model.Job, ev *event.Job) bool {
-	if ev.ReportedAt.IsZero() {
-		return false
-	}
-	if !rec.PreviousEnd.IsZero() && !ev.ReportedAt.After(rec.PreviousEnd) {
-		return true
-	}
-	if rec.ReportedAt.IsZero() {
-		return ev.ReportedAt.Before(rec.UpdatedAt) && rec.State != model.JobPending
-	}
-	ended := ev.Type == event.TypeJobFinished || ev.Type == event.TypeJobCancelled
-	switch rec.State {
-	case model.JobFinished, model.JobCancelled:
-		return ev.ReportedAt.Before(rec.ReportedAt)
-	case model.JobPending:
-		return ended && ev.ReportedAt.Before(rec.ReportedAt)
-	}
-	return false
-}
-
 // newIncarnation is the record of a new Slurm job that took the id of the
 // job rec recorded, which has ended: a pending job like any other, the
 // next incarnation of the id, whose reports count only after rec's end.
@@ -252,12 +217,4 @@ func newIncarnation(rec *model.Job, ev *event.Job, now time.Time) model.Job {
 // its generation was requested since j's record began.
 func provisionedFor(n *model.Node, j *model.Job) bool {
 	return n.JobID == j.ID && (j.SubmittedAt.IsZero() || !n.RequestedAt.Before(j.SubmittedAt))
-}
-
-// laterOf returns the later of two times.
-func laterOf(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }

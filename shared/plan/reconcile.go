@@ -862,16 +862,6 @@ func (b *builder) lostJobReports(slurm *model.SlurmView, obs Observed) {
 	}
 }
 
-// endedBefore reports whether rec records a job that ended before the
-// snapshot was taken: ended in the record, which changed before the
-// snapshot was taken, at a Slurm time (ReportedAt) before it too.
-func (b *builder) endedBefore(rec *model.Job, slurm *model.SlurmView) bool {
-	if rec.State != model.JobFinished && rec.State != model.JobCancelled {
-		return false
-	}
-	return Newest(rec.UpdatedAt, slurm) == SourceSlurm && slurm.TakenAt.After(rec.ReportedAt)
-}
-
 // liftOwnDrain resumes a node that flexslurm itself drained for an earlier
 // generation (a health failure), now that a new VM backs it: a drain
 // survives a node's reboot in Slurm. Only a reason with flexslurm's prefix
