@@ -160,12 +160,12 @@ variable "node_binary_url" {
 }
 
 variable "resize_request_api" {
-  description = "FLEXSLURM_RESIZE_REQUEST_API of the functions: the Compute API version of the resize-request calls. \"auto\" (v1 first; beta for requests that name their VMs once v1 refuses one), \"v1\" or \"beta\". Naming a resize request's VMs is Preview in Google's documentation; `flexslurm probe` tells which your project needs (docs/compute-contract.md, \"Open points\")."
+  description = "FLEXSLURM_RESIZE_REQUEST_API of the functions: the Compute API version of the resize-request calls. \"auto\" (v1 first; beta for requests that name their VMs once v1 refuses one; resizeBy for one-VM requests once beta refuses too), \"v1\", \"beta\", or \"count\" (no VM names: every node through a request of its own, for projects where neither v1 nor beta accepts them). Naming a resize request's VMs is Preview in Google's documentation; `flexslurm probe` tells which your project needs (docs/compute-contract.md, \"Open points\")."
   type        = string
   default     = "auto"
 
   validation {
-    condition     = contains(["v1", "beta", "auto"], var.resize_request_api)
-    error_message = "resize_request_api must be v1, beta or auto."
+    condition     = contains(["v1", "beta", "auto", "count"], var.resize_request_api)
+    error_message = "resize_request_api must be v1, beta, auto or count."
   }
 }

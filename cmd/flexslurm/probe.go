@@ -167,10 +167,8 @@ func runProbe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		}
 		defer closeEnv()
 	} else {
-		if !*yes && !confirm(stdin, stdout, fmt.Sprintf("Make these VMs in project %s, zone %s? [y/N] ", cfg.Project, cfg.Zone)) {
-			fmt.Fprintln(stdout, "Nothing was made.")
-			return probeSettled
-		}
+		// The clients first: missing credentials are said before the
+		// question, not after it.
 		var opts []option.ClientOption
 		if *universe != "" {
 			opts = append(opts, option.WithUniverseDomain(*universe))
@@ -187,6 +185,10 @@ func runProbe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			return probeSetupError
 		}
 		env = probe.Env{Compute: c, Audit: logs, Clock: probe.RealClock{}}
+		if !*yes && !confirm(stdin, stdout, fmt.Sprintf("Make these VMs in project %s, zone %s? [y/N] ", cfg.Project, cfg.Zone)) {
+			fmt.Fprintln(stdout, "Nothing was made.")
+			return probeSettled
+		}
 	}
 
 	at := env.Clock.Now()
@@ -238,12 +240,22 @@ func runProbe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 func confirm(stdin io.Reader, stdout io.Writer, question string) bool {
 	fmt.Fprint(stdout, question)
 	line, _ := bufio.NewReader(stdin).ReadString('\n')
+	// An answer typed at a terminal ends its own line; one read from a
+	// pipe does not, so the next output starts on a line of its own.
+	if !strings.HasSuffix(line, "\n") || !isTerminalFile(stdin) {
+		fmt.Fprintln(stdout)
+	}
 	switch strings.ToLower(strings.TrimSpace(line)) {
 	case "y", "yes":
 		return true
 	}
-	fmt.Fprintln(stdout)
 	return false
+}
+
+// isTerminalFile reports whether r is a character device (a terminal).
+func isTerminalFile(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	return ok && isTerminal(f)
 }
 
 // dryRunSimHook, if set, is called with the dry run's simulator before the

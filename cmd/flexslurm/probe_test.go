@@ -3,6 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,16 +96,60 @@ func TestProbeDryRunStrict(t *testing.T) {
 	}
 }
 
-// Without --yes the probe asks; anything but y makes nothing (and needs
-// no credentials to say so).
+// Without --yes the probe asks; anything but y makes nothing. It asks once
+// its clients are made (with credentials that would be used: nothing is
+// sent before the answer), and the next output starts on a line of its
+// own when the answer came from a pipe.
 func TestProbeAsksFirst(t *testing.T) {
 	noGoogle(t)
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", fakeServiceAccountKey(t))
 	for _, answer := range []string{"", "n\n", "no\n", "maybe\n"} {
 		code, stdout, stderr := runProbeCapture(t, answer, "--project", "p1", "--zone", "us-central1-a", "--settings", filepath.Join(t.TempDir(), "s.json"))
-		if code != probeSettled || !strings.Contains(stdout, "[y/N]") || !strings.Contains(stdout, "Nothing was made.") || stderr != "" {
+		if code != probeSettled || !strings.Contains(stdout, "[y/N] \nNothing was made.") || stderr != "" {
 			t.Errorf("answer %q: exit %d, stdout %q, stderr %q", answer, code, stdout, stderr)
 		}
 	}
+}
+
+// TestProbeNamesMissingCredentialsBeforeAsking: without credentials the
+// probe says so and asks nothing.
+func TestProbeNamesMissingCredentialsBeforeAsking(t *testing.T) {
+	noGoogle(t)
+	code, stdout, stderr := runProbeCapture(t, "y\n", "--project", "p1", "--zone", "us-central1-a", "--settings", filepath.Join(t.TempDir(), "s.json"))
+	if code != probeSetupError || strings.Contains(stdout, "[y/N]") || !strings.Contains(stderr, "none.json") {
+		t.Errorf("exit %d, stdout %q, stderr %q: want the missing credentials named before any question", code, stdout, stderr)
+	}
+}
+
+// fakeServiceAccountKey writes a service account key file that client
+// libraries accept without calling Google (its private key is made here).
+func fakeServiceAccountKey(t *testing.T) string {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemKey := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: must(x509.MarshalPKCS8PrivateKey(key))})
+	body, err := json.Marshal(map[string]string{
+		"type": "service_account", "project_id": "p1", "private_key_id": "k1", "private_key": string(pemKey),
+		"client_email": "probe@p1.iam.gserviceaccount.com", "client_id": "1",
+		"token_uri": "https://oauth2.googleapis.com/token",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "sa.json")
+	if err := os.WriteFile(path, body, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 func TestProbeUsageErrors(t *testing.T) {

@@ -88,7 +88,7 @@ func cmdScenario(args []string, stdout, stderr io.Writer) int {
 
 // computeReadingsHelp describes --compute-readings (chaos, scenario run,
 // local).
-const computeReadingsHelp = "how the Compute simulator behaves on each open point of Compute behaviour (docs/compute-contract.md, \"Open points\"): lenient, strict, or a comma list such as strict,-IgnoreLabelFilter or lenient,RefuseNamedRequestsOnV1,RunEndAudit=migDelete (switches: RefuseTargetSizeWhileAccepted, RefuseNamedRequestsOnV1, RunEndAudit, IgnoreLabelFilter, KeepTargetSizeAtRunEnd)"
+const computeReadingsHelp = "how the Compute simulator behaves on each open point of Compute behaviour (docs/compute-contract.md, \"Open points\"): lenient, strict, or a comma list such as strict,-IgnoreLabelFilter or lenient,RefuseNamedRequestsOnV1,RunEndAudit=migDelete (switches: RefuseTargetSizeWhileAccepted, RefuseNamedRequestsOnV1, RefuseNamedRequestsOnBeta, RunEndAudit, IgnoreLabelFilter, KeepTargetSizeAtRunEnd)"
 
 // scenarioFiles expands directories into their *.yaml files.
 func scenarioFiles(args []string) ([]string, error) {

@@ -58,6 +58,25 @@ func TestSeeds(t *testing.T) {
 	}
 }
 
+// TestSeedsUnnamedVMs runs seeds of every class where Compute names no VM
+// of a resize request on either API version (the scenario runner then sets
+// flexslurm up as its probe says: one request per node, resizeBy 1): the
+// invariants hold with VMs named by their MIGs. .ci/run runs many more.
+func TestSeedsUnnamedVMs(t *testing.T) {
+	ctx := testContext(t)
+	opts := testOptions
+	opts.Classes = Classes
+	opts.ComputeReadings = "strict,RefuseNamedRequestsOnBeta"
+	for seed := uint64(4000001); seed <= 4000000+testSeeds/2; seed++ {
+		o := RunSeed(ctx, seed, RunOptions{Options: opts})
+		if o.Failed() {
+			var b strings.Builder
+			o.Report.Write(&b, false)
+			t.Errorf("seed %d: %s\n%s", o.Seed, o.Signature(), b.String())
+		}
+	}
+}
+
 // TestGeneratedScenariosAreValid: every generated scenario round-trips
 // through the file format and the parser accepts it.
 func TestGeneratedScenariosAreValid(t *testing.T) {

@@ -34,6 +34,15 @@ type Readings struct {
 	// marks naming the VMs of a request as Preview, and Cluster Toolkit's
 	// mig_flex.py sends named requests through the beta API.
 	RefuseNamedRequestsOnV1 bool
+	// RefuseNamedRequestsOnBeta refuses such a request through
+	// /compute/beta/ as well (with RefuseNamedRequestsOnV1: no version
+	// names VMs, and only resizeBy requests are accepted). Open: the same
+	// Preview mark; a Preview feature may be withdrawn or limited to some
+	// projects (https://cloud.google.com/products#product-launch-stages).
+	// Not part of StrictReadings: it is settled by configuration
+	// (FLEXSLURM_RESIZE_REQUEST_API=count), and the scenario runner
+	// configures flexslurm so when both refuse.
+	RefuseNamedRequestsOnBeta bool
 	// RunEndAudit is how the deletion of a resize-request VM at the end of
 	// its run duration is logged: RunEndDeferredDelete (one System Event
 	// entry compute.instances.deferredDelete, principal system@google.com)
@@ -203,4 +212,23 @@ func (s *Sim) Readings() Readings {
 	r := s.opts.Readings
 	r.RunEndAudit = s.opts.ExpiryLogStyle
 	return r
+}
+
+// AcceptNamedRequests runs f with resize requests that name their VMs
+// accepted on every API version, whatever Readings.RefuseNamedRequestsOnV1
+// and RefuseNamedRequestsOnBeta say, then restores them. It is for a
+// test's own set-up of VMs of given names (a user's VMs beside
+// flexslurm's), never for what flexslurm calls: nothing else may run
+// against the simulator meanwhile.
+func (s *Sim) AcceptNamedRequests(f func() error) error {
+	s.mu.Lock()
+	v1, beta := s.opts.Readings.RefuseNamedRequestsOnV1, s.opts.Readings.RefuseNamedRequestsOnBeta
+	s.opts.Readings.RefuseNamedRequestsOnV1, s.opts.Readings.RefuseNamedRequestsOnBeta = false, false
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.opts.Readings.RefuseNamedRequestsOnV1, s.opts.Readings.RefuseNamedRequestsOnBeta = v1, beta
+		s.mu.Unlock()
+	}()
+	return f()
 }

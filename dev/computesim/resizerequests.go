@@ -38,8 +38,8 @@ func (s *Sim) rrInsertLocked(req *request) (proto.Message, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
-	if s.opts.Readings.RefuseNamedRequestsOnV1 {
-		if aerr := checkNamedRequestAPI(req, names); aerr != nil {
+	if s.opts.Readings.RefuseNamedRequestsOnV1 || s.opts.Readings.RefuseNamedRequestsOnBeta {
+		if aerr := checkNamedRequestAPI(req, names, s.opts.Readings); aerr != nil {
 			return nil, aerr
 		}
 	}

@@ -219,13 +219,20 @@ func checkTargetSizeWithQueuedRequests(m *migRec) *apiError {
 
 // checkNamedRequestAPI refuses a resize request that names its VMs
 // (instances[]) sent through /compute/v1/, under
-// Readings.RefuseNamedRequestsOnV1 (readings.go gives the sources). The
+// Readings.RefuseNamedRequestsOnV1, or through /compute/beta/, under
+// Readings.RefuseNamedRequestsOnBeta (readings.go gives the sources). The
 // wording of such a refusal is not published; the message is the
 // simulator's own, in Compute's error shape (HTTP 400, errors[].reason
 // "invalid"), and names the field.
-func checkNamedRequestAPI(req *request, names []string) *apiError {
-	if req.api == "v1" && len(names) > 0 {
+func checkNamedRequestAPI(req *request, names []string, r Readings) *apiError {
+	if len(names) == 0 {
+		return nil
+	}
+	if req.api == "v1" && r.RefuseNamedRequestsOnV1 {
 		return errInvalid("Invalid value for field 'resource.instances': naming the instances of a resize request is not available in the v1 API; use the beta API or resizeBy.")
+	}
+	if req.api == "beta" && r.RefuseNamedRequestsOnBeta {
+		return errInvalid("Invalid value for field 'resource.instances': naming the instances of a resize request is not available for this project; use resizeBy.")
 	}
 	return nil
 }

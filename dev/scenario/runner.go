@@ -234,6 +234,17 @@ func newRunner(ctx context.Context, f *File, o RunOptions) (*runner, error) {
 		logw = io.Discard
 	}
 	r.client.SetLogger(slog.New(slog.NewTextHandler(logw, nil)))
+	if readings.RefuseNamedRequestsOnV1 && readings.RefuseNamedRequestsOnBeta {
+		// Compute names no VM of a resize request: flexslurm is set up
+		// as flexslurm probe tells an operator to (resize_request_api
+		// "count"): every node through a request of its own.
+		if err := r.client.SetResizeRequestAPI(gce.ResizeRequestAPICount); err != nil {
+			r.client.Close()
+			r.srv.Close()
+			return nil, err
+		}
+		pol.OneNodePerRequest = true
+	}
 	r.h, err = harness.New(ctx, harness.Options{
 		Start: start,
 		Sim: computesim.Options{
@@ -494,7 +505,13 @@ func (r *runner) createForeign(i int, v ForeignVM) error {
 	r.capMu.Lock()
 	r.capacity = append(r.capacity, CapacityDelay{Zone: zone, MachineType: "n2-standard-8", Delay: 0})
 	r.capMu.Unlock()
-	if err := r.oob.CreateResizeRequest(ctx, zone, mig, gce.ResizeRequestSpec{Name: "user-rr", Instances: []string{v.Name}}, ""); err != nil {
+	// The user's VM has the name the file gives it, whichever way the
+	// simulator answers named requests: this is the file's set-up, not a
+	// call of flexslurm's.
+	err = r.h.Sim.AcceptNamedRequests(func() error {
+		return r.oob.CreateResizeRequest(ctx, zone, mig, gce.ResizeRequestSpec{Name: "user-rr", Instances: []string{v.Name}}, "")
+	})
+	if err != nil {
 		return err
 	}
 	r.h.Sim.Tick(r.now())

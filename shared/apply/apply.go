@@ -590,7 +590,9 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 					return fmt.Errorf("%w: refusing to delete %s: label %s=%q, not %q (not this cluster's VM)", errNotOurs, vm, k, inst.Labels[k], v)
 				}
 			}
-			ours = append(ours, vm)
+			// The VM's own name: a VM its MIG named from the base the
+			// record holds is found under the base (gce.GetInstance).
+			ours = append(ours, inst.Name)
 		}
 		if len(ours) == 0 {
 			return nil
@@ -630,7 +632,7 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 				return fmt.Errorf("%w: refusing to repair %s: label %s=%q, not %q (not this cluster's VM)", errNotOurs, a.VM, k, inst.Labels[k], v)
 			}
 		}
-		return r.d.Compute.ReportHostAsFaulty(ctx, p.Zone, a.VM, a.Behavior, text.Truncate(a.Description, plan.MaxFaultDescription), a.RequestID)
+		return r.d.Compute.ReportHostAsFaulty(ctx, p.Zone, inst.Name, a.Behavior, text.Truncate(a.Description, plan.MaxFaultDescription), a.RequestID)
 	case plan.StartVM:
 		p, err := poolOf(a.Pool)
 		if err != nil {
@@ -650,7 +652,7 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 				return fmt.Errorf("%w: refusing to start %s: label %s=%q, not %q (not this cluster's VM)", errNotOurs, a.VM, k, inst.Labels[k], v)
 			}
 		}
-		return r.d.Compute.StartInstance(ctx, p.Zone, a.VM, a.RequestID)
+		return r.d.Compute.StartInstance(ctx, p.Zone, inst.Name, a.RequestID)
 	case plan.DeleteMIG:
 		p, mig, err := migOf(a.Pool, a.MIG, a.Request, a.Request == "")
 		if err != nil {
@@ -729,7 +731,16 @@ func (r *Runner) createRequest(ctx context.Context, cluster string, st *model.St
 	if err != nil {
 		return err
 	}
-	m := gce.MIGSpec{Zone: p.Zone, Name: mig, Template: t.Name, BaseInstanceName: cluster + "-" + p.ID,
+	// A request for one VM gives its MIG that VM's name as base instance
+	// name: should the request be made without naming its VM (resizeBy,
+	// where Compute accepts no instances[]: gce.ResizeRequestAPICount),
+	// the MIG names the VM "<VM name>-xxxx", which still tells its node
+	// and generation (naming.ParseVMName).
+	base := cluster + "-" + p.ID
+	if len(a.VMs) == 1 {
+		base = a.VMs[0]
+	}
+	m := gce.MIGSpec{Zone: p.Zone, Name: mig, Template: t.Name, BaseInstanceName: base,
 		Description: naming.RequestMIGDescription(cluster, p.ID, a.Name)}
 	if err := r.d.Compute.EnsureMIG(ctx, m, naming.InsertRequestMIGRequestID(p.Zone, mig, st.Cluster.Incarnation())); err != nil {
 		return fmt.Errorf("ensuring MIG %s of resize request %s: %w", mig, a.Name, err)

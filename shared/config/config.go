@@ -43,6 +43,9 @@ const (
 	ResizeRequestAPIV1   = "v1"
 	ResizeRequestAPIBeta = "beta"
 	ResizeRequestAPIAuto = "auto"
+	// ResizeRequestAPICount names no VM: each node is requested through
+	// a resize request of its own, resizeBy 1, its VM named by its MIG.
+	ResizeRequestAPICount = "count"
 )
 
 // Topic ids (Pub/Sub), the same in deploy/ and the local system.
@@ -101,8 +104,9 @@ type Config struct {
 	IdentityCertsURL string
 	// ResizeRequestAPI is the Compute API version of the resize-request
 	// calls: "v1", "beta" or "auto" (default: v1 first, beta for requests
-	// that name their VMs once v1 refuses one; docs/compute-contract.md,
-	// "Open points").
+	// that name their VMs once v1 refuses one, resizeBy for one-VM
+	// requests once both refuse), or "count" (no names: one request per
+	// node; docs/compute-contract.md, "Named VMs").
 	ResizeRequestAPI string
 }
 
@@ -191,9 +195,9 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("%s=%q is not zones/ZONE/instances/NAME (or projects/PROJECT/zones/ZONE/instances/NAME)", EnvControllerVM, c.ControllerVM))
 	}
 	switch c.ResizeRequestAPI {
-	case "", ResizeRequestAPIV1, ResizeRequestAPIBeta, ResizeRequestAPIAuto:
+	case "", ResizeRequestAPIV1, ResizeRequestAPIBeta, ResizeRequestAPIAuto, ResizeRequestAPICount:
 	default:
-		errs = append(errs, fmt.Errorf("%s=%q: want %s, %s or %s", EnvResizeRequestAPI, c.ResizeRequestAPI, ResizeRequestAPIV1, ResizeRequestAPIBeta, ResizeRequestAPIAuto))
+		errs = append(errs, fmt.Errorf("%s=%q: want %s, %s, %s or %s", EnvResizeRequestAPI, c.ResizeRequestAPI, ResizeRequestAPIV1, ResizeRequestAPIBeta, ResizeRequestAPIAuto, ResizeRequestAPICount))
 	}
 	if c.UniverseDomain != "" && (strings.Contains(c.UniverseDomain, "/") || !strings.Contains(c.UniverseDomain, ".")) {
 		errs = append(errs, fmt.Errorf("%s=%q is not a domain (e.g. s3nsapis.fr)", EnvUniverseDomain, c.UniverseDomain))

@@ -38,6 +38,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/flexslurm/flexslurm/shared/instancetemplate"
+	"github.com/flexslurm/flexslurm/shared/naming"
 	"github.com/flexslurm/flexslurm/shared/nodeconfig"
 )
 
@@ -924,12 +925,53 @@ func (c *Client) ListInstances(ctx context.Context, zone string, labels map[stri
 
 // GetInstance returns one VM; a missing one is an error matching
 // ErrNotFound.
+//
+// A node generation's VM that a resize request made without naming it is
+// named by its MIG from the base name flexslurm records ("<node>-g<k>"),
+// with a random suffix (naming.ParseVMName). When no VM has the name asked
+// for and the name is such a base, GetInstance returns the VM named from
+// it (one instances.list call, filtered by name: the filter's eq operator
+// takes an RE2 expression that must match the whole field, v1 discovery
+// document, instances.list filter), so callers act on the VM's real name
+// (Instance.Name). Two VMs named from one base is an error.
 func (c *Client) GetInstance(ctx context.Context, zone, name string) (Instance, error) {
 	p, err := c.instances.Get(ctx, &computepb.GetInstanceRequest{Project: c.project, Zone: zone, Instance: name})
-	if err != nil {
+	if err == nil {
+		return toInstance(zone, p), nil
+	}
+	if !IsNotFound(mark(err)) || naming.BaseVMName(name) != name {
 		return Instance{}, fmt.Errorf("getting instance %s: %w", name, mark(err))
 	}
-	return toInstance(zone, p), nil
+	if _, _, _, _, ok := naming.ParseVMName(name); !ok {
+		return Instance{}, fmt.Errorf("getting instance %s: %w", name, mark(err))
+	}
+	var found []*computepb.Instance
+	it := c.instances.List(ctx, &computepb.ListInstancesRequest{Project: c.project, Zone: zone,
+		Filter: proto.String(fmt.Sprintf(`name eq "%s-[a-z0-9]{4}"`, regexp.QuoteMeta(name)))})
+	for {
+		in, lerr := it.Next()
+		if errors.Is(lerr, iterator.Done) {
+			break
+		}
+		if lerr != nil {
+			return Instance{}, fmt.Errorf("getting instance %s: %w; listing the VMs its MIG may have named from it: %w", name, mark(err), mark(lerr))
+		}
+		// The filter is the server's; the name is checked here too.
+		if naming.BaseVMName(in.GetName()) == name {
+			found = append(found, in)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return Instance{}, fmt.Errorf("getting instance %s: %w", name, mark(err))
+	case 1:
+		return toInstance(zone, found[0]), nil
+	}
+	var names []string
+	for _, in := range found {
+		names = append(names, in.GetName())
+	}
+	return Instance{}, fmt.Errorf("getting instance %s: no VM of that name, and %d VMs named from it (%s): one generation has one VM", name, len(found), strings.Join(names, ", "))
 }
 
 // ReportHostAsFaulty reports the VM's host as faulty with disruption schedule

@@ -16,6 +16,8 @@ import (
 	"google.golang.org/api/option"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/flexslurm/flexslurm/shared/config"
 )
 
 // Which API version the resize-request calls (insert, get, list, cancel,
@@ -39,9 +41,21 @@ const (
 	// ResizeRequestAPIAuto (the default) sends them through v1; when v1
 	// refuses a named insert (HTTP 400) and beta accepts the same insert,
 	// with the same request id, named inserts go through beta from then
-	// on. Reads, cancels and deletes stay on v1: both versions serve the
-	// same resources.
+	// on. When beta refuses it too and the request names one VM, it is
+	// made with resizeBy 1 through v1, and so are later one-VM requests
+	// (the caller gives the request's MIG that VM's name as its base
+	// instance name: the MIG names the VM "<base>-xxxx"); a request for
+	// several VMs is then refused, naming ResizeRequestAPICount. Reads,
+	// cancels and deletes stay on v1: both versions serve the same
+	// resources.
 	ResizeRequestAPIAuto = "auto"
+	// ResizeRequestAPICount never names VMs: every resize request goes
+	// through v1 with resizeBy, for exactly one VM, whose MIG names it
+	// from its base instance name, which the caller sets to the VM's
+	// name. For projects where neither v1 nor beta accepts instances[]
+	// (flexslurm probe settles it); flexslurm then requests every node
+	// through a request of its own (plan.Policy.OneNodePerRequest).
+	ResizeRequestAPICount = "count"
 )
 
 // resizeRequestAPI is the Client's choice of API version for resize
@@ -56,6 +70,9 @@ type resizeRequestAPI struct {
 	// namedOnBeta: in auto mode, v1 refused a named insert that beta
 	// accepted.
 	namedOnBeta bool
+	// unnamed: in auto mode, v1 and beta both refused a named insert, so
+	// one-VM requests are made with resizeBy.
+	unnamed bool
 	// log receives the switch to beta (SetLogger); nil is slog.Default().
 	log *slog.Logger
 }
@@ -76,9 +93,9 @@ func (c *Client) SetResizeRequestAPI(api string) error {
 	switch api {
 	case "":
 		api = ResizeRequestAPIAuto
-	case ResizeRequestAPIV1, ResizeRequestAPIBeta, ResizeRequestAPIAuto:
+	case ResizeRequestAPIV1, ResizeRequestAPIBeta, ResizeRequestAPIAuto, ResizeRequestAPICount:
 	default:
-		return fmt.Errorf("resize request API %q: want %s, %s or %s: %w", api, ResizeRequestAPIV1, ResizeRequestAPIBeta, ResizeRequestAPIAuto, ErrInvalidSpec)
+		return fmt.Errorf("resize request API %q: want %s, %s, %s or %s: %w", api, ResizeRequestAPIV1, ResizeRequestAPIBeta, ResizeRequestAPIAuto, ResizeRequestAPICount, ErrInvalidSpec)
 	}
 	c.rrAPI.mu.Lock()
 	defer c.rrAPI.mu.Unlock()
@@ -86,15 +103,26 @@ func (c *Client) SetResizeRequestAPI(api string) error {
 	return nil
 }
 
-// ResizeRequestAPI reports the version named inserts go through now: v1 or
-// beta (auto mode reports which it has settled on).
+// ResizeRequestAPI reports how inserts go now: v1 or beta (named), or
+// count (unnamed; auto mode reports which it has settled on).
 func (c *Client) ResizeRequestAPI() string {
 	c.rrAPI.mu.Lock()
 	defer c.rrAPI.mu.Unlock()
-	if c.rrAPI.mode == ResizeRequestAPIBeta || c.rrAPI.namedOnBeta {
+	switch {
+	case c.rrAPI.mode == ResizeRequestAPICount || c.rrAPI.unnamed:
+		return ResizeRequestAPICount
+	case c.rrAPI.mode == ResizeRequestAPIBeta || c.rrAPI.namedOnBeta:
 		return ResizeRequestAPIBeta
 	}
 	return ResizeRequestAPIV1
+}
+
+// unnamedInserts reports whether inserts go without names (count mode, or
+// auto mode after both versions refused names).
+func (c *Client) unnamedInserts() bool {
+	c.rrAPI.mu.Lock()
+	defer c.rrAPI.mu.Unlock()
+	return c.rrAPI.mode == ResizeRequestAPICount || c.rrAPI.unnamed
 }
 
 // rrMode is the configured mode.
@@ -144,7 +172,14 @@ func (c *Client) onBeta(namedInsert bool) bool {
 // rrInsert inserts a resize request through the chosen version and waits
 // for its operation (as wait(ctx)(c.rrs.Insert(ctx, req))).
 func (c *Client) rrInsert(ctx context.Context, req *computepb.InsertInstanceGroupManagerResizeRequestRequest) error {
-	named := len(req.GetInstanceGroupManagerResizeRequestResource().GetInstances()) > 0
+	instances := len(req.GetInstanceGroupManagerResizeRequestResource().GetInstances())
+	named := instances > 0
+	// Count mode names no VM. Auto mode, once both versions refused names,
+	// makes one-VM requests unnamed at once; a request for several VMs
+	// still tries names first, since only they can tell its VMs apart.
+	if named && c.unnamedInserts() && (c.rrMode() == ResizeRequestAPICount || instances == 1) {
+		return c.unnamedInsert(ctx, req, nil)
+	}
 	if c.onBeta(named) {
 		return c.betaInsert(ctx, req)
 	}
@@ -158,7 +193,12 @@ func (c *Client) rrInsert(ctx context.Context, req *computepb.InsertInstanceGrou
 	// for named requests only if it accepts.
 	berr := c.betaInsert(ctx, req)
 	if berr != nil {
-		return fmt.Errorf("%w (the same request through the beta API: %w)", err, berr)
+		if httpStatus(berr) != http.StatusBadRequest {
+			return fmt.Errorf("%w (the same request through the beta API: %w)", err, berr)
+		}
+		// Both refused names: the request is made unnamed when it asks
+		// for one VM, and so are later ones.
+		return c.unnamedInsert(ctx, req, fmt.Errorf("v1: %w; beta: %w", err, berr))
 	}
 	c.rrAPI.mu.Lock()
 	first := !c.rrAPI.namedOnBeta
@@ -171,6 +211,50 @@ func (c *Client) rrInsert(ctx context.Context, req *computepb.InsertInstanceGrou
 	if first {
 		log.Info("resize requests that name their VMs go through the Compute beta API from now on: v1 refused one that beta accepted",
 			"v1_error", err.Error(), "mig", req.GetInstanceGroupManager(), "resize_request", req.GetInstanceGroupManagerResizeRequestResource().GetName())
+	}
+	return nil
+}
+
+// unnamedInsert makes a one-VM request with resizeBy 1 through v1 instead
+// of naming the VM: its MIG names the VM from its base instance name,
+// which the caller set to the VM's name. refused is why names were given
+// up (auto mode, the first time), nil in count mode or once settled. A
+// request for several VMs cannot be made so: its VMs would not tell their
+// nodes apart.
+func (c *Client) unnamedInsert(ctx context.Context, req *computepb.InsertInstanceGroupManagerResizeRequestRequest, refused error) error {
+	res := req.GetInstanceGroupManagerResizeRequestResource()
+	if n := len(res.GetInstances()); n != 1 {
+		why := "resize requests are made without names (" + config.EnvResizeRequestAPI + "=" + ResizeRequestAPICount + ")"
+		if refused != nil {
+			why = "Compute refused to name the VMs of a resize request on both APIs (" + refused.Error() + ")"
+		}
+		return fmt.Errorf("resize request %s asks for %d VMs, but %s and a request made with resizeBy cannot tell its VMs' nodes apart: set %s=%s, so that flexslurm requests each node on its own: %w",
+			res.GetName(), n, why, config.EnvResizeRequestAPI, ResizeRequestAPICount, ErrInvalidSpec)
+	}
+	unnamed := proto.Clone(req).(*computepb.InsertInstanceGroupManagerResizeRequestRequest)
+	r := unnamed.GetInstanceGroupManagerResizeRequestResource()
+	r.Instances = nil
+	r.ResizeBy = proto.Int32(1)
+	if err := wait(ctx)(c.rrs.Insert(ctx, unnamed)); err != nil {
+		if refused != nil {
+			return fmt.Errorf("%w (and with resizeBy 1 instead of its name: %w)", refused, err)
+		}
+		return err
+	}
+	if refused == nil {
+		return nil
+	}
+	c.rrAPI.mu.Lock()
+	first := !c.rrAPI.unnamed
+	c.rrAPI.unnamed = true
+	log := c.rrAPI.log
+	c.rrAPI.mu.Unlock()
+	if log == nil {
+		log = slog.Default()
+	}
+	if first {
+		log.Warn("resize requests are made with resizeBy from now on: Compute refused to name their VMs on v1 and on beta; a request for several VMs will be refused until "+config.EnvResizeRequestAPI+"="+ResizeRequestAPICount+" is set",
+			"refused", refused.Error(), "mig", req.GetInstanceGroupManager(), "resize_request", r.GetName())
 	}
 	return nil
 }

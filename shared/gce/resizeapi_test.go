@@ -134,8 +134,8 @@ func statusWord(code int) string {
 }
 
 // TestResizeRequestAPIAutoKeepsOtherErrors: in auto mode a named insert
-// that both versions refuse returns v1's error with beta's, and auto stays
-// on v1.
+// for several VMs that both versions refuse returns v1's error with
+// beta's and the setting that would serve it, and auto stays on v1.
 func TestResizeRequestAPIAutoKeepsOtherErrors(t *testing.T) {
 	h := newHarness(t, computesim.Options{})
 	h.pool()
@@ -148,8 +148,9 @@ func TestResizeRequestAPIAutoKeepsOtherErrors(t *testing.T) {
 	for _, api := range []string{"v1", "beta"} {
 		h.sim.Inject(computesim.Injection{Match: computesim.Match{Method: "POST", Path: "^/compute/" + api + "/.*/resizeRequests$"}, Status: 400, Reason: "invalid", Message: "injected", Times: 1})
 	}
-	err = h.c.CreateResizeRequest(h.ctx, zone, "c1-h200", gce.ResizeRequestSpec{Name: "rr", Instances: []string{"a"}}, "")
-	if err == nil || strings.Count(err.Error(), "injected") != 2 || !strings.Contains(err.Error(), "beta API") {
+	err = h.c.CreateResizeRequest(h.ctx, zone, "c1-h200", gce.ResizeRequestSpec{Name: "rr", Instances: []string{"a", "b"}}, "")
+	if err == nil || strings.Count(err.Error(), "injected") != 2 || !strings.Contains(err.Error(), "beta: ") ||
+		!strings.Contains(err.Error(), "FLEXSLURM_RESIZE_REQUEST_API=count") || !errors.Is(err, gce.ErrInvalidSpec) {
 		t.Fatalf("both refuse: %v", err)
 	}
 	if got := h.c.ResizeRequestAPI(); got != gce.ResizeRequestAPIV1 {
@@ -165,5 +166,92 @@ func TestSetResizeRequestAPIRefusesUnknown(t *testing.T) {
 	}
 	if err := h.c.SetResizeRequestAPI(""); err != nil {
 		t.Errorf("empty (auto): %v", err)
+	}
+}
+
+// TestResizeRequestAPIUnnamed runs against a simulator that accepts no
+// named request on either version (RefuseNamedRequestsOnV1 and
+// RefuseNamedRequestsOnBeta). Count mode makes every one-VM request with
+// resizeBy 1 through v1, without trying names; auto mode tries v1, then
+// beta, then resizeBy, and makes later one-VM requests unnamed at once.
+// Both refuse a request for several VMs, naming the setting. The VM the
+// MIG makes is named from the MIG's base instance name, and GetInstance
+// finds it under that base.
+func TestResizeRequestAPIUnnamed(t *testing.T) {
+	for _, mode := range []string{gce.ResizeRequestAPICount, gce.ResizeRequestAPIAuto} {
+		t.Run(mode, func(t *testing.T) {
+			r := computesim.StrictReadings()
+			r.RefuseNamedRequestsOnBeta = true
+			h := newHarness(t, computesim.Options{Readings: r, CapacityDelay: func(string, string) time.Duration { return 0 }})
+			if err := h.c.SetResizeRequestAPI(mode); err != nil {
+				t.Fatal(err)
+			}
+			var logged strings.Builder
+			h.c.SetLogger(slog.New(slog.NewTextHandler(&logged, nil)))
+			if err := h.c.EnsureInstanceTemplate(h.ctx, flexSpec("c1-h200-v1"), rid("ensure template c1-h200-v1")); err != nil {
+				t.Fatal(err)
+			}
+			const vm0, vm1 = "c1-h200-0-g1", "c1-h200-1-g1"
+			for _, vm := range []string{vm0, vm1} {
+				if err := h.c.EnsureMIG(h.ctx, gce.MIGSpec{Zone: zone, Name: "mig-" + vm, Template: "c1-h200-v1", BaseInstanceName: vm}, rid("mig "+vm)); err != nil {
+					t.Fatal(err)
+				}
+				if err := h.c.CreateResizeRequest(h.ctx, zone, "mig-"+vm, gce.ResizeRequestSpec{Name: "rr-" + vm, Instances: []string{vm}, RunDuration: time.Hour}, rid("rr "+vm)); err != nil {
+					t.Fatalf("one-VM request for %s: %v", vm, err)
+				}
+			}
+			err := h.c.CreateResizeRequest(h.ctx, zone, "mig-"+vm0, gce.ResizeRequestSpec{Name: "rr-two", Instances: []string{"c1-h200-2-g1", "c1-h200-3-g1"}}, rid("rr-two"))
+			if err == nil || !strings.Contains(err.Error(), "asks for 2 VMs") || !strings.Contains(err.Error(), "FLEXSLURM_RESIZE_REQUEST_API=count") {
+				t.Errorf("two-VM request: %v, want a refusal naming the setting", err)
+			}
+			if got := h.c.ResizeRequestAPI(); got != gce.ResizeRequestAPICount {
+				t.Errorf("ResizeRequestAPI() = %s, want count", got)
+			}
+			h.tick(time.Minute)
+
+			// The inserts, in order: which version answered how (the
+			// simulator refuses every named one, so a 200 is a resizeBy).
+			var inserts []string
+			for _, c := range h.sim.Calls() {
+				if c.Method != "POST" || !strings.HasSuffix(c.Path, "/resizeRequests") {
+					continue
+				}
+				api := strings.Split(strings.TrimPrefix(c.Path, "/compute/"), "/")[0]
+				inserts = append(inserts, api+":"+statusWord(c.Status))
+			}
+			want := []string{"v1:ok", "v1:ok"}
+			if mode == gce.ResizeRequestAPIAuto {
+				// The first one-VM request finds out; the second goes
+				// unnamed at once; the two-VM one tries names on both.
+				want = []string{"v1:400", "beta:400", "v1:ok", "v1:ok", "v1:400", "beta:400"}
+			}
+			if strings.Join(inserts, " ") != strings.Join(want, " ") {
+				t.Errorf("inserts %v, want %v", inserts, want)
+			}
+			if n := strings.Count(logged.String(), "resize requests are made with resizeBy from now on"); n != map[string]int{gce.ResizeRequestAPICount: 0, gce.ResizeRequestAPIAuto: 1}[mode] {
+				t.Errorf("logged the switch %d times:\n%s", n, logged.String())
+			}
+
+			// Each MIG named its VM from its base; GetInstance finds it.
+			for _, vm := range []string{vm0, vm1} {
+				rr, err := h.c.GetResizeRequest(h.ctx, zone, "mig-"+vm, "rr-"+vm)
+				if err != nil || len(rr.Instances) != 0 || rr.State != gce.StateSucceeded {
+					t.Errorf("request of %s: %+v %v, want a SUCCEEDED request naming no VM", vm, rr, err)
+				}
+				in, err := h.c.GetInstance(h.ctx, zone, vm)
+				if err != nil {
+					t.Fatalf("GetInstance(%s): %v", vm, err)
+				}
+				if !strings.HasPrefix(in.Name, vm+"-") || len(in.Name) != len(vm)+5 {
+					t.Errorf("GetInstance(%s) = %s, want %s-xxxx", vm, in.Name, vm)
+				}
+				if _, err := h.c.GetInstance(h.ctx, zone, in.Name); err != nil {
+					t.Errorf("GetInstance(%s) by its own name: %v", in.Name, err)
+				}
+			}
+			if _, err := h.c.GetInstance(h.ctx, zone, "c1-h200-0-g2"); !gce.IsNotFound(err) {
+				t.Errorf("GetInstance of a generation with no VM: %v, want not found", err)
+			}
+		})
 	}
 }

@@ -26,6 +26,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/flexslurm/flexslurm/shared/naming"
 )
 
 // ErrRefused marks a report whose sender is not proven (no token, a token
@@ -197,8 +199,9 @@ func (w Want) Match(c Claims) error {
 			return refused("token of instance %q, want %s %q", c.Instance, w.Role, w.Instance)
 		}
 	default:
-		gen, ok := strings.CutPrefix(c.Instance, w.NodeOf+"-g")
-		if !ok || gen == "" || strings.Trim(gen, "0123456789") != "" || gen[0] == '0' {
+		// "<node>-g<generation>", or the name a MIG made from that base
+		// ("<node>-g<generation>-xxxx": naming.ParseVMName).
+		if node, _, _, _, ok := naming.ParseVMName(c.Instance); !ok || node != w.NodeOf {
 			return refused("token of instance %q, which is not a VM of node %s", c.Instance, w.NodeOf)
 		}
 	}

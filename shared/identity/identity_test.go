@@ -116,6 +116,11 @@ func TestGenuineReportIsAccepted(t *testing.T) {
 	if _, err := f.v.Verify(context.Background(), cluster, payload, attrs, identity.Want{Project: project, Zone: zone, NodeOf: "c1-a3u-0", Role: "node"}); err != nil {
 		t.Fatal(err)
 	}
+	// A VM its MIG named from the node's base name is the node's too.
+	ma := f.token(t, vm("c1-a3u-0-g3-x7k2", zone, project), cluster, payload)
+	if _, err := f.v.Verify(context.Background(), cluster, payload, ma, identity.Want{Project: project, Zone: zone, NodeOf: "c1-a3u-0", Role: "node"}); err != nil {
+		t.Fatalf("a MIG-named VM of the node: %v", err)
+	}
 	ca := f.token(t, vm(ctl, zone, project), cluster, payload)
 	if _, err := f.v.Verify(context.Background(), cluster, payload, ca, ctlWant); err != nil {
 		t.Fatal(err)
@@ -211,6 +216,9 @@ func TestAttackWrongVM(t *testing.T) {
 		{"node A's token on a report for node B", vm(vmA, zone, project), identity.Want{Project: project, Zone: zone, Instance: vmB, Role: "node"}},
 		{"node A's token on a report naming node B, any generation", vm(vmA, zone, project), identity.Want{Project: project, Zone: zone, NodeOf: "c1-a3u-1", Role: "node"}},
 		{"a longer node name sharing the prefix", vm("c1-a3u-10-g1", zone, project), identity.Want{Project: project, Zone: zone, NodeOf: "c1-a3u-1", Role: "node"}},
+		{"a longer node name sharing the prefix, named by a MIG", vm("c1-a3u-10-g1-x7k2", zone, project), identity.Want{Project: project, Zone: zone, NodeOf: "c1-a3u-1", Role: "node"}},
+		{"another node's MIG-named VM", vm("c1-a3u-0-g1-x7k2", zone, project), identity.Want{Project: project, Zone: zone, NodeOf: "c1-a3u-1", Role: "node"}},
+		{"a suffix that is not a MIG's", vm("c1-a3u-1-g1-x7k2z", zone, project), identity.Want{Project: project, Zone: zone, NodeOf: "c1-a3u-1", Role: "node"}},
 		{"previous generation's VM", vm("c1-a3u-0-g2", zone, project), nodeWant},
 		{"wrong zone", vm(vmA, "us-central1-b", project), nodeWant},
 		{"wrong project (same VM name elsewhere)", vm(vmA, zone, "attacker"), nodeWant},

@@ -266,13 +266,77 @@ func CommandID(parts ...string) string {
 // its node name, cluster, pool and generation. Cluster ids contain no hyphen
 // (shared/spec), so the first hyphen ends the cluster id and the last two
 // segments are the index and generation.
+//
+// A VM a resize request created without naming it (resizeBy, when Compute
+// accepts no instances[]: docs/compute-contract.md, "Named VMs") is named
+// by its MIG from the MIG's baseInstanceName, which flexslurm sets to
+// "<node>-g<generation>", and a random suffix: "<node>-g<generation>-xxxx"
+// (the v1 discovery document, InstanceGroupManager.baseInstanceName: "When
+// a VM is created in the group, the MIG appends a hyphen and a random
+// four-character string to the base instance name").
+// ParseVMName reads that form too: its node and generation are the base's.
+// The two forms cannot be confused: a named VM ends in -g and digits, and
+// the base of a suffixed one would then end in an index that is not a
+// number.
 func ParseVMName(vm string) (node, cluster, pool string, generation int64, ok bool) {
+	if node, cluster, pool, generation, ok = parseVMBase(vm); ok {
+		return node, cluster, pool, generation, true
+	}
+	if base, suffixed := stripVMSuffix(vm); suffixed {
+		return parseVMBase(base)
+	}
+	return "", "", "", 0, false
+}
+
+// BaseVMName is the name flexslurm gives a node generation's VM for vm:
+// vm itself when it is "<node>-g<generation>", its base when it is a VM a
+// MIG named from that base ("<node>-g<generation>-xxxx"), and vm unchanged
+// when it is neither. Records name a generation's VM by its base
+// (model.VMName), so a VM matches a record when their bases are equal.
+func BaseVMName(vm string) string {
+	base, suffixed := stripVMSuffix(vm)
+	if !suffixed {
+		return vm
+	}
+	if _, _, _, _, ok := parseVMBase(vm); ok {
+		return vm
+	}
+	if _, _, _, _, ok := parseVMBase(base); ok {
+		return base
+	}
+	return vm
+}
+
+// SameVM reports whether the VM named vm is the one a record names as
+// recorded (a node generation's model.VMName): the same name, or a name
+// its MIG made from it (BaseVMName).
+func SameVM(recorded, vm string) bool {
+	return recorded != "" && (vm == recorded || BaseVMName(vm) == recorded)
+}
+
+// vmSuffixLen is the length of a MIG's generated suffix: a hyphen and four lowercase
+// letters or digits.
+const vmSuffixLen = 5
+
+func stripVMSuffix(vm string) (string, bool) {
+	if len(vm) <= vmSuffixLen || vm[len(vm)-vmSuffixLen] != '-' {
+		return "", false
+	}
+	for _, r := range vm[len(vm)-vmSuffixLen+1:] {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') {
+			return "", false
+		}
+	}
+	return vm[:len(vm)-vmSuffixLen], true
+}
+
+func parseVMBase(vm string) (node, cluster, pool string, generation int64, ok bool) {
 	i := strings.LastIndex(vm, "-g")
 	if i <= 0 {
 		return "", "", "", 0, false
 	}
 	gen, err := strconv.ParseInt(vm[i+2:], 10, 64)
-	if err != nil || gen < 1 {
+	if err != nil || gen < 1 || strconv.FormatInt(gen, 10) != vm[i+2:] {
 		return "", "", "", 0, false
 	}
 	node = vm[:i]

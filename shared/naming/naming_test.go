@@ -185,11 +185,55 @@ func TestParseVMNameRoundTrip(t *testing.T) {
 		{"c1-a3u-3", "", "", "", 0, false},
 		{"c1-3-g1", "", "", "", 0, false},
 		{"-a3u-3-g1", "", "", "", 0, false},
+		{"c1-a3u-3-g+1", "", "", "", 0, false},
+		// VMs a MIG named from the base "<node>-g<generation>".
+		{"c1-a3u-3-g2-x7k2", "c1-a3u-3", "c1", "a3u", 2, true},
+		{"c1-a3u-3-g2-g123", "c1-a3u-3", "c1", "a3u", 2, true},
+		{"c1-a3u-3-g2-1234", "c1-a3u-3", "c1", "a3u", 2, true},
+		{"c1-a3u-3-g2-X7K2", "", "", "", 0, false},
+		{"c1-a3u-3-g2-x7k", "", "", "", 0, false},
+		{"c1-a3u-3-g2-x7k22", "", "", "", 0, false},
+		{"c1-a3u-3-x7k2", "", "", "", 0, false},
 	} {
 		node, cluster, pool, gen, ok := ParseVMName(tc.vm)
 		if ok != tc.ok || node != tc.node || cluster != tc.cluster || pool != tc.pool || gen != tc.gen {
 			t.Errorf("ParseVMName(%q) = %q %q %q %d %v, want %q %q %q %d %v", tc.vm, node, cluster, pool, gen, ok, tc.node, tc.cluster, tc.pool, tc.gen, tc.ok)
 		}
+	}
+}
+
+func TestBaseVMName(t *testing.T) {
+	for vm, want := range map[string]string{
+		"c1-a3u-3-g2":      "c1-a3u-3-g2",
+		"c1-a3u-3-g2-x7k2": "c1-a3u-3-g2",
+		"c1-a3u-3-g2-g123": "c1-a3u-3-g2",
+		"controller":       "controller",
+		"abc-x7k2":         "abc-x7k2",
+		"c1-a3u-3-x7k2":    "c1-a3u-3-x7k2",
+	} {
+		if got := BaseVMName(vm); got != want {
+			t.Errorf("BaseVMName(%q) = %q, want %q", vm, got, want)
+		}
+	}
+	if !SameVM("c1-a3u-3-g2", "c1-a3u-3-g2-x7k2") || !SameVM("c1-a3u-3-g2", "c1-a3u-3-g2") {
+		t.Error("SameVM refuses a generation's VM")
+	}
+	if SameVM("c1-a3u-3-g2", "c1-a3u-3-g3-x7k2") || SameVM("c1-a3u-3-g2", "c1-a3u-3-g22") || SameVM("", "") {
+		t.Error("SameVM accepts another generation's VM")
+	}
+}
+
+// TestVMBaseNameFits: a node generation's VM name is a MIG's
+// baseInstanceName when its request cannot name VMs, which the API bounds
+// at 58 characters; with the MIG's suffix it is a valid instance name.
+func TestVMBaseNameFits(t *testing.T) {
+	node := fmt.Sprintf("%s-%s-%d", maxCluster, maxPool, maxIndex)
+	base := fmt.Sprintf("%s-g%d", node, int64(1)<<62)
+	if len(base) > 58 {
+		t.Errorf("VM base name %q is %d characters, more than baseInstanceName's 58", base, len(base))
+	}
+	if vm := base + "-x7k2"; !rfc1035.MatchString(vm) {
+		t.Errorf("%q is not a valid Compute instance name", vm)
 	}
 }
 

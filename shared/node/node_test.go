@@ -332,6 +332,36 @@ func TestBootAFreshVM(t *testing.T) {
 	}
 }
 
+// TestBootAVMItsMIGNamed: a VM its MIG named from the base
+// "<node>-g<generation>" (a resize request that could not name it) boots
+// as that node, and its hooks report under its own name.
+func TestBootAVMItsMIGNamed(t *testing.T) {
+	f := newFixture(t, testConfig())
+	md := f.o.Metadata.(fakeMetadata)
+	md.name = testVM + "-x7k2"
+	f.o.Metadata = md
+	res, err := Boot(context.Background(), f.o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Node != "flexvm-a3u-1" || res.VM != testVM+"-x7k2" {
+		t.Errorf("identity %+v, want node flexvm-a3u-1, VM %s-x7k2", res, testVM)
+	}
+	if cmds := f.h.commands(); !slices.Contains(cmds, "start slurmd -D --conf-server 10.0.0.5:6817 -N flexvm-a3u-1") {
+		t.Errorf("commands %v: slurmd does not run as flexvm-a3u-1", cmds)
+	}
+	if vm, _ := os.ReadFile(filepath.Join(f.o.Root, "run/flexslurm/vm/flexvm-a3u-1")); strings.TrimSpace(string(vm)) != testVM+"-x7k2" {
+		t.Errorf("VM name file %q", vm)
+	}
+	// A name that is neither form is no node's.
+	md.name = testVM + "-X7K2"
+	f2 := newFixture(t, testConfig())
+	f2.o.Metadata = md
+	if _, err := Boot(context.Background(), f2.o); err == nil || !strings.Contains(err.Error(), "not a flexslurm node VM") {
+		t.Errorf("boot as %s: %v, want a refusal", md.name, err)
+	}
+}
+
 // TestBootInASlurmChroot: with SlurmRoot (the local system's Slurm 24.11
 // chroot), munged and slurmd run chrooted, and the munge key is the
 // chroot's, owned by the chroot's munge user.

@@ -33,7 +33,7 @@ func NodeBootstrapFailed(st *model.State, ev *event.Bootstrap, now time.Time, po
 	}
 	b := newBuilder(st, now, pol)
 	n := b.node(pool, idx)
-	if n.VMName != ev.VMName || n.Registered || (n.Phase != model.PhaseRunning && n.Phase != model.PhaseRequested) {
+	if !naming.SameVM(n.VMName, ev.VMName) || n.Registered || (n.Phase != model.PhaseRunning && n.Phase != model.PhaseRequested) {
 		return nil, nil
 	}
 	what := fmt.Sprintf("VM %s failed its bootstrap at step %s: %s", ev.VMName, ev.Step, ev.Error)

@@ -43,7 +43,7 @@ func Expiry(st *model.State, a *event.Audit, now time.Time, pol Policy) ([]Actio
 	if !ok {
 		return nil, rejectf("instance %s: node %s has no record", a.Instance, nodeName)
 	}
-	if n.VMName != a.Instance {
+	if !naming.SameVM(n.VMName, a.Instance) {
 		return nil, rejectf("instance %s is generation %d; node %s is at generation %d: already handled", a.Instance, gen, nodeName, n.Generation)
 	}
 	switch {

@@ -26,6 +26,15 @@ func rejectf(format string, args ...any) error {
 
 // Policy holds the timing knobs of the decisions. Zero fields take the defaults.
 type Policy struct {
+	// OneNodePerRequest requests every node through a resize request (and
+	// so a MIG) of its own, a pending job's nodes included, instead of one
+	// request naming all of a job's VMs. It is for projects where Compute
+	// accepts no resize request that names its VMs (instances[]), on v1 or
+	// beta (FLEXSLURM_RESIZE_REQUEST_API=count): each request then asks for
+	// one VM (resizeBy 1), which its MIG names from the MIG's base instance
+	// name, "<node>-g<generation>", so a VM still tells its node
+	// (naming.ParseVMName). docs/compute-contract.md, "Named VMs".
+	OneNodePerRequest bool
 	// RequestGrace is how long a requested node may have no visible resize
 	// request before the request is issued again (a crash between the
 	// Firestore commit and the Compute call). Default 2 min.
@@ -878,6 +887,29 @@ func (b *builder) provisionJob(j model.Job, why string) bool {
 		return true
 	}
 	j.Generation++
+	if b.pol.OneNodePerRequest {
+		// Without named VMs, a request's VMs tell their nodes only through
+		// their MIG's base instance name: each node has a request and a MIG
+		// of its own, which Compute fulfils on its own (not all of the job's
+		// nodes at once).
+		j.ResizeRequest = ""
+		var creates []CreateResizeRequest
+		for _, n := range missing {
+			rr := naming.NodeResizeRequest(n.Name, n.Generation+1)
+			b.nextGeneration(&n, rr, j.ID)
+			b.putNode(n, fmt.Sprintf("provisioning for job %s", j.ID))
+			creates = append(creates, b.createRequest(pool, rr, []string{n.VMName}, j.ID,
+				fmt.Sprintf("job %s is pending and needs %d VMs, one request each: %s", j.ID, len(missing), why)))
+		}
+		b.putJobAt(j, model.JobStageProvisioned, fmt.Sprintf("nodes provisioned or in flight: %d resize requests of one VM each", len(missing)))
+		if !pool.Ready {
+			b.ensurePool(pool, "pool resources not confirmed yet")
+		}
+		for _, c := range creates {
+			b.add(c)
+		}
+		return true
+	}
 	rr := naming.JobResizeRequest(b.cluster, pool.ID, j.ID, j.Generation)
 	j.ResizeRequest = rr
 	var vms []string

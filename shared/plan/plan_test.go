@@ -297,6 +297,74 @@ func TestJobPending(t *testing.T) {
 	}
 }
 
+// TestJobPendingOneNodePerRequest: where Compute names no VM of a resize
+// request (Policy.OneNodePerRequest), each of a job's nodes is requested
+// through a request of its own, named for the node's generation, in a MIG
+// of its own; the job's nodes, records and releases are otherwise as with
+// one request for the job.
+func TestJobPendingOneNodePerRequest(t *testing.T) {
+	st, c := applied(t)
+	pol := Policy{OneNodePerRequest: true}
+	got, err := Job(st, c, jobEv(event.TypeJobPending, "7", 2), t0, pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"PutNode:flexvm-a3u-1/requested", "PutNode:flexvm-a3u-2/requested",
+		"PutJob:7/pending",
+		"CreateResizeRequest:rr-flexvm-a3u-1-g1=flexvm-a3u-1-g1",
+		"CreateResizeRequest:rr-flexvm-a3u-2-g1=flexvm-a3u-2-g1",
+	}
+	if d := cmp.Diff(want, kinds(got)); d != "" {
+		t.Fatalf("actions (-want +got):\n%s", d)
+	}
+	migs := map[string]bool{}
+	for _, a := range got {
+		if cr, ok := a.(CreateResizeRequest); ok {
+			if cr.JobID != "7" || cr.MIG != naming.RequestMIG("flexvm", "a3u", cr.Name) {
+				t.Errorf("request %+v: want job 7 in the request's own MIG", cr)
+			}
+			migs[cr.MIG] = true
+		}
+	}
+	if len(migs) != 2 {
+		t.Errorf("MIGs %v: want one per node", migs)
+	}
+	Apply(st, got)
+	for _, n := range []string{"flexvm-a3u-1", "flexvm-a3u-2"} {
+		if rec := st.Nodes[n]; rec.JobID != "7" || rec.ResizeRequest != naming.NodeResizeRequest(n, 1) || rec.MIG != naming.RequestMIG("flexvm", "a3u", rec.ResizeRequest) {
+			t.Errorf("node %s: job %q request %q MIG %q", n, rec.JobID, rec.ResizeRequest, rec.MIG)
+		}
+	}
+	// The same event again asks for nothing more.
+	again, err := Job(st, c, jobEv(event.TypeJobPending, "7", 2), t0.Add(time.Minute), pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again) != 0 {
+		t.Errorf("redelivery: %v", kinds(again))
+	}
+	// The job ends before capacity came: each node's own request is
+	// cancelled, and nothing else is touched.
+	end, err := Job(st, c, jobEv(event.TypeJobCancelled, "7", 2), t0.Add(2*time.Minute), pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cancels []string
+	for _, a := range end {
+		if cr, ok := a.(CancelResizeRequest); ok {
+			cancels = append(cancels, cr.Name+"@"+cr.MIG)
+		}
+	}
+	wantCancels := []string{
+		"rr-flexvm-a3u-1-g1@" + naming.RequestMIG("flexvm", "a3u", "rr-flexvm-a3u-1-g1"),
+		"rr-flexvm-a3u-2-g1@" + naming.RequestMIG("flexvm", "a3u", "rr-flexvm-a3u-2-g1"),
+	}
+	if d := cmp.Diff(wantCancels, cancels); d != "" {
+		t.Errorf("cancels (-want +got):\n%s\nall: %v", d, kinds(end))
+	}
+}
+
 func mustJob(t *testing.T, st *model.State, ev *event.Job) []Action {
 	t.Helper()
 	c, _ := example(t)

@@ -25,6 +25,7 @@ func TestZeroPolicyTakesTheDefaultsTable(t *testing.T) {
 		"RecreateAfterTermination": true, // make-before-break on
 		"DisableHostRepair":        true, // host repair on
 		"LeadTime":                 true, // learnt from the pool's waits
+		"OneNodePerRequest":        true, // a job's nodes in one request
 	}
 	v := reflect.ValueOf(DefaultPolicy())
 	for i := range v.NumField() {

@@ -396,6 +396,17 @@ func (b *builder) indexVMs(list []VM) vmIndex {
 	for i, vm := range list {
 		b.vmAt[vm.Name] = i
 	}
+	// A VM its MIG named from a generation's base name (a request that
+	// could not name its VMs: naming.ParseVMName) is found under the base
+	// too, which is what the records name; a VM of the base's own name
+	// comes first.
+	for i, vm := range list {
+		if base := naming.BaseVMName(vm.Name); base != vm.Name {
+			if _, taken := b.vmAt[base]; !taken {
+				b.vmAt[base] = i
+			}
+		}
+	}
 	return vmIndex{list: list, at: b.vmAt}
 }
 
@@ -710,6 +721,7 @@ func (b *builder) orphans(pool *model.Pool, po ObservedPool, vms vmIndex, pol Po
 	// A node names only VMs of its own name (model.VMName: <node>-g<k>),
 	// so the one record that could name a VM is found from the VM's name.
 	named := func(vm string) bool {
+		vm = naming.BaseVMName(vm)
 		i := strings.LastIndex(vm, "-g")
 		if i <= 0 {
 			return false
@@ -734,7 +746,7 @@ func (b *builder) orphans(pool *model.Pool, po ObservedPool, vms vmIndex, pol Po
 	}
 	var names []string
 	for i, vm := range po.VMs {
-		if byRecord[i] || named(vm.Name) || deleting[vm.Name] {
+		if byRecord[i] || named(vm.Name) || deleting[vm.Name] || deleting[naming.BaseVMName(vm.Name)] {
 			continue
 		}
 		if vm.Status == "STOPPING" || incompleteVM(vm) || b.now.Sub(vm.Created) < pol.OrphanGrace {

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/flexslurm/flexslurm/shared/naming"
 )
 
 // What a redelivered event does again. An event's decision is committed
@@ -60,7 +61,7 @@ func Replay(st *model.State, stored []Action, hasNote bool) []Action {
 	}
 	inHostRepair := func(node string, generation int64, vm string) bool {
 		n, ok := st.Nodes[node]
-		return ok && n.Generation == generation && n.VMName == vm && n.Repair == model.RepairHost
+		return ok && n.Generation == generation && naming.SameVM(n.VMName, vm) && n.Repair == model.RepairHost
 	}
 	var out []Action
 	for _, a := range stored {

@@ -353,8 +353,8 @@ func TestNamedRequestsRefusedEverywhere(t *testing.T) {
 				if got := rep.Verdict(probe.PointTargetSizeAtRunEnd).Outcome; got != probe.TargetSizeDecremented {
 					t.Errorf("target size at run end: %q", got)
 				}
-				if s := probe.SettingsFor(rep, project, zone, t0); s.ResizeRequestAPI != "auto" {
-					t.Errorf("resize_request_api %q, want auto", s.ResizeRequestAPI)
+				if s := probe.SettingsFor(rep, project, zone, t0); s.ResizeRequestAPI != "count" {
+					t.Errorf("resize_request_api %q, want count", s.ResizeRequestAPI)
 				}
 			} else if rep.Err == nil {
 				t.Errorf("no run error")

@@ -35,9 +35,10 @@ var pointKeys = map[Point]string{
 }
 
 // SettingsFor derives the settings from a report: the resize-request API
-// is "v1" when v1 accepts named requests, "beta" when only beta does, and
-// "auto" otherwise (v1 first, beta when v1 refuses names: right under both
-// readings).
+// is "v1" when v1 accepts named requests, "beta" when only beta does,
+// "count" when neither does (every node through a request of its own,
+// resizeBy 1), and "auto" when the point is not settled (v1 first, beta
+// when v1 refuses names, resizeBy for one-VM requests when both do).
 func SettingsFor(rep Report, project, zone string, at time.Time) Settings {
 	s := Settings{ResizeRequestAPI: config.ResizeRequestAPIAuto, Observed: map[string]string{
 		"run":     rep.RunID,
@@ -50,6 +51,8 @@ func SettingsFor(rep Report, project, zone string, at time.Time) Settings {
 		s.ResizeRequestAPI = config.ResizeRequestAPIV1
 	case NamedOnBetaOnly:
 		s.ResizeRequestAPI = config.ResizeRequestAPIBeta
+	case NamedNowhere:
+		s.ResizeRequestAPI = config.ResizeRequestAPICount
 	}
 	for _, v := range rep.Verdicts {
 		s.Observed[pointKeys[v.Point]] = v.Outcome

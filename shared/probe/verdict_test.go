@@ -118,7 +118,7 @@ func TestDecideTargetSizeAtRunEnd(t *testing.T) {
 }
 
 func TestSettingsFor(t *testing.T) {
-	for outcome, want := range map[string]string{NamedOnV1: "v1", NamedOnBetaOnly: "beta", NamedNowhere: "auto", NotSettled: "auto"} {
+	for outcome, want := range map[string]string{NamedOnV1: "v1", NamedOnBetaOnly: "beta", NamedNowhere: "count", NotSettled: "auto"} {
 		rep := Report{RunID: "r", Verdicts: []Verdict{{Point: PointNamedRequests, Outcome: outcome}, {Point: PointLabelFilter, Outcome: FilterIgnored}}}
 		s := SettingsFor(rep, "p", "z", t0)
 		if s.ResizeRequestAPI != want {

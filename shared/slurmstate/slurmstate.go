@@ -260,13 +260,29 @@ func parseReason(name, reason string) (Owner, int64) {
 			j++
 		}
 		// "<name>-g12" and not "<name>-g12x" nor the prefix of another
-		// node's name ("<name>-gpu-…").
-		if j > 0 && (j == len(rest) || !isNameChar(rest[j])) {
+		// node's name ("<name>-gpu-…"); "<name>-g12-x7k2" is a VM its MIG
+		// named from the base "<name>-g12" (naming.ParseVMName).
+		if j > 0 && (j == len(rest) || !isNameChar(rest[j]) || migSuffix(rest[j:])) {
 			if g, err := strconv.ParseInt(rest[:j], 10, 64); err == nil && g > 0 {
 				return OwnerFlexslurm, g
 			}
 		}
 	}
+}
+
+// migSuffix reports whether s starts with the suffix a MIG appends to its
+// base instance name (a hyphen and four lowercase letters or digits),
+// followed by the end of s or a character no name has.
+func migSuffix(s string) bool {
+	if len(s) < 5 || s[0] != '-' || (len(s) > 5 && isNameChar(s[5])) {
+		return false
+	}
+	for i := 1; i < 5; i++ {
+		if c := s[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
 }
 
 func isNameChar(c byte) bool {

@@ -109,5 +109,6 @@ func Policy(cfg config.Config) plan.Policy {
 	return plan.Policy{
 		SnapshotMaxAge: cfg.SnapshotMaxAge, IdleTimeout: cfg.IdleTimeout, ObserveGrace: cfg.ObserveGrace,
 		RecreateAfterTermination: cfg.RecreateAfterTermination, MaxEventAge: cfg.MaxEventAge,
+		OneNodePerRequest: cfg.ResizeRequestAPI == config.ResizeRequestAPICount,
 	}
 }

@@ -214,7 +214,7 @@ func (r *Checker) invariant(name string, w world, now time.Time, strict bool) []
 		live := map[string]bool{}
 		var out []string
 		for _, vm := range w.ours {
-			if vm.Status == "STOPPING" || recorded[vm.Name] {
+			if vm.Status == "STOPPING" || recorded[vm.Name] || recorded[naming.BaseVMName(vm.Name)] {
 				continue
 			}
 			live[vm.Name] = true
