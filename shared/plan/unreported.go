@@ -36,16 +36,18 @@ const MetricUnreportedDrain = "repair_unreported_drain"
 // was provisioned for (the report would have named the job the failure
 // involved: when it comes first, it starts the repair itself).
 //
-// A node handing over to its successor (make-before-break: flexslurm's
-// end-of-life drain also names the current VM) and a node whose record
-// holds another repair state are not concerned. It returns true when it
+// flexslurm's other drains of the current VM (end of life, diagnosis) are
+// not a failed check's, and a node whose record holds another repair state
+// is followed by that repair. A static node handing over to its successor
+// is repaired as the report would have had it: its VM deleted, not
+// replaced (the successor takes its place). It returns true when it
 // decided for the node this pass (the table is not consulted); a node it
 // only marked or released from the wait goes on to the table.
 func (b *builder) unreportedHealthDrain(pool *model.Pool, node *model.Node, vm VM, present bool) bool {
 	if node.Repair != model.RepairNone && node.Repair != model.RepairAwaitReport {
 		return false
 	}
-	if node.Phase != model.PhaseRunning || node.Successor != "" || !present || vm.Status != "RUNNING" || b.view == nil {
+	if node.Phase != model.PhaseRunning || !present || vm.Status != "RUNNING" || b.view == nil {
 		return false
 	}
 	if node.Repair == model.RepairNone {

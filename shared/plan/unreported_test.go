@@ -155,3 +155,23 @@ func TestReportAfterTheWaitStartsTheRepair(t *testing.T) {
 		t.Fatalf("after the report: repair %q since %v for job %q", node.Repair, node.RepairSince, node.RepairJob)
 	}
 }
+
+// TestUnreportedHealthDrainOfARetiringNode: a static node whose successor
+// is on its way (make-before-break) and whose hook drained it is repaired
+// as the report would have had it: its VM deleted, not replaced.
+func TestUnreportedHealthDrainOfARetiringNode(t *testing.T) {
+	st, _ := applied(t)
+	running(st, "flexvm-a3u-0", t0.Add(farEnd))
+	n := st.Nodes["flexvm-a3u-0"]
+	n.Successor = "flexvm-a3u-1"
+	n.Repair, n.RepairSince, n.UpdatedAt = model.RepairAwaitReport, t0, t0
+	st.Nodes["flexvm-a3u-1"] = &model.Node{Name: "flexvm-a3u-1", Pool: "a3u", Index: 1, Kind: model.NodeStatic, Generation: 1,
+		Phase: model.PhaseRequested, VMName: "flexvm-a3u-1-g1", ResizeRequest: "rr-flexvm-a3u-1-g1", RequestedAt: t0, Predecessor: "flexvm-a3u-0"}
+	now := t0.Add(time.Hour)
+	st.Slurm = hookDrained(now.Add(-time.Minute), "flexvm-a3u-0", "flexvm-a3u-0-g1", "IDLE+CLOUD+DRAIN")
+	got := rkinds(about(Reconcile(st, listed(st), now, Policy{}), "flexvm-a3u-0"))
+	want := []string{"Alert:a3u", "Metric:" + MetricUnreportedDrain, "DeleteVMs:flexvm-a3u-0-g1", "Slurm:reservation_delete:flexvm-a3u-0", "PutNode:flexvm-a3u-0/deleting"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("(-want +got):\n%s", d)
+	}
+}
