@@ -291,6 +291,7 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 		if b.unreportedHealthDrain(pool, &node, vm, present) {
 			continue
 		}
+		b.liftDrainOfGoneVM(node)
 		if node.Repair != model.RepairNone && b.reconcileRepair(pool, node, vm, present) {
 			continue
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/text"
 )
@@ -102,4 +103,26 @@ func (b *builder) unreportedHealthDrain(pool *model.Pool, node *model.Node, vm V
 func (b *builder) ownHealthDrain(n model.Node) bool {
 	sn, ok := b.view.Nodes[n.Name]
 	return ok && sn.OwnHealthDrainOf(n.Generation)
+}
+
+// liftDrainOfGoneVM lifts a drain flexslurm set for a VM of a node that no
+// longer has one: a node whose generation ended (released, no VM wanted)
+// that a snapshot taken since shows drained with flexslurm's reason for
+// that VM or an earlier one (a failed health check whose VM then expired
+// or was deleted, an end-of-life or diagnosis drain). Slurm allocates no
+// job to a drained node, so no job would ever bring it a new VM, whose
+// registration lifts such a drain otherwise (liftOwnDrain): flexslurm's
+// own drain would keep the node out of service for good. Powered down, the
+// node stays powered down and available. The command's id names the VM,
+// so it is sent once per VM.
+func (b *builder) liftDrainOfGoneVM(node model.Node) {
+	if b.view == nil || node.Phase != model.PhaseReleased || node.Generation == 0 || Newest(nodeRecordedAt(node), b.view) != SourceSlurm {
+		return
+	}
+	sn, ok := b.view.Nodes[node.Name]
+	if !ok || !sn.OwnDrainUpTo(node.Generation) {
+		return
+	}
+	b.slurm(event.SlurmResume, []string{node.Name}, "", fmt.Sprintf("lifting flexslurm's drain: %s has no VM any more (the VM it was set for is gone)", node.Name),
+		node.VMName, "lift-drain-released")
 }

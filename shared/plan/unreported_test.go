@@ -175,3 +175,37 @@ func TestUnreportedHealthDrainOfARetiringNode(t *testing.T) {
 		t.Fatalf("(-want +got):\n%s", d)
 	}
 }
+
+// TestDrainOfAGoneVMIsLifted: a node whose VM is gone (generation ended,
+// released) that Slurm shows drained with flexslurm's reason for that VM
+// is resumed in Slurm, so that Slurm allocates it again; other drains, a
+// snapshot older than the generation's end and a node with a VM are left.
+func TestDrainOfAGoneVMIsLifted(t *testing.T) {
+	now := t0.Add(2 * time.Hour)
+	for _, tc := range []struct {
+		name   string
+		reason string
+		taken  time.Time
+		phase  model.Phase
+		want   []string
+	}{
+		{"the hook's drain of the VM that expired", "flexslurm: health check failed on flexvm-a3u-1-g1: Xid 79", now.Add(-time.Minute), model.PhaseReleased,
+			[]string{"Slurm:resume:flexvm-a3u-1"}},
+		{"flexslurm's end-of-life drain", "flexslurm: end of life at 2026-11-30T13:00:00Z, replaced by flexvm-a3u-2 (flexvm-a3u-1-g1)", now.Add(-time.Minute), model.PhaseReleased,
+			[]string{"Slurm:resume:flexvm-a3u-1"}},
+		{"an administrator's drain", "admin: DIMM", now.Add(-time.Minute), model.PhaseReleased, nil},
+		{"a snapshot from before the generation ended", "flexslurm: health check failed on flexvm-a3u-1-g1: Xid 79", t0.Add(-time.Minute), model.PhaseReleased, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, _ := applied(t)
+			st.Nodes["flexvm-a3u-1"] = &model.Node{Name: "flexvm-a3u-1", Pool: "a3u", Index: 1, Kind: model.NodeDynamic, Generation: 1,
+				Phase: tc.phase, VMName: "flexvm-a3u-1-g1", RequestedAt: t0.Add(-time.Hour), UpdatedAt: t0, LastEnd: model.EndExpired}
+			st.Slurm = slurmView(tc.taken, map[string]string{})
+			st.Slurm.Nodes["flexvm-a3u-1"] = slurmNode("flexvm-a3u-1", tc.reason, "IDLE", "CLOUD", "DRAIN", "POWERED_DOWN")
+			got := kinds(about(Reconcile(st, listed(st), now, Policy{}), "flexvm-a3u-1"))
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+		})
+	}
+}

@@ -358,6 +358,13 @@ func (n Node) OwnReasonFor(gen int64) bool {
 	return n.Owner == OwnerFlexslurm && n.ReasonGeneration > 0 && n.ReasonGeneration < gen
 }
 
+// OwnDrainUpTo reports whether the node is drained or draining with a
+// reason flexslurm set for VM generation gen of the node or an earlier
+// one.
+func (n Node) OwnDrainUpTo(gen int64) bool {
+	return n.DrainSet() && n.Owner == OwnerFlexslurm && n.ReasonGeneration > 0 && n.ReasonGeneration <= gen
+}
+
 // OwnHealthDrainOf reports whether the node is drained or draining with
 // flexslurm's reason for a failed health check of VM generation gen of the
 // node: the drain its node-side hook (or the Repair function) set for that
