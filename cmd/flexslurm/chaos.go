@@ -39,7 +39,11 @@ func cmdChaos(args []string, stdout, stderr io.Writer) int {
 	var policy policyFlag
 	fs.Var(&policy, "policy", "set a decision knob in every scenario, KNOB=VALUE (plan.Policy field in snake_case, e.g. queue_timeout=2h); repeatable")
 	var classes classFlag
-	fs.Var(&classes, "class", "add a convergence class's workload to every seed: stale-snapshot, going-vm, resume-timeout, requeued-elsewhere, or all; repeatable")
+	classNames := make([]string, len(chaos.Classes))
+	for i, c := range chaos.Classes {
+		classNames[i] = string(c)
+	}
+	fs.Var(&classes, "class", "add a convergence class's workload to every seed: "+strings.Join(classNames, ", ")+", or all; repeatable")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: flexslurm chaos [--seeds N] [--seed S] [--horizon D] [--policy KNOB=VALUE] [--class NAME] [--no-shrink] [--out DIR] [--parallel N] [--cpuprofile FILE] [--compute-readings R] [-v]\n\nGenerates a random workload for each of the seeds S … S+N-1 (jobs submitted and\ncancelled, expiries, health failures, capacity delays, Compute errors), with\nevery message duplicated, delayed, reordered and crashed at random, runs it\nin-process and checks the invariants after every event. A failing seed is shrunk\nto a minimal scenario file, printed (replay it with `flexslurm scenario run`).\nExit status 1 when a seed fails.")
 		fs.PrintDefaults()

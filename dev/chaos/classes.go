@@ -2,7 +2,9 @@ package chaos
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -67,10 +69,27 @@ const (
 	// fulfilled while its job still waits (kubernetes-sigs/karpenter
 	// #2920).
 	ClassFulfilledAsCancelled Class = "fulfilled-as-cancelled"
+	// ClassLostHealthReport: GPU health checks fail on nodes that run
+	// (the static node, or a node busy with a job), the node-side hook
+	// drains each node for its VM, and its health.failure report is lost
+	// for 20 minutes to 3 hours (the Repair function down, a dead-lettered
+	// message), then delivered — late, or past the events' maximum age:
+	// flexslurm must finish what its hook started (nomad-autoscaler #628,
+	// soperator #1316).
+	ClassLostHealthReport Class = "lost-health-report"
+	// ClassJobIDReused: Slurm gives a job id again (a controller rebuilt
+	// without its StateSaveLocation counts from the start; ids wrap at
+	// MaxJobId): a job is cancelled while it waits or runs, its end report
+	// is delayed up to half an hour, and a new job with the same id is
+	// submitted minutes later. The new job must run: it is provisioned like
+	// any other, and the late end report of the earlier one never ends it
+	// (submitit #1660, cyclecloud-slurm #296).
+	ClassJobIDReused Class = "job-id-reused"
 )
 
 // Classes lists every class.
-var Classes = []Class{ClassStaleSnapshot, ClassGoingVM, ClassResumeTimeout, ClassRequeuedElsewhere, ClassLateDecision, ClassStartAtIdleTimeout, ClassPrologReplaced, ClassFulfilledAsCancelled}
+var Classes = []Class{ClassStaleSnapshot, ClassGoingVM, ClassResumeTimeout, ClassRequeuedElsewhere, ClassLateDecision,
+	ClassStartAtIdleTimeout, ClassPrologReplaced, ClassFulfilledAsCancelled, ClassLostHealthReport, ClassJobIDReused}
 
 // ParseClass returns the class named s.
 func ParseClass(s string) (Class, error) {
@@ -240,6 +259,42 @@ func classSteps(f *scenario.File, seed uint64, o Options) []scenario.Step {
 				add(start+3*time.Hour, scenario.Step{Capacity: &scenario.CapacityDelay{Zone: p.zone, MachineType: p.machine,
 					Delay: dur(between(0, 10*time.Minute).Round(time.Minute))}})
 			}
+		case ClassLostHealthReport:
+			// Jobs to run on dynamic nodes, some of which fail their check.
+			for i, n := 0, 1+rng.IntN(2); i < n; i++ {
+				add(between(30*time.Minute, o.Horizon-5*time.Hour), scenario.Step{Submit: &scenario.SubmitStep{ID: jobID(i), Nodes: 1 + rng.IntN(2),
+					Partition: "a3u", Runtime: dur(between(time.Hour, 3*time.Hour).Round(time.Minute))}})
+			}
+			for i, n := 0, 1+rng.IntN(2); i < n; i++ {
+				t := between(time.Hour, o.Horizon-4*time.Hour)
+				node := "flexvm-a3u-0"
+				if rng.IntN(2) == 0 {
+					node = fmt.Sprintf("flexvm-a3u-%d", 1+rng.IntN(3))
+				}
+				hold := fmt.Sprintf("lost-health-%d", i)
+				add(t, scenario.Step{Health: &scenario.HealthStep{Node: node, Reasons: []string{"GPU 2: Xid 79, fallen off the bus"}},
+					Delivery: &scenario.DeliveryFaults{Hold: hold}})
+				add(t+between(20*time.Minute, 3*time.Hour).Round(time.Second), scenario.Step{Release: &scenario.ReleaseStep{Hold: hold}})
+			}
+		case ClassJobIDReused:
+			for i, n := 0, 1+rng.IntN(2); i < n; i++ {
+				// One node of a3u, which a resize in the base workload
+				// never shrinks below that: the new job can always run.
+				p := pools[0]
+				// Ids of their own (the base workload's unfit job is 900).
+				id := fmt.Sprintf("77%02d", i)
+				t := between(time.Hour, o.Horizon-8*time.Hour)
+				add(t, scenario.Step{Submit: &scenario.SubmitStep{ID: id, Nodes: 1, Partition: p.id,
+					Runtime: dur(between(20*time.Minute, 2*time.Hour).Round(time.Minute))}})
+				end := t + between(5*time.Minute, 2*time.Hour).Round(time.Second)
+				// The earlier job's end report (EpilogSlurmctld) is late.
+				add(end-time.Second, scenario.Step{Deliveries: &scenario.DeliveryRule{Topic: "job-pending", Job: id, Times: 1, For: dur(2 * time.Second),
+					DeliveryFaults: scenario.DeliveryFaults{Delay: dur(between(time.Minute, 30*time.Minute).Round(time.Second))}}})
+				add(end, scenario.Step{Cancel: &scenario.CancelStep{ID: id}})
+				again := end + between(10*time.Second, 10*time.Minute).Round(time.Second)
+				add(again, scenario.Step{Submit: &scenario.SubmitStep{ID: id, Nodes: 1, Partition: p.id,
+					Runtime: dur(between(20*time.Minute, time.Hour).Round(time.Minute))}})
+			}
 		case ClassLateDecision:
 			for w, n := 0, 1+rng.IntN(2); w < n; w++ {
 				start := between(time.Hour, o.Horizon-4*time.Hour)
@@ -313,4 +368,30 @@ func classInvariants(f *scenario.File, o Options) {
 	widen(&f.Invariants.IdleDynamicReleased, lag)
 	widen(&f.Invariants.RepairProgress, lag)
 	widen(&f.Invariants.WithinMax, lag)
+	if slices.Contains(o.Classes, ClassJobIDReused) && f.Slurm.ResumeTimeout.D() == 0 {
+		// The job that took an id again runs to its end: it was
+		// provisioned, and no report of the earlier one ended it. (With a
+		// ResumeTimeout shorter than the capacity delays another class
+		// sets, a job may be requeued for as long as they last: then
+		// nothing is asserted of it.)
+		seen := map[string]int{}
+		for _, st := range f.Steps {
+			if st.Submit != nil && strings.HasPrefix(st.Submit.ID, "77") {
+				seen[st.Submit.ID]++
+			}
+		}
+		for _, id := range slices.Sorted(maps.Keys(seen)) {
+			if seen[id] < 2 {
+				continue
+			}
+			f.Steps = append(f.Steps, scenario.Step{At: at(o.Horizon + o.Tail), Assert: []scenario.Check{{Name: "the job that took id " + id + " again ran to its end",
+				SlurmJobs: []scenario.SlurmJobCheck{{ID: id, State: "COMPLETED"}}}}})
+		}
+	}
+	if slices.Contains(o.Classes, ClassLostHealthReport) {
+		// Within the hour: the grace for the report, a pass to notice and
+		// one to act, the snapshot that confirms the drain, and the
+		// longest lag of a late pass.
+		f.Invariants.OwnDrainFollowed = &scenario.Within{Within: dur(time.Hour + lag), AfterFault: f.Invariants.RepairProgress.AfterFault}
+	}
 }

@@ -416,3 +416,26 @@ func TestLateDecision(t *testing.T) {
 		})
 	}
 }
+
+// TestOwnDrainFollowed: a node drained by flexslurm's hook whose report is
+// lost is repaired within the bound; with the reconciler told to wait for
+// the report longer than that, own_drain_followed fails.
+func TestOwnDrainFollowed(t *testing.T) {
+	const steps = `
+slurm: {simulate: true, snapshot_every: 30s}
+invariants:
+  own_drain_followed: {within: 40m}
+steps:
+  - at: 30m
+    health: {node: flexvm-a3u-0, reasons: ["GPU 0: Xid 79"]}
+    delivery: {hold: lost}
+  - at: 3h
+    tick: {}
+`
+	if d := cmp.Diff([]string(nil), failures(run(t, base+steps))); d != "" {
+		t.Errorf("report lost, reconciler on its defaults: failed checks (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{"invariant own_drain_followed"}, failures(run(t, base+"policy: {unreported_drain_grace: 2h}\n"+steps))); d != "" {
+		t.Errorf("report lost, grace past the bound: failed checks (-want +got):\n%s", d)
+	}
+}

@@ -582,8 +582,8 @@ func (rt *Runtime) NodeCheck(ctx context.Context, hook string) (int, error) {
 	if ev.VMName != "" {
 		on = " on " + ev.VMName
 	}
-	reason := text.Truncate(slurmstate.ReasonPrefix+" health check failed"+on+": "+strings.Join(reasons, "; "), maxDrainReason)
-	if hook == slurm.HookEpilog && ev.VMName != "" && rt.drainedForHealth(ctx, node, slurmstate.ReasonPrefix+" health check failed"+on+": ") {
+	reason := text.Truncate(slurmstate.ReasonPrefix+" "+slurmstate.HealthReason+on+": "+strings.Join(reasons, "; "), maxDrainReason)
+	if hook == slurm.HookEpilog && ev.VMName != "" && rt.drainedForHealth(ctx, node, slurmstate.ReasonPrefix+" "+slurmstate.HealthReason+on+": ") {
 		// Slurm 24.11, unlike 22.05, runs the Epilog after a Prolog that
 		// failed (docs/slurm-versions.md):
 		// the prolog drained the node for this VM and reported the failure

@@ -102,10 +102,18 @@ const (
 	// RepairDiagnosis: repeated INCONCLUSIVE verdicts drained the node for
 	// an operator to diagnose; flexslurm takes no VM action.
 	RepairDiagnosis RepairState = "diagnosis"
+	// RepairAwaitReport: a Slurm snapshot shows the node drained by
+	// flexslurm's own node-side hook for a failed health check of the
+	// current VM, and no health.failure report of it has reached flexslurm
+	// (lost, dead-lettered, or the Repair function down). Past
+	// plan.Policy.UnreportedDrainGrace the reconciler repairs the node as
+	// the report would have; a newer snapshot without that drain ends the
+	// wait, and the report, when it comes, starts the repair at once.
+	RepairAwaitReport RepairState = "await_report"
 )
 
 // RepairStates lists every repair state.
-var RepairStates = []RepairState{RepairNone, RepairAwaitDrain, RepairHost, RepairBlocked, RepairDiagnosis}
+var RepairStates = []RepairState{RepairNone, RepairAwaitDrain, RepairHost, RepairBlocked, RepairDiagnosis, RepairAwaitReport}
 
 // UnderRepair reports whether the state counts against the pool's repair
 // budget: awaiting drain or in host repair.
@@ -313,6 +321,27 @@ type Job struct {
 	Stage JobStage `firestore:"stage,omitempty" json:"stage,omitempty"`
 	// Reason says why the job was last stored, for people only.
 	Reason string `firestore:"reason" json:"reason,omitempty"`
+	// ReportedAt is Slurm's time of the newest fact that set the job's
+	// state in this record: the reported_at of the job report applied (on
+	// the controller's clock, where the hooks run), or the taken_at of the
+	// snapshot the reconciler decided from. A report made before it is
+	// older than what the record holds (plan: staleJobReport). Zero for a
+	// record stored before it existed, or one no such fact set yet.
+	ReportedAt time.Time `firestore:"reported_at" json:"reported_at,omitzero"`
+	// Incarnation counts the earlier Slurm jobs with this id that
+	// flexslurm recorded: Slurm's job ids repeat (a controller started
+	// without its StateSaveLocation counts from 1 again; ids wrap at
+	// MaxJobId). A job is (ID, Incarnation): a job.pending for an id whose
+	// recorded job has ended, reported after that end, is a new job and
+	// replaces the ended record under the same document id, with
+	// Incarnation one more, PreviousEnd that end, and the same Generation
+	// counter (so its resize requests never take an earlier job's names).
+	Incarnation int `firestore:"incarnation,omitempty" json:"incarnation,omitempty"`
+	// PreviousEnd is Slurm's time of the end of the previous job with this
+	// id (its record's ReportedAt, or, for a record stored before that
+	// existed, its last change); zero for the first. A report made at or
+	// before it is the earlier job's and never changes this one.
+	PreviousEnd time.Time `firestore:"previous_end" json:"previous_end,omitzero"`
 }
 
 // Pool is the stored state of one Flex-Start node pool.
@@ -469,8 +498,10 @@ type SlurmJob struct {
 
 // SlurmViewVersion is the version of the stored SlurmView: 1 stores each
 // node's reason owner and generation (slurmstate.Node), which a view
-// stored before (version 0) lacks.
-const SlurmViewVersion = 1
+// stored before (version 0) lacks; 2 also whether flexslurm's reason is a
+// failed health check's (ReasonHealth), which Upgrade decides again for a
+// view of version 1.
+const SlurmViewVersion = 2
 
 // SlurmView is the latest Slurm snapshot of a cluster, published by the
 // agent beside slurmctld and stored for the reconciler.

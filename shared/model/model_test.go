@@ -49,6 +49,14 @@ func TestSlurmViewUpgrade(t *testing.T) {
 	}
 	var none *SlurmView
 	none.Upgrade()
+	// A view of version 1 has owners and generations, not whether
+	// flexslurm's reason is a failed health check's: parsed again.
+	v1 := &SlurmView{Version: 1, Nodes: map[string]SlurmNode{"c-a-0": {State: slurmstate.NodeIdle, Flags: slurmstate.NodeFlags{slurmstate.FlagDrain},
+		Reason: "flexslurm: health check failed on c-a-0-g3: Xid 79", Owner: slurmstate.OwnerFlexslurm, ReasonGeneration: 3}}}
+	v1.Upgrade()
+	if n := v1.Nodes["c-a-0"]; !n.ReasonHealth || !n.OwnHealthDrainOf(3) || v1.Version != SlurmViewVersion {
+		t.Errorf("a version 1 view upgraded to %d: %+v", v1.Version, n)
+	}
 }
 
 // TestCloneSharesNothing: a clone of a state whose every field is set

@@ -19,8 +19,8 @@ func Job(st *model.State, c *spec.Cluster, ev *event.Job, now time.Time, pol Pol
 	b := newBuilder(st, now, pol)
 	b.cluster = c.ID
 	old, known := b.st.Jobs[ev.JobID]
-	if known && !ev.ReportedAt.IsZero() && ev.ReportedAt.Before(old.UpdatedAt) && old.State != model.JobPending {
-		return nil, nil // a late report: the job has moved on since
+	if known && staleJobReport(old, ev) {
+		return nil, nil // a late report: the job has moved on since, or it is an earlier job's with the same id
 	}
 	switch ev.Type {
 	case event.TypeJobPending:
@@ -42,6 +42,7 @@ func Job(st *model.State, c *spec.Cluster, ev *event.Job, now time.Time, pol Pol
 		if len(ev.Nodes) > 0 {
 			j.Nodes = ev.Nodes
 		}
+		j.ReportedAt = laterOf(j.ReportedAt, ev.ReportedAt)
 		b.putJob(j, "job started")
 		b.leaveBehind(j, ev.Nodes, "its job.started") // placed.go
 		return b.out, nil
@@ -53,7 +54,7 @@ func Job(st *model.State, c *spec.Cluster, ev *event.Job, now time.Time, pol Pol
 			if ev.Type == event.TypeJobCancelled {
 				st = model.JobCancelled
 			}
-			b.putJob(model.Job{ID: ev.JobID, Partition: ev.Partition, State: st}, "job ended before flexslurm saw it pending")
+			b.putJob(model.Job{ID: ev.JobID, Partition: ev.Partition, State: st, ReportedAt: ev.ReportedAt}, "job ended before flexslurm saw it pending")
 			return b.out, nil
 		}
 		j := *old
@@ -65,6 +66,7 @@ func Job(st *model.State, c *spec.Cluster, ev *event.Job, now time.Time, pol Pol
 		if ev.Type == event.TypeJobCancelled {
 			j.State, why = model.JobCancelled, "job cancelled"
 		}
+		j.ReportedAt = laterOf(j.ReportedAt, ev.ReportedAt)
 		b.putJob(j, why)
 		// Capacity still queued for this job is no longer wanted: cancel
 		// exactly its own request and free its nodes (a static node's
@@ -80,14 +82,14 @@ func Job(st *model.State, c *spec.Cluster, ev *event.Job, now time.Time, pol Pol
 		came := map[string]bool{}
 		if ev.Type == event.TypeJobFinished && ev.NodesUp {
 			for _, name := range ev.Nodes {
-				if n, ok := b.st.Nodes[name]; ok && n.Phase == model.PhaseRequested && n.JobID == j.ID && n.ResizeRequest != "" {
+				if n, ok := b.st.Nodes[name]; ok && n.Phase == model.PhaseRequested && provisionedFor(n, &j) && n.ResizeRequest != "" {
 					came[n.ResizeRequest] = true
 				}
 			}
 		}
 		if pool, ok := b.st.Pools[j.Pool]; ok {
 			for _, name := range j.Nodes {
-				if n, ok := b.st.Nodes[name]; ok && queuedOnlyFor(n, j.ID) && !came[n.ResizeRequest] {
+				if n, ok := b.st.Nodes[name]; ok && queuedOnlyFor(n, j.ID) && provisionedFor(n, &j) && !came[n.ResizeRequest] {
 					b.releaseNode(pool, *n, fmt.Sprintf("%s before its capacity arrived", why))
 				}
 			}
@@ -103,10 +105,20 @@ func (b *builder) jobPending(c *spec.Cluster, ev *event.Job, old *model.Job, kno
 		j = *old
 		switch j.State {
 		case model.JobFinished, model.JobCancelled:
-			if !ev.Requeued {
-				return nil, nil // a late pending report for a job that has ended
+			switch {
+			case ev.Requeued:
+				j.Requeues++
+			case ev.ReportedAt.IsZero():
+				// Without the report's time, a late report of the
+				// job that ended cannot be told from a new job.
+				return nil, nil
+			default:
+				// Reported after the recorded job ended, and not a
+				// requeue: a new job with the same id (Slurm's ids
+				// repeat). staleJobReport turned away the late pending
+				// reports of the job that ended.
+				j = newIncarnation(old, ev, b.now)
 			}
-			j.Requeues++
 		case model.JobRunning:
 			j.Requeues++
 		}
@@ -114,6 +126,7 @@ func (b *builder) jobPending(c *spec.Cluster, ev *event.Job, old *model.Job, kno
 	} else {
 		j = model.Job{ID: ev.JobID, Partition: ev.Partition, State: model.JobPending, SubmittedAt: b.now}
 	}
+	j.ReportedAt = laterOf(j.ReportedAt, ev.ReportedAt)
 	if ev.NodeCount > 0 {
 		j.NodesWanted = ev.NodeCount
 	}
@@ -191,4 +204,25 @@ func (b *builder) choosePool(c *spec.Cluster, partition string, want int) (strin
 		}
 	}
 	return pools[0], nil
+}
+
+// newIncarnation is the record of a new Slurm job that took the id of the
+// job rec recorded, which has ended: a pending job like any other, the
+// next incarnation of the id, whose reports count only after rec's end.
+// It keeps rec's generation counter, so its resize requests and MIGs are
+// named apart from the earlier job's (some of which may still exist).
+func newIncarnation(rec *model.Job, ev *event.Job, now time.Time) model.Job {
+	end := rec.ReportedAt
+	if end.IsZero() {
+		end = rec.UpdatedAt // a record stored before ReportedAt existed
+	}
+	return model.Job{ID: rec.ID, Partition: ev.Partition, State: model.JobPending, SubmittedAt: now,
+		Generation: rec.Generation, Incarnation: rec.Incarnation + 1, PreviousEnd: end}
+}
+
+// provisionedFor reports whether node n was provisioned for the job j
+// records, not for an earlier job with the same id: its JobID is j's and
+// its generation was requested since j's record began.
+func provisionedFor(n *model.Node, j *model.Job) bool {
+	return n.JobID == j.ID && (j.SubmittedAt.IsZero() || !n.RequestedAt.Before(j.SubmittedAt))
 }

@@ -158,6 +158,14 @@ type Policy struct {
 	// repair this many nodes at once (a one-node pool can repair its node).
 	// Default 1.
 	RepairMinBudget int
+	// UnreportedDrainGrace: a node that flexslurm's node-side hook drained
+	// for a failed health check of its current VM, whose health.failure
+	// report has not arrived this long after a reconcile pass first saw the
+	// drain, is repaired by the reconciler as the report would have had it
+	// (unreported.go). Default 10 min: a report still in flight (Pub/Sub
+	// redelivery, the Repair function back after an outage) is usually
+	// processed first and names the job the failure involved.
+	UnreportedDrainGrace time.Duration
 
 	// MaxEventAge: an event published longer ago than this is acknowledged
 	// and dropped (EventTooOld), so that an event failing for a day is not
@@ -199,6 +207,8 @@ func DefaultPolicy() Policy {
 		RepairMaxUnhealthy: 0.2,
 		RepairMinBudget:    1,
 		MaxEventAge:        time.Hour,
+
+		UnreportedDrainGrace: 10 * time.Minute,
 	}
 }
 
@@ -261,6 +271,7 @@ func (p Policy) withDefaults() Policy {
 	share(&p.RepairMaxUnhealthy, d.RepairMaxUnhealthy)
 	count(&p.RepairMinBudget, d.RepairMinBudget)
 	dur(&p.MaxEventAge, d.MaxEventAge)
+	dur(&p.UnreportedDrainGrace, d.UnreportedDrainGrace)
 	return p
 }
 
@@ -978,7 +989,7 @@ func (b *builder) claimed(node string) bool {
 func (b *builder) pendingJobFor(n model.Node) (model.Job, bool) {
 	jobs := b.st.SortedJobs()
 	for _, j := range jobs {
-		if j.State == model.JobPending && (j.ID == n.JobID || slices.Contains(j.Nodes, n.Name)) {
+		if j.State == model.JobPending && (provisionedFor(&n, j) || slices.Contains(j.Nodes, n.Name)) {
 			return *j, true
 		}
 	}

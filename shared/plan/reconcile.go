@@ -290,6 +290,10 @@ func (b *builder) reconcilePool(pool *model.Pool, po ObservedPool, slurm *model.
 		// A node under repair is followed by its repair first, so that the
 		// table never acts against it (a drained node whose VM is
 		// REPAIRING, or RUNNING on its old host until the repair starts).
+		if b.unreportedHealthDrain(pool, &node, vm, present) {
+			continue
+		}
+		b.liftDrainOfGoneVM(node)
 		if node.Repair != model.RepairNone && b.reconcileRepair(pool, node, vm, present) {
 			continue
 		}
@@ -841,7 +845,12 @@ func (b *builder) lostJobReports(slurm *model.SlurmView, obs Observed) {
 		// Only a job flexslurm holds no record of: a job it knows is
 		// followed by its reports, and one whose end it recorded after the
 		// snapshot was taken is over (an older snapshot never revives it).
-		if _, known := b.st.Jobs[sj.ID]; known {
+		// A job whose end flexslurm recorded before the snapshot was taken
+		// (by its record's last change and by Slurm's time of that end) is
+		// another job with the same id (Slurm's ids repeat), or the same
+		// job requeued: it waits on powering-up nodes, unreported.
+		rec, known := b.st.Jobs[sj.ID]
+		if known && !b.endedBefore(rec, slurm) {
 			continue
 		}
 		pool, ok := "", true
@@ -860,8 +869,15 @@ func (b *builder) lostJobReports(slurm *model.SlurmView, obs Observed) {
 		}
 		j := model.Job{ID: sj.ID, Partition: sj.Partition, Pool: pool, State: model.JobPending,
 			NodesWanted: len(sj.Nodes), Nodes: append([]string(nil), sj.Nodes...), SubmittedAt: b.now,
-			TimeLimit: time.Duration(sj.TimeLimitSeconds) * time.Second}
-		b.provisionJob(j, "reconciler: Slurm shows the job pending on powering-up nodes but its report never arrived")
+			TimeLimit: time.Duration(sj.TimeLimitSeconds) * time.Second, ReportedAt: slurm.TakenAt}
+		why := "reconciler: Slurm shows the job pending on powering-up nodes but its report never arrived"
+		if known {
+			next := newIncarnation(rec, &event.Job{Partition: sj.Partition}, b.now)
+			j.Generation, j.Incarnation, j.PreviousEnd = next.Generation, next.Incarnation, next.PreviousEnd
+			why = fmt.Sprintf("reconciler: Slurm shows job %s pending on powering-up nodes after the job recorded with that id ended (snapshot of %s), and no report of it arrived: a new job with the id",
+				sj.ID, slurm.TakenAt.Format(time.RFC3339))
+		}
+		b.provisionJob(j, why)
 	}
 }
 
@@ -924,7 +940,7 @@ func (b *builder) idle(pool *model.Pool, node *model.Node, combo Combo) (release
 		if kept {
 			return false, false
 		}
-		if j.ID == node.JobID || slices.Contains(j.Nodes, node.Name) {
+		if provisionedFor(node, j) || slices.Contains(j.Nodes, node.Name) {
 			notKept = append(notKept, why)
 		}
 	}
@@ -957,6 +973,7 @@ func (b *builder) lostJobEnds(slurm *model.SlurmView) {
 		}
 		job := *j
 		job.State = model.JobFinished
+		job.ReportedAt = laterOf(job.ReportedAt, slurm.TakenAt)
 		why := fmt.Sprintf("reconciler: Slurm no longer shows job %s (snapshot of %s): its end report was lost", j.ID, slurm.TakenAt.Format(time.RFC3339))
 		b.putJob(job, why)
 		if pool, ok := b.st.Pools[job.Pool]; ok {

@@ -11,6 +11,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
+	"github.com/flexslurm/flexslurm/shared/slurmstate"
 	"github.com/flexslurm/flexslurm/shared/text"
 )
 
@@ -136,7 +137,9 @@ func Repair(st *model.State, h *event.Health, now time.Time, pol Policy) ([]Acti
 	if jobID == "" {
 		jobID = node.JobID
 	}
-	if node.RepairJob == "" {
+	if node.RepairJob == "" || node.Repair == model.RepairAwaitReport {
+		// A repair the reconciler awaited this report for takes the job
+		// the report names (unreported.go guessed the node's own).
 		node.RepairJob = jobID
 	}
 
@@ -569,7 +572,7 @@ func (b *builder) unblockRepairs(pool *model.Pool) {
 // faultReason is a health failure's reason for drains and records:
 // "health check failed: <first reason>" (and how many more), bounded.
 func faultReason(reasons []string) string {
-	r := "health check failed"
+	r := slurmstate.HealthReason
 	if len(reasons) > 0 {
 		r += ": " + text.Truncate(reasons[0], 300)
 		if len(reasons) > 1 {

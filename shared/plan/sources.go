@@ -46,7 +46,16 @@ import (
 //   - what Slurm says of a node under repair (drained, or drained by someone
 //     else) counts only when the snapshot was taken after flexslurm asked
 //     for the drain or the repair step it would answer (drainConfirmed,
-//     hostRepaired); a node's own report that it is drained never counts.
+//     hostRepaired); a node's own report that it is drained never counts;
+//   - a job report counts only when made after the newest Slurm fact the
+//     job's record holds that it could contradict, and after the end of
+//     the previous job with the id (staleJobReport); a snapshot showing an
+//     id pending on powering-up nodes after the job recorded with it ended
+//     is a new job with that id (endedBefore);
+//   - a drain flexslurm's hook set for a failed health check of the node's
+//     current VM counts when the snapshot was taken after that VM was
+//     asked for, and, once the reconciler awaits the report, after the
+//     wait began (unreported.go).
 //
 // Ties go to the record: a change flexslurm made at the instant the
 // snapshot was taken may not be in it.
@@ -234,7 +243,7 @@ func (b *builder) keptFor(j *model.Job, node model.Node) (bool, string) {
 	if j.State != model.JobPending {
 		return false, fmt.Sprintf("job %s is %s", j.ID, j.State)
 	}
-	if !slices.Contains(j.Nodes, node.Name) && !(j.ID == node.JobID && len(j.Nodes) == 0) {
+	if !slices.Contains(j.Nodes, node.Name) && !(provisionedFor(&node, j) && len(j.Nodes) == 0) {
 		return false, fmt.Sprintf("job %s waits for other nodes", j.ID)
 	}
 	sj, found, newer := slurmJobFact(b.view, j, j.ID)
@@ -254,4 +263,57 @@ func (b *builder) keptFor(j *model.Job, node model.Node) (bool, string) {
 		return false, fmt.Sprintf("Slurm allocated job %s other nodes", j.ID)
 	}
 	return true, ""
+}
+
+// staleJobReport reports whether a job report is older than what the job's
+// record holds, so that it changes nothing:
+//   - made at or before the end of the previous job with the id
+//     (PreviousEnd): that job's, not this one's;
+//   - for a record that holds Slurm's time of its newest fact (ReportedAt):
+//     made before an end the record holds (a late report of a job that
+//     ended), or, for a pending record, an end made before the pending
+//     report the record holds (an earlier run's or an earlier job's end:
+//     the job waits again since). A job.started made before the pending
+//     report still counts: with power saving PrologSlurmctld runs when
+//     Slurm allocates the nodes, before ResumeProgram reports the job;
+//   - for a record stored before ReportedAt existed, made before its last
+//     change while it is not pending (flexslurm's own clock, as before).
+//
+// A report without its time is never stale.
+func staleJobReport(rec *model.Job, ev *event.Job) bool {
+	if ev.ReportedAt.IsZero() {
+		return false
+	}
+	if !rec.PreviousEnd.IsZero() && !ev.ReportedAt.After(rec.PreviousEnd) {
+		return true
+	}
+	if rec.ReportedAt.IsZero() {
+		return ev.ReportedAt.Before(rec.UpdatedAt) && rec.State != model.JobPending
+	}
+	ended := ev.Type == event.TypeJobFinished || ev.Type == event.TypeJobCancelled
+	switch rec.State {
+	case model.JobFinished, model.JobCancelled:
+		return ev.ReportedAt.Before(rec.ReportedAt)
+	case model.JobPending:
+		return ended && ev.ReportedAt.Before(rec.ReportedAt)
+	}
+	return false
+}
+
+// endedBefore reports whether rec records a job that ended before the
+// snapshot was taken: ended in the record, which changed before the
+// snapshot was taken, at a Slurm time (ReportedAt) before it too.
+func (b *builder) endedBefore(rec *model.Job, slurm *model.SlurmView) bool {
+	if rec.State != model.JobFinished && rec.State != model.JobCancelled {
+		return false
+	}
+	return Newest(rec.UpdatedAt, slurm) == SourceSlurm && slurm.TakenAt.After(rec.ReportedAt)
+}
+
+// laterOf returns the later of two times.
+func laterOf(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

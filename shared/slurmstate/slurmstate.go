@@ -119,6 +119,12 @@ const (
 // every job comment it sets; a reason without it is someone else's.
 const ReasonPrefix = "flexslurm:"
 
+// HealthReason starts the words after ReasonPrefix of every reason
+// flexslurm sets for a failed health check: the node-side hook's drain
+// ("flexslurm: health check failed on <vm>: <reasons>") and the Repair
+// function's ("flexslurm: health check failed: <reason> (<vm>)").
+const HealthReason = "health check failed"
+
 // Node is what Slurm says of one node: the facts every decision reads.
 type Node struct {
 	// State is the base state.
@@ -135,6 +141,9 @@ type Node struct {
 	// reason names ("… (<node>-g<k>)", "… on <node>-g<k>: …"); 0 when the
 	// reason is not flexslurm's or names none of the node's VMs.
 	ReasonGeneration int64 `firestore:"reason_generation,omitempty" json:"-"`
+	// ReasonHealth is true when flexslurm's reason is a failed health
+	// check's (ReasonPrefix, a space, HealthReason), decided when parsed.
+	ReasonHealth bool `firestore:"reason_health,omitempty" json:"-"`
 }
 
 // sinfoWords are sinfo's compound state words: a base state plus flags.
@@ -192,6 +201,7 @@ func ParseNode(name string, words []string, reason string) Node {
 	n.Flags = flagSet(flags)
 	n.Reason = reason
 	n.Owner, n.ReasonGeneration = parseReason(name, reason)
+	n.ReasonHealth = n.Owner == OwnerFlexslurm && strings.HasPrefix(reason, ReasonPrefix+" "+HealthReason)
 	return n
 }
 
@@ -346,6 +356,21 @@ func (n Node) Ready() bool {
 // survived the node's reboot into a new VM.
 func (n Node) OwnReasonFor(gen int64) bool {
 	return n.Owner == OwnerFlexslurm && n.ReasonGeneration > 0 && n.ReasonGeneration < gen
+}
+
+// OwnDrainUpTo reports whether the node is drained or draining with a
+// reason flexslurm set for VM generation gen of the node or an earlier
+// one.
+func (n Node) OwnDrainUpTo(gen int64) bool {
+	return n.DrainSet() && n.Owner == OwnerFlexslurm && n.ReasonGeneration > 0 && n.ReasonGeneration <= gen
+}
+
+// OwnHealthDrainOf reports whether the node is drained or draining with
+// flexslurm's reason for a failed health check of VM generation gen of the
+// node: the drain its node-side hook (or the Repair function) set for that
+// VM.
+func (n Node) OwnHealthDrainOf(gen int64) bool {
+	return n.DrainSet() && n.Owner == OwnerFlexslurm && n.ReasonHealth && gen > 0 && n.ReasonGeneration == gen
 }
 
 // ForeignDrain reports whether the node is drained or draining with a

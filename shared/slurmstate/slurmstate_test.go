@@ -20,7 +20,7 @@ func TestParseNode(t *testing.T) {
 		{"scontrol show node: State=IDLE+CLOUD+POWERED_DOWN", []string{"IDLE", "CLOUD", "POWERED_DOWN"}, "",
 			Node{State: NodeIdle, Flags: NodeFlags{FlagCloud, FlagPoweredDown}}},
 		{"22.05 sinfo --json: state and state_flags", []string{"idle", "DRAIN", "CLOUD"}, "flexslurm: health check failed",
-			Node{State: NodeIdle, Flags: NodeFlags{FlagCloud, FlagDrain}, Reason: "flexslurm: health check failed", Owner: OwnerFlexslurm}},
+			Node{State: NodeIdle, Flags: NodeFlags{FlagCloud, FlagDrain}, Reason: "flexslurm: health check failed", Owner: OwnerFlexslurm, ReasonHealth: true}},
 		{"24.11 sinfo --json: one list, flags in any order", []string{"MIXED", "NOT_RESPONDING", "DRAIN", "CLOUD"}, "bad dimm",
 			Node{State: NodeMixed, Flags: NodeFlags{FlagCloud, FlagDrain, FlagNotResponding}, Reason: "bad dimm", Owner: OwnerOther}},
 		{"duplicates and case folded", []string{"down", "cloud", "CLOUD", "Powered_Down"}, "",
@@ -39,10 +39,18 @@ func TestParseNode(t *testing.T) {
 			Node{State: NodeIdle, Flags: NodeFlags{FlagDrain}, Reason: "flexslurm: GPU lost (flexvm-a3u-1-g3)", Owner: OwnerFlexslurm, ReasonGeneration: 3}},
 		{"the hooks' reason names it after 'on'", []string{"IDLE", "DRAIN"}, "flexslurm: health check failed on flexvm-a3u-1-g12: Xid 79",
 			Node{State: NodeIdle, Flags: NodeFlags{FlagDrain}, Reason: "flexslurm: health check failed on flexvm-a3u-1-g12: Xid 79",
-				Owner: OwnerFlexslurm, ReasonGeneration: 12}},
+				Owner: OwnerFlexslurm, ReasonGeneration: 12, ReasonHealth: true}},
+		{"the Repair function's drain is a health check's", []string{"IDLE", "DRAIN"}, "flexslurm: health check failed: GPU 2: Xid 79 (flexvm-a3u-1-g5)",
+			Node{State: NodeIdle, Flags: NodeFlags{FlagDrain}, Reason: "flexslurm: health check failed: GPU 2: Xid 79 (flexvm-a3u-1-g5)",
+				Owner: OwnerFlexslurm, ReasonGeneration: 5, ReasonHealth: true}},
+		{"a diagnosis drain is not a failed check's", []string{"IDLE", "DRAIN"}, "flexslurm: health check inconclusive 2 times within 24h: drained for diagnosis (flexvm-a3u-1-g5)",
+			Node{State: NodeIdle, Flags: NodeFlags{FlagDrain}, Reason: "flexslurm: health check inconclusive 2 times within 24h: drained for diagnosis (flexvm-a3u-1-g5)",
+				Owner: OwnerFlexslurm, ReasonGeneration: 5}},
+		{"someone else's words about a failed check are not flexslurm's", []string{"IDLE", "DRAIN"}, "health check failed on flexvm-a3u-1-g5",
+			Node{State: NodeIdle, Flags: NodeFlags{FlagDrain}, Reason: "health check failed on flexvm-a3u-1-g5", Owner: OwnerOther}},
 		{"a VM its MIG named from the base names its generation", []string{"IDLE", "DRAIN"}, "flexslurm: health check failed on flexvm-a3u-1-g12-x7k2: Xid 79",
 			Node{State: NodeIdle, Flags: NodeFlags{FlagDrain}, Reason: "flexslurm: health check failed on flexvm-a3u-1-g12-x7k2: Xid 79",
-				Owner: OwnerFlexslurm, ReasonGeneration: 12}},
+				Owner: OwnerFlexslurm, ReasonGeneration: 12, ReasonHealth: true}},
 		{"a longer suffix is another name", []string{"IDLE", "DRAIN"}, "flexslurm: replaced (flexvm-a3u-1-g12-x7k2a)",
 			Node{State: NodeIdle, Flags: NodeFlags{FlagDrain}, Reason: "flexslurm: replaced (flexvm-a3u-1-g12-x7k2a)", Owner: OwnerFlexslurm}},
 		{"another node's VM is not this node's", []string{"IDLE", "DRAIN"}, "flexslurm: replaced by flexvm-a3u-10 (flexvm-a3u-10-g2)",
@@ -126,6 +134,31 @@ func TestOwnReasonFor(t *testing.T) {
 	for _, reason := range []string{"GPU lost (c-a-0-g2)", "flexslurm: GPU lost", ""} {
 		if ParseNode("c-a-0", []string{"IDLE", "DRAIN"}, reason).OwnReasonFor(3) {
 			t.Errorf("reason %q: lifted, want left alone", reason)
+		}
+	}
+}
+
+func TestOwnHealthDrainOf(t *testing.T) {
+	hook := "flexslurm: health check failed on c-a-0-g2: GPU 1: Xid 79"
+	for _, tc := range []struct {
+		words  []string
+		reason string
+		gen    int64
+		want   bool
+	}{
+		{[]string{"IDLE", "DRAIN"}, hook, 2, true},
+		{[]string{"ALLOCATED", "DRAIN"}, hook, 2, true}, // draining: the job still ends there
+		{[]string{"IDLE", "DRAIN"}, hook, 3, false},     // an earlier VM's: OwnReasonFor lifts it
+		{[]string{"IDLE", "DRAIN"}, hook, 1, false},
+		{[]string{"IDLE"}, hook, 2, false}, // the drain was lifted; the reason lingers
+		{[]string{"IDLE", "DRAIN"}, "flexslurm: end of life at 2026-12-01T00:00:00Z, replaced by c-a-2 (c-a-0-g2)", 2, false},
+		{[]string{"IDLE", "DRAIN"}, "flexslurm: health check inconclusive 2 times within 24h: drained for diagnosis (c-a-0-g2)", 2, false},
+		{[]string{"IDLE", "DRAIN"}, "health check failed on c-a-0-g2: GPU 1", 2, false},
+		{[]string{"IDLE", "DRAIN"}, "flexslurm: health check failed: GPU 1", 2, false}, // names no VM
+		{[]string{"IDLE", "DRAIN"}, "flexslurm: health check failed: GPU 1", 0, false},
+	} {
+		if got := ParseNode("c-a-0", tc.words, tc.reason).OwnHealthDrainOf(tc.gen); got != tc.want {
+			t.Errorf("%v %q: OwnHealthDrainOf(%d) = %v, want %v", tc.words, tc.reason, tc.gen, got, tc.want)
 		}
 	}
 }

@@ -129,7 +129,10 @@ func jobEqual(a, b *model.Job) bool {
 		sameTime(a.SubmittedAt, b.SubmittedAt) &&
 		sameTime(a.UpdatedAt, b.UpdatedAt) &&
 		a.Stage == b.Stage &&
-		a.Reason == b.Reason
+		a.Reason == b.Reason &&
+		sameTime(a.ReportedAt, b.ReportedAt) &&
+		a.Incarnation == b.Incarnation &&
+		sameTime(a.PreviousEnd, b.PreviousEnd)
 }
 
 func slurmNodeEqual(a, b *model.SlurmNode) bool {
@@ -137,7 +140,8 @@ func slurmNodeEqual(a, b *model.SlurmNode) bool {
 		sameSlice(a.Flags, b.Flags) &&
 		a.Reason == b.Reason &&
 		a.Owner == b.Owner &&
-		a.ReasonGeneration == b.ReasonGeneration
+		a.ReasonGeneration == b.ReasonGeneration &&
+		a.ReasonHealth == b.ReasonHealth
 }
 
 func slurmJobEqual(a, b *model.SlurmJob) bool {

@@ -12,6 +12,7 @@ import (
 	"github.com/flexslurm/flexslurm/dev/scenario/lang"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
+	"github.com/flexslurm/flexslurm/shared/slurmstate"
 )
 
 // invariantState follows the continuous invariants of a run.
@@ -28,6 +29,7 @@ type invariantState struct {
 	beyondSince     map[string]time.Time // VM → since when beyond its pool's max
 	held            map[string]bool      // node → held for a repair or diagnosis when last evaluated
 	heldUntil       map[string]time.Time // node → when its last such hold was first seen ended
+	ownDrainSince   map[string]time.Time // node/VM → since when drained by flexslurm's health check with no repair following it
 	// names are the configured invariants (enabledOf cfg), which a run
 	// never changes.
 	names []string
@@ -36,7 +38,7 @@ type invariantState struct {
 func newInvariantState(cfg lang.Invariants) *invariantState {
 	return &invariantState{cfg: cfg, failedAt: map[string]int{}, repeats: map[string]int{},
 		unrecordedSince: map[string]time.Time{}, belowSince: map[string]time.Time{}, beyondSince: map[string]time.Time{},
-		held: map[string]bool{}, heldUntil: map[string]time.Time{}, names: enabledOf(cfg)}
+		held: map[string]bool{}, heldUntil: map[string]time.Time{}, ownDrainSince: map[string]time.Time{}, names: enabledOf(cfg)}
 }
 
 // enabled lists the configured invariants, in evaluation order: the same
@@ -73,6 +75,9 @@ func enabledOf(c lang.Invariants) []string {
 	if c.WithinMax != nil {
 		out = append(out, "within_max")
 	}
+	if c.OwnDrainFollowed != nil {
+		out = append(out, "own_drain_followed")
+	}
 	return out
 }
 
@@ -95,6 +100,8 @@ func (s *invariantState) describe(name string) string {
 		return "no action on a resource not labelled as this cluster's"
 	case "foreign_reservations_untouched":
 		return fmt.Sprintf("no Slurm command names a reservation without the %q prefix", c.ForeignReservationsUntouched.Prefix)
+	case "own_drain_followed":
+		return fmt.Sprintf("no node drained by flexslurm's health check of its current VM without a repair following it for longer than %s", lang.FormatDuration(c.OwnDrainFollowed.Within.D()))
 	case "within_max":
 		return fmt.Sprintf("no VM beyond its pool's max_node_count without a running job for longer than %s", lang.FormatDuration(c.WithinMax.Within.D()))
 	}
@@ -352,6 +359,8 @@ func (r *Checker) invariant(name string, w world, now time.Time, strict bool) []
 			}
 		}
 		return out
+	case "own_drain_followed":
+		return r.ownDrainFollowed(now, grace(s.cfg.OwnDrainFollowed), afterFault(s.cfg.OwnDrainFollowed, computefault.AnyPath), strict)
 	case "foreign_untouched":
 		return r.foreignTouched(w)
 	case "foreign_reservations_untouched":
@@ -628,4 +637,44 @@ func latest(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// ownDrainFollowed lists the running nodes the Slurm model shows drained
+// with flexslurm's health-check reason for their record's current VM,
+// with no repair following them in the record (none, or awaiting the
+// report), for longer than grace (and past notBefore).
+func (r *Checker) ownDrainFollowed(now time.Time, grace time.Duration, notBefore time.Time, strict bool) []string {
+	if r.slurm == nil {
+		return nil
+	}
+	s := r.inv
+	st := r.state()
+	seen := map[string]bool{}
+	var out []string
+	for _, n := range st.SortedNodes() {
+		if n.Phase != model.PhaseRunning || (n.Repair != model.RepairNone && n.Repair != model.RepairAwaitReport) {
+			continue
+		}
+		sn, ok := r.slurm.Node(n.Name)
+		if !ok || !sn.Flag("DRAIN") || !slurmstate.ParseNode(n.Name, []string{"IDLE", "DRAIN"}, sn.Reason()).OwnHealthDrainOf(n.Generation) {
+			continue
+		}
+		key := n.Name + "/" + n.VMName
+		seen[key] = true
+		since, ok := s.ownDrainSince[key]
+		if !ok {
+			since = now
+			s.ownDrainSince[key] = now
+		}
+		if deadline := latest(since.Add(grace), notBefore); strict || now.After(deadline) {
+			out = append(out, fmt.Sprintf("node %s (%s) drained by flexslurm's health check (%q) with no repair following it since %s",
+				n.Name, n.VMName, sn.Reason(), lang.FormatDuration(since.Sub(r.start))))
+		}
+	}
+	for k := range s.ownDrainSince {
+		if !seen[k] {
+			delete(s.ownDrainSince, k)
+		}
+	}
+	return out
 }

@@ -229,6 +229,14 @@ type Invariants struct {
 	// model runs, is gone within Within of the later of that apply and the
 	// moment it was seen so.
 	WithinMax *Within `yaml:"within_max,omitempty"`
+	// OwnDrainFollowed: a running node that the Slurm model shows drained
+	// with flexslurm's health-check reason for the VM its record's current
+	// generation names, while the record holds no repair that follows it
+	// (none, or await_report), is repaired or undrained within Within of
+	// the first evaluation that saw it so: flexslurm finishes what its
+	// node-side hook started, even when the health report never arrives
+	// (needs the Slurm model).
+	OwnDrainFollowed *Within `yaml:"own_drain_followed,omitempty"`
 }
 
 // Within is a time bound. AfterFault extends it after a Compute fault: a

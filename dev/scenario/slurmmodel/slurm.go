@@ -668,10 +668,17 @@ func (m *Model) freeNodes(now time.Time, j *Job) {
 	}
 }
 
-// Submit queues a job.
+// Submit queues a job. An id whose job has ended may be given again, as
+// Slurm's ids repeat (a controller rebuilt without its StateSaveLocation
+// counts from the start again; ids wrap at MaxJobId): the new job replaces
+// the ended one, which Slurm no longer knows.
 func (m *Model) Submit(now time.Time, s lang.SubmitStep) error {
-	if _, ok := m.jobs[s.ID]; ok {
-		return fmt.Errorf("job %s was already submitted", s.ID)
+	if old, ok := m.jobs[s.ID]; ok {
+		if old.active() {
+			return fmt.Errorf("job %s was already submitted and has not ended", s.ID)
+		}
+		m.order = slices.DeleteFunc(m.order, func(id string) bool { return id == s.ID })
+		m.trace("slurm: job id %s given again: a new job (the earlier one ended %s)", s.ID, old.state)
 	}
 	part := s.Partition
 	pool := ""

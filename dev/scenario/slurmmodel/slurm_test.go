@@ -742,3 +742,28 @@ func TestGPUJobsShareNodes(t *testing.T) {
 		t.Errorf("node 0 DOWN holds %d GPUs, jobs %v; want none", n0.GPUsUsed(), n0.JobIDs())
 	}
 }
+
+// TestJobIDGivenAgain: an id whose job ended may be submitted again (a new
+// job: Slurm's ids repeat), one whose job is alive may not.
+func TestJobIDGivenAgain(t *testing.T) {
+	m, rec := newModel(t, lang.Slurm{Simulate: true})
+	if err := m.Submit(t0, lang.SubmitStep{ID: "7", Nodes: 1, Runtime: lang.Duration(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Submit(t0, lang.SubmitStep{ID: "7", Nodes: 1, Runtime: lang.Duration(time.Hour)}); err == nil {
+		t.Fatal("an id whose job is pending was given again")
+	}
+	m.Cancel(t0.Add(time.Minute), "7")
+	rec.take()
+	if err := m.Submit(t0.Add(2*time.Minute), lang.SubmitStep{ID: "7", Nodes: 1, Runtime: lang.Duration(time.Hour)}); err != nil {
+		t.Fatalf("an id whose job ended: %v", err)
+	}
+	j, ok := m.Job("7")
+	if !ok || j.State() != "PENDING" {
+		t.Fatalf("the new job 7: %v %v", ok, j)
+	}
+	m.Update(t0.Add(2*time.Minute), nil)
+	if j, _ := m.Job("7"); j.State() != "CONFIGURING" {
+		t.Errorf("the new job 7 after a pass: %s, want it allocated the node the earlier one left", j.State())
+	}
+}
