@@ -23,7 +23,8 @@ import (
 
 // NodeKind tells a static node (kept up to min_node_count whether or not a
 // job waits) from a dynamic node (provisioned for pending jobs, up to
-// max_node_count). Source: the seed, "Comportamiento del escalamiento de nodos".
+// max_node_count), as the managed service's scaling_spec has them
+// (min_node_count, max_node_count).
 type NodeKind string
 
 // Node kinds.

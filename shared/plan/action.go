@@ -8,7 +8,7 @@
 // Every decision that acts on timing or thresholds takes a Policy; its unset
 // fields take their values from the one table of defaults, DefaultPolicy.
 //
-// The rules (MISSION.md, "Behaviour the seed requires"):
+// The rules:
 //   - static nodes up to min_node_count when a cluster is created or resized;
 //   - job pending → a MIG per node pool and one Flex-Start resize request per
 //     job, never beyond max_node_count;

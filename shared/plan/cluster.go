@@ -15,8 +15,8 @@ import (
 
 // ClusterApplied decides what a newly applied cluster spec (created or
 // resized) requires: the cluster and pool records, the pools' template and
-// MIG, a VM for every static node up to min_node_count (the seed: static
-// nodes are requested immediately when the cluster is created or resized),
+// MIG, a VM for every static node up to min_node_count (static nodes are
+// requested at once when the cluster is created or resized),
 // and the release of nodes that became surplus (min or max lowered) and
 // serve no job. A pool dropped from the spec is marked removed: its idle
 // nodes are released now, busy ones once their jobs end (reconciler), and

@@ -85,7 +85,7 @@ const (
 // Cluster is the effective spec of one managed Slurm cluster.
 type Cluster struct {
 	// ID is the cluster id: the last segment of Name when it is non-empty,
-	// otherwise DisplayName (the seed leaves the segment empty because the
+	// otherwise DisplayName (examples/cluster_config.json leaves the segment empty because the
 	// API takes the id as a create-time parameter). It matches
 	// ^[a-z][a-z0-9]{0,9}$, the rule for clusters with a slurm_spec
 	// (https://github.com/GoogleCloudPlatform/magic-modules/blob/main/mmv1/products/vertexai/ModelDevelopmentCluster.yaml).

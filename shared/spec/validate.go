@@ -15,7 +15,7 @@ import (
 var (
 	// nameRE is the resource name of a modelDevelopmentClusters resource;
 	// the id segment may be empty because the API takes the id at create
-	// time (the seed leaves it empty). Its project and region are then
+	// time (examples/cluster_config.json leaves it empty). Its project and region are then
 	// held to inputs.ProjectID and inputs.Region: both reach the paths of
 	// Google API calls.
 	nameRE = regexp.MustCompile(`^projects/([^/]+)/locations/([^/]+)/modelDevelopmentClusters/([^/]*)$`)

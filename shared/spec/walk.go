@@ -189,7 +189,7 @@ func (w *walker) str(v *value, path string) (string, bool) {
 }
 
 // placeholder reports a string value containing an unreplaced placeholder
-// such as "<project-id>" (the seed's cluster_config.json is full of them)
+// such as "<project-id>" (a copied example's cluster_config.json is full of them)
 // and returns whether it did.
 func (w *walker) placeholder(v *value, path string) bool {
 	if v.kind != kindString {
@@ -243,8 +243,8 @@ func (w *walker) integer(v *value, path string) (int, bool) {
 	return int(n), true
 }
 
-// boolean reads a JSON boolean or the string "true" or "false" (the seed
-// writes enable_public_ips as the string "true").
+// boolean reads a JSON boolean or the string "true" or "false" (the
+// managed service's examples write enable_public_ips as the string "true").
 func (w *walker) boolean(v *value, path string) (bool, bool) {
 	if w.placeholder(v, path) {
 		return false, false
