@@ -61,9 +61,9 @@ func TestListEvents(t *testing.T) {
 		t.Errorf("event fields: %v", ev)
 	}
 	for q, want := range map[string][]string{
-		"?nodeId=flexvm-a3u-0":  {"VM_REQUESTED", "VM_RUNNING"},
-		"?job_id=7":             {"JOB_REFUSED"},
-		"?type=VM_RUNNING":      {"VM_RUNNING"},
+		"?nodeId=flexvm-a3u-0": {"VM_REQUESTED", "VM_RUNNING"},
+		"?job_id=7":            {"JOB_REFUSED"},
+		"?type=VM_RUNNING":     {"VM_RUNNING"},
 		"?filter=" + url.QueryEscape(`nodeId="flexvm-a3u-0" AND type="VM_REQUESTED"`): {"VM_REQUESTED"},
 		"?filter=" + url.QueryEscape(`job_id = "7"`):                                  {"JOB_REFUSED"},
 	} {
@@ -88,12 +88,12 @@ func TestListEvents(t *testing.T) {
 	}
 	// Refusals.
 	for q, field := range map[string]string{
-		"?type=VM_EXPLODED":                                 "type",
+		"?type=VM_EXPLODED": "type",
 		"?filter=" + url.QueryEscape(`zone="us-central1-a"`): "filter",
 		"?filter=" + url.QueryEscape(`nodeId ~ "x"`):         "filter",
-		"?nodeId=a&filter=" + url.QueryEscape(`nodeId="b"`): "filter",
-		"?pageToken=bm9wZQ":                                 "pageToken",
-		"?node=x":                                           "node",
+		"?nodeId=a&filter=" + url.QueryEscape(`nodeId="b"`):  "filter",
+		"?pageToken=bm9wZQ": "pageToken",
+		"?node=x":           "node",
 	} {
 		r := e.do("GET", base+"/flexvm/events"+q, nil)
 		vs := wantError(t, r, 400, "INVALID_ARGUMENT")
