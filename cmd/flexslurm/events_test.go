@@ -40,7 +40,9 @@ func TestEventsThroughTheAPI(t *testing.T) {
 	defer cancel()
 	out := &syncBuffer{}
 	done := make(chan int)
-	go func() { done <- runEvents(ctx, append(args[1:], "--follow", "--every", "10ms", "--node", "flexvm-a3u-0"), out, &stderr) }()
+	go func() {
+		done <- runEvents(ctx, append(args[1:], "--follow", "--every", "10ms", "--node", "flexvm-a3u-0"), out, &stderr)
+	}()
 	at := h.Clock.Now().Add(time.Hour)
 	e := store.ClusterEvent{ID: store.ClusterEventID("flexvm", at, "later", 0), Cluster: "flexvm", Type: "VM_EXPIRED", Time: at,
 		Node: "flexvm-a3u-0", VM: "flexvm-a3u-0-g1", Message: "VM flexvm-a3u-0-g1 ended at its run duration"}
