@@ -196,6 +196,7 @@ var errCrash = errors.New("injected crash")
 // events) and an error wrapping ErrTransient when it should be redelivered.
 func (r *Runner) Process(ctx context.Context, in Input) (Result, error) {
 	var res Result
+	started := time.Now() // decision latency is measured on the wall clock
 	now := r.d.Clock.Now()
 	in.Scope.EventID = in.EventID
 	in.Scope.EventKind = in.Flow
@@ -273,7 +274,9 @@ func (r *Runner) Process(ctx context.Context, in Input) (Result, error) {
 		}
 	}
 	r.requestsEnded(ctx, in.Scope.Cluster, after, ended, log)
-	return res, r.respond(ctx, in.Scope.Cluster, res.Failed, log)
+	err = r.respond(ctx, in.Scope.Cluster, res.Failed, log)
+	r.observe(in, after, now, time.Since(started), err, log)
+	return res, err
 }
 
 // respond carries out what plan.Respond decides for each failed action,

@@ -1,14 +1,19 @@
 package apply_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/flexslurm/flexslurm/shared/apply"
 	"github.com/flexslurm/flexslurm/shared/gce"
+	"github.com/flexslurm/flexslurm/shared/logx"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/naming"
 	"github.com/flexslurm/flexslurm/shared/plan"
@@ -116,5 +121,51 @@ func TestEventStoreErrorFailsNothing(t *testing.T) {
 	}
 	if st.Nodes["flexvm-a3u-0"].Phase != model.PhaseRunning {
 		t.Errorf("the decision was not committed: %s", st.Nodes["flexvm-a3u-0"].Phase)
+	}
+}
+
+// TestReconcilePassLogsGauges: a reconcile pass over every pool logs the
+// cluster's gauges and its decision's latency, and a VM seen running logs
+// its capacity wait, as deploy/metrics.tf's log-based metrics read them.
+func TestReconcilePassLogsGauges(t *testing.T) {
+	h, _, c, ctx := setup(t)
+	var buf bytes.Buffer
+	d := h.Runner.Deps()
+	d.Log = logx.New(&buf, slog.LevelInfo)
+	r := apply.New(d)
+	_, err := r.Process(ctx, apply.Input{Flow: "flex.reconcile", EventID: "tick-1", Scope: store.Scope{Cluster: c.ID, AllPools: true},
+		Decide: func(st *model.State, now time.Time) ([]plan.Action, error) {
+			n := *st.Nodes["flexvm-a3u-0"]
+			n.Phase, n.RunningAt, n.TerminationTime = model.PhaseRunning, n.RequestedAt.Add(90*time.Second), now.Add(time.Hour)
+			return []plan.Action{plan.PutNode{Node: n, Reason: "test"}}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]map[string]any{}
+	for _, line := range bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n")) {
+		var m map[string]any
+		if err := json.Unmarshal(line, &m); err != nil {
+			t.Fatalf("log line %s: %v", line, err)
+		}
+		switch {
+		case m["gauge"] != nil:
+			seen[fmt.Sprint("gauge ", m["gauge"], " ", m["state"])] = m
+		case m["cluster_event"] != nil:
+			seen[fmt.Sprint("event ", m["cluster_event"])] = m
+		case m["decision_latency_s"] != nil:
+			seen["latency"] = m
+		}
+	}
+	for key, want := range map[string]float64{"gauge nodes running": 1, "gauge static_shortfall <nil>": 0, "gauge queued_requests <nil>": 0} {
+		if m, ok := seen[key]; !ok || m["value"] != want || m["pool"] != "a3u" || m["cluster"] != c.ID {
+			t.Errorf("%s: logged %v, want value %g", key, m, want)
+		}
+	}
+	if m := seen["event VM_RUNNING"]; m == nil || m["capacity_wait_s"] != 90.0 {
+		t.Errorf("VM_RUNNING logged %v, want capacity_wait_s 90", m)
+	}
+	if m := seen["latency"]; m == nil || m["decision_latency_s"].(float64) <= 0 {
+		t.Errorf("decision latency logged %v", m)
 	}
 }

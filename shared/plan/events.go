@@ -27,6 +27,9 @@ type ClusterEvent struct {
 	Job        string
 	// Message says what happened, in one line.
 	Message string
+	// Wait is, for VM_RUNNING, how long the VM's capacity took to come
+	// (requested to running); 0 otherwise or when unknown.
+	Wait time.Duration
 }
 
 // Event types. Google's training-cluster pages name node states
@@ -172,7 +175,11 @@ func nodeEvents(old model.Node, had bool, n model.Node, add func(ClusterEvent)) 
 		}
 	}
 	if n.Phase == model.PhaseRunning && (newGen || old.Phase != model.PhaseRunning) {
-		add(with(EventVMRunning, fmt.Sprintf("VM %s runs node %s until %s", n.VMName, n.Name, n.TerminationTime.UTC().Format(time.RFC3339))))
+		e := with(EventVMRunning, fmt.Sprintf("VM %s runs node %s until %s", n.VMName, n.Name, n.TerminationTime.UTC().Format(time.RFC3339)))
+		if !n.RequestedAt.IsZero() && n.RunningAt.After(n.RequestedAt) {
+			e.Wait = n.RunningAt.Sub(n.RequestedAt)
+		}
+		add(e)
 	}
 	if newGen || n.Phase != model.PhaseRunning {
 		return

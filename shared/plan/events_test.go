@@ -48,9 +48,14 @@ func TestEventsOfAStaticNodesLife(t *testing.T) {
 	st.Nodes["flexvm-a3u-0"].Phase = model.PhaseRequested
 	vm := VM{Name: "flexvm-a3u-0-g1", ID: "42", Status: "RUNNING", Created: t0, TerminationTime: t0.Add(week)}
 	obs := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true, VMs: []VM{vm}}}}
-	_, got = eventsOf(t, st, Reconcile(st, obs, t0.Add(time.Minute), Policy{}), t0.Add(time.Minute))
+	evs, got := eventsOf(t, st, Reconcile(st, obs, t0.Add(time.Minute), Policy{}), t0.Add(time.Minute))
 	if !slices.Contains(got, "VM_RUNNING flexvm-a3u-0 flexvm-a3u-0-g1") {
 		t.Fatalf("VM seen running: events %q", got)
+	}
+	for _, e := range evs {
+		if e.Type == EventVMRunning && e.Wait != time.Minute {
+			t.Errorf("VM_RUNNING waited %s for capacity, want 1m (requested at t0, running at t0+1m)", e.Wait)
+		}
 	}
 	// Compute Engine ends it at its run duration: it ends, and the node's
 	// next VM is asked for.
@@ -58,7 +63,7 @@ func TestEventsOfAStaticNodesLife(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs, got := eventsOf(t, st, acts, t0.Add(week))
+	evs, got = eventsOf(t, st, acts, t0.Add(week))
 	if d := cmp.Diff([]string{"VM_EXPIRED flexvm-a3u-0 flexvm-a3u-0-g1", "VM_RECREATED flexvm-a3u-0 flexvm-a3u-0-g2"}, got); d != "" {
 		t.Fatalf("expiry (-want +got):\n%s", d)
 	}
