@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flexslurm/flexslurm/shared/logx"
 	"github.com/flexslurm/flexslurm/shared/metrics"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/plan"
@@ -42,29 +43,36 @@ func (r *Runner) recordEvents(ctx context.Context, cluster, source string, evs [
 }
 
 // observe logs what the metrics of deploy/metrics.tf read of a decision
-// carried out: its latency (decision_latency_s: from the event's arrival to
+// carried out: its latency (from the event's arrival to
 // its last action, on the wall clock) and, after a reconcile pass that saw
 // every pool, the cluster's gauges (shared/metrics), once per pass.
 func (r *Runner) observe(in Input, after *model.State, now time.Time, took time.Duration, err error, log *slog.Logger) {
 	LogDecision(log, took, err != nil)
 	if in.Scope.AllPools && strings.HasSuffix(in.Flow, ".reconcile") && after != nil {
-		metrics.LogGauges(log, metrics.PoolGauges(after, now))
+		// LogGauges names the cluster of each sample itself.
+		metrics.LogGauges(logx.Attrs(r.d.Log, "flow", in.Flow, "event_id", in.EventID), metrics.PoolGauges(after, now))
 	}
 }
+
+// Samples of the distribution metrics, logged one per line as
+// jsonPayload.sample = the name and jsonPayload.value = seconds.
+const (
+	SampleCapacityWait    = "capacity_wait_seconds"    // a VM_RUNNING's wait for capacity
+	SampleDecisionLatency = "decision_latency_seconds" // an event's arrival to its last action
+)
 
 // LogClusterEvent logs one cluster event: its message, with cluster_event
-// (its type), pool, node, vm, generation, job and, for VM_RUNNING,
-// capacity_wait_s.
+// (its type), pool, node, vm, generation and job; and for a VM_RUNNING
+// whose wait is known, a capacity_wait_seconds sample.
 func LogClusterEvent(log *slog.Logger, e plan.ClusterEvent) {
-	args := []any{"cluster_event", e.Type, "pool", e.Pool, "node", e.Node, "vm", e.VM, "generation", e.Generation, "job", e.Job}
+	log.Info(e.Message, "cluster_event", e.Type, "pool", e.Pool, "node", e.Node, "vm", e.VM, "generation", e.Generation, "job", e.Job)
 	if e.Wait > 0 {
-		args = append(args, "capacity_wait_s", e.Wait.Seconds())
+		log.Info("capacity wait", "sample", SampleCapacityWait, "value", e.Wait.Seconds(), "pool", e.Pool, "node", e.Node)
 	}
-	log.Info(e.Message, args...)
 }
 
-// LogDecision logs a decision carried out: decision_latency_s, and retry
-// when the event is to be redelivered.
+// LogDecision logs a decision carried out: a decision_latency_seconds
+// sample, and retry when the event is to be redelivered.
 func LogDecision(log *slog.Logger, took time.Duration, retry bool) {
-	log.Info("decision done", "decision_latency_s", took.Seconds(), "retry", retry)
+	log.Info("decision done", "sample", SampleDecisionLatency, "value", took.Seconds(), "retry", retry)
 }

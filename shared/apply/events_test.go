@@ -153,8 +153,8 @@ func TestReconcilePassLogsGauges(t *testing.T) {
 			seen[fmt.Sprint("gauge ", m["gauge"], " ", m["state"])] = m
 		case m["cluster_event"] != nil:
 			seen[fmt.Sprint("event ", m["cluster_event"])] = m
-		case m["decision_latency_s"] != nil:
-			seen["latency"] = m
+		case m["sample"] != nil:
+			seen[fmt.Sprint("sample ", m["sample"])] = m
 		}
 	}
 	for key, want := range map[string]float64{"gauge nodes running": 1, "gauge static_shortfall <nil>": 0, "gauge queued_requests <nil>": 0} {
@@ -162,10 +162,13 @@ func TestReconcilePassLogsGauges(t *testing.T) {
 			t.Errorf("%s: logged %v, want value %g", key, m, want)
 		}
 	}
-	if m := seen["event VM_RUNNING"]; m == nil || m["capacity_wait_s"] != 90.0 {
-		t.Errorf("VM_RUNNING logged %v, want capacity_wait_s 90", m)
+	if m := seen["event VM_RUNNING"]; m == nil || m["node"] != "flexvm-a3u-0" || m["cluster"] != c.ID {
+		t.Errorf("VM_RUNNING logged %v", m)
 	}
-	if m := seen["latency"]; m == nil || m["decision_latency_s"].(float64) <= 0 {
+	if m := seen["sample capacity_wait_seconds"]; m == nil || m["value"] != 90.0 || m["pool"] != "a3u" {
+		t.Errorf("capacity wait logged %v, want 90 s", m)
+	}
+	if m := seen["sample decision_latency_seconds"]; m == nil || m["value"].(float64) <= 0 {
 		t.Errorf("decision latency logged %v", m)
 	}
 }
