@@ -252,6 +252,9 @@ func (s *Server) serve(w http.ResponseWriter, req *http.Request) *Error {
 	if req.Method == http.MethodGet && (path == "/" || path == "/status" || path == "/status/clock") {
 		return s.statusPage(w, req, path)
 	}
+	if req.Method == http.MethodGet && path == "/metrics" {
+		return s.metricsPage(w, req)
+	}
 	if p, err := url.PathUnescape(path); err != nil || strings.Contains(p, "%") {
 		return errorf(CodeNotFound, "the requested URL %s was not found", path)
 	}

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -103,4 +104,29 @@ func TestListEvents(t *testing.T) {
 	}
 	wantError(t, e.do("GET", base+"/nosuch/events", nil), 404, "NOT_FOUND")
 	wantError(t, e.do("POST", base+"/flexvm/events", nil), 404, "NOT_FOUND")
+}
+
+// TestMetricsEndpoint: /metrics serves the example cluster's gauges and
+// event counts in the Prometheus text format, under the names the
+// log-based metrics carry.
+func TestMetricsEndpoint(t *testing.T) {
+	e := newEnv(t)
+	e.create("flexvm", example(t))
+	e.deliver()
+	w := httptest.NewRecorder()
+	e.srv.ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil).WithContext(e.ctx))
+	out := w.Body.String()
+	if w.Code != 200 || !strings.HasPrefix(w.Header().Get("Content-Type"), "text/plain; version=0.0.4") {
+		t.Fatalf("GET /metrics: HTTP %d %q\n%s", w.Code, w.Header().Get("Content-Type"), out)
+	}
+	for _, want := range []string{
+		`flexslurm_nodes{cluster="flexvm",pool="a3u",state="requested"} 1`,
+		`flexslurm_static_shortfall{cluster="flexvm",pool="a3u"} 1`,
+		`flexslurm_queued_requests{cluster="flexvm",pool="a3u"} 1`,
+		`flexslurm_cluster_events_total{cluster="flexvm",pool="a3u",type="VM_REQUESTED"} 1`,
+	} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("no %q in\n%s", want, out)
+		}
+	}
 }
