@@ -258,8 +258,15 @@ func (r *Runner) Process(ctx context.Context, in Input) (Result, error) {
 			logAction(log, a, "recorded")
 		}
 	}
-	if !res.Duplicate {
-		r.recordEvents(ctx, in.Scope.Cluster, in.EventID, evs, log)
+	if len(evs) > 0 {
+		// Stored beside the external actions, not before them: an event
+		// never delays what its decision does. A redelivery derives none.
+		stored := make(chan struct{})
+		go func() {
+			defer close(stored)
+			r.recordEvents(ctx, in.Scope.Cluster, in.EventID, evs, log)
+		}()
+		defer func() { <-stored }()
 	}
 	if r.d.Fault != nil {
 		if err := r.d.Fault("commit", nil); err != nil {
