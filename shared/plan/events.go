@@ -164,6 +164,9 @@ func nodeEvents(old model.Node, had bool, n model.Node, add func(ClusterEvent)) 
 			e.Type, e.Message = EventCapacityTimedOut, fmt.Sprintf("resize request %s for %s outlived the queue timeout", old.ResizeRequest, old.VMName)
 		default:
 			e.Type, e.Message = EventVMReleased, fmt.Sprintf("VM %s released: %s", old.VMName, n.Reason)
+			if old.Phase == model.PhaseRequested {
+				e.Message = fmt.Sprintf("capacity for VM %s no longer asked for: %s", old.VMName, n.Reason)
+			}
 		}
 		add(e)
 	}

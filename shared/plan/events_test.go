@@ -164,3 +164,27 @@ func TestEventTypesDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestEventsOfAJobsLife: a pending job's node is requested for it (the
+// event names the job), and its cancellation withdraws the capacity.
+func TestEventsOfAJobsLife(t *testing.T) {
+	st, c := applied(t)
+	evs, got := eventsOf(t, st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 1)), t0)
+	if d := cmp.Diff([]string{"VM_REQUESTED flexvm-a3u-1 flexvm-a3u-1-g1"}, got); d != "" {
+		t.Fatalf("job pending (-want +got):\n%s", d)
+	}
+	if evs[0].Job != "7" {
+		t.Errorf("VM_REQUESTED for job 7 names job %q", evs[0].Job)
+	}
+	acts, err := Job(st, c, jobEv(event.TypeJobCancelled, "7", 0), t0.Add(time.Minute), Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, got = eventsOf(t, st, acts, t0.Add(time.Minute))
+	if d := cmp.Diff([]string{"VM_RELEASED flexvm-a3u-1 flexvm-a3u-1-g1"}, got); d != "" {
+		t.Fatalf("job cancelled (-want +got):\n%s", d)
+	}
+	if !strings.Contains(evs[0].Message, "no longer asked for") || evs[0].Job != "7" {
+		t.Errorf("withdrawn capacity: %+v", evs[0])
+	}
+}
