@@ -105,8 +105,7 @@ func Events(before *model.State, acts []Action, now time.Time) []ClusterEvent {
 			nodeEvents(old, had, a.Node, add)
 			nodes[a.Node.Name] = a.Node
 		case PutPool:
-			old, had := pools[a.Pool.ID]
-			poolEvents(old, had, a.Pool, add)
+			poolEvents(pools[a.Pool.ID], a.Pool, add)
 			pools[a.Pool.ID] = a.Pool
 		case PutJob:
 			old := jobs[a.Job.ID]
@@ -201,8 +200,7 @@ func nodeEvents(old model.Node, had bool, n model.Node, add func(ClusterEvent)) 
 	}
 }
 
-func poolEvents(old model.Pool, had bool, p model.Pool, add func(ClusterEvent)) {
-	_ = had
+func poolEvents(old, p model.Pool, add func(ClusterEvent)) {
 	if p.BackoffUntil.After(old.BackoffUntil) {
 		add(ClusterEvent{Type: EventPoolBackoff, Pool: p.ID,
 			Message: fmt.Sprintf("pool %s backs off until %s (%s, attempt %d)", p.ID, p.BackoffUntil.UTC().Format(time.RFC3339), p.BackoffReason, p.BackoffAttempts)})
