@@ -170,10 +170,14 @@ func nodeEvents(old model.Node, had bool, n model.Node, add func(ClusterEvent)) 
 		add(e)
 	}
 	if n.Phase == model.PhaseRequested && newGen {
+		role := ""
+		if n.Predecessor != "" {
+			role = fmt.Sprintf(", to take %s's place before its VM ends", n.Predecessor)
+		}
 		if n.Generation > 1 {
-			add(with(EventVMRecreated, fmt.Sprintf("VM %s requested for node %s (resize request %s) after %s", n.VMName, n.Name, n.ResizeRequest, eventOr(string(n.LastEnd), "its previous VM ended"))))
+			add(with(EventVMRecreated, fmt.Sprintf("VM %s requested for node %s (resize request %s) after %s%s", n.VMName, n.Name, n.ResizeRequest, eventOr(string(n.LastEnd), "its previous VM ended"), role)))
 		} else {
-			add(with(EventVMRequested, fmt.Sprintf("VM %s requested for node %s (resize request %s)", n.VMName, n.Name, n.ResizeRequest)))
+			add(with(EventVMRequested, fmt.Sprintf("VM %s requested for node %s (resize request %s)%s", n.VMName, n.Name, n.ResizeRequest, role)))
 		}
 	}
 	if n.Phase == model.PhaseRunning && (newGen || old.Phase != model.PhaseRunning) {

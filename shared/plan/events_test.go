@@ -188,3 +188,15 @@ func TestEventsOfAJobsLife(t *testing.T) {
 		t.Errorf("withdrawn capacity: %+v", evs[0])
 	}
 }
+
+// TestEventsOfASuccessor: a make-before-break successor's request says
+// whose place it takes.
+func TestEventsOfASuccessor(t *testing.T) {
+	before := model.NewState()
+	succ := model.Node{Name: "flexvm-a3u-1", Pool: "a3u", Generation: 1, Phase: model.PhaseRequested, VMName: "flexvm-a3u-1-g1",
+		ResizeRequest: "rr-flexvm-a3u-1-g1", Predecessor: "flexvm-a3u-0"}
+	evs, _ := eventsOf(t, before, []Action{PutNode{Node: succ, Reason: "x"}}, t0)
+	if len(evs) != 1 || evs[0].Type != EventVMRequested || !strings.Contains(evs[0].Message, "take flexvm-a3u-0's place") {
+		t.Fatalf("successor requested: %+v", evs)
+	}
+}
