@@ -45,3 +45,15 @@ resource "google_firestore_field" "pool_template_body" {
 
   index_config {}
 }
+
+# Cluster events (cluster_events/{id}, shared/store) carry expire_at = the
+# event's time + 30 days.
+resource "google_firestore_field" "cluster_events_ttl" {
+  project    = var.project
+  database   = google_firestore_database.state.name
+  collection = "cluster_events"
+  field      = "expire_at"
+
+  ttl_config {}
+  index_config {}
+}

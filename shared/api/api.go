@@ -117,6 +117,9 @@ type Deps struct {
 	ApplyDeadline time.Duration
 	// Log receives one line per request; default slog.Default().
 	Log *slog.Logger
+	// Events lists the clusters' events; nil takes Store when it is a
+	// store.EventLog (Firestore and Memory are).
+	Events store.EventLog
 }
 
 // ErrRepairRefused marks a repair the decision refused (the node has no VM
@@ -144,6 +147,9 @@ func New(d Deps) *Server {
 	}
 	if d.Log == nil {
 		d.Log = slog.Default()
+	}
+	if d.Events == nil {
+		d.Events, _ = d.Store.(store.EventLog)
 	}
 	return &Server{d: d}
 }
@@ -181,6 +187,7 @@ type route struct {
 	ops                        bool   // operations
 	id                         string // cluster or operation id; "" for the collection
 	verb                       string // custom method, e.g. reportFaultyNodes
+	events                     bool   // the cluster's events collection (events.go)
 }
 
 func (r route) parent() string { return "projects/" + r.project + "/locations/" + r.location }
@@ -210,6 +217,9 @@ func parseRoute(p string) (route, bool) {
 	case seg[5] == collection && len(seg) == 7 && seg[6] != "":
 		r.id, r.verb, _ = strings.Cut(seg[6], ":")
 		return r, r.id != ""
+	case seg[5] == collection && len(seg) == 8 && seg[6] != "" && seg[7] == "events":
+		r.id, r.events = seg[6], true
+		return r, !strings.Contains(r.id, ":")
 	case strings.HasPrefix(seg[5], collection+":"):
 		return r, false
 	}
@@ -242,6 +252,9 @@ func (s *Server) serve(w http.ResponseWriter, req *http.Request) *Error {
 	if req.Method == http.MethodGet && (path == "/" || path == "/status" || path == "/status/clock") {
 		return s.statusPage(w, req, path)
 	}
+	if req.Method == http.MethodGet && path == "/metrics" {
+		return s.metricsPage(w, req)
+	}
 	if p, err := url.PathUnescape(path); err != nil || strings.Contains(p, "%") {
 		return errorf(CodeNotFound, "the requested URL %s was not found", path)
 	}
@@ -271,6 +284,10 @@ func (s *Server) serve(w http.ResponseWriter, req *http.Request) *Error {
 		return s.list(ctx, w, r, q)
 	case r.id == "":
 		return methodNotFound(req.Method, path)
+	case r.events && req.Method == http.MethodGet:
+		return s.listEvents(ctx, w, r, q)
+	case r.events:
+		return methodNotFound(req.Method, path)
 	case r.verb == "reportFaultyNodes" && req.Method == http.MethodPost:
 		return s.reportFaultyNodes(ctx, w, req, r, q)
 	case r.verb != "":
@@ -298,6 +315,7 @@ type query map[string]string
 // (https://cloud.google.com/apis/docs/system-parameters) that change nothing
 // here.
 var knownParams = []string{"modelDevelopmentClusterId", "pageSize", "pageToken", "updateMask", "updateMode",
+	"filter", "nodeId", "jobId", "type",
 	"alt", "prettyPrint", "$alt", "$prettyPrint", "fields", "$fields"}
 
 func queryParams(raw string) (query, *Error) {

@@ -105,6 +105,11 @@ func TestStatusPageInChromium(tt *testing.T) {
 	if !strings.Contains(dom, `data-node="`+succ+`"`) || !strings.Contains(dom, "ends ") || !strings.Contains(dom, "→ "+succ) {
 		tt.Fatalf("the timeline does not show the successor %s:\n%s", succ, dom)
 	}
+	// The cluster's events are listed beside it: the static node's first
+	// VM was requested.
+	if !strings.Contains(dom, `<tr data-event="VM_REQUESTED">`) {
+		tt.Fatalf("the page lists no VM_REQUESTED event:\n%s", dom)
+	}
 	shot := filepath.Join(dir, "status-page.png")
 	run("--screenshot="+shot, srv.URL+"/")
 	b, err := os.ReadFile(shot)

@@ -111,6 +111,10 @@ type Deps struct {
 	// function crashed, and is returned wrapped in ErrTransient so the event
 	// is redelivered. For scenario and chaos runs; nil in production.
 	Fault func(point string, a plan.Action) error
+	// Events stores the cluster events each decision derives
+	// (plan.Events) after its commit; nil takes Store when it is a
+	// store.EventLog (Firestore and Memory are), else none are kept.
+	Events store.EventLog
 }
 
 // Runner processes events. It is safe for concurrent use.
@@ -128,6 +132,9 @@ func New(d Deps) *Runner {
 	}
 	if d.Log == nil {
 		d.Log = slog.Default()
+	}
+	if d.Events == nil {
+		d.Events, _ = d.Store.(store.EventLog)
 	}
 	return &Runner{d: d, specs: map[string]*spec.Cluster{}}
 }
@@ -189,15 +196,18 @@ var errCrash = errors.New("injected crash")
 // events) and an error wrapping ErrTransient when it should be redelivered.
 func (r *Runner) Process(ctx context.Context, in Input) (Result, error) {
 	var res Result
+	started := time.Now() // decision latency is measured on the wall clock
 	now := r.d.Clock.Now()
 	in.Scope.EventID = in.EventID
 	in.Scope.EventKind = in.Flow
 	var after *model.State
+	var evs []plan.ClusterEvent
 	err := r.d.Store.Update(ctx, in.Scope, func(st *model.State) error {
 		acts, err := in.Decide(st, now)
 		if err != nil {
 			return err
 		}
+		evs = plan.Events(st, acts, now)
 		plan.Apply(st, acts)
 		note, err := plan.ReplayNote(acts, store.MaxEventNoteBytes)
 		if err != nil {
@@ -248,6 +258,16 @@ func (r *Runner) Process(ctx context.Context, in Input) (Result, error) {
 			logAction(log, a, "recorded")
 		}
 	}
+	if len(evs) > 0 {
+		// Stored beside the external actions, not before them: an event
+		// never delays what its decision does. A redelivery derives none.
+		stored := make(chan struct{})
+		go func() {
+			defer close(stored)
+			r.recordEvents(ctx, in.Scope.Cluster, in.EventID, evs, log)
+		}()
+		defer func() { <-stored }()
+	}
 	if r.d.Fault != nil {
 		if err := r.d.Fault("commit", nil); err != nil {
 			return res, fmt.Errorf("%w: crash after commit of event %s: %w", ErrTransient, in.EventID, err)
@@ -261,7 +281,9 @@ func (r *Runner) Process(ctx context.Context, in Input) (Result, error) {
 		}
 	}
 	r.requestsEnded(ctx, in.Scope.Cluster, after, ended, log)
-	return res, r.respond(ctx, in.Scope.Cluster, res.Failed, log)
+	err = r.respond(ctx, in.Scope.Cluster, res.Failed, log)
+	r.observe(in, after, now, time.Since(started), err, log)
+	return res, err
 }
 
 // respond carries out what plan.Respond decides for each failed action,
@@ -305,8 +327,11 @@ func (r *Runner) requestsEnded(ctx context.Context, cluster string, st *model.St
 		return
 	}
 	var acts []plan.Action
+	var evs []plan.ClusterEvent
+	now := r.d.Clock.Now()
 	err := r.d.Store.Update(ctx, store.Scope{Cluster: cluster, Nodes: nodes}, func(st *model.State) error {
-		acts = plan.RequestsEnded(st, names, r.d.Clock.Now(), r.d.Policy)
+		acts = plan.RequestsEnded(st, names, now, r.d.Policy)
+		evs = plan.Events(st, acts, now)
 		plan.Apply(st, acts)
 		return nil
 	})
@@ -317,17 +342,21 @@ func (r *Runner) requestsEnded(ctx context.Context, cluster string, st *model.St
 	for _, a := range acts {
 		logAction(log, a, "recorded")
 	}
+	r.recordEvents(ctx, cluster, "requests-ended/"+strings.Join(names, ","), evs, log)
 }
 
 // provisioningFailed records a refused resize request: pool backoff, nodes
 // released, job left pending (plan.ProvisioningFailed), in one transaction.
 func (r *Runner) provisioningFailed(ctx context.Context, cluster string, c plan.CreateResizeRequest, f ActionError, log *slog.Logger) error {
 	var acts []plan.Action
+	var evs []plan.ClusterEvent
+	now := r.d.Clock.Now()
 	err := r.d.Store.Update(ctx, store.Scope{Cluster: cluster, Pools: []string{c.Pool}, Jobs: nonEmpty(c.JobID)}, func(st *model.State) error {
-		a, err := plan.ProvisioningFailedQuota(st, c.Pool, c.Name, f.Class.Provisioning(), f.Code, f.Quota(), r.d.Clock.Now(), r.d.Policy)
+		a, err := plan.ProvisioningFailedQuota(st, c.Pool, c.Name, f.Class.Provisioning(), f.Code, f.Quota(), now, r.d.Policy)
 		if err != nil {
 			return err
 		}
+		evs = plan.Events(st, a, now)
 		plan.Apply(st, a)
 		acts = a
 		return nil
@@ -338,6 +367,7 @@ func (r *Runner) provisioningFailed(ctx context.Context, cluster string, c plan.
 	for _, a := range acts {
 		logAction(log, a, "recorded")
 	}
+	r.recordEvents(ctx, cluster, "provisioning-failed/"+c.Name, evs, log)
 	return nil
 }
 
@@ -349,11 +379,14 @@ func (r *Runner) hostRepairFailed(ctx context.Context, cluster string, hr plan.R
 	var acts []plan.Action
 	var after *model.State
 	scope := store.Scope{Cluster: cluster, Pools: []string{hr.Pool}, Jobs: nonEmpty(hr.JobID), Slurm: true}
+	var evs []plan.ClusterEvent
+	now := r.d.Clock.Now()
 	err := r.d.Store.Update(ctx, scope, func(st *model.State) error {
-		a, err := plan.HostRepairFailed(st, hr.Node, hr.Generation, f.Code, r.d.Clock.Now(), r.d.Policy)
+		a, err := plan.HostRepairFailed(st, hr.Node, hr.Generation, f.Code, now, r.d.Policy)
 		if err != nil {
 			return err
 		}
+		evs = plan.Events(st, a, now)
 		plan.Apply(st, a)
 		acts = a
 		after = st // kept as Process keeps it: the store contract allows it
@@ -371,6 +404,7 @@ func (r *Runner) hostRepairFailed(ctx context.Context, cluster string, hr plan.R
 			logAction(log, a, "recorded")
 		}
 	}
+	r.recordEvents(ctx, cluster, fmt.Sprintf("host-repair-failed/%s/%d", hr.Node, hr.Generation), evs, log)
 	failed := r.Execute(ctx, cluster, after, plan.External(acts), log)
 	for _, ff := range failed {
 		if errors.Is(ff.Err, errCrash) {

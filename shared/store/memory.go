@@ -30,6 +30,7 @@ type Memory struct {
 	shared   map[string]*sharedCopy          // cluster → private copies of what clusters[cluster] shares
 	events   map[string]map[string]eventMark // cluster → event id → marker
 	now      func() time.Time
+	log      memoryEvents // cluster events (clusterevents.go)
 
 	// Counters, for tests and benchmarks: transactions committed and records written.
 	Transactions, Writes int
