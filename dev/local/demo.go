@@ -298,6 +298,7 @@ func (s *System) requestState(name string) string {
 // health failure has the Flex-Start VM deleted and replaced for the
 // requeued job. It returns an error if any outcome differs.
 func (s *System) Demo(ctx context.Context) error {
+	defer s.TL.Flush()
 	if ss := s.slurm.Load(); ss != nil {
 		return s.demoSlurm(ctx, ss)
 	}

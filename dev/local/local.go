@@ -259,6 +259,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 		config.EnvClock, s.Clock.String(), config.EnvComputeEndpoint, s.SimURL, EnvLocal, s.APIURL, s.SimURL, s.Opts.Project, exe, exe, applyFlags, opts.SpecPath,
 		opts.SpecPath, s.Opts.Project, s.Spec.Region, s.Spec.ID, slurmHelp)
 	<-ctx.Done()
+	s.TL.Flush()
 	fmt.Fprintln(opts.Out, "\nstopping: Slurm, functions, Compute simulator, emulators")
 	return nil
 }
@@ -328,6 +329,10 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 	s.Clock = clock.NewScaled(origin, opts.Speedup)
 	s.TL.Clock = s.Clock
 	s.TL.Origin = origin
+	// The watchers poll every 100–150 ms: a line is held 400 ms, so that
+	// what they see at different moments is printed in the order it
+	// happened.
+	s.TL.Hold = 400 * time.Millisecond
 	simLog, err := os.Create(filepath.Join(opts.RunDir, "compute-sim.log"))
 	if err != nil {
 		return s, err

@@ -32,6 +32,18 @@ import (
 type Timeline struct {
 	Clock  *clock.Scaled
 	Origin time.Time
+	// Hold, when set, keeps each line this long (wall time) before it is
+	// printed, so that lines its watchers see at different moments come
+	// out in the order their events happened: every line carries the time
+	// of its event (a record's write, a resize request's creation or
+	// fulfilment, a VM's creation; the moment it was seen otherwise), and
+	// a line is printed once no line seen later can be older. Set it to
+	// about twice the slowest watcher's period. Zero prints at once.
+	Hold time.Duration
+	// pending are the lines held, printed by flush in (time, arrival)
+	// order.
+	pending []heldLine
+	seq     int
 
 	mu       sync.Mutex
 	out      io.Writer
@@ -44,6 +56,14 @@ type Timeline struct {
 	decisions map[string]int
 	// Violations records invariant breaches seen while watching.
 	violations []string
+}
+
+// heldLine is a line waiting in Timeline.pending.
+type heldLine struct {
+	at   time.Time // the event's time (simulated)
+	seen time.Time // when it was held (wall)
+	seq  int
+	text string // stamped and rewritten
 }
 
 // NewTimeline returns a timeline printing to out.
@@ -81,10 +101,76 @@ func (t *Timeline) printAt(at time.Time, msg string) {
 		})
 	}
 	stamp := t.stamp()
+	if at.IsZero() && t.Clock != nil {
+		at = t.Clock.Now()
+	}
 	if !at.IsZero() && t.Clock != nil {
 		stamp = t.rel(at)
 	}
-	fmt.Fprintf(t.out, "%s  %s\n", stamp, msg)
+	line := fmt.Sprintf("%s  %s\n", stamp, msg)
+	if t.Hold <= 0 {
+		fmt.Fprint(t.out, line)
+		return
+	}
+	t.seq++
+	t.pending = append(t.pending, heldLine{at: at, seen: time.Now(), seq: t.seq, text: line})
+	t.flushLocked(false)
+}
+
+// Flush prints every line held now, in order (Timeline.Hold). The
+// watchers flush as they poll; a caller about to print something of its
+// own (a step, a check) flushes first.
+func (t *Timeline) Flush() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.flushLocked(true)
+}
+
+// release prints the held lines whose turn has come: a watcher calls it
+// at each poll, so that lines are not held longer than needed when
+// nothing new happens.
+func (t *Timeline) release() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.flushLocked(false)
+}
+
+// flushLocked prints, in (event time, arrival) order, the held lines no
+// later line can precede: those up to the event time of the newest line
+// held for Hold. With all, it prints every line.
+func (t *Timeline) flushLocked(all bool) {
+	if len(t.pending) == 0 {
+		return
+	}
+	sort.SliceStable(t.pending, func(i, k int) bool {
+		a, b := t.pending[i], t.pending[k]
+		if !a.at.Equal(b.at) {
+			return a.at.Before(b.at)
+		}
+		return a.seq < b.seq
+	})
+	// The watermark: the latest event time among lines held long enough.
+	// A line seen later than Hold after its event is printed late, in the
+	// position it then has.
+	var mark time.Time
+	cutoff := time.Now().Add(-t.Hold)
+	for _, l := range t.pending {
+		if (all || l.seen.Before(cutoff)) && l.at.After(mark) {
+			mark = l.at
+		}
+	}
+	if mark.IsZero() && !all {
+		return
+	}
+	n := 0
+	for _, l := range t.pending {
+		if !all && l.at.After(mark) {
+			break
+		}
+		fmt.Fprint(t.out, l.text)
+		n++
+	}
+	t.pending = append(t.pending[:0], t.pending[n:]...)
 }
 
 // Say prints one line.
@@ -94,6 +180,7 @@ func (t *Timeline) Say(msg string) { t.printf("%s", msg) }
 func (t *Timeline) Step(n int, title string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.flushLocked(true)
 	fmt.Fprintf(t.out, "\n── %d. %s\n", n, title)
 }
 
@@ -103,7 +190,9 @@ func (t *Timeline) Check(ok bool, what string) bool {
 	if !ok {
 		mark = "FAIL"
 	}
+	t.Flush()
 	t.printf("   [%s] %s", mark, what)
+	t.Flush()
 	return ok
 }
 
@@ -151,6 +240,7 @@ func (t *Timeline) WatchState(ctx context.Context, st store.Store, cluster strin
 			return
 		case <-tick.C:
 		}
+		t.release()
 		// Jobs seen active are read again whatever their state, so that
 		// their end is printed too (a pool's read holds active jobs only).
 		t.mu.Lock()
@@ -229,13 +319,28 @@ func (t *Timeline) WatchSim(ctx context.Context, sim *computesim.Sim, every time
 			return
 		case <-tick.C:
 		}
-		var lines []string
+		t.release()
+		// Each change carries the time Compute made it where the
+		// simulator keeps it (a request's creation and fulfilment, a VM's
+		// creation), and the moment it was seen otherwise.
+		type change struct {
+			at   time.Time
+			line string
+		}
+		var lines []change
 		rrs := sim.ResizeRequests()
 		vms := sim.Instances()
 		t.mu.Lock()
 		for _, rr := range rrs {
 			if t.rrs[rr.Name] != rr.State {
-				lines = append(lines, fmt.Sprintf("compute: resize request %s %s (%s)", rr.Name, rr.State, strings.Join(rr.Instances, ",")))
+				var at time.Time
+				switch rr.State {
+				case "ACCEPTED", "CREATING":
+					at = rr.Created
+				case "SUCCEEDED":
+					at = rr.CapacityAt
+				}
+				lines = append(lines, change{at, fmt.Sprintf("compute: resize request %s %s (%s)", rr.Name, rr.State, strings.Join(rr.Instances, ","))})
 				t.rrs[rr.Name] = rr.State
 			}
 		}
@@ -248,7 +353,11 @@ func (t *Timeline) WatchSim(ctx context.Context, sim *computesim.Sim, every time
 				if !vm.TerminationTime.IsZero() && vm.Status == "RUNNING" {
 					extra = " until " + t.rel(vm.TerminationTime)
 				}
-				lines = append(lines, fmt.Sprintf("compute: VM %s %s%s", vm.Name, vm.Status, extra))
+				var at time.Time
+				if _, seen := t.vms[vm.Name]; !seen {
+					at = vm.Created
+				}
+				lines = append(lines, change{at, fmt.Sprintf("compute: VM %s %s%s", vm.Name, vm.Status, extra)})
 				t.vms[vm.Name] = vm.Status
 			}
 			if vm.Status != "STOPPING" {
@@ -261,7 +370,7 @@ func (t *Timeline) WatchSim(ctx context.Context, sim *computesim.Sim, every time
 		}
 		for name := range t.vms {
 			if !live[name] {
-				lines = append(lines, fmt.Sprintf("compute: VM %s gone", name))
+				lines = append(lines, change{line: fmt.Sprintf("compute: VM %s gone", name)})
 				delete(t.vms, name)
 			}
 		}
@@ -271,13 +380,13 @@ func (t *Timeline) WatchSim(ctx context.Context, sim *computesim.Sim, every time
 				msg := fmt.Sprintf("node %s is backed by %d VMs at once: %s", node, len(v), strings.Join(v, ","))
 				if !containsStr(t.violations, msg) {
 					t.violations = append(t.violations, msg)
-					lines = append(lines, "INVARIANT BROKEN: "+msg)
+					lines = append(lines, change{line: "INVARIANT BROKEN: " + msg})
 				}
 			}
 		}
 		t.mu.Unlock()
 		for _, l := range lines {
-			t.printf("%s", l)
+			t.printAt(l.at, l.line)
 		}
 	}
 }

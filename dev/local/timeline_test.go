@@ -118,3 +118,32 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	return s.b.Write(p)
 }
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// TestTimelineHoldPrintsInEventOrder: with Hold, lines seen out of order
+// (a watcher that polls later sees an older event) are printed in the
+// order their events happened, arrival order breaking ties; a step
+// prints everything held first. Without Hold, lines print at once.
+func TestTimelineHoldPrintsInEventOrder(t *testing.T) {
+	var out bytes.Buffer
+	tl := NewTimeline(&out)
+	origin := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	tl.Origin, tl.Clock = origin, clock.NewScaled(origin.Add(time.Hour), 1e-9)
+	tl.Hold = time.Hour
+	tl.printAt(origin.Add(20*time.Minute), "VM b RUNNING")
+	tl.printAt(origin.Add(5*time.Minute), "request a ACCEPTED")
+	tl.printAt(origin.Add(20*time.Minute), "node b running")
+	if out.Len() != 0 {
+		t.Fatalf("printed before the hold: %q", out.String())
+	}
+	tl.Step(2, "next")
+	want := "+0d 00:05:00  request a ACCEPTED\n+0d 00:20:00  VM b RUNNING\n+0d 00:20:00  node b running\n\n── 2. next\n"
+	if out.String() != want {
+		t.Errorf("printed\n%s\nwant\n%s", out.String(), want)
+	}
+	out.Reset()
+	tl.Hold = 0
+	tl.printAt(origin.Add(30*time.Minute), "at once")
+	if out.String() != "+0d 00:30:00  at once\n" {
+		t.Errorf("without a hold: %q", out.String())
+	}
+}
