@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flexslurm/flexslurm/dev/benchpool"
 	"github.com/flexslurm/flexslurm/dev/computesim"
 	"github.com/flexslurm/flexslurm/dev/harness"
 	"github.com/flexslurm/flexslurm/shared/apply"
@@ -33,40 +34,7 @@ const (
 // clusterSpec is the bench's cluster_config.json: one Flex-Start H200 pool
 // (and the login pool the managed Slurm API requires).
 func clusterSpec(cfg Config) (*spec.Cluster, error) {
-	doc := fmt.Sprintf(`{
-  "display_name": %q,
-  "name": "projects/flexslurm-bench/locations/us-central1/modelDevelopmentClusters/",
-  "network": {
-    "network": "projects/flexslurm-bench/global/networks/default",
-    "subnetwork": "projects/flexslurm-bench/regions/us-central1/subnetworks/default"
-  },
-  "node_pools": [
-    {
-      "id": "login",
-      "machine_spec": { "machine_type": "n2-standard-8" },
-      "scaling_spec": { "min_node_count": 1, "max_node_count": 1 },
-      "zone": %q,
-      "boot_disk": { "boot_disk_type": "pd-standard", "boot_disk_size_gb": 120 }
-    },
-    {
-      "id": %q,
-      "machine_spec": { "machine_type": "a3-ultragpu-8g", "accelerator_type": "NVIDIA_H200_141GB", "accelerator_count": 8 },
-      "provisioning_model": "FLEX_START",
-      "flex_start_max_duration": "%ds",
-      "scaling_spec": { "min_node_count": %d, "max_node_count": %d },
-      "zone": %q,
-      "boot_disk": { "boot_disk_type": "hyperdisk-balanced", "boot_disk_size_gb": 400 }
-    }
-  ],
-  "orchestrator_spec": {
-    "slurm_spec": {
-      "home_directory_storage": "projects/flexslurm-bench/locations/us-central1-a/instances/home",
-      "partitions": [ { "id": %q, "node_pool_ids": [ %q ] } ],
-      "login_node_pool_id": "login"
-    }
-  }
-}`, clusterID, zone, poolID, int64(cfg.MaxRunDuration/time.Second), cfg.Nodes, cfg.MaxNodes, zone, poolID, poolID)
-	return spec.Parse([]byte(doc))
+	return benchpool.Pool{Cluster: clusterID, ID: poolID, GPUs: 8, MaxRunDuration: cfg.MaxRunDuration, Min: cfg.Nodes, Max: cfg.MaxNodes}.Spec()
 }
 
 // Compare runs cfg once per strategy, concurrently (at most GOMAXPROCS at a
@@ -591,25 +559,4 @@ func simFingerprint(sim *computesim.Sim) string {
 func (r *runner) rel(t time.Time) string { return fmtDur(t.Sub(r.start)) }
 
 // fmtDur formats a duration compactly: 1d2h3m, 45m, 30s.
-func fmtDur(d time.Duration) string {
-	if d < 0 {
-		return "-" + fmtDur(-d)
-	}
-	if d < time.Minute {
-		return d.Round(time.Second).String()
-	}
-	d = d.Round(time.Minute)
-	days, d := d/(24*time.Hour), d%(24*time.Hour)
-	hours, mins := d/time.Hour, (d%time.Hour)/time.Minute
-	var b strings.Builder
-	if days > 0 {
-		fmt.Fprintf(&b, "%dd", days)
-	}
-	if hours > 0 {
-		fmt.Fprintf(&b, "%dh", hours)
-	}
-	if mins > 0 || b.Len() == 0 {
-		fmt.Fprintf(&b, "%dm", mins)
-	}
-	return b.String()
-}
+func fmtDur(d time.Duration) string { return benchpool.FormatDuration(d) }

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/flexslurm/flexslurm/dev/benchpool"
 )
 
 // Source describes the trace the jobs came from, for the report.
@@ -261,25 +263,4 @@ func fmtDays(d time.Duration) string {
 }
 
 // fmtDur formats a duration compactly: 1d2h3m, 45m, 30s.
-func fmtDur(d time.Duration) string {
-	if d < 0 {
-		return "-" + fmtDur(-d)
-	}
-	if d < time.Minute {
-		return d.Round(time.Second).String()
-	}
-	d = d.Round(time.Minute)
-	days, d := d/(24*time.Hour), d%(24*time.Hour)
-	hours, mins := d/time.Hour, (d%time.Hour)/time.Minute
-	var b strings.Builder
-	if days > 0 {
-		fmt.Fprintf(&b, "%dd", days)
-	}
-	if hours > 0 {
-		fmt.Fprintf(&b, "%dh", hours)
-	}
-	if mins > 0 || b.Len() == 0 {
-		fmt.Fprintf(&b, "%dm", mins)
-	}
-	return b.String()
-}
+func fmtDur(d time.Duration) string { return benchpool.FormatDuration(d) }

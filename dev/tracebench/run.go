@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flexslurm/flexslurm/dev/benchpool"
 	"github.com/flexslurm/flexslurm/dev/computesim"
 	"github.com/flexslurm/flexslurm/dev/harness"
 	"github.com/flexslurm/flexslurm/dev/scenario/lang"
@@ -31,40 +32,7 @@ const (
 // a3-ultragpu-8g (8 × H200), min 0, and the login pool the managed Slurm
 // API requires.
 func clusterSpec(cfg Config) (*spec.Cluster, error) {
-	doc := fmt.Sprintf(`{
-  "display_name": %q,
-  "name": "projects/flexslurm-bench/locations/us-central1/modelDevelopmentClusters/",
-  "network": {
-    "network": "projects/flexslurm-bench/global/networks/default",
-    "subnetwork": "projects/flexslurm-bench/regions/us-central1/subnetworks/default"
-  },
-  "node_pools": [
-    {
-      "id": "login",
-      "machine_spec": { "machine_type": "n2-standard-8" },
-      "scaling_spec": { "min_node_count": 1, "max_node_count": 1 },
-      "zone": %q,
-      "boot_disk": { "boot_disk_type": "pd-standard", "boot_disk_size_gb": 120 }
-    },
-    {
-      "id": %q,
-      "machine_spec": { "machine_type": "a3-ultragpu-8g", "accelerator_type": "NVIDIA_H200_141GB", "accelerator_count": %d },
-      "provisioning_model": "FLEX_START",
-      "flex_start_max_duration": "%ds",
-      "scaling_spec": { "min_node_count": 0, "max_node_count": %d },
-      "zone": %q,
-      "boot_disk": { "boot_disk_type": "hyperdisk-balanced", "boot_disk_size_gb": 400 }
-    }
-  ],
-  "orchestrator_spec": {
-    "slurm_spec": {
-      "home_directory_storage": "projects/flexslurm-bench/locations/us-central1-a/instances/home",
-      "partitions": [ { "id": %q, "node_pool_ids": [ %q ] } ],
-      "login_node_pool_id": "login"
-    }
-  }
-}`, clusterID, zone, poolID, GPUsPerNode, int64(cfg.MaxRunDuration/time.Second), cfg.MaxNodes, zone, poolID, poolID)
-	return spec.Parse([]byte(doc))
+	return benchpool.Pool{Cluster: clusterID, ID: poolID, GPUs: GPUsPerNode, MaxRunDuration: cfg.MaxRunDuration, Min: 0, Max: cfg.MaxNodes}.Spec()
 }
 
 // Result is what one replay measured.
