@@ -20,17 +20,11 @@ import (
 // registered or one already being replaced is acknowledged with no action:
 // redelivered and late reports change nothing.
 func NodeBootstrapFailed(st *model.State, ev *event.Bootstrap, now time.Time, pol Policy) ([]Action, error) {
-	if st.Cluster == nil {
-		return nil, rejectf("no cluster record")
+	pool, idx, err := reportedPool(st, ev.Node)
+	if err != nil {
+		return nil, err
 	}
-	cl, poolID, idx, ok := naming.ParseNodeName(ev.Node)
-	if !ok || cl != st.Cluster.ID {
-		return nil, rejectf("node %s is not a node of cluster %s", ev.Node, st.Cluster.ID)
-	}
-	pool, ok := st.Pools[poolID]
-	if !ok {
-		return nil, rejectf("node %s: pool %s is not a flex-start pool of cluster %s", ev.Node, poolID, cl)
-	}
+	poolID := pool.ID
 	b := newBuilder(st, now, pol)
 	n := b.node(pool, idx)
 	if !naming.SameVM(n.VMName, ev.VMName) || n.Registered || (n.Phase != model.PhaseRunning && n.Phase != model.PhaseRequested) {
@@ -49,24 +43,34 @@ func NodeBootstrapFailed(st *model.State, ev *event.Bootstrap, now time.Time, po
 // VM that is not the node's current one, or one already recorded, changes
 // nothing.
 func NodeVersionMismatch(st *model.State, ev *event.VersionMismatch, now time.Time, pol Policy) ([]Action, error) {
-	if st.Cluster == nil {
-		return nil, rejectf("no cluster record")
-	}
-	cl, poolID, idx, ok := naming.ParseNodeName(ev.Node)
-	if !ok || cl != st.Cluster.ID {
-		return nil, rejectf("node %s is not a node of cluster %s", ev.Node, st.Cluster.ID)
-	}
-	pool, ok := st.Pools[poolID]
-	if !ok {
-		return nil, rejectf("node %s: pool %s is not a flex-start pool of cluster %s", ev.Node, poolID, cl)
+	pool, idx, err := reportedPool(st, ev.Node)
+	if err != nil {
+		return nil, err
 	}
 	b := newBuilder(st, now, pol)
 	n := b.node(pool, idx)
 	what := fmt.Sprintf("VM %s runs flexslurm %s; the functions that built its instance template run %s", ev.VMName, ev.NodeVersion, ev.FunctionsVersion)
-	if n.VMName != ev.VMName || (n.VersionMismatchVM == ev.VMName && n.VersionMismatch == what) {
+	if !naming.SameVM(n.VMName, ev.VMName) || (n.VersionMismatchVM == ev.VMName && n.VersionMismatch == what) {
 		return nil, nil
 	}
 	n.VersionMismatch, n.VersionMismatchVM = what, ev.VMName
 	b.putNode(n, what)
 	return b.out, nil
+}
+
+// reportedPool returns the pool record and slot of the node a VM's report
+// names, or rejects a node that is not a node of a pool of the cluster.
+func reportedPool(st *model.State, node string) (*model.Pool, int, error) {
+	if st.Cluster == nil {
+		return nil, 0, rejectf("no cluster record")
+	}
+	cl, poolID, idx, ok := naming.ParseNodeName(node)
+	if !ok || cl != st.Cluster.ID {
+		return nil, 0, rejectf("node %s is not a node of cluster %s", node, st.Cluster.ID)
+	}
+	pool, ok := st.Pools[poolID]
+	if !ok {
+		return nil, 0, rejectf("node %s: pool %s is not a flex-start pool of cluster %s", node, poolID, cl)
+	}
+	return pool, idx, nil
 }
