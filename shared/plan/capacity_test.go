@@ -61,7 +61,7 @@ func TestQueuedShortage(t *testing.T) {
 		{
 			name: "a stock-out on the queued request: condition, alert, capacity backoff; the request is left alone",
 			rrs:  []ObservedResizeRequest{queued("rr-flexvm-a3u-0-g1", stockout)},
-			want: []string{"Alert:a3u", "PutPool:a3u"},
+			want: []string{"Metric:pool_backoff", "Alert:a3u", "Metric:provisioning_errors", "PutPool:a3u"},
 			pool: poolWant{capCond, now, 1, ClassCapacity, now.Add(2 * time.Minute), capShort(now)},
 		},
 		{
@@ -69,7 +69,7 @@ func TestQueuedShortage(t *testing.T) {
 			prepare: withJob7,
 			rrs: []ObservedResizeRequest{queued("rr-flexvm-a3u-0-g1", stockout),
 				{Name: "rr-flexvm-a3u-j7-g1", State: "ACCEPTED", Created: t0, LastAttempt: quota}},
-			want: []string{"Alert:a3u", "PutPool:a3u"},
+			want: []string{"Metric:pool_backoff", "Alert:a3u", "Metric:provisioning_errors", "PutPool:a3u"},
 			pool: poolWant{quotaCond, now, 1, ClassQuota, now.Add(10 * time.Minute), quotaShort},
 		},
 		{
@@ -91,7 +91,7 @@ func TestQueuedShortage(t *testing.T) {
 				p.BackoffAttempts, p.BackoffReason, p.BackoffUntil = 1, ClassCapacity, now
 			},
 			rrs:  []ObservedResizeRequest{queued("rr-flexvm-a3u-0-g1", stockout)},
-			want: []string{"PutPool:a3u"},
+			want: []string{"Metric:pool_backoff", "PutPool:a3u"},
 			pool: poolWant{capCond, t0, 2, ClassCapacity, now.Add(4 * time.Minute), capShort(t0)},
 		},
 		{
@@ -103,7 +103,7 @@ func TestQueuedShortage(t *testing.T) {
 				p.BackoffAttempts, p.BackoffReason, p.BackoffUntil = 1, ClassCapacity, now.Add(time.Minute)
 			},
 			rrs:  []ObservedResizeRequest{{Name: "rr-flexvm-a3u-j7-g1", State: "ACCEPTED", Created: t0, LastAttempt: quota}, queued("rr-flexvm-a3u-0-g1", AttemptError{})},
-			want: []string{"Alert:a3u", "PutPool:a3u"},
+			want: []string{"Alert:a3u", "Metric:provisioning_errors", "PutPool:a3u"},
 			pool: poolWant{quotaCond, now, 1, ClassCapacity, now.Add(time.Minute), quotaShort},
 		},
 		{
@@ -134,7 +134,7 @@ func TestQueuedShortage(t *testing.T) {
 				p.Condition, p.ConditionSince = "BootstrapFailures: 3 consecutive nodes never registered", t0
 			},
 			rrs:  []ObservedResizeRequest{queued("rr-flexvm-a3u-0-g1", stockout)},
-			want: []string{"Alert:a3u", "PutPool:a3u"},
+			want: []string{"Metric:pool_backoff", "Alert:a3u", "Metric:provisioning_errors", "PutPool:a3u"},
 			pool: poolWant{"BootstrapFailures: 3 consecutive nodes never registered", t0, 1, ClassCapacity, now.Add(2 * time.Minute), capShort(now)},
 		},
 		{

@@ -435,7 +435,7 @@ func TestHandOverUndoneAtExpiry(t *testing.T) {
 		{
 			name: "successor serving", succPhase: model.PhaseRunning,
 			want: []string{"Slurm:power_down_force:flexvm-a3u-0", "DeleteMIG:fs-flexvm-a3u-r332fb60ad1", "Slurm:reservation_delete:flexvm-a3u-0", "PutPool:a3u",
-				"PutNode:flexvm-a3u-2/running", "PutNode:flexvm-a3u-0/released"},
+				"Metric:make_before_break_overlap_seconds", "PutNode:flexvm-a3u-2/running", "PutNode:flexvm-a3u-0/released"},
 			wantKind: model.NodeDynamic,
 		},
 	} {

@@ -17,10 +17,6 @@ func pathKinds(actions []Action) []string {
 		switch a := a.(type) {
 		case DeleteMIG:
 			out = append(out, "DeleteMIG:"+a.Pool+"#"+a.RequestID)
-		case ForgetPool:
-			out = append(out, "ForgetPool:"+a.Pool)
-		case Metric:
-			out = append(out, "Metric:"+a.Name)
 		case PutPool:
 			out = append(out, "PutPool:"+a.Pool.ID+":"+a.Pool.Condition)
 		default:

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -70,7 +71,10 @@ func applied(t *testing.T) (*model.State, *spec.Cluster) {
 	return st, c
 }
 
-// kinds summarises actions as "Type:detail" strings, for compact tables.
+// kinds summarises actions as "Type:detail" strings, for compact tables:
+// every plan test's summariser (rkinds and pathKinds add detail to a few
+// types and hand it every other). An action type it does not know panics,
+// so that no test silently loses sight of a new kind of action.
 func kinds(actions []Action) []string {
 	var out []string
 	for _, a := range actions {
@@ -110,6 +114,12 @@ func kinds(actions []Action) []string {
 			out = append(out, "ReportHost:"+a.VM)
 		case StartVM:
 			out = append(out, "StartVM:"+a.VM)
+		case Metric:
+			out = append(out, "Metric:"+a.Name)
+		case ForgetPool:
+			out = append(out, "ForgetPool:"+a.Pool)
+		default:
+			panic(fmt.Sprintf("kinds: action type %T is not summarised: add it here", a))
 		}
 		if a.Why() == "" {
 			out = append(out, "MISSING REASON")
@@ -1149,3 +1159,27 @@ func TestVMStuckProvisioningIsReplacedAfterTheGrace(t *testing.T) {
 		t.Errorf("past the grace (-want +got):\n%s", d)
 	}
 }
+
+// TestKindsKnowsEveryAction: the summariser names every action type the
+// decisions return (one value of each), and panics on one it does not know.
+func TestKindsKnowsEveryAction(t *testing.T) {
+	all := []Action{PutNode{}, PutJob{}, PutPool{}, PutCluster{}, EnsurePool{}, CreateResizeRequest{},
+		CancelResizeRequest{}, DeleteResizeRequest{}, DeleteVMs{}, DeleteMIG{}, SlurmCommand{}, Alert{}, ReportHostAsFaulty{},
+		StartVM{}, Metric{}, ForgetPool{}}
+	for _, a := range all {
+		if got := kinds([]Action{a}); len(got) == 0 {
+			t.Errorf("%T: summarised as nothing", a)
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("an unknown action type was summarised silently")
+		}
+	}()
+	kinds([]Action{unknownAction{}})
+}
+
+type unknownAction struct{}
+
+func (unknownAction) Why() string    { return "test" }
+func (unknownAction) String() string { return "unknown" }

@@ -14,8 +14,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/naming"
 )
 
-// rkinds summarises the actions of repair decisions: kinds() plus the
-// repair state of stored nodes, host repairs and metrics.
+// rkinds is kinds with the repair state of stored nodes.
 func rkinds(actions []Action) []string {
 	var out []string
 	for _, a := range actions {
@@ -26,8 +25,6 @@ func rkinds(actions []Action) []string {
 				s += "/" + string(a.Node.Repair)
 			}
 			out = append(out, s)
-		case Metric:
-			out = append(out, "Metric:"+a.Name)
 		default:
 			out = append(out, kinds([]Action{a})...)
 		}
