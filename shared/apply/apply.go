@@ -608,21 +608,12 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 		// deleted, whatever the event that asked for it said.
 		var ours []string
 		for _, vm := range a.VMs {
-			if _, c, pool, _, ok := naming.ParseVMName(vm); !ok || c != cluster || pool != a.Pool {
-				return fmt.Errorf("%w: refusing to delete %s: not named as a VM of pool %s of cluster %s", errNotOurs, vm, a.Pool, cluster)
-			}
-			inst, err := r.d.Compute.GetInstance(ctx, p.Zone, vm)
+			err := r.ownVM(ctx, cluster, p, vm, "", "delete")
 			if gce.IsNotFound(err) {
 				continue // already gone
 			}
 			if err != nil {
-				return fmt.Errorf("reading VM %s before deleting it: %w", vm, err)
-			}
-			want := naming.Labels(cluster, a.Pool)
-			for k, v := range want {
-				if inst.Labels[k] != v {
-					return fmt.Errorf("%w: refusing to delete %s: label %s=%q, not %q (not this cluster's VM)", errNotOurs, vm, k, inst.Labels[k], v)
-				}
+				return err
 			}
 			ours = append(ours, vm)
 		}
@@ -653,17 +644,8 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 		}
 		// Only a VM named and labelled as this cluster's and pool's is
 		// ever repaired (a repair restarts it).
-		if node, c, pool, _, ok := naming.ParseVMName(a.VM); !ok || c != cluster || pool != a.Pool || node != a.Node {
-			return fmt.Errorf("%w: refusing to repair %s: not named as node %s's VM in pool %s of cluster %s", errNotOurs, a.VM, a.Node, a.Pool, cluster)
-		}
-		inst, err := r.d.Compute.GetInstance(ctx, p.Zone, a.VM)
-		if err != nil {
-			return fmt.Errorf("reading VM %s before repairing its host: %w", a.VM, err)
-		}
-		for k, v := range naming.Labels(cluster, a.Pool) {
-			if inst.Labels[k] != v {
-				return fmt.Errorf("%w: refusing to repair %s: label %s=%q, not %q (not this cluster's VM)", errNotOurs, a.VM, k, inst.Labels[k], v)
-			}
+		if err := r.ownVM(ctx, cluster, p, a.VM, a.Node, "repair"); err != nil {
+			return err
 		}
 		return r.d.Compute.ReportHostAsFaulty(ctx, p.Zone, a.VM, a.Behavior, text.Truncate(a.Description, plan.MaxFaultDescription), a.RequestID)
 	case plan.StartVM:
@@ -673,17 +655,8 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 		}
 		// Only a VM named and labelled as this cluster's and pool's is
 		// ever started.
-		if node, c, pool, _, ok := naming.ParseVMName(a.VM); !ok || c != cluster || pool != a.Pool || node != a.Node {
-			return fmt.Errorf("%w: refusing to start %s: not named as node %s's VM in pool %s of cluster %s", errNotOurs, a.VM, a.Node, a.Pool, cluster)
-		}
-		inst, err := r.d.Compute.GetInstance(ctx, p.Zone, a.VM)
-		if err != nil {
-			return fmt.Errorf("reading VM %s before starting it: %w", a.VM, err)
-		}
-		for k, v := range naming.Labels(cluster, a.Pool) {
-			if inst.Labels[k] != v {
-				return fmt.Errorf("%w: refusing to start %s: label %s=%q, not %q (not this cluster's VM)", errNotOurs, a.VM, k, inst.Labels[k], v)
-			}
+		if err := r.ownVM(ctx, cluster, p, a.VM, a.Node, "start"); err != nil {
+			return err
 		}
 		return r.d.Compute.StartInstance(ctx, p.Zone, a.VM, a.RequestID)
 	case plan.DeleteMIG:
@@ -719,6 +692,30 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 		return nil
 	}
 	return fmt.Errorf("unknown action %T", a)
+}
+
+// ownVM proves that vm is this cluster's before the executor verbs it
+// (delete, repair, start): named as a VM of pool p of the cluster (and of
+// node, when given), and labelled so in Compute. A VM that does not exist
+// is an error gce.IsNotFound matches.
+func (r *Runner) ownVM(ctx context.Context, cluster string, p *model.Pool, vm, node, verb string) error {
+	n, c, pool, _, ok := naming.ParseVMName(vm)
+	switch {
+	case !ok || c != cluster || pool != p.ID:
+		return fmt.Errorf("%w: refusing to %s %s: not named as a VM of pool %s of cluster %s", errNotOurs, verb, vm, p.ID, cluster)
+	case node != "" && n != node:
+		return fmt.Errorf("%w: refusing to %s %s: not named as node %s's VM in pool %s of cluster %s", errNotOurs, verb, vm, node, p.ID, cluster)
+	}
+	inst, err := r.d.Compute.GetInstance(ctx, p.Zone, vm)
+	if err != nil {
+		return fmt.Errorf("reading VM %s before the %s: %w", vm, verb, err)
+	}
+	for k, v := range naming.Labels(cluster, p.ID) {
+		if inst.Labels[k] != v {
+			return fmt.Errorf("%w: refusing to %s %s: label %s=%q, not %q (not this cluster's VM)", errNotOurs, verb, vm, k, inst.Labels[k], v)
+		}
+	}
+	return nil
 }
 
 // ensureTemplate creates the pool's instance template if missing. The
