@@ -63,6 +63,7 @@ const (
 	FlagPowerUp       NodeFlag = "POWER_UP"       // power up requested, ResumeProgram not run yet
 	FlagCompleting    NodeFlag = "COMPLETING"     // jobs on the node are ending
 	FlagMaint         NodeFlag = "MAINT"
+	FlagFail          NodeFlag = "FAIL" // failing: no new jobs, as DRAIN, after an administrator's state=fail
 	FlagReserved      NodeFlag = "RESERVED"
 )
 

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/flexslurm/flexslurm/shared/slurmstate"
 )
 
 // A Slurm node state is written as scontrol prints it, a base state and
@@ -12,22 +14,27 @@ import (
 // https://slurm.schedmd.com/scontrol.html#OPT_State): snapshot steps set
 // it, slurm_nodes checks compare it, and the Slurm model keeps it.
 
-// Slurm node flags with a place in the printed order.
+// Slurm node flags with a place in the printed order: the vocabulary of
+// shared/slurmstate, which parses real Slurm's output, so the model speaks
+// as Slurm does. MAINTENANCE is the flag a maintenance reservation shows in
+// a node's full state.
 const (
-	SlurmFlagCloud         = "CLOUD"
-	SlurmFlagCompleting    = "COMPLETING"
-	SlurmFlagDrain         = "DRAIN"
-	SlurmFlagFail          = "FAIL"
+	SlurmFlagCloud         = string(slurmstate.FlagCloud)
+	SlurmFlagCompleting    = string(slurmstate.FlagCompleting)
+	SlurmFlagDrain         = string(slurmstate.FlagDrain)
+	SlurmFlagFail          = string(slurmstate.FlagFail)
 	SlurmFlagMaintenance   = "MAINTENANCE"
-	SlurmFlagReserved      = "RESERVED"
-	SlurmFlagNotResponding = "NOT_RESPONDING"
-	SlurmFlagPoweredDown   = "POWERED_DOWN"
-	SlurmFlagPoweringUp    = "POWERING_UP"
-	SlurmFlagPoweringDown  = "POWERING_DOWN"
-	SlurmFlagPowerDown     = "POWER_DOWN"
+	SlurmFlagReserved      = string(slurmstate.FlagReserved)
+	SlurmFlagNotResponding = string(slurmstate.FlagNotResponding)
+	SlurmFlagPoweredDown   = string(slurmstate.FlagPoweredDown)
+	SlurmFlagPoweringUp    = string(slurmstate.FlagPoweringUp)
+	SlurmFlagPoweringDown  = string(slurmstate.FlagPoweringDown)
+	SlurmFlagPowerDown     = string(slurmstate.FlagPowerDown)
 )
 
-// Slurm base states.
+// Slurm base states, upper case as scontrol prints them (shared/slurmstate's
+// NodeBase values, which sinfo prints in lower case;
+// TestBaseStatesAreSlurmstates).
 const (
 	SlurmIdle      = "IDLE"
 	SlurmAllocated = "ALLOCATED"
