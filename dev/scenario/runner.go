@@ -422,6 +422,17 @@ func (r *runner) run() error {
 	if err := r.runUntil(r.end); err != nil {
 		return err
 	}
+	// The last tick at the end may publish (a job the Slurm model starts
+	// then reports it): what is due at the end is processed before the
+	// final checks, as at any other instant, a bounded number of rounds.
+	for i := 0; i < 10 && !r.checks.Stopped(); i++ {
+		if next, kind := r.nextDue(); kind == dueNone || next.After(r.end) {
+			break
+		}
+		if err := r.runUntil(r.end); err != nil {
+			return err
+		}
+	}
 	if r.checks.Stopped() {
 		return nil
 	}
