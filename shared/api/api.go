@@ -527,6 +527,23 @@ func (s *Server) update(ctx context.Context, w http.ResponseWriter, req *http.Re
 }
 
 // applySpec publishes a created or updated spec and returns its operation.
+// startOperation names op under r's parent, ends the cluster's earlier
+// operation (supersede), stores op and records the cluster in state with
+// op as its current operation.
+func (s *Server) startOperation(ctx context.Context, r route, v *clusterView, op *store.Operation, state string) *Error {
+	op.Name = r.parent() + "/operations/" + op.ID
+	if e := s.supersede(ctx, v, op.ID); e != nil {
+		return e
+	}
+	if err := s.d.State.CreateOperation(ctx, *op); err != nil {
+		return errorf(CodeUnavailable, "storing the operation: %v", err)
+	}
+	if err := s.d.State.PutAPICluster(ctx, store.APICluster{ID: op.Cluster, State: state, Operation: op.ID, UpdateTime: op.CreateTime}); err != nil {
+		return errorf(CodeUnavailable, "storing cluster %s: %v", op.Cluster, err)
+	}
+	return nil
+}
+
 func (s *Server) applySpec(ctx context.Context, w http.ResponseWriter, r route, kind string, c *spec.Cluster, eff []byte, v *clusterView) *Error {
 	node, err := s.d.NodeSettings(ctx, c)
 	if err != nil {
@@ -539,15 +556,8 @@ func (s *Server) applySpec(ctx context.Context, w http.ResponseWriter, r route, 
 		Progress:   "published to " + s.d.Topic + "; waiting for ScaleUp to apply it",
 		CreateTime: now, UpdateTime: now, ExpireAt: now.Add(store.OperationTTL),
 	}
-	op.Name = r.parent() + "/operations/" + op.ID
-	if e := s.supersede(ctx, v, op.ID); e != nil {
+	if e := s.startOperation(ctx, r, v, &op, store.APIClusterActive); e != nil {
 		return e
-	}
-	if err := s.d.State.CreateOperation(ctx, op); err != nil {
-		return errorf(CodeUnavailable, "storing the operation: %v", err)
-	}
-	if err := s.d.State.PutAPICluster(ctx, store.APICluster{ID: c.ID, State: store.APIClusterActive, Operation: op.ID, UpdateTime: now}); err != nil {
-		return errorf(CodeUnavailable, "storing cluster %s: %v", c.ID, err)
 	}
 	data, err := json.Marshal(event.Cluster{
 		Header: event.Header{Version: event.SchemaVersion, Type: event.TypeClusterApply, Cluster: c.ID},
@@ -800,15 +810,8 @@ func (s *Server) delete(ctx context.Context, w http.ResponseWriter, r route, q q
 		Progress:   "published the spec without Flex-Start pools; waiting for every node's VM to be released",
 		CreateTime: now, UpdateTime: now, ExpireAt: now.Add(store.OperationTTL),
 	}
-	op.Name = r.parent() + "/operations/" + op.ID
-	if e := s.supersede(ctx, v, op.ID); e != nil {
+	if e := s.startOperation(ctx, r, v, &op, store.APIClusterDeleting); e != nil {
 		return e
-	}
-	if err := s.d.State.CreateOperation(ctx, op); err != nil {
-		return errorf(CodeUnavailable, "storing the operation: %v", err)
-	}
-	if err := s.d.State.PutAPICluster(ctx, store.APICluster{ID: r.id, State: store.APIClusterDeleting, Operation: op.ID, UpdateTime: now}); err != nil {
-		return errorf(CodeUnavailable, "storing cluster %s: %v", r.id, err)
 	}
 	node := v.st.Cluster.Node // the settings it runs with, images resolved
 	data, err := json.Marshal(event.Cluster{
