@@ -81,7 +81,7 @@ const (
 
 // RepairState is where the health repair of a node's current generation
 // stands (Node.Repair). The decisions live in shared/plan (Repair,
-// Reconcile, HostRepairFailed); docs/design.md, "Health repair".
+// Reconcile, HostRepairFailed); docs/design/repair.md, "Health repair".
 type RepairState string
 
 // Repair states. A state belongs to the generation it was set for: a new
@@ -111,10 +111,16 @@ const (
 	// the report would have; a newer snapshot without that drain ends the
 	// wait, and the report, when it comes, starts the repair at once.
 	RepairAwaitReport RepairState = "await_report"
+	// RepairLimit: a FAIL arrived on a node already repaired
+	// plan.Policy.RepairNodeLimit times within plan.Policy.RepairNodeWindow
+	// (Node.RepairCount): the node is left drained for an operator, with
+	// that reason in Slurm; flexslurm takes no VM action until an
+	// operator reports the node through reportFaultyNodes.
+	RepairLimit RepairState = "limit"
 )
 
 // RepairStates lists every repair state.
-var RepairStates = []RepairState{RepairNone, RepairAwaitDrain, RepairHost, RepairBlocked, RepairDiagnosis, RepairAwaitReport}
+var RepairStates = []RepairState{RepairNone, RepairAwaitDrain, RepairHost, RepairBlocked, RepairDiagnosis, RepairAwaitReport, RepairLimit}
 
 // UnderRepair reports whether the state counts against the pool's repair
 // budget: awaiting drain or in host repair.
@@ -132,6 +138,10 @@ type Node struct {
 	Phase      Phase    `firestore:"phase" json:"phase"`
 	VMName     string   `firestore:"vm_name" json:"vm_name,omitempty"` // "<node>-g<generation>"
 	VMID       string   `firestore:"vm_id" json:"vm_id,omitempty"`     // numeric Compute instance id, as a string
+	// Zone is the zone this generation's VM landed in, as Compute listed
+	// it, for a node of a multi-zone pool (zones.go); "" otherwise, where
+	// the VM is in the pool's zone.
+	Zone string `firestore:"zone,omitempty" json:"zone,omitempty"`
 	// ResizeRequest names the resize request that provisions this generation.
 	ResizeRequest string `firestore:"resize_request" json:"resize_request,omitempty"`
 	// MIG names the managed instance group that holds this generation's
@@ -160,6 +170,11 @@ type Node struct {
 	RequestedAt time.Time `firestore:"requested_at" json:"requested_at,omitzero"`
 	// RunningAt is when the VM was first seen running.
 	RunningAt time.Time `firestore:"running_at" json:"running_at,omitzero"`
+	// RunDuration is the run duration this generation's resize request
+	// asks Compute for (requestedRunDuration), when it is not the pool's
+	// (a request sized by its job's time limit, Pool.UseJobDuration); 0:
+	// the pool's RunDuration. A request issued again asks the same.
+	RunDuration time.Duration `firestore:"run_duration,omitempty" json:"run_duration,omitempty"`
 	// TerminationTime is when Compute Engine will end the VM (the VM's
 	// scheduling.terminationTimestamp, or creation + run duration).
 	TerminationTime time.Time `firestore:"termination_time" json:"termination_time,omitzero"`
@@ -205,10 +220,20 @@ type Node struct {
 	RepairSince  time.Time   `firestore:"repair_since" json:"repair_since,omitzero"`
 	RepairReason string      `firestore:"repair_reason" json:"repair_reason,omitempty"`
 	RepairJob    string      `firestore:"repair_job" json:"repair_job,omitempty"`
+	// RepairCheck is the node-side hook whose failed check started the
+	// repair (event.Health.Hook: prolog, epilog, health_check; "" when
+	// not known, or not a hook's report).
+	RepairCheck string `firestore:"repair_check" json:"repair_check,omitempty"`
 	// HostRepaired is the generation whose VM Compute Engine already moved
 	// to another host once (0: none). A FAIL on that generation again is
 	// repaired by deleting and replacing the VM.
 	HostRepaired int64 `firestore:"host_repaired" json:"host_repaired,omitempty"`
+	// RepairCount counts the repairs started on this node, whatever its
+	// generation, since RepairCountSince, the first of the current window
+	// (plan.Policy.RepairNodeWindow): a node whose VMs keep failing is left
+	// to an operator at plan.Policy.RepairNodeLimit (RepairLimit).
+	RepairCount      int       `firestore:"repair_count" json:"repair_count,omitempty"`
+	RepairCountSince time.Time `firestore:"repair_count_since" json:"repair_count_since,omitzero"`
 	// InconclusiveCount counts INCONCLUSIVE health verdicts on the current
 	// generation since InconclusiveSince (the first of the current window,
 	// Policy.InconclusiveWindow).
@@ -255,7 +280,7 @@ type SentCommand struct {
 // ClearRepair forgets the repair state of the node's generation (the
 // generation ended, or its repair finished).
 func (n *Node) ClearRepair() {
-	n.Repair, n.RepairSince, n.RepairReason, n.RepairJob = RepairNone, time.Time{}, "", ""
+	n.Repair, n.RepairSince, n.RepairReason, n.RepairJob, n.RepairCheck = RepairNone, time.Time{}, "", "", ""
 }
 
 // JobState is flexslurm's view of a Slurm job.
@@ -314,7 +339,12 @@ type Job struct {
 	TimeLimit time.Duration `firestore:"time_limit" json:"time_limit,omitempty"`
 	// Unfit says why no node of the job's pool can serve the job as asked
 	// (plan.JobFit); empty while it fits. Told to the user in Slurm.
-	Unfit       string    `firestore:"unfit,omitempty" json:"unfit,omitempty"`
+	Unfit string `firestore:"unfit,omitempty" json:"unfit,omitempty"`
+	// Comment is the comment flexslurm last asked Slurm to show on the
+	// job (its text after flexslurm's prefix; shared/plan, jobcomment.go):
+	// why it still waits, in its user's words. Empty when none was set or
+	// it was cleared. A new comment is sent only when it differs.
+	Comment     string    `firestore:"comment,omitempty" json:"comment,omitempty"`
 	SubmittedAt time.Time `firestore:"submitted_at" json:"submitted_at,omitzero"`
 	UpdatedAt   time.Time `firestore:"updated_at" json:"updated_at,omitzero"`
 	// Stage is what the decision that last stored the job recorded of its
@@ -349,6 +379,12 @@ type Job struct {
 type Pool struct {
 	ID   string `firestore:"id" json:"id"`
 	Zone string `firestore:"zone" json:"zone"`
+	// Zones and Region: a multi-zone pool's zones (the spec's "zones"
+	// extension, zones.go) and the region its regional request MIGs live
+	// in. Region is kept once set, so that a pool that goes back to one
+	// zone still lists (and releases) the regional MIGs it made.
+	Zones  []string `firestore:"zones,omitempty" json:"zones,omitempty"`
+	Region string   `firestore:"region,omitempty" json:"region,omitempty"`
 	// MIG and Template name the pool's Compute resources.
 	MIG      string `firestore:"mig" json:"mig"`
 	Template string `firestore:"template" json:"template"`
@@ -366,6 +402,10 @@ type Pool struct {
 	// RunDuration is what Compute is asked for (600 s–7 d, Compute API).
 	MaxRunDuration time.Duration `firestore:"max_run_duration" json:"max_run_duration"`
 	RunDuration    time.Duration `firestore:"run_duration" json:"run_duration"`
+	// UseJobDuration is the pool extension "use_job_duration": a resize
+	// request made for pending jobs asks for their time limit plus the
+	// boot allowance, not RunDuration (shared/plan, RequestRunDuration).
+	UseJobDuration bool `firestore:"use_job_duration,omitempty" json:"use_job_duration,omitempty"`
 	// Ready is true once the template and MIG are known to exist.
 	Ready bool `firestore:"ready" json:"ready"`
 	// ProvisioningModel and MachineType are the pool spec's
@@ -375,10 +415,27 @@ type Pool struct {
 	// written before they existed has them empty: no host repair.
 	ProvisioningModel string `firestore:"provisioning_model" json:"provisioning_model,omitempty"`
 	MachineType       string `firestore:"machine_type" json:"machine_type,omitempty"`
+	// WorkloadPolicy names the pool's workload policy
+	// (naming.WorkloadPolicy) when its spec asks for compact placement
+	// (spec.PoolExtension.CompactPlacement), "" otherwise;
+	// PlacementDistance is the policy's maxTopologyDistance ("" for none).
+	// Every request of more than one VM is made in a MIG that references
+	// the policy (docs/design/placement.md).
+	WorkloadPolicy    string `firestore:"workload_policy" json:"workload_policy,omitempty"`
+	PlacementDistance string `firestore:"placement_distance" json:"placement_distance,omitempty"`
+	// WorkloadPolicyRefused is the workload policy Compute refused to
+	// apply to a request's MIG (a 400 on the MIG's insert; some of
+	// Google's pages say a Flex-Start MIG takes none), and
+	// WorkloadPolicyError Compute's error code. While it equals
+	// WorkloadPolicy, the pool's requests carry no policy: placement is
+	// best effort until the pool's compact_placement changes
+	// (docs/design/placement.md, "When Compute refuses the policy").
+	WorkloadPolicyRefused string `firestore:"workload_policy_refused" json:"workload_policy_refused,omitempty"`
+	WorkloadPolicyError   string `firestore:"workload_policy_error" json:"workload_policy_error,omitempty"`
 	// CapacityWaits are the most recent waits for capacity (request to
 	// registration in Slurm, or to VM creation without Slurm), in seconds,
 	// newest last; the make-before-break lead time is learnt from them
-	// (shared/plan, docs/design.md "Make-before-break").
+	// (shared/plan, docs/design/expiry.md "Make-before-break").
 	CapacityWaits []int64 `firestore:"capacity_waits" json:"capacity_waits,omitempty"`
 	// OverlapSeconds accumulates node-seconds during which a static node
 	// and its successor both ran (the cost of make-before-break).
@@ -729,6 +786,7 @@ func (p *Pool) Clone() *Pool {
 // waits (carve); it returns what is left of waits.
 func (p *Pool) cloneInto(out *Pool, waits []int64) []int64 {
 	*out = *p
+	out.Zones = slices.Clone(p.Zones)
 	out.CapacityWaits, waits = carve(waits, p.CapacityWaits)
 	if p.Shortage != nil {
 		sh := *p.Shortage

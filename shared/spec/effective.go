@@ -33,6 +33,9 @@ type (
 		EnablePublicIPs      bool            `json:"enable_public_ips"`
 		BootDisk             wireBootDisk    `json:"boot_disk"`
 		NodeImage            string          `json:"node_image,omitempty"`
+		// Flexslurm is the pool's "flexslurm" object (extension.go):
+		// absent when every setting in it is unset.
+		Flexslurm *wirePoolExtension `json:"flexslurm,omitempty"`
 	}
 	wireMachineSpec struct {
 		MachineType      string `json:"machine_type"`
@@ -98,10 +101,12 @@ func (c *Cluster) EffectiveJSON() ([]byte, error) {
 			EnablePublicIPs:   p.EnablePublicIPs,
 			BootDisk:          wireBootDisk{BootDiskType: p.BootDisk.Type, BootDiskSizeGB: p.BootDisk.SizeGB},
 			NodeImage:         p.NodeImage,
+			Flexslurm:         p.Ext.wire(),
 		}
 		if p.IsFlexStart() {
 			wp.FlexStartMaxDuration = fmt.Sprintf("%ds", int64(p.FlexStartMaxDuration/time.Second))
 		}
+		wp.Flexslurm = p.Ext.wire()
 		out.NodePools = append(out.NodePools, wp)
 	}
 	for _, part := range c.Slurm.Partitions {

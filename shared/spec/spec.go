@@ -163,6 +163,11 @@ type NodePool struct {
 	// ("projects/P/global/images/family/F"); empty for the deployment's
 	// default image. `flexslurm apply` resolves a family to an image.
 	NodeImage string
+	// Ext holds the pool's settings that the managed Slurm API has no
+	// field for, read from the pool's optional "flexslurm" object
+	// (docs/extensions.md). Its zero value is a pool as the managed spec
+	// describes it.
+	Ext PoolExtension
 }
 
 // MachineSpec is a node pool's machine_spec.

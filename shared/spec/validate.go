@@ -170,7 +170,7 @@ const clusterIDRule = "must be 1–10 lowercase letters and digits starting with
 // object.
 func (w *walker) nodePool(v *value, path, region string) (*NodePool, *poolRef) {
 	o := w.object(v, path, "id", "machine_spec", "provisioning_model", "flex_start_max_duration",
-		"scaling_spec", "zone", "enable_public_ips", "boot_disk", "node_image")
+		"scaling_spec", "zone", "enable_public_ips", "boot_disk", "node_image", extensionKey)
 	if o == nil {
 		return nil, nil
 	}
@@ -352,6 +352,7 @@ func (w *walker) nodePool(v *value, path, region string) (*NodePool, *poolRef) {
 			w.add(o.get("node_image").pos, o.child("node_image"), "%q is not an image (projects/PROJECT/global/images/NAME) or image family (projects/PROJECT/global/images/family/FAMILY)", img)
 		}
 	}
+	w.poolExtension(o, p)
 	return p, ref
 }
 
@@ -372,7 +373,7 @@ func (w *walker) machine(mo *object, name, at string, atOK bool, n int, nOK bool
 	}
 	m, ok := LookupMachine(name)
 	if !ok {
-		w.add(mo.get("machine_type").pos, mo.child("machine_type"), "unknown machine type %q; flexslurm supports the accelerator-optimized a4-highgpu, a3-ultragpu, a3-megagpu, a3-highgpu, a2-ultragpu, a2-highgpu, a2-megagpu and g2-standard types, n1-standard with attached GPUs, and n2, c2 and e2 CPU types (docs/design.md, \"Machine types\")", name)
+		w.add(mo.get("machine_type").pos, mo.child("machine_type"), "unknown machine type %q; flexslurm supports the accelerator-optimized a4-highgpu, a3-ultragpu, a3-megagpu, a3-highgpu, a2-ultragpu, a2-highgpu, a2-megagpu and g2-standard types, n1-standard with attached GPUs, and n2, c2 and e2 CPU types (docs/design/compute.md, \"Machine types\")", name)
 		return Machine{}, false
 	}
 	if !atOK || !nOK {
