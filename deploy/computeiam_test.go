@@ -65,7 +65,11 @@ var computeRPCPermissions = map[string][]string{
 	"InstanceTemplatesClient.Insert": {"compute.instanceTemplates.create"},
 	// instanceGroupManagers/insert and /setInstanceTemplate read the
 	// template they name (compute.instanceTemplates.useReadOnly).
-	"InstanceGroupManagersClient.Insert":              {"compute.instanceGroupManagers.create", "compute.instanceTemplates.useReadOnly"},
+	//
+	// A MIG that references a workload policy (resourcePolicies.workloadPolicy,
+	// compact placement: docs/design/placement.md) uses that policy: compute.resourcePolicies.use, the
+	// permission Compute checks to attach a resource policy to a resource.
+	"InstanceGroupManagersClient.Insert":              {"compute.instanceGroupManagers.create", "compute.instanceTemplates.useReadOnly", "compute.resourcePolicies.use"},
 	"InstanceGroupManagersClient.Get":                 {"compute.instanceGroupManagers.get"},
 	"InstanceGroupManagersClient.SetInstanceTemplate": {"compute.instanceGroupManagers.update", "compute.instanceTemplates.useReadOnly"},
 	"InstanceGroupManagersClient.Delete":              {"compute.instanceGroupManagers.delete"},
@@ -84,10 +88,33 @@ var computeRPCPermissions = map[string][]string{
 	"InstanceGroupManagerResizeRequestsClient.List":   {"compute.instanceGroupManagers.get"},
 	"InstanceGroupManagerResizeRequestsClient.Cancel": {"compute.instanceGroupManagers.update"},
 	"InstanceGroupManagerResizeRequestsClient.Delete": {"compute.instanceGroupManagers.update"},
-	"InstancesClient.List":                            {"compute.instances.list"},
-	"InstancesClient.Get":                             {"compute.instances.get"},
-	"InstancesClient.ReportHostAsFaulty":              {"compute.instances.reportHostAsFaulty"},
-	"InstancesClient.Start":                           {"compute.instances.start"},
+	// regionInstanceGroupManagers/* and regionInstanceGroupManagerResizeRequests/*
+	// (a multi-zone pool's regional request MIGs: docs/design/zones.md): Compute
+	// checks the same compute.instanceGroupManagers.* permissions on a
+	// regional MIG as on a zonal one (each method's "IAM Permissions" in
+	// https://cloud.google.com/compute/docs/reference/rest/v1/regionInstanceGroupManagers).
+	"RegionInstanceGroupManagersClient.Insert":               {"compute.instanceGroupManagers.create", "compute.instanceTemplates.useReadOnly", "compute.resourcePolicies.use"},
+	"RegionInstanceGroupManagersClient.Get":                  {"compute.instanceGroupManagers.get"},
+	"RegionInstanceGroupManagersClient.Delete":               {"compute.instanceGroupManagers.delete"},
+	"RegionInstanceGroupManagersClient.List":                 {"compute.instanceGroupManagers.list"},
+	"RegionInstanceGroupManagersClient.ListManagedInstances": {"compute.instanceGroupManagers.get"},
+	"RegionInstanceGroupManagersClient.DeleteInstances":      {"compute.instanceGroupManagers.update"},
+	"RegionInstanceGroupManagerResizeRequestsClient.Insert":  {"compute.instanceGroupManagers.update"},
+	"RegionInstanceGroupManagerResizeRequestsClient.Get":     {"compute.instanceGroupManagers.get"},
+	"RegionInstanceGroupManagerResizeRequestsClient.List":    {"compute.instanceGroupManagers.get"},
+	"RegionInstanceGroupManagerResizeRequestsClient.Cancel":  {"compute.instanceGroupManagers.update"},
+	"RegionInstanceGroupManagerResizeRequestsClient.Delete":  {"compute.instanceGroupManagers.update"},
+	"InstancesClient.List":                                   {"compute.instances.list"},
+	"InstancesClient.Get":                                    {"compute.instances.get"},
+	"InstancesClient.ReportHostAsFaulty":                     {"compute.instances.reportHostAsFaulty"},
+	"InstancesClient.Start":                                  {"compute.instances.start"},
+	// resourcePolicies/insert and /get: a pool's workload policy, made sure
+	// of before a request MIG references it
+	// (https://cloud.google.com/compute/docs/instance-groups/create-workload-policies:
+	// "To create a workload policy: compute.resourcePolicies.create on the
+	// project").
+	"ResourcePoliciesClient.Insert": {"compute.resourcePolicies.create"},
+	"ResourcePoliciesClient.Get":    {"compute.resourcePolicies.get"},
 	// What the API function's image resolution calls.
 	"ImagesClient.Get":           {"compute.images.get"},
 	"ImagesClient.GetFromFamily": {"compute.images.getFromFamily"},
@@ -98,10 +125,13 @@ var computeRPCPermissions = map[string][]string{
 // globalOperations.get, zonal ones through zoneOperations.get
 // (cloud.google.com/go/compute/apiv1 operations.go).
 var computeOperationScope = map[string]string{
-	"InstanceTemplatesClient":                  "compute.globalOperations.get",
-	"InstanceGroupManagersClient":              "compute.zoneOperations.get",
-	"InstanceGroupManagerResizeRequestsClient": "compute.zoneOperations.get",
-	"InstancesClient":                          "compute.zoneOperations.get",
+	"InstanceTemplatesClient":                        "compute.globalOperations.get",
+	"InstanceGroupManagersClient":                    "compute.zoneOperations.get",
+	"InstanceGroupManagerResizeRequestsClient":       "compute.zoneOperations.get",
+	"InstancesClient":                                "compute.zoneOperations.get",
+	"ResourcePoliciesClient":                         "compute.regionOperations.get",
+	"RegionInstanceGroupManagersClient":              "compute.regionOperations.get",
+	"RegionInstanceGroupManagerResizeRequestsClient": "compute.regionOperations.get",
 }
 
 // conditionType is the resource type on which Compute checks a permission,
@@ -258,11 +288,25 @@ func loadFunctionsProgram() (*program, error) {
 	return pr, nil
 }
 
-// entryPoints returns the functions functions.go registers, by entry point
-// name: functions.CloudEvent(NAME, pkg.Func).
-func (pr *program) entryPoints() (map[string]*types.Func, error) {
+// entry is what one registered entry point runs: a function, or the
+// skeleton (shared/apply Entry) over a package's Function, whose
+// initialiser names what the function runs (its Peek and Route).
+type entry struct {
+	fn   *types.Func
+	init ast.Node // the Function var's initialiser, or nil
+	info *types.Info
+}
+
+// applyPkg is the package of the skeleton every event-driven function
+// runs through.
+const applyPkg = modulePath + "/shared/apply"
+
+// entryPoints returns what functions.go registers, by entry point name:
+// functions.CloudEvent(NAME, pkg.Func) or, for the skeleton,
+// functions.CloudEvent(NAME, apply.Entry(runner, pkg.Function)).
+func (pr *program) entryPoints() (map[string]entry, error) {
 	info := pr.info[pr.root]
-	out := map[string]*types.Func{}
+	out := map[string]entry{}
 	for _, f := range pr.files[pr.root] {
 		ast.Inspect(f, func(n ast.Node) bool {
 			call, ok := n.(*ast.CallExpr)
@@ -278,18 +322,24 @@ func (pr *program) entryPoints() (map[string]*types.Func, error) {
 				return true
 			}
 			name := info.Types[call.Args[0]].Value
-			var target types.Object
-			switch a := call.Args[1].(type) {
-			case *ast.SelectorExpr:
-				target = info.Uses[a.Sel]
-			case *ast.Ident:
-				target = info.Uses[a]
-			}
-			h, ok := target.(*types.Func)
-			if name == nil || name.Kind() != constant.String || !ok {
+			if name == nil || name.Kind() != constant.String {
 				return true
 			}
-			out[constant.StringVal(name)] = h
+			var e entry
+			switch a := call.Args[1].(type) {
+			case *ast.SelectorExpr:
+				e.fn, _ = info.Uses[a.Sel].(*types.Func)
+			case *ast.Ident:
+				e.fn, _ = info.Uses[a].(*types.Func)
+			case *ast.CallExpr:
+				// apply.Entry(runner, pkg.Function): the skeleton, the
+				// runner it is given, and what the Function var names.
+				e = pr.skeletonEntry(a, info)
+			}
+			if e.fn == nil {
+				return true
+			}
+			out[constant.StringVal(name)] = e
 			return true
 		})
 	}
@@ -297,6 +347,76 @@ func (pr *program) entryPoints() (map[string]*types.Func, error) {
 		return nil, fmt.Errorf("functions.go registers no entry point")
 	}
 	return out, nil
+}
+
+// skeletonEntry reads apply.Entry(runner, pkg.Function).
+func (pr *program) skeletonEntry(call *ast.CallExpr, info *types.Info) entry {
+	sel, ok := call.Fun.(*ast.SelectorExpr)
+	if !ok || len(call.Args) != 2 {
+		return entry{}
+	}
+	fn, ok := info.Uses[sel.Sel].(*types.Func)
+	if !ok || fn.Pkg() == nil || fn.Pkg().Path() != applyPkg || fn.Name() != "Entry" {
+		return entry{}
+	}
+	e := entry{fn: fn, init: call.Args[0], info: info}
+	arg, ok := call.Args[1].(*ast.SelectorExpr)
+	if !ok {
+		return entry{}
+	}
+	v, ok := info.Uses[arg.Sel].(*types.Var)
+	if !ok {
+		return entry{}
+	}
+	for _, f := range pr.files[v.Pkg()] {
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok || g.Tok != token.VAR {
+				continue
+			}
+			for _, spec := range g.Specs {
+				vs := spec.(*ast.ValueSpec)
+				for i, id := range vs.Names {
+					if pr.info[v.Pkg()].Defs[id] == v && i < len(vs.Values) {
+						// The runner argument and the Function's
+						// initialiser, visited as one body.
+						e.init = &ast.CallExpr{Fun: call.Args[0], Args: []ast.Expr{vs.Values[i]}}
+						e.info = mergedInfo(info, pr.info[v.Pkg()])
+					}
+				}
+			}
+		}
+	}
+	return e
+}
+
+// mergedInfo is the Uses of two packages' infos (their identifiers are
+// distinct nodes).
+func mergedInfo(a, b *types.Info) *types.Info {
+	m := &types.Info{Uses: map[*ast.Ident]types.Object{}}
+	for k, v := range a.Uses {
+		m.Uses[k] = v
+	}
+	for k, v := range b.Uses {
+		m.Uses[k] = v
+	}
+	return m
+}
+
+// isFunctionVar reports whether a package-level var is an entry point's
+// Function (shared/apply): what its initialiser names runs only in that
+// entry point, which entryPoints follows.
+func isFunctionVar(info *types.Info, vs *ast.ValueSpec) bool {
+	for _, id := range vs.Names {
+		v, ok := info.Defs[id].(*types.Var)
+		if !ok {
+			continue
+		}
+		if n, ok := v.Type().(*types.Named); ok && n.Obj().Pkg() != nil && n.Obj().Pkg().Path() == applyPkg && n.Obj().Name() == "Function" {
+			return true
+		}
+	}
+	return false
 }
 
 // reach follows the functions a body names.
@@ -419,8 +539,13 @@ func (r *reach) startup() {
 						r.body(d.Body, info)
 					}
 				case *ast.GenDecl:
-					if d.Tok == token.VAR {
-						r.body(d, info)
+					if d.Tok != token.VAR {
+						continue
+					}
+					for _, spec := range d.Specs {
+						if vs, ok := spec.(*ast.ValueSpec); ok && !isFunctionVar(info, vs) {
+							r.body(vs, info)
+						}
 					}
 				}
 			}
@@ -499,10 +624,13 @@ func computeCalls(t *testing.T) map[string]map[string][]string {
 		t.Fatal(err)
 	}
 	out := map[string]map[string][]string{}
-	for name, fn := range entries {
+	for name, e := range entries {
 		r := newReach(pr)
 		r.startup()
-		r.visit(fn)
+		r.visit(e.fn)
+		if e.init != nil {
+			r.body(e.init, e.info)
+		}
 		perms, unmapped := r.permissions()
 		for _, rpc := range unmapped {
 			t.Errorf("entry point %s may call Compute %s, which computeRPCPermissions does not map: look up the method's IAM permission in Compute's REST reference (%s) and add it", name, rpc, computeRefV1URL)

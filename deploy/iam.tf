@@ -70,6 +70,10 @@ locals {
     "compute.instanceGroupManagers.update", # deleteInstances, resize request insert/cancel/delete
     "compute.instanceTemplates.create",     # a pool's template
     "compute.zoneOperations.get",           # wait for zonal operations
+    "compute.regionOperations.get",         # wait for a workload policy insert (compact placement)
+    "compute.resourcePolicies.create",      # a pool's workload policy (compact placement)
+    "compute.resourcePolicies.get",         # read back a workload policy that exists
+    "compute.resourcePolicies.use",         # a request MIG that references its pool's workload policy
   ]
   # Only the reconciler lists what Compute has (shared/apply Observe):
   # resize requests (instanceGroupManagers.get, above), VMs, and MIGs

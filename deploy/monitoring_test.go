@@ -387,3 +387,30 @@ func TestLogMetricsReadTheLogLines(t *testing.T) {
 		}
 	}
 }
+
+// TestSampleBucketsAreTheLocalOnes: the buckets of each sample metric
+// (a distribution) are those the local system's /metrics counts the
+// same samples in (shared/metrics SampleBounds), so that a histogram
+// reads alike in both.
+func TestSampleBucketsAreTheLocalOnes(t *testing.T) {
+	defined := logMetricNames(t, loadModule(t))
+	for _, name := range []string{"flexslurm_" + apply.SampleDecisionLatency, "flexslurm_" + apply.SampleCapacityWait} {
+		in := defined[name]
+		if in == nil {
+			t.Fatalf("metrics.tf defines no %s", name)
+		}
+		eb := get(in.value, "bucket_options", 0, "exponential_buckets", 0)
+		num := func(attr string) float64 {
+			v := get(eb, attr)
+			if v == cty.NilVal || v.IsNull() || !v.IsKnown() || v.Type() != cty.Number {
+				t.Fatalf("%s: exponential_buckets.%s not known (%#v)", name, attr, eb)
+			}
+			f, _ := v.AsBigFloat().Float64()
+			return f
+		}
+		got := metrics.ExponentialBounds(num("scale"), num("growth_factor"), int(num("num_finite_buckets")))
+		if !slices.Equal(got, metrics.SampleBounds) {
+			t.Errorf("%s: bounds %v, the local histogram's %v", name, got, metrics.SampleBounds)
+		}
+	}
+}

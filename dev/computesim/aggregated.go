@@ -122,7 +122,7 @@ func (s *Sim) migAggregatedListLocked(req *request) (proto.Message, *apiError) {
 	var items []scopedItem
 	for _, m := range s.migs {
 		if m.project == req.project {
-			items = append(items, scopedItem{scope: "zones/" + m.zone, name: m.name, msg: s.migViewLocked(m)})
+			items = append(items, scopedItem{scope: scopeOf(m.zone), name: m.name, msg: s.migViewLocked(m)})
 		}
 	}
 	page, next, aerr := paginateScoped(items, req.query)

@@ -123,6 +123,13 @@ func pathValue(req *request, name string) string {
 		return req.project
 	case "zone":
 		return req.zone
+	case "region":
+		if req.region != "" {
+			return req.region // a resource policy's region (policies.go)
+		}
+		if isRegional(req.method) {
+			return req.zone // regional.go: a regional call's region
+		}
 	case "resizeRequest":
 		return req.rr
 	}

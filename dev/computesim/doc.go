@@ -18,6 +18,11 @@
 //     Flex-Start state machine CREATING → ACCEPTED → SUCCEEDED (or CANCELLED,
 //     FAILED), under /compute/beta/ as well as /compute/v1/, with their zone
 //     operations;
+//   - regional MIGs and their resize requests (regional.go): insert, get,
+//     list, delete, listManagedInstances, deleteInstances, and the resize
+//     request methods, at /compute/v1/projects/P/regions/R/…, with region
+//     operations; distributionPolicy checked, an ANY_SINGLE_ZONE request
+//     provisioned in one zone that no Shortage covers;
 //   - both readings of each open point of Compute behaviour, chosen with
 //     Options.Readings (readings.go; docs/compute-contract.md, "Open
 //     points");
@@ -25,7 +30,10 @@
 //     like a template), get, list (filter, orderBy, paging), delete,
 //     reportHostAsFaulty;
 //   - aggregated lists of instances and MIGs across zones (filter, paging);
-//   - zone and global operations: get and wait;
+//   - regional workload policies (resource policies with workloadPolicy):
+//     insert, get, delete, aggregatedList, and the MIGs that reference one
+//     (policies.go; docs/design/placement.md);
+//   - zone, region and global operations: get and wait;
 //   - zones.get, which the gcloud CLI calls before zonal commands;
 //   - regions.get and projects.get with their quotas[] (quotas.go): limits
 //     from Options.Quotas, usage from what the simulator holds; a limit set

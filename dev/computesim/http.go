@@ -18,6 +18,7 @@ type request struct {
 	method  string // Compute method id, e.g. "instanceGroupManagers.deleteInstances"
 	project string
 	zone    string // "" for global resources
+	region  string // the region of a regional resource (resource policies)
 	name    string // template, MIG, instance or operation name
 	rr      string // resize request name
 	query   url.Values
@@ -33,17 +34,27 @@ type request struct {
 
 // mutating reports whether the call changes state and returns an Operation.
 func (r *request) mutating() bool {
-	switch r.method {
+	switch baseMethod(r.method) {
 	case "instanceTemplates.insert", "instanceTemplates.delete",
 		"instanceGroupManagers.insert", "instanceGroupManagers.delete",
 		"instanceGroupManagers.deleteInstances", "instanceGroupManagers.resize",
 		"instanceGroupManagers.setInstanceTemplate",
 		"instanceGroupManagerResizeRequests.insert", "instanceGroupManagerResizeRequests.cancel",
 		"instanceGroupManagerResizeRequests.delete",
-		"instances.delete", "instances.reportHostAsFaulty", "instances.insert", "instances.start":
+		"instances.delete", "instances.reportHostAsFaulty", "instances.insert", "instances.start",
+		"resourcePolicies.insert", "resourcePolicies.delete":
 		return true
 	}
 	return false
+}
+
+// opScope is where the call's operations live: "regions/R" for a regional
+// resource, the zone for a zonal one, "" for a global one (opKey).
+func (r *request) opScope() string {
+	if r.region != "" {
+		return "regions/" + r.region
+	}
+	return r.zone
 }
 
 // ServeHTTP serves the Compute REST API subset described in the package doc.
@@ -73,7 +84,7 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if aerr != nil {
 			c.Status = aerr.code
 		} else if op, ok := msg.(*computepb.Operation); ok {
-			if errs := s.ops[opKey(req.project, req.zone, op.GetName())].GetError().GetErrors(); len(errs) > 0 {
+			if errs := s.ops[opKey(req.project, req.opScope(), op.GetName())].GetError().GetErrors(); len(errs) > 0 {
 				c.OpError = errs[0].GetCode()
 			}
 		}
@@ -144,17 +155,35 @@ func route(method, path string) (*request, *apiError) {
 		req.method = "projects.get"
 	case n == 2 && seg[0] == "regions" && get:
 		req.method, req.name = "regions.get", seg[1]
+	case n >= 3 && seg[0] == "regions" && seg[2] == "resourcePolicies":
+		req.region = seg[1]
+		switch {
+		case n == 3 && post:
+			req.method = "resourcePolicies.insert"
+		case n == 4 && get:
+			req.method, req.name = "resourcePolicies.get", seg[3]
+		case n == 4 && del:
+			req.method, req.name = "resourcePolicies.delete", seg[3]
+		}
 	case n == 2 && seg[0] == "zones" && get:
 		req.method, req.zone = "zones.get", seg[1]
 	case n >= 3 && seg[0] == "zones":
 		req.zone = seg[1]
 		req.method = zonalMethod(method, seg[2:], req)
+	case n >= 3 && seg[0] == "regions":
+		// Regional MIGs, their resize requests and region operations
+		// (regional.go): served by the zonal handlers with the region
+		// in req.zone.
+		req.zone = seg[1]
+		req.method = regionalMethod(zonalMethod(method, seg[2:], req))
 	case n == 2 && seg[0] == "aggregated" && get:
 		switch seg[1] {
 		case "instances":
 			req.method = "instances.aggregatedList"
 		case "instanceGroupManagers":
 			req.method = "instanceGroupManagers.aggregatedList"
+		case "resourcePolicies":
+			req.method = "resourcePolicies.aggregatedList"
 		}
 	}
 	if req.method == "" || (api == "beta" && !betaMethods[req.method]) {
@@ -180,6 +209,11 @@ var betaMethods = map[string]bool{
 	"instanceGroupManagerResizeRequests.delete": true,
 	"zoneOperations.get":                        true,
 	"zoneOperations.wait":                       true,
+	// A multi-zone pool's named requests (regional.go), and the region
+	// operations the beta client polls them with.
+	"regionInstanceGroupManagerResizeRequests.insert": true,
+	"regionOperations.get":                            true,
+	"regionOperations.wait":                           true,
 }
 
 func zonalMethod(method string, seg []string, req *request) string {
@@ -286,7 +320,11 @@ func (s *Sim) serveLocked(req *request) (proto.Message, *apiError) {
 		return nil, errNotFound("projects/" + req.project)
 	}
 	if req.zone != "" && !s.zonesOK[req.zone] {
-		if !zoneName.MatchString(req.zone) {
+		if isRegional(req.method) {
+			if !regionName.MatchString(req.zone) {
+				return nil, errInvalidField("region", req.zone, "Unknown region.")
+			}
+		} else if !zoneName.MatchString(req.zone) {
 			return nil, errInvalidField("zone", req.zone, "Unknown zone.")
 		}
 		if s.zonesOK == nil {
@@ -305,7 +343,7 @@ func (s *Sim) serveLocked(req *request) (proto.Message, *apiError) {
 	rid := req.query.Get("requestId")
 	var ridKey string
 	if rid != "" {
-		ridKey = req.project + "|" + req.zone + "|" + rid
+		ridKey = req.project + "|" + req.opScope() + "|" + rid
 	}
 	if req.mutating() && rid != "" {
 		if aerr := checkRequestID(rid); aerr != nil {
@@ -349,7 +387,7 @@ func (s *Sim) rememberRequestLocked(req *request, rid, ridKey string, op *comput
 		return
 	}
 	s.reqIDs[ridKey] = requestRec{
-		opKey:  opKey(req.project, req.zone, op.GetName()),
+		opKey:  opKey(req.project, req.opScope(), op.GetName()),
 		at:     req.now,
 		method: req.http.Method,
 		path:   req.http.URL.Path,
@@ -357,7 +395,7 @@ func (s *Sim) rememberRequestLocked(req *request, rid, ridKey string, op *comput
 }
 
 func (s *Sim) dispatchLocked(req *request) (proto.Message, *apiError) {
-	switch req.method {
+	switch baseMethod(req.method) {
 	case "instanceTemplates.insert":
 		return s.templateInsertLocked(req)
 	case "instanceTemplates.get":
@@ -422,7 +460,16 @@ func (s *Sim) dispatchLocked(req *request) (proto.Message, *apiError) {
 		return s.regionGetLocked(req)
 	case "projects.get":
 		return s.projectGetLocked(req)
-	case "zoneOperations.get", "zoneOperations.wait", "globalOperations.get", "globalOperations.wait":
+	case "resourcePolicies.insert":
+		return s.policyInsertLocked(req)
+	case "resourcePolicies.get":
+		return s.policyGetLocked(req)
+	case "resourcePolicies.aggregatedList":
+		return s.policyAggregatedListLocked(req)
+	case "resourcePolicies.delete":
+		return s.policyDeleteLocked(req)
+	case "zoneOperations.get", "zoneOperations.wait", "globalOperations.get", "globalOperations.wait",
+		"regionOperations.get", "regionOperations.wait":
 		return s.operationGetLocked(req)
 	}
 	return nil, unsupported(req.http.Method, req.http.URL.Path)

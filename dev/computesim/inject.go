@@ -164,7 +164,7 @@ func (s *Sim) injectedLocked(req *request, inj *Injection) (proto.Message, *apiE
 
 // opTypeOf is Operation.operationType for a Compute method.
 func opTypeOf(method string) string {
-	switch method {
+	switch baseMethod(method) {
 	case "instanceTemplates.insert", "instanceGroupManagers.insert":
 		return "insert"
 	case "instanceTemplates.delete", "instanceGroupManagers.delete", "instances.delete":
@@ -177,21 +177,21 @@ func opTypeOf(method string) string {
 
 // targetOf is the relative path of the resource a call acts on.
 func targetOf(req *request) string {
-	switch {
+	switch method := baseMethod(req.method); {
 	case strings.HasPrefix(req.method, "instanceTemplates."):
 		if req.name == "" {
 			return "projects/" + req.project + "/global/instanceTemplates"
 		}
 		return templateKey(req.project, req.name)
-	case strings.HasPrefix(req.method, "instanceGroupManagerResizeRequests."):
+	case strings.HasPrefix(method, "instanceGroupManagerResizeRequests."):
 		base := migKey(req.project, req.zone, req.name) + "/resizeRequests"
 		if req.rr != "" {
 			return base + "/" + req.rr
 		}
 		return base
-	case strings.HasPrefix(req.method, "instanceGroupManagers."):
+	case strings.HasPrefix(method, "instanceGroupManagers."):
 		if req.name == "" {
-			return "projects/" + req.project + "/zones/" + req.zone + "/instanceGroupManagers"
+			return "projects/" + req.project + "/" + scopeOf(req.zone) + "/instanceGroupManagers"
 		}
 		return migKey(req.project, req.zone, req.name)
 	case strings.HasPrefix(req.method, "instances."):

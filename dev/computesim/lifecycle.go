@@ -93,7 +93,7 @@ func (s *Sim) generateInstanceNameLocked(m *migRec) string {
 	return s.uniqueLocked(func() string {
 		for {
 			n := base + "-" + s.randStringLocked(lowerAlnum, 4)
-			if _, taken := s.instances[instanceKey(m.project, m.zone, n)]; !taken {
+			if _, taken := s.instances[instanceKey(m.project, m.placeZone(), n)]; !taken {
 				return n
 			}
 		}
@@ -109,8 +109,9 @@ func (s *Sim) createInstanceLocked(m *migRec, name, rrName string, run time.Dura
 	} else {
 		props = &computepb.InstanceProperties{}
 	}
-	key := instanceKey(m.project, m.zone, name)
-	zl := zoneLink(m.project, m.zone)
+	zone := m.placeZone()
+	key := instanceKey(m.project, zone, name)
+	zl := zoneLink(m.project, zone)
 	pb := &computepb.Instance{
 		Kind:                strp("compute#instance"),
 		Id:                  u64p(s.newIDLocked()),
@@ -145,7 +146,7 @@ func (s *Sim) createInstanceLocked(m *migRec, name, rrName string, run time.Dura
 	}
 	md.Items = append(md.Items, &computepb.Items{
 		Key:   strp("created-by"),
-		Value: strp("projects/" + s.opts.ProjectNumber + "/zones/" + m.zone + "/instanceGroupManagers/" + m.name),
+		Value: strp("projects/" + s.opts.ProjectNumber + "/" + scopeOf(m.zone) + "/instanceGroupManagers/" + m.name),
 	})
 	pb.Metadata = md
 	for i, d := range props.GetDisks() {
@@ -194,10 +195,11 @@ func (s *Sim) createInstanceLocked(m *migRec, name, rrName string, run time.Dura
 	in := &instanceRec{
 		seq:     s.nextSeqLocked(),
 		project: m.project,
-		zone:    m.zone,
+		zone:    zone,
 		name:    name,
 		pb:      pb,
 		mig:     m.name,
+		migLoc:  m.zone,
 		rr:      rrName,
 		created: at,
 	}
@@ -260,7 +262,7 @@ func (s *Sim) setTerminationLocked(in *instanceRec) {
 func (s *Sim) migMembersLocked(m *migRec) []*instanceRec {
 	var out []*instanceRec
 	for _, in := range s.instances {
-		if in.project == m.project && in.zone == m.zone && in.mig == m.name {
+		if in.project == m.project && in.migLoc == m.zone && in.mig == m.name {
 			out = append(out, in)
 		}
 	}

@@ -63,6 +63,13 @@ func (s *Sim) migInsertLocked(req *request) (proto.Message, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
+	zones, aerr := checkDistributionPolicy(req.project, req.zone, m)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if aerr := s.checkMIGWorkloadPolicyLocked(req, m, tkey); aerr != nil {
+		return nil, aerr
+	}
 	if m.GetTargetSize() < 0 {
 		return nil, errInvalidField("resource.targetSize", strconv.Itoa(int(m.GetTargetSize())), "Must be greater than or equal to 0.")
 	}
@@ -84,16 +91,25 @@ func (s *Sim) migInsertLocked(req *request) (proto.Message, *apiError) {
 	m.Kind = strp("compute#instanceGroupManager")
 	m.Id = u64p(s.newIDLocked())
 	m.CreationTimestamp = strp(formatTime(req.now))
-	m.Zone = strp(zoneLink(req.project, req.zone))
-	m.Region = nil
+	m.Zone, m.Region = strp(zoneLink(req.project, req.zone)), nil
+	if isRegionName(req.zone) {
+		m.Zone, m.Region = nil, strp(regionLink(req.project, req.zone))
+	}
 	m.SelfLink = strp(self)
-	m.InstanceGroup = strp(link("projects/" + req.project + "/zones/" + req.zone + "/instanceGroups/" + m.GetName()))
+	m.InstanceGroup = strp(link("projects/" + req.project + "/" + scopeOf(req.zone) + "/instanceGroups/" + m.GetName()))
 	m.Fingerprint = strp(s.hexLocked(16))
 	m.InstanceTemplate = strp(link(tkey))
 	m.Versions = []*computepb.InstanceGroupManagerVersion{{InstanceTemplate: strp(link(tkey))}}
 	size := m.GetTargetSize()
 	m.TargetSize = i32p(size)
-	rec := &migRec{seq: s.nextSeqLocked(), project: req.project, zone: req.zone, name: m.GetName(), pb: m, templateKey: tkey, rrs: map[string]*rrRec{}}
+	rec := &migRec{seq: s.nextSeqLocked(), project: req.project, zone: req.zone, name: m.GetName(), pb: m, templateKey: tkey, rrs: map[string]*rrRec{}, zones: zones}
+	if len(zones) > 0 {
+		rec.place = zones[0]
+	}
+	if ref := m.GetResourcePolicies().GetWorkloadPolicy(); ref != "" {
+		_, region, name, _ := parsePolicyRef(req.project, ref)
+		rec.policyKey = policyKey(req.project, region, name)
+	}
 	s.migs[key] = rec
 	run := s.templateRunDurationLocked(rec)
 	for range size {
@@ -108,7 +124,7 @@ func (s *Sim) migViewLocked(m *migRec) *computepb.InstanceGroupManager {
 	v := proto.CloneOf(m.pb)
 	var none, deleting, other int32
 	for _, in := range s.instances { // the members (migMembersLocked), in any order
-		if in.project != m.project || in.zone != m.zone || in.mig != m.name {
+		if in.project != m.project || in.migLoc != m.zone || in.mig != m.name {
 			continue
 		}
 		switch {
@@ -181,7 +197,7 @@ func (s *Sim) migListLocked(req *request) (proto.Message, *apiError) {
 			items[i] = s.migViewLocked(byPB[pb])
 		}
 	}
-	base := "projects/" + req.project + "/zones/" + req.zone + "/instanceGroupManagers"
+	base := "projects/" + req.project + "/" + scopeOf(req.zone) + "/instanceGroupManagers"
 	out := &computepb.InstanceGroupManagerList{Kind: strp("compute#instanceGroupManagerList"), Id: strp(base), SelfLink: strp(link(base)), Items: items}
 	if next != "" {
 		out.NextPageToken = strp(next)
@@ -295,8 +311,8 @@ func (s *Sim) migDeleteInstancesLocked(req *request) (proto.Message, *apiError) 
 		if p == "" {
 			p = req.project
 		}
-		if p != req.project || z != req.zone {
-			return nil, errInvalidField("instances", ref, fmt.Sprintf("The instance is not in zone '%s' of the managed instance group.", req.zone))
+		if p != req.project || !slices.Contains(placementZones(m), z) {
+			return nil, errInvalidField("instances", ref, fmt.Sprintf("The instance is not in a zone of the managed instance group (%s).", strings.Join(placementZones(m), ", ")))
 		}
 		in := s.instances[instanceKey(p, z, n)]
 		if in == nil || in.mig != m.name || !in.deleteAt.IsZero() {

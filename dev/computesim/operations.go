@@ -2,6 +2,7 @@ package computesim
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
@@ -9,11 +10,15 @@ import (
 )
 
 // opKey is the map key of an operation: zonal if zone is set, else global.
+// A regional scope is written "regions/R" (request.opScope).
 func opKey(project, zone, name string) string {
+	if strings.HasPrefix(zone, "regions/") {
+		return "projects/" + project + "/" + zone + "/operations/" + name
+	}
 	if zone == "" {
 		return "projects/" + project + "/global/operations/" + name
 	}
-	return "projects/" + project + "/zones/" + zone + "/operations/" + name
+	return "projects/" + project + "/" + scopeOf(zone) + "/operations/" + name
 }
 
 // newOpLocked records a finished (DONE) operation and returns it. Every
@@ -40,7 +45,12 @@ func (s *Sim) newOpLocked(project, zone, opType, targetLink string, targetID uin
 	if targetID != 0 {
 		op.TargetId = u64p(targetID)
 	}
-	if zone != "" {
+	switch {
+	case isRegionName(zone):
+		op.Region = strp(regionLink(project, zone))
+	case strings.HasPrefix(zone, "regions/"):
+		op.Region = strp(link("projects/" + project + "/" + zone))
+	case zone != "":
 		op.Zone = strp(zoneLink(project, zone))
 	}
 	s.ops[opKey(project, zone, name)] = op
@@ -101,7 +111,7 @@ func runningView(op *computepb.Operation) *computepb.Operation {
 // operationGetLocked serves operations get and wait. Operations are DONE as
 // soon as they exist, so wait returns at once.
 func (s *Sim) operationGetLocked(req *request) (proto.Message, *apiError) {
-	key := opKey(req.project, req.zone, req.name)
+	key := opKey(req.project, req.opScope(), req.name)
 	op := s.ops[key]
 	if op == nil {
 		return nil, errNotFound(key)

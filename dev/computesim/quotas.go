@@ -90,6 +90,9 @@ func gpuUse(machineType string, props *computepb.InstanceProperties) (string, in
 }
 
 func regionOf(zone string) string {
+	if isRegionName(zone) {
+		return zone // a regional MIG's location
+	}
 	if i := strings.LastIndexByte(zone, '-'); i > 0 {
 		return zone[:i]
 	}

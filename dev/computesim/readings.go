@@ -68,6 +68,19 @@ type Readings struct {
 	// about-resize-requests-mig says the VMs are deleted at the end of their
 	// run duration, not what happens to the MIG's target size.
 	KeepTargetSizeAtRunEnd bool
+	// RefuseWorkloadPolicyOnFlexStart refuses, with a 400, the insert of a
+	// MIG that references a workload policy
+	// (resourcePolicies.workloadPolicy) while its instance template's
+	// provisioning model is FLEX_START, whatever the machine type (lenient:
+	// A4 and A3 Ultra are accepted). Open: the A4/A3 Ultra MIG guide
+	// (https://cloud.google.com/ai-hypercomputer/docs/create/create-mig-with-a4-or-a3ultra)
+	// says that with a Flex-Start template "You can't apply a workload
+	// policy to the MIG", while
+	// https://cloud.google.com/ai-hypercomputer/docs/placement-policy-and-workload-policy
+	// says "For Flex-start: A4 and A3 Ultra" and Cluster Toolkit sends it.
+	// The refusal's wording is not published; flexslurm depends only on
+	// the HTTP status and on its request having carried the policy.
+	RefuseWorkloadPolicyOnFlexStart bool
 }
 
 // RunEndAudit values. They equal the ExpiryLogStyle constants.
@@ -88,11 +101,12 @@ func LenientReadings() Readings {
 // StrictReadings puts every switch on the side hardest for flexslurm.
 func StrictReadings() Readings {
 	return Readings{
-		RefuseTargetSizeWhileAccepted: true,
-		RefuseNamedRequestsOnV1:       true,
-		RunEndAudit:                   RunEndMIGDelete,
-		IgnoreLabelFilter:             true,
-		KeepTargetSizeAtRunEnd:        true,
+		RefuseTargetSizeWhileAccepted:   true,
+		RefuseNamedRequestsOnV1:         true,
+		RunEndAudit:                     RunEndMIGDelete,
+		IgnoreLabelFilter:               true,
+		KeepTargetSizeAtRunEnd:          true,
+		RefuseWorkloadPolicyOnFlexStart: true,
 	}
 }
 
@@ -231,4 +245,34 @@ func (s *Sim) AcceptNamedRequests(f func() error) error {
 		s.mu.Unlock()
 	}()
 	return f()
+}
+
+// ReadingSwitchNames are the names of the on/off switches (the bool fields
+// of Readings), in field order.
+func ReadingSwitchNames() []string {
+	var out []string
+	t := reflect.TypeFor[Readings]()
+	for i := range t.NumField() {
+		if t.Field(i).Type.Kind() == reflect.Bool {
+			out = append(out, t.Field(i).Name)
+		}
+	}
+	return out
+}
+
+// IsReadingSwitch reports whether name (matched without regard to case)
+// is an on/off switch of Readings.
+func IsReadingSwitch(name string) bool {
+	_, ok := Readings{}.Switch(name)
+	return ok
+}
+
+// Switch returns the on/off switch name of r (matched without regard to
+// case); ok is false when name is no bool field of Readings.
+func (r Readings) Switch(name string) (on, ok bool) {
+	f, ok := readingField(&r, name)
+	if !ok || f.Kind() != reflect.Bool {
+		return false, false
+	}
+	return f.Bool(), true
 }

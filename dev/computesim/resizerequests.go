@@ -46,13 +46,18 @@ func (s *Sim) rrInsertLocked(req *request) (proto.Message, *apiError) {
 	if aerr := checkResizeRequestMIG(m); aerr != nil {
 		return nil, aerr
 	}
+	if aerr := checkRegionalResizeRequestMIG(m); aerr != nil {
+		return nil, aerr
+	}
 	id := s.newIDLocked()
 	migLink := m.pb.GetSelfLink()
 	rr.Kind = strp("compute#instanceGroupManagerResizeRequest")
 	rr.Id = u64p(id)
 	rr.CreationTimestamp = strp(formatTime(req.now))
-	rr.Zone = strp(zoneLink(req.project, req.zone))
-	rr.Region = nil
+	rr.Zone, rr.Region = strp(zoneLink(req.project, req.zone)), nil
+	if isRegionName(req.zone) {
+		rr.Zone, rr.Region = nil, strp(regionLink(req.project, req.zone))
+	}
 	rr.SelfLink = strp(migLink + "/resizeRequests/" + rr.GetName())
 	rr.SelfLinkWithId = strp(migLink + "/resizeRequests/" + strconv.FormatUint(id, 10))
 	rr.State = strp(stateCreating)
@@ -68,6 +73,7 @@ func (s *Sim) rrInsertLocked(req *request) (proto.Message, *apiError) {
 		runDuration: durationOf(rr.RequestedRunDuration),
 		created:     req.now,
 		acceptAt:    req.now.Add(s.opts.AcceptDelay),
+		policy:      lastSegment(m.policyKey),
 	}
 	m.pb.TargetSize = i32p(m.pb.GetTargetSize() + int32(count))
 	// The insert operation's target is the MIG, not the new request: the

@@ -158,8 +158,8 @@ func checkResizeRequestDelete(m *migRec, rr *rrRec) *apiError {
 }
 
 // What a MIG with active (CREATING or ACCEPTED) resize requests refuses.
-// The evidence and flexslurm's decision are in docs/design.md, "One MIG per
-// pool, or not"; in short:
+// The evidence and flexslurm's decision are in docs/design/compute.md, "One MIG per
+// resize request"; in short:
 //
 //   - instanceGroupManagers.delete while the MIG creates VMs for a request:
 //     "Compute Engine waits until the MIG has finished creating the

@@ -74,13 +74,13 @@ func (s *Sim) ClearShortage(name string) {
 
 // shortageLocked returns the first shortage in force at at for requests of
 // MIG m.
-func (s *Sim) shortageLocked(m *migRec, at time.Time) (Shortage, bool) {
+func (s *Sim) shortageLocked(m *migRec, zone string, at time.Time) (Shortage, bool) {
 	mt := lastSegment(s.migMachineTypeLocked(m))
 	for _, sh := range s.shortages {
 		if !sh.Until.IsZero() && !at.Before(sh.Until) {
 			continue
 		}
-		if (sh.Zone == "" || sh.Zone == m.zone) && (sh.MachineType == "" || sh.MachineType == mt) {
+		if (sh.Zone == "" || sh.Zone == zone) && (sh.MachineType == "" || sh.MachineType == mt) {
 			return sh, true
 		}
 	}
@@ -92,13 +92,30 @@ func (s *Sim) shortageLocked(m *migRec, at time.Time) (Shortage, bool) {
 // records the attempt's error in status.lastAttempt.error and tries again
 // an attempt interval later (or when the shortage ends, if sooner).
 func (s *Sim) attemptLocked(m *migRec, rr *rrRec, at time.Time) {
-	sh, short := s.shortageLocked(m, at)
+	// A regional MIG (ANY_SINGLE_ZONE) places the whole request in the
+	// first of its zones with capacity: the zone its VMs are in, if it
+	// has any, else any of its distribution zones (regional.go).
+	var sh Shortage
+	var short bool
 	var e *computepb.Errors
-	if short {
-		e = s.shortageErrorLocked(m, sh)
-	} else if e = s.gpuQuotaShortLocked(m, rr.count); e == nil {
-		s.provisionLocked(m, rr, at)
-		return
+	candidates := s.candidateZonesLocked(m)
+	for i, z := range candidates {
+		zsh, zshort := s.shortageLocked(m, z, at)
+		if !zshort {
+			m.place, short = z, false
+			break
+		}
+		if i == 0 {
+			sh, short = zsh, true
+			e = s.shortageErrorLocked(m, z, zsh)
+		}
+		short = true
+	}
+	if !short {
+		if e = s.gpuQuotaShortLocked(m, rr.count); e == nil {
+			s.provisionLocked(m, rr, at)
+			return
+		}
 	}
 	rr.pb.Status = &computepb.InstanceGroupManagerResizeRequestStatus{
 		LastAttempt: &computepb.InstanceGroupManagerResizeRequestStatusLastAttempt{
@@ -124,7 +141,7 @@ func (s *Sim) attemptLocked(m *migRec, rr *rrRec, at time.Time) {
 // dimensions, limit} (Compute v1 discovery document, ErrorDetails,
 // ErrorInfo, QuotaExceededInfo; the same shapes as the errors gcloud
 // prints for instances.insert).
-func (s *Sim) shortageErrorLocked(m *migRec, sh Shortage) *computepb.Errors {
+func (s *Sim) shortageErrorLocked(m *migRec, zone string, sh Shortage) *computepb.Errors {
 	mt := lastSegment(s.migMachineTypeLocked(m))
 	msg := sh.Message
 	if strings.Contains(sh.Code, "QUOTA") {
@@ -133,10 +150,7 @@ func (s *Sim) shortageErrorLocked(m *migRec, sh Shortage) *computepb.Errors {
 			metric = "compute.googleapis.com/preemptible_cpus"
 		}
 		quota := strings.ToUpper(strings.TrimPrefix(metric, "compute.googleapis.com/"))
-		region := m.zone
-		if i := strings.LastIndexByte(region, '-'); i > 0 {
-			region = region[:i]
-		}
+		region := regionOf(zone)
 		if msg == "" {
 			msg = fmt.Sprintf("Quota '%s' exceeded.  Limit: %.1f in region %s.", quota, sh.Limit, region)
 		}
@@ -151,19 +165,19 @@ func (s *Sim) shortageErrorLocked(m *migRec, sh Shortage) *computepb.Errors {
 		}}}
 	}
 	if msg == "" {
-		msg = fmt.Sprintf("The zone 'projects/%s/zones/%s' does not have enough resources available to fulfill the request.  Try a different zone, or try again later.", m.project, m.zone)
+		msg = fmt.Sprintf("The zone 'projects/%s/zones/%s' does not have enough resources available to fulfill the request.  Try a different zone, or try again later.", m.project, zone)
 	}
 	return &computepb.Errors{Code: strp(sh.Code), Message: strp(msg), ErrorDetails: []*computepb.ErrorDetails{
 		{Help: &computepb.Help{Links: []*computepb.HelpLink{{
 			Description: strp("Troubleshooting documentation"), Url: strp("https://cloud.google.com/compute/docs/resource-error"),
 		}}}},
 		{LocalizedMessage: &computepb.LocalizedMessage{Locale: strp("en-US"), Message: strp(fmt.Sprintf(
-			"A %s VM instance is currently unavailable in the %s zone. Alternatively, you can try your request again with a different VM hardware configuration or at a later time. For more information, see the troubleshooting documentation.", mt, m.zone))}},
+			"A %s VM instance is currently unavailable in the %s zone. Alternatively, you can try your request again with a different VM hardware configuration or at a later time. For more information, see the troubleshooting documentation.", mt, zone))}},
 		{ErrorInfo: &computepb.ErrorInfo{
 			Reason: strp("resource_availability"),
 			Domain: strp("compute.googleapis.com"),
 			Metadatas: map[string]string{
-				"zone": m.zone, "vmType": mt, "attachment": "", "zonesAvailable": "",
+				"zone": zone, "vmType": mt, "attachment": "", "zonesAvailable": "",
 			},
 		}},
 	}}

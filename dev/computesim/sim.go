@@ -41,6 +41,9 @@ type Sim struct {
 	templates map[string]*templateRec // key: projects/P/global/instanceTemplates/N
 	images    map[string]*imageRec    // key: projects/P/global/images/N (images.go)
 	migs      map[string]*migRec      // key: projects/P/zones/Z/instanceGroupManagers/N
+	// policies are the resource policies (workload policies only), key
+	// projects/P/regions/R/resourcePolicies/N.
+	policies  map[string]*computepb.ResourcePolicy
 	instances map[string]*instanceRec // key: projects/P/zones/Z/instances/N
 	// deletedRRs are the resize requests resizeRequests.delete removed,
 	// kept for ResizeRequestHistory (introspection only; the API no
@@ -74,10 +77,17 @@ type templateRec struct {
 
 type migRec struct {
 	seq                 uint64
-	project, zone, name string
+	project, zone, name string // zone: a regional MIG's region
 	pb                  *computepb.InstanceGroupManager
 	templateKey         string
 	rrs                 map[string]*rrRec
+	// zones are a regional MIG's distributionPolicy zones, in order (nil
+	// for a zonal MIG); place is the zone its next VMs are created in
+	// (regional.go), "" for m.zone.
+	zones []string
+	place string
+	// policyKey is the workload policy the MIG references ("" for none).
+	policyKey string
 }
 
 type rrRec struct {
@@ -91,6 +101,7 @@ type rrRec struct {
 	capacityAt          time.Time // set when ACCEPTED
 	provisionedInstance []string
 	deleted             time.Time // when resizeRequests.delete removed it (history only)
+	policy              string    // the workload policy of its MIG ("" for none)
 }
 
 type deleteCause int
@@ -106,6 +117,7 @@ type instanceRec struct {
 	project, zone, name string
 	pb                  *computepb.Instance
 	mig, rr             string
+	migLoc              string // the zone (or a regional MIG's region) of its MIG
 	template            string // the MIG's template when the VM was created
 	created             time.Time
 	termination         time.Time // zero: no run-duration limit
@@ -142,6 +154,7 @@ func New(opts Options, clk clock.Clock) *Sim {
 		usedNames: map[string]bool{},
 		templates: map[string]*templateRec{},
 		migs:      map[string]*migRec{},
+		policies:  map[string]*computepb.ResourcePolicy{},
 		instances: map[string]*instanceRec{},
 		ops:       map[string]*computepb.Operation{},
 		reqIDs:    map[string]requestRec{},
@@ -204,6 +217,9 @@ type ResizeRequest struct {
 	Created time.Time
 	// CapacityAt is when capacity arrives (zero until ACCEPTED).
 	CapacityAt time.Time
+	// WorkloadPolicy is the name of the workload policy its MIG references
+	// (resourcePolicies.workloadPolicy), "" for none.
+	WorkloadPolicy string
 	// ErrorCode and ErrorMessage are status.error of a FAILED request.
 	ErrorCode, ErrorMessage string
 	// Deleted is when resizeRequests.delete removed the request (zero
@@ -549,8 +565,9 @@ func templateKey(project, name string) string {
 	return "projects/" + project + "/global/instanceTemplates/" + name
 }
 
+// migKey is a MIG's path; zone is a region for a regional MIG.
 func migKey(project, zone, name string) string {
-	return "projects/" + project + "/zones/" + zone + "/instanceGroupManagers/" + name
+	return "projects/" + project + "/" + scopeOf(zone) + "/instanceGroupManagers/" + name
 }
 
 func instanceKey(project, zone, name string) string {
@@ -661,12 +678,13 @@ func (s *Sim) resizeRequestsLocked(history bool) []ResizeRequest {
 			ResizeBy: rr.count,
 			// Shared: the simulator never changes these slices in
 			// place (TestResizeRequestsShareUnchangingSlices).
-			Instances:   rr.names,
-			Provisioned: rr.provisionedInstance,
-			RunDuration: rr.runDuration,
-			Created:     rr.created,
-			CapacityAt:  rr.capacityAt,
-			Deleted:     rr.deleted,
+			Instances:      rr.names,
+			Provisioned:    rr.provisionedInstance,
+			RunDuration:    rr.runDuration,
+			Created:        rr.created,
+			CapacityAt:     rr.capacityAt,
+			Deleted:        rr.deleted,
+			WorkloadPolicy: rr.policy,
 		}
 		if errs := rr.pb.GetStatus().GetError().GetErrors(); len(errs) > 0 {
 			r.ErrorCode, r.ErrorMessage = errs[0].GetCode(), errs[0].GetMessage()

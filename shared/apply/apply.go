@@ -34,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -77,6 +78,9 @@ type Compute interface {
 	// StartInstance starts a stopped VM (a host-repaired VM whose
 	// automaticRestart is false stays stopped).
 	StartInstance(ctx context.Context, zone, name, requestID string) error
+	// EnsureWorkloadPolicy creates a pool's workload policy (compact
+	// placement); one that exists is done only when it is that policy.
+	EnsureWorkloadPolicy(ctx context.Context, w gce.WorkloadPolicySpec, requestID string) error
 }
 
 // Publisher publishes one message and waits for the server's ack.
@@ -151,6 +155,13 @@ type Input struct {
 	EventID string
 	Scope   store.Scope
 	Decide  Decision
+	// Wider, when set, builds the input a Handler processes instead when
+	// Decide returns plan.ErrWiderScope (it then decided and wrote
+	// nothing): a narrow scope first, the whole pool when it is not enough.
+	Wider func(ctx context.Context) (Input, error)
+	// Arrived is when the event arrived (wall clock); the decision latency
+	// is measured from it, or from Process's start when zero.
+	Arrived time.Time
 }
 
 // Result reports what an event did.
@@ -188,6 +199,10 @@ var ErrTransient = errors.New("transient failure")
 // errNotOurs marks a refusal to act on a resource not labelled as ours.
 var errNotOurs = errors.New("not flexslurm's")
 
+// errWorkloadPolicyRefused marks a MIG insert Compute refused with a 400
+// while it referenced the pool's workload policy (plan.FailWorkloadPolicy).
+var errWorkloadPolicyRefused = errors.New("workload policy refused")
+
 // errCrash marks a fault injected by Deps.Fault.
 var errCrash = errors.New("injected crash")
 
@@ -196,7 +211,10 @@ var errCrash = errors.New("injected crash")
 // events) and an error wrapping ErrTransient when it should be redelivered.
 func (r *Runner) Process(ctx context.Context, in Input) (Result, error) {
 	var res Result
-	started := time.Now() // decision latency is measured on the wall clock
+	started := in.Arrived // decision latency is measured on the wall clock
+	if started.IsZero() {
+		started = time.Now()
+	}
 	now := r.d.Clock.Now()
 	in.Scope.EventID = in.EventID
 	in.Scope.EventKind = in.Flow
@@ -438,6 +456,9 @@ func classify(ctx context.Context, a plan.Action, err error) plan.FailureClass {
 	if gce.IsNotReady(err) {
 		return plan.FailNotReady
 	}
+	if errors.Is(err, errWorkloadPolicyRefused) {
+		return plan.FailWorkloadPolicy
+	}
 	return failureClass(gce.Classify(err))
 }
 
@@ -588,7 +609,11 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 		if err != nil {
 			return err
 		}
-		err = r.d.Compute.CancelResizeRequest(ctx, p.Zone, mig, a.Name, a.RequestID)
+		loc, err := r.migLocation(ctx, p, mig)
+		if err != nil {
+			return err
+		}
+		err = r.d.Compute.CancelResizeRequest(ctx, loc, mig, a.Name, a.RequestID)
 		if gce.IsNotFound(err) {
 			return fmt.Errorf("%w: %w", errRequestGone, err)
 		}
@@ -598,7 +623,11 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 		if err != nil {
 			return err
 		}
-		return r.d.Compute.DeleteResizeRequest(ctx, p.Zone, mig, a.Name, a.RequestID)
+		loc, err := r.migLocation(ctx, p, mig)
+		if err != nil {
+			return err
+		}
+		return r.d.Compute.DeleteResizeRequest(ctx, loc, mig, a.Name, a.RequestID)
 	case plan.DeleteVMs:
 		p, mig, err := migOf(a.Pool, a.MIG, a.Request, a.Request == "")
 		if err != nil {
@@ -608,7 +637,7 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 		// deleted, whatever the event that asked for it said.
 		var ours []string
 		for _, vm := range a.VMs {
-			err := r.ownVM(ctx, cluster, p, vm, "", "delete")
+			_, err := r.ownVM(ctx, cluster, p, vm, "", "delete")
 			if gce.IsNotFound(err) {
 				continue // already gone
 			}
@@ -620,7 +649,11 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 		if len(ours) == 0 {
 			return nil
 		}
-		return r.d.Compute.DeleteInstances(ctx, p.Zone, mig, ours, a.RequestID)
+		loc, err := r.migLocation(ctx, p, mig)
+		if err != nil {
+			return err
+		}
+		return r.d.Compute.DeleteInstances(ctx, loc, mig, ours, a.RequestID)
 	case plan.SlurmCommand:
 		if r.d.Publisher == nil || r.d.SlurmTopic == "" {
 			return nil
@@ -644,10 +677,11 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 		}
 		// Only a VM named and labelled as this cluster's and pool's is
 		// ever repaired (a repair restarts it).
-		if err := r.ownVM(ctx, cluster, p, a.VM, a.Node, "repair"); err != nil {
+		zone, err := r.ownVM(ctx, cluster, p, a.VM, a.Node, "repair")
+		if err != nil {
 			return err
 		}
-		return r.d.Compute.ReportHostAsFaulty(ctx, p.Zone, a.VM, a.Behavior, text.Truncate(a.Description, plan.MaxFaultDescription), a.RequestID)
+		return r.d.Compute.ReportHostAsFaulty(ctx, zone, a.VM, a.Behavior, text.Truncate(a.Description, plan.MaxFaultDescription), a.RequestID)
 	case plan.StartVM:
 		p, err := poolOf(a.Pool)
 		if err != nil {
@@ -655,10 +689,11 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 		}
 		// Only a VM named and labelled as this cluster's and pool's is
 		// ever started.
-		if err := r.ownVM(ctx, cluster, p, a.VM, a.Node, "start"); err != nil {
+		zone, err := r.ownVM(ctx, cluster, p, a.VM, a.Node, "start")
+		if err != nil {
 			return err
 		}
-		return r.d.Compute.StartInstance(ctx, p.Zone, a.VM, a.RequestID)
+		return r.d.Compute.StartInstance(ctx, zone, a.VM, a.RequestID)
 	case plan.DeleteMIG:
 		p, mig, err := migOf(a.Pool, a.MIG, a.Request, a.Request == "")
 		if err != nil {
@@ -668,7 +703,11 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 		// request MIG's description names its request, pool and cluster
 		// (naming.IsRequestMIG); the pool's MIG of the earlier layout
 		// carries the description flexslurm gave it.
-		migs, err := r.d.Compute.ListMIGs(ctx, p.Zone, mig)
+		loc, err := r.migLocation(ctx, p, mig)
+		if err != nil {
+			return fmt.Errorf("reading MIG %s before deleting it: %w", mig, err)
+		}
+		migs, err := r.d.Compute.ListMIGs(ctx, loc, mig)
 		if err != nil {
 			return fmt.Errorf("reading MIG %s before deleting it: %w", mig, err)
 		}
@@ -683,7 +722,7 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 			} else if m.Description != poolMIGDescription(cluster, p.ID) {
 				return fmt.Errorf("%w: refusing to delete MIG %s: its description %q is not pool %s of cluster %s's", errNotOurs, mig, m.Description, p.ID, cluster)
 			}
-			return r.d.Compute.DeleteMIG(ctx, p.Zone, mig, a.RequestID)
+			return r.d.Compute.DeleteMIG(ctx, loc, mig, a.RequestID)
 		}
 		return nil // already gone
 	case plan.Alert:
@@ -698,24 +737,26 @@ func (r *Runner) execute(ctx context.Context, cluster string, st *model.State, a
 // (delete, repair, start): named as a VM of pool p of the cluster (and of
 // node, when given), and labelled so in Compute. A VM that does not exist
 // is an error gce.IsNotFound matches.
-func (r *Runner) ownVM(ctx context.Context, cluster string, p *model.Pool, vm, node, verb string) error {
+// It returns the zone the VM is in: the pool's, or for a pool that is or
+// was multi-zone the one of its zones that holds it (zones.go).
+func (r *Runner) ownVM(ctx context.Context, cluster string, p *model.Pool, vm, node, verb string) (string, error) {
 	n, c, pool, _, ok := naming.ParseVMName(vm)
 	switch {
 	case !ok || c != cluster || pool != p.ID:
-		return fmt.Errorf("%w: refusing to %s %s: not named as a VM of pool %s of cluster %s", errNotOurs, verb, vm, p.ID, cluster)
+		return "", fmt.Errorf("%w: refusing to %s %s: not named as a VM of pool %s of cluster %s", errNotOurs, verb, vm, p.ID, cluster)
 	case node != "" && n != node:
-		return fmt.Errorf("%w: refusing to %s %s: not named as node %s's VM in pool %s of cluster %s", errNotOurs, verb, vm, node, p.ID, cluster)
+		return "", fmt.Errorf("%w: refusing to %s %s: not named as node %s's VM in pool %s of cluster %s", errNotOurs, verb, vm, node, p.ID, cluster)
 	}
-	inst, err := r.d.Compute.GetInstance(ctx, p.Zone, vm)
+	inst, err := r.getPoolVM(ctx, p, vm)
 	if err != nil {
-		return fmt.Errorf("reading VM %s before the %s: %w", vm, verb, err)
+		return "", fmt.Errorf("reading VM %s before the %s: %w", vm, verb, err)
 	}
 	for k, v := range naming.Labels(cluster, p.ID) {
 		if inst.Labels[k] != v {
-			return fmt.Errorf("%w: refusing to %s %s: label %s=%q, not %q (not this cluster's VM)", errNotOurs, verb, vm, k, inst.Labels[k], v)
+			return "", fmt.Errorf("%w: refusing to %s %s: label %s=%q, not %q (not this cluster's VM)", errNotOurs, verb, vm, k, inst.Labels[k], v)
 		}
 	}
-	return nil
+	return orStr(inst.Zone, p.Zone), nil
 }
 
 // ensureTemplate creates the pool's instance template if missing. The
@@ -770,15 +811,54 @@ func (r *Runner) createRequest(ctx context.Context, cluster string, st *model.St
 	if len(a.VMs) == 1 {
 		base = a.VMs[0]
 	}
-	m := gce.MIGSpec{Zone: p.Zone, Name: mig, Template: t.Name, BaseInstanceName: base,
+	// A multi-zone pool's request MIG is regional, ANY_SINGLE_ZONE over
+	// the pool's zones (zones.go); the request id stays the one of the
+	// pool's zone.
+	m := gce.MIGSpec{Zone: p.MIGLocation(), Name: mig, Template: t.Name, BaseInstanceName: base,
 		Description: naming.RequestMIGDescription(cluster, p.ID, a.Name)}
+	if p.MultiZone() {
+		m.Zones = p.Zones
+	}
+	if a.WorkloadPolicy != "" {
+		path, err := r.ensureWorkloadPolicy(ctx, cluster, st.Cluster.Incarnation(), p, a)
+		if err != nil {
+			return err
+		}
+		m.WorkloadPolicy = path
+	}
 	if err := r.d.Compute.EnsureMIG(ctx, m, naming.InsertRequestMIGRequestID(p.Zone, mig, st.Cluster.Incarnation())); err != nil {
+		if m.WorkloadPolicy != "" && gce.HTTPStatus(err) == http.StatusBadRequest {
+			// Compute refused a MIG that carried the pool's workload
+			// policy: the decisions record it on the pool and make the
+			// next request without it (plan.FailWorkloadPolicy). A
+			// refused insert made no MIG, and the next request has a
+			// name, MIG and request ids of its own.
+			return fmt.Errorf("%w: ensuring MIG %s of resize request %s with workload policy %s: %w", errWorkloadPolicyRefused, mig, a.Name, a.WorkloadPolicy, err)
+		}
 		return fmt.Errorf("ensuring MIG %s of resize request %s: %w", mig, a.Name, err)
 	}
-	return r.d.Compute.CreateResizeRequest(ctx, p.Zone, mig, gce.ResizeRequestSpec{
+	return r.d.Compute.CreateResizeRequest(ctx, m.Zone, mig, gce.ResizeRequestSpec{
 		Name: a.Name, Instances: a.VMs, RunDuration: a.RunDuration,
 		Description: text.Truncate("flexslurm: "+a.Reason, 2048),
 	}, a.RequestID)
+}
+
+// ensureWorkloadPolicy makes sure of the workload policy request a's MIG
+// references (compact placement, docs/design/placement.md) and returns the path
+// the MIG names it by. Only the policy the pool records, named by
+// shared/naming for the cluster's pool and its distance, is ever created
+// or referenced: a request that names another is refused.
+func (r *Runner) ensureWorkloadPolicy(ctx context.Context, cluster, incarnation string, p *model.Pool, a plan.CreateResizeRequest) (string, error) {
+	want := naming.WorkloadPolicy(cluster, p.ID, p.PlacementDistance)
+	if p.WorkloadPolicy == "" || a.WorkloadPolicy != p.WorkloadPolicy || a.WorkloadPolicy != want {
+		return "", fmt.Errorf("%w: refusing workload policy %q for resize request %s of pool %s: the pool's is %q", errNotOurs, a.WorkloadPolicy, a.Name, p.ID, orStr(p.WorkloadPolicy, "none"))
+	}
+	region := naming.ZoneRegion(p.Zone)
+	w := gce.WorkloadPolicySpec{Region: region, Name: want, Description: naming.WorkloadPolicyDescription(cluster, p.ID), MaxTopologyDistance: p.PlacementDistance}
+	if err := r.d.Compute.EnsureWorkloadPolicy(ctx, w, naming.InsertWorkloadPolicyRequestID(region, want, incarnation)); err != nil {
+		return "", fmt.Errorf("ensuring workload policy %s of pool %s: %w", want, p.ID, err)
+	}
+	return naming.WorkloadPolicyPath(p.Zone, want), nil
 }
 
 func orStr(s, alt string) string {
@@ -833,6 +913,9 @@ func logAction(log *slog.Logger, a plan.Action, status string, extra ...any) {
 		args = append(args, "pool", a.Pool.ID)
 	case plan.CreateResizeRequest:
 		args = append(args, "pool", a.Pool, "resize_request", a.Name, "vms", strings.Join(a.VMs, ","), "job", a.JobID)
+		if a.WorkloadPolicy != "" {
+			args = append(args, "workload_policy", a.WorkloadPolicy)
+		}
 	case plan.CancelResizeRequest:
 		args = append(args, "pool", a.Pool, "resize_request", a.Name)
 	case plan.DeleteResizeRequest:

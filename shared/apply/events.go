@@ -31,7 +31,7 @@ func (r *Runner) recordEvents(ctx context.Context, cluster, source string, evs [
 		out = append(out, store.ClusterEvent{
 			ID: store.ClusterEventID(cluster, e.Time, source, i), Cluster: cluster, Type: e.Type, Time: e.Time,
 			Pool: e.Pool, Node: e.Node, VM: e.VM, Generation: e.Generation, Job: e.Job, Message: e.Message,
-			ExpireAt: e.Time.Add(store.ClusterEventTTL),
+			ExpireAt: e.Time.Add(store.ClusterEventTTL), Check: e.Check,
 		})
 	}
 	if r.d.Events == nil {
@@ -57,15 +57,20 @@ func (r *Runner) observe(in Input, after *model.State, now time.Time, took time.
 // Samples of the distribution metrics, logged one per line as
 // jsonPayload.sample = the name and jsonPayload.value = seconds.
 const (
-	SampleCapacityWait    = "capacity_wait_seconds"    // a VM_RUNNING's wait for capacity
-	SampleDecisionLatency = "decision_latency_seconds" // an event's arrival to its last action
+	SampleCapacityWait    = "capacity_wait_seconds"       // a VM_RUNNING's wait for capacity
+	SampleDecisionLatency = metrics.SampleDecisionLatency // an event's arrival to its last action
 )
 
 // LogClusterEvent logs one cluster event: its message, with cluster_event
-// (its type), pool, node, vm, generation and job; and for a VM_RUNNING
+// (its type), pool, node, vm, generation, job and, for a failed health
+// check, its hook (check); and for a VM_RUNNING
 // whose wait is known, a capacity_wait_seconds sample.
 func LogClusterEvent(log *slog.Logger, e plan.ClusterEvent) {
-	log.Info(e.Message, "cluster_event", e.Type, "pool", e.Pool, "node", e.Node, "vm", e.VM, "generation", e.Generation, "job", e.Job)
+	args := []any{"cluster_event", e.Type, "pool", e.Pool, "node", e.Node, "vm", e.VM, "generation", e.Generation, "job", e.Job}
+	if e.Check != "" {
+		args = append(args, "check", e.Check)
+	}
+	log.Info(e.Message, args...)
 	if e.Wait > 0 {
 		log.Info("capacity wait", "sample", SampleCapacityWait, "value", e.Wait.Seconds(), "pool", e.Pool, "node", e.Node)
 	}

@@ -44,7 +44,7 @@ func (r *Runner) ProveNode(ctx context.Context, msg *event.Message, cluster, nod
 	if !ok {
 		return "", fmt.Errorf("%w: node %s: pool %q is not in the spec of cluster %s", identity.ErrRefused, node, pool, cluster)
 	}
-	want := identity.Want{Project: r.d.Project, Zone: p.Zone, Instance: vm, Role: "node"}
+	want := identity.Want{Project: r.d.Project, Zone: p.Zone, Zones: p.Ext.Zones, Instance: vm, Role: "node"}
 	if vm == "" {
 		want.NodeOf = node
 	}

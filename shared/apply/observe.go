@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -44,9 +45,29 @@ func (r *Runner) observePool(ctx context.Context, cluster string, st *model.Stat
 	if err != nil {
 		return plan.ObservedPool{}, fmt.Errorf("listing MIGs: %w", err)
 	}
+	if p.Region != "" {
+		// A multi-zone pool's request MIGs are regional (zones.go).
+		regional, err := r.d.Compute.ListMIGs(ctx, p.Region, p.MIG)
+		if err != nil {
+			return plan.ObservedPool{}, fmt.Errorf("listing regional MIGs: %w", err)
+		}
+		migs = append(migs, regional...)
+	}
 	op := plan.ObservedPool{Listed: true, ListedAt: listedAt, MIGsListed: true}
+	migAt := map[string]string{} // MIG name → its zone, or region
+	vmZones := poolZones(p)      // where the pool's VMs may be
+	for _, m := range migs {
+		migAt[m.Name] = m.Zone
+		// A regional MIG made before the pool's zones changed places
+		// VMs in the zones it was made with.
+		for _, z := range m.Zones {
+			if !slices.Contains(vmZones, z) {
+				vmZones = append(vmZones, z)
+			}
+		}
+	}
 	addRequests := func(mig string, legacy bool) error {
-		rrs, err := r.d.Compute.ListResizeRequests(ctx, p.Zone, mig)
+		rrs, err := r.d.Compute.ListResizeRequests(ctx, orStr(migAt[mig], p.Zone), mig)
 		if gce.IsNotFound(err) {
 			return nil // deleted since it was listed
 		}
@@ -86,7 +107,7 @@ func (r *Runner) observePool(ctx context.Context, cluster string, st *model.Stat
 			op.MIGs = append(op.MIGs, plan.ObservedMIG{Name: m.Name, Request: request, RequestsListed: true, Age: listedAt.Sub(m.Created)})
 		}
 	}
-	vms, err := r.d.Compute.ListInstances(ctx, p.Zone, naming.Labels(cluster, p.ID))
+	vms, err := r.listPoolVMs(ctx, cluster, p, vmZones)
 	if err != nil {
 		return plan.ObservedPool{}, fmt.Errorf("listing VMs: %w", err)
 	}
@@ -98,9 +119,9 @@ func (r *Runner) observePool(ctx context.Context, cluster string, st *model.Stat
 // names copied into one string in list order. The decision reads every
 // VM's name several times (finding each node's VM, then the VMs no node
 // names); as decoded, each name lies among its Instance's other fields, a
-// cache line of its own, and at 10,000 VMs copying them together made a
-// steady decision 11–13 % faster (docs/reconcile-scale.md, "Fourth
-// round"). A status is already one of a handful of shared strings
+// cache line of its own, so copied together they share cache lines (the
+// gain is in BENCHMARKS.md, "Reconcile decision: memory layout"). A
+// status is already one of a handful of shared strings
 // (gce.canonicalStatus), and each id is a string of its own: a node
 // record keeps its VM's id, and a substring would keep the pool's whole
 // listing alive with it.
@@ -120,8 +141,16 @@ func observedVMs(vms []gce.Instance) []plan.VM {
 	all, at := names.String(), 0
 	out := make([]plan.VM, len(vms))
 	for i, vm := range vms {
+		// A pool's VMs share a zone or a few: one copy each, not a
+		// substring of each VM's decoded zone URL.
+		zone := vm.Zone
+		if i > 0 && zone == out[i-1].Zone {
+			zone = out[i-1].Zone
+		} else {
+			zone = strings.Clone(zone)
+		}
 		out[i] = plan.VM{Name: all[at : at+len(vm.Name)], ID: strconv.FormatUint(vm.ID, 10), Status: vm.Status,
-			Created: vm.Created, TerminationTime: vm.TerminationTime, LastStart: vm.LastStart, MIG: vm.MIG}
+			Created: vm.Created, TerminationTime: vm.TerminationTime, LastStart: vm.LastStart, MIG: vm.MIG, Zone: zone}
 		at += len(vm.Name)
 	}
 	return out

@@ -94,10 +94,10 @@ func TestObserveKeepsEveryVMField(t *testing.T) {
 	}
 	want := []plan.VM{
 		{Name: "flexvm-a3u-0-g1", ID: "8421376120393812345", Status: "RUNNING",
-			Created: at, TerminationTime: at.Add(7 * 24 * time.Hour), LastStart: at.Add(time.Minute)},
-		{Name: "flexvm-a3u-10-g12", ID: "0", Status: "", Created: at.Add(time.Hour)},
-		{Name: "", ID: "18446744073709551615", Status: "STOPPING"},
-		{Name: "flexvm-a3u-1-g1", ID: "7", Status: "PROVISIONING"},
+			Created: at, TerminationTime: at.Add(7 * 24 * time.Hour), LastStart: at.Add(time.Minute), Zone: "us-central1-a"},
+		{Name: "flexvm-a3u-10-g12", ID: "0", Status: "", Created: at.Add(time.Hour), Zone: "us-central1-a"},
+		{Name: "", ID: "18446744073709551615", Status: "STOPPING", Zone: "us-central1-a"},
+		{Name: "flexvm-a3u-1-g1", ID: "7", Status: "PROVISIONING", Zone: "us-central1-a"},
 	}
 	st := model.NewState()
 	st.Pools["a3u"] = &model.Pool{ID: "a3u", Zone: "us-central1-a", MIG: "fs-flexvm-a3u", Ready: true}

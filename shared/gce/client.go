@@ -74,12 +74,16 @@ type Client struct {
 	rrs       *compute.InstanceGroupManagerResizeRequestsClient
 	instances *compute.InstancesClient
 	images    *compute.ImagesClient
+	policies  *compute.ResourcePoliciesClient
 	// lists, if set, answers list calls before the REST clients
 	// (SetListShortcut).
 	lists ListShortcut
 	// rrAPI is the API version of the resize-request calls
 	// (SetResizeRequestAPI, resizeapi.go).
 	rrAPI resizeRequestAPI
+	// regional are the regional MIG and resize-request clients, made on
+	// first use (regional.go).
+	regional regionalClients
 }
 
 // ListShortcut answers some of the Client's list calls without the REST
@@ -134,6 +138,10 @@ func New(ctx context.Context, project string, opts ...option.ClientOption) (*Cli
 		c.Close()
 		return nil, fmt.Errorf("creating images client: %w", err)
 	}
+	if c.policies, err = compute.NewResourcePoliciesRESTClient(ctx, opts...); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("creating resource policies client: %w", err)
+	}
 	return c, nil
 }
 
@@ -155,7 +163,10 @@ func (c *Client) Close() error {
 	if c.images != nil {
 		errs = append(errs, c.images.Close())
 	}
-	errs = append(errs, c.closeResizeRequestAPI())
+	if c.policies != nil {
+		errs = append(errs, c.policies.Close())
+	}
+	errs = append(errs, c.closeResizeRequestAPI(), c.closeRegional())
 	return errors.Join(errs...)
 }
 
@@ -174,7 +185,7 @@ func wait(ctx context.Context) func(*compute.Operation, error) error {
 // delete) end within seconds, far below a
 // function's timeout; one that does not is left to Compute, which carries
 // it on: the caller gets a transient error, and its retry with the same
-// request id is answered with the same operation (docs/design.md, "Waits
+// request id is answered with the same operation (docs/design/repair.md, "Waits
 // on Compute operations").
 var maxOperationWait = time.Minute
 
@@ -407,10 +418,14 @@ func (c *Client) ResolveImage(ctx context.Context, ref string) (string, error) {
 // ---------------------------------------------------------------------------
 // Managed instance groups
 
-// MIGSpec describes a zonal managed instance group.
+// MIGSpec describes a zonal managed instance group, or a regional one.
 type MIGSpec struct {
-	// Zone is the zone name, e.g. "us-central1-a".
+	// Zone is the zone name, e.g. "us-central1-a"; or, for a regional MIG,
+	// its region ("us-central1", regional.go).
 	Zone string
+	// Zones are a regional MIG's zones (distributionPolicy.zones, target
+	// shape ANY_SINGLE_ZONE); empty for a zonal MIG.
+	Zones []string
 	// Name is the MIG name (RFC 1035).
 	Name string
 	// Template is the instance template name, or a template path or URL.
@@ -420,6 +435,10 @@ type MIGSpec struct {
 	BaseInstanceName string
 	// Description is the MIG description.
 	Description string
+	// WorkloadPolicy is the workload policy the MIG references
+	// (resourcePolicies.workloadPolicy, a partial URL
+	// "regions/REGION/resourcePolicies/NAME": placement.go); "" for none.
+	WorkloadPolicy string
 }
 
 // MIG is a zonal managed instance group.
@@ -435,6 +454,10 @@ type MIG struct {
 	TargetSize int32
 	// Created is the creation time (UTC).
 	Created time.Time
+	// TargetShape and Zones are a regional MIG's distributionPolicy
+	// (Zone is then its region); empty for a zonal MIG.
+	TargetShape string
+	Zones       []string
 }
 
 func (c *Client) templatePath(ref string) string {
@@ -481,6 +504,15 @@ func (c *Client) EnsureMIG(ctx context.Context, m MIGSpec, requestID string) err
 	if m.Description != "" {
 		res.Description = proto.String(m.Description)
 	}
+	if m.WorkloadPolicy != "" {
+		res.ResourcePolicies = &computepb.InstanceGroupManagerResourcePolicies{WorkloadPolicy: proto.String(m.WorkloadPolicy)}
+	}
+	if IsRegion(m.Zone) {
+		return c.ensureRegionalMIG(ctx, m, res, requestID)
+	}
+	if len(m.Zones) > 0 {
+		return fmt.Errorf("creating managed instance group %s: zones %q for a MIG in zone %s: only a regional MIG has zones: %w", m.Name, m.Zones, m.Zone, ErrInvalidSpec)
+	}
 	err := wait(ctx)(c.migs.Insert(ctx, &computepb.InsertInstanceGroupManagerRequest{
 		Project:                      c.project,
 		Zone:                         m.Zone,
@@ -496,6 +528,9 @@ func (c *Client) EnsureMIG(ctx context.Context, m MIGSpec, requestID string) err
 // DeleteMIG deletes a zonal MIG and, with it, its VMs and resize requests. A
 // MIG that does not exist (404) counts as success.
 func (c *Client) DeleteMIG(ctx context.Context, zone, name, requestID string) error {
+	if IsRegion(zone) {
+		return c.deleteRegionalMIG(ctx, zone, name, requestID)
+	}
 	err := wait(ctx)(c.migs.Delete(ctx, &computepb.DeleteInstanceGroupManagerRequest{
 		Project:              c.project,
 		Zone:                 zone,
@@ -511,6 +546,9 @@ func (c *Client) DeleteMIG(ctx context.Context, zone, name, requestID string) er
 // ListMIGs returns the zone's MIGs whose names start with namePrefix ("" for
 // all), ordered by name, following every page.
 func (c *Client) ListMIGs(ctx context.Context, zone, namePrefix string) ([]MIG, error) {
+	if IsRegion(zone) {
+		return c.listRegionalMIGs(ctx, zone, namePrefix)
+	}
 	req := &computepb.ListInstanceGroupManagersRequest{Project: c.project, Zone: zone}
 	if namePrefix != "" {
 		req.Filter = proto.String(`name eq "` + regexp.QuoteMeta(namePrefix) + `.*"`)
@@ -560,6 +598,9 @@ func (c *Client) ListMIGs(ctx context.Context, zone, namePrefix string) ([]MIG, 
 func (c *Client) DeleteInstances(ctx context.Context, zone, mig string, names []string, requestID string) error {
 	if len(names) == 0 {
 		return nil
+	}
+	if IsRegion(zone) {
+		return c.deleteRegionalInstances(ctx, zone, mig, names, requestID)
 	}
 	refs := make([]string, 0, len(names))
 	for _, n := range names {
@@ -654,13 +695,18 @@ func (c *Client) CreateResizeRequest(ctx context.Context, zone, mig string, rr R
 	if rr.Description != "" {
 		res.Description = proto.String(rr.Description)
 	}
-	err := c.rrInsert(ctx, &computepb.InsertInstanceGroupManagerResizeRequestRequest{
-		Project:              c.project,
-		Zone:                 zone,
-		InstanceGroupManager: mig,
-		InstanceGroupManagerResizeRequestResource: res,
-		RequestId: optRequestID(requestID),
-	})
+	var err error
+	if IsRegion(zone) {
+		err = c.insertRegionalResizeRequest(ctx, zone, mig, res, requestID)
+	} else {
+		err = c.rrInsert(ctx, &computepb.InsertInstanceGroupManagerResizeRequestRequest{
+			Project:              c.project,
+			Zone:                 zone,
+			InstanceGroupManager: mig,
+			InstanceGroupManagerResizeRequestResource: res,
+			RequestId: optRequestID(requestID),
+		})
+	}
 	if err != nil && !IsAlreadyExists(err) {
 		return fmt.Errorf("creating resize request %s: %w", rr.Name, mark(err))
 	}
@@ -692,12 +738,18 @@ func toResizeRequest(zone, mig string, r *computepb.InstanceGroupManagerResizeRe
 // GetResizeRequest returns one resize request; a missing one (or MIG) is an
 // error matching ErrNotFound.
 func (c *Client) GetResizeRequest(ctx context.Context, zone, mig, name string) (ResizeRequest, error) {
-	r, err := c.rrGet(ctx, &computepb.GetInstanceGroupManagerResizeRequestRequest{
-		Project:              c.project,
-		Zone:                 zone,
-		InstanceGroupManager: mig,
-		ResizeRequest:        name,
-	})
+	var r *computepb.InstanceGroupManagerResizeRequest
+	var err error
+	if IsRegion(zone) {
+		r, err = c.getRegionalResizeRequest(ctx, zone, mig, name)
+	} else {
+		r, err = c.rrGet(ctx, &computepb.GetInstanceGroupManagerResizeRequestRequest{
+			Project:              c.project,
+			Zone:                 zone,
+			InstanceGroupManager: mig,
+			ResizeRequest:        name,
+		})
+	}
 	if err != nil {
 		return ResizeRequest{}, fmt.Errorf("getting resize request %s of %s: %w", name, mig, mark(err))
 	}
@@ -713,6 +765,19 @@ func (c *Client) ListResizeRequests(ctx context.Context, zone, mig string) ([]Re
 		InstanceGroupManager: mig,
 	}
 	var out []ResizeRequest
+	if IsRegion(zone) {
+		next := c.listRegionalResizeRequests(ctx, zone, mig)
+		for {
+			r, err := next()
+			if errors.Is(err, iterator.Done) {
+				return out, nil
+			}
+			if err != nil {
+				return nil, fmt.Errorf("listing resize requests of %s: %w", mig, mark(err))
+			}
+			out = append(out, toResizeRequest(zone, mig, r))
+		}
+	}
 	if c.lists != nil && c.lists.ListResizeRequests(ctx, req, func(resp *computepb.InstanceGroupManagerResizeRequestsListResponse) {
 		// toResizeRequest keeps strings only.
 		for _, r := range resp.GetItems() {
@@ -741,13 +806,18 @@ func (c *Client) ListResizeRequests(ctx context.Context, zone, mig string) ([]Re
 // it. A request still CREATING cannot be cancelled yet: that error is
 // ClassTransient.
 func (c *Client) CancelResizeRequest(ctx context.Context, zone, mig, name, requestID string) error {
-	err := c.rrCancel(ctx, &computepb.CancelInstanceGroupManagerResizeRequestRequest{
-		Project:              c.project,
-		Zone:                 zone,
-		InstanceGroupManager: mig,
-		ResizeRequest:        name,
-		RequestId:            optRequestID(requestID),
-	})
+	var err error
+	if IsRegion(zone) {
+		err = c.cancelRegionalResizeRequest(ctx, zone, mig, name, requestID)
+	} else {
+		err = c.rrCancel(ctx, &computepb.CancelInstanceGroupManagerResizeRequestRequest{
+			Project:              c.project,
+			Zone:                 zone,
+			InstanceGroupManager: mig,
+			ResizeRequest:        name,
+			RequestId:            optRequestID(requestID),
+		})
+	}
 	if err == nil {
 		return nil
 	}
@@ -775,13 +845,18 @@ func (c *Client) CancelResizeRequest(ctx context.Context, zone, mig, name, reque
 // resize request; its VMs stay. A request that does not exist (404) counts
 // as success. An ACCEPTED request must be cancelled first.
 func (c *Client) DeleteResizeRequest(ctx context.Context, zone, mig, name, requestID string) error {
-	err := c.rrDelete(ctx, &computepb.DeleteInstanceGroupManagerResizeRequestRequest{
-		Project:              c.project,
-		Zone:                 zone,
-		InstanceGroupManager: mig,
-		ResizeRequest:        name,
-		RequestId:            optRequestID(requestID),
-	})
+	var err error
+	if IsRegion(zone) {
+		err = c.deleteRegionalResizeRequest(ctx, zone, mig, name, requestID)
+	} else {
+		err = c.rrDelete(ctx, &computepb.DeleteInstanceGroupManagerResizeRequestRequest{
+			Project:              c.project,
+			Zone:                 zone,
+			InstanceGroupManager: mig,
+			ResizeRequest:        name,
+			RequestId:            optRequestID(requestID),
+		})
+	}
 	if err != nil && !IsNotFound(err) {
 		return fmt.Errorf("deleting resize request %s of %s: %w", name, mig, mark(err))
 	}

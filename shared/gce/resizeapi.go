@@ -228,7 +228,17 @@ func (c *Client) settle(finding *bool, level slog.Level, msg string, args ...any
 // request for several VMs cannot be made so: its VMs would not tell their
 // nodes apart.
 func (c *Client) unnamedInsert(ctx context.Context, req *computepb.InsertInstanceGroupManagerResizeRequestRequest, refused error) error {
-	res := req.GetInstanceGroupManagerResizeRequestResource()
+	return c.insertUnnamed(req.GetInstanceGroupManagerResizeRequestResource(), req.GetInstanceGroupManager(), refused,
+		func(res *computepb.InstanceGroupManagerResizeRequest) error {
+			unnamed := proto.Clone(req).(*computepb.InsertInstanceGroupManagerResizeRequestRequest)
+			unnamed.InstanceGroupManagerResizeRequestResource = res
+			return wait(ctx)(c.rrs.Insert(ctx, unnamed))
+		})
+}
+
+// insertUnnamed is unnamedInsert for a zonal or a regional request: res is
+// the request as named, insert makes it with the resource it is given.
+func (c *Client) insertUnnamed(res *computepb.InstanceGroupManagerResizeRequest, mig string, refused error, insert func(*computepb.InstanceGroupManagerResizeRequest) error) error {
 	if n := len(res.GetInstances()); n != 1 {
 		why := "resize requests are made without names (" + config.EnvResizeRequestAPI + "=" + ResizeRequestAPICount + ")"
 		if refused != nil {
@@ -237,11 +247,10 @@ func (c *Client) unnamedInsert(ctx context.Context, req *computepb.InsertInstanc
 		return fmt.Errorf("resize request %s asks for %d VMs, but %s and a request made with resizeBy cannot tell its VMs' nodes apart: set %s=%s, so that flexslurm requests each node on its own: %w",
 			res.GetName(), n, why, config.EnvResizeRequestAPI, ResizeRequestAPICount, ErrInvalidSpec)
 	}
-	unnamed := proto.Clone(req).(*computepb.InsertInstanceGroupManagerResizeRequestRequest)
-	r := unnamed.GetInstanceGroupManagerResizeRequestResource()
+	r := proto.Clone(res).(*computepb.InstanceGroupManagerResizeRequest)
 	r.Instances = nil
 	r.ResizeBy = proto.Int32(1)
-	if err := wait(ctx)(c.rrs.Insert(ctx, unnamed)); err != nil {
+	if err := insert(r); err != nil {
 		if refused != nil {
 			return fmt.Errorf("%w (and with resizeBy 1 instead of its name: %w)", refused, err)
 		}
@@ -249,7 +258,7 @@ func (c *Client) unnamedInsert(ctx context.Context, req *computepb.InsertInstanc
 	}
 	if refused != nil {
 		c.settle(&c.rrAPI.unnamed, slog.LevelWarn, "resize requests are made with resizeBy from now on: Compute refused to name their VMs on v1 and on beta; a request for several VMs will be refused until "+config.EnvResizeRequestAPI+"="+ResizeRequestAPICount+" is set",
-			"refused", refused.Error(), "mig", req.GetInstanceGroupManager(), "resize_request", r.GetName())
+			"refused", refused.Error(), "mig", mig, "resize_request", r.GetName())
 	}
 	return nil
 }
@@ -376,6 +385,11 @@ func waitBetaOp(ctx context.Context, op *computebeta.Operation, err error) error
 	}
 	return opErrorOf(op.Name(), p, werr)
 }
+
+// HTTPStatus is httpStatus, for callers outside the package that decide
+// on the HTTP status of a refusal alone (the body's wording is not
+// published for every refusal).
+func HTTPStatus(err error) int { return httpStatus(err) }
 
 // httpStatus is the HTTP status of an API error, or the
 // httpErrorStatusCode of an operation that ended with errors; 0 if err is

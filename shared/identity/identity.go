@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -174,6 +175,9 @@ func ParseVM(s, project string) (VM, error) {
 type Want struct {
 	Project string // the deployment's project
 	Zone    string // the VM's zone
+	// Zones, when set, are the zones the VM may be in (a multi-zone pool's
+	// zones): the token's zone must be one of them, Zone among them.
+	Zones []string
 	// Instance is the exact instance name, or, when empty, NodeOf names a
 	// node whose VM ("<node>-g<generation>") any generation may be.
 	Instance string
@@ -190,7 +194,10 @@ func (w Want) Match(c Claims) error {
 	if c.Project != w.Project {
 		return refused("token of project %q, want %q", c.Project, w.Project)
 	}
-	if c.Zone != w.Zone {
+	if c.Zone != w.Zone && !slices.Contains(w.Zones, c.Zone) {
+		if len(w.Zones) > 0 {
+			return refused("token of zone %q, want one of %s zones %q", c.Zone, w.Role, w.Zones)
+		}
 		return refused("token of zone %q, want %s zone %q", c.Zone, w.Role, w.Zone)
 	}
 	switch {

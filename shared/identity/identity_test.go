@@ -268,3 +268,33 @@ func TestParseVM(t *testing.T) {
 		}
 	}
 }
+
+// TestWantZones: a multi-zone pool's node may be in any of the pool's
+// zones (Want.Zones); a token of a zone outside them is refused, and
+// without Zones only Want.Zone matches, as before.
+func TestWantZones(t *testing.T) {
+	claims := func(zone string) identity.Claims {
+		return identity.Claims{Project: "p", Zone: zone, Instance: "c1-gpu-0-g1"}
+	}
+	multi := identity.Want{Project: "p", Zone: "us-central1-a", Zones: []string{"us-central1-a", "us-central1-b"}, Instance: "c1-gpu-0-g1", Role: "node"}
+	single := identity.Want{Project: "p", Zone: "us-central1-a", Instance: "c1-gpu-0-g1", Role: "node"}
+	for _, tc := range []struct {
+		name string
+		want identity.Want
+		zone string
+		ok   bool
+	}{
+		{"multi-zone pool, its other zone", multi, "us-central1-b", true},
+		{"multi-zone pool, its home zone", multi, "us-central1-a", true},
+		{"multi-zone pool, a zone it does not name", multi, "us-central1-c", false},
+		{"single-zone pool, another zone", single, "us-central1-b", false},
+	} {
+		err := tc.want.Match(claims(tc.zone))
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: Match = %v, want ok %t", tc.name, err, tc.ok)
+		}
+		if err != nil && !errors.Is(err, identity.ErrRefused) {
+			t.Errorf("%s: %v is not ErrRefused", tc.name, err)
+		}
+	}
+}

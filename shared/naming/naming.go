@@ -40,7 +40,7 @@ func MIG(cluster, pool string) string { return fmt.Sprintf("fs-%s-%s", cluster, 
 // RequestMIG is the managed instance group that holds one resize request
 // and the VMs it creates: "fs-<cluster>-<pool>-r<first 10 hex of
 // sha256(request)>" (at most 41 characters). Every resize request
-// flexslurm makes lives in a MIG of its own (docs/design.md, "One MIG per
+// flexslurm makes lives in a MIG of its own (docs/design/compute.md, "One MIG per
 // resize request"), as Cluster Toolkit's mig_flex.py does for Slurm on
 // Flex-Start (GoogleCloudPlatform/cluster-toolkit,
 // community/modules/scheduler/schedmd-slurm-gcp-v6-controller/modules/slurm_files/scripts/mig_flex.py),
@@ -362,4 +362,86 @@ func ParseNodeName(node string) (cluster, pool string, index int, ok bool) {
 		return "", "", 0, false
 	}
 	return c, rest[:j], idx, true
+}
+
+// WorkloadPolicy is the workload policy (a regional resource policy) of a
+// pool with compact placement: "fs-<cluster>-<pool>-wp-<distance>", the
+// distance in lower case, "any" when the policy sets none (at most 42
+// characters). A workload policy cannot be changed once created
+// (https://cloud.google.com/ai-hypercomputer/docs/create/create-mig-with-a4-or-a3ultra:
+// "To make changes in a workload policy, you must create a new one"), so
+// a pool whose distance changes names another policy.
+func WorkloadPolicy(cluster, pool, distance string) string {
+	d := strings.ToLower(distance)
+	if d == "" {
+		d = "any"
+	}
+	return fmt.Sprintf("fs-%s-%s-wp-%s", cluster, pool, d)
+}
+
+// WorkloadPolicyPath is the partial URL a MIG's
+// resourcePolicies.workloadPolicy names a policy by
+// ("regions/REGION/resourcePolicies/NAME", one of the forms the discovery
+// document's InstanceGroupManagerResourcePolicies.workloadPolicy lists).
+// zone is the MIG's zone; the policy lives in its region.
+func WorkloadPolicyPath(zone, name string) string {
+	return "regions/" + ZoneRegion(zone) + "/resourcePolicies/" + name
+}
+
+// ZoneRegion is the region of a zone ("us-central1-a" → "us-central1").
+func ZoneRegion(zone string) string {
+	if i := strings.LastIndexByte(zone, '-'); i > 0 {
+		return zone[:i]
+	}
+	return zone
+}
+
+// workloadPolicyWords are WorkloadPolicyDescription's fixed words; pool and
+// cluster are RFC1035 names without spaces.
+const workloadPolicyWords = "flexslurm workload policy of pool %s of cluster %s"
+
+// WorkloadPolicyDescription is the description a pool's workload policy is
+// created with. Resource policies carry no labels (the discovery
+// document's ResourcePolicy has no labels field), so a policy found by
+// name is proved the pool's only when its description names the pool and
+// cluster (IsWorkloadPolicy).
+func WorkloadPolicyDescription(cluster, pool string) string {
+	return fmt.Sprintf(workloadPolicyWords, pool, cluster)
+}
+
+// IsWorkloadPolicy reports whether a resource policy named name with
+// description description is a workload policy of pool pool of cluster
+// cluster, and which distance its name gives ("" for none).
+func IsWorkloadPolicy(cluster, pool, name, description string) (distance string, ok bool) {
+	if description != WorkloadPolicyDescription(cluster, pool) {
+		return "", false
+	}
+	prefix := fmt.Sprintf("fs-%s-%s-wp-", cluster, pool)
+	d, found := strings.CutPrefix(name, prefix)
+	if !found {
+		return "", false
+	}
+	switch d {
+	case "any":
+		return "", true
+	case "subblock", "block", "cluster":
+		return strings.ToUpper(d), true
+	}
+	return "", false
+}
+
+// ParseWorkloadPolicyDescription reads back WorkloadPolicyDescription.
+func ParseWorkloadPolicyDescription(d string) (cluster, pool string, ok bool) {
+	f := strings.Fields(d)
+	if len(f) != 9 || strings.Join([]string{f[0], f[1], f[2], f[3], f[4], f[6], f[7]}, " ") != "flexslurm workload policy of pool of cluster" {
+		return "", "", false
+	}
+	return f[8], f[5], true
+}
+
+// InsertWorkloadPolicyRequestID is the request id of resourcePolicies.insert
+// creating workload policy name in region, for incarnation incarnation of
+// the cluster.
+func InsertWorkloadPolicyRequestID(region, name, incarnation string) string {
+	return RequestID("insert-workload-policy/"+incarnation, region+"/"+name)
 }

@@ -299,3 +299,29 @@ func TestInsertTemplateRequestIDIn(t *testing.T) {
 		t.Error("template and incarnation run together")
 	}
 }
+
+func TestWorkloadPolicy(t *testing.T) {
+	for _, d := range []string{"", "SUBBLOCK", "BLOCK", "CLUSTER"} {
+		name := WorkloadPolicy("abcdefghij", "pool-0123456789a", d)
+		if len(name) > 63 || !rfc1035.MatchString(name) {
+			t.Errorf("WorkloadPolicy(%q) = %q: not an RFC1035 name of at most 63 characters", d, name)
+		}
+		got, ok := IsWorkloadPolicy("abcdefghij", "pool-0123456789a", name, WorkloadPolicyDescription("abcdefghij", "pool-0123456789a"))
+		if !ok || got != d {
+			t.Errorf("IsWorkloadPolicy(%q) = %q, %v; want %q, true", name, got, ok, d)
+		}
+		if _, ok := IsWorkloadPolicy("abcdefghij", "other", name, WorkloadPolicyDescription("abcdefghij", "other")); ok {
+			t.Errorf("%q proved another pool's policy", name)
+		}
+	}
+	if _, ok := IsWorkloadPolicy("c", "p", WorkloadPolicy("c", "p", "BLOCK"), "someone's policy"); ok {
+		t.Error("a policy of the right name but another description was taken for the pool's")
+	}
+	c, p, ok := ParseWorkloadPolicyDescription(WorkloadPolicyDescription("c1", "gpu"))
+	if !ok || c != "c1" || p != "gpu" {
+		t.Errorf("ParseWorkloadPolicyDescription = %q %q %v", c, p, ok)
+	}
+	if got := WorkloadPolicyPath("us-central1-a", "fs-c-p-wp-any"); got != "regions/us-central1/resourcePolicies/fs-c-p-wp-any" {
+		t.Errorf("WorkloadPolicyPath = %q", got)
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
+	pubsubapi "cloud.google.com/go/pubsub/v2/apiv1"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc/codes"
@@ -78,6 +79,12 @@ func New(ctx context.Context, project string, opts ...option.ClientOption) (*Cli
 
 // Project returns the project id the Client works in.
 func (c *Client) Project() string { return c.project }
+
+// SubscriptionAdmin returns the client's subscription admin client, for
+// pulls that acknowledge nothing (shared/status PeekDeadLetters).
+func (c *Client) SubscriptionAdmin() *pubsubapi.SubscriptionAdminClient {
+	return c.c.SubscriptionAdminClient
+}
 
 // Close flushes and stops every publisher, then closes the connections.
 // Later calls return nil; other methods then return ErrClosed.

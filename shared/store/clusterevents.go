@@ -45,6 +45,9 @@ type ClusterEvent struct {
 	Job        string    `firestore:"job" json:"job,omitempty"`
 	Message    string    `firestore:"message" json:"message"`
 	ExpireAt   time.Time `firestore:"expire_at" json:"expire_at"`
+	// Check is a HEALTH_CHECK_FAILED's hook (prolog, epilog,
+	// health_check; "" when not known).
+	Check string `firestore:"check" json:"check,omitempty"`
 }
 
 // ClusterEventID is the id of the index-th event a decision of cluster

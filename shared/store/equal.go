@@ -80,6 +80,8 @@ func shortageEqual(a, b *model.Shortage) bool {
 func poolEqual(a, b *model.Pool) bool {
 	return a.ID == b.ID &&
 		a.Zone == b.Zone &&
+		sameSlice(a.Zones, b.Zones) &&
+		a.Region == b.Region &&
 		a.MIG == b.MIG &&
 		a.Template == b.Template &&
 		a.TemplateBody == b.TemplateBody &&
@@ -87,9 +89,14 @@ func poolEqual(a, b *model.Pool) bool {
 		a.MaxNodes == b.MaxNodes &&
 		a.MaxRunDuration == b.MaxRunDuration &&
 		a.RunDuration == b.RunDuration &&
+		a.UseJobDuration == b.UseJobDuration &&
 		a.Ready == b.Ready &&
 		a.ProvisioningModel == b.ProvisioningModel &&
 		a.MachineType == b.MachineType &&
+		a.WorkloadPolicy == b.WorkloadPolicy &&
+		a.PlacementDistance == b.PlacementDistance &&
+		a.WorkloadPolicyRefused == b.WorkloadPolicyRefused &&
+		a.WorkloadPolicyError == b.WorkloadPolicyError &&
 		sameSlice(a.CapacityWaits, b.CapacityWaits) &&
 		a.OverlapSeconds == b.OverlapSeconds &&
 		a.MIGIncarnation == b.MIGIncarnation &&
@@ -126,6 +133,7 @@ func jobEqual(a, b *model.Job) bool {
 		a.Resubmits == b.Resubmits &&
 		a.TimeLimit == b.TimeLimit &&
 		a.Unfit == b.Unfit &&
+		a.Comment == b.Comment &&
 		sameTime(a.SubmittedAt, b.SubmittedAt) &&
 		sameTime(a.UpdatedAt, b.UpdatedAt) &&
 		a.Stage == b.Stage &&

@@ -155,6 +155,7 @@ func samplePool(id string) *model.Pool {
 		MaxNodes:       4,
 		MaxRunDuration: 7*24*time.Hour - time.Nanosecond,
 		RunDuration:    6*time.Hour + 123456789*time.Nanosecond,
+		UseJobDuration: true,
 		Ready:          true,
 		UpdatedAt:      T0.Add(time.Second),
 	}
@@ -179,6 +180,7 @@ func sampleNode(pool string, i int) *model.Node {
 		JobID:             "17",
 		RequestedAt:       T0.Add(-time.Hour),
 		RunningAt:         T0.Add(-30 * time.Minute).In(east),
+		RunDuration:       2*time.Hour + 15*time.Minute,
 		TerminationTime:   T0.Add(6 * time.Hour),
 		Repair:            model.RepairHost,
 		RepairSince:       T0.Add(-5 * time.Minute).In(east),
