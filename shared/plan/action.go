@@ -91,8 +91,13 @@ type CreateResizeRequest struct {
 	VMs         []string
 	RunDuration time.Duration // 600–604800 s (Compute API)
 	JobID       string        // "" for static nodes
-	RequestID   string
-	Reason      string
+	// WorkloadPolicy is the pool's workload policy (model.Pool) that the
+	// MIG references (resourcePolicies.workloadPolicy) when the pool asks
+	// for compact placement and the request is for more than one VM; ""
+	// otherwise (placement.go).
+	WorkloadPolicy string `json:",omitempty"`
+	RequestID      string
+	Reason         string
 }
 
 // CancelResizeRequest cancels a queued (ACCEPTED) resize request. MIG is
@@ -237,12 +242,19 @@ func (a CreateResizeRequest) Why() string { return a.Reason }
 func (a CancelResizeRequest) Why() string { return a.Reason }
 func (a DeleteResizeRequest) Why() string { return a.Reason }
 func (a DeleteVMs) Why() string           { return a.Reason }
-func (a SlurmCommand) Why() string        { return a.Reason }
 func (a DeleteMIG) Why() string           { return a.Reason }
 func (a ReportHostAsFaulty) Why() string  { return a.Reason }
 func (a StartVM) Why() string             { return a.Reason }
 func (a ForgetPool) Why() string          { return a.Reason }
 func (a Alert) Why() string               { return a.Reason }
+
+// Why of a SlurmCommand is its Reason; a job comment cleared has none.
+func (a SlurmCommand) Why() string {
+	if a.Reason == "" && a.Command == event.SlurmJobComment {
+		return "clear flexslurm's comment on the job"
+	}
+	return a.Reason
+}
 
 func (a PutCluster) String() string {
 	return fmt.Sprintf("put cluster %s (spec version %d)", a.Cluster.ID, a.Cluster.SpecVersion)

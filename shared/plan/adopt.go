@@ -64,3 +64,8 @@ func (b *builder) adoptArrived(pool *model.Pool, vms vmIndex) {
 		b.putNode(node, fmt.Sprintf("reconciler: resize request %s was fulfilled as it was being cancelled past the queue timeout: VM %s kept for %s", node.ResizeRequest, node.VMName, who))
 	}
 }
+
+// adoptArrivedPass takes back capacity that came for a cancelled request.
+type adoptArrivedPass struct{}
+
+func (adoptArrivedPass) apply(b *builder, pc *poolContext) { b.adoptArrived(pc.pool, pc.vms) }

@@ -14,6 +14,9 @@ const (
 	ClassCapacity  = "capacity"  // stock-out: ZONE_RESOURCE_POOL_EXHAUSTED and kin
 	ClassQuota     = "quota"     // QUOTA_EXCEEDED and kin
 	ClassPermanent = "permanent" // invalid argument, permission, …
+	// ClassWorkloadPolicy: the MIG's insert was refused while it carried
+	// the pool's workload policy (placement.go, policyRefused).
+	ClassWorkloadPolicy = "workload-policy"
 )
 
 // Metric is a counter increment, emitted as a structured log line that a
@@ -35,6 +38,9 @@ const (
 	MetricResubmits          = "resize_request_resubmits"
 	MetricBreakerTrips       = "breaker_trips"
 	MetricBootstrapFailures  = "bootstrap_failures"
+	// MetricWorkloadPolicyRefused counts requests whose MIG Compute
+	// refused with the pool's workload policy. Labels: pool, policy, code.
+	MetricWorkloadPolicyRefused = "workload_policy_refused"
 )
 
 // backoff returns how long a pool waits after its n-th consecutive failure
@@ -103,9 +109,9 @@ func (b *builder) backOffQuota(pool *model.Pool, class, code, quota, why string)
 	b.add(Metric{Name: MetricBackoff, Labels: map[string]string{"pool": p.ID, "reason": class}, Reason: p.BackoffUntil.Format(time.RFC3339)})
 }
 
-// succeeded clears a pool's backoff (and a quota or provisioning condition)
+// clearBackoff clears a pool's backoff (and a quota or provisioning condition)
 // after capacity was granted.
-func (b *builder) succeeded(pool *model.Pool) {
+func (b *builder) clearBackoff(pool *model.Pool) {
 	if pool.BackoffAttempts == 0 && pool.BackoffReason == "" && !isCapacityCondition(pool.Condition) && pool.Shortage == nil {
 		return
 	}
@@ -132,11 +138,11 @@ func isShortageCondition(c string) bool {
 	return hasPrefix(c, CondWaitingForCapacity+":") || hasPrefix(c, CondWaitingForQuota+":")
 }
 
-// queuedShortage follows what Compute reports of a pool's queued requests.
+// backOffOnShortage follows what Compute reports of a pool's queued requests.
 // A resize request short of capacity or quota does not fail: it stays
 // ACCEPTED, keeps its place in the queue, and carries the error of its
 // latest attempt in status.lastAttempt.error, cleared when it turns final
-// (docs/design.md, "Capacity"). While one of the pool's queued requests
+// (docs/design/convergence.md, "Capacity"). While one of the pool's queued requests
 // reports such an error, the pool shows it as its condition (with the
 // Compute code and message), the operator is alerted when it begins or its
 // code changes, and the pool is in backoff so that no new request is
@@ -145,7 +151,7 @@ func isShortageCondition(c string) bool {
 // more (the error cleared, or the request ended), the condition and that
 // backoff are cleared. Quota wins over capacity (it needs an operator);
 // among requests of one class, the first by name.
-func (b *builder) queuedShortage(pool *model.Pool, rrs []ObservedResizeRequest) {
+func (b *builder) backOffOnShortage(pool *model.Pool, rrs []ObservedResizeRequest) {
 	var short *ObservedResizeRequest
 	for i := range rrs {
 		rr := &rrs[i]
@@ -241,17 +247,22 @@ func ProvisioningFailedQuota(st *model.State, poolID, rr, class, code, quota str
 		return nil, rejectf("pool %s has no record", poolID)
 	}
 	why := fmt.Sprintf("resize request %s: %s error %s", rr, class, code)
+	if class == ClassWorkloadPolicy {
+		b.policyRefused(pool, rr, code)
+		b.endRequest(rr, model.EndFailed, true, why)
+		return b.out, nil
+	}
 	b.backOffQuota(pool, class, code, quota, why)
-	b.requestEnded(rr, model.EndFailed, true, why)
+	b.endRequest(rr, model.EndFailed, true, why)
 	return b.out, nil
 }
 
-// requestEnded releases the nodes still waiting on a resize request that
+// endRequest releases the nodes still waiting on a resize request that
 // will never provision them, and notes it on their job. gone says the
 // request can create no VM any more (Compute refused to create it); else
 // it is being cancelled, and the nodes get no next generation until it is
 // seen to end (requestMayBeActive).
-func (b *builder) requestEnded(rr string, end model.EndReason, gone bool, why string) {
+func (b *builder) endRequest(rr string, end model.EndReason, gone bool, why string) {
 	jobs := map[string]bool{}
 	for _, n := range b.st.SortedNodes() {
 		if n.ResizeRequest != rr || n.Phase != model.PhaseRequested {
@@ -301,7 +312,7 @@ func (b *builder) queueTimedOut(pool *model.Pool, node model.Node, rr ObservedRe
 		rr.Name, b.now.Sub(rr.Created).Round(time.Minute), b.pol.QueueTimeout, count+1, b.pol.MaxResubmits)
 	b.add(b.cancelRequest(pool, node, why))
 	b.add(Metric{Name: MetricResubmits, Labels: map[string]string{"pool": pool.ID}, Reason: why})
-	b.requestEnded(rr.Name, model.EndTimeout, false, why)
+	b.endRequest(rr.Name, model.EndTimeout, false, why)
 	if job != nil {
 		jj := *b.st.Jobs[job.ID]
 		jj.Resubmits++
@@ -332,9 +343,9 @@ func (b *builder) bootstrapFailed(pool *model.Pool, node model.Node, what string
 	b.putPool(p, why)
 }
 
-// registered records a node's first registration in Slurm and closes the
+// markRegistered records a node's first registration in Slurm and closes the
 // pool's breaker (a success resets it).
-func (b *builder) registered(pool *model.Pool, node *model.Node) {
+func (b *builder) markRegistered(pool *model.Pool, node *model.Node) {
 	node.Registered = true
 	p := *b.st.Pools[pool.ID]
 	if p.BootstrapFailures == 0 && p.BreakerOpenedAt.IsZero() {
@@ -345,4 +356,13 @@ func (b *builder) registered(pool *model.Pool, node *model.Node) {
 		p.Condition, p.ConditionSince = "", time.Time{}
 	}
 	b.putPool(p, fmt.Sprintf("node %s registered in Slurm: bootstrap failures reset", node.Name))
+}
+
+// shortagePass backs the pool off when its queued requests report a
+// shortage.
+type shortagePass struct{}
+
+func (shortagePass) apply(b *builder, pc *poolContext) {
+	b.backOffOnShortage(pc.pool, pc.observed.ResizeRequests)
+	pc.pool = b.st.Pools[pc.pool.ID]
 }

@@ -69,7 +69,8 @@ func TestQueuedShortage(t *testing.T) {
 			prepare: withJob7,
 			rrs: []ObservedResizeRequest{queued("rr-flexvm-a3u-0-g1", stockout),
 				{Name: "rr-flexvm-a3u-j7-g1", State: "ACCEPTED", Created: t0, LastAttempt: quota}},
-			want: []string{"Metric:pool_backoff", "Alert:a3u", "Metric:provisioning_errors", "PutPool:a3u"},
+			// Job 7's comment now names what Compute reports of its request.
+			want: []string{"Metric:pool_backoff", "Alert:a3u", "Metric:provisioning_errors", "PutPool:a3u", "PutJob:7/pending", "Slurm:job_comment:7"},
 			pool: poolWant{quotaCond, now, 1, ClassQuota, now.Add(10 * time.Minute), quotaShort},
 		},
 		{
@@ -103,7 +104,7 @@ func TestQueuedShortage(t *testing.T) {
 				p.BackoffAttempts, p.BackoffReason, p.BackoffUntil = 1, ClassCapacity, now.Add(time.Minute)
 			},
 			rrs:  []ObservedResizeRequest{{Name: "rr-flexvm-a3u-j7-g1", State: "ACCEPTED", Created: t0, LastAttempt: quota}, queued("rr-flexvm-a3u-0-g1", AttemptError{})},
-			want: []string{"Alert:a3u", "Metric:provisioning_errors", "PutPool:a3u"},
+			want: []string{"Alert:a3u", "Metric:provisioning_errors", "PutPool:a3u", "PutJob:7/pending", "Slurm:job_comment:7"},
 			pool: poolWant{quotaCond, now, 1, ClassCapacity, now.Add(time.Minute), quotaShort},
 		},
 		{
@@ -184,7 +185,13 @@ func TestQueuedShortageHoldsNewRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, a := range External(acts) {
+		if sc, ok := a.(SlurmCommand); ok && sc.Command == event.SlurmJobComment {
+			continue
+		}
 		t.Fatalf("a new request during the shortage: %v", a)
+	}
+	if d := cmp.Diff([]string{"7: flexslurm: backing off after a stockout until 2026-11-30T12:12:00Z (pool a3u)"}, comments(acts)); d != "" {
+		t.Errorf("the job's user is told why it waits (-want +got):\n%s", d)
 	}
 	Apply(st, acts)
 	if j := st.Jobs["7"]; j == nil || j.State != model.JobPending {
@@ -195,7 +202,7 @@ func TestQueuedShortageHoldsNewRequests(t *testing.T) {
 	clear := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true,
 		ResizeRequests: []ObservedResizeRequest{queued("rr-flexvm-a3u-0-g1", AttemptError{})}}}}
 	got := kinds(Reconcile(st, clear, now.Add(2*time.Minute), Policy{}))
-	want := []string{"PutPool:a3u", "PutNode:flexvm-a3u-1/requested", "PutJob:7/pending", "CreateResizeRequest:rr-flexvm-a3u-j7-g1=flexvm-a3u-1-g1"}
+	want := []string{"PutPool:a3u", "PutNode:flexvm-a3u-1/requested", "PutJob:7/pending", "CreateResizeRequest:rr-flexvm-a3u-j7-g1=flexvm-a3u-1-g1", "Slurm:job_comment:7"}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("after the error cleared (-want +got):\n%s", d)
 	}

@@ -68,7 +68,19 @@ func ClusterApplied(st *model.State, c *spec.Cluster, node nodeconfig.Settings, 
 		pool.ID, pool.Zone, pool.MIG, pool.Template, pool.TemplateBody = sp.ID, sp.Zone, naming.MIG(c.ID, sp.ID), tmpl, t.Body()
 		pool.MinNodes, pool.MaxNodes = sp.MinNodeCount, sp.MaxNodeCount
 		pool.MaxRunDuration, pool.RunDuration = sp.FlexStartMaxDuration, sp.ComputeRunDuration()
+		pool.UseJobDuration = sp.Ext.UseJobDuration
 		pool.ProvisioningModel, pool.MachineType = string(sp.ProvisioningModel), sp.MachineSpec.MachineType
+		pool.Zones = slices.Clone(sp.Ext.Zones)
+		if sp.MultiZone() {
+			// Kept once set (model.Pool.Region): regional MIGs made
+			// while the pool was multi-zone stay visible after.
+			pool.Region = model.RegionOfZone(sp.Zone)
+		}
+		pool.WorkloadPolicy, pool.PlacementDistance = placementOf(c.ID, sp)
+		if pool.WorkloadPolicyRefused != pool.WorkloadPolicy {
+			// compact_placement changed: the new policy is tried.
+			pool.WorkloadPolicyRefused, pool.WorkloadPolicyError = "", ""
+		}
 		pool.Removed = false
 		if existed {
 			pool.Ready = old.Ready && old.Template == tmpl && old.MIG == pool.MIG && old.Zone == pool.Zone

@@ -59,3 +59,8 @@ func (b *builder) warnBeforeEnd(pool *model.Pool) {
 		b.putNode(node, why)
 	}
 }
+
+// endWarningPass signals the jobs on a node nearing its end.
+type endWarningPass struct{}
+
+func (endWarningPass) apply(b *builder, pc *poolContext) { b.warnBeforeEnd(pc.pool) }

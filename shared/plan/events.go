@@ -2,10 +2,12 @@ package plan
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/flexslurm/flexslurm/shared/slurmstate"
 )
 
 // ClusterEvent is one thing a user or operator cares about that a decision
@@ -30,6 +32,9 @@ type ClusterEvent struct {
 	// Wait is, for VM_RUNNING, how long the VM's capacity took to come
 	// (requested to running); 0 otherwise or when unknown.
 	Wait time.Duration
+	// Check is, for HEALTH_CHECK_FAILED, the node-side hook whose check
+	// failed (event.HealthHooks; "" when not known).
+	Check string
 }
 
 // Event types. Google's training-cluster pages name node states
@@ -59,7 +64,7 @@ const (
 	EventJobRefused          = "JOB_REFUSED"          // no node of the job's pool can run it as asked
 	EventJobRefusalCleared   = "JOB_FITS"             // a refused job fits again
 	EventRequestResubmitted  = "CAPACITY_RESUBMITTED" // a queued request was cancelled and asked again
-	EventNodeDiagnosisNeeded = "NODE_DIAGNOSIS"       // repeated inconclusive checks drained the node for an operator
+	EventNodeDiagnosisNeeded = "NODE_DIAGNOSIS"       // repeated inconclusive checks, or the repair limit, left the node drained for an operator
 )
 
 // EventTypes lists every event type, in the order docs/events.md lists them.
@@ -192,13 +197,20 @@ func nodeEvents(old model.Node, had bool, n model.Node, add func(ClusterEvent)) 
 	}
 	// Health and repair of the same generation.
 	if !n.RepairSince.IsZero() && !n.RepairSince.Equal(old.RepairSince) && n.Repair != model.RepairDiagnosis {
-		add(with(EventHealthCheckFailed, fmt.Sprintf("health check failed on %s: %s", n.VMName, n.RepairReason)))
+		// The reason begins with what the message says already.
+		why := strings.TrimPrefix(n.RepairReason, slurmstate.HealthReason+": ")
+		e := with(EventHealthCheckFailed, fmt.Sprintf("%s failed on %s: %s", CheckName(n.RepairCheck), n.VMName, why))
+		e.Check = n.RepairCheck
+		add(e)
 	}
 	switch {
 	case n.Repair == model.RepairBlocked && old.Repair != model.RepairBlocked:
 		add(with(EventRepairBlocked, fmt.Sprintf("repair of %s waits for the pool's repair budget", n.Name)))
 	case n.Repair == model.RepairDiagnosis && old.Repair != model.RepairDiagnosis:
 		add(with(EventNodeDiagnosisNeeded, fmt.Sprintf("node %s drained for diagnosis: %s", n.Name, n.RepairReason)))
+	case n.Repair == model.RepairLimit && old.Repair != model.RepairLimit:
+		add(with(EventNodeDiagnosisNeeded, fmt.Sprintf("node %s left drained for an operator: repair limit reached (%d repairs since %s): %s",
+			n.Name, n.RepairCount, n.RepairCountSince.UTC().Format(time.RFC3339), n.RepairReason)))
 	case n.Repair == model.RepairNone && old.Repair == model.RepairHost:
 		add(with(EventNodeRepaired, fmt.Sprintf("node %s is back in service after its host repair", n.Name)))
 	}
@@ -238,6 +250,22 @@ func metricEvent(m Metric, add func(ClusterEvent)) {
 	case MetricResubmits:
 		add(ClusterEvent{Type: EventRequestResubmitted, Pool: pool, Message: m.Reason})
 	}
+}
+
+// CheckName names, in a message, the check a node-side hook ran
+// (event.Health.Hook): "prolog health check", "epilog health check",
+// "HealthCheckProgram health check", or "health check" when the hook is
+// not known.
+func CheckName(hook string) string {
+	switch hook {
+	case event.HealthHookProlog:
+		return "prolog health check"
+	case event.HealthHookEpilog:
+		return "epilog health check"
+	case event.HealthHookHealthCheck:
+		return "HealthCheckProgram health check"
+	}
+	return "health check"
 }
 
 func eventOr(s, alt string) string {

@@ -119,6 +119,46 @@ func TestEventsOfAHealthFailure(t *testing.T) {
 	}
 }
 
+// TestHealthEventNamesTheCheck: the hook a report names reaches the
+// node's record (RepairCheck) and HEALTH_CHECK_FAILED's message and Check;
+// a report without one (an earlier hook, reportFaultyNodes) says "health
+// check"; the record forgets it once the repair is cleared.
+func TestHealthEventNamesTheCheck(t *testing.T) {
+	for _, tc := range []struct{ hook, says string }{
+		{event.HealthHookProlog, "prolog health check failed on flexvm-a3u-0-g1: "},
+		{event.HealthHookEpilog, "epilog health check failed on flexvm-a3u-0-g1: "},
+		{event.HealthHookHealthCheck, "HealthCheckProgram health check failed on flexvm-a3u-0-g1: "},
+		{"", "health check failed on flexvm-a3u-0-g1: "},
+	} {
+		st, _ := applied(t)
+		running(st, "flexvm-a3u-0", t0.Add(week))
+		h := health("flexvm-a3u-0", 1, "", "")
+		h.Hook = tc.hook
+		acts, err := Repair(st, h, t0, Policy{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs, _ := eventsOf(t, st, acts, t0)
+		var got *ClusterEvent
+		for i := range evs {
+			if evs[i].Type == EventHealthCheckFailed {
+				got = &evs[i]
+			}
+		}
+		if got == nil || !strings.HasPrefix(got.Message, tc.says) || !strings.Contains(got.Message, "ECC") || got.Check != tc.hook {
+			t.Errorf("hook %q: event %+v, want a message starting %q with the reason, check %q", tc.hook, got, tc.says, tc.hook)
+		}
+		n := st.Nodes["flexvm-a3u-0"]
+		if n.RepairCheck != tc.hook {
+			t.Errorf("hook %q: record's repair_check %q", tc.hook, n.RepairCheck)
+		}
+		n.ClearRepair()
+		if n.RepairCheck != "" {
+			t.Errorf("ClearRepair kept repair_check %q", n.RepairCheck)
+		}
+	}
+}
+
 func TestEventsOfTheBreaker(t *testing.T) {
 	before := model.NewState()
 	before.Pools["a3u"] = &model.Pool{ID: "a3u"}

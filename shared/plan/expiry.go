@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/flexslurm/flexslurm/shared/event"
@@ -36,8 +37,8 @@ func Expiry(st *model.State, a *event.Audit, now time.Time, pol Policy) ([]Actio
 	if !ok {
 		return nil, rejectf("instance %s: pool %s is not a flex-start pool of cluster %s", a.Instance, poolID, cl)
 	}
-	if pool.Zone != a.Zone {
-		return nil, rejectf("instance %s is in zone %s, pool %s is in zone %s", a.Instance, a.Zone, poolID, pool.Zone)
+	if !pool.HasZone(a.Zone) {
+		return nil, rejectf("instance %s is in zone %s, pool %s is in zone %s", a.Instance, a.Zone, poolID, strings.Join(pool.VMZones(), ", "))
 	}
 	n, ok := st.Nodes[nodeName]
 	if !ok {
@@ -63,7 +64,7 @@ func Expiry(st *model.State, a *event.Audit, now time.Time, pol Policy) ([]Actio
 		node.Phase = model.PhaseReleased
 		node.VMID = ""
 		if node.Successor != "" {
-			b.handoverEnded(pool, &node)
+			b.endHandover(pool, &node)
 		}
 		b.putNode(node, fmt.Sprintf("VM %s deleted as requested", a.Instance))
 		b.ensureStatic(b.st.Pools[poolID], "a static node's VM was deleted")
@@ -71,7 +72,7 @@ func Expiry(st *model.State, a *event.Audit, now time.Time, pol Policy) ([]Actio
 	}
 	expired := a.Kind == event.AuditDeferredDelete || a.Kind == event.AuditDeferredStop ||
 		(a.Kind == event.AuditDelete && event.ServiceAgent(a.Principal) &&
-			(node.TerminationTime.IsZero() || !a.Timestamp.Before(node.TerminationTime.Add(-pol.ExpirySlack))))
+			(node.TerminationTime.IsZero() || atEnd(node, a.Timestamp, pol)))
 	var why string
 	end := model.EndLost
 	switch {
@@ -87,19 +88,37 @@ func Expiry(st *model.State, a *event.Audit, now time.Time, pol Policy) ([]Actio
 		// The VM may still exist, stopped: make sure it is gone.
 		b.releaseVM(pool, node, why)
 	}
-	b.generationEnded(pool, node, end, why)
+	b.endGeneration(pool, node, end, why)
 	return b.out, nil
 }
 
-// generationEnded handles a node whose VM is gone without flexslurm asking:
+// atEnd reports whether a VM that ended at time at ended at its max run
+// duration: at or after the node's recorded termination time, less
+// ExpirySlack for clock skew. Unknown termination time: false. Every path
+// that finds a VM gone without flexslurm asking (the audit log, a pass that
+// no longer lists it, a pass that lists it stopped or going) asks this.
+func atEnd(node model.Node, at time.Time, pol Policy) bool {
+	return !node.TerminationTime.IsZero() && !at.Before(node.TerminationTime.Add(-pol.ExpirySlack))
+}
+
+// goneEnd is why a node's VM that ended without flexslurm asking ended, as
+// seen at time at: expired at its end (atEnd), otherwise lost.
+func goneEnd(node model.Node, at time.Time, pol Policy) model.EndReason {
+	if atEnd(node, at, pol) {
+		return model.EndExpired
+	}
+	return model.EndLost
+}
+
+// endGeneration handles a node whose VM is gone without flexslurm asking:
 // Slurm is told (so it requeues the job that ran there and schedules nothing
 // on the node), then a static node is recreated always and a dynamic node
 // only for a pending job.
-func (b *builder) generationEnded(pool *model.Pool, n model.Node, end model.EndReason, why string) {
+func (b *builder) endGeneration(pool *model.Pool, n model.Node, end model.EndReason, why string) {
 	b.slurm(event.SlurmPowerDownForce, []string{n.Name}, "", why, n.VMName)
 	if n.MIG != "" && !b.servingIn(pool, n.MIG, n.Name) && !b.deletingMIG(n.MIG) {
 		// Its request's MIG serves no node any more: deleted now rather
-		// than left to the reconciler (requestMIGs), so that a MIG that
+		// than left to the reconciler (deleteSpentRequestMIGs), so that a MIG that
 		// keeps its target size after its VM ended never recreates it
 		// (docs/compute-contract.md).
 		b.add(deleteRequestMIG(b.incarnation(), pool, n.MIG, n.ResizeRequest, nil, why+": its request's MIG serves no node any more"))
@@ -110,7 +129,7 @@ func (b *builder) generationEnded(pool *model.Pool, n model.Node, end model.EndR
 	n.VMID = ""
 	if n.Successor != "" {
 		succ := n.Successor
-		if b.handoverEnded(pool, &n) {
+		if b.endHandover(pool, &n) {
 			// A successor already took (or is taking) this static node's place.
 			b.putNode(n, fmt.Sprintf("%s: not recreated, successor %s replaces it", why, succ))
 			return

@@ -33,6 +33,11 @@ const (
 	// FailPermanent: the call will fail again as it is (invalid, permission,
 	// unsupported; a resource that is not flexslurm's).
 	FailPermanent
+	// FailWorkloadPolicy: Compute refused (HTTP 400) the insert of a
+	// request's MIG that referenced the pool's workload policy. Some of
+	// Google's pages say a Flex-Start MIG takes no workload policy
+	// (docs/design/placement.md, "When Compute refuses the policy").
+	FailWorkloadPolicy
 )
 
 // String returns the class's name, for logs and metrics.
@@ -54,6 +59,8 @@ func (c FailureClass) String() string {
 		return "quota"
 	case FailPermanent:
 		return "permanent"
+	case FailWorkloadPolicy:
+		return "workload-policy"
 	}
 	return fmt.Sprintf("failure-class(%d)", int(c))
 }
@@ -70,6 +77,8 @@ func (c FailureClass) Provisioning() string {
 		return ClassQuota
 	case FailPermanent:
 		return ClassPermanent
+	case FailWorkloadPolicy:
+		return ClassWorkloadPolicy
 	}
 	return ""
 }

@@ -44,6 +44,7 @@ func TestRespondTable(t *testing.T) {
 		{"quota: back off", Failure{create, FailQuota, "QUOTA_EXCEEDED"}, RecordProvisioningFailed},
 		{"request refused: back off", Failure{create, FailPermanent, "INVALID_ARGUMENT"}, RecordProvisioningFailed},
 		{"request, server error: retry", Failure{create, FailTransient, "INTERNAL_ERROR"}, RetryEvent},
+		{"request's MIG refused with its workload policy: record it", Failure{create, FailWorkloadPolicy, "HTTP_400"}, RecordProvisioningFailed},
 		{"request exists already: leave it", Failure{create, FailAlreadyExists, "RESOURCE_ALREADY_EXISTS"}, LeaveToReconciler},
 		{"deletion, server error: retry", Failure{del, FailTransient, ""}, RetryEvent},
 		{"deletion of a VM not ours: leave it", Failure{del, FailPermanent, ""}, LeaveToReconciler},
@@ -59,10 +60,12 @@ func TestRespondTable(t *testing.T) {
 }
 
 // TestFailureClassProvisioning: only capacity, quota and permanent
-// failures back a pool off, each as its class.
+// failures back a pool off, each as its class; a refused workload policy
+// is recorded as its own class (which backs nothing off: placement.go).
 func TestFailureClassProvisioning(t *testing.T) {
-	want := map[FailureClass]string{FailCapacity: ClassCapacity, FailQuota: ClassQuota, FailPermanent: ClassPermanent}
-	for c := FailureClass(0); c <= FailPermanent+1; c++ {
+	want := map[FailureClass]string{FailCapacity: ClassCapacity, FailQuota: ClassQuota, FailPermanent: ClassPermanent,
+		FailWorkloadPolicy: ClassWorkloadPolicy}
+	for c := FailureClass(0); c <= FailWorkloadPolicy+1; c++ {
 		if got := c.Provisioning(); got != want[c] {
 			t.Errorf("%s.Provisioning() = %q, want %q", c, got, want[c])
 		}

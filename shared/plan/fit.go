@@ -74,7 +74,7 @@ func fmtLimit(d time.Duration) string {
 	return fmt.Sprintf("%02d:%02d:%02d", h, m, s)
 }
 
-// unfitJob records that the job's pool cannot serve it and acts on it:
+// refuseUnfitJob records that the job's pool cannot serve it and acts on it:
 // capacity still queued for the job is cancelled, the nodes Slurm powers
 // up for it (none of which has a VM serving) are powered down so Slurm
 // requeues the job at once instead of waiting out ResumeTimeout, and — when
@@ -82,7 +82,7 @@ func fmtLimit(d time.Duration) string {
 // Comment and operators through an alert, once per reason. key makes the
 // power-down commands of one decision distinct from an earlier one's (the
 // event's report time; the reconciler's hour).
-func (b *builder) unfitJob(pool *model.Pool, j model.Job, m Misfit, key string) {
+func (b *builder) refuseUnfitJob(pool *model.Pool, j model.Job, m Misfit, key string) {
 	changed := j.Unfit != m.Reason
 	j.Unfit = m.Reason
 	var down []string
@@ -114,26 +114,18 @@ func (b *builder) unfitJob(pool *model.Pool, j model.Job, m Misfit, key string) 
 		poolID = pool.ID
 	}
 	b.add(Alert{Pool: poolID, Reason: fmt.Sprintf("job %s fits no node: %s", j.ID, m.Reason)})
-	b.jobComment(j.ID, "not provisioned: "+m.Reason)
+	// Its user is told in Slurm by the decision's tellJobs (jobcomment.go).
 }
 
 // fitAgain clears a job's misfit once its pool can serve it (the spec or
-// the job's time limit changed), and the comment that told its user.
+// the job's time limit changed); the decision's tellJobs (jobcomment.go)
+// replaces the comment that told its user.
 func (b *builder) fitAgain(j *model.Job) {
 	if j.Unfit == "" {
 		return
 	}
-	placement := strings.HasPrefix(j.Unfit, "allocated ")
 	j.Unfit = ""
 	b.putJob(*j, "fits its pool again")
-	if !placement {
-		b.jobComment(j.ID, "")
-	}
-}
-
-// jobComment asks the agent to set (or, empty, clear) a job's Comment.
-func (b *builder) jobComment(job, text string) {
-	b.add(SlurmCommand{ID: naming.CommandID(b.cluster, string(event.SlurmJobComment), job, text), Command: event.SlurmJobComment, JobID: job, Reason: text})
 }
 
 // jobLimits takes pending jobs' time limits from a Slurm snapshot taken

@@ -88,7 +88,7 @@ func TestJobLongerThanThePoolIsNeverProvisioned(t *testing.T) {
 	if d := cmp.Diff(want, kinds(got)); d != "" {
 		t.Fatalf("ScaleUp (-want +got):\n%s", d)
 	}
-	wantComment := []string{"7: flexslurm: not provisioned: time limit 2-00:00:00 exceeds pool a3u's max run duration 02:00:00 (flex_start_max_duration): no node lives long enough; lower the time limit"}
+	wantComment := []string{"7: flexslurm: refused: fits no node of partition a3u (time limit 2-00:00:00 exceeds pool a3u's max run duration 02:00:00 (flex_start_max_duration): no node lives long enough; lower the time limit)"}
 	if d := cmp.Diff(wantComment, comments(got)); d != "" {
 		t.Errorf("comment (-want +got):\n%s", d)
 	}
@@ -120,8 +120,8 @@ func TestJobLongerThanThePoolIsNeverProvisioned(t *testing.T) {
 	if !hasResizeRequest(rec) {
 		t.Errorf("a job whose time limit now fits is not provisioned: %v", kinds(rec))
 	}
-	if d := cmp.Diff([]string{"7: "}, comments(rec)); d != "" {
-		t.Errorf("comment once it fits (-want +got):\n%s", d)
+	if d := cmp.Diff([]string{"7: flexslurm: waiting for Flex-Start capacity in zone us-central1-a since 2026-11-30T12:15:00Z (request rr-flexvm-a3u-j7-g1)"}, comments(rec)); d != "" {
+		t.Errorf("comment once it fits: the refusal is replaced by the wait (-want +got):\n%s", d)
 	}
 }
 

@@ -57,7 +57,7 @@ func TestJobIDReusedIsANewJob(t *testing.T) {
 
 	again := end.Add(time.Hour)
 	got := decide(t, st, reported(event.TypeJobPending, "7", again, "flexvm-a3u-2"), again.Add(time.Second))
-	want := []string{"PutNode:flexvm-a3u-2/requested", "PutJob:7/pending", "CreateResizeRequest:rr-flexvm-a3u-j7-g2=flexvm-a3u-2-g1"}
+	want := []string{"PutNode:flexvm-a3u-2/requested", "PutJob:7/pending", "CreateResizeRequest:rr-flexvm-a3u-j7-g2=flexvm-a3u-2-g1", "Slurm:job_comment:7"}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatalf("new job with the id (-want +got):\n%s", d)
 	}

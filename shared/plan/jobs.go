@@ -45,6 +45,7 @@ func Job(st *model.State, c *spec.Cluster, ev *event.Job, now time.Time, pol Pol
 		j.ReportedAt = laterOf(j.ReportedAt, ev.ReportedAt)
 		b.putJob(j, "job started")
 		b.leaveBehind(j, ev.Nodes, "its job.started") // placed.go
+		b.tellJobs(j.ID)                              // it runs: flexslurm's comment is cleared
 		return b.out, nil
 	case event.TypeJobFinished, event.TypeJobCancelled:
 		if !known {
@@ -177,6 +178,7 @@ func (b *builder) jobPending(c *spec.Cluster, ev *event.Job, old *model.Job, kno
 		why = "job requeued and pending again"
 	}
 	b.provisionJob(j, why)
+	b.tellJobs(j.ID) // jobcomment.go
 	return b.out, nil
 }
 

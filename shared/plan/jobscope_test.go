@@ -97,7 +97,7 @@ func TestJobNarrowDecidesAsTheWholePool(t *testing.T) {
 		{
 			name: "new job on a free slot",
 			ev:   jobEv(event.TypeJobPending, "8", 1, "flexvm-a3u-2"),
-			want: []string{"PutNode:flexvm-a3u-2/requested", "PutJob:8/pending", "CreateResizeRequest:rr-flexvm-a3u-j8-g1=flexvm-a3u-2-g1"},
+			want: []string{"PutNode:flexvm-a3u-2/requested", "PutJob:8/pending", "CreateResizeRequest:rr-flexvm-a3u-j8-g1=flexvm-a3u-2-g1", "Slurm:job_comment:8"},
 		},
 		{
 			name: "other jobs wait in the pool: they change nothing",
@@ -109,7 +109,7 @@ func TestJobNarrowDecidesAsTheWholePool(t *testing.T) {
 				return c
 			},
 			ev:   jobEv(event.TypeJobPending, "8", 1, "flexvm-a3u-2"),
-			want: []string{"PutNode:flexvm-a3u-2/requested", "PutJob:8/pending", "CreateResizeRequest:rr-flexvm-a3u-j8-g1=flexvm-a3u-2-g1"},
+			want: []string{"PutNode:flexvm-a3u-2/requested", "PutJob:8/pending", "CreateResizeRequest:rr-flexvm-a3u-j8-g1=flexvm-a3u-2-g1", "Slurm:job_comment:8"},
 		},
 		{
 			name: "a node whose capacity is in flight for another job",
@@ -118,7 +118,7 @@ func TestJobNarrowDecidesAsTheWholePool(t *testing.T) {
 				return c
 			},
 			ev:   jobEv(event.TypeJobPending, "8", 1, "flexvm-a3u-2"),
-			want: []string{"PutJob:8/pending"},
+			want: []string{"PutJob:8/pending", "Slurm:job_comment:8"},
 		},
 		{
 			name: "redelivered pending for a job in flight",
@@ -138,7 +138,7 @@ func TestJobNarrowDecidesAsTheWholePool(t *testing.T) {
 				return c
 			},
 			ev:   &event.Job{Header: event.Header{Version: 1, Type: event.TypeJobPending, Cluster: "flexvm"}, JobID: "8", Partition: "a3u", NodeCount: 1, Nodes: []string{"flexvm-a3u-2"}, Requeued: true},
-			want: []string{"PutNode:flexvm-a3u-2/requested", "PutJob:8/pending", "CreateResizeRequest:rr-flexvm-a3u-j8-g2=flexvm-a3u-2-g2"},
+			want: []string{"PutNode:flexvm-a3u-2/requested", "PutJob:8/pending", "CreateResizeRequest:rr-flexvm-a3u-j8-g2=flexvm-a3u-2-g2", "Slurm:job_comment:8"},
 		},
 		{
 			name: "a node whose previous request may still be active: the job waits, the cancel is asked again",
@@ -166,7 +166,7 @@ func TestJobNarrowDecidesAsTheWholePool(t *testing.T) {
 				return c
 			},
 			ev:   jobEv(event.TypeJobPending, "8", 1, "flexvm-a3u-2"),
-			want: []string{"PutJob:8/pending"},
+			want: []string{"PutJob:8/pending", "Slurm:job_comment:8"},
 		},
 		{
 			name: "pool not confirmed ready: recorded ready once, with its template and MIG",
@@ -175,7 +175,7 @@ func TestJobNarrowDecidesAsTheWholePool(t *testing.T) {
 				return c
 			},
 			ev:   jobEv(event.TypeJobPending, "8", 1, "flexvm-a3u-2"),
-			want: []string{"PutNode:flexvm-a3u-2/requested", "PutJob:8/pending", "PutPool:a3u", "EnsurePool:a3u", "CreateResizeRequest:rr-flexvm-a3u-j8-g1=flexvm-a3u-2-g1"},
+			want: []string{"PutNode:flexvm-a3u-2/requested", "PutJob:8/pending", "PutPool:a3u", "EnsurePool:a3u", "CreateResizeRequest:rr-flexvm-a3u-j8-g1=flexvm-a3u-2-g1", "Slurm:job_comment:8"},
 		},
 		{
 			name:    "a node beyond max_node_count: the whole pool powers it down",
@@ -187,7 +187,7 @@ func TestJobNarrowDecidesAsTheWholePool(t *testing.T) {
 			name:    "a job without nodes",
 			ev:      jobEv(event.TypeJobPending, "8", 1),
 			refused: true,
-			want:    []string{"PutNode:flexvm-a3u-1/requested", "PutJob:8/pending", "CreateResizeRequest:rr-flexvm-a3u-j8-g1=flexvm-a3u-1-g1"},
+			want:    []string{"PutNode:flexvm-a3u-1/requested", "PutJob:8/pending", "CreateResizeRequest:rr-flexvm-a3u-j8-g1=flexvm-a3u-1-g1", "Slurm:job_comment:8"},
 		},
 		{
 			name: "max_node_count lowered under a busy node: the whole pool counts it",

@@ -7,14 +7,14 @@ import (
 	"github.com/flexslurm/flexslurm/shared/model"
 )
 
-// jobsStarted records as running the pending jobs that a fresh Slurm
+// recordStartedJobs records as running the pending jobs that a fresh Slurm
 // snapshot shows RUNNING. With power saving, PrologSlurmctld (job.started)
 // runs when Slurm allocates nodes, before ResumeProgram reports the job
 // pending (job.pending) and long before the nodes are up: no event says
 // when the job really starts, so Slurm's view does. A snapshot older than
 // the job record's last change says nothing about it (a requeue reported
 // since).
-func (b *builder) jobsStarted(slurm *model.SlurmView) {
+func (b *builder) recordStartedJobs(slurm *model.SlurmView) {
 	if slurm == nil {
 		return
 	}

@@ -130,25 +130,33 @@ func (b *builder) recordCapacityWait(pool *model.Pool, n model.Node, created tim
 // eolName is the Slurm maintenance reservation of a node's end of life.
 func eolName(node string) string { return event.ReservationPrefix + "eol-" + node }
 
-// endOfLife places the node's end-of-life reservation at its termination
+// reserveEndOfLife places the node's end-of-life reservation at its termination
 // time, so Slurm starts no job on it that would outlive it. A new
 // generation moves it (same name, new start).
-func (b *builder) endOfLife(n model.Node) {
+func (b *builder) reserveEndOfLife(n model.Node) {
 	if n.TerminationTime.IsZero() {
 		return
 	}
-	reason := fmt.Sprintf("%s ends at %s (max run duration)", n.VMName, n.TerminationTime.Format(time.RFC3339))
+	start, reason := n.TerminationTime, fmt.Sprintf("%s ends at %s (max run duration)", n.VMName, n.TerminationTime.Format(time.RFC3339))
+	if n.RunDuration > 0 {
+		// A VM sized by its job (jobduration.go): jobs placed on the node
+		// while it boots start late, so the reservation keeps the boot
+		// allowance free before the end.
+		start = n.TerminationTime.Add(-b.pol.BootAllowance)
+		reason = fmt.Sprintf("%s ends at %s (run duration %s, sized by job %s); reserved from %s before, the boot allowance",
+			n.VMName, n.TerminationTime.Format(time.RFC3339), n.RunDuration, n.JobID, b.pol.BootAllowance)
+	}
 	b.add(SlurmCommand{
-		ID:      naming.CommandID(b.cluster, string(event.SlurmReservationCreate), n.Name, n.VMName, n.TerminationTime.Format(time.RFC3339)),
+		ID:      naming.CommandID(b.cluster, string(event.SlurmReservationCreate), n.Name, n.VMName, start.Format(time.RFC3339)),
 		Command: event.SlurmReservationCreate, Nodes: []string{n.Name}, Reservation: eolName(n.Name),
-		StartTime: n.TerminationTime, DurationSeconds: int64(b.pol.EOLReservation / time.Second), Reason: reason,
+		StartTime: start, DurationSeconds: int64(b.pol.EOLReservation / time.Second), Reason: reason,
 	})
 }
 
 // endOfLifeDone removes the node's end-of-life reservation (its VM is gone).
 func (b *builder) endOfLifeDone(n model.Node) {
-	if n.TerminationTime.IsZero() {
-		return
+	if n.TerminationTime.IsZero() && n.RunDuration <= 0 {
+		return // no reservation was placed (a job-sized node's is placed at its request: bootReservation)
 	}
 	b.add(SlurmCommand{
 		ID:      naming.CommandID(b.cluster, string(event.SlurmReservationDelete), n.Name, n.VMName),
@@ -186,12 +194,69 @@ func (b *builder) makeBeforeBreak(pool *model.Pool, slurm *model.SlurmView) {
 		case b.pol.RecreateAfterTermination || node.Kind != model.NodeStatic || node.Phase != model.PhaseRunning || node.TerminationTime.IsZero():
 		case b.now.Before(node.TerminationTime.Add(-b.leadTime(pool))) || !b.now.Before(node.TerminationTime):
 		default:
-			b.requestSuccessor(pool, node)
+			b.requestSuccessor(pool, node, "")
 		}
+	}
+	if !b.pol.RecreateAfterTermination {
+		b.advanceHandOver(pool, slurm)
 	}
 }
 
-func (b *builder) requestSuccessor(pool *model.Pool, old model.Node) {
+// advanceHandOver requests, ahead of its lead time, the successor of the
+// static node that ends first, when static nodes of the pool are at risk
+// of arriving after the node they replace and too few other hand-overs
+// would cover them. A node is at risk when it still waits for capacity and
+// nothing keeps its place for the next half lead time: its predecessor
+// ends within it, or it has none (its predecessor ended, or it was
+// recreated after its termination) and has waited that long. A hand-over covers when its old node ends after that and
+// its successor takes its place: once that successor registers, the old
+// node is kept serving while a late node needs it (followSuccessor). The
+// successor requested ahead is one the pool needs anyway, so a late
+// successor costs the hand-over brought forward, not an extra VM.
+func (b *builder) advanceHandOver(pool *model.Pool, slurm *model.SlurmView) {
+	if cur, ok := b.st.Pools[pool.ID]; ok {
+		pool = cur
+	}
+	if pool.MinNodes == 0 {
+		return
+	}
+	lead := b.leadTime(pool)
+	horizon := b.now.Add(lead / 2)
+	atRisk, cover := 0, 0
+	var first *model.Node
+	for _, n := range b.poolNodes(pool.ID) {
+		if n.Kind != model.NodeStatic || !n.Phase.Serving() {
+			continue
+		}
+		if n.Phase == model.PhaseRunning {
+			switch {
+			case n.TerminationTime.IsZero() || !n.TerminationTime.After(horizon):
+			case n.Successor != "" && b.successorTakesOver(*n):
+				cover++
+			case n.Successor == "" && !n.TerminationTime.After(b.now.Add(2*lead)) && (first == nil || n.TerminationTime.Before(first.TerminationTime)):
+				first = n
+			}
+			continue
+		}
+		if p, ok := b.st.Nodes[n.Predecessor]; ok && n.Predecessor != "" && p.Successor == n.Name && p.Phase == model.PhaseRunning {
+			if p.TerminationTime.After(horizon) {
+				continue
+			}
+		} else if n.RequestedAt.IsZero() || b.now.Sub(n.RequestedAt) < lead/2 {
+			continue
+		}
+		atRisk++
+	}
+	if atRisk <= cover || first == nil {
+		return
+	}
+	b.requestSuccessor(pool, *first, fmt.Sprintf(", before its lead time: %d static node(s) of the pool may arrive after the node they replace and %d other hand-over(s) cover them", atRisk, cover))
+}
+
+// requestSuccessor requests old's make-before-break successor in a free
+// slot of the pool; note, when set, replaces " (lead time)" at the end of
+// the reason.
+func (b *builder) requestSuccessor(pool *model.Pool, old model.Node, note string) {
 	if blocked, _ := b.blocked(pool); blocked || b.vmCount(pool.ID) >= pool.MaxNodes {
 		return
 	}
@@ -206,8 +271,11 @@ func (b *builder) requestSuccessor(pool *model.Pool, old model.Node) {
 	if succ == nil {
 		return
 	}
-	why := fmt.Sprintf("make-before-break: %s ends at %s; successor %s requested %s ahead (lead time)", old.VMName,
-		old.TerminationTime.Format(time.RFC3339), succ.Name, old.TerminationTime.Sub(b.now).Round(time.Minute))
+	if note == "" {
+		note = " (lead time)"
+	}
+	why := fmt.Sprintf("make-before-break: %s ends at %s; successor %s requested %s ahead", old.VMName,
+		old.TerminationTime.Format(time.RFC3339), succ.Name, old.TerminationTime.Sub(b.now).Round(time.Minute)) + note
 	old.Successor = succ.Name
 	b.putNode(old, why)
 	s := *succ
@@ -270,12 +338,15 @@ func (b *builder) followSuccessor(pool *model.Pool, old model.Node, slurm *model
 	if !registered {
 		return
 	}
-	if old.Kind == model.NodeStatic && (b.successorLate(pool, slurm, s.Name) || b.usableStatic(pool, slurm, old.Name) < pool.MinNodes) {
-		// Another static node of the pool is on its way (a late successor,
-		// or a node recreated after its predecessor ended), or the pool
-		// would be short without this node: keep it serving (its
-		// end-of-life reservation keeps long jobs off) so that it covers
-		// until its own termination.
+	if old.Kind == model.NodeStatic && (b.lateStatic(pool, slurm, old) > b.coveringOld(pool, slurm, old) || b.usableStatic(pool, slurm, old.Name) < pool.MinNodes) {
+		// Other static nodes of the pool are on their way that this node
+		// may have to cover for (a successor whose predecessor ended, or
+		// ends before this node does, or a node recreated after its
+		// predecessor ended), more than the other old nodes kept serving
+		// that end no earlier than this one cover, or the pool would be
+		// short without this node: keep it serving (its end-of-life
+		// reservation keeps long jobs off) so that it covers until its own
+		// termination.
 		return
 	}
 	if old.Kind == model.NodeStatic {
@@ -345,14 +416,14 @@ func (b *builder) liftHandOverDrain(old model.Node, slurm *model.SlurmView) {
 	b.slurm(event.SlurmResume, []string{old.Name}, "", fmt.Sprintf("make-before-break: %s is static again, its successor does not take its place: lifting flexslurm's hand-over drain", old.Name), old.VMName, "handover-undone")
 }
 
-// handoverEnded closes a make-before-break when the old node's VM is gone:
+// endHandover closes a make-before-break when the old node's VM is gone:
 // the link is cleared on both nodes and, when the successor took the old
 // node's place, the overlap is accounted and the old node stays dynamic
 // (not recreated). When the successor does not take its place
 // (successorTakesOver) and the pool is short of static nodes without the
 // old node, the old node is static again, so that its caller recreates it.
 // It reports whether the successor took over.
-func (b *builder) handoverEnded(pool *model.Pool, old *model.Node) bool {
+func (b *builder) endHandover(pool *model.Pool, old *model.Node) bool {
 	took := b.successorTakesOver(*old)
 	short := !took && b.staticShort(pool)
 	if s, ok := b.st.Nodes[old.Successor]; ok && s.Predecessor == old.Name {
@@ -387,29 +458,68 @@ func (b *builder) endAtConfiguredDuration(pool *model.Pool, node model.Node, vm 
 	}
 	why := fmt.Sprintf("VM %s reached the pool's max run duration %s (below Compute's 600 s floor, so flexslurm ends it)", node.VMName, pool.MaxRunDuration)
 	b.releaseVM(pool, node, why)
-	b.generationEnded(pool, node, model.EndExpired, why)
+	b.endGeneration(pool, node, model.EndExpired, why)
 	return true
 }
 
 // MetricOverlap counts make-before-break overlap seconds.
 const MetricOverlap = "make_before_break_overlap_seconds"
 
-// successorLate reports whether a static node of the pool other than
-// except is requested or running but not yet registered in Slurm: a
-// successor still waiting for capacity or booting, whether its predecessor
-// still runs or already ended (the link is cleared then, the node stays
-// static), or a static node recreated after its termination. Without a
-// Slurm view, a running VM counts as arrived.
-func (b *builder) successorLate(pool *model.Pool, slurm *model.SlurmView, except string) bool {
+// lateStatic counts the static nodes of the pool, other than old's
+// successor, that are requested or running but not yet registered in Slurm
+// and that old may have to cover for: a successor still waiting for
+// capacity or booting whose predecessor already ended (the link is cleared
+// then, the node stays static) or ends before old does, or a static node
+// recreated after its termination. A successor whose predecessor still
+// runs and ends no earlier than old is covered by that predecessor for as
+// long as old could cover it: keeping old for it would only pay for old
+// beside its own successor. Without a Slurm view, a running VM counts as
+// arrived.
+func (b *builder) lateStatic(pool *model.Pool, slurm *model.SlurmView, old model.Node) int {
+	late := 0
 	for _, n := range b.poolNodes(pool.ID) {
-		if n.Name == except || n.Kind != model.NodeStatic || !n.Phase.Serving() {
+		if n.Name == old.Successor || n.Name == old.Name || n.Kind != model.NodeStatic || !n.Phase.Serving() {
 			continue
 		}
-		if n.Phase != model.PhaseRunning || (slurm != nil && !n.Registered) {
-			return true
+		if n.Phase == model.PhaseRunning && (slurm == nil || n.Registered) {
+			continue
 		}
+		if p, ok := b.st.Nodes[n.Predecessor]; ok && n.Predecessor != "" && p.Successor == n.Name && p.Phase == model.PhaseRunning &&
+			!p.TerminationTime.IsZero() && !old.TerminationTime.IsZero() && !p.TerminationTime.Before(old.TerminationTime) {
+			continue // covered by its own predecessor at least as long as old could
+		}
+		late++
 	}
-	return false
+	return late
+}
+
+// coveringOld counts the other old nodes of the pool kept serving beside
+// their registered successor (still static, VM running, usable in Slurm
+// when Slurm is known) that end no earlier than old (ties: the lower name
+// first). Each covers a late static node (lateStatic) at least as long as
+// old could, so old is kept only while the late nodes outnumber them: the
+// old nodes that end last are the ones kept.
+func (b *builder) coveringOld(pool *model.Pool, slurm *model.SlurmView, old model.Node) int {
+	count := 0
+	for _, k := range b.poolNodes(pool.ID) {
+		if k.Name == old.Name || k.Kind != model.NodeStatic || k.Phase != model.PhaseRunning || k.Successor == "" || !b.successorTakesOver(*k) {
+			continue
+		}
+		if k.TerminationTime.Before(old.TerminationTime) || (k.TerminationTime.Equal(old.TerminationTime) && k.Name > old.Name) {
+			continue
+		}
+		s := b.st.Nodes[k.Successor]
+		if s.Phase != model.PhaseRunning || (slurm != nil && !s.Registered) {
+			continue
+		}
+		if slurm != nil {
+			if sn, ok := slurm.Nodes[k.Name]; !ok || !slices.Contains([]SlurmClass{SlurmIdle, SlurmBusy}, ClassifySlurm(sn)) {
+				continue
+			}
+		}
+		count++
+	}
+	return count
 }
 
 // usableStatic counts the pool's static nodes other than except that serve
@@ -431,3 +541,9 @@ func (b *builder) usableStatic(pool *model.Pool, slurm *model.SlurmView, except 
 	}
 	return count
 }
+
+// makeBeforeBreakPass requests static nodes' successors ahead of their
+// end and places end-of-life reservations.
+type makeBeforeBreakPass struct{}
+
+func (makeBeforeBreakPass) apply(b *builder, pc *poolContext) { b.makeBeforeBreak(pc.pool, pc.slurm) }

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -237,6 +238,44 @@ func TestHandOver(t *testing.T) {
 			},
 		},
 		{
+			name: "another successor still waiting, its predecessor ends after the old node: drained",
+			prepare: func(st *model.State, names map[string]string) {
+				pendingSuccessor(st, names["c"], end.Add(time.Hour))
+			},
+			want: []string{"PutNode:flexvm-a3u-0/running", "Slurm:drain:flexvm-a3u-0"},
+		},
+		{
+			name: "another successor still waiting, its predecessor ends before the old node: kept",
+			prepare: func(st *model.State, names map[string]string) {
+				pendingSuccessor(st, names["c"], end.Add(-30*time.Minute))
+			},
+		},
+		{
+			name: "a late successor, another old node kept beside its registered successor ends later and covers it: drained",
+			prepare: func(st *model.State, names map[string]string) {
+				lateNode(st)
+				keptOld(st, names["b"], end.Add(time.Hour))
+			},
+			want: []string{"PutNode:flexvm-a3u-0/running", "Slurm:drain:flexvm-a3u-0"},
+		},
+		{
+			name: "a late successor, the other old node kept ends earlier: kept",
+			prepare: func(st *model.State, names map[string]string) {
+				lateNode(st)
+				keptOld(st, names["b"], end.Add(-time.Hour))
+			},
+		},
+		{
+			name: "two late successors, one other old node kept: kept",
+			prepare: func(st *model.State, names map[string]string) {
+				lateNode(st)
+				d := *st.Nodes["flexvm-a3u-4"]
+				d.Name, d.Index, d.VMName = "flexvm-a3u-6", 6, "flexvm-a3u-6-g1"
+				st.Nodes[d.Name] = &d
+				keptOld(st, names["b"], end.Add(time.Hour))
+			},
+		},
+		{
 			name: "a static node recreated after its termination, running, not registered yet: kept",
 			prepare: func(st *model.State, names map[string]string) {
 				st.Nodes[names["c"]].Registered = false
@@ -283,6 +322,11 @@ func TestHandOver(t *testing.T) {
 			var view *model.SlurmView
 			if !tt.noSlurm {
 				view = idle(names, tt.slurm)
+				for name, n := range st.Nodes {
+					if _, ok := view.Nodes[name]; !ok && n.Phase == model.PhaseRunning && n.Registered {
+						view.Nodes[name] = slurmNode(name, "", "idle")
+					}
+				}
 			}
 			b := newBuilder(st, t0, Policy{})
 			b.followSuccessor(p, *b.st.Nodes[names["old"]], view)
@@ -291,6 +335,31 @@ func TestHandOver(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pendingSuccessor gives the running static node pred a successor
+// (flexvm-a3u-4) still waiting for capacity, and pred the termination end.
+func pendingSuccessor(st *model.State, pred string, end time.Time) {
+	p := st.Nodes[pred]
+	p.TerminationTime, p.Successor = end, "flexvm-a3u-4"
+	st.Nodes["flexvm-a3u-4"] = &model.Node{Name: "flexvm-a3u-4", Pool: "a3u", Index: 4, Kind: model.NodeStatic, Phase: model.PhaseRequested,
+		Generation: 1, VMName: "flexvm-a3u-4-g1", Predecessor: pred, RequestedAt: t0.Add(-time.Hour)}
+}
+
+// lateNode adds a static node (flexvm-a3u-4) still waiting for capacity
+// whose predecessor already ended (no link left).
+func lateNode(st *model.State) {
+	st.Nodes["flexvm-a3u-4"] = &model.Node{Name: "flexvm-a3u-4", Pool: "a3u", Index: 4, Kind: model.NodeStatic, Phase: model.PhaseRequested,
+		Generation: 1, VMName: "flexvm-a3u-4-g1", RequestedAt: t0.Add(-4 * time.Hour)}
+}
+
+// keptOld makes the static node old one kept serving beside its registered
+// successor (flexvm-a3u-5), ending at end.
+func keptOld(st *model.State, old string, end time.Time) {
+	o := st.Nodes[old]
+	o.TerminationTime, o.Successor = end, "flexvm-a3u-5"
+	st.Nodes["flexvm-a3u-5"] = &model.Node{Name: "flexvm-a3u-5", Pool: "a3u", Index: 5, Kind: model.NodeStatic, Phase: model.PhaseRunning,
+		Generation: 1, VMName: "flexvm-a3u-5-g1", Predecessor: old, Registered: true, RunningAt: t0.Add(-time.Hour), TerminationTime: t0.Add(24 * time.Hour)}
 }
 
 // TestHandOverUndone: a static node handed over to a make-before-break
@@ -456,6 +525,110 @@ func TestHandOverUndoneAtExpiry(t *testing.T) {
 			Apply(st, got)
 			if k := st.Nodes["flexvm-a3u-0"].Kind; k != tc.wantKind {
 				t.Errorf("flexvm-a3u-0 is %s, want %s", k, tc.wantKind)
+			}
+		})
+	}
+}
+
+// TestAdvanceHandOver: while a static node of the pool may arrive after
+// the node it replaces (its predecessor ends within half the lead time,
+// or it has none and has waited that long) and no other hand-over in
+// flight covers it, the successor of the static node that ends first is
+// requested ahead of its lead time, so that that node can be kept serving
+// as a cover once its successor registers.
+func TestAdvanceHandOver(t *testing.T) {
+	const lead = 3 * time.Hour
+	type node struct {
+		kind        model.NodeKind
+		phase       model.Phase
+		end         time.Time
+		requested   time.Time
+		predecessor string
+	}
+	base := func() map[string]node {
+		return map[string]node{
+			"flexvm-a3u-0": {kind: model.NodeStatic, phase: model.PhaseRunning, end: t0.Add(4 * time.Hour)},
+			"flexvm-a3u-1": {kind: model.NodeStatic, phase: model.PhaseRunning, end: t0.Add(30 * time.Minute)},
+			"flexvm-a3u-2": {kind: model.NodeStatic, phase: model.PhaseRunning, end: t0.Add(20 * time.Hour)},
+			"flexvm-a3u-3": {kind: model.NodeStatic, phase: model.PhaseRequested, requested: t0.Add(-2 * time.Hour), predecessor: "flexvm-a3u-1"},
+		}
+	}
+	tests := []struct {
+		name   string
+		change func(nodes map[string]node)
+		want   string // the node given a successor ahead; "" none
+	}{
+		{name: "successor waiting, its predecessor ends within half the lead: the first node to end gets its successor now", want: "flexvm-a3u-0"},
+		{name: "its predecessor ends later than half the lead: nothing ahead", change: func(n map[string]node) {
+			p := n["flexvm-a3u-1"]
+			p.end = t0.Add(2 * time.Hour)
+			n["flexvm-a3u-1"] = p
+		}},
+		{name: "another hand-over in flight ends after half the lead and covers it: nothing ahead", change: func(n map[string]node) {
+			n["flexvm-a3u-4"] = node{kind: model.NodeStatic, phase: model.PhaseRequested, requested: t0, predecessor: "flexvm-a3u-2"}
+		}},
+		{name: "the first node to end is more than two leads away: nothing ahead", change: func(n map[string]node) {
+			p := n["flexvm-a3u-0"]
+			p.end = t0.Add(7 * time.Hour)
+			n["flexvm-a3u-0"] = p
+		}},
+		{name: "a successor whose predecessor ended, waiting more than half the lead: ahead", change: func(n map[string]node) {
+			delete(n, "flexvm-a3u-1")
+			s := n["flexvm-a3u-3"]
+			s.predecessor = ""
+			n["flexvm-a3u-3"] = s
+		}, want: "flexvm-a3u-0"},
+		{name: "a static node requested less than half the lead ago without a predecessor (a pool filling): nothing ahead", change: func(n map[string]node) {
+			delete(n, "flexvm-a3u-1")
+			s := n["flexvm-a3u-3"]
+			s.predecessor, s.requested = "", t0.Add(-time.Hour)
+			n["flexvm-a3u-3"] = s
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st, _ := applied(t)
+			p := st.Pools["a3u"]
+			p.MinNodes, p.MaxNodes = 3, 8
+			nodes := base()
+			if tt.change != nil {
+				tt.change(nodes)
+			}
+			b := newBuilder(st, t0, Policy{LeadTime: lead})
+			for name, spec := range nodes {
+				var idx int
+				fmt.Sscanf(name, "flexvm-a3u-%d", &idx)
+				n := b.node(p, idx)
+				n.Kind, n.Phase, n.Generation, n.VMName = spec.kind, spec.phase, 1, name+"-g1"
+				n.TerminationTime, n.RequestedAt, n.Predecessor = spec.end, spec.requested, spec.predecessor
+				if spec.phase == model.PhaseRunning {
+					n.Registered, n.RunningAt = true, t0.Add(-time.Hour)
+				}
+				st.Nodes[name] = &n
+			}
+			for name, spec := range nodes {
+				if spec.predecessor != "" {
+					if pred, ok := st.Nodes[spec.predecessor]; ok {
+						pred.Successor = name
+					}
+				}
+			}
+			b = newBuilder(st, t0, Policy{LeadTime: lead})
+			b.advanceHandOver(p, nil)
+			got := ""
+			for name := range nodes {
+				if o := b.st.Nodes[name]; o.Successor != "" && st.Nodes[name].Successor == "" {
+					if got != "" {
+						t.Fatalf("successors ahead for %s and %s", got, name)
+					}
+					got = name
+					if s := b.st.Nodes[o.Successor]; s == nil || s.Predecessor != name || s.Kind != model.NodeStatic || s.Phase != model.PhaseRequested {
+						t.Errorf("%s's successor %s: %+v, want a static node requested with %s as predecessor", name, o.Successor, s, name)
+					}
+				}
+			}
+			if got != tt.want {
+				t.Errorf("successor requested ahead for %q, want %q (actions %v)", got, tt.want, kinds(b.out))
 			}
 		})
 	}

@@ -47,9 +47,9 @@ func (b *builder) leaveBehind(j model.Job, alloc []string, source string) {
 	}
 }
 
-// placedElsewhere applies leaveBehind to every pending or running job
+// cancelLeftBehind applies leaveBehind to every pending or running job
 // that a Slurm snapshot newer than its record shows alive on nodes.
-func (b *builder) placedElsewhere(slurm *model.SlurmView) {
+func (b *builder) cancelLeftBehind(slurm *model.SlurmView) {
 	if slurm == nil {
 		return
 	}

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -90,7 +89,7 @@ type Policy struct {
 	// from the pool's recent waits to registration, so that successors
 	// arriving after their predecessor's end keep the pool below
 	// min_node_count for at most 1 − TargetAvailability of the time
-	// (docs/design.md, "Make-before-break"), never below LeadFloor and never
+	// (docs/design/expiry.md, "Make-before-break"), never below LeadFloor and never
 	// above LeadMaxShare of the max run duration. LeadFloor defaults to
 	// 30 min.
 	LeadTime, LeadFloor time.Duration
@@ -113,6 +112,14 @@ type Policy struct {
 	// that starts at each flex node's termination time, so Slurm starts no
 	// job that would outlive the node. Default 1 h.
 	EOLReservation time.Duration
+	// BootAllowance is what a resize request sized by its job's time
+	// limit (model.Pool.UseJobDuration) asks beyond that limit: Compute
+	// counts a VM's run duration from its creation, and the job starts
+	// only once the VM has booted, run its startup script and the node
+	// bootstrap (whose own deadline is 5 min: `flexslurm node boot
+	// --timeout`, docs/node.md) and registered in Slurm. Default 15 min
+	// (RequestRunDuration).
+	BootAllowance time.Duration
 	// EndWarning, when set, sends the jobs running on a node EndSignal
 	// this long before its VM ends at its run duration (once per
 	// generation, on the first reconcile pass within it: make it longer
@@ -124,7 +131,7 @@ type Policy struct {
 	EndWarning time.Duration
 	EndSignal  string
 
-	// Health repair (docs/design.md, "Health repair").
+	// Health repair (docs/design/repair.md, "Health repair").
 
 	// DisableHostRepair turns host repair off: a node that failed its
 	// health check then always has its VM deleted and replaced, instead of
@@ -158,6 +165,14 @@ type Policy struct {
 	// repair this many nodes at once (a one-node pool can repair its node).
 	// Default 1.
 	RepairMinBudget int
+	// RepairNodeLimit: a node (whatever its generation) whose repairs
+	// started within RepairNodeWindow reached this count is not repaired
+	// again on a node's report: it is left drained for an operator
+	// (model.RepairLimit; docs/design/repair-limit.md). Default 3; negative: no limit.
+	RepairNodeLimit int
+	// RepairNodeWindow: a node's repairs are counted from the first one
+	// for this long; the count starts again after it. Default 24 h.
+	RepairNodeWindow time.Duration
 	// UnreportedDrainGrace: a node that flexslurm's node-side hook drained
 	// for a failed health check of its current VM, whose health.failure
 	// report has not arrived this long after a reconcile pass first saw the
@@ -200,12 +215,15 @@ func DefaultPolicy() Policy {
 		LeadMaxShare:       1.0 / 8,
 		IdleTimeout:        10 * time.Minute,
 		EOLReservation:     time.Hour,
+		BootAllowance:      15 * time.Minute,
 		EndSignal:          "USR1",
 		RepairTimeout:      20 * time.Minute,
 		InconclusiveLimit:  2,
 		InconclusiveWindow: 24 * time.Hour,
 		RepairMaxUnhealthy: 0.2,
 		RepairMinBudget:    1,
+		RepairNodeLimit:    3,
+		RepairNodeWindow:   24 * time.Hour,
 		MaxEventAge:        time.Hour,
 
 		UnreportedDrainGrace: 10 * time.Minute,
@@ -214,7 +232,8 @@ func DefaultPolicy() Policy {
 
 // withDefaults returns p with every unset field taken from DefaultPolicy:
 // a duration, count or share not above zero is unset, except
-// InconclusiveLimit, for which a negative value means "never escalate".
+// InconclusiveLimit, for which a negative value means "never escalate", and
+// RepairNodeLimit, for which it means "no limit".
 // TargetAvailability is capped at 1 and LeadMaxShare at 1/2.
 func (p Policy) withDefaults() Policy {
 	d := DefaultPolicy()
@@ -257,6 +276,7 @@ func (p Policy) withDefaults() Policy {
 	p.LeadMaxShare = min(p.LeadMaxShare, 0.5)
 	dur(&p.IdleTimeout, d.IdleTimeout)
 	dur(&p.EOLReservation, d.EOLReservation)
+	dur(&p.BootAllowance, d.BootAllowance)
 	if p.EndWarning < 0 {
 		p.EndWarning = 0
 	}
@@ -270,6 +290,10 @@ func (p Policy) withDefaults() Policy {
 	dur(&p.InconclusiveWindow, d.InconclusiveWindow)
 	share(&p.RepairMaxUnhealthy, d.RepairMaxUnhealthy)
 	count(&p.RepairMinBudget, d.RepairMinBudget)
+	if p.RepairNodeLimit == 0 {
+		p.RepairNodeLimit = d.RepairNodeLimit
+	}
+	dur(&p.RepairNodeWindow, d.RepairNodeWindow)
 	dur(&p.MaxEventAge, d.MaxEventAge)
 	dur(&p.UnreportedDrainGrace, d.UnreportedDrainGrace)
 	return p
@@ -290,159 +314,15 @@ type builder struct {
 	// key tells one event's Slurm commands from an earlier event's about
 	// the same nodes (a report's time), where the command alone would not.
 	key string
-	// byPool indexes the names of st's nodes by pool, sorted by index,
-	// built on first use (poolNodes) and kept current by putNode.
-	byPool map[string][]string
-	// poolRecords holds, per pool, the records poolNodes last returned;
-	// putNode drops the pool's entry, since it replaces a record.
-	poolRecords map[string][]*model.Node
-	// nodeWrites counts the node records putNode stored: a caller holding
-	// records it read knows they are all current while it is unchanged.
-	nodeWrites int
 	// ownNodes and ownJobs report whether b.st's Nodes and Jobs maps are
 	// the builder's own copies: until its first write, each is the input
 	// state's (model.State.CloneRecords), copied at that write.
 	ownNodes, ownJobs bool
-	// vmAt is the map of the VM index of the pool being reconciled
-	// (indexVMs).
-	vmAt map[string]int
-	// decided is the table's last answer (decide).
-	decided lastDecision
-}
-
-// poolNodes returns the pool's nodes sorted by index, as
-// b.st.PoolNodes(pool) does, from an index built once per decision rather
-// than a scan of every node of the cluster per call (a reconcile pass asks
-// for every pool's nodes several times). The slice is shared between calls
-// until putNode replaces one of the pool's records (which drops it rather
-// than editing it, so a caller ranging over it sees the records as they
-// were when it asked): callers read it and must never reorder, edit or
-// append to it.
-func (b *builder) poolNodes(pool string) []*model.Node {
-	if b.byPool == nil {
-		b.indexPools()
-	}
-	if recs, ok := b.poolRecords[pool]; ok {
-		return recs
-	}
-	names := b.byPool[pool]
-	if len(names) == 0 {
-		return nil
-	}
-	out := make([]*model.Node, 0, len(names))
-	for _, name := range names {
-		if n, ok := b.st.Nodes[name]; ok && n.Pool == pool {
-			out = append(out, n)
-		}
-	}
-	if b.poolRecords == nil {
-		b.poolRecords = make(map[string][]*model.Node, len(b.byPool))
-	}
-	b.poolRecords[pool] = out[:len(out):len(out)]
-	return b.poolRecords[pool]
-}
-
-// indexPools builds b.byPool, the names of b.st's nodes by pool, each
-// pool's sorted by index, and b.poolRecords, their records in the same
-// order. A node goes straight to its slot below its pool's
-// max_node_count, so there is nothing to sort but the few nodes without
-// one (beyond max_node_count, or of a pool with no record), and the index
-// costs the same per node whatever the size of the pools. It allocates a
-// fixed handful of slices whatever the number of nodes.
-//
-// A slot holds the record alone (its index is its place, its key its
-// name): the map hands records out in no order, so the slots are written
-// in no order either, and at 10,000 nodes slots of 8 bytes (80 kB) made
-// the whole decision 5–15 % faster than slots of 32 (320 kB) did
-// (docs/reconcile-scale.md, "Fourth round"). A record stored under a key
-// other than its name goes with the nodes without a slot, under its key.
-func (b *builder) indexPools() {
-	type entry struct {
-		index int
-		name  string // the node's key in b.st.Nodes
-		node  *model.Node
-	}
-	type window struct {
-		byIndex []*model.Node // slot i: the node of index i, keyed by its name (nil: none)
-		other   []entry       // the pool's nodes without a slot of their own
-	}
-	room := 0
-	for _, p := range b.st.Pools {
-		room += max(p.MaxNodes, 0)
-	}
-	backing := make([]*model.Node, room)
-	ws := make([]window, 0, len(b.st.Pools))
-	windows := make(map[string]*window, len(b.st.Pools))
-	at := 0
-	for id, p := range b.st.Pools {
-		size := max(p.MaxNodes, 0)
-		ws = append(ws, window{byIndex: backing[at : at+size : at+size]})
-		windows[id] = &ws[len(ws)-1]
-		at += size
-	}
-	for name, n := range b.st.Nodes {
-		w, ok := windows[n.Pool]
-		if !ok {
-			w = new(window)
-			windows[n.Pool] = w
-		}
-		if n.Index >= 0 && n.Index < len(w.byIndex) && w.byIndex[n.Index] == nil && name == n.Name {
-			w.byIndex[n.Index] = n
-			continue
-		}
-		w.other = append(w.other, entry{n.Index, name, n})
-	}
-	names := make([]string, len(b.st.Nodes))
-	recs := make([]*model.Node, len(b.st.Nodes))
-	b.byPool = make(map[string][]string, len(windows))
-	b.poolRecords = make(map[string][]*model.Node, len(windows))
-	at = 0
-	for p, w := range windows {
-		slices.SortFunc(w.other, func(x, y entry) int { return x.index - y.index })
-		start, o := at, 0
-		for i, n := range w.byIndex {
-			if n == nil {
-				continue
-			}
-			for ; o < len(w.other) && w.other[o].index < i; o++ {
-				names[at], recs[at] = w.other[o].name, w.other[o].node
-				at++
-			}
-			names[at], recs[at] = n.Name, n
-			at++
-		}
-		for ; o < len(w.other); o++ {
-			names[at], recs[at] = w.other[o].name, w.other[o].node
-			at++
-		}
-		if at == start {
-			continue
-		}
-		// Capped: indexNode's insert copies, never reaches a neighbour.
-		b.byPool[p], b.poolRecords[p] = names[start:at:at], recs[start:at:at]
-	}
-}
-
-// indexNode adds a node new to b.st (or to its pool) to the pool index,
-// in index order.
-func (b *builder) indexNode(n model.Node) {
-	if b.byPool == nil {
-		return
-	}
-	names := b.byPool[n.Pool]
-	i := sort.Search(len(names), func(i int) bool { return b.nodeIndex(names[i]) >= n.Index })
-	if i < len(names) && names[i] == n.Name {
-		return
-	}
-	b.byPool[n.Pool] = slices.Insert(names, i, n.Name)
-}
-
-func (b *builder) nodeIndex(name string) int {
-	if n, ok := b.st.Nodes[name]; ok {
-		return n.Index
-	}
-	_, _, idx, _ := naming.ParseNodeName(name)
-	return idx
+	// operator is true for an operator's report (RepairByOperator): the
+	// per-node repair limit does not hold it back (repairlimit.go).
+	operator bool
+	// index is what the decision looks up again and again (index.go).
+	index
 }
 
 // newBuilder starts a decision over a copy of st's maps (records are
@@ -588,6 +468,7 @@ func (b *builder) nextGeneration(n *model.Node, rr, jobID string) {
 	n.RequestedAt = b.now
 	n.RunningAt = time.Time{}
 	n.TerminationTime = time.Time{}
+	n.RunDuration = 0 // the pool's, unless the caller sizes it by a job
 	// What was learned about the previous generation does not carry over.
 	n.Registered = false
 	n.IdleSince = time.Time{}
@@ -642,11 +523,15 @@ func (b *builder) provisionNode(pool *model.Pool, n model.Node, jobID, reason st
 	gen := n.Generation + 1
 	rr := naming.NodeResizeRequest(n.Name, gen)
 	b.nextGeneration(&n, rr, jobID)
+	if j, ok := b.st.Jobs[jobID]; ok && n.Kind == model.NodeDynamic && n.Successor == "" && n.Predecessor == "" {
+		n.RunDuration = b.jobRunDuration(pool, *j)
+	}
 	if !pool.Ready {
 		b.ensurePool(pool, "pool resources not confirmed yet")
 	}
 	b.putNode(n, reason)
-	b.add(b.createRequest(pool, rr, []string{n.VMName}, jobID, reason))
+	b.add(b.createRequest(pool, rr, []string{n.VMName}, jobID, n.RunDuration, reason))
+	b.bootReservation(n)
 }
 
 // ensurePool asks for the pool's instance template and records the pool as
@@ -789,40 +674,6 @@ func (b *builder) staticServing(pool string) int {
 	return c
 }
 
-// ensureStatic keeps min_node_count static nodes serving: static nodes
-// without a VM get one (lowest index first), then, if still short, free
-// slots become static. Static-ness belongs to the node record, so it can
-// move to a successor's slot (make-before-break).
-func (b *builder) ensureStatic(pool *model.Pool, why string) {
-	if cur, ok := b.st.Pools[pool.ID]; ok {
-		pool = cur
-	}
-	short := pool.MinNodes - b.staticServing(pool.ID)
-	if short <= 0 {
-		return
-	}
-	var candidates []model.Node
-	for i := 0; i < pool.MaxNodes; i++ {
-		n := b.node(pool, i)
-		if n.Kind == model.NodeStatic && !n.Phase.Serving() && n.Successor == "" {
-			candidates = append(candidates, n)
-		}
-	}
-	for i := 0; i < pool.MaxNodes && len(candidates) < short; i++ {
-		n := b.node(pool, i)
-		if n.Kind != model.NodeStatic && !n.Phase.Serving() && !b.claimed(n.Name) {
-			n.Kind = model.NodeStatic
-			candidates = append(candidates, n)
-		}
-	}
-	for i, n := range candidates {
-		if i >= short {
-			break
-		}
-		b.provisionNode(pool, n, "", fmt.Sprintf("static node: pool %s has %d of min_node_count %d: %s", pool.ID, pool.MinNodes-short+i, pool.MinNodes, why))
-	}
-}
-
 // provisionJob gives a pending job the VMs its nodes lack, through one
 // resize request for the whole job. It returns false (and records why) when
 // the pool has no room.
@@ -833,7 +684,7 @@ func (b *builder) provisionJob(j model.Job, why string) bool {
 		return false
 	}
 	if m, fits := JobFit(pool, j); !fits {
-		b.unfitJob(pool, j, m, b.key)
+		b.refuseUnfitJob(pool, j, m, b.key)
 		return false
 	}
 	b.fitAgain(&j)
@@ -914,8 +765,10 @@ func (b *builder) provisionJob(j model.Job, why string) bool {
 		for _, n := range missing {
 			rr := naming.NodeResizeRequest(n.Name, n.Generation+1)
 			b.nextGeneration(&n, rr, j.ID)
+			n.RunDuration = b.jobRunDuration(pool, j)
 			b.putNode(n, fmt.Sprintf("provisioning for job %s", j.ID))
-			creates = append(creates, b.createRequest(pool, rr, []string{n.VMName}, j.ID,
+			b.bootReservation(n)
+			creates = append(creates, b.createRequest(pool, rr, []string{n.VMName}, j.ID, n.RunDuration,
 				fmt.Sprintf("job %s is pending and needs %d VMs, one request each: %s", j.ID, len(missing), why)))
 		}
 		b.putJobAt(j, model.JobStageProvisioned, fmt.Sprintf("nodes provisioned or in flight: %d resize requests of one VM each", len(missing)))
@@ -930,16 +783,19 @@ func (b *builder) provisionJob(j model.Job, why string) bool {
 	rr := naming.JobResizeRequest(b.cluster, pool.ID, j.ID, j.Generation)
 	j.ResizeRequest = rr
 	var vms []string
+	runDuration := b.jobRunDuration(pool, j)
 	for _, n := range missing {
 		b.nextGeneration(&n, rr, j.ID)
+		n.RunDuration = runDuration
 		vms = append(vms, n.VMName)
 		b.putNode(n, fmt.Sprintf("provisioning for job %s", j.ID))
+		b.bootReservation(n)
 	}
 	b.putJobAt(j, model.JobStageProvisioned, fmt.Sprintf("nodes provisioned or in flight: resize request %s for %d VMs", rr, len(vms)))
 	if !pool.Ready {
 		b.ensurePool(pool, "pool resources not confirmed yet")
 	}
-	b.add(b.createRequest(pool, rr, vms, j.ID, fmt.Sprintf("job %s is pending and needs %d VMs: %s", j.ID, len(vms), why)))
+	b.add(b.createRequest(pool, rr, vms, j.ID, runDuration, fmt.Sprintf("job %s is pending and needs %d VMs: %s", j.ID, len(vms), why)))
 	return true
 }
 

@@ -243,17 +243,18 @@ func TestJobPending(t *testing.T) {
 				"PutNode:flexvm-a3u-1/requested", "PutNode:flexvm-a3u-2/requested",
 				"PutJob:7/pending",
 				"CreateResizeRequest:rr-flexvm-a3u-j7-g1=flexvm-a3u-1-g1,flexvm-a3u-2-g1",
+				"Slurm:job_comment:7",
 			},
 		},
 		{
 			name: "nodes named by Slurm are the ones provisioned",
 			ev:   jobEv(event.TypeJobPending, "8", 1, "flexvm-a3u-2"),
-			want: []string{"PutNode:flexvm-a3u-2/requested", "PutJob:8/pending", "CreateResizeRequest:rr-flexvm-a3u-j8-g1=flexvm-a3u-2-g1"},
+			want: []string{"PutNode:flexvm-a3u-2/requested", "PutJob:8/pending", "CreateResizeRequest:rr-flexvm-a3u-j8-g1=flexvm-a3u-2-g1", "Slurm:job_comment:8"},
 		},
 		{
 			name: "beyond max_node_count the job waits, nothing is requested",
 			ev:   jobEv(event.TypeJobPending, "9", 3),
-			want: []string{"PutJob:9/pending"},
+			want: []string{"PutJob:9/pending", "Slurm:job_comment:9"},
 		},
 		{
 			name: "a job whose capacity is in flight gets nothing new",
@@ -324,6 +325,7 @@ func TestJobPendingOneNodePerRequest(t *testing.T) {
 		"PutJob:7/pending",
 		"CreateResizeRequest:rr-flexvm-a3u-1-g1=flexvm-a3u-1-g1",
 		"CreateResizeRequest:rr-flexvm-a3u-2-g1=flexvm-a3u-2-g1",
+		"Slurm:job_comment:7",
 	}
 	if d := cmp.Diff(want, kinds(got)); d != "" {
 		t.Fatalf("actions (-want +got):\n%s", d)
@@ -988,7 +990,7 @@ func TestReconcileWithSlurmAndMisses(t *testing.T) {
 			prepare: func(st *model.State) { running(st, "flexvm-a3u-0", t0.Add(week)) },
 			vms:     []VM{vm0},
 			slurm:   map[string]string{"flexvm-a3u-0": "IDLE+CLOUD", "flexvm-a3u-2": "ALLOCATED+CLOUD+NOT_RESPONDING+POWERING_UP"},
-			want:    []string{"PutNode:flexvm-a3u-2/requested", "PutJob:55/pending", "CreateResizeRequest:rr-flexvm-a3u-j55-g1=flexvm-a3u-2-g1"},
+			want:    []string{"PutNode:flexvm-a3u-2/requested", "PutJob:55/pending", "CreateResizeRequest:rr-flexvm-a3u-j55-g1=flexvm-a3u-2-g1", "Slurm:job_comment:55"},
 		},
 		{
 			name: "a stale snapshot is ignored",

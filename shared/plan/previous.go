@@ -63,9 +63,9 @@ func (b *builder) holdForPreviousRequest(pool *model.Pool, n model.Node) string 
 // observePreviousRequests follows the resize requests of the pool's nodes
 // whose generation ended before its VM ran, in the pool's listing of this
 // pass: a request listed in a final state, or whose VM is listed, has ended; one listed queued is
-// left to unwantedRequests, which cancels it; one not listed is taken as
+// left to cancelUnwantedRequests, which cancels it; one not listed is taken as
 // gone after Policy.MissThreshold consecutive passes. A request in a final
-// state is deleted by finishedRequests in the same pass, after its end is
+// state is deleted by deleteFinishedRequests in the same pass, after its end is
 // recorded here.
 func (b *builder) observePreviousRequests(pool *model.Pool, vms vmIndex, rrs map[string]ObservedResizeRequest) {
 	for _, n := range b.poolNodes(pool.ID) {
@@ -125,4 +125,12 @@ func RequestsEnded(st *model.State, rrs []string, now time.Time, pol Policy) []A
 		b.putNode(n, fmt.Sprintf("previous resize request %s cancelled (Compute confirmed it is no longer queued): %s may be requested again", n.ResizeRequest, n.Name))
 	}
 	return b.out
+}
+
+// previousRequestsPass follows a node's previous request until it is seen
+// to end.
+type previousRequestsPass struct{}
+
+func (previousRequestsPass) apply(b *builder, pc *poolContext) {
+	b.observePreviousRequests(pc.pool, pc.vms, pc.rrs)
 }

@@ -81,7 +81,7 @@ func TestOneActiveRequestPerNode(t *testing.T) {
 		{
 			name:   "the job's next report before the cancel is seen to end: the job waits, the cancel is asked again",
 			decide: job(requeued("8")),
-			want:   []string{cancelled, "PutJob:8/pending"},
+			want:   []string{cancelled, "PutJob:8/pending", "Slurm:job_comment:8"}, // its comment (waiting for capacity) cleared
 			open:   true,
 		},
 		{
@@ -108,7 +108,7 @@ func TestOneActiveRequestPerNode(t *testing.T) {
 			before: func(t *testing.T, st *model.State) { Apply(st, job(requeued("8"))(t, st, t0.Add(2*time.Minute))) },
 			decide: reconcile(listing(rr("CANCELLED"))),
 			want: []string{"PutNode:flexvm-a3u-2/deleting", "PutNode:flexvm-a3u-2/released",
-				"PutNode:flexvm-a3u-2/requested", "PutJob:8/pending", "CreateResizeRequest:rr-flexvm-a3u-j8-g2=flexvm-a3u-2-g2"},
+				"PutNode:flexvm-a3u-2/requested", "PutJob:8/pending", "CreateResizeRequest:rr-flexvm-a3u-j8-g2=flexvm-a3u-2-g2", "Slurm:job_comment:8"},
 		},
 		{
 			name:   "not listed once: one listing is not trusted, the job waits",
@@ -123,14 +123,14 @@ func TestOneActiveRequestPerNode(t *testing.T) {
 			passes: 1,
 			decide: reconcile(listing()),
 			want: []string{"PutNode:flexvm-a3u-2/released", "PutNode:flexvm-a3u-2/requested", "PutJob:8/pending",
-				"CreateResizeRequest:rr-flexvm-a3u-j8-g2=flexvm-a3u-2-g2"},
+				"CreateResizeRequest:rr-flexvm-a3u-j8-g2=flexvm-a3u-2-g2", "Slurm:job_comment:8"},
 		},
 		{
 			name:   "the request succeeded after the release (its VM listed): the job is served and that VM deleted",
 			before: func(t *testing.T, st *model.State) { Apply(st, job(requeued("8"))(t, st, t0.Add(2*time.Minute))) },
 			decide: reconcile(withVM(listing(rr("SUCCEEDED")), VM{Name: "flexvm-a3u-2-g1", Status: "RUNNING", Created: t0.Add(3 * time.Minute)})),
 			want: []string{"PutNode:flexvm-a3u-2/deleting", "DeleteVMs:flexvm-a3u-2-g1",
-				"PutNode:flexvm-a3u-2/requested", "PutJob:8/pending", "CreateResizeRequest:rr-flexvm-a3u-j8-g2=flexvm-a3u-2-g2"},
+				"PutNode:flexvm-a3u-2/requested", "PutJob:8/pending", "CreateResizeRequest:rr-flexvm-a3u-j8-g2=flexvm-a3u-2-g2", "Slurm:job_comment:8"},
 		},
 		{
 			name: "a node whose previous request is known to have ended is requested at once by the job's report",
@@ -139,7 +139,7 @@ func TestOneActiveRequestPerNode(t *testing.T) {
 			},
 			decide: job(requeued("8")),
 			want: []string{"PutNode:flexvm-a3u-2/requested", "PutJob:8/pending",
-				"CreateResizeRequest:rr-flexvm-a3u-j8-g2=flexvm-a3u-2-g2"},
+				"CreateResizeRequest:rr-flexvm-a3u-j8-g2=flexvm-a3u-2-g2", "Slurm:job_comment:8"},
 		},
 		{
 			name: "the release's cancel confirmed by Compute (RequestsEnded): the job's next report is served at once",
@@ -154,7 +154,7 @@ func TestOneActiveRequestPerNode(t *testing.T) {
 			// asked again (supersede): the next generation's record no longer
 			// names it.
 			want: []string{"DeleteVMs:flexvm-a3u-2-g1", "PutNode:flexvm-a3u-2/requested", "PutJob:8/pending",
-				"CreateResizeRequest:rr-flexvm-a3u-j8-g2=flexvm-a3u-2-g2"},
+				"CreateResizeRequest:rr-flexvm-a3u-j8-g2=flexvm-a3u-2-g2", "Slurm:job_comment:8"},
 		},
 		{
 			name: "a static node whose VM expired is requested again at once (its old VM still going away)",

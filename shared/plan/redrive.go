@@ -73,6 +73,14 @@ func Replay(st *model.State, stored []Action, hasNote bool) []Action {
 				// its generation when it is not visible).
 				continue
 			}
+			// The workload policy is the pool's now: a later spec may have
+			// changed or removed its compact placement (placement.go), and
+			// the executor takes no other.
+			if p, ok := st.Pools[a.Pool]; ok {
+				a.WorkloadPolicy = requestPolicy(p, a.VMs)
+			}
+			out = append(out, a)
+			continue
 		case ReportHostAsFaulty:
 			// A repair that ended (the VM runs again, or was replaced) is
 			// never asked for again.
@@ -130,7 +138,7 @@ func Redrive(st *model.State) []Action {
 						vms = append(vms, o.VMName)
 					}
 				}
-				out = append(out, createRequestAction(cluster, incarnation, p, n.ResizeRequest, vms, n.JobID, "re-driving an in-flight resize request"))
+				out = append(out, createRequestAction(cluster, incarnation, p, n.ResizeRequest, vms, n.JobID, n.RunDuration, "re-driving an in-flight resize request"))
 			case model.PhaseDeleting:
 				deleting = append(deleting, *n)
 			}

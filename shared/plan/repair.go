@@ -77,6 +77,18 @@ const MaxFaultDescription = event.MaxHealthReasonBytes
 // Policy.InconclusiveLimit the node is drained for diagnosis (alert,
 // repair_diagnosis metric), never deleted; below it, only recorded.
 func Repair(st *model.State, h *event.Health, now time.Time, pol Policy) ([]Action, error) {
+	return repair(st, h, now, pol, false)
+}
+
+// RepairByOperator is Repair for an operator's report (the API's
+// reportFaultyNodes): as Repair, except that a node left drained at its
+// repair limit (model.RepairLimit) is repaired, and the limit holds no
+// repair back (repairlimit.go).
+func RepairByOperator(st *model.State, h *event.Health, now time.Time, pol Policy) ([]Action, error) {
+	return repair(st, h, now, pol, true)
+}
+
+func repair(st *model.State, h *event.Health, now time.Time, pol Policy, operator bool) ([]Action, error) {
 	pol = pol.withDefaults()
 	if st.Cluster == nil {
 		return nil, rejectf("no cluster record")
@@ -114,9 +126,10 @@ func Repair(st *model.State, h *event.Health, now time.Time, pol Policy) ([]Acti
 	}
 	b := newBuilder(st, now, pol)
 	b.view = freshSlurm(st, now, pol)
+	b.operator = operator
 	node := *n
 	if h.Verdict == event.VerdictInconclusive {
-		b.inconclusive(pool, node, h)
+		b.countInconclusive(pool, node, h)
 		return b.out, nil
 	}
 
@@ -154,12 +167,22 @@ func Repair(st *model.State, h *event.Health, now time.Time, pol Policy) ([]Acti
 		// Another hook reported the fault being handled: nothing new to do.
 		b.putNode(node, fmt.Sprintf("%s reported again: repair already %s since %s", why, node.Repair, node.RepairSince.Format(time.RFC3339)))
 		return b.out, nil
+	case model.RepairLimit:
+		if !b.operator {
+			b.putNode(node, fmt.Sprintf("%s reported again: left drained for an operator since %s (repair limit)", why, node.RepairSince.Format(time.RFC3339)))
+			return b.out, nil
+		}
 	}
 
 	// A new repair (or a FAIL on a node drained for diagnosis): flexslurm
 	// asks for the drain now, so only a snapshot taken after now can
 	// confirm it.
 	node.Repair, node.RepairSince, node.RepairReason = model.RepairNone, now, text.Truncate(reason, MaxFaultDescription)
+	node.RepairCheck = h.Hook
+	if b.overRepairLimit(&node) {
+		b.leaveForOperator(pool, node, why)
+		return b.out, nil
+	}
 	b.slurm(event.SlurmDrain, []string{node.Name}, "", fmt.Sprintf("%s (%s)", reason, node.VMName), b.drainParts(node)...)
 	b.warnOfRepair(&node, reason)
 	if unhealthy, allowed, serving := b.repairBudget(pool, node.Name); unhealthy >= allowed {
@@ -216,6 +239,11 @@ func (b *builder) hostRepairFallback(pool *model.Pool, node model.Node, why, lab
 // startRepair takes the repair step now when Slurm has confirmed the
 // drain, or records that the repair waits for it.
 func (b *builder) startRepair(pool *model.Pool, node model.Node, drained bool, why string) {
+	if b.overRepairLimit(&node) {
+		b.leaveForOperator(pool, node, why)
+		return
+	}
+	node.RepairCount++
 	if drained {
 		b.repairStep(pool, node, why)
 		return
@@ -416,9 +444,9 @@ func (b *builder) drainParts(n model.Node) []string {
 	return []string{n.VMName, "health"}
 }
 
-// inconclusive records an INCONCLUSIVE verdict and drains the node for
+// countInconclusive records an INCONCLUSIVE verdict and drains the node for
 // diagnosis when the count reaches the limit within the window.
-func (b *builder) inconclusive(pool *model.Pool, node model.Node, h *event.Health) {
+func (b *builder) countInconclusive(pool *model.Pool, node model.Node, h *event.Health) {
 	limit, window := b.pol.InconclusiveLimit, b.pol.InconclusiveWindow
 	if node.InconclusiveSince.IsZero() || b.now.Sub(node.InconclusiveSince) >= window {
 		node.InconclusiveCount, node.InconclusiveSince = 0, b.now
@@ -497,6 +525,8 @@ func (b *builder) reconcileRepair(pool *model.Pool, node model.Node, vm VM, pres
 		}
 		b.repairStep(pool, node, fmt.Sprintf("reconciler: Slurm has drained %s: %s on %s", node.Name, node.RepairReason, node.VMName))
 		return true
+	case model.RepairLimit:
+		b.resumedByOperator(node) // repairlimit.go
 	}
 	return false
 }
@@ -599,4 +629,14 @@ func jobIfWaiting(id string, waiting bool) string {
 		return id
 	}
 	return ""
+}
+
+// unblockRepairsPass starts the repairs the pool's repair budget now
+// allows.
+type unblockRepairsPass struct{}
+
+func (unblockRepairsPass) apply(b *builder, pc *poolContext) {
+	if cur, ok := b.st.Pools[pc.pool.ID]; ok {
+		b.unblockRepairs(cur)
+	}
 }

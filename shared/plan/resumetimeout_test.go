@@ -14,6 +14,8 @@ import (
 // allocation: no capacity is bought on flexslurm's guess, and it is served
 // as soon as that allocation is known, from whichever source is newer.
 func TestResumeFailureJobWaitsForSlurmsNextAllocation(t *testing.T) {
+	// The job's comment (waiting for capacity) no longer holds: cleared.
+	cleared := []string{"PutJob:7/pending", "Slurm:job_comment:7"}
 	c, _ := example(t)
 	vm0 := VM{Name: "flexvm-a3u-0-g1", Status: "RUNNING", Created: t0, TerminationTime: t0.Add(week)}
 	obs := func(st *model.State) Observed {
@@ -47,17 +49,17 @@ func TestResumeFailureJobWaitsForSlurmsNextAllocation(t *testing.T) {
 	}{
 		{
 			name: "no newer allocation known: nothing bought",
-			want: nil,
+			want: cleared,
 		},
 		{
 			name:  "a snapshot older than the failure still shows the old allocation: nothing bought",
 			slurm: &model.SlurmView{TakenAt: t0.Add(59 * time.Minute), Jobs: []model.SlurmJob{{ID: "7", State: "CONFIGURING", Nodes: []string{"flexvm-a3u-1"}}}},
-			want:  nil,
+			want:  cleared,
 		},
 		{
 			name:  "a newer snapshot shows the job pending, not placed yet: nothing bought",
 			slurm: &model.SlurmView{TakenAt: t0.Add(61 * time.Minute), Jobs: []model.SlurmJob{{ID: "7", State: "PENDING", Reason: "BeginTime"}}},
-			want:  nil,
+			want:  cleared,
 		},
 		{
 			name: "a newer snapshot shows Slurm placed it on flexvm-a3u-2: capacity for that node",
@@ -66,7 +68,7 @@ func TestResumeFailureJobWaitsForSlurmsNextAllocation(t *testing.T) {
 				Jobs:  []model.SlurmJob{{ID: "7", State: "CONFIGURING", Nodes: []string{"flexvm-a3u-2"}, NodeCount: 1}}},
 			// Observed first (Slurm powers up a node with no VM asked for),
 			// then requested for the job.
-			want: []string{"PutNode:flexvm-a3u-2/released", "PutNode:flexvm-a3u-2/requested", "PutJob:7/pending", "CreateResizeRequest:rr-flexvm-a3u-j7-g2=flexvm-a3u-2-g1"},
+			want: []string{"PutNode:flexvm-a3u-2/released", "PutNode:flexvm-a3u-2/requested", "PutJob:7/pending", "CreateResizeRequest:rr-flexvm-a3u-j7-g2=flexvm-a3u-2-g1", "Slurm:job_comment:7"},
 		},
 		{
 			name: "its job.pending report names the new allocation",
@@ -75,12 +77,12 @@ func TestResumeFailureJobWaitsForSlurmsNextAllocation(t *testing.T) {
 				e.Requeued = true
 				return e
 			}(),
-			want: []string{"PutNode:flexvm-a3u-2/requested", "PutJob:7/pending", "CreateResizeRequest:rr-flexvm-a3u-j7-g2=flexvm-a3u-2-g1"},
+			want: []string{"PutNode:flexvm-a3u-2/requested", "PutJob:7/pending", "CreateResizeRequest:rr-flexvm-a3u-j7-g2=flexvm-a3u-2-g1", "Slurm:job_comment:7"},
 		},
 		{
 			name: "a job.pending report without nodes does not make flexslurm guess them",
 			ev:   jobEv(event.TypeJobPending, "7", 1),
-			want: nil,
+			want: cleared,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -115,7 +117,7 @@ func TestReconcileResumeFailureSeenInTheSnapshot(t *testing.T) {
 		want  []string
 	}{
 		{"newer than the request: the capacity is released and the node resumed", 30 * time.Minute,
-			[]string{"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "DeleteVMs:flexvm-a3u-1-g1", "PutNode:flexvm-a3u-1/deleting", "Slurm:resume:flexvm-a3u-1", "PutJob:7/pending"}},
+			[]string{"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "DeleteVMs:flexvm-a3u-1-g1", "PutNode:flexvm-a3u-1/deleting", "Slurm:resume:flexvm-a3u-1", "PutJob:7/pending", "Slurm:job_comment:7"}},
 		{"older than the request (the node's previous timeout): nothing", -time.Minute, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -38,6 +38,7 @@ func TestStaticNodeNeverSharesAJobsRequest(t *testing.T) {
 			"PutNode:flexvm-a3u-0/requested", "CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2",
 			"PutNode:flexvm-a3u-1/requested", "PutNode:flexvm-a3u-2/requested", "PutJob:7/pending",
 			"CreateResizeRequest:rr-flexvm-a3u-j7-g1=flexvm-a3u-1-g1,flexvm-a3u-2-g1",
+			"Slurm:job_comment:7",
 		}
 		if d := cmp.Diff(want, kinds(got)); d != "" {
 			t.Fatalf("job pending on a static node without a VM (-want +got):\n%s", d)
@@ -85,7 +86,7 @@ func TestStaticNodeNeverSharesAJobsRequest(t *testing.T) {
 		st, _ := applied(t)
 		staticNodeLost(st)
 		got := mustJob(t, st, jobEv(event.TypeJobPending, "7", 1, "flexvm-a3u-0"))
-		want := []string{"PutNode:flexvm-a3u-0/requested", "CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2", "PutJob:7/pending"}
+		want := []string{"PutNode:flexvm-a3u-0/requested", "CreateResizeRequest:rr-flexvm-a3u-0-g2=flexvm-a3u-0-g2", "PutJob:7/pending", "Slurm:job_comment:7"}
 		if d := cmp.Diff(want, kinds(got)); d != "" {
 			t.Errorf("actions (-want +got):\n%s", d)
 		}

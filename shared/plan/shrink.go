@@ -82,10 +82,10 @@ func (b *builder) releaseBeyondMax(pool *model.Pool, node model.Node) {
 	b.slurm(event.SlurmPowerDownForce, nodes, "", why, vms...)
 }
 
-// shrunk releases, on a reconcile pass, the nodes a shrunk pool still holds
+// releaseShrunk releases, on a reconcile pass, the nodes a shrunk pool still holds
 // beyond its max_node_count (kept for a job that ran on them, or missed by
 // the apply's own pass).
-func (b *builder) shrunk(pool *model.Pool) {
+func (b *builder) releaseShrunk(pool *model.Pool) {
 	if cur, ok := b.st.Pools[pool.ID]; ok {
 		pool = cur
 	}
@@ -94,5 +94,14 @@ func (b *builder) shrunk(pool *model.Pool) {
 			b.releaseSurplus(pool)
 			return
 		}
+	}
+}
+
+// shrinkPass releases nodes at or beyond a lowered max_node_count.
+type shrinkPass struct{}
+
+func (shrinkPass) apply(b *builder, pc *poolContext) {
+	if !pc.pool.Removed {
+		b.releaseShrunk(pc.pool)
 	}
 }

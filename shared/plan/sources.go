@@ -27,7 +27,7 @@ import (
 //   - what Slurm says of a job counts only when the snapshot was taken after
 //     flexslurm's record of the job last changed: an older snapshot never
 //     revives a job whose end flexslurm processed, nor ends or starts one
-//     flexslurm heard of since (slurmJobFact, lostJobEnds, jobsStarted);
+//     flexslurm heard of since (slurmJobFact, endLostJobs, recordStartedJobs);
 //   - a job.started report (PrologSlurmctld) recorded after a snapshot was
 //     taken beats what that snapshot says of the report's nodes: a node
 //     the snapshot shows idle or powered down may run the job now, so it is
@@ -38,7 +38,7 @@ import (
 //     run the job (orphanRunsJob);
 //   - capacity requested for a job alone is released once the job's
 //     allocation, from its reports or a snapshot newer than its record,
-//     no longer names the node (leaveBehind, placedElsewhere), and kept
+//     no longer names the node (leaveBehind, cancelLeftBehind), and kept
 //     when it arrived as its queue-timed-out request was cancelled while
 //     the job can still use it (adoptArrived, through keptFor);
 //   - a node idle in Slurm is kept for a pending job only while that job can

@@ -64,6 +64,15 @@ type TeardownMIG struct {
 	Description string
 }
 
+// Location is the MIG's zone, or a regional MIG's region: what the
+// gce.Client calls on a MIG take (docs/design/zones.md).
+func (m TeardownMIG) Location() string {
+	if m.Region != "" {
+		return m.Region
+	}
+	return m.Zone
+}
+
 // Scope is "zones/Z" or "regions/R".
 func (m TeardownMIG) Scope() string {
 	if m.Region != "" {
@@ -102,6 +111,9 @@ type TeardownInventory struct {
 	MIGs           []TeardownMIG
 	ResizeRequests []TeardownResizeRequest
 	VMs            []TeardownVM
+	// Policies are the project's resource policies (workload policies of
+	// pools with compact placement among them).
+	Policies []TeardownPolicy
 	// Unreachable lists scopes Compute could not list: what they hold is
 	// unknown.
 	Unreachable []string
@@ -134,7 +146,26 @@ const (
 	KindMIG           = "MIG"
 	KindVM            = "VM"
 	KindTemplate      = "instance template"
+	KindPolicy        = "workload policy"
 )
+
+// TeardownPolicy is a resource policy as listed.
+type TeardownPolicy struct {
+	Region, Name, Description string
+}
+
+// clusterPolicy reports whether a resource policy is a workload policy of
+// one of the cluster's pools: its description names the pool and cluster
+// and its name is naming.WorkloadPolicy's for them (resource policies
+// carry no labels).
+func clusterPolicy(cluster string, rp TeardownPolicy) bool {
+	c, pool, ok := naming.ParseWorkloadPolicyDescription(rp.Description)
+	if !ok || c != cluster {
+		return false
+	}
+	_, ok = naming.IsWorkloadPolicy(cluster, pool, rp.Name, rp.Description)
+	return ok
+}
 
 // TeardownPlan is what to remove, step by step, and what to leave.
 type TeardownPlan struct {
@@ -152,6 +183,9 @@ type TeardownPlan struct {
 	VMs []TeardownVM
 	// Templates are deleted last, once no MIG of the cluster uses them.
 	Templates []TeardownTemplate
+	// Policies are the pools' workload policies, deleted with the
+	// templates, once no MIG of the cluster references them.
+	Policies []TeardownPolicy
 	// Left are the cluster's resources the teardown does not remove, each
 	// with the reason.
 	Left []TeardownItem
@@ -160,7 +194,7 @@ type TeardownPlan struct {
 // Empty reports whether the plan removes nothing and leaves nothing.
 func (p TeardownPlan) Empty() bool {
 	return len(p.ResizeRequests) == 0 && len(p.MIGs) == 0 && len(p.MIGVMs) == 0 &&
-		len(p.VMs) == 0 && len(p.Templates) == 0 && len(p.Left) == 0
+		len(p.VMs) == 0 && len(p.Templates) == 0 && len(p.Policies) == 0 && len(p.Left) == 0
 }
 
 // ClusterLabelled reports whether labels carry managed-by=flexslurm and
@@ -280,7 +314,8 @@ func PlanTeardown(cluster string, inv TeardownInventory) TeardownPlan {
 	p.MIGs, p.Left = owned, left
 	ownedKey := map[string]bool{}
 	for _, m := range owned {
-		ownedKey[m.Zone+"/"+m.Name] = true
+		// A resize request's Zone is its MIG's location (gce).
+		ownedKey[m.Location()+"/"+m.Name] = true
 	}
 	anyMIG := map[string]TeardownMIG{}
 	for _, m := range inv.MIGs {
@@ -331,6 +366,11 @@ func PlanTeardown(cluster string, inv TeardownInventory) TeardownPlan {
 				Note: "in use by MIG " + inUse[t.Path] + ", which is not deleted"})
 		default:
 			p.Templates = append(p.Templates, t)
+		}
+	}
+	for _, rp := range inv.Policies {
+		if clusterPolicy(cluster, rp) {
+			p.Policies = append(p.Policies, rp)
 		}
 	}
 	for _, u := range inv.Unreachable {
@@ -390,6 +430,9 @@ func TeardownRemaining(cluster string, before, after TeardownInventory) []Teardo
 	for _, t := range before.Templates {
 		known["tpl/"+t.Path] = true
 	}
+	for _, rp := range before.Policies {
+		known["policy/"+rp.Region+"/"+rp.Name] = true
+	}
 	const appeared = "appeared during the teardown: are flexslurm's functions (ScaleUp, Reconcile) still deployed, or its Cloud Scheduler job? Remove them first, then run the teardown again"
 	note := func(key, still string) string {
 		if known[key] {
@@ -415,6 +458,9 @@ func TeardownRemaining(cluster string, before, after TeardownInventory) []Teardo
 	}
 	for _, t := range p.Templates {
 		out = append(out, TeardownItem{Kind: KindTemplate, Scope: "global", Name: t.Name, Note: note("tpl/"+t.Path, "still there")})
+	}
+	for _, rp := range p.Policies {
+		out = append(out, TeardownItem{Kind: KindPolicy, Scope: "regions/" + rp.Region, Name: rp.Name, Note: note("policy/"+rp.Region+"/"+rp.Name, "still there")})
 	}
 	return append(out, p.Left...)
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/naming"
 )
 
-// One MIG per resize request (docs/design.md, "One MIG per resize
+// One MIG per resize request (docs/design/compute.md, "One MIG per resize
 // request"). Every resize request flexslurm makes — a pending job's nodes,
 // a static node's next VM, a replacement after a repair, a make-before-
 // break successor — lives in a MIG of its own, named from (cluster, pool,
@@ -20,12 +20,12 @@ import (
 // a MIG that holds a queued (ACCEPTED) request, whichever way Compute
 // answers such a change (docs/compute-contract.md). A MIG whose request is
 // final and none of whose VMs serves a node is deleted by the reconciler
-// (requestMIGs).
+// (deleteSpentRequestMIGs).
 //
 // Generations requested before this layout (model.Node.MIG empty) keep
 // their request and VM in the pool's MIG (model.Pool.MIG) until they end;
 // their queued requests are cancelled and made again in the new layout
-// (legacyRequests), and the pool's MIG is deleted once nothing is left in it.
+// (endLegacyRequests), and the pool's MIG is deleted once nothing is left in it.
 
 // migOf returns the MIG that holds n's current generation (its request
 // and VM), and whether it is the pool's MIG of the earlier layout.
@@ -40,15 +40,20 @@ func migOf(pool *model.Pool, n model.Node) (mig string, legacy bool) {
 // calls that create resources ("" for a cluster record stored before it).
 func (b *builder) incarnation() string { return b.st.Cluster.Incarnation() }
 
-// createRequest is the CreateResizeRequest of request rr of pool for vms.
-func (b *builder) createRequest(pool *model.Pool, rr string, vms []string, jobID, reason string) CreateResizeRequest {
-	return createRequestAction(b.cluster, b.incarnation(), pool, rr, vms, jobID, reason)
+// createRequest is the CreateResizeRequest of request rr of pool for vms,
+// for runDuration (0: the pool's RunDuration; model.Node.RunDuration).
+func (b *builder) createRequest(pool *model.Pool, rr string, vms []string, jobID string, runDuration time.Duration, reason string) CreateResizeRequest {
+	return createRequestAction(b.cluster, b.incarnation(), pool, rr, vms, jobID, runDuration, reason)
 }
 
-func createRequestAction(cluster, incarnation string, pool *model.Pool, rr string, vms []string, jobID, reason string) CreateResizeRequest {
+func createRequestAction(cluster, incarnation string, pool *model.Pool, rr string, vms []string, jobID string, runDuration time.Duration, reason string) CreateResizeRequest {
 	mig := naming.RequestMIG(cluster, pool.ID, rr)
-	return CreateResizeRequest{Pool: pool.ID, MIG: mig, Name: rr, VMs: vms, RunDuration: pool.RunDuration, JobID: jobID,
-		RequestID: naming.CreateResizeRequestIDFor(incarnation, mig, rr), Reason: reason}
+	if runDuration <= 0 {
+		runDuration = pool.RunDuration
+	}
+	return CreateResizeRequest{Pool: pool.ID, MIG: mig, Name: rr, VMs: vms, RunDuration: runDuration, JobID: jobID,
+		WorkloadPolicy: requestPolicy(pool, vms),
+		RequestID:      naming.CreateResizeRequestIDFor(incarnation, mig, rr), Reason: reason}
 }
 
 // cancelRequest is the CancelResizeRequest of n's current request.
@@ -86,7 +91,7 @@ func (b *builder) releaseVM(pool *model.Pool, n model.Node, reason string) {
 	if n.MIG == "" && b.legacyQueued(pool, n.Name) {
 		// The pool's MIG of the earlier layout may still hold a queued
 		// request: no deleteInstances on it until the reconciler has seen
-		// those requests end (legacyRequests cancels them); the node's
+		// those requests end (endLegacyRequests cancels them); the node's
 		// record says deleting, and the reconciler deletes its VM then
 		// (OutcomeDeleteAgain).
 		return
@@ -150,15 +155,15 @@ type ObservedMIG struct {
 	Age time.Duration
 }
 
-// requestMIGs deletes the pool's request MIGs that no node serves from
+// deleteSpentRequestMIGs deletes the pool's request MIGs that no node serves from
 // once their request is final (SUCCEEDED, FAILED, CANCELLED) or gone, so
 // no MIG is left behind; a queued request in such a MIG is cancelled first
-// (unwantedRequests). A MIG no record names is this cluster's only by its
+// (cancelUnwantedRequests). A MIG no record names is this cluster's only by its
 // name and description (the listing checked both), and is deleted only
 // once older than the orphan grace: a decision records a request before
 // its MIG is made, so a MIG younger than that may be one whose record this
 // pass did not read.
-func (b *builder) requestMIGs(pool *model.Pool, po ObservedPool, rrs map[string]ObservedResizeRequest) {
+func (b *builder) deleteSpentRequestMIGs(pool *model.Pool, po ObservedPool, rrs map[string]ObservedResizeRequest) {
 	if !po.MIGsListed {
 		return
 	}
@@ -180,7 +185,7 @@ func (b *builder) requestMIGs(pool *model.Pool, po ObservedPool, rrs map[string]
 		}
 		rr, listed := rrs[m.Request]
 		if listed && !finalRequestState(rr.State) {
-			continue // cancelled by unwantedRequests once past its grace; deleted once it has ended
+			continue // cancelled by cancelUnwantedRequests once past its grace; deleted once it has ended
 		}
 		state := "gone"
 		if listed {
@@ -223,7 +228,7 @@ func (b *builder) legacyInUse(pool *model.Pool) bool {
 	return false
 }
 
-// vanishedRequestMIGs ends the generations whose request's MIG a listing
+// endVanishedRequestMIGs ends the generations whose request's MIG a listing
 // showed before (model.Node.MIGSeen) and no longer shows: the MIG was
 // deleted out of band, its request and VMs with it (flexslurm deletes only
 // MIGs no node serves from). The next generation is made in a MIG of its
@@ -233,7 +238,7 @@ func (b *builder) legacyInUse(pool *model.Pool) bool {
 // its request is issued again, under the same names, once past
 // Policy.RequestGrace (reconcileRequested). A listing that shows a node's
 // MIG records it as seen.
-func (b *builder) vanishedRequestMIGs(pool *model.Pool, po ObservedPool) {
+func (b *builder) endVanishedRequestMIGs(pool *model.Pool, po ObservedPool) {
 	if po.ListedAt.IsZero() || !po.MIGsListed {
 		return
 	}
@@ -256,18 +261,18 @@ func (b *builder) vanishedRequestMIGs(pool *model.Pool, po ObservedPool) {
 			b.putNode(node, cur.Reason)
 		case !listed[n.MIG] && cur.MIGSeen && po.ListedAt.After(cur.UpdatedAt):
 			b.add(Alert{Pool: pool.ID, Node: n.Name, Reason: fmt.Sprintf("MIG %s of resize request %s is gone (deleted outside flexslurm)", n.MIG, n.ResizeRequest)})
-			b.generationEnded(b.st.Pools[pool.ID], *cur, model.EndLost, fmt.Sprintf("reconciler: MIG %s of resize request %s is gone", n.MIG, n.ResizeRequest))
+			b.endGeneration(b.st.Pools[pool.ID], *cur, model.EndLost, fmt.Sprintf("reconciler: MIG %s of resize request %s is gone", n.MIG, n.ResizeRequest))
 		}
 	}
 }
 
-// legacyRequests moves the queued requests of the earlier layout to the
+// endLegacyRequests moves the queued requests of the earlier layout to the
 // new one: a request queued (ACCEPTED) in the pool's MIG is cancelled and
-// its nodes' generations end as a queue timeout's do (requestEnded), so
+// its nodes' generations end as a queue timeout's do (endRequest), so
 // the next generation of each — once the cancellation is seen to end — is
 // requested in a MIG of its own. Its VMs, if the request was fulfilled
 // meanwhile, serve until released.
-func (b *builder) legacyRequests(pool *model.Pool, rrs map[string]ObservedResizeRequest) {
+func (b *builder) endLegacyRequests(pool *model.Pool, rrs map[string]ObservedResizeRequest) {
 	for _, n := range b.poolNodes(pool.ID) {
 		if n.MIG != "" || n.Phase != model.PhaseRequested || n.ResizeRequest == "" {
 			continue
@@ -278,14 +283,14 @@ func (b *builder) legacyRequests(pool *model.Pool, rrs map[string]ObservedResize
 		}
 		why := fmt.Sprintf("reconciler: resize request %s is queued in pool %s's MIG %s (the layout before one MIG per request): cancelled and made again in a MIG of its own", rr.Name, pool.ID, pool.MIG)
 		b.add(b.cancelRequest(pool, *n, why))
-		b.requestEnded(rr.Name, model.EndTimeout, false, why)
+		b.endRequest(rr.Name, model.EndTimeout, false, why)
 	}
 }
 
-// legacyMIG deletes the pool's MIG of the earlier layout once no
+// deleteLegacyMIG deletes the pool's MIG of the earlier layout once no
 // generation of that layout is left in it, no VM is listed in it and no
 // request of it is active.
-func (b *builder) legacyMIG(pool *model.Pool, po ObservedPool) {
+func (b *builder) deleteLegacyMIG(pool *model.Pool, po ObservedPool) {
 	if !po.MIGsListed || !po.MIGExists || b.legacyInUse(pool) || b.deletingMIG(pool.MIG) {
 		return
 	}
@@ -328,3 +333,61 @@ func (b *builder) orphanVM(pool *model.Pool, po ObservedPool, vm VM, why string)
 		return
 	}
 }
+
+// replanLegacyMIGNodes re-plans every node that waited on the pool's MIG of the
+// earlier layout when that MIG was deleted out of band while generations
+// of that layout were in it: its requests are gone with it and its VMs too.
+// The nodes are re-planned in the new layout.
+func (b *builder) replanLegacyMIGNodes(pool *model.Pool, po ObservedPool, legacy bool) {
+	if !legacy || !pool.Ready || po.MIGExists || pool.Removed {
+		return
+	}
+	b.add(Alert{Pool: pool.ID, Reason: fmt.Sprintf("MIG %s was deleted outside flexslurm", pool.MIG)})
+	for _, n := range b.poolNodes(pool.ID) {
+		if n.MIG != "" {
+			continue
+		}
+		switch {
+		case n.Phase == model.PhaseRequested:
+			b.endGeneration(pool, *n, model.EndLost, fmt.Sprintf("reconciler: resize request %s vanished with MIG %s", n.ResizeRequest, pool.MIG))
+		case requestMayBeActive(n):
+			node := *n
+			node.RequestOpen, node.RequestMisses = false, 0
+			b.putNode(node, fmt.Sprintf("reconciler: previous resize request %s vanished with MIG %s", n.ResizeRequest, pool.MIG))
+		}
+	}
+}
+
+// legacyMIGDeletedPass re-plans nodes whose MIG of the earlier layout was
+// deleted out of band.
+type legacyMIGDeletedPass struct{}
+
+func (legacyMIGDeletedPass) apply(b *builder, pc *poolContext) {
+	b.replanLegacyMIGNodes(pc.pool, pc.observed, pc.legacy)
+}
+
+// vanishedRequestMIGsPass ends the generations whose request's MIG is gone.
+type vanishedRequestMIGsPass struct{}
+
+func (vanishedRequestMIGsPass) apply(b *builder, pc *poolContext) {
+	b.endVanishedRequestMIGs(pc.pool, pc.observed)
+	pc.pool = b.st.Pools[pc.pool.ID]
+}
+
+// legacyRequestsPass follows requests made in the earlier layout's pool
+// MIG.
+type legacyRequestsPass struct{}
+
+func (legacyRequestsPass) apply(b *builder, pc *poolContext) { b.endLegacyRequests(pc.pool, pc.rrs) }
+
+// requestMIGsPass deletes request MIGs that serve no node any more.
+type requestMIGsPass struct{}
+
+func (requestMIGsPass) apply(b *builder, pc *poolContext) {
+	b.deleteSpentRequestMIGs(pc.pool, pc.observed, pc.rrs)
+}
+
+// legacyMIGPass deletes the earlier layout's pool MIG once it is empty.
+type legacyMIGPass struct{}
+
+func (legacyMIGPass) apply(b *builder, pc *poolContext) { b.deleteLegacyMIG(pc.pool, pc.observed) }
