@@ -2,7 +2,7 @@
 GO  ?= go
 BIN := bin/flexslurm
 
-.PHONY: build release demo local test vet staticcheck fmt fuzz bench clean
+.PHONY: build release demo local test vet staticcheck fmt fuzz bench bench-report clean
 
 # FUZZTIME is an execution count ("2000x"), not a duration: with a duration
 # the fuzzing coordinator's deadline can race a worker still running an
@@ -79,19 +79,26 @@ fuzz:
 	  done; \
 	done
 
-# The benchmarks BENCHMARKS.md records (dev/bench: cost per event, burst,
-# reconcile at scale; shared/hooks' ResumeProgram benchmark when it exists;
-# dev/chaos' seeds per second over CHAOSBENCH seeds),
-# with the emulators started around them. Prints the table, also written to
-# bin/bench-table.md. Takes two to three minutes on 2 idle cores.
+# Every benchmark the project has, in one run, and BENCHMARKS.md written
+# from that run's outputs (dev/benchreport/run.sh; each part's output in
+# BENCHDIR): reaction time on the real local path (flexslurm bench react:
+# real Slurm, needs root as make demo; REACT_EVENTS one at a time, then a
+# burst of REACT_BURST jobs), expiry (seeds 1-10, 7 days and 1 day), the GPU
+# trace replay (TRACE, skipped when absent), shared/hooks' ResumeProgram
+# benchmark, chaos (CHAOSBENCH seeds), dev/bench (cost per event, burst,
+# reconcile at scale) and the other packages' Go benchmarks. Takes most of
+# an hour on 2 cores (BENCHMARKS.md gives the recorded run's time).
+# bench-report rewrites BENCHMARKS.md from BENCHDIR without running again.
+BENCHDIR ?= bin/bench
+TRACE ?= ../shared/traces/alibaba-openb-2023-default.csv
+REACT_EVENTS ?= 50
+REACT_BURST ?= 200
 bench: build
-	$(BIN) emulators run -- sh -c '\
-	  if grep -qs "^func BenchmarkResumeProgram64Nodes(" shared/hooks/*_test.go; then \
-	    $(GO) test ./shared/hooks -run "^$$" -bench "^BenchmarkResumeProgram64Nodes$$" -benchtime 100x -count 1 2>&1 | tee $(CURDIR)/bin/bench-hooks.txt; \
-	  else echo "shared/hooks has no BenchmarkResumeProgram64Nodes" > $(CURDIR)/bin/bench-hooks.txt; fi; \
-	  $(GO) test ./dev/chaos -run "^$$" -bench "^BenchmarkRun$$" -benchtime $(CHAOSBENCH)x -count 1 -timeout 60m 2>&1 | tee $(CURDIR)/bin/bench-chaos.txt; \
-	  FLEXSLURM_BENCH_HOOKS=$(CURDIR)/bin/bench-hooks.txt FLEXSLURM_BENCH_CHAOS=$(CURDIR)/bin/bench-chaos.txt FLEXSLURM_BENCH_TABLE=$(CURDIR)/bin/bench-table.md \
-	    $(GO) test ./dev/bench -run "^$$" -bench . -benchtime 1x -count 1 -timeout 60m'
+	GO=$(GO) BIN=$(BIN) BENCHDIR=$(BENCHDIR) CHAOSBENCH=$(CHAOSBENCH) TRACE=$(TRACE) REACT_EVENTS=$(REACT_EVENTS) REACT_BURST=$(REACT_BURST) \
+	  sh dev/benchreport/run.sh
+
+bench-report:
+	$(GO) run ./dev/benchreport -dir $(BENCHDIR) -trace-readme $(dir $(TRACE))README.md > BENCHMARKS.md.new && mv BENCHMARKS.md.new BENCHMARKS.md
 
 clean:
 	rm -rf bin

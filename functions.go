@@ -13,6 +13,8 @@ import (
 	"github.com/flexslurm/flexslurm/functions/reconcile"
 	"github.com/flexslurm/flexslurm/functions/repair"
 	"github.com/flexslurm/flexslurm/functions/scaleup"
+	"github.com/flexslurm/flexslurm/shared/apply"
+	"github.com/flexslurm/flexslurm/shared/wire"
 )
 
 // Entry point names, as given to --entry-point and in deploy/.
@@ -27,9 +29,12 @@ const (
 )
 
 func init() {
-	functions.CloudEvent(EntryScaleUp, scaleup.Entry)
-	functions.CloudEvent(EntryExpiry, expiry.Entry)
-	functions.CloudEvent(EntryRepair, repair.Entry)
-	functions.CloudEvent(EntryReconcile, reconcile.Entry)
+	// Each event-driven function runs its events through the skeleton
+	// every function shares (shared/apply Function), over the process's
+	// runner, built from the environment on first use (shared/wire).
+	functions.CloudEvent(EntryScaleUp, apply.Entry(wire.Runner, scaleup.Function))
+	functions.CloudEvent(EntryExpiry, apply.Entry(wire.Runner, expiry.Function))
+	functions.CloudEvent(EntryRepair, apply.Entry(wire.Runner, repair.Function))
+	functions.CloudEvent(EntryReconcile, apply.Entry(wire.Runner, reconcile.Function))
 	functions.HTTP(EntryAPI, api.Entry)
 }

@@ -25,14 +25,24 @@ func init() {
 }
 
 // benchSubcommands are the subcommands of `flexslurm bench`.
+// registerBench adds a bench subcommand defined in a file of its own.
+func registerBench(name string, run func(args []string, stdout, stderr io.Writer) int) {
+	benchSubcommands[name] = run
+	if !slices.Contains(subcommands["bench"], name) {
+		subcommands["bench"] = append(subcommands["bench"], name)
+	}
+	slices.Sort(subcommands["bench"])
+}
+
 var benchSubcommands = map[string]func(args []string, stdout, stderr io.Writer) int{
 	"expiry": cmdBenchExpiry,
 }
 
 func cmdBench(args []string, stdout, stderr io.Writer) int {
 	usage := func(w io.Writer) {
-		fmt.Fprintln(w, "usage: flexslurm bench expiry [FLAGS]\n       flexslurm bench trace [FLAGS] FILE\n\nexpiry: a week of a static Flex-Start pool whose VMs reach their max run\n        duration, under make-before-break (the default policy) and\n        recreate-after-termination, side by side; run 'flexslurm bench expiry -h'.")
+		fmt.Fprintln(w, "usage: flexslurm bench expiry [FLAGS]\n       flexslurm bench trace [FLAGS] FILE\n       flexslurm bench react [FLAGS]\n\nexpiry: a week of a static Flex-Start pool whose VMs reach their max run\n        duration, under make-before-break (the default policy) and\n        recreate-after-termination, side by side; run 'flexslurm bench expiry -h'.")
 		fmt.Fprintln(w, "trace:  a production GPU trace replayed on a Flex-Start pool: GPU-hours paid\n        against used, flexslurm's default beside Cluster Toolkit's defaults and\n        the oracle bound; run 'flexslurm bench trace -h'.")
+		fmt.Fprintln(w, "react:  reaction times on the local system with real Slurm (resume, registration,\n        health failure, expiry), p50/p99 against the peers' polling periods;\n        run 'flexslurm bench react -h'.")
 	}
 	if code, ok := subcommand("bench", args, stdout, stderr, usage); !ok {
 		return code
@@ -129,8 +139,8 @@ func cmdBenchExpiry(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("out", ".", "directory for the timeline pictures (expiry-timeline-<duration>.<format>)")
 	format := fs.String("format", "svg", "picture format: svg or png")
 	markdown := fs.Bool("markdown", false, "print the tables as Markdown")
-	verbose := fs.Bool("v", false, "also list every interval below min_node_count, with its cause")
-	lead := fs.Duration("lead", 0, "fix make-before-break's lead time (plan.Policy.LeadTime; default flexslurm's: learnt from the pool's recent waits to registration, docs/design.md)")
+	verbose := fs.Bool("v", false, "also list every interval below min_node_count, with its cause, and with --seeds make-before-break's headline metrics seed by seed")
+	lead := fs.Duration("lead", 0, "fix make-before-break's lead time (plan.Policy.LeadTime; default flexslurm's: learnt from the pool's recent waits to registration, docs/design/expiry.md, Make-before-break)")
 	direct := fs.Bool("direct-compute", false, "send every Compute read through the apiv1 adapter (no read cache; same results, slower)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), `usage: flexslurm bench expiry [--seed S] [--nodes N] [--week D] [--out DIR] [FLAGS]
@@ -255,6 +265,13 @@ recreate-after-termination's.`)
 		if err := expirybench.WriteSpread(stdout, all, *markdown); err != nil {
 			fmt.Fprintf(stderr, "flexslurm bench expiry: %v\n", err)
 			return 1
+		}
+		if *verbose {
+			fmt.Fprintln(stdout)
+			if err := expirybench.WriteSeeds(stdout, all, *markdown); err != nil {
+				fmt.Fprintf(stderr, "flexslurm bench expiry: %v\n", err)
+				return 1
+			}
 		}
 	}
 	if f := expirybench.Findings(all); len(f) > 0 {

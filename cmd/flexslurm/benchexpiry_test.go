@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -107,4 +108,27 @@ func mustDuration(t *testing.T, s string) time.Duration {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// TestBenchExpirySeedsVerbose: with -v and --seeds, make-before-break's
+// metrics are printed seed by seed as well; without -v they are not.
+func TestBenchExpirySeedsVerbose(t *testing.T) {
+	for _, verbose := range []bool{false, true} {
+		var out, errb bytes.Buffer
+		args := []string{"bench", "expiry", "--seeds", "4-5", "--nodes", "2", "--warmup", "3h", "--week", "6h", "--durations", "3h", "--out", t.TempDir()}
+		if verbose {
+			args = append(args, "-v")
+		}
+		if code := run(args, &out, &errb); code != 0 {
+			t.Fatalf("exit %d\n%s%s", code, out.String(), errb.String())
+		}
+		text := out.String()
+		const head = "make-before-break, max run duration 3h, per seed:"
+		if got := strings.Contains(text, head); got != verbose {
+			t.Errorf("-v %v: output has the per-seed table: %v, want %v:\n%s", verbose, got, verbose, text)
+		}
+		if verbose && !regexp.MustCompile(`(?m)^ *5 +\d+\.\d\d% `).MatchString(text) {
+			t.Errorf("per-seed table lacks seed 5's row:\n%s", text)
+		}
+	}
 }

@@ -8,20 +8,13 @@ import (
 	"math"
 	"os"
 	"os/signal"
-	"slices"
 	"time"
 
 	"github.com/flexslurm/flexslurm/dev/expirybench"
 	"github.com/flexslurm/flexslurm/dev/tracebench"
 )
 
-func init() {
-	benchSubcommands["trace"] = cmdBenchTrace
-	if !slices.Contains(subcommands["bench"], "trace") {
-		subcommands["bench"] = append(subcommands["bench"], "trace")
-	}
-	slices.Sort(subcommands["bench"])
-}
+func init() { registerBench("trace", cmdBenchTrace) }
 
 func cmdBenchTrace(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench trace", flag.ContinueOnError)
@@ -46,7 +39,9 @@ of Slurm packing the jobs onto a Flex-Start pool's 8-GPU nodes by gres/gpu),
 and prints side by side:
 
   flexslurm default                       flexslurm's default policy
-  flexslurm, capacity as long as the job  not run yet (needs per-job run durations)
+  flexslurm, capacity as long as the job  the pool with use_job_duration: each
+                                          job's VM asked for its time limit
+                                          plus the boot allowance
   Cluster Toolkit defaults                SuspendTime 300 s, VMs for the pool's
                                           maximum, no replacement ahead of
                                           expiry, no end-of-life reservation

@@ -91,8 +91,8 @@ const (
 // evNodesDeep is measured.
 const deepQueue = 100
 
-// costSequence runs the seed's lifecycle on the example spec through the
-// four functions on the Firestore emulator, measuring each event.
+// costSequence runs the example spec's node lifecycle through the four
+// functions on the Firestore emulator, measuring each event.
 func costSequence(tb testing.TB, ctx context.Context, client *firestore.Client) *costRun {
 	tb.Helper()
 	fs := store.NewFirestoreFromClient(client, store.WithRoot(testenv.UniqueID(tb)+"_"))

@@ -222,7 +222,7 @@ func Generate(seed uint64, o Options) *scenario.File {
 	afterFault := time.Duration(0)
 	if rng.IntN(10) < 3 {
 		// A stock-out does not fail the insert: requests queue and report
-		// it in status.lastAttempt.error (docs/design.md, "Capacity").
+		// it in status.lastAttempt.error (docs/design/convergence.md, "Capacity").
 		add(between(time.Hour, o.Horizon-3*time.Hour), scenario.Step{Shortage: &scenario.ShortageStep{Name: "stockout",
 			Code: "ZONE_RESOURCE_POOL_EXHAUSTED", For: dur(between(30*time.Minute, 3*time.Hour).Round(time.Minute))}})
 		afterFault = max(afterFault, plan.DefaultPolicy().BackoffCap)

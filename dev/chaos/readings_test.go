@@ -15,7 +15,7 @@ func TestComputeReadingsInGeneratedScenarios(t *testing.T) {
 		{"lenient", ""},
 		{"strict", "strict"},
 		{"lenient,IgnoreLabelFilter", "lenient,IgnoreLabelFilter"},
-		{"strict,RefuseNamedRequestsOnBeta", "lenient,RefuseTargetSizeWhileAccepted,RefuseNamedRequestsOnV1,RefuseNamedRequestsOnBeta,RunEndAudit=migDelete,IgnoreLabelFilter,KeepTargetSizeAtRunEnd"},
+		{"strict,RefuseNamedRequestsOnBeta", "lenient,RefuseTargetSizeWhileAccepted,RefuseNamedRequestsOnV1,RefuseNamedRequestsOnBeta,RunEndAudit=migDelete,IgnoreLabelFilter,KeepTargetSizeAtRunEnd,RefuseWorkloadPolicyOnFlexStart"},
 	} {
 		f := Generate(7, Options{ComputeReadings: tc.in})
 		if got := f.Simulator.ComputeReadings; got != tc.want {

@@ -204,3 +204,8 @@ func (c *readCache) ReportHostAsFaulty(ctx context.Context, zone, name, behavior
 func (c *readCache) StartInstance(ctx context.Context, zone, name, requestID string) error {
 	return c.mutate(func() error { return c.inner.StartInstance(ctx, zone, name, requestID) })
 }
+
+// EnsureWorkloadPolicy implements apply.Compute.
+func (c *readCache) EnsureWorkloadPolicy(ctx context.Context, w gce.WorkloadPolicySpec, requestID string) error {
+	return c.mutate(func() error { return c.inner.EnsureWorkloadPolicy(ctx, w, requestID) })
+}

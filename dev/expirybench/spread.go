@@ -195,3 +195,46 @@ func seedsString(seeds []uint64) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// WriteSeeds prints, for each configuration but the seed, make-before-break's
+// headline metrics seed by seed: static availability, time below min,
+// extra VM time against the same seed's recreate-after-termination,
+// overlap and mean wait to start.
+func WriteSeeds(w io.Writer, results []*Result, markdown bool) error {
+	for _, s := range Spreads(results) {
+		if s.Strategy.Policy.RecreateAfterTermination || s.Strategy.IgnoreReservations {
+			continue
+		}
+		head := []string{"seed", "static availability", "time below min", "extra VM time", "overlap (node-h)", "mean wait to start"}
+		var rows [][]string
+		for i, r := range s.Results {
+			extra := "n/a"
+			if s.ExtraVMTime != nil {
+				extra = signedPct(s.ExtraVMTime[i])
+			}
+			rows = append(rows, []string{fmt.Sprintf("%d", s.Seeds[i]), pct(r.Availability), dur(float64(r.BelowMin)), extra, hours(r.Overlap.Hours()), dur(float64(r.MeanJobWait))})
+		}
+		fmt.Fprintf(w, "%s, max run duration %s, per seed:\n\n", s.Strategy.Name, fmtDur(s.Config.MaxRunDuration))
+		if err := writeGrid(w, head, rows, markdown); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+	}
+	return nil
+}
+
+// writeGrid prints a header and rows as a Markdown table or aligned text.
+func writeGrid(w io.Writer, head []string, rows [][]string, markdown bool) error {
+	if markdown {
+		fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(head, " | "), strings.Repeat("---|", len(head)))
+		for _, r := range rows {
+			fmt.Fprintf(w, "| %s |\n", strings.Join(r, " | "))
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	for _, r := range append([][]string{head}, rows...) {
+		fmt.Fprintf(tw, "%s\t\n", strings.Join(r, "\t"))
+	}
+	return tw.Flush()
+}

@@ -98,3 +98,29 @@ func TestSeedsString(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteSeeds: make-before-break's metrics seed by seed, with each
+// seed's extra VM time against its own recreate-after-termination run; the
+// baselines get no table of their own.
+func TestWriteSeeds(t *testing.T) {
+	day := 24 * time.Hour
+	results := []*Result{
+		fake(MakeBeforeBreak, 1, day, 0.999, 1100*time.Hour), fake(RecreateAfterTermination, 1, day, 0.9, 1000*time.Hour),
+		fake(MakeBeforeBreak, 2, day, 1, 1040*time.Hour), fake(RecreateAfterTermination, 2, day, 0.8, 1000*time.Hour),
+	}
+	var buf bytes.Buffer
+	if err := WriteSeeds(&buf, results, true); err != nil {
+		t.Fatal(err)
+	}
+	want := MakeBeforeBreak.Name + `, max run duration 1d, per seed:
+
+| seed | static availability | time below min | extra VM time | overlap (node-h) | mean wait to start |
+|---|---|---|---|---|---|
+| 1 | 99.90% | 0s | +10.0% | 0.0 | 0s |
+| 2 | 100.00% | 0s | +4.0% | 0.0 | 0s |
+
+`
+	if diff := cmp.Diff(want, buf.String()); diff != "" {
+		t.Errorf("WriteSeeds (-want +got):\n%s", diff)
+	}
+}

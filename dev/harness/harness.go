@@ -116,10 +116,10 @@ type Harness struct {
 	Sim       *computesim.Sim
 	Publisher *Publisher
 	Runner    *apply.Runner
-	ScaleUp   *scaleup.Handler
-	Expiry    *expiry.Handler
-	Repair    *repair.Handler
-	Reconcile *reconcile.Handler
+	ScaleUp   apply.EventHandler
+	Expiry    apply.EventHandler
+	Repair    apply.EventHandler
+	Reconcile apply.EventHandler
 
 	srv    *httptest.Server
 	gce    *gce.Client
@@ -183,10 +183,10 @@ func New(ctx context.Context, o Options) (*Harness, error) {
 		SlurmTopic: config.TopicSlurmCommands, Project: Project, Fault: o.Fault,
 		Identity: v, ControllerVM: ControllerVM,
 	})
-	h.ScaleUp = scaleup.New(h.Runner)
-	h.Expiry = expiry.New(h.Runner)
-	h.Repair = repair.New(h.Runner)
-	h.Reconcile = reconcile.New(h.Runner)
+	h.ScaleUp = apply.NewHandler(h.Runner, scaleup.Function)
+	h.Expiry = apply.NewHandler(h.Runner, expiry.Function)
+	h.Repair = apply.NewHandler(h.Runner, repair.Function)
+	h.Reconcile = apply.NewHandler(h.Runner, reconcile.Function)
 	return h, nil
 }
 

@@ -92,8 +92,9 @@ func resizeRequestsCreated(h *Harness) int {
 	return len(h.Sim.ResizeRequestHistory())
 }
 
-// TestSeedLifecycle runs the seed's rules end to end through the functions.
-func TestSeedLifecycle(t *testing.T) {
+// TestExampleLifecycle runs the example spec's node lifecycle end to end
+// through the functions.
+func TestExampleLifecycle(t *testing.T) {
 	h, ctx := newHarness(t, Options{})
 	must(t, h.Apply(ctx, exampleSpec(t)))
 	settle(t, h, ctx)

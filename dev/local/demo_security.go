@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flexslurm/flexslurm/shared/slurm"
+	"github.com/flexslurm/flexslurm/shared/slurmstate"
 )
 
 // probeScript is a job that tries to become root of the cluster: read the
@@ -97,7 +98,7 @@ func (s *System) demoNoRootJobs(ctx context.Context, ss *slurmSide, node, part s
 			return "", true
 		}
 		var jl slurm.JobInfo
-		completed := s.waitFor(ctx, wait, ss.jobIs(ctx, id, &jl, func(j slurm.JobInfo) bool { return j.State == slurm.JobCompleted }))
+		completed := s.waitFor(ctx, wait, ss.jobIs(ctx, id, &jl, func(j slurm.JobInfo) bool { return j.State == slurmstate.JobCompleted }))
 		if vm2, addr2 := vmNow(); vm2 != vm || addr2 != addr {
 			ss.tl.Say(fmt.Sprintf("%s's VM %s went away while job %s of %s probed it: probing its next VM", node, vm, id, user))
 			ss.scancel(ctx, id)

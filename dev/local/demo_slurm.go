@@ -11,6 +11,7 @@ import (
 
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/slurm"
+	"github.com/flexslurm/flexslurm/shared/slurmstate"
 	"github.com/flexslurm/flexslurm/shared/spec"
 )
 
@@ -96,7 +97,7 @@ func (ss *slurmSide) scancel(ctx context.Context, ids ...string) {
 	}
 }
 
-func running(j slurm.JobInfo) bool { return j.State == slurm.JobRunning }
+func running(j slurm.JobInfo) bool { return j.State == slurmstate.JobRunning }
 
 // demoSlurm drives the node lifecycle README.md describes with real Slurm jobs and checks each
 // outcome: the static node comes up and registers; jobs submitted with
@@ -164,7 +165,7 @@ func (s *System) demoSlurm(ctx context.Context, ss *slurmSide) error {
 		idle = dyn[1]
 	}
 	check(slices.Contains(dyn, busy), fmt.Sprintf("job %s runs on dynamic node %s", long, busy))
-	check(s.waitFor(ctx, stepWait, ss.jobIs(ctx, short, &jl, func(j slurm.JobInfo) bool { return j.State == slurm.JobCompleted })),
+	check(s.waitFor(ctx, stepWait, ss.jobIs(ctx, short, &jl, func(j slurm.JobInfo) bool { return j.State == slurmstate.JobCompleted })),
 		fmt.Sprintf("job %s ran on %s and completed (%s)", short, idle, jl.State))
 	seen, _ := os.ReadFile(filepath.Join(ss.lc.Root, "log", "job-"+short+".out"))
 	check(string(seen) == idle+"\nCUDA_VISIBLE_DEVICES=0,1\n",
@@ -182,7 +183,9 @@ func (s *System) demoSlurm(ctx context.Context, ss *slurmSide) error {
 	ss.scancel(ctx, long)
 	s.waitFor(ctx, 20*time.Second, func() bool {
 		return ss.jobIs(ctx, long, &jl, slurm.JobInfo.Finished)() &&
-			ss.nodeIs(ctx, busy, &nl, func(n slurm.NodeInfo) bool { return n.State == slurm.NodeIdle && !n.Has(slurm.FlagCompleting) })()
+			ss.nodeIs(ctx, busy, &nl, func(n slurm.NodeInfo) bool {
+				return n.State == slurmstate.NodeIdle && !n.Has(slurmstate.FlagCompleting)
+			})()
 	})
 	n, _ := s.TL.Node(busy)
 	faulty := s.vm(n.VMName)

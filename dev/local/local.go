@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -425,7 +426,14 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 	if err != nil {
 		return s, err
 	}
-	apiFn, err := StartFunction(ctx, opts.Exe, "API", append(childEnv, api.EnvNodeSettings+"="+settingsPath), filepath.Join(opts.RunDir, "API.log"))
+	// Its /metrics also serves the decision latencies the functions log
+	// to their files here and the dead-letter backlogs (docs/api.md).
+	runDir, err := filepath.Abs(opts.RunDir)
+	if err != nil {
+		return s, err
+	}
+	apiEnv := append(slices.Clip(childEnv), api.EnvNodeSettings+"="+settingsPath, api.EnvLocalMetrics+"="+runDir)
+	apiFn, err := StartFunction(ctx, opts.Exe, "API", apiEnv, filepath.Join(opts.RunDir, "API.log"))
 	if err != nil {
 		return s, err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/logx"
 	"github.com/flexslurm/flexslurm/shared/naming"
 	"github.com/flexslurm/flexslurm/shared/slurm"
+	"github.com/flexslurm/flexslurm/shared/slurmstate"
 )
 
 // gpuFiles are recorded outputs of the GPU tools of a healthy eight-GPU
@@ -398,7 +399,7 @@ func (ss *slurmSide) vmRunning(in computesim.Instance) {
 		// SuspendTimeout, so its slurmd comes up once Slurm is done.
 		for deadline := time.Now().Add(localSuspendTimeout + 30*time.Second); time.Now().Before(deadline); {
 			n, err := ss.node(ss.ctx, node)
-			if err == nil && !n.Has(slurm.FlagPoweringDown) && !n.Has(slurm.FlagPowerDown) {
+			if err == nil && !n.Has(slurmstate.FlagPoweringDown) && !n.Has(slurmstate.FlagPowerDown) {
 				break
 			}
 			select {
@@ -502,7 +503,7 @@ func (ss *slurmSide) watchPowerUps(every time.Duration) {
 				started[name] = time.Now()
 			}
 			n, err := ss.node(ss.ctx, name)
-			if err != nil || !n.Has(slurm.FlagPoweringUp) || time.Since(started[name]) < localslurm.MinNodeStartDelay+time.Second {
+			if err != nil || !n.Has(slurmstate.FlagPoweringUp) || time.Since(started[name]) < localslurm.MinNodeStartDelay+time.Second {
 				continue
 			}
 			delete(started, name)

@@ -151,7 +151,7 @@ func (r *runner) latePoolListed() {
 // where the runner did not see them end (the model no longer follows
 // Observe), which is reported rather than passed over.
 func (r *runner) lateUpdate(scope store.Scope) {
-	if scope.EventKind != reconcile.Flow || r.late.pass == nil {
+	if scope.EventKind != reconcile.Function.Flow || r.late.pass == nil {
 		return
 	}
 	mig := r.late.pass.mig

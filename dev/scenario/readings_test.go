@@ -47,3 +47,20 @@ func TestComputeReadingsReachTheSimulator(t *testing.T) {
 		t.Errorf("malformed compute_readings: %v", err)
 	}
 }
+
+// TestCheckReadings: a check's readings name on/off switches of the
+// simulator's readings; an unknown name, or a switch that takes a value
+// (RunEndAudit), is refused at load time naming the field.
+func TestCheckReadings(t *testing.T) {
+	for _, bad := range []string{"NoSuchSwitch", "RunEndAudit"} {
+		text := base + "final:\n  - readings: {" + bad + ": true}\n    invariant: [no_dead_letters]\n"
+		_, err := Parse([]byte(text))
+		if err == nil || !strings.Contains(err.Error(), "readings") || !strings.Contains(err.Error(), bad) {
+			t.Errorf("readings {%s: true}: %v", bad, err)
+		}
+	}
+	good := base + "final:\n  - readings: {refuseworkloadpolicyonflexstart: false}\n    invariant: [no_dead_letters]\n"
+	if _, err := Parse([]byte(good)); err != nil {
+		t.Errorf("a known switch: %v", err)
+	}
+}

@@ -133,6 +133,11 @@ type Strategy struct {
 	// end-of-life reservations: a system that does not reserve a node's
 	// end, so a job may outlive its VM.
 	IgnoreReservations bool
+	// UseJobDuration sets the pool's "use_job_duration" extension
+	// (docs/extensions.md): each job's resize request asks for the job's
+	// time limit plus the boot allowance (plan.Policy.BootAllowance)
+	// instead of the pool's max run duration.
+	UseJobDuration bool
 	// Pending, when set, says why the strategy cannot run yet: its column
 	// reads "not run" with this reason.
 	Pending string
@@ -142,11 +147,10 @@ type Strategy struct {
 var (
 	// Default is flexslurm's default policy with its own slurm.conf.
 	Default = Strategy{Name: "flexslurm default"}
-	// CapacityAsLongAsJob is flexslurm requesting each job's capacity for
-	// the job's time limit rather than the pool's maximum. It is the hook
-	// for that policy: until the policy exists its column is not run.
-	CapacityAsLongAsJob = Strategy{Name: "flexslurm, capacity as long as the job",
-		Pending: "needs per-job run durations (requestedRunDuration from the job's time limit), not built yet"}
+	// CapacityAsLongAsJob is flexslurm's default policy on a pool with
+	// "use_job_duration": each job's capacity is requested for the job's
+	// time limit plus the boot allowance rather than the pool's maximum.
+	CapacityAsLongAsJob = Strategy{Name: "flexslurm, capacity as long as the job", UseJobDuration: true}
 	// ToolkitBaseline is a pool run as Cluster Toolkit's slurm-gcp defaults
 	// run it: SuspendTime 300 s (the controller module's
 	// cloud_parameters.suspend_time,

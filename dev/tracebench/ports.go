@@ -107,6 +107,11 @@ func (c *countingCompute) StartInstance(ctx context.Context, zone, name, request
 	return c.inner.StartInstance(ctx, zone, name, requestID)
 }
 
+func (c *countingCompute) EnsureWorkloadPolicy(ctx context.Context, w gce.WorkloadPolicySpec, requestID string) error {
+	c.count("EnsureWorkloadPolicy")
+	return c.inner.EnsureWorkloadPolicy(ctx, w, requestID)
+}
+
 // countingStore counts the store operations the functions make: Update
 // (one Firestore transaction each) and Read (a read outside one).
 type countingStore struct {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flexslurm/flexslurm/dev/benchpool"
+	"github.com/flexslurm/flexslurm/shared/plan"
 )
 
 // Source describes the trace the jobs came from, for the report.
@@ -48,6 +49,16 @@ func WriteReport(w io.Writer, src Source, results []*Result) {
 		"each resize request's capacity wait is drawn from a %s (seed %d).\n", fmtDur(cfg.BootTime), cfg.Wait, cfg.Seed)
 	fmt.Fprintf(w, "Pool: %d × a3-ultragpu-8g (%d GPUs each), min 0, flex_start_max_duration %s; partition MaxTime = that duration (EnforcePartLimits=ALL); reconcile every %s with a Slurm snapshot before each tick.\n\n",
 		cfg.MaxNodes, GPUsPerNode, fmtDur(cfg.MaxRunDuration), fmtDur(cfg.Tick))
+	for _, r := range results {
+		if r.Strategy.UseJobDuration && r.NotRun == "" {
+			allowance := r.Strategy.Policy.BootAllowance
+			if allowance <= 0 {
+				allowance = plan.DefaultPolicy().BootAllowance
+			}
+			fmt.Fprintf(w, "%s: the pool sets use_job_duration; each job's resize request asks for its time limit plus a %s boot allowance, within Compute's 600 s and the pool's max run duration.\n\n",
+				r.Strategy.Name, fmtDur(allowance))
+		}
+	}
 
 	var ran *Result
 	for _, r := range results {

@@ -31,8 +31,17 @@ const (
 // clusterSpec is the replay's cluster_config.json: one Flex-Start pool of
 // a3-ultragpu-8g (8 × H200), min 0, and the login pool the managed Slurm
 // API requires.
-func clusterSpec(cfg Config) (*spec.Cluster, error) {
-	return benchpool.Pool{Cluster: clusterID, ID: poolID, GPUs: GPUsPerNode, MaxRunDuration: cfg.MaxRunDuration, Min: 0, Max: cfg.MaxNodes}.Spec()
+func clusterSpec(cfg Config, s Strategy) (*spec.Cluster, error) {
+	c, err := benchpool.Pool{Cluster: clusterID, ID: poolID, GPUs: GPUsPerNode, MaxRunDuration: cfg.MaxRunDuration, Min: 0, Max: cfg.MaxNodes}.Spec()
+	if err != nil {
+		return nil, err
+	}
+	p, ok := c.Pool(poolID)
+	if !ok {
+		return nil, fmt.Errorf("replay cluster spec has no pool %q", poolID)
+	}
+	p.Ext.UseJobDuration = s.UseJobDuration
+	return c, nil
 }
 
 // Result is what one replay measured.
@@ -129,7 +138,7 @@ func Run(ctx context.Context, cfg Config, jobs []Job, s Strategy) (*Result, erro
 		return res, nil
 	}
 	wall := time.Now()
-	c, err := clusterSpec(cfg)
+	c, err := clusterSpec(cfg, s)
 	if err != nil {
 		return nil, fmt.Errorf("replay cluster spec: %w", err)
 	}

@@ -107,8 +107,10 @@ func TestParseErrors(t *testing.T) {
 // the node idle is the 80 min tick (the 75 min one was taken as the job
 // ended), and it releases the node 10 min (IdleTimeout) after: VM time
 // 80 min, 20 min of it idle (boot, then 75–90). Slurm with SuspendTime
-// 300 s powers it down at 80 min: 70 min, 10 idle. The oracle is the 8
-// GPU-hours plus one boot of 8 GPUs.
+// 300 s powers it down at 80 min: 70 min, 10 idle. With capacity as long
+// as the job, the VM is asked for the 1 h limit plus the 15 min boot
+// allowance and ends at 85 min, before flexslurm would release it: 75 min,
+// 15 idle. The oracle is the 8 GPU-hours plus one boot of 8 GPUs.
 func TestOneWholeNodeJob(t *testing.T) {
 	jobs := []Job{{ID: "1", GPUs: 8, Runtime: time.Hour, Limit: time.Hour}}
 	res, err := Compare(context.Background(), Config{Wait: fixed(10 * time.Minute)}, jobs, []Strategy{Default, CapacityAsLongAsJob, ToolkitBaseline})
@@ -120,7 +122,7 @@ func TestOneWholeNodeJob(t *testing.T) {
 		r          *Result
 		vm, idle   time.Duration
 		paidGPUHrs float64
-	}{{def, 80 * time.Minute, 20 * time.Minute, 80.0 / 60 * 8}, {base, 70 * time.Minute, 10 * time.Minute, 70.0 / 60 * 8}} {
+	}{{def, 80 * time.Minute, 20 * time.Minute, 80.0 / 60 * 8}, {hook, 75 * time.Minute, 15 * time.Minute, 75.0 / 60 * 8}, {base, 70 * time.Minute, 10 * time.Minute, 70.0 / 60 * 8}} {
 		name := c.r.Strategy.Name
 		if c.r.VMTime != c.vm || c.r.IdleVMTime != c.idle || c.r.GPUTimePaid().Hours() != c.paidGPUHrs {
 			t.Errorf("%s: VM time %s (idle %s), paid %.3f GPU-h; want %s (idle %s), %.3f", name, c.r.VMTime, c.r.IdleVMTime, c.r.GPUTimePaid().Hours(), c.vm, c.idle, c.paidGPUHrs)
@@ -144,8 +146,13 @@ func TestOneWholeNodeJob(t *testing.T) {
 	if o := Oracle(def); o != 8*time.Hour+40*time.Minute {
 		t.Errorf("oracle %s, want 8h40m", o)
 	}
-	if hook.NotRun == "" || hook.VMTime != 0 {
-		t.Errorf("capacity as long as the job: %+v; want not run, until the policy exists", hook)
+	if hook.KilledByExpiry+hook.KilledByDeletion != 0 {
+		t.Errorf("capacity as long as the job: %d jobs killed, want none", hook.KilledByExpiry+hook.KilledByDeletion)
+	}
+	var b bytes.Buffer
+	WriteReport(&b, Source{File: "one job"}, res)
+	if want := "flexslurm, capacity as long as the job: the pool sets use_job_duration; each job's resize request asks for its time limit plus a 15m boot allowance"; !strings.Contains(b.String(), want) {
+		t.Errorf("report lacks %q:\n%s", want, b.String())
 	}
 }
 
@@ -223,5 +230,27 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if err := (Config{}).Validate(); err != nil {
 		t.Errorf("defaults: %v", err)
+	}
+}
+
+// TestJobSizedNodeTakesNoLongerJobWhileItBoots: with capacity as long as
+// the job, job 1 (1 GPU, limit 1 h) powers up node 0, whose VM is asked
+// for 1h15m. Job 2 (1 GPU, limit 3 h) comes a minute later, while node 0
+// waits for capacity: Slurm would pack it there, and node 0's VM would
+// end under it. The node's end-of-life reservation, placed with the
+// request, keeps it off: a second node starts, nothing is killed.
+func TestJobSizedNodeTakesNoLongerJobWhileItBoots(t *testing.T) {
+	jobs := []Job{
+		{ID: "1", GPUs: 1, Runtime: 50 * time.Minute, Limit: time.Hour},
+		{ID: "2", Submit: time.Minute, GPUs: 1, Runtime: 3 * time.Hour, Limit: 3 * time.Hour},
+	}
+	res, err := Compare(context.Background(), Config{Wait: fixed(10 * time.Minute)}, jobs, []Strategy{CapacityAsLongAsJob})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res[0]
+	if r.KilledByExpiry != 0 || r.KilledByDeletion != 0 || r.Completed != 2 || r.NodeStarts != 2 || r.GPUTimeLost != 0 {
+		t.Errorf("killed %d by expiry, %d by deletion, %d completed, %d node starts, %s lost; want 0, 0, 2, 2, 0",
+			r.KilledByExpiry, r.KilledByDeletion, r.Completed, r.NodeStarts, r.GPUTimeLost)
 	}
 }

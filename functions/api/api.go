@@ -22,6 +22,8 @@ import (
 	"github.com/flexslurm/flexslurm/shared/apply"
 	"github.com/flexslurm/flexslurm/shared/config"
 	"github.com/flexslurm/flexslurm/shared/gce"
+	"github.com/flexslurm/flexslurm/shared/pubsub"
+	"github.com/flexslurm/flexslurm/shared/status"
 	"github.com/flexslurm/flexslurm/shared/store"
 	"github.com/flexslurm/flexslurm/shared/wire"
 )
@@ -59,7 +61,7 @@ func handler(ctx context.Context) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := Build(cfg, r, os.Getenv(sapi.EnvNodeSettings))
+	s, err := Build(cfg, r, os.Getenv(sapi.EnvNodeSettings), os.Getenv(sapi.EnvLocalMetrics))
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +70,9 @@ func handler(ctx context.Context) (http.Handler, error) {
 }
 
 // Build builds the server over a runner whose store is Firestore.
-func Build(cfg config.Config, r *apply.Runner, nodeSettings string) (*sapi.Server, error) {
+// localMetrics is the local system's run directory (sapi.EnvLocalMetrics),
+// "" when deployed.
+func Build(cfg config.Config, r *apply.Runner, nodeSettings, localMetrics string) (*sapi.Server, error) {
 	d := r.Deps()
 	fs, ok := d.Store.(*store.Firestore)
 	if !ok {
@@ -94,5 +98,15 @@ func Build(cfg config.Config, r *apply.Runner, nodeSettings string) (*sapi.Serve
 	// No Teardown: a function account may not delete VMs or templates
 	// (docs/security.md); a deleted cluster's templates are removed by
 	// `flexslurm teardown` (docs/api.md).
+	if localMetrics != "" {
+		// The local system: /metrics also serves what Cloud Monitoring
+		// measures of a deployment.
+		ps, ok := d.Publisher.(*pubsub.Client)
+		if !ok {
+			return nil, fmt.Errorf("%s: the dead letters are peeked through the Pub/Sub client; the runner's publisher is %T", sapi.EnvLocalMetrics, d.Publisher)
+		}
+		deps.Latencies = sapi.LogLatencies(sapi.EntryLogs(localMetrics)...)
+		deps.DeadLetters = sapi.PeekDeadLetters(ps.SubscriptionAdmin(), cfg.Project, status.ConsumedTopics)
+	}
 	return sapi.New(deps), nil
 }

@@ -9,8 +9,6 @@ import (
 	"context"
 	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2/event"
-
 	"github.com/flexslurm/flexslurm/shared/apply"
 	"github.com/flexslurm/flexslurm/shared/config"
 	"github.com/flexslurm/flexslurm/shared/event"
@@ -19,62 +17,42 @@ import (
 	"github.com/flexslurm/flexslurm/shared/naming"
 	"github.com/flexslurm/flexslurm/shared/plan"
 	"github.com/flexslurm/flexslurm/shared/store"
-	"github.com/flexslurm/flexslurm/shared/wire"
 )
 
-// Flow names this function in logs and metrics.
-const Flow = "flex.expiry"
+// Function is Expiry's part of the skeleton every function shares
+// (apply.NewHandler runs it over a runner; the root package registers
+// apply.Entry(wire.Runner, Function) as the entry point Expiry).
+var Function = apply.Function[struct{}]{Flow: "flex.expiry", Entry: config.EntryExpiry, Peek: peek, Route: route}
 
-// Handler handles audit-log events.
-type Handler struct{ r *apply.Runner }
-
-// New returns a handler over a runner.
-func New(r *apply.Runner) *Handler { return &Handler{r: r} }
-
-// Entry is the deployed entry point (registered as "Expiry").
-func Entry(ctx context.Context, e cloudevents.Event) error {
-	r, err := wire.Runner(ctx)
-	if err != nil {
-		return err
-	}
-	return New(r).Handle(ctx, e)
+// peek: a LogEntry carries no flexslurm header; only the expiry log
+// sink's topic may carry audit-log entries.
+func peek([]byte) (apply.Peeked[struct{}], error) {
+	return apply.Peeked[struct{}]{Type: event.TypeAuditLog}, nil
 }
 
-// Handle processes one audit LogEntry.
-func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
-	// 1. Decode the envelope and the LogEntry.
-	msg, log, err := h.r.Envelope(ctx, Flow, e)
+// route decodes one audit LogEntry.
+func route(ctx context.Context, r *apply.Runner, ev *apply.Event, _ struct{}) ([]apply.Step, error) {
+	a, err := event.DecodeAudit(ev.Msg.Data)
 	if err != nil {
-		return nil
+		return nil, err
 	}
-	// Only the expiry log sink's topic carries audit-log entries.
-	if err := h.r.CheckOrigin(msg, config.EntryExpiry, event.TypeAuditLog); err != nil {
-		return apply.Outcome(log, err)
-	}
-	a, err := event.DecodeAudit(msg.Data)
-	if err != nil {
-		return apply.Outcome(log, err)
-	}
-	log = logx.Attrs(log, "vm", a.Instance, "method", a.Method, "principal", a.Principal)
-	// 2. Only VMs named like this system's are considered (labels are
+	ev.Log = logx.Attrs(ev.Log, "vm", a.Instance, "method", a.Method, "principal", a.Principal)
+	// Only VMs named like this system's are considered (labels are
 	// checked again before any deletion).
 	_, cluster, pool, _, ok := naming.ParseVMName(a.Instance)
 	if !ok {
-		log.Info("not a flexslurm VM: ignored")
-		return nil
+		ev.Log.Info("not a flexslurm VM: ignored")
+		return nil, nil
 	}
-	// 3. Compute, not the log entry, says whether the VM ended.
-	log = log.With("cluster", cluster, "pool", pool)
-	if err := h.r.CorroborateEnd(ctx, a); err != nil {
-		return apply.Outcome(log, err)
+	// Compute, not the log entry, says whether the VM ended.
+	ev.Log = ev.Log.With("cluster", cluster, "pool", pool)
+	if err := r.CorroborateEnd(ctx, a); err != nil {
+		return nil, err
 	}
-	// 4. Decide and act.
-	_, err = h.r.Process(ctx, apply.Input{
-		Flow: Flow, EventID: msg.ID,
+	return apply.Steps(apply.Input{
 		Scope: store.Scope{Cluster: cluster, Pools: []string{pool}},
 		Decide: func(st *model.State, now time.Time) ([]plan.Action, error) {
-			return plan.Expiry(st, a, now, h.r.Deps().Policy)
+			return plan.Expiry(st, a, now, r.Deps().Policy)
 		},
-	})
-	return apply.Outcome(log, err)
+	}), nil
 }

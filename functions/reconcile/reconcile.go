@@ -10,12 +10,9 @@ package reconcile
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
-
-	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/flexslurm/flexslurm/shared/apply"
 	"github.com/flexslurm/flexslurm/shared/config"
@@ -23,63 +20,65 @@ import (
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/plan"
 	"github.com/flexslurm/flexslurm/shared/store"
-	"github.com/flexslurm/flexslurm/shared/wire"
 )
 
-// Flow names this function in logs and metrics.
-const Flow = "flex.reconcile"
+// Function is Reconcile's part of the skeleton every function shares
+// (apply.NewHandler runs it over a runner; the root package registers
+// apply.Entry(wire.Runner, Function) as the entry point Reconcile).
+var Function = apply.Function[payload]{Flow: "flex.reconcile", Entry: config.EntryReconcile, Peek: peek, Route: route}
 
-// Handler handles reconcile ticks.
-type Handler struct{ r *apply.Runner }
-
-// New returns a handler over a runner.
-func New(r *apply.Runner) *Handler { return &Handler{r: r} }
-
-// Entry is the deployed entry point (registered as "Reconcile").
-func Entry(ctx context.Context, e cloudevents.Event) error {
-	r, err := wire.Runner(ctx)
-	if err != nil {
-		return err
-	}
-	return New(r).Handle(ctx, e)
+// payload is a snapshot (slurm-snapshot topic) or else a tick.
+type payload struct {
+	snap *event.SlurmSnapshot
+	tick *event.Tick
 }
 
-// Handle processes one tick.
-func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
-	msg, log, err := h.r.Envelope(ctx, Flow, e)
+// peek decodes the payload, whose type only decoding tells: a snapshot is
+// accepted only from slurm-snapshot, a tick only from reconcile-tick.
+func peek(data []byte) (apply.Peeked[payload], error) {
+	snap, tick, err := event.DecodeSnapshotOrTick(data)
 	if err != nil {
-		return nil
+		return apply.Peeked[payload]{}, err
 	}
-	// A snapshot (slurm-snapshot topic) or else a tick.
-	snap, tick, err := event.DecodeSnapshotOrTick(msg.Data)
-	if err != nil {
-		return apply.Outcome(log, err)
-	}
-	// A snapshot only from slurm-snapshot, a tick only from reconcile-tick.
 	typ := event.TypeReconcileTick
 	if snap != nil {
 		typ = event.TypeSlurmSnapshot
 	}
-	if err := h.r.CheckOrigin(msg, config.EntryReconcile, typ); err != nil {
-		return apply.Outcome(log, err)
+	return apply.Peeked[payload]{Payload: payload{snap: snap, tick: tick}, Type: typ}, nil
+}
+
+// route stores a snapshot, or reconciles the cluster a tick names (every
+// cluster when it names none): one step per cluster, so that one
+// cluster's failure does not stop the others.
+func route(ctx context.Context, r *apply.Runner, ev *apply.Event, p payload) ([]apply.Step, error) {
+	return (&handler{r: r}).route(ctx, ev, p)
+}
+
+type handler struct{ r *apply.Runner }
+
+func (h *handler) route(ctx context.Context, ev *apply.Event, p payload) ([]apply.Step, error) {
+	if p.snap != nil {
+		return []apply.Step{func(ctx context.Context) (apply.Input, error) { return h.snapshot(ctx, p.snap) }}, nil
 	}
-	if snap != nil {
-		return apply.Outcome(log, h.snapshot(ctx, msg.ID, snap))
-	}
-	clusters := []string{tick.Cluster}
-	if tick.Cluster == "" {
+	clusters := []string{p.tick.Cluster}
+	if p.tick.Cluster == "" {
+		var err error
 		if clusters, err = h.r.Deps().Store.Clusters(ctx); err != nil {
-			return apply.Outcome(log, fmt.Errorf("listing clusters: %w", err))
+			return nil, fmt.Errorf("listing clusters: %w", err)
 		}
 	}
-	// One cluster's failure does not stop the others.
-	var errs []error
+	steps := make([]apply.Step, 0, len(clusters))
 	for _, c := range clusters {
-		if err := h.Cluster(ctx, msg.ID, c); err != nil {
-			errs = append(errs, fmt.Errorf("cluster %s: %w", c, err))
-		}
+		steps = append(steps, func(ctx context.Context) (apply.Input, error) {
+			in, err := h.cluster(ctx, c)
+			if err != nil {
+				return in, fmt.Errorf("cluster %s: %w", c, err)
+			}
+			in.EventID = ev.Msg.ID + "/" + c
+			return in, nil
+		})
 	}
-	return apply.Outcome(log, errors.Join(errs...))
+	return steps, nil
 }
 
 // snapshot stores the agent's latest Slurm snapshot; which snapshot is kept
@@ -90,12 +89,12 @@ func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
 // it, so that plan.Snapshot takes their repair step in this event rather
 // than at the next reconcile pass (minutes later). Other snapshots load
 // nothing more.
-func (h *Handler) snapshot(ctx context.Context, eventID string, snap *event.SlurmSnapshot) error {
+func (h *handler) snapshot(ctx context.Context, snap *event.SlurmSnapshot) (apply.Input, error) {
 	scope := store.Scope{Cluster: snap.Cluster, Slurm: true}
 	if drained := plan.SnapshotRepairNodes(snap); len(drained) > 0 {
 		st, err := h.r.Deps().Store.Read(ctx, store.Scope{Cluster: snap.Cluster, Nodes: drained})
 		if err != nil {
-			return fmt.Errorf("%w: reading the records of the nodes the snapshot shows drained: %w", apply.ErrTransient, err)
+			return apply.Input{}, fmt.Errorf("%w: reading the records of the nodes the snapshot shows drained: %w", apply.ErrTransient, err)
 		}
 		pools, jobs := map[string]bool{}, map[string]bool{}
 		for _, n := range st.Nodes {
@@ -113,23 +112,22 @@ func (h *Handler) snapshot(ctx context.Context, eventID string, snap *event.Slur
 		slices.Sort(scope.Pools)
 		slices.Sort(scope.Jobs)
 	}
-	_, err := h.r.Process(ctx, apply.Input{
-		Flow: Flow, EventID: eventID, Scope: scope,
+	return apply.Input{
+		Scope: scope,
 		Decide: func(st *model.State, now time.Time) ([]plan.Action, error) {
 			return plan.Snapshot(st, snap, now, h.r.Deps().Policy)
 		},
-	})
-	return err
+	}, nil
 }
 
-// Cluster reconciles one cluster: observe, then decide and act.
-func (h *Handler) Cluster(ctx context.Context, tickID, cluster string) error {
+// cluster observes one cluster and returns its reconcile decision.
+func (h *handler) cluster(ctx context.Context, cluster string) (apply.Input, error) {
 	// 1. Observe Compute for the pools the cluster has now: their records
 	// and the Slurm view are all this reads, not the nodes and jobs the
 	// transaction loads.
 	st, err := h.r.Deps().Store.Read(ctx, store.Scope{Cluster: cluster, AllPoolRecords: true, Slurm: true})
 	if err != nil {
-		return fmt.Errorf("reading state: %w", err)
+		return apply.Input{}, fmt.Errorf("reading state: %w", err)
 	}
 	obs := h.r.Observe(ctx, cluster, st)
 	scope := store.Scope{Cluster: cluster, AllPools: true, Slurm: true}
@@ -144,11 +142,10 @@ func (h *Handler) Cluster(ctx context.Context, tickID, cluster string) error {
 		obs.JobRecordsFor = st.Slurm.TakenAt
 	}
 	// 2. Decide against the state as it is in the transaction, and act.
-	_, err = h.r.Process(ctx, apply.Input{
-		Flow: Flow, EventID: tickID + "/" + cluster, Scope: scope,
+	return apply.Input{
+		Scope: scope,
 		Decide: func(st *model.State, now time.Time) ([]plan.Action, error) {
 			return plan.Reconcile(st, obs, now, h.r.Deps().Policy), nil
 		},
-	})
-	return err
+	}, nil
 }

@@ -1,6 +1,6 @@
 // Package repair is the Repair function: a node-side health check (Slurm
 // prolog, epilog or HealthCheckProgram) published a health.failure event
-// with its verdict (shared/plan.Repair; docs/design.md, "Health repair").
+// with its verdict (shared/plan.Repair; docs/design/repair.md, "Health repair").
 //
 // On FAIL the node is drained in Slurm and, once Slurm has drained it (a
 // Slurm snapshot taken after the drain was asked for shows it drained; the
@@ -29,8 +29,6 @@ import (
 	"fmt"
 	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2/event"
-
 	"github.com/flexslurm/flexslurm/shared/apply"
 	"github.com/flexslurm/flexslurm/shared/config"
 	"github.com/flexslurm/flexslurm/shared/event"
@@ -39,53 +37,28 @@ import (
 	"github.com/flexslurm/flexslurm/shared/naming"
 	"github.com/flexslurm/flexslurm/shared/plan"
 	"github.com/flexslurm/flexslurm/shared/store"
-	"github.com/flexslurm/flexslurm/shared/wire"
 )
 
-// Flow names this function in logs and metrics.
-const Flow = "flex.repair"
+// Function is Repair's part of the skeleton every function shares
+// (apply.NewHandler runs it over a runner; the root package registers
+// apply.Entry(wire.Runner, Function) as the entry point Repair).
+var Function = apply.Function[event.Header]{Flow: "flex.repair", Entry: config.EntryRepair, Peek: apply.PeekHeader, Route: route}
 
-// Handler handles health-failure events.
-type Handler struct{ r *apply.Runner }
-
-// New returns a handler over a runner.
-func New(r *apply.Runner) *Handler { return &Handler{r: r} }
-
-// Entry is the deployed entry point (registered as "Repair").
-func Entry(ctx context.Context, e cloudevents.Event) error {
-	r, err := wire.Runner(ctx)
+// route decodes one health.failure event (verdict FAIL or INCONCLUSIVE),
+// accepted only from health-failure, and proves that the VM it names sent
+// it.
+func route(ctx context.Context, r *apply.Runner, e *apply.Event, _ event.Header) ([]apply.Step, error) {
+	ev, err := event.DecodeHealth(e.Msg.Data)
 	if err != nil {
-		return err
-	}
-	return New(r).Handle(ctx, e)
-}
-
-// Handle processes one health.failure event (verdict FAIL or INCONCLUSIVE).
-func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
-	// 1. Decode.
-	msg, log, err := h.r.Envelope(ctx, Flow, e)
-	if err != nil {
-		return nil
-	}
-	hdr, err := event.PeekHeader(msg.Data)
-	if err != nil {
-		return apply.Outcome(log, err)
-	}
-	// Health reports are accepted only from health-failure.
-	if err := h.r.CheckOrigin(msg, config.EntryRepair, hdr.Type); err != nil {
-		return apply.Outcome(logx.Attrs(log, "cluster", hdr.Cluster, "type", hdr.Type), err)
-	}
-	ev, err := event.DecodeHealth(msg.Data)
-	if err != nil {
-		return apply.Outcome(log, err)
+		return nil, err
 	}
 	// drained_claim is the hook's word that the node is drained: logged for
 	// diagnosis, never acted on (plan.Repair waits for Slurm's snapshot).
-	log = logx.Attrs(log, "cluster", ev.Cluster, "node", ev.Node, "generation", ev.Generation, "verdict", ev.Verdict,
+	e.Log = logx.Attrs(e.Log, "node", ev.Node, "generation", ev.Generation, "verdict", ev.Verdict,
 		"drained_claim", ev.Drained, "job_id", ev.JobID, "job_state_claim", ev.JobState)
 	_, pool, _, ok := naming.ParseNodeName(ev.Node)
 	if !ok {
-		return apply.Outcome(log, plan.ErrRejected)
+		return nil, plan.ErrRejected
 	}
 	// The report must come from the VM it names (or, naming none, from a
 	// VM of its node, which then names it): its identity token decides.
@@ -93,13 +66,13 @@ func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
 	if ev.Generation > 0 {
 		g := fmt.Sprintf("%s-g%d", ev.Node, ev.Generation)
 		if vm != "" && vm != g {
-			return apply.Outcome(log, fmt.Errorf("%w: vm_name %s is not generation %d of %s", event.ErrMalformed, vm, ev.Generation, ev.Node))
+			return nil, fmt.Errorf("%w: vm_name %s is not generation %d of %s", event.ErrMalformed, vm, ev.Generation, ev.Node)
 		}
 		vm = g
 	}
-	proven, err := h.r.ProveNode(ctx, msg, ev.Cluster, ev.Node, vm)
+	proven, err := r.ProveNode(ctx, e.Msg, ev.Cluster, ev.Node, vm)
 	if err != nil {
-		return apply.Outcome(log, err)
+		return nil, err
 	}
 	ev.VMName = proven
 	// The snapshot tells whether Slurm has drained the node already (for a
@@ -108,12 +81,10 @@ func (h *Handler) Handle(ctx context.Context, e cloudevents.Event) error {
 	if ev.JobID != "" {
 		scope.Jobs = []string{ev.JobID}
 	}
-	// 2. Decide and act.
-	_, err = h.r.Process(ctx, apply.Input{
-		Flow: Flow, EventID: msg.ID, Scope: scope,
+	return apply.Steps(apply.Input{
+		Scope: scope,
 		Decide: func(st *model.State, now time.Time) ([]plan.Action, error) {
-			return plan.Repair(st, ev, now, h.r.Deps().Policy)
+			return plan.Repair(st, ev, now, r.Deps().Policy)
 		},
-	})
-	return apply.Outcome(log, err)
+	}), nil
 }

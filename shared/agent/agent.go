@@ -229,7 +229,7 @@ func (a *Agent) nodeState(ctx context.Context, c *event.SlurmCommand) (outcome, 
 // withJobs reports whether Slurm holds jobs on n: running, or ending
 // (COMPLETING), not counting a node already down.
 func withJobs(n slurm.NodeInfo) bool {
-	return !n.Down() && (n.State == slurm.NodeAllocated || n.State == slurm.NodeMixed || n.Has(slurm.FlagCompleting))
+	return !n.Down() && (n.State == slurmstate.NodeAllocated || n.State == slurmstate.NodeMixed || n.Has(slurmstate.FlagCompleting))
 }
 
 // needs reports whether node n needs command cmd. A power_up of a node that
@@ -242,16 +242,16 @@ func needs(cmd event.SlurmOp, n slurm.NodeInfo) (bool, error) {
 		// A pending power down of a node whose jobs are gone or ending
 		// goes ahead by itself; one waiting for running jobs needs the
 		// force.
-		pendingIdle := n.Has(slurm.FlagPowerDown) && (n.State == slurm.NodeIdle || n.Has(slurm.FlagCompleting))
-		return !n.Has(slurm.FlagPoweredDown) && !n.Has(slurm.FlagPoweringDown) && !pendingIdle, nil
+		pendingIdle := n.Has(slurmstate.FlagPowerDown) && (n.State == slurmstate.NodeIdle || n.Has(slurmstate.FlagCompleting))
+		return !n.Has(slurmstate.FlagPoweredDown) && !n.Has(slurmstate.FlagPoweringDown) && !pendingIdle, nil
 	case event.SlurmPowerUp:
-		if n.Has(slurm.FlagPoweringDown) {
+		if n.Has(slurmstate.FlagPoweringDown) {
 			return false, fmt.Errorf("%w: node %s is powering down; power_up after it is down", ErrRetry, n.Name)
 		}
-		if n.Has(slurm.FlagPowerUp) || n.Has(slurm.FlagPoweringUp) {
+		if n.Has(slurmstate.FlagPowerUp) || n.Has(slurmstate.FlagPoweringUp) {
 			return false, nil
 		}
-		return n.Has(slurm.FlagPoweredDown) || n.Has(slurm.FlagPowerDown), nil
+		return n.Has(slurmstate.FlagPoweredDown) || n.Has(slurmstate.FlagPowerDown), nil
 	case event.SlurmResume:
 		return n.DrainSet() || n.Down(), nil
 	case event.SlurmDrain:
@@ -360,7 +360,7 @@ func (a *Agent) signal(ctx context.Context, c *event.SlurmCommand) (outcome, err
 	}
 	var ids []string
 	for _, j := range jobs {
-		if j.State == slurm.JobRunning {
+		if j.State == slurmstate.JobRunning {
 			ids = append(ids, j.ID)
 		}
 	}

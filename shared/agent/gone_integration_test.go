@@ -12,6 +12,7 @@ import (
 
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/slurm"
+	"github.com/flexslurm/flexslurm/shared/slurmstate"
 )
 
 // testPowerDownForceOfAGoneVM: the node's VM ended (its slurmd is gone)
@@ -30,7 +31,7 @@ func testPowerDownForceOfAGoneVM(t *testing.T) {
 	cl.WaitNode(t, dyn, 15*time.Second, "up", slurm.NodeInfo.Ready)
 	job := cl.Sbatch(t, "sleep 300", "-p", "gpu", "-w", dyn, "--time", "10")
 	t.Cleanup(func() { cl.Cancel(job) })
-	cl.WaitJob(t, job, 20*time.Second, "running", func(j slurm.JobInfo) bool { return j.State == slurm.JobRunning })
+	cl.WaitJob(t, job, 20*time.Second, "running", func(j slurm.JobInfo) bool { return j.State == slurmstate.JobRunning })
 
 	// slurmctld marks the job RUNNING before slurmd starts its script:
 	// wait for the script's sleep.
@@ -56,12 +57,12 @@ func testPowerDownForceOfAGoneVM(t *testing.T) {
 	}
 	h.applied(event.SlurmCommand{Command: event.SlurmPowerDownForce, Nodes: []string{dyn}, Reason: "flexslurm: VM flexci-gpu-2-g1 reached its max run duration"})
 	j := cl.WaitJob(t, job, 10*time.Second, "requeued and pending", func(j slurm.JobInfo) bool { return j.Pending() && j.Restarts == 1 })
-	if j.State != slurm.JobPending {
+	if j.State != slurmstate.JobPending {
 		t.Errorf("job %s is %s", job, j.State)
 	}
 	// A hang check, not a target: Slurm 24.11 on a loaded machine has taken
 	// over 20 s (SuspendTimeout is 3 s) to finish POWERING_DOWN.
-	cl.WaitNode(t, dyn, 90*time.Second, "powered down", func(n slurm.NodeInfo) bool { return n.Has(slurm.FlagPoweredDown) && !n.Down() })
+	cl.WaitNode(t, dyn, 90*time.Second, "powered down", func(n slurm.NodeInfo) bool { return n.Has(slurmstate.FlagPoweredDown) && !n.Down() })
 	h.unchanged(event.SlurmCommand{Command: event.SlurmPowerDownForce, Nodes: []string{dyn}})
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/hooks"
 	"github.com/flexslurm/flexslurm/shared/slurm"
+	"github.com/flexslurm/flexslurm/shared/slurmstate"
 	"github.com/flexslurm/flexslurm/shared/spec"
 )
 
@@ -54,6 +55,7 @@ func TestWithSlurm(t *testing.T) {
 			{"JobComment", testJobComment},
 			{"SignalReachesTheBatchScriptsTrap", testSignalReachesTheBatchScriptsTrap},
 			{"ReservationCommands", testReservationCommands},
+			{"EndOfLifeKeepsLongerJobsOff", testEndOfLifeKeepsLongerJobsOff},
 			{"Refusals", testRefusals},
 			{"SnapshotAndSpool", testSnapshotAndSpool},
 			{"PowerDownForceOfAGoneVM", testPowerDownForceOfAGoneVM},
@@ -229,7 +231,7 @@ func testNodeCommands(t *testing.T) {
 	}
 	h.unchanged(event.SlurmCommand{Command: event.SlurmDown, Nodes: []string{down}, Reason: "x"})
 	h.applied(event.SlurmCommand{Command: event.SlurmResume, Nodes: []string{down}})
-	if n := node(t, down); n.Down() || !n.Has(slurm.FlagPoweredDown) {
+	if n := node(t, down); n.Down() || !n.Has(slurmstate.FlagPoweredDown) {
 		t.Errorf("after resume of a down node: %s", n.StateString())
 	}
 
@@ -242,7 +244,7 @@ func testNodeCommands(t *testing.T) {
 	// power_up runs ResumeProgram; the node registers from its new address.
 	h.applied(event.SlurmCommand{Command: event.SlurmPowerUp, Nodes: []string{dyn}})
 	resumed := time.Now()
-	if n := node(t, dyn); !n.Has(slurm.FlagPoweringUp) && !n.Has(slurm.FlagPowerUp) {
+	if n := node(t, dyn); !n.Has(slurmstate.FlagPoweringUp) && !n.Has(slurmstate.FlagPowerUp) {
 		t.Errorf("after power_up: %s", n.StateString())
 	}
 	h.unchanged(event.SlurmCommand{Command: event.SlurmPowerUp, Nodes: []string{dyn}})
@@ -256,11 +258,11 @@ func testNodeCommands(t *testing.T) {
 	// down at once.
 	job := cl.Sbatch(t, "sleep 300", "-p", "gpu", "-w", dyn)
 	t.Cleanup(func() { cl.Cancel(job) })
-	cl.WaitJob(t, job, 20*time.Second, "running", func(j slurm.JobInfo) bool { return j.State == slurm.JobRunning })
+	cl.WaitJob(t, job, 20*time.Second, "running", func(j slurm.JobInfo) bool { return j.State == slurmstate.JobRunning })
 	h.applied(event.SlurmCommand{Command: event.SlurmPowerDownForce, Nodes: []string{dyn}, Reason: "flexslurm: VM expired"})
 	cl.WaitJob(t, job, 20*time.Second, "requeued", func(j slurm.JobInfo) bool { return j.Pending() && j.Restarts == 1 })
 	cl.WaitNode(t, dyn, 20*time.Second, "powering down", func(n slurm.NodeInfo) bool {
-		return n.Has(slurm.FlagPoweringDown) || n.Has(slurm.FlagPoweredDown)
+		return n.Has(slurmstate.FlagPoweringDown) || n.Has(slurmstate.FlagPoweredDown)
 	})
 	h.unchanged(event.SlurmCommand{Command: event.SlurmPowerDownForce, Nodes: []string{dyn}})
 	cl.StopNode(dyn)
@@ -270,7 +272,7 @@ func testNodeCommands(t *testing.T) {
 	// POWERING_DOWN lasts SuspendTimeout (3 s here) and ends on one of
 	// slurmctld's power-save passes; 24.11 can take a few of those longer
 	// than 22.05, so the wait is a hang check, not a timing target.
-	cl.WaitNode(t, up, 90*time.Second, "powered down", func(n slurm.NodeInfo) bool { return n.Has(slurm.FlagPoweredDown) })
+	cl.WaitNode(t, up, 90*time.Second, "powered down", func(n slurm.NodeInfo) bool { return n.Has(slurmstate.FlagPoweredDown) })
 	h.unchanged(event.SlurmCommand{Command: event.SlurmPowerDown, Nodes: []string{up}})
 }
 
@@ -287,7 +289,7 @@ func testJobCommands(t *testing.T) {
 	cl.WaitNode(t, n, 15*time.Second, "up", slurm.NodeInfo.Ready)
 	job := cl.Sbatch(t, "sleep 300", "-p", "gpu", "-w", n)
 	t.Cleanup(func() { cl.Cancel(job) })
-	cl.WaitJob(t, job, 20*time.Second, "running", func(j slurm.JobInfo) bool { return j.State == slurm.JobRunning })
+	cl.WaitJob(t, job, 20*time.Second, "running", func(j slurm.JobInfo) bool { return j.State == slurmstate.JobRunning })
 
 	requeued := time.Now().Truncate(time.Second)
 	h.applied(event.SlurmCommand{Command: event.SlurmRequeue, JobID: job})
@@ -298,7 +300,7 @@ func testJobCommands(t *testing.T) {
 	h.unchanged(event.SlurmCommand{Command: event.SlurmRequeue, JobID: job})
 	h.applied(event.SlurmCommand{Command: event.SlurmStartNow, JobID: job})
 	// Without start_now the job would wait 121 s (BeginTime).
-	cl.WaitJob(t, job, 15*time.Second, "running again", func(j slurm.JobInfo) bool { return j.State == slurm.JobRunning })
+	cl.WaitJob(t, job, 15*time.Second, "running again", func(j slurm.JobInfo) bool { return j.State == slurmstate.JobRunning })
 	h.unchanged(event.SlurmCommand{Command: event.SlurmStartNow, JobID: job})
 
 	cl.Cancel(job)
@@ -322,7 +324,7 @@ func testSignalReachesTheBatchScriptsTrap(t *testing.T) {
 	cl.WaitNode(t, n, 15*time.Second, "up", slurm.NodeInfo.Ready)
 	job := cl.Sbatch(t, "trap 'echo checkpoint on USR1; exit 0' USR1; echo started; while :; do sleep 1; done", "-p", "gpu", "-w", n)
 	t.Cleanup(func() { cl.Cancel(job) })
-	cl.WaitJob(t, job, 20*time.Second, "running", func(j slurm.JobInfo) bool { return j.State == slurm.JobRunning })
+	cl.WaitJob(t, job, 20*time.Second, "running", func(j slurm.JobInfo) bool { return j.State == slurmstate.JobRunning })
 	out := filepath.Join(cl.Root, "log", "job-"+job+".out")
 	// The trap is set once the script has started.
 	deadline := time.Now().Add(20 * time.Second)
@@ -338,7 +340,7 @@ func testSignalReachesTheBatchScriptsTrap(t *testing.T) {
 		t.Errorf("detail %q does not name the job signalled", r.Detail)
 	}
 	j := cl.WaitJob(t, job, 20*time.Second, "ended by its trap", slurm.JobInfo.Finished)
-	if j.State != slurm.JobCompleted {
+	if j.State != slurmstate.JobCompleted {
 		t.Errorf("job %s ended %s, want COMPLETED (its trap exits 0)", job, j.State)
 	}
 	if b, _ := os.ReadFile(out); !strings.Contains(string(b), "checkpoint on USR1") {
@@ -430,6 +432,46 @@ func testReservationCommands(t *testing.T) {
 		t.Errorf("reservation %s still exists after delete", name)
 	}
 	h.unchanged(event.SlurmCommand{Command: event.SlurmReservationDelete, Reservation: name})
+}
+
+// testEndOfLifeKeepsLongerJobsOff: a node's end-of-life reservation, placed
+// by the agent as flexslurm asks at the VM's end, keeps Slurm from starting
+// a job whose time limit outlives the VM, and lets a job that fits the time
+// left run: a node reused after its first job is offered only to jobs that
+// fit its remaining life (docs/design/jobduration.md, docs/design/expiry.md).
+func testEndOfLifeKeepsLongerJobsOff(t *testing.T) {
+	h := startAgent(t)
+	ctx := context.Background()
+	n := "flexci-big-7" // a node no other test uses: it is left powered down
+	if err := cl.StartNode(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.StopNode(n) })
+	cl.WaitNode(t, n, 15*time.Second, "up", slurm.NodeInfo.Ready)
+	name := "flexslurm-eol-" + n
+	t.Cleanup(func() { cl.R.Scontrol(context.Background(), "delete", "reservationname="+name) })
+	// The VM ends in 20 minutes.
+	h.applied(event.SlurmCommand{Command: event.SlurmReservationCreate, Reservation: name, Nodes: []string{n},
+		StartTime: time.Now().Add(20 * time.Minute).Truncate(time.Second), DurationSeconds: 3600})
+
+	// A job that fits the 20 minutes left runs.
+	short := cl.Sbatch(t, "sleep 300", "-p", "big", "-w", n, "-t", "10")
+	t.Cleanup(func() { cl.Cancel(short) })
+	cl.WaitJob(t, short, 20*time.Second, "running", func(j slurm.JobInfo) bool { return j.State == slurmstate.JobRunning })
+	cl.Cancel(short)
+	cl.WaitJob(t, short, 20*time.Second, "ended", slurm.JobInfo.Finished)
+
+	// A job that would outlive the VM is not started on the idle node.
+	long := cl.Sbatch(t, "sleep 300", "-p", "big", "-w", n, "-t", "60")
+	t.Cleanup(func() { cl.Cancel(long) })
+	j := cl.WaitJob(t, long, 20*time.Second, "held off by the reservation", func(j slurm.JobInfo) bool {
+		return j.Pending() && strings.Contains(j.Reason, "ReqNodeNotAvail")
+	})
+	t.Logf("a 60-minute job on an idle node with 20 minutes left: %s (%s)", j.State, j.Reason)
+	time.Sleep(3 * time.Second)
+	if j := cl.WaitJob(t, long, time.Second, "still pending", slurm.JobInfo.Pending); j.State == slurmstate.JobRunning {
+		t.Errorf("the 60-minute job started on a node whose VM ends in 20 minutes")
+	}
 }
 
 // testRefusals sends commands the agent must not apply: foreign nodes,

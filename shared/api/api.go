@@ -59,6 +59,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/config"
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/inputs"
+	"github.com/flexslurm/flexslurm/shared/metrics"
 	"github.com/flexslurm/flexslurm/shared/model"
 	"github.com/flexslurm/flexslurm/shared/nodeconfig"
 	"github.com/flexslurm/flexslurm/shared/spec"
@@ -120,6 +121,15 @@ type Deps struct {
 	// Events lists the clusters' events; nil takes Store when it is a
 	// store.EventLog (Firestore and Memory are).
 	Events store.EventLog
+	// Latencies, when set, returns the decision latencies the functions
+	// logged, by cluster and flow, for /metrics (the local system's:
+	// LogLatencies). Deployed, the log-based metric
+	// flexslurm_decision_latency_seconds serves them.
+	Latencies func() ([]metrics.Histogram, error)
+	// DeadLetters, when set, measures the dead-letter subscriptions for
+	// /metrics (the local system's: PeekDeadLetters). Deployed, Pub/Sub's
+	// subscription/num_undelivered_messages serves them.
+	DeadLetters func(ctx context.Context) ([]metrics.Backlog, error)
 }
 
 // ErrRepairRefused marks a repair the decision refused (the node has no VM

@@ -673,3 +673,38 @@ func TestUpdateBeforeCreateApplied(t *testing.T) {
 		t.Fatalf("after: %s", g.raw)
 	}
 }
+
+// TestReportFaultyNodesRepairsANodeAtItsLimit: a node left drained for an
+// operator at its repair limit shows ERROR and why; the operator's
+// reportFaultyNodes repairs it (plan.RepairByOperator), which a node's own
+// report would not.
+func TestReportFaultyNodesRepairsANodeAtItsLimit(tt *testing.T) {
+	e := newEnv(tt)
+	e.runStatic()
+	err := e.h.Store.Update(e.ctx, store.Scope{Cluster: "flexvm", AllPools: true}, func(st *model.State) error {
+		n := st.Nodes["flexvm-a3u-0"]
+		n.Repair, n.RepairSince, n.RepairReason = model.RepairLimit, time.Now(), "health check failed: GPU 3: 2 uncorrectable ECC errors"
+		n.RepairCount, n.RepairCountSince = 3, time.Now().Add(-time.Hour)
+		return nil
+	})
+	if err != nil {
+		tt.Fatal(err)
+	}
+	g := e.do("GET", base+"/flexvm", nil)
+	ns := asSlice(g.body["clusterStatus"].(map[string]any)["nodesStatus"])
+	if n := ns[0].(map[string]any); str(n, "nodeState") != "ERROR" || !strings.Contains(str(n, "detail"), "repair limit reached (3 repairs since") {
+		tt.Fatalf("nodesStatus of a node at its repair limit: %v", ns)
+	}
+	e.h.Publisher.Take(config.TopicSlurmCommands)
+	r := e.do("POST", base+"/flexvm:reportFaultyNodes", []byte(`{"nodeActions": [{"nodeId": "flexvm-a3u-0"}]}`))
+	if r.code != 200 || r.body["done"] != true || r.body["error"] != nil {
+		tt.Fatalf("reportFaultyNodes: %s", r.raw)
+	}
+	st, err := e.h.Store.Read(e.ctx, store.Scope{Cluster: "flexvm", AllPools: true})
+	if err != nil {
+		tt.Fatal(err)
+	}
+	if n := st.Nodes["flexvm-a3u-0"]; n.Repair == model.RepairLimit || n.Repair == model.RepairNone {
+		tt.Fatalf("node after the operator's report: repair %q, want one under way", n.Repair)
+	}
+}

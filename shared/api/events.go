@@ -73,7 +73,7 @@ func (s *Server) listEvents(ctx context.Context, w http.ResponseWriter, r route,
 			"eventTime": ev.Time.UTC().Format(time.RFC3339Nano),
 			"message":   ev.Message,
 		}
-		for k, v := range map[string]string{"nodePoolId": ev.Pool, "nodeId": ev.Node, "instanceName": ev.VM, "jobId": ev.Job} {
+		for k, v := range map[string]string{"nodePoolId": ev.Pool, "nodeId": ev.Node, "instanceName": ev.VM, "jobId": ev.Job, "healthCheckHook": ev.Check} {
 			if v != "" {
 				m[k] = v
 			}

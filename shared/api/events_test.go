@@ -130,3 +130,26 @@ func TestMetricsEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// TestListEventsHealthCheckHook: a failed check's hook is served as
+// healthCheckHook; an event without one has no such field.
+func TestListEventsHealthCheckHook(t *testing.T) {
+	e := newEnv(t)
+	e.create("flexvm", example(t))
+	e.deliver()
+	at := e.h.Clock.Now().Add(time.Minute)
+	failed := store.ClusterEvent{ID: store.ClusterEventID("flexvm", at, "t", 0), Cluster: "flexvm", Time: at, Type: "HEALTH_CHECK_FAILED",
+		Node: "flexvm-a3u-0", Pool: "a3u", Message: "prolog health check failed on flexvm-a3u-0-g1: Xid 79", Check: "prolog"}
+	if err := e.h.Store.(store.EventLog).AddEvents(e.ctx, []store.ClusterEvent{failed}); err != nil {
+		t.Fatal(err)
+	}
+	r := e.do("GET", "/v1beta1/projects/flexslurm-demo/locations/us-central1/modelDevelopmentClusters/flexvm/events", nil)
+	evs := asSlice(r.body["events"])
+	if r.code != 200 || len(evs) != 2 {
+		t.Fatalf("HTTP %d %s", r.code, r.raw)
+	}
+	requested, hc := evs[0].(map[string]any), evs[1].(map[string]any)
+	if str(hc, "type") != "HEALTH_CHECK_FAILED" || str(hc, "healthCheckHook") != "prolog" || requested["healthCheckHook"] != nil {
+		t.Errorf("events %v", evs)
+	}
+}

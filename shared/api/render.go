@@ -88,7 +88,11 @@ func nodesStatus(st *model.State) []map[string]any {
 		case model.PhaseDeleting:
 			state, detail = "UPDATING", "VM being deleted"
 		}
-		if n.Repair != "" {
+		switch {
+		case n.Repair == model.RepairLimit:
+			state, detail = "ERROR", fmt.Sprintf("left drained for an operator: repair limit reached (%d repairs since %s): %s; reportFaultyNodes repairs it",
+				n.RepairCount, n.RepairCountSince.UTC().Format(time.RFC3339), n.RepairReason)
+		case n.Repair != "":
 			state, detail = "REPAIRING", fmt.Sprintf("repair %s: %s", n.Repair, n.RepairReason)
 		}
 		e := map[string]any{

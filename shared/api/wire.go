@@ -94,7 +94,7 @@ func RunnerRepair(r *apply.Runner) func(ctx context.Context, cluster string, n F
 			Flow: Flow, EventID: "api-report-" + opID + "-" + n.Node,
 			Scope: store.Scope{Cluster: cluster, Pools: []string{pool}, Slurm: true},
 			Decide: func(st *model.State, now time.Time) ([]plan.Action, error) {
-				return plan.Repair(st, h, now, r.Deps().Policy)
+				return plan.RepairByOperator(st, h, now, r.Deps().Policy)
 			},
 		})
 		if err != nil {

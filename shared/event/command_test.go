@@ -49,7 +49,9 @@ func TestRenderReason(t *testing.T) {
 		{SlurmJobComment, "", ""},
 		{SlurmDrain, "flexslurm: decided before reasons were rendered", "flexslurm: decided before reasons were rendered"},
 		{SlurmJobComment, "not provisioned: too long", "flexslurm: not provisioned: too long"},
-		{SlurmJobComment, long, ("flexslurm: " + long)[:MaxJobComment]},
+		{SlurmJobComment, long, ("flexslurm: " + long)[:MaxJobComment-len("…")] + "…"},
+		// Cut within a character: never half of one.
+		{SlurmJobComment, strings.Repeat("é", 300), "flexslurm: " + strings.Repeat("é", (MaxJobComment-len("flexslurm: ")-len("…"))/2) + "…"},
 	}
 	for _, tc := range tests {
 		if got := RenderReason(tc.op, tc.why); got != tc.want {

@@ -43,6 +43,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/inputs"
 	"github.com/flexslurm/flexslurm/shared/nodeconfig"
 	"github.com/flexslurm/flexslurm/shared/slurmstate"
+	"github.com/flexslurm/flexslurm/shared/text"
 )
 
 // SchemaVersion is the version of every payload defined here.
@@ -129,7 +130,7 @@ type Cluster struct {
 // PASS is never published).
 const (
 	// VerdictFail: the check found a fault. The hook drained the node;
-	// flexslurm repairs it (docs/design.md, "Health repair").
+	// flexslurm repairs it (docs/design/repair.md, "Health repair").
 	VerdictFail = "FAIL"
 	// VerdictInconclusive: the check could not decide (it timed out, could
 	// not run, a probe was unavailable). The hook left the node in
@@ -137,10 +138,26 @@ const (
 	VerdictInconclusive = "INCONCLUSIVE"
 )
 
+// The node-side hooks whose health check a health.failure reports
+// (Health.Hook): Slurm's Prolog, Epilog and HealthCheckProgram on the node.
+// A report without one (a hook of an earlier version, or none: an
+// operator's reportFaultyNodes) is a "health check" failure.
+const (
+	HealthHookProlog      = "prolog"
+	HealthHookEpilog      = "epilog"
+	HealthHookHealthCheck = "health_check"
+)
+
+// HealthHooks lists the values Health.Hook may take besides "".
+var HealthHooks = []string{HealthHookProlog, HealthHookEpilog, HealthHookHealthCheck}
+
 // Health is a health-check verdict published by the node-side hooks: a
 // failure (FAIL) or an inconclusive check (INCONCLUSIVE).
 type Health struct {
 	Header
+	// Hook is the hook whose check this is (HealthHooks; "" unknown). It
+	// is the reporting VM's word, shown in messages, never decided on.
+	Hook       string `json:"hook,omitempty"`
 	Node       string `json:"node"`       // Slurm node name
 	Generation int64  `json:"generation"` // node generation the check ran on (0 = unknown, resolved from the VM name)
 	VMName     string `json:"vm_name,omitempty"`
@@ -416,8 +433,8 @@ func RenderReason(op SlurmOp, why string) string {
 	if !strings.HasPrefix(r, slurmstate.ReasonPrefix) {
 		r = slurmstate.ReasonPrefix + " " + r
 	}
-	if op == SlurmJobComment && len(r) > MaxJobComment {
-		r = r[:MaxJobComment]
+	if op == SlurmJobComment {
+		r = text.Truncate(r, MaxJobComment) // never splits a UTF-8 sequence
 	}
 	return r
 }
@@ -685,6 +702,9 @@ func DecodeHealth(data []byte) (*Health, error) {
 	case "", "pending", "requeued", "running":
 	default:
 		return nil, malformed("job_state %q is not one of pending, requeued, running", h.JobState)
+	}
+	if h.Hook != "" && !slices.Contains(HealthHooks, h.Hook) {
+		return nil, malformed("hook %q is not one of %s", h.Hook, strings.Join(HealthHooks, ", "))
 	}
 	if len(h.Reasons) > MaxHealthReasons {
 		return nil, malformed("%d reasons is above the limit of %d", len(h.Reasons), MaxHealthReasons)

@@ -480,7 +480,7 @@ func (rt *Runtime) nodesUp(ctx context.Context, nodes []string) nodesSeen {
 		return nodesUnknown
 	}
 	for _, n := range ns {
-		if n.Has(slurm.FlagPoweringUp) || n.Has(slurm.FlagPoweredDown) {
+		if n.Has(slurmstate.FlagPoweringUp) || n.Has(slurmstate.FlagPoweredDown) {
 			rt.Log.Debug("the job ended on a node that never came up", "node", n.Name, "state", n.StateString())
 			return nodesNeverUp
 		}
@@ -542,7 +542,7 @@ func (rt *Runtime) NodeCheck(ctx context.Context, hook string) (int, error) {
 			reasons = []string{"health check inconclusive"}
 		}
 	}
-	ev := event.Health{Header: rt.header(event.TypeHealthFailure), Node: node, Verdict: verdict,
+	ev := event.Health{Header: rt.header(event.TypeHealthFailure), Hook: healthHooks[hook], Node: node, Verdict: verdict,
 		Reasons: reasons, CheckedAt: rt.now().UTC()}
 	if vm := rt.vmName(node); vm != "" {
 		if n, _, _, gen, ok := naming.ParseVMName(vm); ok && n == node {
@@ -611,6 +611,14 @@ func (rt *Runtime) NodeCheck(ctx context.Context, hook string) (int, error) {
 		exit = 1
 	}
 	return exit, errors.Join(drainErr, sendErr)
+}
+
+// healthHooks names each node-side hook in the health.failure it
+// publishes (event.Health.Hook).
+var healthHooks = map[string]string{
+	slurm.HookProlog: event.HealthHookProlog,
+	slurm.HookEpilog: event.HealthHookEpilog,
+	slurm.HookHealth: event.HealthHookHealthCheck,
 }
 
 // drainComplete asks Slurm once, within drainedQueryTimeout, whether the

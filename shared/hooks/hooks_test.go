@@ -419,6 +419,9 @@ func TestCtldHooks(t *testing.T) {
 	}
 }
 
+// TestNodeCheckFailure: a failed check is reported by the prolog (job
+// pending, exit 1) and the epilog (exit 0), each naming itself as the
+// report's hook; a node of another cluster is left alone.
 func TestNodeCheckFailure(t *testing.T) {
 	env := map[string]string{"SLURMD_NODENAME": "flexvm-a3u-1", "SLURM_JOB_ID": "42"}
 	rt, pub := testRuntime(t, env)
@@ -456,9 +459,9 @@ func TestNodeCheckFailure(t *testing.T) {
 	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	hdr := event.Header{Version: 1, Type: event.TypeHealthFailure, Cluster: "flexvm"}
 	want := []event.Health{
-		{Header: hdr, Node: "flexvm-a3u-1", Generation: 3, VMName: "flexvm-a3u-1-g3", JobID: "42", JobState: "pending",
+		{Header: hdr, Hook: "prolog", Node: "flexvm-a3u-1", Generation: 3, VMName: "flexvm-a3u-1-g3", JobID: "42", JobState: "pending",
 			Verdict: "FAIL", Reasons: []string{"GPU 3: Xid 79"}, CheckedAt: at},
-		{Header: hdr, Node: "flexvm-a3u-1", Generation: 3, VMName: "flexvm-a3u-1-g3", JobID: "42",
+		{Header: hdr, Hook: "epilog", Node: "flexvm-a3u-1", Generation: 3, VMName: "flexvm-a3u-1-g3", JobID: "42",
 			Verdict: "FAIL", Reasons: []string{"GPU 3: Xid 79"}, CheckedAt: at},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -22,6 +22,7 @@ import (
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/hooks"
 	"github.com/flexslurm/flexslurm/shared/slurm"
+	"github.com/flexslurm/flexslurm/shared/slurmstate"
 )
 
 // cl is the real Slurm cluster that TestWithSlurm runs its subtests on;
@@ -173,7 +174,7 @@ func testJobLifecycleThroughSlurm(t *testing.T) {
 	if err != nil || !slices.Equal(started.Nodes, []string{"flexci-gpu-1", "flexci-gpu-2"}) {
 		t.Errorf("job.started = %+v, %v", started, err)
 	}
-	cl.WaitJob(t, id, 40*time.Second, "completed", func(j slurm.JobInfo) bool { return j.State == slurm.JobCompleted })
+	cl.WaitJob(t, id, 40*time.Second, "completed", func(j slurm.JobInfo) bool { return j.State == slurmstate.JobCompleted })
 	finished, err := event.DecodeJob(jobs.Wait(t, 10*time.Second, "job.finished", isJob(event.TypeJobFinished, id)))
 	if err != nil || finished.NodeCount != 2 || !finished.NodesUp {
 		t.Errorf("job.finished = %+v, %v; want its 2 nodes, up", finished, err)
@@ -197,7 +198,7 @@ func testJobLifecycleThroughSlurm(t *testing.T) {
 		t.Errorf("static node %s suspended", static)
 	}
 	for _, n := range []string{"flexci-gpu-1", "flexci-gpu-2"} {
-		cl.WaitNode(t, n, 20*time.Second, "powered down", func(n slurm.NodeInfo) bool { return n.Has(slurm.FlagPoweredDown) })
+		cl.WaitNode(t, n, 20*time.Second, "powered down", func(n slurm.NodeInfo) bool { return n.Has(slurmstate.FlagPoweredDown) })
 	}
 	if n := cl.WaitNode(t, static, 20*time.Second, "up", slurm.NodeInfo.Ready); n.PoweredOff() {
 		t.Errorf("static node %s is %s", static, n.StateString())
@@ -246,7 +247,7 @@ func testPrologFailure(t *testing.T) {
 	id := cl.Sbatch(t, "true", "-p", "gpu", "-w", node)
 	t.Cleanup(func() { cl.Cancel(id) })
 	j := cl.WaitJob(t, id, 30*time.Second, "requeued and held", slurm.JobInfo.Held)
-	if j.State != slurm.JobPending || j.Restarts != 1 || j.Reason != "launch_failed_requeued_held" {
+	if j.State != slurmstate.JobPending || j.Restarts != 1 || j.Reason != "launch_failed_requeued_held" {
 		t.Errorf("job after the prolog failure: %s %s restarts %d", j.State, j.Reason, j.Restarts)
 	}
 	n := cl.WaitNode(t, node, 10*time.Second, "drained", slurm.NodeInfo.Drained)
@@ -258,7 +259,7 @@ func testPrologFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := event.Health{Header: event.Header{Version: 1, Type: event.TypeHealthFailure, Cluster: slurmtest.ClusterID},
-		Node: node, Generation: 3, VMName: node + "-g3", JobID: id, JobState: "pending", Verdict: "FAIL",
+		Hook: event.HealthHookProlog, Node: node, Generation: 3, VMName: node + "-g3", JobID: id, JobState: "pending", Verdict: "FAIL",
 		Reasons: []string{"GPU 3: 2 uncorrectable ECC errors"}, CheckedAt: h.CheckedAt}
 	if diff := cmp.Diff(want, *h); diff != "" {
 		t.Errorf("health.failure (-want +got):\n%s", diff)
@@ -284,7 +285,7 @@ func testHealthCheckProgramDrainsARunningNode(t *testing.T) {
 	cl.WaitNode(t, node, 15*time.Second, "up", slurm.NodeInfo.Ready)
 	id := cl.Sbatch(t, "sleep 120", "-p", "gpu", "-w", node)
 	t.Cleanup(func() { cl.Cancel(id) })
-	cl.WaitJob(t, id, 20*time.Second, "running", func(j slurm.JobInfo) bool { return j.State == slurm.JobRunning })
+	cl.WaitJob(t, id, 20*time.Second, "running", func(j slurm.JobInfo) bool { return j.State == slurmstate.JobRunning })
 	waitHookRun(t, slurm.HookProlog, id, 10*time.Second)
 
 	c.CheckCmd = []string{"/bin/sh", "-c", "echo 'Xid 79: GPU has fallen off the bus'; exit 1"}
@@ -317,7 +318,7 @@ func testHealthCheckProgramDrainsARunningNode(t *testing.T) {
 // reach slurmscriptd after the epilog has started ("JobId=N
 // EpilogSlurmctld killed by signal 9" in slurmctld's log). flexslurm then
 // learns of the end from the reconciler (a snapshot without the job,
-// docs/design.md) and releases the node on its SuspendProgram run; the
+// docs/design/convergence.md) and releases the node on its SuspendProgram run; the
 // hook is not at fault, so the test tries again with a new job, up to
 // three times.
 func testEpilogOfAJobCancelledWhilePoweringUp(t *testing.T) {
@@ -349,7 +350,7 @@ func testEpilogOfAJobCancelledWhilePoweringUp(t *testing.T) {
 		// ResumeProgram run, so power it down first.
 		cl.Scontrol(t, "update", "nodename="+node, "state=power_down_force")
 		cl.WaitNode(t, node, 30*time.Second, "powered down", func(n slurm.NodeInfo) bool {
-			return n.Has(slurm.FlagPoweredDown) && !n.Has(slurm.FlagPoweringDown)
+			return n.Has(slurmstate.FlagPoweredDown) && !n.Has(slurmstate.FlagPoweringDown)
 		})
 	}
 }
@@ -381,7 +382,7 @@ func testEpilogOfARequeuedJob(t *testing.T) {
 	id := cl.Sbatch(t, "sleep 120", "-p", "gpu", "-w", node)
 	t.Cleanup(func() { cl.Cancel(id) })
 	jobs.Wait(t, 20*time.Second, "job.started", isJob(event.TypeJobStarted, id))
-	cl.WaitJob(t, id, 20*time.Second, "running", func(j slurm.JobInfo) bool { return j.State == slurm.JobRunning })
+	cl.WaitJob(t, id, 20*time.Second, "running", func(j slurm.JobInfo) bool { return j.State == slurmstate.JobRunning })
 	cl.Scontrol(t, "requeue", id)
 	waitHookRun(t, slurm.HookEpilogCtld, id, 15*time.Second)
 	cl.WaitJob(t, id, 15*time.Second, "pending", slurm.JobInfo.Pending)
@@ -576,7 +577,7 @@ func testJobOnANodeFlexslurmDoesNotOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.StopNode(other) })
-	cl.WaitNode(t, other, 30*time.Second, "idle", func(n slurm.NodeInfo) bool { return n.State == slurm.NodeIdle })
+	cl.WaitNode(t, other, 30*time.Second, "idle", func(n slurm.NodeInfo) bool { return n.State == slurmstate.NodeIdle })
 	// A check that fails everywhere: only a node flexslurm owns may run it.
 	failing := hookConfig(t)
 	failing.CheckCmd = []string{"/bin/false"}
@@ -584,7 +585,7 @@ func testJobOnANodeFlexslurmDoesNotOwn(t *testing.T) {
 
 	id := cl.Sbatch(t, "srun true", "-p", slurm.OtherPartition, "-N1", "-t", "5")
 	t.Cleanup(func() { cl.Cancel(id) })
-	cl.WaitJob(t, id, 40*time.Second, "completed", func(j slurm.JobInfo) bool { return j.State == slurm.JobCompleted })
+	cl.WaitJob(t, id, 40*time.Second, "completed", func(j slurm.JobInfo) bool { return j.State == slurmstate.JobCompleted })
 	for _, h := range []string{slurm.HookPrologCtld, slurm.HookEpilogCtld, slurm.HookProlog, slurm.HookEpilog} {
 		waitHookRun(t, h, id, 20*time.Second)
 	}
@@ -597,8 +598,8 @@ func testJobOnANodeFlexslurmDoesNotOwn(t *testing.T) {
 	}
 	// Idle past SuspendTime (5 s) and a HealthCheckProgram run.
 	time.Sleep(8 * time.Second)
-	n := cl.WaitNode(t, other, 10*time.Second, "idle", func(n slurm.NodeInfo) bool { return n.State == slurm.NodeIdle })
-	if n.Has(slurm.FlagDrain) || n.Has(slurm.FlagPoweredDown) || n.Has(slurm.FlagPoweringDown) {
+	n := cl.WaitNode(t, other, 10*time.Second, "idle", func(n slurm.NodeInfo) bool { return n.State == slurmstate.NodeIdle })
+	if n.Has(slurmstate.FlagDrain) || n.Has(slurmstate.FlagPoweredDown) || n.Has(slurmstate.FlagPoweringDown) {
 		t.Errorf("node %s that flexslurm does not own is %s %v: want idle, not drained or powered down", other, n.State, n.Flags)
 	}
 	for _, b := range jobs.Drain(t, 2*time.Second) {

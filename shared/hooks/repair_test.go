@@ -104,9 +104,9 @@ func TestNodeCheckPublishesInconclusive(t *testing.T) {
 	hdr := event.Header{Version: 1, Type: event.TypeHealthFailure, Cluster: "flexvm"}
 	r := []string{"check command /usr/bin/dcgmi did not finish within 1m0s"}
 	want := []event.Health{
-		{Header: hdr, Node: "flexvm-a3u-1", Generation: 3, VMName: "flexvm-a3u-1-g3", JobID: "42", Verdict: "INCONCLUSIVE", Reasons: r, CheckedAt: at},
-		{Header: hdr, Node: "flexvm-a3u-1", Generation: 3, VMName: "flexvm-a3u-1-g3", JobID: "42", Verdict: "INCONCLUSIVE", Reasons: r, CheckedAt: at},
-		{Header: hdr, Node: "flexvm-a3u-1", Generation: 3, VMName: "flexvm-a3u-1-g3", Verdict: "INCONCLUSIVE", Reasons: r, CheckedAt: at},
+		{Header: hdr, Hook: "prolog", Node: "flexvm-a3u-1", Generation: 3, VMName: "flexvm-a3u-1-g3", JobID: "42", Verdict: "INCONCLUSIVE", Reasons: r, CheckedAt: at},
+		{Header: hdr, Hook: "epilog", Node: "flexvm-a3u-1", Generation: 3, VMName: "flexvm-a3u-1-g3", JobID: "42", Verdict: "INCONCLUSIVE", Reasons: r, CheckedAt: at},
+		{Header: hdr, Hook: "health_check", Node: "flexvm-a3u-1", Generation: 3, VMName: "flexvm-a3u-1-g3", Verdict: "INCONCLUSIVE", Reasons: r, CheckedAt: at},
 	}
 	if d := cmp.Diff(want, healthEvents(t, pub)); d != "" {
 		t.Errorf("events (-want +got):\n%s", d)

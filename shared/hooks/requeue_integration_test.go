@@ -13,6 +13,7 @@ import (
 
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/slurm"
+	"github.com/flexslurm/flexslurm/shared/slurmstate"
 )
 
 // testEpilogOfAJobRequeuedByPowerDownForce: when flexslurm powers a node
@@ -34,7 +35,7 @@ func testEpilogOfAJobRequeuedByPowerDownForce(t *testing.T) {
 	id := cl.Sbatch(t, "sleep 120", "-p", "gpu", "-w", node, "--time", "10")
 	t.Cleanup(func() { cl.Cancel(id) })
 	jobs.Wait(t, 20*time.Second, "job.started", isJob(event.TypeJobStarted, id))
-	cl.WaitJob(t, id, 20*time.Second, "running", func(j slurm.JobInfo) bool { return j.State == slurm.JobRunning })
+	cl.WaitJob(t, id, 20*time.Second, "running", func(j slurm.JobInfo) bool { return j.State == slurmstate.JobRunning })
 	cl.Scontrol(t, "update", "nodename="+node, "state=power_down_force")
 	t.Cleanup(func() {
 		cl.StopNode(node)

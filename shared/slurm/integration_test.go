@@ -12,6 +12,7 @@ import (
 
 	"github.com/flexslurm/flexslurm/dev/slurmtest"
 	"github.com/flexslurm/flexslurm/shared/slurm"
+	"github.com/flexslurm/flexslurm/shared/slurmstate"
 )
 
 // cl is the real single-host Slurm cluster that TestWithSlurm runs its
@@ -100,7 +101,7 @@ func testRealOutputParsers(t *testing.T) {
 		t.Fatalf("sinfo --json nodes differ from the spec's (-spec +sinfo):\n%s", diff)
 	}
 	for _, n := range nodes {
-		if n.State != slurm.NodeIdle || !n.Has(slurm.FlagCloud) || !n.Has(slurm.FlagPoweredDown) {
+		if n.State != slurmstate.NodeIdle || !n.Has(slurmstate.FlagCloud) || !n.Has(slurmstate.FlagPoweredDown) {
 			t.Errorf("fresh node %s is %s, want IDLE+CLOUD+POWERED_DOWN", n.Name, n.StateString())
 		}
 	}
@@ -124,7 +125,7 @@ func testRealOutputParsers(t *testing.T) {
 	held := cl.Sbatch(t, "sleep 60", "-H", "-p", "gpu", "-t", "45")
 	running := cl.Sbatch(t, "sleep 60", "-p", "gpu", "-w", up, "-t", "0-00:58")
 	t.Cleanup(func() { cl.Cancel(held, running) })
-	cl.WaitJob(t, running, 20*time.Second, "running", func(j slurm.JobInfo) bool { return j.State == slurm.JobRunning })
+	cl.WaitJob(t, running, 20*time.Second, "running", func(j slurm.JobInfo) bool { return j.State == slurmstate.JobRunning })
 
 	views := map[string][]slurm.NodeInfo{}
 	if views["sinfo"], err = cl.R.Nodes(c); err != nil {
@@ -196,10 +197,10 @@ func testRealOutputParsers(t *testing.T) {
 			t.Errorf("job %s: squeue --Format differs from scontrol (-scontrol +format):\n%s", id, diff)
 		}
 	}
-	if j := byID[held]; !j.Held() || j.State != slurm.JobPending || j.TimeLimit != 45*time.Minute {
+	if j := byID[held]; !j.Held() || j.State != slurmstate.JobPending || j.TimeLimit != 45*time.Minute {
 		t.Errorf("held job %s = %+v, want held PENDING with a 45 min limit", held, j)
 	}
-	if j := byID[running]; j.State != slurm.JobRunning || !slices.Equal(j.Nodes, []string{up}) ||
+	if j := byID[running]; j.State != slurmstate.JobRunning || !slices.Equal(j.Nodes, []string{up}) ||
 		j.TimeLimit != 58*time.Minute {
 		t.Errorf("running job %s = %+v, want RUNNING on %s with a 0-00:58 limit", running, j, up)
 	}
@@ -220,10 +221,10 @@ func testStopNodeEndsItsJobs(t *testing.T) {
 	if err := cl.StartNode(c, node); err != nil {
 		t.Fatal(err)
 	}
-	cl.WaitNode(t, node, 15*time.Second, "up", func(n slurm.NodeInfo) bool { return n.Ready() && n.State == slurm.NodeIdle })
+	cl.WaitNode(t, node, 15*time.Second, "up", func(n slurm.NodeInfo) bool { return n.Ready() && n.State == slurmstate.NodeIdle })
 	job := cl.Sbatch(t, "sleep 300", "-p", "gpu", "-w", node)
 	t.Cleanup(func() { cl.Cancel(job) })
-	cl.WaitJob(t, job, 20*time.Second, "running", func(j slurm.JobInfo) bool { return j.State == slurm.JobRunning })
+	cl.WaitJob(t, job, 20*time.Second, "running", func(j slurm.JobInfo) bool { return j.State == slurmstate.JobRunning })
 	var sleeps []int
 	for deadline := time.Now().Add(5 * time.Second); len(sleeps) == 0 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		sleeps = processesOf(node, "sleep")
@@ -264,12 +265,12 @@ func testGPUJobs(t *testing.T) {
 	for _, gpus := range [][]string{{"--gpus-per-node=8"}, {"--gres=gpu:8"}} {
 		id := cl.Sbatch(t, `env | grep -E '^(CUDA_VISIBLE_DEVICES|SLURM_JOB_GPUS|GPU_DEVICE_ORDINAL)=' | sort; sleep 3`,
 			append([]string{"-p", "gpu", "-w", node, "-t", "5"}, gpus...)...)
-		cl.WaitJob(t, id, 30*time.Second, "running", func(j slurm.JobInfo) bool { return j.State == slurm.JobRunning })
+		cl.WaitJob(t, id, 30*time.Second, "running", func(j slurm.JobInfo) bool { return j.State == slurmstate.JobRunning })
 		// Slurm allocated the node's 8 GPUs: device indexes 0-7 of gres.conf.
 		if out := cl.Scontrol(t, "-d", "show", "job", id); !strings.Contains(out, "GRES=gpu:8(IDX:0-7)") {
 			t.Errorf("job %s (%v): scontrol show job -d lacks GRES=gpu:8(IDX:0-7):\n%s", id, gpus, out)
 		}
-		cl.WaitJob(t, id, 30*time.Second, "completed", func(j slurm.JobInfo) bool { return j.State == slurm.JobCompleted })
+		cl.WaitJob(t, id, 30*time.Second, "completed", func(j slurm.JobInfo) bool { return j.State == slurmstate.JobCompleted })
 		out, err := os.ReadFile(cl.Root + "/log/job-" + id + ".out")
 		t.Logf("job %s (%v) GPU environment: %q (%v)", id, gpus, out, err)
 	}

@@ -19,10 +19,10 @@ import (
 // groups nodes ("sinfo" records) and keeps an empty record for the
 // partition of no listed node.
 var want2411Nodes = []nodeSummary{
-	{"flexci-gpu-0", fact(NodeIdle, "", slurmstate.OwnerNone, FlagCloud, FlagPoweredDown)},
-	{"flexci-gpu-1", fact(NodeIdle, "flexslurm: health FAIL: gpu 3", slurmstate.OwnerFlexslurm, FlagCloud, FlagDrain)},
-	{"flexci-gpu-2", fact(NodeIdle, "", slurmstate.OwnerNone, FlagCloud, FlagNotResponding, FlagPoweringUp)},
-	{"flexci-gpu-3", fact(NodeIdle, "", slurmstate.OwnerNone, FlagCloud, FlagPoweringDown)},
+	{"flexci-gpu-0", fact(slurmstate.NodeIdle, "", slurmstate.OwnerNone, slurmstate.FlagCloud, slurmstate.FlagPoweredDown)},
+	{"flexci-gpu-1", fact(slurmstate.NodeIdle, "flexslurm: health FAIL: gpu 3", slurmstate.OwnerFlexslurm, slurmstate.FlagCloud, slurmstate.FlagDrain)},
+	{"flexci-gpu-2", fact(slurmstate.NodeIdle, "", slurmstate.OwnerNone, slurmstate.FlagCloud, slurmstate.FlagNotResponding, slurmstate.FlagPoweringUp)},
+	{"flexci-gpu-3", fact(slurmstate.NodeIdle, "", slurmstate.OwnerNone, slurmstate.FlagCloud, slurmstate.FlagPoweringDown)},
 }
 
 func sortedByName(ns []NodeInfo) []NodeInfo {
@@ -60,8 +60,8 @@ func TestParseSinfoJSON2411(t *testing.T) {
 	if diff := cmp.Diff(want2411Nodes, summarizeNodes(shown)); diff != "" {
 		t.Errorf("scontrol show node -o (-want +got):\n%s", diff)
 	}
-	if !shown[0].PoweredOff() || !shown[1].Drained() || !shown[1].Ready() || shown[2].Ready() || !shown[2].Has(FlagPoweringUp) ||
-		!shown[3].Has(FlagPoweringDown) {
+	if !shown[0].PoweredOff() || !shown[1].Drained() || !shown[1].Ready() || shown[2].Ready() || !shown[2].Has(slurmstate.FlagPoweringUp) ||
+		!shown[3].Has(slurmstate.FlagPoweringDown) {
 		t.Errorf("state predicates wrong: %+v", shown)
 	}
 	// A registered cloud node's NodeAddr is where its slurmd registered

@@ -171,10 +171,10 @@ func fact(base slurmstate.NodeBase, reason string, owner slurmstate.Owner, flags
 // from one cluster at one moment: a drained node, a powered-down one, one
 // powering down and one powering up.
 var want2205Nodes = []nodeSummary{
-	{"exp-a-0", fact(NodeIdle, "flexslurm: health FAIL: gpu 3", slurmstate.OwnerFlexslurm, FlagCloud, FlagDrain)},
-	{"exp-a-1", fact(NodeIdle, "", slurmstate.OwnerNone, FlagCloud, FlagPoweredDown)},
-	{"exp-a-2", fact(NodeIdle, "", slurmstate.OwnerNone, FlagCloud, FlagPoweringDown)},
-	{"exp-a-3", fact(NodeIdle, "", slurmstate.OwnerNone, FlagCloud, FlagNotResponding, FlagPoweringUp)},
+	{"exp-a-0", fact(slurmstate.NodeIdle, "flexslurm: health FAIL: gpu 3", slurmstate.OwnerFlexslurm, slurmstate.FlagCloud, slurmstate.FlagDrain)},
+	{"exp-a-1", fact(slurmstate.NodeIdle, "", slurmstate.OwnerNone, slurmstate.FlagCloud, slurmstate.FlagPoweredDown)},
+	{"exp-a-2", fact(slurmstate.NodeIdle, "", slurmstate.OwnerNone, slurmstate.FlagCloud, slurmstate.FlagPoweringDown)},
+	{"exp-a-3", fact(slurmstate.NodeIdle, "", slurmstate.OwnerNone, slurmstate.FlagCloud, slurmstate.FlagNotResponding, slurmstate.FlagPoweringUp)},
 }
 
 func TestParseSinfoJSON2205(t *testing.T) {
@@ -288,8 +288,8 @@ func TestParseJSON2302Plus(t *testing.T) {
 	  {"node": {"state": ["MIXED", "DRAIN"]}, "nodes": {"nodes": ["c-gpu-1"]}, "partition": {"name": "all"}, "reason": "flexslurm: gpu"}],
 	 "errors": []}`
 	wantNodes := []nodeSummary{
-		{"c-gpu-0", fact(NodeIdle, "", slurmstate.OwnerNone, FlagCloud, FlagPoweredDown)},
-		{"c-gpu-1", fact(NodeMixed, "flexslurm: gpu", slurmstate.OwnerFlexslurm, FlagDrain)},
+		{"c-gpu-0", fact(slurmstate.NodeIdle, "", slurmstate.OwnerNone, slurmstate.FlagCloud, slurmstate.FlagPoweredDown)},
+		{"c-gpu-1", fact(slurmstate.NodeMixed, "flexslurm: gpu", slurmstate.OwnerFlexslurm, slurmstate.FlagDrain)},
 	}
 	for name, doc := range map[string]string{"23.02": sinfo2302, "23.11": sinfo2311} {
 		ns, err := ParseSinfoJSON([]byte(doc))

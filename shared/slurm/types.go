@@ -7,46 +7,6 @@ import (
 	"github.com/flexslurm/flexslurm/shared/slurmstate"
 )
 
-// Node flags and base states, and job states: the typed facts of package
-// slurmstate, which every parser here produces (slurmstate.ParseNode,
-// slurmstate.ParseJobState).
-const (
-	FlagCloud         = slurmstate.FlagCloud
-	FlagDrain         = slurmstate.FlagDrain
-	FlagNotResponding = slurmstate.FlagNotResponding
-	FlagPoweredDown   = slurmstate.FlagPoweredDown
-	FlagPoweringUp    = slurmstate.FlagPoweringUp
-	FlagPoweringDown  = slurmstate.FlagPoweringDown
-	FlagPowerDown     = slurmstate.FlagPowerDown
-	FlagPowerUp       = slurmstate.FlagPowerUp
-	FlagCompleting    = slurmstate.FlagCompleting
-	FlagMaint         = slurmstate.FlagMaint
-	FlagReserved      = slurmstate.FlagReserved
-
-	NodeIdle      = slurmstate.NodeIdle
-	NodeAllocated = slurmstate.NodeAllocated
-	NodeMixed     = slurmstate.NodeMixed
-	NodeDown      = slurmstate.NodeDown
-	NodeError     = slurmstate.NodeError
-	NodeFuture    = slurmstate.NodeFuture
-	NodeUnknown   = slurmstate.NodeUnknown
-
-	JobPending     = slurmstate.JobPending
-	JobConfiguring = slurmstate.JobConfiguring
-	JobRunning     = slurmstate.JobRunning
-	JobCompleting  = slurmstate.JobCompleting
-	JobSuspended   = slurmstate.JobSuspended
-	JobCompleted   = slurmstate.JobCompleted
-	JobCancelled   = slurmstate.JobCancelled
-	JobFailed      = slurmstate.JobFailed
-	JobTimeout     = slurmstate.JobTimeout
-	JobNodeFail    = slurmstate.JobNodeFail
-	JobPreempted   = slurmstate.JobPreempted
-	JobBootFail    = slurmstate.JobBootFail
-	JobDeadline    = slurmstate.JobDeadline
-	JobOOM         = slurmstate.JobOOM
-)
-
 // NodeInfo is one Slurm node as scontrol or sinfo reports it: its name,
 // its state as typed facts (slurmstate.Node: base state, flags, reason and
 // whose reason it is; Drained, Draining, Ready, PoweredOff, …), and where

@@ -37,6 +37,10 @@ func TestPoolControls(t *testing.T) {
 			Condition: "WaitingForCapacity: ZONE_RESOURCE_POOL_EXHAUSTED: no room (resize request rr-1 stays queued)",
 			Shortage:  "capacity: ZONE_RESOURCE_POOL_EXHAUSTED on rr-1 for " + Human(2*time.Hour) + " (since 2026-11-30T10:00:00Z)",
 		}},
+		{"workload policy refused", &model.Pool{WorkloadPolicy: "fs-c-p-wp-block", WorkloadPolicyRefused: "fs-c-p-wp-block", WorkloadPolicyError: "HTTP_400"},
+			Controls{Backoff: "none", Breaker: "none", PolicyRefused: "fs-c-p-wp-block (HTTP_400)"}},
+		{"a refused policy the spec no longer names", &model.Pool{WorkloadPolicy: "fs-c-p-wp-cluster", WorkloadPolicyRefused: "fs-c-p-wp-block", WorkloadPolicyError: "HTTP_400"},
+			Controls{Backoff: "none", Breaker: "none"}},
 	}
 	for _, tc := range tests {
 		if d := cmp.Diff(tc.want, poolControls(tc.pool, at)); d != "" {

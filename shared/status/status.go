@@ -79,6 +79,8 @@ type Pool struct {
 	ID    string
 	Known bool
 	Zone  string
+	// Zones are a multi-zone pool's zones (docs/design/zones.md); nil otherwise.
+	Zones []string
 	// Static is scaling_spec.min_node_count: nodes kept whether or not a
 	// job waits. Max is max_node_count; nodes above Static are dynamic.
 	Static, Max int
@@ -96,6 +98,9 @@ type Pool struct {
 	// Pending and Running are the active jobs of the pool, by id.
 	Pending, Running []string
 	Controls         Controls
+	// LeftForOperator says, per node left drained for an operator (at its
+	// repair limit, or for diagnosis after inconclusive checks), why.
+	LeftForOperator []string
 	// VersionWarnings are the reports of nodes whose current VM runs
 	// another flexslurm version than the functions that built its
 	// template (node.version_mismatch), by node.
@@ -104,10 +109,13 @@ type Pool struct {
 
 // Node is one node's view.
 type Node struct {
-	Name       string
-	Kind       model.NodeKind
-	Phase      model.Phase
-	VM         string
+	Name  string
+	Kind  model.NodeKind
+	Phase model.Phase
+	VM    string
+	// Zone is the zone the VM landed in, for a multi-zone pool's node
+	// ("" otherwise: the pool's zone).
+	Zone       string
 	Generation int64
 	// Termination is when Compute Engine ends the VM; zero when unknown
 	// (capacity not granted yet, or no VM).
@@ -140,6 +148,10 @@ type Controls struct {
 	Shortage string
 	// Overlap is the make-before-break overlap accumulated (node-time).
 	Overlap time.Duration
+	// PolicyRefused is the pool's workload policy when Compute refused
+	// it (its requests then go without it: docs/design/placement.md), with
+	// Compute's error code, e.g. "fs-c-p-wp-block (HTTP_400)"; "" otherwise.
+	PolicyRefused string
 }
 
 // poolControls derives a pool's Controls from its record (nil for a pool
@@ -166,6 +178,9 @@ func poolControls(p *model.Pool, at time.Time) Controls {
 			sh.Since.UTC().Format(time.RFC3339))
 	}
 	c.Overlap = time.Duration(p.OverlapSeconds) * time.Second
+	if p.WorkloadPolicy != "" && p.WorkloadPolicyRefused == p.WorkloadPolicy {
+		c.PolicyRefused = fmt.Sprintf("%s (%s)", p.WorkloadPolicyRefused, p.WorkloadPolicyError)
+	}
 	return c
 }
 
@@ -241,6 +256,9 @@ func pool(id string, st *model.State, at time.Time) Pool {
 	if rec != nil {
 		p.Known, p.Zone, p.Static, p.Max = true, rec.Zone, rec.MinNodes, rec.MaxNodes
 		p.RunDuration, p.Ready = rec.RunDuration, rec.Ready
+		if rec.MultiZone() {
+			p.Zones = rec.Zones
+		}
 	}
 	p.Controls = poolControls(rec, at)
 	for _, n := range st.PoolNodes(id) {
@@ -248,11 +266,23 @@ func pool(id string, st *model.State, at time.Time) Pool {
 		v := Node{Name: n.Name, Kind: n.Kind, Phase: n.Phase, Generation: n.Generation}
 		if n.Phase.HasVM() {
 			v.VM = n.VMName
+			if n.Phase != model.PhaseRequested {
+				v.Zone = n.Zone
+			}
 			if !n.TerminationTime.IsZero() {
 				v.Termination, v.TimeLeft = n.TerminationTime, n.TerminationTime.Sub(at)
 			}
 		}
 		p.Nodes = append(p.Nodes, v)
+		if n.Phase.HasVM() {
+			switch n.Repair {
+			case model.RepairLimit:
+				p.LeftForOperator = append(p.LeftForOperator, fmt.Sprintf("%s: repair limit reached (%d repairs since %s), left drained: %s",
+					n.Name, n.RepairCount, stamp(n.RepairCountSince), n.RepairReason))
+			case model.RepairDiagnosis:
+				p.LeftForOperator = append(p.LeftForOperator, fmt.Sprintf("%s: drained for diagnosis since %s: %s", n.Name, stamp(n.RepairSince), n.RepairReason))
+			}
+		}
 		if n.VersionMismatch != "" && n.VersionMismatchVM == n.VMName && n.Phase.HasVM() {
 			p.VersionWarnings = append(p.VersionWarnings, n.Name+": "+n.VersionMismatch)
 		}
@@ -375,8 +405,12 @@ func renderPool(b *strings.Builder, p Pool) {
 		if !p.Ready {
 			ready = "not ready (template pending)"
 		}
-		fmt.Fprintf(b, "  pool %s · zone %s · static minimum %d · maximum %d (up to %d dynamic) · run duration %s · %s\n",
-			p.ID, p.Zone, p.Static, p.Max, max(p.Max-p.Static, 0), Human(p.RunDuration), ready)
+		zone := "zone " + p.Zone
+		if len(p.Zones) > 0 {
+			zone = "zones " + strings.Join(p.Zones, ", ") + " (each request in one of them, where capacity is)"
+		}
+		fmt.Fprintf(b, "  pool %s · %s · static minimum %d · maximum %d (up to %d dynamic) · run duration %s · %s\n",
+			p.ID, zone, p.Static, p.Max, max(p.Max-p.Static, 0), Human(p.RunDuration), ready)
 	} else {
 		fmt.Fprintf(b, "  pool %s · no pool record (removed from the spec?)\n", p.ID)
 	}
@@ -389,9 +423,16 @@ func renderPool(b *strings.Builder, p Pool) {
 		tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "    NODE\tKIND\tPHASE\tVM\tGEN\tTIME LEFT")
 		for _, n := range p.Nodes {
-			fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%d\t%s\n", n.Name, n.Kind, n.Phase, dash(n.VM), n.Generation, timeLeft(n))
+			vm := dash(n.VM)
+			if n.Zone != "" {
+				vm += " in " + n.Zone
+			}
+			fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%d\t%s\n", n.Name, n.Kind, n.Phase, vm, n.Generation, timeLeft(n))
 		}
 		tw.Flush()
+	}
+	for _, w := range p.LeftForOperator {
+		fmt.Fprintf(b, "    LEFT FOR AN OPERATOR: %s (reportFaultyNodes repairs it: docs/design/repair-limit.md)\n", w)
 	}
 	for _, w := range p.VersionWarnings {
 		fmt.Fprintf(b, "    WARNING: version mismatch on %s (deploy/README.md, \"Versions\")\n", w)
@@ -428,6 +469,9 @@ func renderPool(b *strings.Builder, p Pool) {
 	}
 	if p.Controls.Shortage != "" {
 		fmt.Fprintf(b, "    short of %s: the request stays queued, new requests wait for the backoff\n", p.Controls.Shortage)
+	}
+	if p.Controls.PolicyRefused != "" {
+		fmt.Fprintf(b, "    compact placement: Compute refused workload policy %s; requests go without it, placement is best effort\n", p.Controls.PolicyRefused)
 	}
 	if p.Controls.Overlap > 0 {
 		fmt.Fprintf(b, "    make-before-break overlap: %.1f node-hours\n", p.Controls.Overlap.Hours())

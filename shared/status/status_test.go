@@ -48,7 +48,10 @@ func fixture(t *testing.T, s store.Store) {
 			VMName: "c1-gpu-0-g2", VMID: "123", RequestedAt: now.Add(-26 * time.Hour), RunningAt: now.Add(-25 * time.Hour),
 			TerminationTime:   now.Add(6*24*time.Hour + 23*time.Hour + 30*time.Second),
 			VersionMismatch:   "VM c1-gpu-0-g2 runs flexslurm v1.1.0; the functions that built its instance template run v1.2.0",
-			VersionMismatchVM: "c1-gpu-0-g2"})
+			VersionMismatchVM: "c1-gpu-0-g2",
+			// Repaired three times within the day: left for an operator.
+			Repair: model.RepairLimit, RepairSince: now.Add(-10 * time.Minute), RepairReason: "health check failed: GPU 3: 2 uncorrectable ECC errors",
+			RepairCount: 3, RepairCountSince: now.Add(-20 * time.Hour)})
 		add(&model.Node{Name: "c1-gpu-1", Pool: "gpu", Index: 1, Kind: model.NodeDynamic, Generation: 1, Phase: model.PhaseRequested,
 			VMName: "c1-gpu-1-g1", ResizeRequest: "c1-gpu-j42-g1", MIG: naming.RequestMIG("c1", "gpu", "c1-gpu-j42-g1"), JobID: "42", RequestedAt: now.Add(-12*time.Minute - 30*time.Second)})
 		add(&model.Node{Name: "c1-gpu-2", Pool: "gpu", Index: 2, Kind: model.NodeDynamic, Generation: 3, Phase: model.PhaseDeleting,
@@ -177,6 +180,10 @@ func TestCollect(t *testing.T) {
 	}
 	if diff := cmp.Diff(status.Controls{Backoff: "none", Breaker: "none"}, gpu.Controls); diff != "" {
 		t.Errorf("controls (-want +got):\n%s", diff)
+	}
+	wantLeft := []string{"c1-gpu-0: repair limit reached (3 repairs since 2026-11-19T16:00:00Z), left drained: health check failed: GPU 3: 2 uncorrectable ECC errors"}
+	if diff := cmp.Diff(wantLeft, gpu.LeftForOperator); diff != "" {
+		t.Errorf("left for an operator (-want +got):\n%s", diff)
 	}
 	if !snap.FutureRecords.IsZero() {
 		t.Errorf("FutureRecords = %v for records written before now", snap.FutureRecords)

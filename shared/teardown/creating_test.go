@@ -117,6 +117,12 @@ func (s *scripted) DeleteInstanceTemplate(context.Context, string, string) error
 	return nil
 }
 
+func (s *scripted) ListResourcePoliciesAllRegions(context.Context) ([]gce.PolicyRef, error) {
+	return nil, nil
+}
+
+func (s *scripted) DeleteWorkloadPolicy(context.Context, string, string, string) error { return nil }
+
 // TestTeardownWaitsForCreatingRequest: a request still CREATING is looked at
 // again until it is ACCEPTED, then cancelled and deleted, before its MIG is.
 func TestTeardownWaitsForCreatingRequest(t *testing.T) {

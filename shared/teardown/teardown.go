@@ -63,6 +63,8 @@ type Compute interface {
 	DeleteMIG(ctx context.Context, zone, name, requestID string) error
 	DeleteInstance(ctx context.Context, zone, name, requestID string) error
 	DeleteInstanceTemplate(ctx context.Context, name, requestID string) error
+	ListResourcePoliciesAllRegions(ctx context.Context) ([]gce.PolicyRef, error)
+	DeleteWorkloadPolicy(ctx context.Context, region, name, requestID string) error
 }
 
 var _ Compute = (*gce.Client)(nil)
@@ -219,7 +221,7 @@ func Run(ctx context.Context, c Compute, o Options) (*Report, error) {
 	r.phase(len(p.ResizeRequests), func(i int) { r.resizeRequest(ctx, p.ResizeRequests[i]) })
 	r.phase(len(p.MIGs), func(i int) {
 		m := p.MIGs[i]
-		err := r.c.DeleteMIG(ctx, m.Zone, m.Name, r.requestID("delete-mig", "zones/"+m.Zone+"/instanceGroupManagers/"+m.Name))
+		err := r.c.DeleteMIG(ctx, m.Location(), m.Name, r.requestID("delete-mig", m.Scope()+"/instanceGroupManagers/"+m.Name))
 		r.record(migItem(m), "deleted", err)
 	})
 	r.phase(len(p.VMs), func(i int) {
@@ -235,6 +237,11 @@ func Run(ctx context.Context, c Compute, o Options) (*Report, error) {
 		t := p.Templates[i]
 		err := r.c.DeleteInstanceTemplate(ctx, t.Name, r.requestID("delete-template", t.Path))
 		r.record(plan.TeardownItem{Kind: plan.KindTemplate, Scope: "global", Name: t.Name}, "deleted", err)
+	})
+	r.phase(len(p.Policies), func(i int) {
+		rp := p.Policies[i]
+		err := r.c.DeleteWorkloadPolicy(ctx, rp.Region, rp.Name, r.requestID("delete-resource-policy", "regions/"+rp.Region+"/resourcePolicies/"+rp.Name))
+		r.record(plan.TeardownItem{Kind: plan.KindPolicy, Scope: "regions/" + rp.Region, Name: rp.Name}, "deleted", err)
 	})
 	rep.Actions = r.actions
 	remaining, err := r.settle(ctx, before)
@@ -400,7 +407,7 @@ func (r *runner) inventory(ctx context.Context) (plan.TeardownInventory, error) 
 	}
 	owned, _ := plan.TeardownOwnedMIGs(r.o.Cluster, inv.Templates, inv.MIGs)
 	for _, m := range owned {
-		rrs, err := r.c.ListResizeRequests(ctx, m.Zone, m.Name)
+		rrs, err := r.c.ListResizeRequests(ctx, m.Location(), m.Name)
 		if gce.IsNotFound(err) {
 			continue // deleted since it was listed
 		}
@@ -410,6 +417,13 @@ func (r *runner) inventory(ctx context.Context) (plan.TeardownInventory, error) 
 		for _, rr := range rrs {
 			inv.ResizeRequests = append(inv.ResizeRequests, plan.TeardownResizeRequest{Zone: rr.Zone, MIG: rr.MIG, Name: rr.Name, State: rr.State})
 		}
+	}
+	rps, err := r.c.ListResourcePoliciesAllRegions(ctx)
+	if err != nil {
+		return inv, fmt.Errorf("listing cluster resources: %w", err)
+	}
+	for _, rp := range rps {
+		inv.Policies = append(inv.Policies, plan.TeardownPolicy{Region: rp.Region, Name: rp.Name, Description: rp.Description})
 	}
 	vms, err := r.c.ListInstancesAllZones(ctx, plan.TeardownClusterLabels(r.o.Cluster))
 	if err = unreachable(err); err != nil {
@@ -498,6 +512,10 @@ func (r *Report) Write(w io.Writer) error {
 		}
 		for _, t := range r.Plan.Templates {
 			fmt.Fprintf(&b, "  %s global/%s: delete\n", plan.KindTemplate, t.Name)
+			n++
+		}
+		for _, rp := range r.Plan.Policies {
+			fmt.Fprintf(&b, "  %s regions/%s/%s: delete\n", plan.KindPolicy, rp.Region, rp.Name)
 			n++
 		}
 		if n == 0 {

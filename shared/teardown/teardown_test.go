@@ -428,3 +428,41 @@ func TestTeardownReportsFailures(t *testing.T) {
 		t.Errorf("%d VMs left, want 1 (the failed MIG's)", n)
 	}
 }
+
+// TestTeardownWorkloadPolicies: the workload policies of the cluster's
+// pools (named and described by shared/naming) are deleted; another
+// cluster's, and one with a pool policy's name but another description,
+// are left.
+func TestTeardownWorkloadPolicies(t *testing.T) {
+	w := newWorld(t)
+	for _, p := range []gce.WorkloadPolicySpec{
+		{Region: "us-central1", Name: naming.WorkloadPolicy("c1", "a3", "BLOCK"), Description: naming.WorkloadPolicyDescription("c1", "a3"), MaxTopologyDistance: "BLOCK"},
+		{Region: "europe-west4", Name: naming.WorkloadPolicy("c1", "old", ""), Description: naming.WorkloadPolicyDescription("c1", "old")},
+		{Region: "us-central1", Name: naming.WorkloadPolicy("c2", "a3", ""), Description: naming.WorkloadPolicyDescription("c2", "a3")},
+		{Region: "us-central1", Name: naming.WorkloadPolicy("c1", "a3", ""), Description: "the team's own policy"},
+	} {
+		if err := w.c.EnsureWorkloadPolicy(w.ctx, p, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, out := w.run(true)
+	if !strings.Contains(out, "workload policy regions/us-central1/fs-c1-a3-wp-block") || strings.Contains(out, "fs-c2-") || strings.Contains(out, "fs-c1-a3-wp-any") {
+		t.Errorf("dry-run report:\n%s", out)
+	}
+	rep, out := w.run(false)
+	if !rep.Clean() {
+		t.Errorf("teardown left %v\n%s", rep.Remaining, out)
+	}
+	left, err := w.c.ListResourcePoliciesAllRegions(w.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range left {
+		names = append(names, p.Region+"/"+p.Name)
+	}
+	slices.Sort(names)
+	if want := []string{"us-central1/fs-c1-a3-wp-any", "us-central1/fs-c2-a3-wp-any"}; !slices.Equal(names, want) {
+		t.Errorf("policies left %v, want %v", names, want)
+	}
+}

@@ -112,6 +112,9 @@ func (r *Checker) state(jobs ...string) *model.State {
 
 // evaluate runs one check now.
 func (r *Checker) evaluate(c lang.Check, step int) []Result {
+	if !r.readingsMatch(c.Readings) {
+		return nil
+	}
 	var out []Result
 	add := func(name string, pass bool, expected, actual string) {
 		if c.Name != "" {
@@ -244,6 +247,15 @@ func (r *Checker) checkVMProperties(v *lang.VMCheck, what string, sel []computes
 		}
 		add(what+" boot disk size", len(bad) == 0, fmt.Sprintf("%d GB on every VM", v.BootDiskSizeGB), listOf(bad))
 	}
+	if v.Zone != "" {
+		var bad []string
+		for _, vm := range sel {
+			if vm.Zone != v.Zone {
+				bad = append(bad, vm.Name+" in "+vm.Zone)
+			}
+		}
+		add(what+" zone", len(bad) == 0, "every VM in "+v.Zone, listOf(bad))
+	}
 	if v.PoolTemplate {
 		st := r.state()
 		var bad []string
@@ -268,6 +280,16 @@ func (r *Checker) checkVMProperties(v *lang.VMCheck, what string, sel []computes
 			}
 		}
 		add(what+" end by "+lang.FormatDuration(time.Duration(*v.EndBy)), len(bad) == 0, "every VM", listOf(bad))
+	}
+	if v.EndAfter != nil {
+		limit := r.start.Add(time.Duration(*v.EndAfter))
+		var bad []string
+		for _, vm := range sel {
+			if vm.TerminationTime.IsZero() || vm.TerminationTime.Before(limit) {
+				bad = append(bad, fmt.Sprintf("%s ends %s", vm.Name, lang.FormatDuration(vm.TerminationTime.Sub(r.start))))
+			}
+		}
+		add(what+" end at or after "+lang.FormatDuration(time.Duration(*v.EndAfter)), len(bad) == 0, "every VM", listOf(bad))
 	}
 }
 
@@ -318,6 +340,21 @@ func reasonSuffix(r string) string {
 
 func quote(s string) string { return fmt.Sprintf("%q", s) }
 
+// readingsMatch reports whether the simulator's readings have each switch
+// of want as given (lang.Check.Readings).
+func (r *Checker) readingsMatch(want map[string]bool) bool {
+	if len(want) == 0 {
+		return true
+	}
+	got := r.sim.Readings()
+	for name, on := range want {
+		if v, ok := got.Switch(name); !ok || v != on {
+			return false
+		}
+	}
+	return true
+}
+
 func checkPool(st *model.State, pc lang.PoolCheck, now time.Time, add addFunc) {
 	p, ok := st.Pools[pc.ID]
 	name := "pool " + pc.ID
@@ -350,6 +387,10 @@ func checkPool(st *model.State, pc lang.PoolCheck, now time.Time, add addFunc) {
 			got = p.BackoffReason
 		}
 		add(name+" backoff", got == pc.Backoff, pc.Backoff, got)
+	}
+	if pc.WorkloadPolicyRefused != "" {
+		got := noneIfEmpty(p.WorkloadPolicyRefused)
+		add(name+" workload policy refused", got == pc.WorkloadPolicyRefused, pc.WorkloadPolicyRefused, got)
 	}
 }
 
@@ -420,13 +461,14 @@ func stateIn(state string, want []string) bool {
 func (r *Checker) checkRRs(rc *lang.RRCheck, add addFunc) {
 	sel := r.selectRRs(rc)
 	var names, described []string
-	states := map[string]string{}
+	states, policies := map[string]string{}, map[string]string{}
 	for _, rr := range sel {
 		names = append(names, rr.Name)
 		described = append(described, rr.Name+"="+rr.State)
 	}
 	for _, rr := range r.sim.ResizeRequestHistory() {
 		states[rr.Name] = rr.State
+		policies[rr.Name] = rr.WorkloadPolicy
 	}
 	sort.Strings(names)
 	sort.Strings(described)
@@ -445,6 +487,20 @@ func (r *Checker) checkRRs(rc *lang.RRCheck, add addFunc) {
 			got = "absent"
 		}
 		add("resize request "+name+" state", got == rc.States[name], rc.States[name], got)
+	}
+	for _, name := range sortedKeys(rc.WorkloadPolicies) {
+		got, ok := policies[name]
+		switch {
+		case !ok:
+			got = "absent"
+		case got == "":
+			got = "none"
+		}
+		want := rc.WorkloadPolicies[name]
+		if want == "" {
+			want = "none"
+		}
+		add("resize request "+name+" MIG's workload policy", got == want, want, got)
 	}
 }
 
@@ -577,6 +633,13 @@ func (r *Checker) checkSlurmJob(sj lang.SlurmJobCheck, add addFunc) {
 	}
 	if sj.MinRestarts > 0 {
 		add(name+" restarts", j.Restarts() >= sj.MinRestarts, fmt.Sprintf("at least %d", sj.MinRestarts), fmt.Sprintf("%d", j.Restarts()))
+	}
+	if sj.Nodes != nil {
+		want, got := slices.Sorted(slices.Values(sj.Nodes)), slices.Sorted(slices.Values(j.Nodes()))
+		add(name+" nodes", slices.Equal(want, got), fmt.Sprint(want), fmt.Sprint(got))
+	}
+	if sj.MaxRestarts != nil {
+		add(name+" restarts", j.Restarts() <= *sj.MaxRestarts, fmt.Sprintf("at most %d", *sj.MaxRestarts), fmt.Sprintf("%d", j.Restarts()))
 	}
 }
 

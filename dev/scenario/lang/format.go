@@ -433,6 +433,9 @@ type SubmitStep struct {
 	// accelerator_count, gres.conf) they do not use up; 0: the job has
 	// its nodes to itself.
 	GPUs int `yaml:"gpus,omitempty"`
+	// Comment is the job's own comment (sbatch --comment), which
+	// flexslurm never overwrites; "": none.
+	Comment string `yaml:"comment,omitempty"`
 }
 
 // CancelStep cancels a job in the Slurm model (slurm.simulate).
@@ -603,6 +606,13 @@ type Check struct {
 	// quiet (no message queued or held), no_mig_left (every MIG of the
 	// cluster in Compute is one a node serves from).
 	Invariant StringList `yaml:"invariant,omitempty"`
+	// Readings limits the check to runs whose simulator readings
+	// (computesim.Readings, simulator.compute_readings or
+	// --compute-readings) have each named on/off switch as given, e.g.
+	// {RefuseWorkloadPolicyOnFlexStart: true}; under other readings the
+	// check is not evaluated. It lets one scenario state what flexslurm
+	// does under each reading of an open point.
+	Readings map[string]bool `yaml:"readings,omitempty"`
 
 	line int
 }
@@ -661,12 +671,18 @@ type VMCheck struct {
 	// BootDiskSizeGB, when set, is the boot disk size every selected VM
 	// must have (what its instance template gave it).
 	BootDiskSizeGB int64 `yaml:"boot_disk_size_gb,omitempty"`
+	// Zone, when set, is the zone every selected VM must be in (where
+	// Compute placed a multi-zone pool's request, docs/design/zones.md).
+	Zone string `yaml:"zone,omitempty"`
 	// PoolTemplate, when true, requires every selected VM to have been
 	// created from the instance template its pool's record names now.
 	PoolTemplate bool `yaml:"pool_template,omitempty"`
 	// EndBy, when set, requires every selected VM to end (its termination
 	// time) no later than this offset from the start.
 	EndBy *Duration `yaml:"end_by,omitempty"`
+	// EndAfter, when set, requires every selected VM to end (its
+	// termination time) no earlier than this offset from the start.
+	EndAfter *Duration `yaml:"end_after,omitempty"`
 }
 
 // NodeCheck checks a node record; only the fields given are compared.
@@ -699,6 +715,9 @@ type PoolCheck struct {
 	// Backoff is the class of the backoff in force (capacity, quota,
 	// permanent), or none.
 	Backoff string `yaml:"backoff,omitempty"`
+	// WorkloadPolicyRefused is the workload policy Compute refused for
+	// the pool (model.Pool.WorkloadPolicyRefused), or none.
+	WorkloadPolicyRefused string `yaml:"workload_policy_refused,omitempty"`
 }
 
 // JobCheck checks a job record.
@@ -726,6 +745,9 @@ type RRCheck struct {
 	Count `yaml:",inline"`
 	// States maps request names to their expected state.
 	States map[string]string `yaml:"states,omitempty"`
+	// WorkloadPolicies maps request names to the workload policy their MIG
+	// references ("" for none: compact placement, docs/design/placement.md).
+	WorkloadPolicies map[string]string `yaml:"workload_policies,omitempty"`
 }
 
 // CommandCheck counts the Slurm commands flexslurm published.
@@ -763,6 +785,12 @@ type SlurmJobCheck struct {
 	Comment *string `yaml:"comment,omitempty"`
 	// MinRestarts: the job was requeued at least this often.
 	MinRestarts int `yaml:"min_restarts,omitempty"`
+	// MaxRestarts: the job was requeued at most this often (0: never, so
+	// no VM's end killed it).
+	MaxRestarts *int `yaml:"max_restarts,omitempty"`
+	// Nodes, when set, are the nodes Slurm allocated the job (its latest
+	// allocation), in any order.
+	Nodes []string `yaml:"nodes,omitempty"`
 }
 
 // ListOmitStep makes Compute listings succeed but leave something out:

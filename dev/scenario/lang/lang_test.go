@@ -51,6 +51,7 @@ func TestStrictDecodingNamesPathAndLine(t *testing.T) {
 		{"bad Slurm state", base + "steps:\n  - snapshot:\n      nodes: [{name: flexvm-a3u-1, state: SLEEPY+CLOUD}]\n", `base "SLEEPY"`},
 		{"unknown record field", base + "  nodes: [{name: flexvm-a3u-1, pool: a3u, phaze: running}]\n", `initial.nodes[0]: json: unknown field "phaze"`},
 		{"submit without the Slurm model", base + "steps:\n  - submit: {id: \"1\", nodes: 1}\n", `needs slurm.simulate`},
+		{"a comment of two lines", base + "slurm: {simulate: true}\nsteps:\n  - submit: {id: \"1\", nodes: 1, comment: \"a\\nb\"}\n", `steps[0].submit.comment (line 12): "a\nb": one line`},
 		{"bad health verdict", base + "steps:\n  - health: {node: flexvm-a3u-0, verdict: PASS}\n", `steps[0].health.verdict (line 11): want FAIL or INCONCLUSIVE, got "PASS"`},
 		{"drained INCONCLUSIVE", base + "steps:\n  - health: {node: flexvm-a3u-0, verdict: INCONCLUSIVE, drained: true}\n", `steps[0].health.drained (line 11): only a FAIL`},
 		{"unknown repair state", base + "steps:\n  - assert:\n      - nodes: [{name: flexvm-a3u-0, repair: fixing}]\n", `unknown repair state "fixing"; states: none, await_drain, host_repair, blocked, diagnosis`},

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -411,6 +413,9 @@ func (s *Step) validate(p *problems, path string, f *File) {
 		if s.Submit.GPUs < 0 {
 			p.add(s.line, path+".submit.gpus", "%d: at least 0", s.Submit.GPUs)
 		}
+		if strings.ContainsAny(s.Submit.Comment, "\n\r") {
+			p.add(s.line, path+".submit.comment", "%q: one line, as sbatch --comment takes it", s.Submit.Comment)
+		}
 	case s.Cancel != nil:
 		if !f.Slurm.Simulate {
 			p.add(s.line, path+".cancel", "needs slurm.simulate")
@@ -523,9 +528,9 @@ func (c *Check) validate(p *problems, path string, f *File) {
 	if c.VMs != nil {
 		n++
 		checkCount(p, line, path+".vms", c.VMs.Count)
-		if v := c.VMs; v.Names == nil && !v.Count.IsSet() && v.BootDiskSizeGB == 0 && !v.PoolTemplate && v.EndBy == nil {
+		if v := c.VMs; v.Names == nil && !v.Count.IsSet() && v.BootDiskSizeGB == 0 && !v.PoolTemplate && v.EndBy == nil && v.EndAfter == nil {
 			// pool, node, include_stopping and foreign only select.
-			p.add(line, path+".vms", "selects VMs but checks nothing: give names, count, min, max, boot_disk_size_gb, pool_template or end_by")
+			p.add(line, path+".vms", "selects VMs but checks nothing: give names, count, min, max, boot_disk_size_gb, pool_template, end_by or end_after")
 		}
 	}
 	if c.ResizeRequests != nil {
@@ -533,9 +538,9 @@ func (c *Check) validate(p *problems, path string, f *File) {
 		rr := c.ResizeRequests
 		checkRegexp(p, line, path+".resize_requests.match", rr.Match)
 		checkCount(p, line, path+".resize_requests", rr.Count)
-		if rr.Names == nil && !rr.Count.IsSet() && len(rr.States) == 0 {
+		if rr.Names == nil && !rr.Count.IsSet() && len(rr.States) == 0 && len(rr.WorkloadPolicies) == 0 {
 			// name, match, node, job and state only select.
-			p.add(line, path+".resize_requests", "selects resize requests but checks nothing: give names, count, min, max or states")
+			p.add(line, path+".resize_requests", "selects resize requests but checks nothing: give names, count, min, max, states or workload_policies")
 		}
 		for _, s := range rr.State {
 			if !contains(rrStates, s) {
@@ -622,6 +627,11 @@ func (c *Check) validate(p *problems, path string, f *File) {
 		}
 		if !f.Slurm.Simulate {
 			p.add(line, fmt.Sprintf("%s.slurm_jobs[%d]", path, i), "needs slurm.simulate")
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Readings)) {
+		if !computesim.IsReadingSwitch(name) {
+			p.add(line, path+".readings", "unknown switch %q; on/off switches: %s", name, strings.Join(computesim.ReadingSwitchNames(), ", "))
 		}
 	}
 	for _, inv := range c.Invariant {

@@ -706,7 +706,7 @@ func (m *Model) Submit(now time.Time, s lang.SubmitStep) error {
 	if pool == "" {
 		return fmt.Errorf("no partition %q with a flex-start pool", s.Partition)
 	}
-	j := &Job{id: s.ID, partition: part, pool: pool, want: s.Nodes, gpus: s.GPUs, runtime: s.Runtime.D(), timeLimit: s.TimeLimit.D(), state: "PENDING", eligibleAt: now}
+	j := &Job{id: s.ID, partition: part, pool: pool, want: s.Nodes, gpus: s.GPUs, runtime: s.Runtime.D(), timeLimit: s.TimeLimit.D(), state: "PENDING", eligibleAt: now, comment: s.Comment}
 	m.jobs[s.ID] = j
 	m.order = append(m.order, s.ID)
 	if why := m.refused(j); why != "" {
