@@ -19,6 +19,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/ext/tryfunc"
 	"github.com/hashicorp/hcl/v2/hclparse"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
@@ -449,5 +450,7 @@ func (m *module) functions() map[string]function.Function {
 		"trimspace":  stdlib.TrimSpaceFunc,
 		"trimsuffix": stdlib.TrimSuffixFunc,
 		"values":     stdlib.ValuesFunc,
+		"can":        tryfunc.CanFunc,
+		"regex":      stdlib.RegexFunc,
 	}
 }

@@ -65,6 +65,8 @@ locals {
       FLEXSLURM_END_SIGNAL         = var.end_signal
     },
     var.universe_domain == "googleapis.com" ? {} : { GOOGLE_CLOUD_UNIVERSE_DOMAIN = var.universe_domain },
+    var.repair_node_limit == "" ? {} : { FLEXSLURM_REPAIR_NODE_LIMIT = var.repair_node_limit },
+    var.repair_node_window == "" ? {} : { FLEXSLURM_REPAIR_NODE_WINDOW = var.repair_node_window },
   )
 
   # The APIs the deployment and the functions call.

@@ -121,6 +121,28 @@ variable "end_signal" {
   }
 }
 
+variable "repair_node_limit" {
+  description = "FLEXSLURM_REPAIR_NODE_LIMIT of the functions: a node repaired this many times within repair_node_window is left drained for an operator on its next health failure (docs/design/repair-limit.md). An integer 1 to 100, \"none\" for no limit, or \"\" for flexslurm's default (3)."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = can(regex("^(|none|[1-9]|[1-9][0-9]|100)$", var.repair_node_limit))
+    error_message = "repair_node_limit must be an integer from 1 to 100, none, or empty for the default."
+  }
+}
+
+variable "repair_node_window" {
+  description = "FLEXSLURM_REPAIR_NODE_WINDOW of the functions: the window, from a node's first repair, in which its repairs count toward repair_node_limit. A Go duration in hours from 1h to 720h (e.g. 24h, 48h), or \"\" for flexslurm's default (24h)."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = can(regex("^(|[1-9]h|[1-9][0-9]h|[1-6][0-9][0-9]h|7[01][0-9]h|720h)$", var.repair_node_window))
+    error_message = "repair_node_window must be a whole number of hours from 1h to 720h (e.g. 48h), or empty for the default."
+  }
+}
+
 variable "log_level" {
   description = "FLEXSLURM_LOG_LEVEL of the functions: DEBUG, INFO, WARN or ERROR."
   type        = string

@@ -38,6 +38,8 @@ const (
 	EnvResizeRequestAPI         = "FLEXSLURM_RESIZE_REQUEST_API"
 	EnvEndWarning               = "FLEXSLURM_END_WARNING"
 	EnvEndSignal                = "FLEXSLURM_END_SIGNAL"
+	EnvRepairNodeLimit          = "FLEXSLURM_REPAIR_NODE_LIMIT"
+	EnvRepairNodeWindow         = "FLEXSLURM_REPAIR_NODE_WINDOW"
 )
 
 // Values of EnvResizeRequestAPI (the same as shared/gce's
@@ -122,6 +124,13 @@ type Config struct {
 	// ends at its run duration (docs/user.md, "A warning before the end").
 	EndWarning time.Duration
 	EndSignal  string
+	// RepairNodeLimit (an integer 1–100, or "none": -1) and
+	// RepairNodeWindow (whole hours, 1h–720h) override plan.Policy's: a
+	// node whose repairs within the window reached the limit is left
+	// drained for an operator on its next failure
+	// (docs/design/repair-limit.md). Zero: flexslurm's defaults.
+	RepairNodeLimit  int
+	RepairNodeWindow time.Duration
 }
 
 // FromEnv reads the configuration; getenv is os.Getenv in production.
@@ -184,6 +193,24 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	c.EndSignal = strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(getenv(EnvEndSignal))), "SIG")
 	if c.EndSignal != "" && !slices.Contains(endSignals, c.EndSignal) {
 		errs = append(errs, fmt.Errorf("%s=%q: want one of %s", EnvEndSignal, getenv(EnvEndSignal), strings.Join(endSignals, ", ")))
+	}
+	if v := strings.TrimSpace(getenv(EnvRepairNodeLimit)); v != "" {
+		n, err := strconv.Atoi(v)
+		switch {
+		case v == "none":
+			c.RepairNodeLimit = -1
+		case err != nil || n < 1 || n > 100:
+			errs = append(errs, fmt.Errorf("%s=%q: want a number of repairs between 1 and 100, or none for no limit", EnvRepairNodeLimit, v))
+		default:
+			c.RepairNodeLimit = n
+		}
+	}
+	if v := strings.TrimSpace(getenv(EnvRepairNodeWindow)); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Hour || d > 720*time.Hour || d%time.Hour != 0 || !strings.HasSuffix(v, "h") {
+			errs = append(errs, fmt.Errorf("%s=%q: want a whole number of hours between 1h and 720h, e.g. 48h", EnvRepairNodeWindow, v))
+		}
+		c.RepairNodeWindow = d
 	}
 	if v := getenv(EnvRecreateAfterTermination); v != "" {
 		b, err := strconv.ParseBool(v)

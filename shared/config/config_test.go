@@ -73,3 +73,36 @@ func TestResizeRequestAPISetting(t *testing.T) {
 		}
 	}
 }
+
+// TestRepairLimitSettings: the operator sets the per-node repair limit and
+// its window (docs/design/repair-limit.md); a bad value is refused with an
+// error naming the variable and the value.
+func TestRepairLimitSettings(t *testing.T) {
+	for _, tc := range []struct {
+		limit, window string
+		wantLimit     int
+		wantWindow    time.Duration
+	}{
+		{"", "", 0, 0},
+		{"5", "48h", 5, 48 * time.Hour},
+		{"none", "", -1, 0},
+		{" none ", "1h", -1, time.Hour},
+	} {
+		c, err := FromEnv(env(map[string]string{EnvProject: "p", EnvRepairNodeLimit: tc.limit, EnvRepairNodeWindow: tc.window}))
+		if err != nil || c.RepairNodeLimit != tc.wantLimit || c.RepairNodeWindow != tc.wantWindow {
+			t.Errorf("%q %q: limit %d window %v err %v, want %d %v", tc.limit, tc.window, c.RepairNodeLimit, c.RepairNodeWindow, err, tc.wantLimit, tc.wantWindow)
+		}
+	}
+	for _, v := range []string{"0", "-1", "101", "three", "2.5", "NONE"} {
+		_, err := FromEnv(env(map[string]string{EnvProject: "p", EnvRepairNodeLimit: v}))
+		if err == nil || !strings.Contains(err.Error(), EnvRepairNodeLimit) || !strings.Contains(err.Error(), v) {
+			t.Errorf("%s=%q: error %v, want one naming the variable and the value", EnvRepairNodeLimit, v, err)
+		}
+	}
+	for _, v := range []string{"30m", "721h", "a day", "0", "1h30m", "60m"} {
+		_, err := FromEnv(env(map[string]string{EnvProject: "p", EnvRepairNodeWindow: v}))
+		if err == nil || !strings.Contains(err.Error(), EnvRepairNodeWindow) || !strings.Contains(err.Error(), v) {
+			t.Errorf("%s=%q: error %v, want one naming the variable and the value", EnvRepairNodeWindow, v, err)
+		}
+	}
+}

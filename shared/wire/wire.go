@@ -111,5 +111,6 @@ func Policy(cfg config.Config) plan.Policy {
 		RecreateAfterTermination: cfg.RecreateAfterTermination, MaxEventAge: cfg.MaxEventAge,
 		OneNodePerRequest: cfg.ResizeRequestAPI == config.ResizeRequestAPICount,
 		EndWarning:        cfg.EndWarning, EndSignal: cfg.EndSignal,
+		RepairNodeLimit: cfg.RepairNodeLimit, RepairNodeWindow: cfg.RepairNodeWindow,
 	}
 }

@@ -89,8 +89,8 @@ func TestEndSignalsAreTheEventsSignals(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), config.EnvEndSignal) {
 		t.Errorf("%s=KILL: %v (config %+v), want a refusal naming the variable", config.EnvEndSignal, err, cfg.EndSignal)
 	}
-	pol := Policy(config.Config{EndWarning: 10 * time.Minute, EndSignal: "USR2"})
-	if pol.EndWarning != 10*time.Minute || pol.EndSignal != "USR2" {
-		t.Errorf("policy %v %q", pol.EndWarning, pol.EndSignal)
+	pol := Policy(config.Config{EndWarning: 10 * time.Minute, EndSignal: "USR2", RepairNodeLimit: -1, RepairNodeWindow: 48 * time.Hour})
+	if pol.EndWarning != 10*time.Minute || pol.EndSignal != "USR2" || pol.RepairNodeLimit != -1 || pol.RepairNodeWindow != 48*time.Hour {
+		t.Errorf("policy %v %q %d %v", pol.EndWarning, pol.EndSignal, pol.RepairNodeLimit, pol.RepairNodeWindow)
 	}
 }
