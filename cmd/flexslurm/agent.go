@@ -35,6 +35,7 @@ func cmdAgent(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.ResultsTopic, "results-topic", config.TopicCommandResults, "topic for slurm.command_result messages")
 	fs.StringVar(&o.SnapshotTopic, "snapshot-topic", config.TopicSlurmSnapshot, "topic for slurm.snapshot messages")
 	fs.DurationVar(&o.SnapshotEvery, "snapshot-every", agent.DefaultSnapshotEvery, "snapshot period (negative: none)")
+	fs.DurationVar(&o.PromptSnapshot, "prompt-snapshot", agent.DefaultPromptSnapshot, "also publish a snapshot this long after a command that changed a node's state (a drain, a power down, …), at most one per this period (negative: none)")
 	fs.StringVar(&o.LedgerPath, "ledger", agent.DefaultLedgerPath, "file recording the command ids already handled")
 	fs.StringVar(&o.JobsTopic, "jobs-topic", config.TopicJobs, "topic of the controller hooks' job and node events, published from the spool")
 	fs.StringVar(&o.SpoolDir, "spool", "", "the hooks' spool directory, published every snapshot tick (e.g. /var/spool/flexslurm)")

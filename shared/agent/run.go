@@ -32,6 +32,9 @@ const (
 	DefaultSnapshotEvery  = 30 * time.Second
 	DefaultPublishTimeout = 10 * time.Second
 	DefaultRetryDelay     = 5 * time.Second
+	// DefaultPromptSnapshot: a snapshot follows a node's state change this
+	// soon (Options.PromptSnapshot).
+	DefaultPromptSnapshot = time.Second
 )
 
 // Options configures Run.
@@ -60,6 +63,15 @@ type Options struct {
 	// SnapshotEvery is the snapshot period: DefaultSnapshotEvery when zero,
 	// no snapshots when negative.
 	SnapshotEvery time.Duration
+	// PromptSnapshot: after a command that changed a node's state in Slurm
+	// (promptsSnapshot: a drain, a power down, …), a snapshot is published
+	// this long after it, besides the periodic ones, so that the decision
+	// waiting to see the change (a repair waits for Slurm to show its node
+	// drained) is taken within about a second rather than a period.
+	// Commands that come meanwhile share that snapshot, so there is at most
+	// one such snapshot per PromptSnapshot. DefaultPromptSnapshot when
+	// zero; none when negative or when SnapshotEvery is.
+	PromptSnapshot time.Duration
 	// LedgerPath is the command ledger: DefaultLedgerPath when empty.
 	LedgerPath string
 	// SpoolDir is the hooks' spool, published at every snapshot tick; the
@@ -138,6 +150,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.SnapshotEvery == 0 {
 		o.SnapshotEvery = DefaultSnapshotEvery
 	}
+	if o.PromptSnapshot == 0 {
+		o.PromptSnapshot = DefaultPromptSnapshot
+	}
 	if o.LedgerPath == "" {
 		o.LedgerPath = DefaultLedgerPath
 	}
@@ -204,7 +219,8 @@ func Run(ctx context.Context, o Options) error {
 		out.Spool = &hooks.Spool{Dir: o.SpoolDir, Log: o.Log, Policy: hooks.SpoolPolicy{Senders: o.SpoolSenders,
 			Topics: hooks.SpoolTopics{Jobs: o.JobsTopic, Results: o.ResultsTopic}}}
 	}
-	r := &runner{o: o, a: a, pub: pub, out: out}
+	r := &runner{o: o, a: a, pub: pub, out: out, soon: make(chan struct{}, 1)}
+	r.snapshot = r.publishSnapshot
 	if r.conf, err = NewConfigChecker(o.Spec, o.SlurmConf); err != nil {
 		o.Log.Error("Slurm's configuration is not compared with the cluster spec", "error", err)
 	}
@@ -281,6 +297,36 @@ type runner struct {
 	pub  permissionPublisher
 	out  *hooks.Outbox
 	conf *ConfigChecker // nil when the spec could not be compared
+	// soon asks tick for a prompt snapshot (prompt); snapshot takes and
+	// publishes one (publishSnapshot; tests replace it).
+	soon     chan struct{}
+	snapshot func(ctx context.Context)
+}
+
+// promptsSnapshot reports whether a command changes a node's state in a
+// way a decision waits to see in a snapshot: flexslurm's drain before a
+// repair step, a power down or down before a release, a power up or
+// resume, a requeue. Job comments, signals, reservations and addresses
+// are not awaited.
+func promptsSnapshot(c event.SlurmOp) bool {
+	switch c {
+	case event.SlurmDrain, event.SlurmDown, event.SlurmPowerDown, event.SlurmPowerDownForce,
+		event.SlurmPowerUp, event.SlurmResume, event.SlurmRequeue:
+		return true
+	}
+	return false
+}
+
+// prompt asks for a snapshot PromptSnapshot from now; a request already
+// waiting covers it.
+func (r *runner) prompt() {
+	if r.soon == nil || r.o.SnapshotEvery < 0 || r.o.PromptSnapshot < 0 {
+		return
+	}
+	select {
+	case r.soon <- struct{}{}:
+	default:
+	}
 }
 
 // receive handles one delivery: commands of other clusters and malformed
@@ -308,6 +354,9 @@ func (r *runner) receive(ctx context.Context, m *pubsubv2.Message) {
 	}
 	r.publish(ctx, r.o.ResultsTopic, event.TypeCommandResult, res)
 	m.Ack()
+	if res.OK && !res.Skipped && promptsSnapshot(c.Command) {
+		r.prompt()
+	}
 }
 
 // malformed logs an undecodable command and reports it when it names this
@@ -352,7 +401,7 @@ func (r *runner) publish(ctx context.Context, topic, typ string, v any) {
 }
 
 // tick publishes a snapshot and flushes the spool every SnapshotEvery,
-// starting at once.
+// starting at once, and PromptSnapshot after a prompt.
 func (r *runner) tick(ctx context.Context) {
 	if r.o.SnapshotEvery < 0 && r.out.Spool == nil {
 		return
@@ -364,43 +413,61 @@ func (r *runner) tick(ctx context.Context) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		if r.out.Spool != nil {
-			if res, err := r.out.Flush(ctx); err != nil || res.Published > 0 {
-				r.o.Log.Info("hook spool flushed", "published", res.Published, "still_spooled", res.Spooled, "error", err)
-			}
-		}
-		if r.o.SnapshotEvery > 0 {
-			sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			s, err := r.a.Snapshot(sctx)
-			if err == nil && r.conf != nil {
-				cc, cerr := r.conf.Check(sctx, r.a.Slurm, r.o.Log)
-				if cerr != nil {
-					r.o.Log.Error("comparing Slurm's configuration with the cluster spec", "error", cerr)
-				}
-				s.Config = cc
-			}
-			cancel()
-			if err != nil {
-				r.o.Log.Error("snapshot", "error", err)
-			} else {
-				// A snapshot is superseded by the next one: never spooled.
-				data, err := json.Marshal(s)
-				if err == nil {
-					pctx, cancel := context.WithTimeout(ctx, r.o.PublishTimeout)
-					_, err = r.pub.Publish(pctx, r.o.SnapshotTopic, data, map[string]string{"cluster": r.a.Cluster, "type": event.TypeSlurmSnapshot})
-					cancel()
-				}
-				if err != nil {
-					r.o.Log.Error("publishing the snapshot", "error", err)
-				} else {
-					r.o.Log.Debug("snapshot published", "nodes", len(s.Nodes), "jobs", len(s.Jobs))
-				}
-			}
-		}
+		r.snapshot(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-r.soon:
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(r.o.PromptSnapshot):
+			}
+			// The commands that came meanwhile ran before the snapshot
+			// about to be taken: it answers them too.
+			select {
+			case <-r.soon:
+			default:
+			}
 		}
+	}
+}
+
+// publishSnapshot flushes the spool and publishes a snapshot.
+func (r *runner) publishSnapshot(ctx context.Context) {
+	if r.out.Spool != nil {
+		if res, err := r.out.Flush(ctx); err != nil || res.Published > 0 {
+			r.o.Log.Info("hook spool flushed", "published", res.Published, "still_spooled", res.Spooled, "error", err)
+		}
+	}
+	if r.o.SnapshotEvery <= 0 {
+		return
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	s, err := r.a.Snapshot(sctx)
+	if err == nil && r.conf != nil {
+		cc, cerr := r.conf.Check(sctx, r.a.Slurm, r.o.Log)
+		if cerr != nil {
+			r.o.Log.Error("comparing Slurm's configuration with the cluster spec", "error", cerr)
+		}
+		s.Config = cc
+	}
+	cancel()
+	if err != nil {
+		r.o.Log.Error("snapshot", "error", err)
+		return
+	}
+	// A snapshot is superseded by the next one: never spooled.
+	data, err := json.Marshal(s)
+	if err == nil {
+		pctx, cancel := context.WithTimeout(ctx, r.o.PublishTimeout)
+		_, err = r.pub.Publish(pctx, r.o.SnapshotTopic, data, map[string]string{"cluster": r.a.Cluster, "type": event.TypeSlurmSnapshot})
+		cancel()
+	}
+	if err != nil {
+		r.o.Log.Error("publishing the snapshot", "error", err)
+	} else {
+		r.o.Log.Debug("snapshot published", "nodes", len(s.Nodes), "jobs", len(s.Jobs))
 	}
 }

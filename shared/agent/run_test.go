@@ -8,10 +8,13 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/flexslurm/flexslurm/shared/event"
+	"github.com/flexslurm/flexslurm/shared/hooks"
 	"github.com/flexslurm/flexslurm/shared/pubsub"
 	"github.com/flexslurm/flexslurm/shared/spec"
 )
@@ -94,5 +97,70 @@ func TestDefaultSubscriptionIsDeploys(t *testing.T) {
 	}
 	if string(m[1]) != DefaultSubscription {
 		t.Errorf("deploy/pubsub.tf creates %q, the agent consumes %q", m[1], DefaultSubscription)
+	}
+}
+
+// TestPromptSnapshot: a command that changed a node's state is followed by
+// a snapshot PromptSnapshot later, long before the period's next one;
+// commands that come meanwhile share it; none follows when prompt
+// snapshots are off.
+func TestPromptSnapshot(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		prompt time.Duration
+		want   int // snapshots: the first, at once, and the prompted ones
+	}{
+		{"prompted", 50 * time.Millisecond, 2},
+		{"off", -1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			taken := make(chan time.Time, 10)
+			r := &runner{o: Options{SnapshotEvery: time.Hour, PromptSnapshot: tc.prompt}, out: &hooks.Outbox{}, soon: make(chan struct{}, 1)}
+			r.snapshot = func(context.Context) { taken <- time.Now() }
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); r.tick(ctx) }()
+			<-taken // the first, at once
+			asked := time.Now()
+			for range 3 {
+				r.prompt() // three drains in a row
+			}
+			deadline := time.After(2 * time.Second) // far below the hour's period, far above the prompt
+			n := 1
+		wait:
+			for {
+				select {
+				case at := <-taken:
+					n++
+					if at.Sub(asked) < tc.prompt {
+						t.Errorf("prompted snapshot %v after the command, want at least %v", at.Sub(asked), tc.prompt)
+					}
+				case <-deadline:
+					break wait
+				}
+			}
+			cancel()
+			<-done
+			if n != tc.want {
+				t.Errorf("%d snapshots, want %d", n, tc.want)
+			}
+		})
+	}
+}
+
+// TestPromptsSnapshot: the commands whose effect a decision waits to see
+// prompt a snapshot; the others do not.
+func TestPromptsSnapshot(t *testing.T) {
+	for _, c := range []event.SlurmOp{event.SlurmDrain, event.SlurmDown, event.SlurmPowerDown, event.SlurmPowerDownForce,
+		event.SlurmPowerUp, event.SlurmResume, event.SlurmRequeue} {
+		if !promptsSnapshot(c) {
+			t.Errorf("%s prompts no snapshot", c)
+		}
+	}
+	for _, c := range []event.SlurmOp{event.SlurmJobComment, event.SlurmSignal, event.SlurmReservationCreate,
+		event.SlurmReservationDelete, event.SlurmUpdateAddress, event.SlurmStartNow} {
+		if promptsSnapshot(c) {
+			t.Errorf("%s prompts a snapshot", c)
+		}
 	}
 }
