@@ -437,6 +437,17 @@ func (b *builder) followSuccessor(pool *model.Pool, old model.Node, slurm *model
 		old.Kind = model.NodeDynamic
 		b.putNode(old, fmt.Sprintf("make-before-break: successor %s registered; %s drained until its jobs end (at the latest %s)", s.Name, old.Name, old.TerminationTime.Format(time.RFC3339)))
 		b.slurm(event.SlurmDrain, []string{old.Name}, "", fmt.Sprintf("end of life at %s, replaced by %s (%s)", old.TerminationTime.Format(time.RFC3339), s.Name, old.VMName), old.VMName)
+		if slurm == nil || old.Phase != model.PhaseRunning {
+			return
+		}
+		if sn, ok := slurm.Nodes[old.Name]; ok && ClassifySlurm(sn) == SlurmIdle {
+			if _, busy := b.activeJobOn(old); !busy {
+				// Idle in Slurm: released in the same pass, as an idle
+				// dynamic node is (releaseIfIdle), rather than one
+				// reconcile period later once Slurm shows it drained.
+				b.releaseNode(pool, old, fmt.Sprintf("make-before-break: %s is idle and %s serves in its place: drained and VM released", old.Name, s.Name))
+			}
+		}
 		return
 	}
 	// Drained and without jobs: the old VM is released now rather than at

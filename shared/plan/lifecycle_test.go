@@ -216,6 +216,9 @@ func TestHandOver(t *testing.T) {
 		}
 		return slurmView(t0, nodes)
 	}
+	// Idle in Slurm, the old node is drained and released in the same pass.
+	drainedReleased := []string{"PutNode:flexvm-a3u-0/running", "Slurm:drain:flexvm-a3u-0",
+		"DeleteVMs:flexvm-a3u-0-g1", "Slurm:power_down:flexvm-a3u-0", "Slurm:reservation_delete:flexvm-a3u-0", "PutNode:flexvm-a3u-0/deleting"}
 	tests := []struct {
 		name    string
 		prepare func(st *model.State, names map[string]string)
@@ -223,12 +226,13 @@ func TestHandOver(t *testing.T) {
 		noSlurm bool
 		want    []string
 	}{
-		{name: "successor usable, the pool full without the old node: drained", want: []string{"PutNode:flexvm-a3u-0/running", "Slurm:drain:flexvm-a3u-0"}},
+		{name: "successor usable, the pool full without the old node: drained", want: drainedReleased},
+		{name: "successor usable, the old node busy: drained, released once its job ends", slurm: map[string]string{"old": "allocated"}, want: []string{"PutNode:flexvm-a3u-0/running", "Slurm:drain:flexvm-a3u-0"}},
 		{name: "successor still booting in Slurm: kept", slurm: map[string]string{"succ": "idle+POWERING_UP"}},
 		{name: "successor up but still under an old drain: kept", slurm: map[string]string{"succ": "idle+DRAIN"}},
 		{name: "another static node drained: the pool would be short, kept", slurm: map[string]string{"b": "idle+DRAIN"}},
 		{name: "another static node down: kept", slurm: map[string]string{"c": "down"}},
-		{name: "busy nodes count as usable: drained", slurm: map[string]string{"b": "allocated", "c": "mixed"}, want: []string{"PutNode:flexvm-a3u-0/running", "Slurm:drain:flexvm-a3u-0"}},
+		{name: "busy nodes count as usable: drained", slurm: map[string]string{"b": "allocated", "c": "mixed"}, want: drainedReleased},
 		{
 			name: "a successor whose predecessor already ended, still waiting for capacity: kept",
 			prepare: func(st *model.State, names map[string]string) {
@@ -242,7 +246,7 @@ func TestHandOver(t *testing.T) {
 			prepare: func(st *model.State, names map[string]string) {
 				pendingSuccessor(st, names["c"], end.Add(time.Hour))
 			},
-			want: []string{"PutNode:flexvm-a3u-0/running", "Slurm:drain:flexvm-a3u-0"},
+			want: drainedReleased,
 		},
 		{
 			name: "another successor still waiting, its predecessor ends before the old node: kept",
@@ -256,7 +260,7 @@ func TestHandOver(t *testing.T) {
 				lateNode(st)
 				keptOld(st, names["b"], end.Add(time.Hour))
 			},
-			want: []string{"PutNode:flexvm-a3u-0/running", "Slurm:drain:flexvm-a3u-0"},
+			want: drainedReleased,
 		},
 		{
 			name: "a late successor, the other old node kept ends earlier: kept",
