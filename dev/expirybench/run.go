@@ -285,7 +285,9 @@ func (r *runner) tick(ctx context.Context) error {
 		return err
 	}
 	for name, n := range st.Nodes {
-		if s := st.Nodes[n.Successor]; n.Successor != "" && s != nil {
+		// A hedge's predecessor is itself a successor still waiting (no
+		// termination time yet): the hand-over it serves is that node's.
+		if s := st.Nodes[n.Successor]; n.Successor != "" && s != nil && !s.Hedge {
 			r.links[s.VMName] = link{old: name, oldVM: n.VMName, oldEnd: n.TerminationTime, succ: s.Name, succVM: s.VMName, requestedAt: s.RequestedAt}
 		}
 	}

@@ -194,6 +194,11 @@ type Node struct {
 	// hand-over ends.
 	Successor   string `firestore:"successor" json:"successor,omitempty"`
 	Predecessor string `firestore:"predecessor" json:"predecessor,omitempty"`
+	// Hedge marks a successor requested for the place of a static node
+	// that was itself still waiting for capacity (its Predecessor): the
+	// first of the two whose VM runs keeps the place, the other is
+	// released. Cleared when that is settled.
+	Hedge bool `firestore:"hedge" json:"hedge,omitempty"`
 	// IdleSince is when Slurm was first seen to hold this node idle (no
 	// job) in its current stretch; zero while it is busy.
 	IdleSince time.Time `firestore:"idle_since" json:"idle_since,omitzero"`

@@ -182,12 +182,15 @@ func (b *builder) makeBeforeBreak(pool *model.Pool, slurm *model.SlurmView) {
 		}
 		if p, ok := b.st.Nodes[n.Predecessor]; !ok || p.Successor != n.Name {
 			node := *n
-			node.Predecessor = ""
+			node.Predecessor, node.Hedge = "", false
 			b.putNode(node, node.Reason)
 		}
 	}
 	for _, n := range b.poolNodes(pool.ID) {
 		node := *n
+		if cur := b.st.Nodes[n.Name]; cur != nil {
+			node = *cur // a hedge resolved earlier in this loop relinks other nodes
+		}
 		switch {
 		case node.Successor != "":
 			b.followSuccessor(pool, node, slurm)
@@ -223,7 +226,7 @@ func (b *builder) advanceHandOver(pool *model.Pool, slurm *model.SlurmView) {
 	lead := b.leadTime(pool)
 	horizon := b.now.Add(lead / 2)
 	atRisk, cover := 0, 0
-	var first *model.Node
+	var first, hedgeFor *model.Node
 	for _, n := range b.poolNodes(pool.ID) {
 		if n.Kind != model.NodeStatic || !n.Phase.Serving() {
 			continue
@@ -238,19 +241,92 @@ func (b *builder) advanceHandOver(pool *model.Pool, slurm *model.SlurmView) {
 			}
 			continue
 		}
+		if n.Successor != "" || b.isHedge(*n) {
+			continue // hedged: the hedge is its cover
+		}
 		if p, ok := b.st.Nodes[n.Predecessor]; ok && n.Predecessor != "" && p.Successor == n.Name && p.Phase == model.PhaseRunning {
 			if p.TerminationTime.After(horizon) {
 				continue
+			}
+			if n.Phase == model.PhaseRequested && (hedgeFor == nil || p.TerminationTime.Before(b.st.Nodes[hedgeFor.Predecessor].TerminationTime)) {
+				hedgeFor = n
 			}
 		} else if n.RequestedAt.IsZero() || b.now.Sub(n.RequestedAt) < lead/2 {
 			continue
 		}
 		atRisk++
 	}
-	if atRisk <= cover || first == nil {
+	if atRisk <= cover {
 		return
 	}
-	b.requestSuccessor(pool, *first, fmt.Sprintf(", before its lead time: %d static node(s) of the pool may arrive after the node they replace and %d other hand-over(s) cover them", atRisk, cover))
+	if first != nil {
+		b.requestSuccessor(pool, *first, fmt.Sprintf(", before its lead time: %d static node(s) of the pool may arrive after the node they replace and %d other hand-over(s) cover them", atRisk, cover))
+		return
+	}
+	if hedgeFor != nil {
+		// Every static node that ends soon has its successor already: the
+		// waiting successor whose predecessor ends first gets a second
+		// request for its place.
+		b.requestSuccessor(pool, *hedgeFor, fmt.Sprintf(": %d static node(s) of the pool may arrive after the node they replace, %d other hand-over(s) cover them and none can be brought forward", atRisk, cover))
+	}
+}
+
+// isHedge reports whether n is a hedge (model.Node.Hedge) whose
+// predecessor still names it.
+func (b *builder) isHedge(n model.Node) bool {
+	p, ok := b.st.Nodes[n.Predecessor]
+	return ok && n.Predecessor != "" && p.Successor == n.Name && n.Hedge
+}
+
+// followHedge settles a hedge h of the late static node l: the first whose
+// VM runs keeps the place, the other is released (a queued request is
+// cancelled: Flex-Start charges nothing for it; a VM that ran too is
+// deleted, or, if a job already runs there, left dynamic for the idle rule
+// to release). When the hedge wins it takes l's place in l's own hand-over
+// (l's predecessor names it as successor), so the pool's static count never
+// changes: l with a successor does not count, h does.
+func (b *builder) followHedge(pool *model.Pool, l, h model.Node) {
+	switch {
+	case !b.successorTakesOver(l):
+		// The hedge's capacity never came, or it was released or made
+		// dynamic: l waits on alone.
+		l.Successor = ""
+		b.putNode(l, fmt.Sprintf("hedge %s no longer waits for %s's place", h.Name, l.Name))
+		if h.Predecessor == l.Name {
+			h.Predecessor, h.Hedge = "", false
+			b.putNode(h, h.Reason)
+		}
+	case l.Phase == model.PhaseRunning:
+		l.Successor = ""
+		b.putNode(l, fmt.Sprintf("hedge: %s's VM runs first; hedge %s is released", l.Name, h.Name))
+		h.Predecessor, h.Hedge, h.Kind = "", false, model.NodeDynamic
+		why := fmt.Sprintf("hedge for %s: %s's own VM ran first", l.Name, l.Name)
+		if _, busy := b.activeJobOn(h); busy {
+			b.putNode(h, why+"; a job runs here: dynamic, released when idle")
+			return
+		}
+		b.releaseNode(pool, h, why+": released")
+	case h.Phase == model.PhaseRunning:
+		why := fmt.Sprintf("hedge: %s's VM runs first and takes %s's place", h.Name, l.Name)
+		h.Predecessor, h.Hedge = b.passPredecessor(l, h.Name, why), false
+		b.putNode(h, why)
+		l.Successor, l.Predecessor, l.Kind = "", "", model.NodeDynamic
+		b.releaseNode(pool, l, fmt.Sprintf("hedge %s's VM ran first and takes %s's place: request released", h.Name, l.Name))
+	}
+}
+
+// passPredecessor hands l's make-before-break predecessor, when it still
+// names l as its successor, over to the node named to (a hedge taking l's
+// place) and returns its name; "" when there is none.
+func (b *builder) passPredecessor(l model.Node, to, why string) string {
+	p, ok := b.st.Nodes[l.Predecessor]
+	if !ok || l.Predecessor == "" || p.Successor != l.Name {
+		return ""
+	}
+	pp := *p
+	pp.Successor = to
+	b.putNode(pp, why)
+	return pp.Name
 }
 
 // requestSuccessor requests old's make-before-break successor in a free
@@ -276,10 +352,14 @@ func (b *builder) requestSuccessor(pool *model.Pool, old model.Node, note string
 	}
 	why := fmt.Sprintf("make-before-break: %s ends at %s; successor %s requested %s ahead", old.VMName,
 		old.TerminationTime.Format(time.RFC3339), succ.Name, old.TerminationTime.Sub(b.now).Round(time.Minute)) + note
+	if old.Phase != model.PhaseRunning {
+		why = fmt.Sprintf("hedge: %s has waited %s for capacity; %s requested for the same place, the first to run keeps it", old.Name,
+			b.now.Sub(old.RequestedAt).Round(time.Minute), succ.Name) + note
+	}
 	old.Successor = succ.Name
 	b.putNode(old, why)
 	s := *succ
-	s.Kind, s.Predecessor = model.NodeStatic, old.Name
+	s.Kind, s.Predecessor, s.Hedge = model.NodeStatic, old.Name, old.Phase != model.PhaseRunning
 	b.provisionNode(pool, s, "", why)
 	if n := b.st.Nodes[s.Name]; n == nil || !n.Phase.Serving() {
 		// The request was held back (backoff): try again next pass.
@@ -287,7 +367,7 @@ func (b *builder) requestSuccessor(pool *model.Pool, old model.Node, note string
 		b.putNode(old, "make-before-break: successor held back by the pool's backoff")
 		if n != nil {
 			nn := *n
-			nn.Predecessor = ""
+			nn.Predecessor, nn.Hedge = "", false
 			b.putNode(nn, nn.Reason)
 		}
 	}
@@ -297,6 +377,10 @@ func (b *builder) requestSuccessor(pool *model.Pool, old model.Node, note string
 // successor whose capacity never came.
 func (b *builder) followSuccessor(pool *model.Pool, old model.Node, slurm *model.SlurmView) {
 	s, ok := b.st.Nodes[old.Successor]
+	if ok && s.Predecessor == old.Name && s.Hedge {
+		b.followHedge(pool, old, *s)
+		return
+	}
 	if !b.successorTakesOver(old) {
 		succ := old.Successor
 		handedOver := old.Kind != model.NodeStatic
@@ -353,6 +437,17 @@ func (b *builder) followSuccessor(pool *model.Pool, old model.Node, slurm *model
 		old.Kind = model.NodeDynamic
 		b.putNode(old, fmt.Sprintf("make-before-break: successor %s registered; %s drained until its jobs end (at the latest %s)", s.Name, old.Name, old.TerminationTime.Format(time.RFC3339)))
 		b.slurm(event.SlurmDrain, []string{old.Name}, "", fmt.Sprintf("end of life at %s, replaced by %s (%s)", old.TerminationTime.Format(time.RFC3339), s.Name, old.VMName), old.VMName)
+		if slurm == nil || old.Phase != model.PhaseRunning {
+			return
+		}
+		if sn, ok := slurm.Nodes[old.Name]; ok && ClassifySlurm(sn) == SlurmIdle {
+			if _, busy := b.activeJobOn(old); !busy {
+				// Idle in Slurm: released in the same pass, as an idle
+				// dynamic node is (releaseIfIdle), rather than one
+				// reconcile period later once Slurm shows it drained.
+				b.releaseNode(pool, old, fmt.Sprintf("make-before-break: %s is idle and %s serves in its place: drained and VM released", old.Name, s.Name))
+			}
+		}
 		return
 	}
 	// Drained and without jobs: the old VM is released now rather than at
@@ -429,7 +524,12 @@ func (b *builder) endHandover(pool *model.Pool, old *model.Node) bool {
 	if s, ok := b.st.Nodes[old.Successor]; ok && s.Predecessor == old.Name {
 		ss := *s
 		ss.Predecessor = ""
-		if took && !s.RunningAt.IsZero() && b.now.After(s.RunningAt) {
+		if took && s.Hedge {
+			// old, still waiting, ended (its request failed or timed out):
+			// its hedge takes its place in its own hand-over.
+			ss.Predecessor = b.passPredecessor(*old, ss.Name, fmt.Sprintf("hedge %s takes %s's place", ss.Name, old.Name))
+			ss.Hedge, old.Predecessor = false, ""
+		} else if took && !s.RunningAt.IsZero() && b.now.After(s.RunningAt) {
 			p := *b.st.Pools[pool.ID]
 			overlap := b.now.Sub(s.RunningAt)
 			p.OverlapSeconds += int64(overlap / time.Second)
@@ -478,8 +578,8 @@ const MetricOverlap = "make_before_break_overlap_seconds"
 func (b *builder) lateStatic(pool *model.Pool, slurm *model.SlurmView, old model.Node) int {
 	late := 0
 	for _, n := range b.poolNodes(pool.ID) {
-		if n.Name == old.Successor || n.Name == old.Name || n.Kind != model.NodeStatic || !n.Phase.Serving() {
-			continue
+		if n.Name == old.Successor || n.Name == old.Name || n.Kind != model.NodeStatic || !n.Phase.Serving() || b.isHedge(*n) {
+			continue // a hedge and the node it hedges count once
 		}
 		if n.Phase == model.PhaseRunning && (slurm == nil || n.Registered) {
 			continue

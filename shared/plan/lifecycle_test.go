@@ -216,6 +216,9 @@ func TestHandOver(t *testing.T) {
 		}
 		return slurmView(t0, nodes)
 	}
+	// Idle in Slurm, the old node is drained and released in the same pass.
+	drainedReleased := []string{"PutNode:flexvm-a3u-0/running", "Slurm:drain:flexvm-a3u-0",
+		"DeleteVMs:flexvm-a3u-0-g1", "Slurm:power_down:flexvm-a3u-0", "Slurm:reservation_delete:flexvm-a3u-0", "PutNode:flexvm-a3u-0/deleting"}
 	tests := []struct {
 		name    string
 		prepare func(st *model.State, names map[string]string)
@@ -223,12 +226,13 @@ func TestHandOver(t *testing.T) {
 		noSlurm bool
 		want    []string
 	}{
-		{name: "successor usable, the pool full without the old node: drained", want: []string{"PutNode:flexvm-a3u-0/running", "Slurm:drain:flexvm-a3u-0"}},
+		{name: "successor usable, the pool full without the old node: drained", want: drainedReleased},
+		{name: "successor usable, the old node busy: drained, released once its job ends", slurm: map[string]string{"old": "allocated"}, want: []string{"PutNode:flexvm-a3u-0/running", "Slurm:drain:flexvm-a3u-0"}},
 		{name: "successor still booting in Slurm: kept", slurm: map[string]string{"succ": "idle+POWERING_UP"}},
 		{name: "successor up but still under an old drain: kept", slurm: map[string]string{"succ": "idle+DRAIN"}},
 		{name: "another static node drained: the pool would be short, kept", slurm: map[string]string{"b": "idle+DRAIN"}},
 		{name: "another static node down: kept", slurm: map[string]string{"c": "down"}},
-		{name: "busy nodes count as usable: drained", slurm: map[string]string{"b": "allocated", "c": "mixed"}, want: []string{"PutNode:flexvm-a3u-0/running", "Slurm:drain:flexvm-a3u-0"}},
+		{name: "busy nodes count as usable: drained", slurm: map[string]string{"b": "allocated", "c": "mixed"}, want: drainedReleased},
 		{
 			name: "a successor whose predecessor already ended, still waiting for capacity: kept",
 			prepare: func(st *model.State, names map[string]string) {
@@ -242,7 +246,7 @@ func TestHandOver(t *testing.T) {
 			prepare: func(st *model.State, names map[string]string) {
 				pendingSuccessor(st, names["c"], end.Add(time.Hour))
 			},
-			want: []string{"PutNode:flexvm-a3u-0/running", "Slurm:drain:flexvm-a3u-0"},
+			want: drainedReleased,
 		},
 		{
 			name: "another successor still waiting, its predecessor ends before the old node: kept",
@@ -256,7 +260,7 @@ func TestHandOver(t *testing.T) {
 				lateNode(st)
 				keptOld(st, names["b"], end.Add(time.Hour))
 			},
-			want: []string{"PutNode:flexvm-a3u-0/running", "Slurm:drain:flexvm-a3u-0"},
+			want: drainedReleased,
 		},
 		{
 			name: "a late successor, the other old node kept ends earlier: kept",
@@ -567,10 +571,18 @@ func TestAdvanceHandOver(t *testing.T) {
 		{name: "another hand-over in flight ends after half the lead and covers it: nothing ahead", change: func(n map[string]node) {
 			n["flexvm-a3u-4"] = node{kind: model.NodeStatic, phase: model.PhaseRequested, requested: t0, predecessor: "flexvm-a3u-2"}
 		}},
-		{name: "the first node to end is more than two leads away: nothing ahead", change: func(n map[string]node) {
+		{name: "the first node to end is more than two leads away: nothing ahead, the waiting successor is hedged", change: func(n map[string]node) {
 			p := n["flexvm-a3u-0"]
 			p.end = t0.Add(7 * time.Hour)
 			n["flexvm-a3u-0"] = p
+		}, want: "flexvm-a3u-3"},
+		{name: "nothing to bring forward and the pool at max_node_count: no hedge", change: func(n map[string]node) {
+			p := n["flexvm-a3u-0"]
+			p.end = t0.Add(7 * time.Hour)
+			n["flexvm-a3u-0"] = p
+			for _, name := range []string{"flexvm-a3u-4", "flexvm-a3u-5", "flexvm-a3u-6", "flexvm-a3u-7"} {
+				n[name] = node{kind: model.NodeDynamic, phase: model.PhaseRunning}
+			}
 		}},
 		{name: "a successor whose predecessor ended, waiting more than half the lead: ahead", change: func(n map[string]node) {
 			delete(n, "flexvm-a3u-1")
@@ -629,6 +641,88 @@ func TestAdvanceHandOver(t *testing.T) {
 			}
 			if got != tt.want {
 				t.Errorf("successor requested ahead for %q, want %q (actions %v)", got, tt.want, kinds(b.out))
+			}
+		})
+	}
+}
+
+// TestHedge: a hedge and the late successor it hedges — the first whose VM
+// runs keeps the place, the other is released, and the pool's static count
+// never changes.
+func TestHedge(t *testing.T) {
+	const (
+		old   = "flexvm-a3u-0"
+		late  = "flexvm-a3u-1"
+		hedge = "flexvm-a3u-2"
+	)
+	tests := []struct {
+		name       string
+		lateRuns   bool
+		hedgeRuns  bool
+		lateEnds   bool
+		wantHolder string // the node that keeps the place: old's successor
+		wantGone   string // the node released
+	}{
+		{name: "both still waiting: nothing settled", wantHolder: late},
+		{name: "the hedge runs first: it takes the place in old's hand-over, the late request is cancelled", hedgeRuns: true, wantHolder: hedge, wantGone: late},
+		{name: "the late node runs first: the hedge is cancelled", lateRuns: true, wantHolder: late, wantGone: hedge},
+		{name: "both run: the hedge is released", lateRuns: true, hedgeRuns: true, wantHolder: late, wantGone: hedge},
+		{name: "the late node's request ends: the hedge takes its place", lateEnds: true, wantHolder: hedge},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st, _ := applied(t)
+			p := st.Pools["a3u"]
+			p.MinNodes, p.MaxNodes = 1, 4
+			b := newBuilder(st, t0, Policy{LeadTime: 3 * time.Hour})
+			o := b.node(p, 0)
+			o.Kind, o.Phase, o.Generation, o.VMName, o.Registered = model.NodeStatic, model.PhaseRunning, 1, old+"-g1", true
+			o.RunningAt, o.TerminationTime, o.Successor = t0.Add(-23*time.Hour), t0.Add(30*time.Minute), late
+			l := b.node(p, 1)
+			l.Kind, l.Phase, l.Generation, l.VMName, l.ResizeRequest = model.NodeStatic, model.PhaseRequested, 1, late+"-g1", "rr-"+late+"-g1"
+			l.RequestedAt, l.Predecessor, l.Successor = t0.Add(-3*time.Hour), old, hedge
+			h := b.node(p, 2)
+			h.Kind, h.Phase, h.Generation, h.VMName, h.ResizeRequest = model.NodeStatic, model.PhaseRequested, 1, hedge+"-g1", "rr-"+hedge+"-g1"
+			h.RequestedAt, h.Predecessor, h.Hedge = t0.Add(-time.Hour), late, true
+			if tt.lateRuns {
+				l.Phase, l.RunningAt, l.VMID = model.PhaseRunning, t0.Add(-5*time.Minute), "1"
+			}
+			if tt.hedgeRuns {
+				h.Phase, h.RunningAt, h.VMID = model.PhaseRunning, t0.Add(-5*time.Minute), "2"
+			}
+			for _, n := range []model.Node{o, l, h} {
+				st.Nodes[n.Name] = &n
+			}
+			b = newBuilder(st, t0, Policy{LeadTime: 3 * time.Hour})
+			before := b.staticServing(p.ID)
+			if tt.lateEnds {
+				n := *b.st.Nodes[late]
+				n.Phase = model.PhaseReleased
+				if !b.endHandover(p, &n) {
+					t.Fatalf("endHandover: the hedge does not take the late node's place")
+				}
+				b.putNode(n, "request timed out")
+			} else {
+				b.makeBeforeBreak(p, nil)
+			}
+			if got := b.st.Nodes[old].Successor; got != tt.wantHolder {
+				t.Errorf("%s's successor %q, want %q (actions %v)", old, got, tt.wantHolder, kinds(b.out))
+			}
+			holder := b.st.Nodes[tt.wantHolder]
+			if holder.Predecessor != old || holder.Kind != model.NodeStatic || !holder.Phase.Serving() {
+				t.Errorf("%s: %+v, want static, serving, with predecessor %s", holder.Name, holder, old)
+			}
+			if tt.wantHolder == hedge && (holder.Hedge || b.st.Nodes[late].Successor != "") {
+				t.Errorf("the hedge still marked (%v) or still linked from %s (%q)", holder.Hedge, late, b.st.Nodes[late].Successor)
+			}
+			if tt.wantGone != "" {
+				g := b.st.Nodes[tt.wantGone]
+				if g.Phase != model.PhaseDeleting || g.Kind != model.NodeDynamic || g.Predecessor != "" || g.Successor != "" || g.Hedge {
+					t.Errorf("%s: %+v, want dynamic, deleting, unlinked", g.Name, g)
+				}
+			}
+			if after := b.staticServing(p.ID); after != before {
+				t.Errorf("static nodes serving %d, were %d", after, before)
 			}
 		})
 	}

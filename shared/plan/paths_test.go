@@ -62,6 +62,7 @@ func TestMakeBeforeBreak(t *testing.T) {
 				n.Name, n.VMName, n.Phase, n.Successor, n.Predecessor, n.ResizeRequest = "flexvm-a3u-1", "flexvm-a3u-1-g1", model.PhaseRequested, "", "flexvm-a3u-0", "rr-flexvm-a3u-1-g1"
 				n.Registered, n.VMID, n.TerminationTime = false, "", time.Time{}
 				st.Nodes[n.Name] = &n
+				st.Pools["a3u"].MaxNodes = 2 // no room for a hedge (TestHedge)
 			},
 			rrs: []ObservedResizeRequest{{Name: "rr-flexvm-a3u-1-g1", State: "ACCEPTED", VMs: []string{"flexvm-a3u-1-g1"}, Created: end.Add(-20 * time.Minute)}},
 			pol: lead, now: end.Add(-10 * time.Minute),
