@@ -32,8 +32,7 @@ func TestJobFinishedOnNodesThatCameUp(t *testing.T) {
 		{"nodes up: kept", finished(true, "flexvm-a3u-1", "flexvm-a3u-2"), []string{"PutJob:7/finished"}},
 		{"one of the request's nodes up: the request came, all kept", finished(true, "flexvm-a3u-1"), []string{"PutJob:7/finished"}},
 		{"not known to be up: released", finished(false, "flexvm-a3u-1", "flexvm-a3u-2"), []string{"PutJob:7/finished",
-			"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "PutNode:flexvm-a3u-2/deleting",
-			"DeleteVMs:flexvm-a3u-1-g1,flexvm-a3u-2-g1", "PutNode:flexvm-a3u-1/deleting"}},
+			"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "PutNode:flexvm-a3u-1/released", "PutNode:flexvm-a3u-2/released"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
