@@ -91,7 +91,7 @@ func TestQueuedRequestOfAnEndedJobIsReleased(t *testing.T) {
 		state string
 		want  []string
 	}{
-		{"ACCEPTED", []string{"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "DeleteVMs:flexvm-a3u-1-g1", "PutNode:flexvm-a3u-1/deleting"}},
+		{"ACCEPTED", []string{"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "PutNode:flexvm-a3u-1/released"}},
 		{"CREATING", nil}, // not yet queued, and not cancellable yet: the next pass sees it ACCEPTED
 		// Not listed: never issued (a crash before the call). It is not
 		// issued again for a job that has ended.
@@ -145,7 +145,7 @@ func TestEndedJobRuleActsOnlyOnWhatItKnows(t *testing.T) {
 		}
 	})
 	t.Run("listing after the job's end, nothing else", func(t *testing.T) {
-		want := []string{"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "DeleteVMs:flexvm-a3u-1-g1", "PutNode:flexvm-a3u-1/deleting"}
+		want := []string{"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "PutNode:flexvm-a3u-1/released"}
 		if d := cmp.Diff(want, pass(prepare(t), ended.Add(30*time.Second))); d != "" {
 			t.Errorf("(-want +got):\n%s", d)
 		}

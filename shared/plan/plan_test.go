@@ -474,7 +474,7 @@ func TestJobEndKeepsAStaticNodesReplacement(t *testing.T) {
 				got = append(got, k)
 			}
 		}
-		want := []string{"PutJob:7/finished", "CancelResizeRequest:rr-flexvm-a3u-j7-g1", "PutNode:flexvm-a3u-1/deleting", "PutNode:flexvm-a3u-1/released"}
+		want := []string{"PutJob:7/finished", "CancelResizeRequest:rr-flexvm-a3u-j7-g1", "PutNode:flexvm-a3u-1/released"}
 		if d := cmp.Diff(want, got); d != "" {
 			t.Errorf("reconcile actions on requests and records (-want +got):\n%s", d)
 		}
