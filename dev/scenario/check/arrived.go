@@ -49,8 +49,9 @@ func newArrivedCapacity() *arrivedCapacity {
 // (its MIG deleted, or the VM by name) while a pending job flexslurm had
 // assigned to that node could use it per the newest fact — flexslurm's
 // record of the job, or the stored Slurm snapshot when taken after that
-// record last changed, showing the job alive with the node among its nodes
-// — and for which node a new resize request was made (one naming a later
+// record last changed, showing the job alive with the node among its nodes,
+// before the event that deleted it and after — and for which node a new
+// resize request was made (the job's or the node's own, naming a later
 // generation of the node, created after the VM, up to an hour after its
 // deletion): the job waited in the queue again for capacity it had. A VM
 // deleted out of band, at its run's end or for a failed health check is not
@@ -73,14 +74,17 @@ func (r *Checker) arrivedCapacityKept(w world, now time.Time) []string {
 			continue
 		}
 		live[vm.Name] = true
-		a.live[vm.Name] = arrivedVM{node: node, gen: gen, mig: vm.MIG, created: vm.Created, job: usableBy(st, node)}
+		a.live[vm.Name] = arrivedVM{node: node, gen: gen, mig: vm.MIG, created: vm.Created, job: r.usableBy(st, node)}
 	}
 	for name, v := range a.live {
 		if live[name] {
 			continue
 		}
 		delete(a.live, name)
-		if a.served[name] || v.job == "" || !cancelEnded(st.Nodes[v.node], v.gen) || !r.deletedByFlexslurm(name, v.mig, now) {
+		// The job could use it before the event that deleted it, and
+		// still can after it: the decision that deleted it had not
+		// learnt otherwise (the job placed elsewhere, ended).
+		if a.served[name] || v.job == "" || r.usableBy(st, v.node) != v.job || !cancelEnded(st.Nodes[v.node], v.gen) || !r.deletedByFlexslurm(name, v.mig, now) {
 			continue
 		}
 		a.deleted[name] = deletedVM{arrivedVM: v, at: now}
@@ -99,10 +103,11 @@ func (r *Checker) arrivedCapacityKept(w world, now time.Time) []string {
 			if rr.Created.Before(d.created) {
 				continue
 			}
+			// The job's own request, or the node's.
 			again := false
 			for _, in := range rr.Instances {
 				if node, _, _, gen, ok := naming.ParseVMName(in); ok && node == d.node && gen > d.gen {
-					again = true
+					again = strings.Contains(rr.Name, "-j"+d.job+"-g") || rr.Name == naming.NodeResizeRequest(d.node, gen)
 				}
 			}
 			if !again || a.failed[name] {
@@ -121,8 +126,12 @@ func (r *Checker) arrivedCapacityKept(w world, now time.Time) []string {
 // assigned node and can use it, per the newest fact: its record names the
 // node (or it is the job the node's current generation was requested for,
 // not placed yet), and a Slurm snapshot taken after the record last changed
-// shows it alive with the node among its nodes.
-func usableBy(st *model.State, node string) string {
+// shows it alive with the node among its nodes. The job must also be able
+// to use it in fact: the Slurm model, when it knows the job, holds it
+// waiting (not yet running) with the node among those it allocated it — a
+// job Slurm holds pending without placing it there, or runs elsewhere, can
+// use no VM of the node now, whatever flexslurm last heard.
+func (r *Checker) usableBy(st *model.State, node string) string {
 	var ids []string
 	for id, j := range st.Jobs {
 		if j.State != model.JobPending {
@@ -138,6 +147,11 @@ func usableBy(st *model.State, node string) string {
 		if v := st.Slurm; v != nil && v.TakenAt.After(j.UpdatedAt) {
 			i := slices.IndexFunc(v.Jobs, func(sj model.SlurmJob) bool { return sj.ID == id })
 			if i < 0 || !v.Jobs[i].State.Alive() || !slices.Contains(v.Jobs[i].Nodes, node) {
+				continue
+			}
+		}
+		if r.slurm != nil {
+			if sj, known := r.slurm.Job(id); known && (!sj.Active() || sj.State() == "RUNNING" || !slices.Contains(sj.Nodes(), node)) {
 				continue
 			}
 		}
