@@ -13,7 +13,7 @@ import (
 // capacity: the queue timeout (queueTimedOut: the request cancelled to be
 // made again; with the pool's breaker open or in backoff, not made again
 // yet), and the end of the job the request was made for
-// (releaseQueuedForEndedJob), when Slurm may already have given the node
+// (releaseQueuedCapacity), when Slurm may already have given the node
 // to another pending job. Either cancellation can meet a request Compute
 // has just fulfilled. Its VMs then exist, in the request's MIG, while a job
 // that can use them waits. Deleting them and queuing anew would throw
@@ -34,8 +34,9 @@ import (
 // newer Slurm snapshot): the job the request was made for, else another
 // pending job with the node among its nodes, to which the node passes. No
 // request is made, no VM deleted, and the request's MIG serves again, so
-// the reconciler keeps it. A VM no job can use is released as before (the
-// MIG deleted once its request is final and no node serves from it).
+// the reconciler keeps it. A VM no job can use is deleted in the same pass
+// (releaseArrived: the request's MIG when no other node serves from it, the
+// VM by name otherwise).
 
 // adoptArrived takes back the generations of the pool's nodes whose
 // capacity arrived as their request was being cancelled, when a job can
@@ -61,6 +62,7 @@ func (b *builder) adoptArrived(pool *model.Pool, vms vmIndex) {
 		if kindOf(node, pool) != model.NodeStatic {
 			j := b.arrivedFor(node)
 			if j == nil {
+				b.releaseArrived(pool, node)
 				continue
 			}
 			node.JobID = j.ID
@@ -74,6 +76,19 @@ func (b *builder) adoptArrived(pool *model.Pool, vms vmIndex) {
 		}
 		b.putNode(node, fmt.Sprintf("reconciler: resize request %s was fulfilled as it was being cancelled %s: VM %s kept for %s", node.ResizeRequest, cancel, node.VMName, who))
 	}
+}
+
+// releaseArrived deletes a VM that came for a node's ended generation and
+// that no job can use: the node's record says deleting, as a release of a
+// running VM does, so that its next generation re-issues the deletion
+// (supersede) and the VM is never left beside the next one. The VM is
+// listed, so its request SUCCEEDED: it is not open any more.
+func (b *builder) releaseArrived(pool *model.Pool, node model.Node) {
+	why := fmt.Sprintf("reconciler: resize request %s was fulfilled as it was being cancelled, and no pending job can use %s: VM %s released", node.ResizeRequest, node.Name, node.VMName)
+	b.releaseVM(pool, node, why)
+	node.Phase = model.PhaseDeleting
+	node.RequestOpen, node.RequestMisses = false, 0
+	b.putNode(node, why)
 }
 
 // arrivedFor returns the pending job that capacity arrived for node may

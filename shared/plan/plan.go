@@ -628,19 +628,21 @@ func (b *builder) release(pool *model.Pool, n model.Node, reason string, tellSlu
 	b.putNode(n, reason)
 }
 
-// releaseQueuedForEndedJob ends the generation of a dynamic node whose
-// capacity is still queued for a job that ended (jobs.go). Its resize
-// request is cancelled, but the request's MIG is not deleted with it: the
-// cancellation may meet a request Compute has just fulfilled, and Slurm may
-// already have given the node to another pending job, whose job.pending
-// can come before the reconciler lists the VM. The node's generation, and
+// releaseQueuedCapacity ends the generation of a dynamic node whose
+// capacity is still queued for a job that no longer wants it: the job
+// ended (jobs.go, endLostJobs, the table), or Slurm placed it on other
+// nodes (placed.go). Its resize request is cancelled, but the request's
+// MIG is not deleted with it: the cancellation may meet a request Compute
+// has just fulfilled, whose VMs a pending job may use — the job's other
+// nodes of the same request, which it keeps, or a job Slurm gave the node
+// to, whose job.pending can come before the reconciler lists the VM. The node's generation, and
 // that of the request's other nodes, ends as a queue timeout's does
 // (released, model.EndCancelled, the request open until seen to end), so
 // that the next pass decides on the VMs that came: kept for a pending job
 // that can use the node (adoptArrived), deleted otherwise with the MIG once
 // its request is final (deleteSpentRequestMIGs). A generation of the
 // earlier layout, in the pool's MIG, is released as before.
-func (b *builder) releaseQueuedForEndedJob(pool *model.Pool, n model.Node, reason string) {
+func (b *builder) releaseQueuedCapacity(pool *model.Pool, n model.Node, reason string) {
 	if n.Phase != model.PhaseRequested || n.MIG == "" || n.ResizeRequest == "" {
 		b.releaseNode(pool, n, reason)
 		return
