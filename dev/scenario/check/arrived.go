@@ -84,7 +84,7 @@ func (r *Checker) arrivedCapacityKept(w world, now time.Time) []string {
 		// The job could use it before the event that deleted it, and
 		// still can after it: the decision that deleted it had not
 		// learnt otherwise (the job placed elsewhere, ended).
-		if a.served[name] || v.job == "" || r.usableBy(st, v.node) != v.job || !cancelEnded(st.Nodes[v.node], v.gen) || !r.deletedByFlexslurm(name, v.mig, now) {
+		if a.served[name] || v.job == "" || r.usableBy(st, v.node) != v.job || !cancelEnded(st.Nodes[v.node], v.gen) || !r.deletedByFlexslurm(v.mig, now) {
 			continue
 		}
 		a.deleted[name] = deletedVM{arrivedVM: v, at: now}
@@ -183,19 +183,22 @@ func cancelEnded(n *model.Node, gen int64) bool {
 }
 
 // deletedByFlexslurm reports whether flexslurm asked Compute to delete the
-// VM by now: its MIG deleted, deleteInstances on its MIG, or the VM
-// deleted by name.
-func (r *Checker) deletedByFlexslurm(vm, mig string, now time.Time) bool {
+// VM by now: its MIG deleted, or deleteInstances on its MIG (a VM that came
+// for a request is a member of the request's MIG, which flexslurm never
+// deletes by instances.delete). flexslurm names every such call with a
+// request id; a scenario's out-of-band deletions carry none.
+func (r *Checker) deletedByFlexslurm(mig string, now time.Time) bool {
+	if mig == "" {
+		return false
+	}
 	for _, c := range r.sim.Calls() {
-		if c.Time.After(now) || c.Status >= 300 {
+		if c.Time.After(now) || c.Status >= 300 || c.RequestID == "" {
 			continue
 		}
 		switch {
-		case c.Method == "DELETE" && mig != "" && strings.HasSuffix(c.Path, "/instanceGroupManagers/"+mig):
+		case c.Method == "DELETE" && strings.HasSuffix(c.Path, "/instanceGroupManagers/"+mig):
 			return true
-		case c.Method == "POST" && mig != "" && strings.HasSuffix(c.Path, "/instanceGroupManagers/"+mig+"/deleteInstances"):
-			return true
-		case c.Method == "DELETE" && strings.HasSuffix(c.Path, "/instances/"+vm):
+		case c.Method == "POST" && strings.HasSuffix(c.Path, "/instanceGroupManagers/"+mig+"/deleteInstances"):
 			return true
 		}
 	}
