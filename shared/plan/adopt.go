@@ -45,6 +45,11 @@ func (b *builder) adoptArrived(pool *model.Pool, vms vmIndex) {
 	if pool.Removed {
 		return
 	}
+	// Every node a job can use is taken back before any VM is released:
+	// a release deletes the request's MIG when no other node serves from
+	// it, and a node of the same request taken back later in the loop
+	// would lose its VM with it.
+	var unwanted []model.Node
 	for _, n := range b.poolNodes(pool.ID) {
 		if n.Phase != model.PhaseReleased || (n.LastEnd != model.EndTimeout && n.LastEnd != model.EndCancelled) || !n.RunningAt.IsZero() ||
 			n.VMName == "" || n.MIG == "" || n.ResizeRequest == "" || n.Index >= pool.MaxNodes {
@@ -62,7 +67,7 @@ func (b *builder) adoptArrived(pool *model.Pool, vms vmIndex) {
 		if kindOf(node, pool) != model.NodeStatic {
 			j := b.arrivedFor(node)
 			if j == nil {
-				b.releaseArrived(pool, node)
+				unwanted = append(unwanted, node)
 				continue
 			}
 			node.JobID = j.ID
@@ -72,9 +77,12 @@ func (b *builder) adoptArrived(pool *model.Pool, vms vmIndex) {
 		node.RequestOpen, node.RequestMisses = false, 0
 		cancel := "past the queue timeout"
 		if n.LastEnd == model.EndCancelled {
-			cancel = "as the job it was made for ended"
+			cancel = "as the job it was made for ended or left the node"
 		}
 		b.putNode(node, fmt.Sprintf("reconciler: resize request %s was fulfilled as it was being cancelled %s: VM %s kept for %s", node.ResizeRequest, cancel, node.VMName, who))
+	}
+	for _, node := range unwanted {
+		b.releaseArrived(pool, node)
 	}
 }
 

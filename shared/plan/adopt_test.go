@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -223,5 +224,60 @@ func TestCapacityArrivedAsItsQueueTimeoutCancelRanWithTheBreakerOpen(t *testing.
 	Apply(st, acts)
 	if got := st.Nodes["flexvm-a3u-1"]; got.Generation != 1 || !got.Phase.Serving() || got.JobID != "7" {
 		t.Fatalf("flexvm-a3u-1 %s g%d for job %q, want generation 1 serving job 7: %v", got.Phase, got.Generation, got.JobID, kinds(acts))
+	}
+}
+
+// TestCapacityArrivedForARequeuedJobsRequestServesTheNodeItKeeps: job 7's
+// one request names flexvm-a3u-1 and flexvm-a3u-2; Slurm requeues the job
+// and places it on flexvm-a3u-0 (the static node, up) and flexvm-a3u-2.
+// The request, cancelled whole for the node the job left, had been
+// fulfilled: the VM of the node the job keeps serves it, and only the VM
+// of the node it left is deleted (by name: the request's MIG serves
+// flexvm-a3u-2). No second request is made for flexvm-a3u-2.
+func TestCapacityArrivedForARequeuedJobsRequestServesTheNodeItKeeps(t *testing.T) {
+	st, c := applied(t)
+	running(st, "flexvm-a3u-0", t0.Add(week))
+	Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 2, "flexvm-a3u-1", "flexvm-a3u-2")))
+	n1, n2 := *st.Nodes["flexvm-a3u-1"], *st.Nodes["flexvm-a3u-2"]
+	placed := jobEv(event.TypeJobPending, "7", 2, "flexvm-a3u-0", "flexvm-a3u-2")
+	placed.Requeued = true
+	acts, err := Job(st, c, placed, t0.Add(time.Hour), Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cancels(acts, n1.ResizeRequest) || releases(acts, "flexvm-a3u-2", n2.VMName) {
+		t.Fatalf("placed elsewhere: want the request cancelled, nothing deleted: %v", kinds(acts))
+	}
+	for _, a := range acts {
+		if cr, ok := a.(CreateResizeRequest); ok && slices.Contains(cr.VMs, "flexvm-a3u-2-g2") {
+			t.Fatalf("flexvm-a3u-2 requested again before the listing: %s", cr.Name)
+		}
+	}
+	Apply(st, acts)
+	rr := ObservedResizeRequest{Name: n1.ResizeRequest, MIG: n1.MIG, State: "SUCCEEDED", Created: t0, VMs: []string{n1.VMName, n2.VMName}}
+	vms := []VM{{Name: "flexvm-a3u-0-g1", Status: "RUNNING", Created: t0, TerminationTime: t0.Add(week)},
+		{Name: n1.VMName, Status: "RUNNING", Created: t0.Add(time.Hour), TerminationTime: t0.Add(week), MIG: n1.MIG},
+		{Name: n2.VMName, Status: "RUNNING", Created: t0.Add(time.Hour), TerminationTime: t0.Add(week), MIG: n1.MIG}}
+	obs := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGsListed: true, ListedAt: t0.Add(time.Hour + 5*time.Minute), VMs: vms,
+		MIGs:           []ObservedMIG{{Name: n1.MIG, Request: n1.ResizeRequest, RequestsListed: true, Age: time.Hour}},
+		ResizeRequests: []ObservedResizeRequest{rr}}}}
+	acts = Reconcile(st, obs, t0.Add(time.Hour+5*time.Minute), Policy{})
+	if releases(acts, "flexvm-a3u-2", n2.VMName) {
+		t.Fatalf("the VM of the node job 7 keeps is deleted: %v", kinds(acts))
+	}
+	if !releases(acts, "flexvm-a3u-1", n1.VMName) {
+		t.Fatalf("the VM of the node job 7 left is kept: %v", kinds(acts))
+	}
+	for _, a := range acts {
+		if d, ok := a.(DeleteMIG); ok && d.MIG == n1.MIG {
+			t.Fatalf("the request's MIG is deleted while flexvm-a3u-2 serves from it")
+		}
+		if cr, ok := a.(CreateResizeRequest); ok && slices.Contains(cr.VMs, "flexvm-a3u-2-g2") {
+			t.Fatalf("flexvm-a3u-2 requested again: %s", cr.Name)
+		}
+	}
+	Apply(st, acts)
+	if got := st.Nodes["flexvm-a3u-2"]; got.Generation != 1 || !got.Phase.Serving() || got.JobID != "7" {
+		t.Fatalf("flexvm-a3u-2 %s g%d for job %q, want generation 1 serving job 7: %v", got.Phase, got.Generation, got.JobID, kinds(acts))
 	}
 }
