@@ -40,7 +40,8 @@ import (
 //     allocation, from its reports or a snapshot newer than its record,
 //     no longer names the node (leaveBehind, cancelLeftBehind), and kept
 //     when it arrived as its request was cancelled (past the queue
-//     timeout, or as the job ended) while the job, or another pending job
+//     timeout, as the job ended, or as the job left one of the request's
+//     nodes) while the job, or another pending job
 //     whose record names the node, can still use it (adoptArrived, through
 //     keptFor); Compute's answer to the cancellation that the request
 //     SUCCEEDED is not the request's end (RequestsEnded), so a job report
