@@ -328,6 +328,9 @@ func Generate(seed uint64, o Options) *scenario.File {
 		// A VM beyond a shrunk pool's maximum with no job running on it:
 		// released in the apply's own pass, or by the next reconcile pass.
 		WithinMax: &scenario.Within{Within: dur(slack + f.Simulator.DeleteDelay.D()), AfterFault: dur(afterFault)},
+		// Capacity that came while its request was being cancelled
+		// serves a pending job that can use it.
+		ArrivedCapacityKept: true,
 	}
 	classInvariants(f, o)
 	// At the end of the tail (off the tick schedule, so that no crashed

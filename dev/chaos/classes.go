@@ -66,8 +66,10 @@ const (
 	// with jobs submitted there: requests fulfilled around the pass that
 	// cancels them past the queue timeout, the cancellation (crashed,
 	// redelivered, or decided late) meeting a request Compute already
-	// fulfilled while its job still waits (kubernetes-sigs/karpenter
-	// #2920).
+	// fulfilled while its job still waits; and jobs cancelled about when
+	// their capacity comes, with another job submitted at once that Slurm
+	// gives the node: a job's end meeting a fulfilled request, raced by
+	// the next job's job.pending (kubernetes-sigs/karpenter #2920).
 	ClassFulfilledAsCancelled Class = "fulfilled-as-cancelled"
 	// ClassLostHealthReport: GPU health checks fail on nodes that run
 	// (the static node, or a node busy with a job), the node-side hook
@@ -256,6 +258,25 @@ func classSteps(f *scenario.File, seed uint64, o Options) []scenario.Step {
 				if rng.IntN(2) == 0 {
 					add(start+timeout, scenario.Step{LateDecision: &scenario.LateDecisionStep{Lag: dur(between(time.Minute, 6*time.Minute).Round(time.Second)), For: dur(30 * time.Minute)}})
 				}
+				add(start+3*time.Hour, scenario.Step{Capacity: &scenario.CapacityDelay{Zone: p.zone, MachineType: p.machine,
+					Delay: dur(between(0, 10*time.Minute).Round(time.Minute))}})
+			}
+			// A job's end racing its capacity: a one-node job on the pool,
+			// cancelled about when its capacity comes, and another job
+			// submitted at once, to which Slurm gives the node that is
+			// powering up; its job.pending may come before the listing
+			// that shows the VM.
+			for w, n := 0, 1+rng.IntN(2); w < n; w++ {
+				start := between(time.Hour, o.Horizon-6*time.Hour)
+				delay := between(20*time.Minute, time.Hour).Round(time.Second)
+				add(start, scenario.Step{Capacity: &scenario.CapacityDelay{Zone: p.zone, MachineType: p.machine, Delay: dur(delay)}})
+				first, next := jobID(50+2*w), jobID(51+2*w)
+				add(start+time.Minute, scenario.Step{Submit: &scenario.SubmitStep{ID: first, Nodes: 1, Partition: p.id,
+					Runtime: dur(between(30*time.Minute, 2*time.Hour).Round(time.Minute))}})
+				end := start + time.Minute + delay + between(-3*time.Minute, 3*time.Minute).Round(time.Second)
+				add(end, scenario.Step{Cancel: &scenario.CancelStep{ID: first}})
+				add(end+between(time.Second, 2*time.Minute).Round(time.Second), scenario.Step{Submit: &scenario.SubmitStep{ID: next, Nodes: 1, Partition: p.id,
+					Runtime: dur(between(30*time.Minute, 2*time.Hour).Round(time.Minute))}})
 				add(start+3*time.Hour, scenario.Step{Capacity: &scenario.CapacityDelay{Zone: p.zone, MachineType: p.machine,
 					Delay: dur(between(0, 10*time.Minute).Round(time.Minute))}})
 			}

@@ -514,9 +514,12 @@ func (r *Runner) Execute(ctx context.Context, cluster string, st *model.State, a
 var errRequestGone = errors.New("resize request not found")
 
 // executeAll is Execute; it also returns the cancellations whose request
-// Compute showed ended: cancelled by the call (its operation done without
-// error), or no longer queued (gce.ErrNotCancellable: SUCCEEDED, FAILED or
-// CANCELLED). A request Compute does not know is not among them.
+// Compute showed ended without VMs: cancelled by the call (its operation
+// done without error), or no longer queued (gce.ErrNotCancellable: FAILED
+// or CANCELLED). A request Compute does not know is not among them, nor
+// one that SUCCEEDED (gce.ErrRequestSucceeded): its VMs exist and may serve
+// a pending job, which only the reconciler's listing shows
+// (plan.RequestsEnded).
 func (r *Runner) executeAll(ctx context.Context, cluster string, st *model.State, actions []plan.Action, log *slog.Logger) (failed []ActionError, ended []plan.CancelResizeRequest) {
 	for _, a := range actions {
 		if r.d.Fault != nil {
@@ -528,7 +531,7 @@ func (r *Runner) executeAll(ctx context.Context, cluster string, st *model.State
 		}
 		err := r.execute(ctx, cluster, st, a)
 		if c, ok := a.(plan.CancelResizeRequest); ok {
-			if err == nil || (errors.Is(err, gce.ErrNotCancellable) && !gce.IsNotFound(err)) {
+			if err == nil || (errors.Is(err, gce.ErrNotCancellable) && !gce.IsNotFound(err) && !errors.Is(err, gce.ErrRequestSucceeded)) {
 				ended = append(ended, c)
 			}
 			if errors.Is(err, errRequestGone) {

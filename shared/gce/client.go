@@ -803,8 +803,9 @@ func (c *Client) ListResizeRequests(ctx context.Context, zone, mig string) ([]Re
 // target size shrinks. If the request is no longer queued (SUCCEEDED,
 // FAILED, CANCELLED) or is gone, the error matches ErrNotCancellable (and,
 // if gone, ErrNotFound): there is nothing to cancel and the caller can ignore
-// it. A request still CREATING cannot be cancelled yet: that error is
-// ClassTransient.
+// it; for a request that SUCCEEDED it also matches ErrRequestSucceeded (its
+// VMs exist). A request still CREATING cannot be cancelled yet: that error
+// is ClassTransient.
 func (c *Client) CancelResizeRequest(ctx context.Context, zone, mig, name, requestID string) error {
 	var err error
 	if IsRegion(zone) {
@@ -834,6 +835,8 @@ func (c *Client) CancelResizeRequest(ctx context.Context, zone, mig, name, reque
 		case gerr != nil:
 		case rr.State == StateCreating:
 			return fmt.Errorf("cancelling resize request %s of %s: state CREATING: %w: %w", name, mig, errRetryLater, err)
+		case rr.State == StateSucceeded:
+			return fmt.Errorf("cancelling resize request %s of %s: state %s: %w: %w: %w", name, mig, rr.State, ErrNotCancellable, ErrRequestSucceeded, err)
 		case rr.State != StateAccepted:
 			return fmt.Errorf("cancelling resize request %s of %s: state %s: %w: %w", name, mig, rr.State, ErrNotCancellable, err)
 		}

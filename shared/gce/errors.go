@@ -90,6 +90,10 @@ var (
 	// is no longer queued (SUCCEEDED, FAILED, CANCELLED or gone); there is
 	// nothing left to cancel and the caller can ignore it.
 	ErrNotCancellable = errors.New("gce: resize request is not cancellable")
+	// ErrRequestSucceeded is matched, with ErrNotCancellable, by the error
+	// of CancelResizeRequest for a request that SUCCEEDED: Compute
+	// fulfilled it before the cancellation, and its VMs exist.
+	ErrRequestSucceeded = errors.New("gce: resize request succeeded")
 	// ErrInvalidSpec is returned, before any API call, for a spec the API
 	// would reject (ClassPermanent).
 	ErrInvalidSpec = errors.New("gce: invalid spec")

@@ -460,7 +460,7 @@ func TestCancelAndDeleteResizeRequest(t *testing.T) {
 		t.Errorf("target size after cancel = %d", migs[0].TargetSize)
 	}
 	err = h.c.CancelResizeRequest(h.ctx, zone, "c1-h200", "rr-1", rid("cancel rr-1 again"))
-	if !errors.Is(err, gce.ErrNotCancellable) || gce.Classify(err).Retryable() {
+	if !errors.Is(err, gce.ErrNotCancellable) || gce.Classify(err).Retryable() || errors.Is(err, gce.ErrRequestSucceeded) {
 		t.Errorf("cancel of a CANCELLED request: %v", err)
 	}
 	if err := h.c.DeleteResizeRequest(h.ctx, zone, "c1-h200", "rr-1", ""); err != nil {
@@ -484,7 +484,8 @@ func TestCancelAndDeleteResizeRequest(t *testing.T) {
 	}
 	h.tick(time.Minute)
 	h.tick(time.Hour)
-	if err := h.c.CancelResizeRequest(h.ctx, zone, "c1-h200", "rr-2", ""); !errors.Is(err, gce.ErrNotCancellable) {
+	// Its VMs exist: the error says it SUCCEEDED.
+	if err := h.c.CancelResizeRequest(h.ctx, zone, "c1-h200", "rr-2", ""); !errors.Is(err, gce.ErrNotCancellable) || !errors.Is(err, gce.ErrRequestSucceeded) {
 		t.Errorf("cancel of a SUCCEEDED request: %v", err)
 	}
 	// With no RunDuration the template's maxRunDuration (2 h) applies.

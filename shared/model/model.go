@@ -77,6 +77,11 @@ const (
 	EndLost     EndReason = "lost"     // the VM vanished without an expiry (deleted out of band)
 	EndFailed   EndReason = "failed"   // capacity could not be obtained (request rejected or failed)
 	EndTimeout  EndReason = "timeout"  // capacity queued past the queue timeout: cancelled and resubmitted
+	// EndCancelled: the job a dynamic node's capacity was queued for ended
+	// before the capacity came: its request cancelled, and a VM the request
+	// made meanwhile left to the reconciler, which keeps it for a pending
+	// job that can use the node and deletes it otherwise (plan, adopt.go).
+	EndCancelled EndReason = "cancelled"
 )
 
 // RepairState is where the health repair of a node's current generation

@@ -2,41 +2,56 @@ package plan
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/flexslurm/flexslurm/shared/model"
 )
 
 // Capacity that arrives while its request is being cancelled serves the
-// job. A request queued past the queue timeout is cancelled and its nodes'
-// generation ends (queueTimedOut: released, the request open until it is
-// seen to end); the cancellation can meet a request Compute has just
-// fulfilled. Its VMs then exist, in the request's MIG, and the job they
-// were asked for may still be pending. Deleting them and queuing anew
-// would throw away the capacity the job waited hours for and make it wait
-// again from the start. So, before anything else in a pool's pass, a node
-// whose generation ended that way (model.EndTimeout, before its VM was
-// seen running, one MIG per request) and whose VM of that generation is
-// listed alive takes that generation back — requested again, so that the
-// table marks it running — when the VM can still serve: the node is
-// static (it always serves), or the pending job it was requested for can
-// still use it (keptFor: flexslurm holds the job pending with the node
-// among its nodes, and a newer Slurm snapshot does not show it placed
-// elsewhere). No request is made, no VM deleted, and the request's MIG
-// serves again, so the reconciler keeps it. A VM no job can use is
-// released as before (the MIG deleted once its request is final and no
-// node serves from it). A node already requested again in a new generation
-// (its job's report came before the listing) is not taken back: its old VM
-// is named by no record and goes as an orphan.
+// job. Two decisions cancel a request while a job may still want its
+// capacity: the queue timeout (queueTimedOut: the request cancelled to be
+// made again; with the pool's breaker open or in backoff, not made again
+// yet), and the end of the job the request was made for
+// (releaseQueuedCapacity), when Slurm may already have given the node
+// to another pending job. Either cancellation can meet a request Compute
+// has just fulfilled. Its VMs then exist, in the request's MIG, while a job
+// that can use them waits. Deleting them and queuing anew would throw
+// away the capacity the job waited for and make it wait again from the
+// start.
+//
+// Both end the node's generation without deleting anything (released,
+// model.EndTimeout or model.EndCancelled, the request open until seen to
+// end), and the node gets no next generation until the reconciler has seen
+// that request end (previous.go; a cancellation Compute answers with "no
+// longer queued" does not count, as the request may have SUCCEEDED). So,
+// before anything else in a pool's pass, a node whose generation ended so,
+// before its VM was seen running, and whose VM of that generation is listed
+// alive in its request's MIG takes that generation back — requested again,
+// so that the table marks it running — when the VM can still serve: the
+// node is static (it always serves), or a pending job flexslurm assigned
+// the node can still use it (keptFor, which takes the job's record or a
+// newer Slurm snapshot): the job the request was made for, else another
+// pending job with the node among its nodes, to which the node passes. No
+// request is made, no VM deleted, and the request's MIG serves again, so
+// the reconciler keeps it. A VM no job can use is deleted in the same pass
+// (releaseArrived: the request's MIG when no other node serves from it, the
+// VM by name otherwise).
 
 // adoptArrived takes back the generations of the pool's nodes whose
-// capacity arrived as their queue-timed-out request was being cancelled,
-// when a job can still use it.
+// capacity arrived as their request was being cancelled, when a job can
+// still use it.
 func (b *builder) adoptArrived(pool *model.Pool, vms vmIndex) {
 	if pool.Removed {
 		return
 	}
+	// Every node a job can use is taken back before any VM is released:
+	// a release deletes the request's MIG when no other node serves from
+	// it, and a node of the same request taken back later in the loop
+	// would lose its VM with it.
+	var unwanted []model.Node
 	for _, n := range b.poolNodes(pool.ID) {
-		if n.Phase != model.PhaseReleased || n.LastEnd != model.EndTimeout || !n.RunningAt.IsZero() ||
+		if n.Phase != model.PhaseReleased || (n.LastEnd != model.EndTimeout && n.LastEnd != model.EndCancelled) || !n.RunningAt.IsZero() ||
 			n.VMName == "" || n.MIG == "" || n.ResizeRequest == "" || n.Index >= pool.MaxNodes {
 			continue
 		}
@@ -50,19 +65,60 @@ func (b *builder) adoptArrived(pool *model.Pool, vms vmIndex) {
 		node := *b.st.Nodes[n.Name]
 		who := "static node " + node.Name
 		if kindOf(node, pool) != model.NodeStatic {
-			j, ok := b.st.Jobs[node.JobID]
-			if !ok {
+			j := b.arrivedFor(node)
+			if j == nil {
+				unwanted = append(unwanted, node)
 				continue
 			}
-			if kept, _ := b.keptFor(j, node); !kept {
-				continue
-			}
+			node.JobID = j.ID
 			who = "job " + j.ID
 		}
 		node.Phase = model.PhaseRequested
 		node.RequestOpen, node.RequestMisses = false, 0
-		b.putNode(node, fmt.Sprintf("reconciler: resize request %s was fulfilled as it was being cancelled past the queue timeout: VM %s kept for %s", node.ResizeRequest, node.VMName, who))
+		cancel := "past the queue timeout"
+		if n.LastEnd == model.EndCancelled {
+			cancel = "as the job it was made for ended or left the node"
+		}
+		b.putNode(node, fmt.Sprintf("reconciler: resize request %s was fulfilled as it was being cancelled %s: VM %s kept for %s", node.ResizeRequest, cancel, node.VMName, who))
 	}
+	for _, node := range unwanted {
+		b.releaseArrived(pool, node)
+	}
+}
+
+// releaseArrived deletes a VM that came for a node's ended generation and
+// that no job can use: the node's record says deleting, as a release of a
+// running VM does, so that its next generation re-issues the deletion
+// (supersede) and the VM is never left beside the next one. The VM is
+// listed, so its request SUCCEEDED: it is not open any more.
+func (b *builder) releaseArrived(pool *model.Pool, node model.Node) {
+	why := fmt.Sprintf("reconciler: resize request %s was fulfilled as it was being cancelled, and no pending job can use %s: VM %s released", node.ResizeRequest, node.Name, node.VMName)
+	b.releaseVM(pool, node, why)
+	node.Phase = model.PhaseDeleting
+	node.RequestOpen, node.RequestMisses = false, 0
+	b.putNode(node, why)
+}
+
+// arrivedFor returns the pending job that capacity arrived for node may
+// serve (nil for none): the job it was requested for while that job can
+// still use it, else the first pending job (by id) with the node among its
+// nodes that can (keptFor).
+func (b *builder) arrivedFor(node model.Node) *model.Job {
+	if j, ok := b.st.Jobs[node.JobID]; ok {
+		if kept, _ := b.keptFor(j, node); kept {
+			return j
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(b.st.Jobs)) {
+		j := b.st.Jobs[id]
+		if id == node.JobID || j.Pool != node.Pool || !slices.Contains(j.Nodes, node.Name) {
+			continue
+		}
+		if kept, _ := b.keptFor(j, node); kept {
+			return j
+		}
+	}
+	return nil
 }
 
 // adoptArrivedPass takes back capacity that came for a cancelled request.

@@ -1,8 +1,11 @@
 package plan
 
 import (
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/model"
@@ -87,5 +90,194 @@ func TestCapacityArrivedAsItsQueueTimeoutCancelRanServesTheJob(t *testing.T) {
 				t.Fatalf("generation 1 taken back: %v", kinds(acts))
 			}
 		})
+	}
+}
+
+// TestCapacityArrivedAsAnEndedJobsCancelRanServesTheNextJob: job 7's
+// request for flexvm-a3u-1 is cancelled as job 7 ends, and Compute had
+// fulfilled it (its cancellation answered SUCCEEDED, which does not end
+// the request for flexslurm: RequestsEnded is not called). Slurm gives the
+// node to job 8, whose job.pending comes before the listing: the node is
+// not requested again, and the next pass keeps the VM that came for job 8
+// when job 8 can still use it.
+func TestCapacityArrivedAsAnEndedJobsCancelRanServesTheNextJob(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		job8    bool                  // job 8 reported pending on flexvm-a3u-1
+		prepare func(st *model.State) // before the pass
+		vm      string                // the listed VM's status; "" for none listed
+		adopt   bool
+	}{
+		{"job 8 pending on the node: the VM serves it", true, nil, "RUNNING", true},
+		{"the VM still booting: kept for job 8", true, nil, "STAGING", true},
+		{"no job for the node: the VM goes with its MIG", false, nil, "RUNNING", false},
+		{"job 8 cancelled too: the VM goes", true, func(st *model.State) { st.Jobs["8"].State = model.JobCancelled }, "RUNNING", false},
+		{"a newer snapshot shows job 8 allocated another node: the VM goes", true, func(st *model.State) {
+			st.Slurm = &model.SlurmView{TakenAt: t0.Add(7*time.Hour + 4*time.Minute), Nodes: map[string]model.SlurmNode{},
+				Jobs: []model.SlurmJob{{ID: "8", State: "PENDING", Partition: "a3u", Nodes: []string{"flexvm-a3u-2"}, NodeCount: 1}}}
+		}, "RUNNING", false},
+		{"a newer snapshot shows job 8 allocated the node: kept", true, func(st *model.State) {
+			st.Slurm = &model.SlurmView{TakenAt: t0.Add(7*time.Hour + 4*time.Minute), Nodes: map[string]model.SlurmNode{},
+				Jobs: []model.SlurmJob{{ID: "8", State: "CONFIGURING", Partition: "a3u", Nodes: []string{"flexvm-a3u-1"}, NodeCount: 1}}}
+		}, "RUNNING", true},
+		{"the request was cancelled in time: job 8 is requested anew", true, nil, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, c := applied(t)
+			running(st, "flexvm-a3u-0", t0.Add(week))
+			Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 1, "flexvm-a3u-1")))
+			n := *st.Nodes["flexvm-a3u-1"]
+			ended, err := Job(st, c, jobEv(event.TypeJobCancelled, "7", 0), t0.Add(7*time.Hour), Policy{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff([]string{"PutJob:7/cancelled", "CancelResizeRequest:" + n.ResizeRequest, "PutNode:flexvm-a3u-1/released"}, kinds(ended)); d != "" {
+				t.Fatalf("job 7's end (-want +got):\n%s", d)
+			}
+			Apply(st, ended)
+			if n := st.Nodes["flexvm-a3u-1"]; n.LastEnd != model.EndCancelled || !n.RequestOpen {
+				t.Fatalf("flexvm-a3u-1 after job 7's end: last end %s, request open %v; want cancelled, open", n.LastEnd, n.RequestOpen)
+			}
+			if tc.job8 {
+				pending, err := Job(st, c, jobEv(event.TypeJobPending, "8", 1, "flexvm-a3u-1"), t0.Add(7*time.Hour+time.Minute), Policy{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, a := range pending {
+					if cr, ok := a.(CreateResizeRequest); ok {
+						t.Fatalf("job 8's report requested %s before the listing showed the cancelled request's outcome", cr.Name)
+					}
+				}
+				Apply(st, pending)
+			}
+			if tc.prepare != nil {
+				tc.prepare(st)
+			}
+			rr := ObservedResizeRequest{Name: n.ResizeRequest, MIG: n.MIG, State: "SUCCEEDED", Created: t0, VMs: []string{n.VMName}}
+			vms := []VM{{Name: "flexvm-a3u-0-g1", Status: "RUNNING", Created: t0, TerminationTime: t0.Add(week)}}
+			if tc.vm != "" {
+				vms = append(vms, VM{Name: n.VMName, Status: tc.vm, Created: t0.Add(7 * time.Hour), TerminationTime: t0.Add(week), MIG: n.MIG})
+			} else {
+				rr.State = "CANCELLED"
+			}
+			obs := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGsListed: true, ListedAt: t0.Add(7*time.Hour + 5*time.Minute), VMs: vms,
+				MIGs:           []ObservedMIG{{Name: n.MIG, Request: n.ResizeRequest, RequestsListed: true, Age: 7 * time.Hour}},
+				ResizeRequests: []ObservedResizeRequest{rr}}}}
+			acts := Reconcile(st, obs, t0.Add(7*time.Hour+5*time.Minute), Policy{})
+			created, deleted := false, releases(acts, "flexvm-a3u-1", n.VMName)
+			for _, a := range acts {
+				if _, ok := a.(CreateResizeRequest); ok {
+					created = true
+				}
+			}
+			Apply(st, acts)
+			got := st.Nodes["flexvm-a3u-1"]
+			if tc.adopt {
+				if created || deleted || got.Generation != 1 || !got.Phase.Serving() || got.JobID != "8" {
+					t.Fatalf("want generation 1 kept for job 8: created %v, deleted %v, node %s g%d for job %q: %v", created, deleted, got.Phase, got.Generation, got.JobID, kinds(acts))
+				}
+				return
+			}
+			if got.Generation == 1 && got.Phase.Serving() {
+				t.Fatalf("generation 1 taken back: %v", kinds(acts))
+			}
+			if tc.vm != "" && !deleted {
+				t.Fatalf("the VM no job can use is not released: %v", kinds(acts))
+			}
+			if tc.vm == "" && tc.job8 && !created {
+				t.Fatalf("job 8 not requested once the request is seen cancelled: %v", kinds(acts))
+			}
+		})
+	}
+}
+
+// TestCapacityArrivedAsItsQueueTimeoutCancelRanWithTheBreakerOpen: the
+// queue timeout cancels a request while the pool's breaker is open, so no
+// new request is made; Compute had fulfilled it. The VM that came serves
+// the job: the breaker stops new requests, not capacity that came.
+func TestCapacityArrivedAsItsQueueTimeoutCancelRanWithTheBreakerOpen(t *testing.T) {
+	st, _ := applied(t)
+	Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 1, "flexvm-a3u-1")))
+	running(st, "flexvm-a3u-0", t0.Add(week))
+	st.Pools["a3u"].BootstrapFailures, st.Pools["a3u"].BreakerOpenedAt = 3, t0.Add(7*time.Hour-time.Minute)
+	n := *st.Nodes["flexvm-a3u-1"]
+	rr := ObservedResizeRequest{Name: n.ResizeRequest, MIG: n.MIG, State: "ACCEPTED", Created: t0, VMs: []string{n.VMName}}
+	vm0 := VM{Name: "flexvm-a3u-0-g1", Status: "RUNNING", Created: t0, TerminationTime: t0.Add(week)}
+	acts := Reconcile(st, Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true,
+		VMs: []VM{vm0}, ResizeRequests: []ObservedResizeRequest{rr}}}}, t0.Add(7*time.Hour), Policy{})
+	if !cancels(acts, rr.Name) {
+		t.Fatalf("the queue timeout did not cancel %s: %v", rr.Name, kinds(acts))
+	}
+	for _, a := range acts {
+		if cr, ok := a.(CreateResizeRequest); ok {
+			t.Fatalf("a request made while the breaker is open: %s", cr.Name)
+		}
+	}
+	Apply(st, acts)
+	rr.State = "SUCCEEDED"
+	vm1 := VM{Name: n.VMName, Status: "RUNNING", Created: t0.Add(7 * time.Hour), TerminationTime: t0.Add(week), MIG: n.MIG}
+	acts = Reconcile(st, Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGExists: true,
+		VMs: []VM{vm0, vm1}, ResizeRequests: []ObservedResizeRequest{rr}}}}, t0.Add(7*time.Hour+5*time.Minute), Policy{})
+	if releases(acts, "flexvm-a3u-1", n.VMName) {
+		t.Fatalf("the VM that came is deleted: %v", kinds(acts))
+	}
+	Apply(st, acts)
+	if got := st.Nodes["flexvm-a3u-1"]; got.Generation != 1 || !got.Phase.Serving() || got.JobID != "7" {
+		t.Fatalf("flexvm-a3u-1 %s g%d for job %q, want generation 1 serving job 7: %v", got.Phase, got.Generation, got.JobID, kinds(acts))
+	}
+}
+
+// TestCapacityArrivedForARequeuedJobsRequestServesTheNodeItKeeps: job 7's
+// one request names flexvm-a3u-1 and flexvm-a3u-2; Slurm requeues the job
+// and places it on flexvm-a3u-0 (the static node, up) and flexvm-a3u-2.
+// The request, cancelled whole for the node the job left, had been
+// fulfilled: the VM of the node the job keeps serves it, and only the VM
+// of the node it left is deleted (by name: the request's MIG serves
+// flexvm-a3u-2). No second request is made for flexvm-a3u-2.
+func TestCapacityArrivedForARequeuedJobsRequestServesTheNodeItKeeps(t *testing.T) {
+	st, c := applied(t)
+	running(st, "flexvm-a3u-0", t0.Add(week))
+	Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 2, "flexvm-a3u-1", "flexvm-a3u-2")))
+	n1, n2 := *st.Nodes["flexvm-a3u-1"], *st.Nodes["flexvm-a3u-2"]
+	placed := jobEv(event.TypeJobPending, "7", 2, "flexvm-a3u-0", "flexvm-a3u-2")
+	placed.Requeued = true
+	acts, err := Job(st, c, placed, t0.Add(time.Hour), Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cancels(acts, n1.ResizeRequest) || releases(acts, "flexvm-a3u-2", n2.VMName) {
+		t.Fatalf("placed elsewhere: want the request cancelled, nothing deleted: %v", kinds(acts))
+	}
+	for _, a := range acts {
+		if cr, ok := a.(CreateResizeRequest); ok && slices.Contains(cr.VMs, "flexvm-a3u-2-g2") {
+			t.Fatalf("flexvm-a3u-2 requested again before the listing: %s", cr.Name)
+		}
+	}
+	Apply(st, acts)
+	rr := ObservedResizeRequest{Name: n1.ResizeRequest, MIG: n1.MIG, State: "SUCCEEDED", Created: t0, VMs: []string{n1.VMName, n2.VMName}}
+	vms := []VM{{Name: "flexvm-a3u-0-g1", Status: "RUNNING", Created: t0, TerminationTime: t0.Add(week)},
+		{Name: n1.VMName, Status: "RUNNING", Created: t0.Add(time.Hour), TerminationTime: t0.Add(week), MIG: n1.MIG},
+		{Name: n2.VMName, Status: "RUNNING", Created: t0.Add(time.Hour), TerminationTime: t0.Add(week), MIG: n1.MIG}}
+	obs := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGsListed: true, ListedAt: t0.Add(time.Hour + 5*time.Minute), VMs: vms,
+		MIGs:           []ObservedMIG{{Name: n1.MIG, Request: n1.ResizeRequest, RequestsListed: true, Age: time.Hour}},
+		ResizeRequests: []ObservedResizeRequest{rr}}}}
+	acts = Reconcile(st, obs, t0.Add(time.Hour+5*time.Minute), Policy{})
+	if releases(acts, "flexvm-a3u-2", n2.VMName) {
+		t.Fatalf("the VM of the node job 7 keeps is deleted: %v", kinds(acts))
+	}
+	if !releases(acts, "flexvm-a3u-1", n1.VMName) {
+		t.Fatalf("the VM of the node job 7 left is kept: %v", kinds(acts))
+	}
+	for _, a := range acts {
+		if d, ok := a.(DeleteMIG); ok && d.MIG == n1.MIG {
+			t.Fatalf("the request's MIG is deleted while flexvm-a3u-2 serves from it")
+		}
+		if cr, ok := a.(CreateResizeRequest); ok && slices.Contains(cr.VMs, "flexvm-a3u-2-g2") {
+			t.Fatalf("flexvm-a3u-2 requested again: %s", cr.Name)
+		}
+	}
+	Apply(st, acts)
+	if got := st.Nodes["flexvm-a3u-2"]; got.Generation != 1 || !got.Phase.Serving() || got.JobID != "7" {
+		t.Fatalf("flexvm-a3u-2 %s g%d for job %q, want generation 1 serving job 7: %v", got.Phase, got.Generation, got.JobID, kinds(acts))
 	}
 }

@@ -32,8 +32,7 @@ func TestJobFinishedOnNodesThatCameUp(t *testing.T) {
 		{"nodes up: kept", finished(true, "flexvm-a3u-1", "flexvm-a3u-2"), []string{"PutJob:7/finished"}},
 		{"one of the request's nodes up: the request came, all kept", finished(true, "flexvm-a3u-1"), []string{"PutJob:7/finished"}},
 		{"not known to be up: released", finished(false, "flexvm-a3u-1", "flexvm-a3u-2"), []string{"PutJob:7/finished",
-			"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "PutNode:flexvm-a3u-2/deleting",
-			"DeleteVMs:flexvm-a3u-1-g1,flexvm-a3u-2-g1", "PutNode:flexvm-a3u-1/deleting"}},
+			"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "PutNode:flexvm-a3u-1/released", "PutNode:flexvm-a3u-2/released"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -92,7 +91,7 @@ func TestQueuedRequestOfAnEndedJobIsReleased(t *testing.T) {
 		state string
 		want  []string
 	}{
-		{"ACCEPTED", []string{"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "DeleteVMs:flexvm-a3u-1-g1", "PutNode:flexvm-a3u-1/deleting"}},
+		{"ACCEPTED", []string{"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "PutNode:flexvm-a3u-1/released"}},
 		{"CREATING", nil}, // not yet queued, and not cancellable yet: the next pass sees it ACCEPTED
 		// Not listed: never issued (a crash before the call). It is not
 		// issued again for a job that has ended.
@@ -146,7 +145,7 @@ func TestEndedJobRuleActsOnlyOnWhatItKnows(t *testing.T) {
 		}
 	})
 	t.Run("listing after the job's end, nothing else", func(t *testing.T) {
-		want := []string{"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "DeleteVMs:flexvm-a3u-1-g1", "PutNode:flexvm-a3u-1/deleting"}
+		want := []string{"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "PutNode:flexvm-a3u-1/released"}
 		if d := cmp.Diff(want, pass(prepare(t), ended.Add(30*time.Second))); d != "" {
 			t.Errorf("(-want +got):\n%s", d)
 		}

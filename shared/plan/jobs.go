@@ -91,7 +91,7 @@ func Job(st *model.State, c *spec.Cluster, ev *event.Job, now time.Time, pol Pol
 		if pool, ok := b.st.Pools[j.Pool]; ok {
 			for _, name := range j.Nodes {
 				if n, ok := b.st.Nodes[name]; ok && queuedOnlyFor(n, j.ID) && provisionedFor(n, &j) && !came[n.ResizeRequest] {
-					b.releaseNode(pool, *n, fmt.Sprintf("%s before its capacity arrived", why))
+					b.releaseQueuedCapacity(pool, *n, fmt.Sprintf("%s before its capacity arrived", why))
 				}
 			}
 		}

@@ -348,7 +348,7 @@ func (b *builder) reconcileRequested(pool *model.Pool, node model.Node, rrs map[
 		// their requests were fulfilled, unless Slurm showed the node up
 		// from an older VM), and names only the nodes the job has now (it
 		// may have been requested here, then placed elsewhere).
-		b.releaseNode(pool, node, fmt.Sprintf("reconciler: job %s has ended and resize request %s still queues for node %s", node.JobID, rr.Name, node.Name))
+		b.releaseQueuedCapacity(pool, node, fmt.Sprintf("reconciler: job %s has ended and resize request %s still queues for node %s", node.JobID, rr.Name, node.Name))
 		return true
 	case rr.State == "ACCEPTED" && b.now.Sub(rr.Created) > pol.QueueTimeout:
 		return b.queueTimedOut(pool, node, rr)

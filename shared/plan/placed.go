@@ -18,10 +18,12 @@ import (
 // than the job's record showing it alive on nodes — every node still
 // waiting on capacity requested for that job alone (queuedOnlyFor: dynamic,
 // requested for the job) that is not among those nodes is released: its
-// queued request is cancelled while it costs nothing, and its request's
-// MIG deleted, with any VM the request made meanwhile. Nodes the job keeps
-// are left as they are, and so is a static node's replacement (it serves
-// whatever the job does).
+// queued request is cancelled while it costs nothing. Its MIG is left to
+// the next pass, which keeps a VM the request made meanwhile for a node the
+// job (or another pending job) uses, and deletes the rest with the MIG
+// (adopt.go). Nodes the job keeps that wait on another request are left as
+// they are, and so is a static node's replacement (it serves whatever the
+// job does).
 
 // leaveBehind releases the nodes of job j's pool requested for j alone that
 // Slurm's allocation alloc (the job's nodes, as Slurm placed it now) does
@@ -42,7 +44,9 @@ func (b *builder) leaveBehind(j model.Job, alloc []string, source string) {
 		if cur.Phase != model.PhaseRequested {
 			continue
 		}
-		b.releaseNode(pool, cur, fmt.Sprintf("job %s is placed on %s (%s), not on %s: its capacity for %s is not wanted",
+		// The request is cancelled whole, its MIG left to the next pass: a
+		// VM it made for a node the job keeps serves the job (adopt.go).
+		b.releaseQueuedCapacity(pool, cur, fmt.Sprintf("job %s is placed on %s (%s), not on %s: its capacity for %s is not wanted",
 			j.ID, strings.Join(alloc, ","), source, cur.Name, cur.Name))
 	}
 }

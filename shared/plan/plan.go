@@ -628,6 +628,42 @@ func (b *builder) release(pool *model.Pool, n model.Node, reason string, tellSlu
 	b.putNode(n, reason)
 }
 
+// releaseQueuedCapacity ends the generation of a dynamic node whose
+// capacity is still queued for a job that no longer wants it: the job
+// ended (jobs.go, endLostJobs, the table), or Slurm placed it on other
+// nodes (placed.go). Its resize request is cancelled, but the request's
+// MIG is not deleted with it: the cancellation may meet a request Compute
+// has just fulfilled, whose VMs a pending job may use — the job's other
+// nodes of the same request, which it keeps, or a job Slurm gave the node
+// to, whose job.pending can come before the reconciler lists the VM. The node's generation, and
+// that of the request's other nodes, ends as a queue timeout's does
+// (released, model.EndCancelled, the request open until seen to end), so
+// that the next pass decides on the VMs that came: kept for a pending job
+// that can use the node (adoptArrived), deleted otherwise with the MIG once
+// its request is final (deleteSpentRequestMIGs). A generation of the
+// earlier layout, in the pool's MIG, is released as before.
+func (b *builder) releaseQueuedCapacity(pool *model.Pool, n model.Node, reason string) {
+	if n.Phase != model.PhaseRequested || n.MIG == "" || n.ResizeRequest == "" {
+		b.releaseNode(pool, n, reason)
+		return
+	}
+	b.add(b.cancelRequest(pool, n, reason))
+	for _, o := range b.st.SortedNodes() {
+		if o.ResizeRequest != n.ResizeRequest || o.Phase != model.PhaseRequested {
+			continue
+		}
+		node := *o
+		why := reason
+		if node.Name != n.Name {
+			why = fmt.Sprintf("its resize request %s was cancelled with %s's: %s", n.ResizeRequest, n.Name, reason)
+		}
+		node.Phase = model.PhaseReleased
+		node.LastEnd = model.EndCancelled
+		node.RequestOpen = true // until it is seen to end (previous.go)
+		b.putNode(node, why)
+	}
+}
+
 // endSharedRequest ends the generation of the other nodes waiting on the
 // same (cancelled) resize request, deleting by name any VM the request may
 // have created meanwhile. Their job, if still pending, is provisioned again

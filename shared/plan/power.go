@@ -42,9 +42,12 @@ func NodePower(st *model.State, ev *event.Node, now time.Time, pol Policy) ([]Ac
 		_, poolID, idx, _ := naming.ParseNodeName(name)
 		pool := b.st.Pools[poolID]
 		n := b.node(pool, idx)
-		if !ev.ReportedAt.IsZero() && n.Phase.Serving() && ev.ReportedAt.Before(n.RequestedAt) {
+		if !ev.ReportedAt.IsZero() && n.Phase.Serving() && !ev.ReportedAt.After(n.RequestedAt) {
 			// A late report about an earlier generation: this one was
-			// requested after Slurm powered the node down.
+			// requested after Slurm powered the node down, or at the same
+			// instant (ties go to the record, sources.go: the decision
+			// that powered the node down may be the one that requested
+			// its next VM for a pending job).
 			continue
 		}
 		static := n.Kind == model.NodeStatic

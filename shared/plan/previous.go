@@ -114,9 +114,13 @@ func NodesAwaitingRequests(st *model.State, rrs []string) []string {
 // RequestsEnded records that these resize requests can create no VM any
 // more — Compute confirmed it when they were cancelled: the operation of
 // the cancellation completed, or Compute answered that the request is no
-// longer queued — so the nodes whose ended generation waited on one of
-// them may be requested again (their job is served by its next report or
-// the next reconcile pass).
+// longer queued and did not succeed — so the nodes whose ended generation
+// waited on one of them may be requested again (their job is served by its
+// next report or the next reconcile pass). A request that SUCCEEDED before
+// its cancellation is not among them: its VMs exist, and a pending job may
+// use them (adopt.go); its nodes wait for the reconciler's listing, which
+// takes them back for the job or records the request ended
+// (observePreviousRequests), rather than being requested again first.
 func RequestsEnded(st *model.State, rrs []string, now time.Time, pol Policy) []Action {
 	b := newBuilder(st, now, pol)
 	for _, name := range NodesAwaitingRequests(b.st, rrs) {

@@ -299,7 +299,7 @@ func (b *builder) endLostJobs(slurm *model.SlurmView) {
 		if pool, ok := b.st.Pools[job.Pool]; ok {
 			for _, name := range job.Nodes {
 				if n, ok := b.st.Nodes[name]; ok && queuedOnlyFor(n, job.ID) {
-					b.releaseNode(pool, *n, why)
+					b.releaseQueuedCapacity(pool, *n, why) // a VM that came may serve another job (adopt.go)
 				}
 			}
 		}

@@ -112,13 +112,19 @@ func TestRequestMIGCallsOfANewIncarnationHaveNewRequestIDs(t *testing.T) {
 			Apply(st, acts)
 		}
 		// Job 7's request queued, then the job cancelled: its request is
-		// cancelled and its MIG deleted.
+		// cancelled, and the next pass, which lists it cancelled, deletes
+		// its MIG.
 		step(mustJob(t, st, jobEv(event.TypeJobPending, "7", 2, "flexvm-a3u-1", "flexvm-a3u-2")))
 		acts, err := Job(st, c, jobEv(event.TypeJobCancelled, "7", 0), t0.Add(time.Minute), Policy{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		step(acts)
+		n := st.Nodes["flexvm-a3u-1"]
+		rr := ObservedResizeRequest{Name: n.ResizeRequest, MIG: n.MIG, State: "CANCELLED", Created: t0}
+		step(Reconcile(st, Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGsListed: true, ListedAt: t0.Add(5 * time.Minute),
+			MIGs:           []ObservedMIG{{Name: n.MIG, Request: n.ResizeRequest, RequestsListed: true, Age: 4 * time.Minute}},
+			ResizeRequests: []ObservedResizeRequest{rr}}}}, t0.Add(5*time.Minute), Policy{}))
 		return ids
 	}
 	first := decide(t, t0)

@@ -56,7 +56,7 @@ func TestStaticNodeNeverSharesAJobsRequest(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := []string{"PutJob:7/cancelled",
-			"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "PutNode:flexvm-a3u-2/deleting", "DeleteVMs:flexvm-a3u-1-g1,flexvm-a3u-2-g1", "PutNode:flexvm-a3u-1/deleting"}
+			"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "PutNode:flexvm-a3u-1/released", "PutNode:flexvm-a3u-2/released"}
 		if d := cmp.Diff(want, kinds(got)); d != "" {
 			t.Errorf("actions (-want +got):\n%s", d)
 		}

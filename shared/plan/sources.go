@@ -39,8 +39,15 @@ import (
 //   - capacity requested for a job alone is released once the job's
 //     allocation, from its reports or a snapshot newer than its record,
 //     no longer names the node (leaveBehind, cancelLeftBehind), and kept
-//     when it arrived as its queue-timed-out request was cancelled while
-//     the job can still use it (adoptArrived, through keptFor);
+//     when it arrived as its request was cancelled (past the queue
+//     timeout, as the job ended, or as the job left one of the request's
+//     nodes) while the job, or another pending job
+//     whose record names the node, can still use it (adoptArrived, through
+//     keptFor); Compute's answer to the cancellation that the request
+//     SUCCEEDED is not the request's end (RequestsEnded), so a job report
+//     made before the listing never requests the node again;
+//   - a node.suspend counts only when reported after flexslurm asked for
+//     the node's current VM (NodePower; ties go to the record);
 //   - a node idle in Slurm is kept for a pending job only while that job can
 //     still use it (keptFor);
 //   - what Slurm says of a node under repair (drained, or drained by someone

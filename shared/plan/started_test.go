@@ -149,10 +149,14 @@ func TestSuspendReportedBeforeAJobStartedKeepsTheNode(t *testing.T) {
 		name      string
 		startedAt time.Duration // after t0; 0: none
 		release   bool
+		reported  time.Duration // the suspend's report, after t0 (when the node's VM was requested)
 	}{
-		{"no job started since: released", 0, true},
-		{"a job reported started after the suspend was reported: kept", 2 * time.Minute, false},
-		{"a job that started before the suspend: released", -time.Minute, true},
+		{"no job started since: released", 0, true, time.Second},
+		{"a job reported started after the suspend was reported: kept", 2 * time.Minute, false, time.Second},
+		{"a job that started before the suspend: released", -time.Minute, true, time.Second},
+		// The decision that powered the node down may have requested its
+		// next VM at the same instant: ties go to the record.
+		{"reported at the instant the VM was requested: kept", 0, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := startedState(t)
@@ -161,7 +165,7 @@ func TestSuspendReportedBeforeAJobStartedKeepsTheNode(t *testing.T) {
 				n.StartedJob, n.StartedAt = "9", t0.Add(tc.startedAt)
 			}
 			ev := nodeEv(event.TypeNodeSuspend, "flexvm-a3u-1")
-			ev.ReportedAt = t0
+			ev.ReportedAt = t0.Add(tc.reported)
 			acts, err := NodePower(st, ev, t0.Add(5*time.Minute), Policy{})
 			if err != nil {
 				t.Fatal(err)

@@ -122,6 +122,7 @@ type Checker struct {
 	stopped bool
 	watches []*watchState
 	inv     *invariantState
+	arrived *arrivedCapacity // arrived_capacity_kept's VMs
 	// foreignScanned counts the calls foreignTouched has scanned;
 	// foreignCalls are the calls it found naming a foreign resource.
 	foreignScanned int
@@ -154,7 +155,7 @@ func New(run Run) *Checker {
 	return &Checker{ctx: run.Ctx, start: run.Start, now: run.Now, sim: run.Sim, store: run.Store, view: run.View, gen: run.Generation,
 		slurm: run.Slurm, compute: run.Compute, deliveries: run.Deliveries, commands: run.Commands, rrSeen: run.ResizeRequestsSeen,
 		foreign: run.Foreign, capacityDelay: run.CapacityDelay, simulator: run.Simulator, stopOnFailure: run.StopOnFailure,
-		noStateReuse: run.NoStateReuse, note: run.Note, spec: run.Cluster, inv: newInvariantState(run.Invariants)}
+		noStateReuse: run.NoStateReuse, note: run.Note, spec: run.Cluster, inv: newInvariantState(run.Invariants), arrived: newArrivedCapacity()}
 }
 
 // SpecApplied follows a spec a step applied at at.

@@ -78,6 +78,9 @@ func enabledOf(c lang.Invariants) []string {
 	if c.OwnDrainFollowed != nil {
 		out = append(out, "own_drain_followed")
 	}
+	if c.ArrivedCapacityKept {
+		out = append(out, "arrived_capacity_kept")
+	}
 	return out
 }
 
@@ -102,6 +105,8 @@ func (s *invariantState) describe(name string) string {
 		return fmt.Sprintf("no Slurm command names a reservation without the %q prefix", c.ForeignReservationsUntouched.Prefix)
 	case "own_drain_followed":
 		return fmt.Sprintf("no node drained by flexslurm's health check of its current VM without a repair following it for longer than %s", lang.FormatDuration(c.OwnDrainFollowed.Within.D()))
+	case "arrived_capacity_kept":
+		return "no VM that came for a node deleted while a pending job assigned the node could use it, with the node requested again"
 	case "within_max":
 		return fmt.Sprintf("no VM beyond its pool's max_node_count without a running job for longer than %s", lang.FormatDuration(c.WithinMax.Within.D()))
 	}
@@ -359,6 +364,8 @@ func (r *Checker) invariant(name string, w world, now time.Time, strict bool) []
 			}
 		}
 		return out
+	case "arrived_capacity_kept":
+		return r.arrivedCapacityKept(w, now)
 	case "own_drain_followed":
 		return r.ownDrainFollowed(now, grace(s.cfg.OwnDrainFollowed), afterFault(s.cfg.OwnDrainFollowed, computefault.AnyPath), strict)
 	case "foreign_untouched":

@@ -237,6 +237,13 @@ type Invariants struct {
 	// node-side hook started, even when the health report never arrives
 	// (needs the Slurm model).
 	OwnDrainFollowed *Within `yaml:"own_drain_followed,omitempty"`
+	// ArrivedCapacityKept: a VM of a node that no record has yet held
+	// running (capacity that came) is not deleted by flexslurm while a
+	// pending job flexslurm assigned the node could use it, per the newest
+	// fact, with a new resize request made for the node: capacity that
+	// arrives while its request is being cancelled serves the job
+	// (docs/design/convergence.md).
+	ArrivedCapacityKept bool `yaml:"arrived_capacity_kept,omitempty"`
 }
 
 // Within is a time bound. AfterFault extends it after a Compute fault: a

@@ -206,7 +206,7 @@ var (
 	powerTypes = map[string]string{"suspend": event.TypeNodeSuspend, "resume_failed": event.TypeResumeFailed}
 	counters   = []string{"compute_calls", "resize_requests_created", "deliveries", "acks", "nacks", "redeliveries", "duplicates", "dead_letters", "injected_errors"}
 	invariants = []string{"one_vm_per_node", "one_request_per_node", "no_unrecorded_vm", "static_at_min", "no_idle_dynamic_vm", "repair_progress",
-		"foreign_untouched", "foreign_reservations_untouched", "within_max", "no_dead_letters", "quiet", "no_mig_left", "own_drain_followed"}
+		"foreign_untouched", "foreign_reservations_untouched", "within_max", "no_dead_letters", "quiet", "no_mig_left", "own_drain_followed", "arrived_capacity_kept"}
 	rrStates = []string{"CREATING", "ACCEPTED", "SUCCEEDED", "FAILED", "CANCELLED", "active"}
 )
 
