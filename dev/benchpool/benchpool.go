@@ -5,6 +5,7 @@ package benchpool
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -64,6 +65,9 @@ func (p Pool) Spec() (*spec.Cluster, error) {
 
 // FormatDuration formats a duration compactly: 1d2h3m, 45m, 30s.
 func FormatDuration(d time.Duration) string {
+	if d == math.MinInt64 {
+		d++ // its negation overflows; a nanosecond does not show
+	}
 	if d < 0 {
 		return "-" + FormatDuration(-d)
 	}
