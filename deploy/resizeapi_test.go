@@ -20,45 +20,20 @@ func TestResizeRequestAPIVariable(t *testing.T) {
 		t.Fatal("shared/config declares no EnvResizeRequestAPI")
 	}
 	for _, v := range []string{"", "beta"} {
-		given := map[string]cty.Value{}
-		for k, x := range vars {
-			given[k] = x
-		}
 		want := "auto"
 		if v != "" {
-			given["resize_request_api"] = cty.StringVal(v)
 			want = v
 		}
-		m, err := load(".", given)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for _, f := range m.blocksOf("google_cloudfunctions2_function") {
-			for _, in := range f.instances {
-				n++
-				env := get(in.value, "service_config", 0, "environment_variables")
-				if got, _ := str(get(env, envName)); got != want {
-					t.Errorf("%s: %s = %q, want %q", f.instAddr(in.key), envName, got, want)
-				}
+		for addr, env := range functionEnvs(t, map[string]string{"resize_request_api": v}) {
+			if got, _ := str(get(env, envName)); got != want {
+				t.Errorf("%s: %s = %q, want %q", addr, envName, got, want)
 			}
-		}
-		if n == 0 {
-			t.Fatal("no function found")
 		}
 	}
 
-	cond := variableCondition(t, "resize_request_api")
 	accepted := map[string]bool{}
 	for _, v := range []string{cfg["ResizeRequestAPIV1"], cfg["ResizeRequestAPIBeta"], cfg["ResizeRequestAPIAuto"], "v2", "BETA", ""} {
-		ok, diags := cond.Value(&hcl.EvalContext{
-			Variables: map[string]cty.Value{"var": cty.ObjectVal(map[string]cty.Value{"resize_request_api": cty.StringVal(v)})},
-			Functions: (&module{dir: "."}).functions(),
-		})
-		if diags.HasErrors() {
-			t.Fatalf("validation of %q: %s", v, diags.Error())
-		}
-		accepted[v] = ok.True()
+		accepted[v] = variableAccepts(t, "resize_request_api", v)
 	}
 	want := map[string]bool{"v1": true, "beta": true, "auto": true, "v2": false, "BETA": false, "": false}
 	for v, w := range want {
@@ -66,6 +41,50 @@ func TestResizeRequestAPIVariable(t *testing.T) {
 			t.Errorf("validation of resize_request_api=%q: accepted %v, want %v", v, accepted[v], w)
 		}
 	}
+}
+
+// functionEnvs evaluates the module with the test's variables, those of
+// given set (an empty value leaves the variable at its default), and
+// returns each function's environment by its address.
+func functionEnvs(t *testing.T, given map[string]string) map[string]cty.Value {
+	t.Helper()
+	all := map[string]cty.Value{}
+	for k, x := range vars {
+		all[k] = x
+	}
+	for k, v := range given {
+		if v != "" {
+			all[k] = cty.StringVal(v)
+		}
+	}
+	m, err := load(".", all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]cty.Value{}
+	for _, f := range m.blocksOf("google_cloudfunctions2_function") {
+		for _, in := range f.instances {
+			out[f.instAddr(in.key)] = get(in.value, "service_config", 0, "environment_variables")
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("no function found")
+	}
+	return out
+}
+
+// variableAccepts reports whether the validation of variables.tf's
+// variable name accepts v.
+func variableAccepts(t *testing.T, name, v string) bool {
+	t.Helper()
+	ok, diags := variableCondition(t, name).Value(&hcl.EvalContext{
+		Variables: map[string]cty.Value{"var": cty.ObjectVal(map[string]cty.Value{name: cty.StringVal(v)})},
+		Functions: (&module{dir: "."}).functions(),
+	})
+	if diags.HasErrors() {
+		t.Fatalf("validation of %s=%q: %s", name, v, diags.Error())
+	}
+	return ok.True()
 }
 
 // variableCondition returns the validation condition of a variable in
