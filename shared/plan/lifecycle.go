@@ -440,7 +440,7 @@ func (b *builder) followSuccessor(pool *model.Pool, old model.Node, slurm *model
 		if slurm == nil || old.Phase != model.PhaseRunning {
 			return
 		}
-		if sn, ok := slurm.Nodes[old.Name]; ok && ClassifySlurm(sn) == SlurmIdle {
+		if nodeSlurmClass(slurm, old) == SlurmIdle {
 			if _, busy := b.activeJobOn(old); !busy {
 				// Idle in Slurm: released in the same pass, as an idle
 				// dynamic node is (releaseIfIdle), rather than one

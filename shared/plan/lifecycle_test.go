@@ -198,6 +198,7 @@ func TestHandOver(t *testing.T) {
 			n := b.node(p, i)
 			n.Kind, n.Phase, n.Generation = model.NodeStatic, model.PhaseRunning, 1
 			n.VMName, n.TerminationTime, n.Registered, n.RunningAt = n.Name+"-g1", t0.Add(7*24*time.Hour), true, t0.Add(-time.Hour)
+			n.RequestedAt = t0.Add(-2 * time.Hour) // before the snapshot (t0), which then speaks of the VM
 			st.Nodes[n.Name] = &n
 			names[role] = n.Name
 		}
@@ -228,6 +229,12 @@ func TestHandOver(t *testing.T) {
 	}{
 		{name: "successor usable, the pool full without the old node: drained", want: drainedReleased},
 		{name: "successor usable, the old node busy: drained, released once its job ends", slurm: map[string]string{"old": "allocated"}, want: []string{"PutNode:flexvm-a3u-0/running", "Slurm:drain:flexvm-a3u-0"}},
+		{name: "successor usable, the old node idle in a snapshot no newer than a job.started naming it: drained, not released",
+			prepare: func(st *model.State, names map[string]string) {
+				o := st.Nodes[names["old"]]
+				o.StartedJob, o.StartedAt = "42", t0
+			},
+			want: []string{"PutNode:flexvm-a3u-0/running", "Slurm:drain:flexvm-a3u-0"}},
 		{name: "successor still booting in Slurm: kept", slurm: map[string]string{"succ": "idle+POWERING_UP"}},
 		{name: "successor up but still under an old drain: kept", slurm: map[string]string{"succ": "idle+DRAIN"}},
 		{name: "another static node drained: the pool would be short, kept", slurm: map[string]string{"b": "idle+DRAIN"}},
