@@ -89,6 +89,20 @@ func paginateScoped(items []scopedItem, q map[string][]string) (map[string][]pro
 	return out, next, nil
 }
 
+// scopedLists groups a page of paginateScoped into the response's scoped
+// lists, each made by wrap from its scope's items, in page order.
+func scopedLists[T proto.Message, L any](page map[string][]proto.Message, wrap func([]T) L) map[string]L {
+	out := make(map[string]L, len(page))
+	for scope, msgs := range page {
+		items := make([]T, len(msgs))
+		for i, m := range msgs {
+			items[i] = m.(T)
+		}
+		out[scope] = wrap(items)
+	}
+	return out
+}
+
 func (s *Sim) instanceAggregatedListLocked(req *request) (proto.Message, *apiError) {
 	var items []scopedItem
 	for _, in := range s.instances {
@@ -103,14 +117,9 @@ func (s *Sim) instanceAggregatedListLocked(req *request) (proto.Message, *apiErr
 	base := "projects/" + req.project + "/aggregated/instances"
 	out := &computepb.InstanceAggregatedList{
 		Kind: strp("compute#instanceAggregatedList"), Id: strp(base), SelfLink: strp(link(base)),
-		Items: map[string]*computepb.InstancesScopedList{},
-	}
-	for scope, msgs := range page {
-		l := &computepb.InstancesScopedList{}
-		for _, m := range msgs {
-			l.Instances = append(l.Instances, m.(*computepb.Instance))
-		}
-		out.Items[scope] = l
+		Items: scopedLists(page, func(v []*computepb.Instance) *computepb.InstancesScopedList {
+			return &computepb.InstancesScopedList{Instances: v}
+		}),
 	}
 	if next != "" {
 		out.NextPageToken = strp(next)
@@ -132,14 +141,9 @@ func (s *Sim) migAggregatedListLocked(req *request) (proto.Message, *apiError) {
 	base := "projects/" + req.project + "/aggregated/instanceGroupManagers"
 	out := &computepb.InstanceGroupManagerAggregatedList{
 		Kind: strp("compute#instanceGroupManagerAggregatedList"), Id: strp(base), SelfLink: strp(link(base)),
-		Items: map[string]*computepb.InstanceGroupManagersScopedList{},
-	}
-	for scope, msgs := range page {
-		l := &computepb.InstanceGroupManagersScopedList{}
-		for _, m := range msgs {
-			l.InstanceGroupManagers = append(l.InstanceGroupManagers, m.(*computepb.InstanceGroupManager))
-		}
-		out.Items[scope] = l
+		Items: scopedLists(page, func(v []*computepb.InstanceGroupManager) *computepb.InstanceGroupManagersScopedList {
+			return &computepb.InstanceGroupManagersScopedList{InstanceGroupManagers: v}
+		}),
 	}
 	if next != "" {
 		out.NextPageToken = strp(next)

@@ -203,14 +203,9 @@ func (s *Sim) policyAggregatedListLocked(req *request) (proto.Message, *apiError
 	base := "projects/" + req.project + "/aggregated/resourcePolicies"
 	out := &computepb.ResourcePolicyAggregatedList{
 		Kind: strp("compute#resourcePolicyAggregatedList"), Id: strp(base), SelfLink: strp(link(base)),
-		Items: map[string]*computepb.ResourcePoliciesScopedList{},
-	}
-	for scope, msgs := range page {
-		l := &computepb.ResourcePoliciesScopedList{}
-		for _, m := range msgs {
-			l.ResourcePolicies = append(l.ResourcePolicies, m.(*computepb.ResourcePolicy))
-		}
-		out.Items[scope] = l
+		Items: scopedLists(page, func(v []*computepb.ResourcePolicy) *computepb.ResourcePoliciesScopedList {
+			return &computepb.ResourcePoliciesScopedList{ResourcePolicies: v}
+		}),
 	}
 	if next != "" {
 		out.NextPageToken = strp(next)
