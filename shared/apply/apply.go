@@ -35,6 +35,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -344,13 +345,23 @@ func (r *Runner) requestsEnded(ctx context.Context, cluster string, st *model.St
 	if len(nodes) == 0 {
 		return
 	}
+	// The nodes' pools are read whole: a MIG is deleted only when none of
+	// its pool's nodes serves from it.
+	var pools []string
+	for _, name := range nodes {
+		if n, ok := st.Nodes[name]; ok && !slices.Contains(pools, n.Pool) {
+			pools = append(pools, n.Pool)
+		}
+	}
 	var acts []plan.Action
 	var evs []plan.ClusterEvent
+	var after *model.State
 	now := r.d.Clock.Now()
-	err := r.d.Store.Update(ctx, store.Scope{Cluster: cluster, Nodes: nodes}, func(st *model.State) error {
+	err := r.d.Store.Update(ctx, store.Scope{Cluster: cluster, Pools: pools, Nodes: nodes}, func(st *model.State) error {
 		acts = plan.RequestsEnded(st, names, now, r.d.Policy)
 		evs = plan.Events(st, acts, now)
 		plan.Apply(st, acts)
+		after = st
 		return nil
 	})
 	if err != nil {
@@ -358,9 +369,14 @@ func (r *Runner) requestsEnded(ctx context.Context, cluster string, st *model.St
 		return
 	}
 	for _, a := range acts {
-		logAction(log, a, "recorded")
+		if plan.IsRecord(a) {
+			logAction(log, a, "recorded")
+		}
 	}
 	r.recordEvents(ctx, cluster, "requests-ended/"+strings.Join(names, ","), evs, log)
+	// The MIGs of the requests that ended without a VM (idempotent
+	// deletions; a failure is logged and the reconciler deletes them).
+	r.executeAll(ctx, cluster, after, plan.External(acts), log)
 }
 
 // provisioningFailed records a refused resize request: pool backoff, nodes

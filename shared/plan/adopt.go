@@ -51,18 +51,14 @@ func (b *builder) adoptArrived(pool *model.Pool, vms vmIndex) {
 	// would lose its VM with it.
 	var unwanted []model.Node
 	for _, n := range b.poolNodes(pool.ID) {
-		if n.Phase != model.PhaseReleased || (n.LastEnd != model.EndTimeout && n.LastEnd != model.EndCancelled) || !n.RunningAt.IsZero() ||
-			n.VMName == "" || n.MIG == "" || n.ResizeRequest == "" || n.Index >= pool.MaxNodes {
-			continue
-		}
-		vm, ok := vms.get(n.VMName)
-		if !ok || incompleteVM(vm) {
-			continue
-		}
-		if c := ClassifyVM(vm.Status, true); c != VMRunning && c != VMProvisioning {
+		if !arrivedAfterCancel(pool, n, vms) {
 			continue
 		}
 		node := *b.st.Nodes[n.Name]
+		if node.Index >= pool.MaxNodes {
+			unwanted = append(unwanted, node) // beyond max_node_count: no job may use it
+			continue
+		}
 		who := "static node " + node.Name
 		if kindOf(node, pool) != model.NodeStatic {
 			j := b.arrivedFor(node)
@@ -86,6 +82,27 @@ func (b *builder) adoptArrived(pool *model.Pool, vms vmIndex) {
 	}
 }
 
+// arrivedAfterCancel reports whether node n's generation ended with its
+// request cancelled (a queue timeout or a release that keeps arrivals,
+// before its VM was seen running) and the VM of that generation is listed
+// alive in the request's MIG: adoptArrived decides on it in the pool's next
+// pass, keeping it for a job or deleting it. Until then nothing else
+// deletes the request's MIG (deleteSpentRequestMIGs): the pass that
+// cancelled may be the one that lists the request fulfilled. A removed
+// pool's capacity serves no job: its MIGs go as spent.
+func arrivedAfterCancel(pool *model.Pool, n *model.Node, vms vmIndex) bool {
+	if pool.Removed || n.Phase != model.PhaseReleased || (n.LastEnd != model.EndTimeout && n.LastEnd != model.EndCancelled) ||
+		!n.RunningAt.IsZero() || n.VMName == "" || n.MIG == "" || n.ResizeRequest == "" {
+		return false
+	}
+	vm, ok := vms.get(n.VMName)
+	if !ok || incompleteVM(vm) {
+		return false
+	}
+	c := ClassifyVM(vm.Status, true)
+	return c == VMRunning || c == VMProvisioning
+}
+
 // releaseArrived deletes a VM that came for a node's ended generation and
 // that no job can use: the node's record says deleting, as a release of a
 // running VM does, so that its next generation re-issues the deletion
@@ -102,16 +119,17 @@ func (b *builder) releaseArrived(pool *model.Pool, node model.Node) {
 // arrivedFor returns the pending job that capacity arrived for node may
 // serve (nil for none): the job it was requested for while that job can
 // still use it, else the first pending job (by id) with the node among its
-// nodes that can (keptFor).
+// nodes that can (keptFor). A job flexslurm refused as fitting no node
+// (model.Job.Unfit) is served by none.
 func (b *builder) arrivedFor(node model.Node) *model.Job {
-	if j, ok := b.st.Jobs[node.JobID]; ok {
+	if j, ok := b.st.Jobs[node.JobID]; ok && j.Unfit == "" {
 		if kept, _ := b.keptFor(j, node); kept {
 			return j
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(b.st.Jobs)) {
 		j := b.st.Jobs[id]
-		if id == node.JobID || j.Pool != node.Pool || !slices.Contains(j.Nodes, node.Name) {
+		if id == node.JobID || j.Pool != node.Pool || !slices.Contains(j.Nodes, node.Name) || j.Unfit != "" {
 			continue
 		}
 		if kept, _ := b.keptFor(j, node); kept {

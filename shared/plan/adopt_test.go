@@ -281,3 +281,145 @@ func TestCapacityArrivedForARequeuedJobsRequestServesTheNodeItKeeps(t *testing.T
 		t.Fatalf("flexvm-a3u-2 %s g%d for job %q, want generation 1 serving job 7: %v", got.Phase, got.Generation, got.JobID, kinds(acts))
 	}
 }
+
+// TestCapacityArrivedAsAResumeFailureCancelRanServesTheJob: job 7's one
+// request names flexvm-a3u-1 and flexvm-a3u-2. Slurm gives up resuming
+// flexvm-a3u-1 (ResumeTimeout) and requeues the job; the release cancels
+// the request for every node it names but deletes nothing, since Compute
+// may have fulfilled it. Slurm places job 7 on flexvm-a3u-0 and
+// flexvm-a3u-2: the VM that came for flexvm-a3u-2 serves it, the one that
+// came for flexvm-a3u-1 is deleted by name, and nothing is requested again.
+func TestCapacityArrivedAsAResumeFailureCancelRanServesTheJob(t *testing.T) {
+	st, c := applied(t)
+	running(st, "flexvm-a3u-0", t0.Add(week))
+	Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 2, "flexvm-a3u-1", "flexvm-a3u-2")))
+	n1, n2 := *st.Nodes["flexvm-a3u-1"], *st.Nodes["flexvm-a3u-2"]
+	acts, err := NodePower(st, nodeEv(event.TypeResumeFailed, "flexvm-a3u-1"), t0.Add(time.Hour), Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cancels(acts, n1.ResizeRequest) || releases(acts, "flexvm-a3u-1", n1.VMName) || releases(acts, "flexvm-a3u-2", n2.VMName) {
+		t.Fatalf("resume failure: want the request cancelled and nothing deleted: %v", kinds(acts))
+	}
+	Apply(st, acts)
+	for _, name := range []string{"flexvm-a3u-1", "flexvm-a3u-2"} {
+		if n := st.Nodes[name]; n.Phase != model.PhaseReleased || n.LastEnd != model.EndCancelled || !n.RequestOpen {
+			t.Fatalf("%s after the resume failure: %s/%s, request open %v; want released/cancelled, open", name, n.Phase, n.LastEnd, n.RequestOpen)
+		}
+	}
+	placed := jobEv(event.TypeJobPending, "7", 2, "flexvm-a3u-0", "flexvm-a3u-2")
+	placed.Requeued = true
+	acts, err = Job(st, c, placed, t0.Add(time.Hour+2*time.Minute), Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range acts {
+		if cr, ok := a.(CreateResizeRequest); ok {
+			t.Fatalf("job 7's new allocation requested %s before the listing showed the cancelled request's outcome", cr.Name)
+		}
+	}
+	Apply(st, acts)
+	rr := ObservedResizeRequest{Name: n1.ResizeRequest, MIG: n1.MIG, State: "SUCCEEDED", Created: t0, VMs: []string{n1.VMName, n2.VMName}}
+	vms := []VM{{Name: "flexvm-a3u-0-g1", Status: "RUNNING", Created: t0, TerminationTime: t0.Add(week)},
+		{Name: n1.VMName, Status: "RUNNING", Created: t0.Add(time.Hour), TerminationTime: t0.Add(week), MIG: n1.MIG},
+		{Name: n2.VMName, Status: "RUNNING", Created: t0.Add(time.Hour), TerminationTime: t0.Add(week), MIG: n1.MIG}}
+	obs := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGsListed: true, ListedAt: t0.Add(time.Hour + 5*time.Minute), VMs: vms,
+		MIGs:           []ObservedMIG{{Name: n1.MIG, Request: n1.ResizeRequest, RequestsListed: true, Age: time.Hour}},
+		ResizeRequests: []ObservedResizeRequest{rr}}}}
+	acts = Reconcile(st, obs, t0.Add(time.Hour+5*time.Minute), Policy{})
+	if releases(acts, "flexvm-a3u-2", n2.VMName) {
+		t.Fatalf("the VM of the node job 7 was placed on is deleted: %v", kinds(acts))
+	}
+	if !releases(acts, "flexvm-a3u-1", n1.VMName) {
+		t.Fatalf("the VM of the node Slurm gave up on, which no job uses, is kept: %v", kinds(acts))
+	}
+	for _, a := range acts {
+		if d, ok := a.(DeleteMIG); ok && d.MIG == n1.MIG {
+			t.Fatalf("the request's MIG is deleted while flexvm-a3u-2 serves from it")
+		}
+		if cr, ok := a.(CreateResizeRequest); ok {
+			t.Fatalf("requested again: %s", cr.Name)
+		}
+	}
+	Apply(st, acts)
+	if got := st.Nodes["flexvm-a3u-2"]; got.Generation != 1 || !got.Phase.Serving() || got.JobID != "7" {
+		t.Fatalf("flexvm-a3u-2 %s g%d for job %q, want generation 1 serving job 7: %v", got.Phase, got.Generation, got.JobID, kinds(acts))
+	}
+}
+
+// TestCapacityListedInThePassThatSeesTheResumeFailure: the ResumeFailProgram
+// report is late, and the pass that finds the resume failure in Slurm's
+// snapshot also lists the node's request fulfilled and its VM running. That
+// pass cancels but does not delete the request's MIG: Slurm may give the
+// node to the requeued job again before the next pass, which then keeps the
+// VM for it; when a newer snapshot shows the job placed on another node,
+// the next pass deletes it.
+func TestCapacityListedInThePassThatSeesTheResumeFailure(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		again bool // Slurm gives job 7 the node again before the next pass; else another node
+	}{
+		{"job 7 placed on the node again: the VM serves it", true},
+		{"job 7 placed on another node: the VM goes", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, c := applied(t)
+			running(st, "flexvm-a3u-0", t0.Add(week))
+			Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 1, "flexvm-a3u-1")))
+			st.Nodes["flexvm-a3u-1"].MIGSeen = true // an earlier pass listed the request's MIG
+			n := *st.Nodes["flexvm-a3u-1"]
+			st.Slurm = &model.SlurmView{TakenAt: t0.Add(34 * time.Minute), Nodes: map[string]model.SlurmNode{
+				"flexvm-a3u-0": slurmNode("flexvm-a3u-0", "", "idle", "CLOUD"),
+				"flexvm-a3u-1": slurmNode("flexvm-a3u-1", "ResumeTimeout reached", "down", "CLOUD", "POWERED_DOWN", "NOT_RESPONDING"),
+			}, Jobs: []model.SlurmJob{{ID: "7", State: "PENDING", Reason: "BeginTime"}}}
+			listing := func(at time.Time) Observed {
+				return Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGsListed: true, ListedAt: at,
+					VMs: []VM{{Name: "flexvm-a3u-0-g1", Status: "RUNNING", Created: t0, TerminationTime: t0.Add(week)},
+						{Name: n.VMName, Status: "RUNNING", Created: t0.Add(32 * time.Minute), TerminationTime: t0.Add(week), MIG: n.MIG}},
+					MIGs:           []ObservedMIG{{Name: n.MIG, Request: n.ResizeRequest, RequestsListed: true, Age: 35 * time.Minute}},
+					ResizeRequests: []ObservedResizeRequest{{Name: n.ResizeRequest, MIG: n.MIG, State: "SUCCEEDED", Created: t0, VMs: []string{n.VMName}}}}},
+					JobRecordsFor: st.Slurm.TakenAt}
+			}
+			acts := Reconcile(st, listing(t0.Add(35*time.Minute)), t0.Add(35*time.Minute), Policy{})
+			if releases(acts, "flexvm-a3u-1", n.VMName) {
+				t.Fatalf("the pass that sees the resume failure deletes the VM that came: %v", kinds(acts))
+			}
+			for _, a := range acts {
+				if d, ok := a.(DeleteMIG); ok && d.MIG == n.MIG {
+					t.Fatalf("the pass that sees the resume failure deletes the request's MIG, with the VM that came: %v", kinds(acts))
+				}
+			}
+			Apply(st, acts)
+			if got := st.Nodes["flexvm-a3u-1"]; got.Phase != model.PhaseReleased || got.LastEnd != model.EndCancelled {
+				t.Fatalf("flexvm-a3u-1 %s/%s after the resume failure, want released/cancelled: %v", got.Phase, got.LastEnd, kinds(acts))
+			}
+			if tc.again {
+				placed := jobEv(event.TypeJobPending, "7", 1, "flexvm-a3u-1")
+				placed.Requeued = true
+				a, err := Job(st, c, placed, t0.Add(36*time.Minute), Policy{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				Apply(st, a)
+			} else {
+				st.Slurm = &model.SlurmView{TakenAt: t0.Add(39 * time.Minute), Nodes: map[string]model.SlurmNode{
+					"flexvm-a3u-0": slurmNode("flexvm-a3u-0", "", "idle", "CLOUD"),
+					"flexvm-a3u-1": slurmNode("flexvm-a3u-1", "", "idle", "CLOUD", "POWERED_DOWN"),
+				}, Jobs: []model.SlurmJob{{ID: "7", State: "PENDING", Partition: "a3u", Nodes: []string{"flexvm-a3u-2"}, NodeCount: 1}}}
+			}
+			acts = Reconcile(st, listing(t0.Add(40*time.Minute)), t0.Add(40*time.Minute), Policy{})
+			deleted := releases(acts, "flexvm-a3u-1", n.VMName)
+			Apply(st, acts)
+			got := st.Nodes["flexvm-a3u-1"]
+			if tc.again {
+				if deleted || got.Generation != 1 || !got.Phase.Serving() || got.JobID != "7" {
+					t.Fatalf("want generation 1 kept for job 7: deleted %v, node %s g%d for job %q: %v", deleted, got.Phase, got.Generation, got.JobID, kinds(acts))
+				}
+				return
+			}
+			if !deleted || got.Phase.Serving() {
+				t.Fatalf("the VM no job can use is kept: node %s: %v", got.Phase, kinds(acts))
+			}
+		})
+	}
+}

@@ -184,8 +184,7 @@ func TestPoolShrunkWhileNodesPowerUp(t *testing.T) {
 		{
 			name: "max lowered below the job's nodes", min: 1, max: 2,
 			want: []string{"PutCluster", "PutPool:a3u",
-				"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "PutNode:flexvm-a3u-1/deleting",
-				"DeleteVMs:flexvm-a3u-1-g1,flexvm-a3u-2-g1", "PutNode:flexvm-a3u-2/deleting",
+				"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "PutNode:flexvm-a3u-1/released", "PutNode:flexvm-a3u-2/released",
 				"Slurm:power_down_force:flexvm-a3u-1,flexvm-a3u-2"},
 			afterwards: []string{"flexvm-a3u-2"},
 		},

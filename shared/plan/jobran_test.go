@@ -95,7 +95,7 @@ func TestQueuedRequestOfAnEndedJobIsReleased(t *testing.T) {
 		{"CREATING", nil}, // not yet queued, and not cancellable yet: the next pass sees it ACCEPTED
 		// Not listed: never issued (a crash before the call). It is not
 		// issued again for a job that has ended.
-		{"", []string{"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "DeleteVMs:flexvm-a3u-1-g1", "PutNode:flexvm-a3u-1/deleting"}},
+		{"", []string{"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "PutNode:flexvm-a3u-1/released"}},
 	} {
 		var rrs []ObservedResizeRequest
 		if tc.state != "" {

@@ -598,6 +598,13 @@ func (b *builder) releaseQuietly(pool *model.Pool, n model.Node, reason string) 
 func (b *builder) release(pool *model.Pool, n model.Node, reason string, tellSlurm bool) {
 	switch n.Phase {
 	case model.PhaseRequested:
+		if keepsArrivals(pool, n) {
+			// The cancellation may meet a request Compute has just
+			// fulfilled: its VMs are left for the next pass to keep
+			// for a pending job that can use them, or to delete.
+			b.cancelKeepingArrivals(pool, n, reason)
+			return
+		}
 		if n.ResizeRequest != "" {
 			// The request is cancelled even when it also names other nodes
 			// (a job's request): a request still naming this node could
@@ -647,6 +654,29 @@ func (b *builder) releaseQueuedCapacity(pool *model.Pool, n model.Node, reason s
 		b.releaseNode(pool, n, reason)
 		return
 	}
+	b.cancelKeepingArrivals(pool, n, reason)
+}
+
+// keepsArrivals reports whether releasing node n, which waits on its
+// capacity, cancels its request without deleting the request's MIG
+// (cancelKeepingArrivals): a dynamic node of one MIG per request, in a pool
+// still in the spec. Every release of such a node — its job ended or
+// placed elsewhere, Slurm gave up resuming it, the pool shrank below it, a
+// fit refused its job — can meet the request fulfilled, and the VMs that
+// came may serve a pending job: the node's own, when Slurm gives the node
+// to a job again, and its siblings', when the request named the job's
+// other nodes. A static node's request is never cancelled to be kept (it
+// always serves: adoptArrived would take it back), and a removed pool's
+// capacity serves no job.
+func keepsArrivals(pool *model.Pool, n model.Node) bool {
+	return n.Phase == model.PhaseRequested && n.MIG != "" && n.ResizeRequest != "" &&
+		!pool.Removed && kindOf(n, pool) != model.NodeStatic
+}
+
+// cancelKeepingArrivals cancels node n's queued request and ends the
+// generation of every node waiting on it as a queue timeout's does (see
+// releaseQueuedCapacity).
+func (b *builder) cancelKeepingArrivals(pool *model.Pool, n model.Node, reason string) {
 	b.add(b.cancelRequest(pool, n, reason))
 	for _, o := range b.st.SortedNodes() {
 		if o.ResizeRequest != n.ResizeRequest || o.Phase != model.PhaseRequested {

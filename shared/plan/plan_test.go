@@ -845,12 +845,12 @@ func TestNodePower(t *testing.T) {
 			want:    []string{"Alert:a3u"},
 		},
 		{
-			name: "resume failed on a dynamic node still waiting for capacity: its request is cancelled, the node resumed, its job awaits Slurm",
+			name: "resume failed on a dynamic node still waiting for capacity: its request is cancelled (its MIG kept for a VM that may come), the node resumed, its job awaits Slurm",
 			prepare: func(st *model.State) {
 				Apply(st, mustJob(t, st, jobEv(event.TypeJobPending, "7", 1)))
 			},
 			ev: nodeEv(event.TypeResumeFailed, "flexvm-a3u-1"),
-			want: []string{"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "DeleteVMs:flexvm-a3u-1-g1", "PutNode:flexvm-a3u-1/deleting",
+			want: []string{"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "PutNode:flexvm-a3u-1/released",
 				"Slurm:resume:flexvm-a3u-1", "PutJob:7/pending"},
 		},
 		{

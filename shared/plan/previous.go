@@ -121,12 +121,29 @@ func NodesAwaitingRequests(st *model.State, rrs []string) []string {
 // use them (adopt.go); its nodes wait for the reconciler's listing, which
 // takes them back for the job or records the request ended
 // (observePreviousRequests), rather than being requested again first.
+//
+// A request of one MIG per request that ended so made no VM: its MIG is
+// deleted at once when no node serves from it, as the reconciler would on
+// its next pass (deleteSpentRequestMIGs).
 func RequestsEnded(st *model.State, rrs []string, now time.Time, pol Policy) []Action {
 	b := newBuilder(st, now, pol)
+	type spent struct{ pool, mig, rr string }
+	var migs []spent
 	for _, name := range NodesAwaitingRequests(b.st, rrs) {
 		n := *b.st.Nodes[name]
 		n.RequestOpen, n.RequestMisses = false, 0
 		b.putNode(n, fmt.Sprintf("previous resize request %s cancelled (Compute confirmed it is no longer queued): %s may be requested again", n.ResizeRequest, n.Name))
+		if n.MIG != "" && !slices.Contains(migs, spent{n.Pool, n.MIG, n.ResizeRequest}) {
+			migs = append(migs, spent{n.Pool, n.MIG, n.ResizeRequest})
+		}
+	}
+	for _, m := range migs {
+		pool, ok := b.st.Pools[m.pool]
+		if !ok || b.servingIn(pool, m.mig, "") || b.deletingMIG(m.mig) {
+			continue
+		}
+		b.add(deleteRequestMIG(b.incarnation(), pool, m.mig, m.rr, nil,
+			fmt.Sprintf("resize request %s was cancelled before it made a VM (Compute confirmed it) and no node's VM serves from MIG %s: deleted", m.rr, m.mig)))
 	}
 	return b.out
 }

@@ -19,8 +19,9 @@ import (
 // once.
 //
 // Every case starts from job 8's request rr-flexvm-a3u-j8-g1 for
-// flexvm-a3u-2, released by a resume failure (the node deleting, its request
-// cancelled) at t0+1m; static node flexvm-a3u-0 runs.
+// flexvm-a3u-2, released by a resume failure (its request cancelled, the
+// node's generation ended as cancelled, no MIG deleted: a VM that comes may
+// serve a job, adopt.go) at t0+1m; static node flexvm-a3u-0 runs.
 func TestOneActiveRequestPerNode(t *testing.T) {
 	c, _ := example(t)
 	const prev = "rr-flexvm-a3u-j8-g1"
@@ -52,8 +53,8 @@ func TestOneActiveRequestPerNode(t *testing.T) {
 			t.Fatal(err)
 		}
 		Apply(st, acts)
-		if n := st.Nodes["flexvm-a3u-2"]; n.Phase != model.PhaseDeleting || !n.RequestOpen || n.ResizeRequest != prev {
-			t.Fatalf("after the resume failure flexvm-a3u-2 = %+v; want deleting, its request %s open", *n, prev)
+		if n := st.Nodes["flexvm-a3u-2"]; n.Phase != model.PhaseReleased || n.LastEnd != model.EndCancelled || !n.RequestOpen || n.ResizeRequest != prev {
+			t.Fatalf("after the resume failure flexvm-a3u-2 = %+v; want released (cancelled), its request %s open", *n, prev)
 		}
 		return st
 	}
@@ -100,21 +101,21 @@ func TestOneActiveRequestPerNode(t *testing.T) {
 			name:   "a pass listing the request still ACCEPTED: no new request for the job, the old one cancelled",
 			before: func(t *testing.T, st *model.State) { Apply(st, job(requeued("8"))(t, st, t0.Add(2*time.Minute))) },
 			decide: reconcile(listing(rr("ACCEPTED"))),
-			want:   []string{"PutNode:flexvm-a3u-2/released", cancelled},
+			want:   []string{cancelled},
 			open:   true,
 		},
 		{
 			name:   "a pass listing it CANCELLED: the job is served in that pass, the old request deleted",
 			before: func(t *testing.T, st *model.State) { Apply(st, job(requeued("8"))(t, st, t0.Add(2*time.Minute))) },
 			decide: reconcile(listing(rr("CANCELLED"))),
-			want: []string{"PutNode:flexvm-a3u-2/deleting", "PutNode:flexvm-a3u-2/released",
+			want: []string{"PutNode:flexvm-a3u-2/released",
 				"PutNode:flexvm-a3u-2/requested", "PutJob:8/pending", "CreateResizeRequest:rr-flexvm-a3u-j8-g2=flexvm-a3u-2-g2", "Slurm:job_comment:8"},
 		},
 		{
 			name:   "not listed once: one listing is not trusted, the job waits",
 			before: func(t *testing.T, st *model.State) { Apply(st, job(requeued("8"))(t, st, t0.Add(2*time.Minute))) },
 			decide: reconcile(listing()),
-			want:   []string{"PutNode:flexvm-a3u-2/deleting", "PutNode:flexvm-a3u-2/released", cancelled},
+			want:   []string{"PutNode:flexvm-a3u-2/released", cancelled},
 			open:   true,
 		},
 		{
@@ -126,11 +127,11 @@ func TestOneActiveRequestPerNode(t *testing.T) {
 				"CreateResizeRequest:rr-flexvm-a3u-j8-g2=flexvm-a3u-2-g2", "Slurm:job_comment:8"},
 		},
 		{
-			name:   "the request succeeded after the release (its VM listed): the job is served and that VM deleted",
+			name:   "the request succeeded after the release (its VM listed): the VM is kept for the job Slurm gave the node again, no new request",
 			before: func(t *testing.T, st *model.State) { Apply(st, job(requeued("8"))(t, st, t0.Add(2*time.Minute))) },
 			decide: reconcile(withVM(listing(rr("SUCCEEDED")), VM{Name: "flexvm-a3u-2-g1", Status: "RUNNING", Created: t0.Add(3 * time.Minute)})),
-			want: []string{"PutNode:flexvm-a3u-2/deleting", "DeleteVMs:flexvm-a3u-2-g1",
-				"PutNode:flexvm-a3u-2/requested", "PutJob:8/pending", "CreateResizeRequest:rr-flexvm-a3u-j8-g2=flexvm-a3u-2-g2", "Slurm:job_comment:8"},
+			want: []string{"PutNode:flexvm-a3u-2/requested", "PutNode:flexvm-a3u-2/running", "PutPool:a3u",
+				"Slurm:reservation_create:flexvm-a3u-2", "PutJob:8/pending"},
 		},
 		{
 			name: "a node whose previous request is known to have ended is requested at once by the job's report",
@@ -147,13 +148,18 @@ func TestOneActiveRequestPerNode(t *testing.T) {
 				if got := NodesAwaitingRequests(st, []string{prev}); !cmp.Equal(got, []string{"flexvm-a3u-2"}) {
 					t.Errorf("nodes awaiting %s: %v", prev, got)
 				}
-				Apply(st, RequestsEnded(st, []string{prev}, t0.Add(time.Minute), Policy{}))
+				ended := RequestsEnded(st, []string{prev}, t0.Add(time.Minute), Policy{})
+				// The request made no VM: its MIG, from which no node
+				// serves, is deleted at once.
+				if d := cmp.Diff([]string{"PutNode:flexvm-a3u-2/released", "DeleteMIG:" + naming.RequestMIG("flexvm", "a3u", prev)}, kinds(ended)); d != "" {
+					t.Errorf("RequestsEnded (-want +got):\n%s", d)
+				}
+				Apply(st, ended)
 			},
 			decide: job(requeued("8")),
-			// The release's deletion of the VM the request might have made is
-			// asked again (supersede): the next generation's record no longer
-			// names it.
-			want: []string{"DeleteVMs:flexvm-a3u-2-g1", "PutNode:flexvm-a3u-2/requested", "PutJob:8/pending",
+			// Compute confirmed the cancel: the request made no VM, and
+			// its MIG is deleted as spent by the next pass.
+			want: []string{"PutNode:flexvm-a3u-2/requested", "PutJob:8/pending",
 				"CreateResizeRequest:rr-flexvm-a3u-j8-g2=flexvm-a3u-2-g2", "Slurm:job_comment:8"},
 		},
 		{

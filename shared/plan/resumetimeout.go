@@ -21,8 +21,10 @@ import (
 // newer than the node's request showing it down~ while flexslurm still
 // waits for its VM), flexslurm at once:
 //   - releases what it asked for the node (its queued request is
-//     cancelled, a VM that came meanwhile deleted) — Slurm no longer
-//     allocates it, so its capacity would arrive unused;
+//     cancelled) — Slurm no longer allocates it, so its capacity would
+//     arrive unused; a VM that came meanwhile, for it or for another node
+//     of the same request, is kept when Slurm's next allocation gives the
+//     job its node, and deleted otherwise (adopt.go);
 //   - resumes the node in Slurm, so that it is schedulable (idle~) again
 //     without waiting for a reconcile pass;
 //   - forgets the nodes the node's job had been allocated: the job, which
@@ -41,7 +43,11 @@ func (b *builder) resumeFailed(pool *model.Pool, n model.Node, at time.Time, why
 	// node coming up is replaced.
 	renew := static && n.Phase == model.PhaseRunning
 	if n.Phase.Serving() && (!static || renew) {
-		b.releaseQuietly(pool, n, why+": VM released")
+		released := why + ": VM released"
+		if keepsArrivals(pool, n) {
+			released = why + ": its queued capacity cancelled"
+		}
+		b.releaseQuietly(pool, n, released)
 		n = *b.st.Nodes[n.Name]
 	}
 	stamp := at.UTC().Format(time.RFC3339)

@@ -117,7 +117,7 @@ func TestReconcileResumeFailureSeenInTheSnapshot(t *testing.T) {
 		want  []string
 	}{
 		{"newer than the request: the capacity is released and the node resumed", 30 * time.Minute,
-			[]string{"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "DeleteVMs:flexvm-a3u-1-g1", "PutNode:flexvm-a3u-1/deleting", "Slurm:resume:flexvm-a3u-1", "PutJob:7/pending", "Slurm:job_comment:7"}},
+			[]string{"CancelResizeRequest:rr-flexvm-a3u-j7-g1", "PutNode:flexvm-a3u-1/released", "Slurm:resume:flexvm-a3u-1", "PutJob:7/pending", "Slurm:job_comment:7"}},
 		{"older than the request (the node's previous timeout): nothing", -time.Minute, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -78,8 +78,8 @@ func TestStaticNodeNeverSharesAJobsRequest(t *testing.T) {
 		if n := st.Nodes["flexvm-a3u-0"]; n.Phase != model.PhaseRequested || n.ResizeRequest != "rr-flexvm-a3u-0-g2" {
 			t.Errorf("static node after the shrink: %s through %s, want still requested through rr-flexvm-a3u-0-g2", n.Phase, n.ResizeRequest)
 		}
-		if n := st.Nodes["flexvm-a3u-2"]; n.Phase != model.PhaseDeleting {
-			t.Errorf("node beyond the new maximum: %s, want deleting", n.Phase)
+		if n := st.Nodes["flexvm-a3u-2"]; n.Phase != model.PhaseReleased || n.LastEnd != model.EndCancelled {
+			t.Errorf("node beyond the new maximum: %s (%s), want released as its request is cancelled", n.Phase, n.LastEnd)
 		}
 	})
 	t.Run("only the static node missing: no job request", func(t *testing.T) {

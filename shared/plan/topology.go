@@ -162,19 +162,23 @@ type ObservedMIG struct {
 // name and description (the listing checked both), and is deleted only
 // once older than the orphan grace: a decision records a request before
 // its MIG is made, so a MIG younger than that may be one whose record this
-// pass did not read.
-func (b *builder) deleteSpentRequestMIGs(pool *model.Pool, po ObservedPool, rrs map[string]ObservedResizeRequest) {
+// pass did not read. A MIG holding a VM that came after its request was
+// cancelled waits for the next pass's adoptArrived (arrivedAfterCancel).
+func (b *builder) deleteSpentRequestMIGs(pool *model.Pool, po ObservedPool, rrs map[string]ObservedResizeRequest, vms vmIndex) {
 	if !po.MIGsListed {
 		return
 	}
-	named := map[string]bool{}
+	named, arrived := map[string]bool{}, map[string]bool{}
 	for _, n := range b.poolNodes(pool.ID) {
 		if n.MIG != "" {
 			named[n.MIG] = true
 		}
+		if arrivedAfterCancel(pool, n, vms) {
+			arrived[n.MIG] = true // adoptArrived decides in the next pass
+		}
 	}
 	for _, m := range po.MIGs {
-		if m.Legacy || m.Request == "" || !m.RequestsListed || b.deletingMIG(m.Name) {
+		if m.Legacy || m.Request == "" || !m.RequestsListed || b.deletingMIG(m.Name) || arrived[m.Name] {
 			continue
 		}
 		if b.servingIn(pool, m.Name, "") {
@@ -384,7 +388,7 @@ func (legacyRequestsPass) apply(b *builder, pc *poolContext) { b.endLegacyReques
 type requestMIGsPass struct{}
 
 func (requestMIGsPass) apply(b *builder, pc *poolContext) {
-	b.deleteSpentRequestMIGs(pc.pool, pc.observed, pc.rrs)
+	b.deleteSpentRequestMIGs(pc.pool, pc.observed, pc.rrs, pc.vms)
 }
 
 // legacyMIGPass deletes the earlier layout's pool MIG once it is empty.
