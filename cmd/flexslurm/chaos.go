@@ -43,10 +43,9 @@ func cmdChaos(args []string, stdout, stderr io.Writer) int {
 	for i, c := range chaos.Classes {
 		classNames[i] = string(c)
 	}
-	arrived := fs.Bool("check-arrived", false, "also check in every seed that capacity arriving while its request is cancelled serves a pending job that can use it (the arrived_capacity_kept invariant; the shipped scenarios always do)")
 	fs.Var(&classes, "class", "add a convergence class's workload to every seed: "+strings.Join(classNames, ", ")+", or all; repeatable")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: flexslurm chaos [--seeds N] [--seed S] [--horizon D] [--policy KNOB=VALUE] [--class NAME] [--no-shrink] [--out DIR] [--parallel N] [--cpuprofile FILE] [--compute-readings R] [--check-arrived] [-v]\n\nGenerates a random workload for each of the seeds S … S+N-1 (jobs submitted and\ncancelled, expiries, health failures, capacity delays, Compute errors), with\nevery message duplicated, delayed, reordered and crashed at random, runs it\nin-process and checks the invariants after every event. A failing seed is shrunk\nto a minimal scenario file, printed (replay it with `flexslurm scenario run`).\nExit status 1 when a seed fails.")
+		fmt.Fprintln(fs.Output(), "usage: flexslurm chaos [--seeds N] [--seed S] [--horizon D] [--policy KNOB=VALUE] [--class NAME] [--no-shrink] [--out DIR] [--parallel N] [--cpuprofile FILE] [--compute-readings R] [-v]\n\nGenerates a random workload for each of the seeds S … S+N-1 (jobs submitted and\ncancelled, expiries, health failures, capacity delays, Compute errors), with\nevery message duplicated, delayed, reordered and crashed at random, runs it\nin-process and checks the invariants after every event. A failing seed is shrunk\nto a minimal scenario file, printed (replay it with `flexslurm scenario run`).\nExit status 1 when a seed fails.")
 		fs.PrintDefaults()
 	}
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
@@ -91,7 +90,7 @@ func cmdChaos(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	opts := chaos.RunOptions{Options: chaos.Options{Horizon: *horizon, Policy: scenario.Policy(policy), Classes: classes, ComputeReadings: *readings, ArrivedCapacity: *arrived}, Shrink: !*noShrink, ShrinkAll: *shrinkAll, Parallel: *parallel}
+	opts := chaos.RunOptions{Options: chaos.Options{Horizon: *horizon, Policy: scenario.Policy(policy), Classes: classes, ComputeReadings: *readings}, Shrink: !*noShrink, ShrinkAll: *shrinkAll, Parallel: *parallel}
 	sum, err := chaos.Run(ctx, *seed, *seeds, opts, func(o chaos.Outcome) {
 		if o.Failed() {
 			reportSeed(stdout, o, *out, !*noShrink)

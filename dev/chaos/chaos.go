@@ -66,9 +66,6 @@ type Options struct {
 	// simulator.compute_readings (computesim.ParseReadings form); "" or
 	// "lenient" writes nothing. A seed's scenario replays with them.
 	ComputeReadings string
-	// ArrivedCapacity turns on the arrived_capacity_kept invariant in
-	// every generated scenario (flexslurm chaos --check-arrived).
-	ArrivedCapacity bool
 }
 
 func (o Options) withDefaults() Options {
@@ -332,12 +329,8 @@ func Generate(seed uint64, o Options) *scenario.File {
 		// released in the apply's own pass, or by the next reconcile pass.
 		WithinMax: &scenario.Within{Within: dur(slack + f.Simulator.DeleteDelay.D()), AfterFault: dur(afterFault)},
 		// Capacity that came while its request was being cancelled
-		// serves a pending job that can use it: checked in the shipped
-		// scenarios, and here only with Options.ArrivedCapacity, since
-		// a resume failure of one node of a shared request still deletes
-		// the request's MIG with the VMs of the nodes Slurm's new
-		// allocation keeps (docs/design/convergence.md).
-		ArrivedCapacityKept: o.ArrivedCapacity,
+		// serves a pending job that can use it.
+		ArrivedCapacityKept: true,
 	}
 	classInvariants(f, o)
 	// At the end of the tail (off the tick schedule, so that no crashed
