@@ -253,7 +253,8 @@ func TestRerunIsIdempotent(t *testing.T) {
 // again as soon as Compute confirms the request ended — the cancel's
 // operation completed, or Compute answers that the request is no longer
 // queued — but not when Compute does not know the request (a create still
-// in flight could make it): the reconciler's listing decides then.
+// in flight could make it): the reconciler's listing decides then. A
+// request confirmed ended has its MIG deleted at once.
 func TestCancelConfirmedEndsTheRequest(t *testing.T) {
 	const rr = "rr-flexvm-a3u-j7-g1"
 	mig := naming.RequestMIG("flexvm", "a3u", rr)
@@ -297,6 +298,13 @@ func TestCancelConfirmedEndsTheRequest(t *testing.T) {
 			}
 			if n := st.Nodes["flexvm-a3u-2"]; n == nil || n.RequestOpen != tc.open {
 				t.Errorf("node after the cancel = %+v; want its previous request open = %v", n, tc.open)
+			}
+			// A request confirmed ended before it made a VM leaves an
+			// empty MIG no node serves from: deleted at once.
+			for _, m := range h.Sim.MIGs() {
+				if m.Name == mig && !tc.open {
+					t.Errorf("MIG %s of the cancelled request %s is left (VMs %v)", mig, rr, m.Instances)
+				}
 			}
 		})
 	}
