@@ -576,9 +576,10 @@ const MetricOverlap = "make_before_break_overlap_seconds"
 // old for it would only pay for old beside its own successor. One whose
 // predecessor ends later than half a lead time from now is covered by it
 // until then, and usually arrives before: should it still be waiting at
-// half a lead, it is at risk and advanceHandOver brings a hand-over
-// forward for it, whose old node then covers it. Without a Slurm view, a
-// running VM counts as arrived.
+// half a lead, it is at risk, and advanceHandOver brings a hand-over
+// forward for it unless one in flight covers it; that hand-over's old node
+// is then kept for it. Without a Slurm view, a running VM counts as
+// arrived.
 func (b *builder) lateStatic(pool *model.Pool, slurm *model.SlurmView, old model.Node) int {
 	late := 0
 	horizon := b.now.Add(b.leadTime(pool) / 2) // advanceHandOver's
