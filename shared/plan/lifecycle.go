@@ -569,14 +569,20 @@ const MetricOverlap = "make_before_break_overlap_seconds"
 // successor, that are requested or running but not yet registered in Slurm
 // and that old may have to cover for: a successor still waiting for
 // capacity or booting whose predecessor already ended (the link is cleared
-// then, the node stays static) or ends before old does, or a static node
-// recreated after its termination. A successor whose predecessor still
-// runs and ends no earlier than old is covered by that predecessor for as
-// long as old could cover it: keeping old for it would only pay for old
-// beside its own successor. Without a Slurm view, a running VM counts as
+// then, the node stays static) or ends before old does and within half a
+// lead time, or a static node recreated after its termination. A
+// successor whose predecessor still runs and ends no earlier than old is
+// covered by that predecessor for as long as old could cover it: keeping
+// old for it would only pay for old beside its own successor. One whose
+// predecessor ends later than half a lead time from now is covered by it
+// until then, and usually arrives before: should it still be waiting at
+// half a lead, it is at risk, and advanceHandOver brings a hand-over
+// forward for it unless one in flight covers it; that hand-over's old node
+// is then kept for it. Without a Slurm view, a running VM counts as
 // arrived.
 func (b *builder) lateStatic(pool *model.Pool, slurm *model.SlurmView, old model.Node) int {
 	late := 0
+	horizon := b.now.Add(b.leadTime(pool) / 2) // advanceHandOver's
 	for _, n := range b.poolNodes(pool.ID) {
 		if n.Name == old.Successor || n.Name == old.Name || n.Kind != model.NodeStatic || !n.Phase.Serving() || b.isHedge(*n) {
 			continue // a hedge and the node it hedges count once
@@ -584,9 +590,13 @@ func (b *builder) lateStatic(pool *model.Pool, slurm *model.SlurmView, old model
 		if n.Phase == model.PhaseRunning && (slurm == nil || n.Registered) {
 			continue
 		}
-		if p, ok := b.st.Nodes[n.Predecessor]; ok && n.Predecessor != "" && p.Successor == n.Name && p.Phase == model.PhaseRunning &&
-			!p.TerminationTime.IsZero() && !old.TerminationTime.IsZero() && !p.TerminationTime.Before(old.TerminationTime) {
-			continue // covered by its own predecessor at least as long as old could
+		if p, ok := b.st.Nodes[n.Predecessor]; ok && n.Predecessor != "" && p.Successor == n.Name && p.Phase == model.PhaseRunning && !p.TerminationTime.IsZero() {
+			if !old.TerminationTime.IsZero() && !p.TerminationTime.Before(old.TerminationTime) {
+				continue // covered by its own predecessor at least as long as old could
+			}
+			if p.TerminationTime.After(horizon) {
+				continue // covered by its own predecessor for half a lead time yet
+			}
 		}
 		late++
 	}

@@ -184,8 +184,9 @@ func TestLeadTimePolicy(t *testing.T) {
 
 // The hand-over: an old static node whose successor is usable in Slurm is
 // drained (it stops counting as static) only when no other static node of
-// the pool is still on its way and the pool keeps min_node_count usable
-// static nodes without it; drained and idle, its VM is released.
+// the pool is still on its way that it may have to cover for (lateStatic)
+// and the pool keeps min_node_count usable static nodes without it;
+// drained and idle, its VM is released.
 func TestHandOver(t *testing.T) {
 	end := t0.Add(2 * time.Hour)
 	setup := func(t *testing.T) (*model.State, *model.Pool, map[string]string) {
@@ -256,10 +257,18 @@ func TestHandOver(t *testing.T) {
 			want: drainedReleased,
 		},
 		{
-			name: "another successor still waiting, its predecessor ends before the old node: kept",
+			// The pool has no waits recorded: the lead is the 30 min floor.
+			name: "another successor still waiting, its predecessor ends before the old node and within half a lead: kept",
+			prepare: func(st *model.State, names map[string]string) {
+				pendingSuccessor(st, names["c"], t0.Add(10*time.Minute))
+			},
+		},
+		{
+			name: "another successor still waiting, its predecessor ends before the old node but after half a lead: drained",
 			prepare: func(st *model.State, names map[string]string) {
 				pendingSuccessor(st, names["c"], end.Add(-30*time.Minute))
 			},
+			want: drainedReleased,
 		},
 		{
 			name: "a late successor, another old node kept beside its registered successor ends later and covers it: drained",
