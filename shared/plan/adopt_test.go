@@ -423,3 +423,77 @@ func TestCapacityListedInThePassThatSeesTheResumeFailure(t *testing.T) {
 		})
 	}
 }
+
+// TestCapacityArrivedButNotYetListedIsWaitedFor: the queue timeout
+// cancelled job 7's request, which Compute had fulfilled; the pass after
+// lists the request SUCCEEDED but not its VM (a list can omit a VM for a
+// while). The VM may run: the request is not taken as ended and its MIG is
+// not deleted, so job 7 is not requested again; the next listing that shows
+// the VM keeps it for job 7. A VM missing from MissThreshold listings is
+// gone: the request ends and its MIG is deleted.
+func TestCapacityArrivedButNotYetListedIsWaitedFor(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		listed bool // the second pass lists the VM
+	}{
+		{"listed in the next pass: kept for job 7", true},
+		{"never listed: gone after MissThreshold passes", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, rr := timedOutState(t)
+			rr.State = "SUCCEEDED"
+			vm0 := VM{Name: "flexvm-a3u-0-g1", Status: "RUNNING", Created: t0, TerminationTime: t0.Add(week)}
+			vm1 := VM{Name: "flexvm-a3u-1-g1", Status: "RUNNING", Created: t0.Add(7 * time.Hour), TerminationTime: t0.Add(week), MIG: rr.MIG}
+			listing := func(at time.Time, vms ...VM) Observed {
+				return Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGsListed: true, ListedAt: at, VMs: vms,
+					MIGs:           []ObservedMIG{{Name: rr.MIG, Request: rr.Name, RequestsListed: true, Age: 7 * time.Hour}},
+					ResizeRequests: []ObservedResizeRequest{rr}}}}
+			}
+			pass := func(at time.Time, vms ...VM) []Action {
+				t.Helper()
+				acts := Reconcile(st, listing(at, vms...), at, Policy{})
+				Apply(st, acts)
+				return acts
+			}
+			at := t0.Add(7*time.Hour + 5*time.Minute)
+			acts := pass(at, vm0)
+			for _, a := range acts {
+				switch a := a.(type) {
+				case DeleteMIG:
+					if a.MIG == rr.MIG {
+						t.Fatalf("the MIG of a request that SUCCEEDED is deleted while its VM is not listed: %v", kinds(acts))
+					}
+				case CreateResizeRequest:
+					t.Fatalf("job 7 requested again while the VM that came may run: %s", a.Name)
+				}
+			}
+			if n := st.Nodes["flexvm-a3u-1"]; !n.RequestOpen {
+				t.Fatalf("flexvm-a3u-1's request taken as ended while its VM is not listed: %+v", *n)
+			}
+			if tc.listed {
+				acts = pass(at.Add(5*time.Minute), vm0, vm1)
+				if releases(acts, "flexvm-a3u-1", vm1.Name) {
+					t.Fatalf("the VM that came is deleted: %v", kinds(acts))
+				}
+				if got := st.Nodes["flexvm-a3u-1"]; got.Generation != 1 || !got.Phase.Serving() || got.JobID != "7" {
+					t.Fatalf("flexvm-a3u-1 %s g%d for job %q, want generation 1 serving job 7: %v", got.Phase, got.Generation, got.JobID, kinds(acts))
+				}
+				return
+			}
+			deleted := false
+			for i := 1; i < DefaultPolicy().MissThreshold && !deleted; i++ {
+				for _, a := range pass(at.Add(time.Duration(i)*5*time.Minute), vm0) {
+					if d, ok := a.(DeleteMIG); ok && d.MIG == rr.MIG {
+						deleted = true
+					}
+				}
+			}
+			if !deleted {
+				t.Fatalf("the MIG of a request whose VM was never listed is kept after %d passes", DefaultPolicy().MissThreshold)
+			}
+			if n := st.Nodes["flexvm-a3u-1"]; n.RequestOpen {
+				t.Fatalf("flexvm-a3u-1's request still open after its VM was missing from %d listings", DefaultPolicy().MissThreshold)
+			}
+		})
+	}
+}

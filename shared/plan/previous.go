@@ -62,7 +62,9 @@ func (b *builder) holdForPreviousRequest(pool *model.Pool, n model.Node) string 
 
 // observePreviousRequests follows the resize requests of the pool's nodes
 // whose generation ended before its VM ran, in the pool's listing of this
-// pass: a request listed in a final state, or whose VM is listed, has ended; one listed queued is
+// pass: a request listed in a final state, or whose VM is listed, has ended
+// (one listed SUCCEEDED without its VM, once the VM has been missing from
+// Policy.MissThreshold listings); one listed queued is
 // left to cancelUnwantedRequests, which cancels it; one not listed is taken as
 // gone after Policy.MissThreshold consecutive passes. A request in a final
 // state is deleted by deleteFinishedRequests in the same pass, after its end is
@@ -79,6 +81,19 @@ func (b *builder) observePreviousRequests(pool *model.Pool, vms vmIndex, rrs map
 		case vmListed:
 			node.RequestOpen, node.RequestMisses = false, 0
 			b.putNode(node, fmt.Sprintf("reconciler: VM %s of %s's previous generation exists: its resize request %s succeeded", node.VMName, node.Name, node.ResizeRequest))
+		case seen && rr.State == "SUCCEEDED" && node.MIG != "":
+			// The request made the node's VM, which this listing does
+			// not show: a list can omit a VM for a while, so the VM may
+			// run, and a job may still use it (adopt.go); its MIG is
+			// kept meanwhile (deleteSpentRequestMIGs). Missing from
+			// MissThreshold listings, it is gone.
+			node.RequestMisses++
+			if node.RequestMisses >= b.pol.MissThreshold {
+				node.RequestOpen, node.RequestMisses = false, 0
+				b.putNode(node, fmt.Sprintf("reconciler: previous resize request %s of %s SUCCEEDED and its VM %s is not listed in %d consecutive passes: gone", rr.Name, node.Name, node.VMName, b.pol.MissThreshold))
+				continue
+			}
+			b.putNode(node, fmt.Sprintf("reconciler: previous resize request %s of %s SUCCEEDED but its VM %s is not listed (%d of %d passes before it is taken as gone)", rr.Name, node.Name, node.VMName, node.RequestMisses, b.pol.MissThreshold))
 		case seen && finalRequestState(rr.State):
 			node.RequestOpen, node.RequestMisses = false, 0
 			b.putNode(node, fmt.Sprintf("reconciler: previous resize request %s is %s: %s may be requested again", rr.Name, rr.State, node.Name))

@@ -163,7 +163,8 @@ type ObservedMIG struct {
 // once older than the orphan grace: a decision records a request before
 // its MIG is made, so a MIG younger than that may be one whose record this
 // pass did not read. A MIG holding a VM that came after its request was
-// cancelled waits for the next pass's adoptArrived (arrivedAfterCancel).
+// cancelled waits for the next pass's adoptArrived (arrivedAfterCancel), as
+// does one whose request SUCCEEDED while its VM is not listed yet.
 func (b *builder) deleteSpentRequestMIGs(pool *model.Pool, po ObservedPool, rrs map[string]ObservedResizeRequest, vms vmIndex) {
 	if !po.MIGsListed {
 		return
@@ -175,6 +176,9 @@ func (b *builder) deleteSpentRequestMIGs(pool *model.Pool, po ObservedPool, rrs 
 		}
 		if arrivedAfterCancel(pool, n, vms) {
 			arrived[n.MIG] = true // adoptArrived decides in the next pass
+		}
+		if rr, ok := rrs[n.ResizeRequest]; ok && rr.State == "SUCCEEDED" && n.MIG != "" && requestMayBeActive(n) {
+			arrived[n.MIG] = true // its VM, not listed this pass, may run (observePreviousRequests)
 		}
 	}
 	for _, m := range po.MIGs {
