@@ -254,32 +254,7 @@ func TestCapacityArrivedForARequeuedJobsRequestServesTheNodeItKeeps(t *testing.T
 		}
 	}
 	Apply(st, acts)
-	rr := ObservedResizeRequest{Name: n1.ResizeRequest, MIG: n1.MIG, State: "SUCCEEDED", Created: t0, VMs: []string{n1.VMName, n2.VMName}}
-	vms := []VM{{Name: "flexvm-a3u-0-g1", Status: "RUNNING", Created: t0, TerminationTime: t0.Add(week)},
-		{Name: n1.VMName, Status: "RUNNING", Created: t0.Add(time.Hour), TerminationTime: t0.Add(week), MIG: n1.MIG},
-		{Name: n2.VMName, Status: "RUNNING", Created: t0.Add(time.Hour), TerminationTime: t0.Add(week), MIG: n1.MIG}}
-	obs := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGsListed: true, ListedAt: t0.Add(time.Hour + 5*time.Minute), VMs: vms,
-		MIGs:           []ObservedMIG{{Name: n1.MIG, Request: n1.ResizeRequest, RequestsListed: true, Age: time.Hour}},
-		ResizeRequests: []ObservedResizeRequest{rr}}}}
-	acts = Reconcile(st, obs, t0.Add(time.Hour+5*time.Minute), Policy{})
-	if releases(acts, "flexvm-a3u-2", n2.VMName) {
-		t.Fatalf("the VM of the node job 7 keeps is deleted: %v", kinds(acts))
-	}
-	if !releases(acts, "flexvm-a3u-1", n1.VMName) {
-		t.Fatalf("the VM of the node job 7 left is kept: %v", kinds(acts))
-	}
-	for _, a := range acts {
-		if d, ok := a.(DeleteMIG); ok && d.MIG == n1.MIG {
-			t.Fatalf("the request's MIG is deleted while flexvm-a3u-2 serves from it")
-		}
-		if cr, ok := a.(CreateResizeRequest); ok && slices.Contains(cr.VMs, "flexvm-a3u-2-g2") {
-			t.Fatalf("flexvm-a3u-2 requested again: %s", cr.Name)
-		}
-	}
-	Apply(st, acts)
-	if got := st.Nodes["flexvm-a3u-2"]; got.Generation != 1 || !got.Phase.Serving() || got.JobID != "7" {
-		t.Fatalf("flexvm-a3u-2 %s g%d for job %q, want generation 1 serving job 7: %v", got.Phase, got.Generation, got.JobID, kinds(acts))
-	}
+	listSharedArrival(t, st, n1, n2, "the node job 7 keeps", "the node job 7 left")
 }
 
 // TestCapacityArrivedAsAResumeFailureCancelRanServesTheJob: job 7's one
@@ -319,6 +294,15 @@ func TestCapacityArrivedAsAResumeFailureCancelRanServesTheJob(t *testing.T) {
 		}
 	}
 	Apply(st, acts)
+	listSharedArrival(t, st, n1, n2, "the node job 7 was placed on", "the node Slurm gave up on, which no job uses")
+}
+
+// listSharedArrival runs the pass that lists job 7's request n1.ResizeRequest
+// (naming n1 and n2) SUCCEEDED with both VMs running, job 7 now placed on
+// flexvm-a3u-0 and n2: n2's VM is kept for job 7 and n1's deleted by name,
+// the request's MIG kept, and nothing requested again.
+func listSharedArrival(t *testing.T, st *model.State, n1, n2 model.Node, kept, left string) {
+	t.Helper()
 	rr := ObservedResizeRequest{Name: n1.ResizeRequest, MIG: n1.MIG, State: "SUCCEEDED", Created: t0, VMs: []string{n1.VMName, n2.VMName}}
 	vms := []VM{{Name: "flexvm-a3u-0-g1", Status: "RUNNING", Created: t0, TerminationTime: t0.Add(week)},
 		{Name: n1.VMName, Status: "RUNNING", Created: t0.Add(time.Hour), TerminationTime: t0.Add(week), MIG: n1.MIG},
@@ -326,24 +310,24 @@ func TestCapacityArrivedAsAResumeFailureCancelRanServesTheJob(t *testing.T) {
 	obs := Observed{Pools: map[string]ObservedPool{"a3u": {Listed: true, MIGsListed: true, ListedAt: t0.Add(time.Hour + 5*time.Minute), VMs: vms,
 		MIGs:           []ObservedMIG{{Name: n1.MIG, Request: n1.ResizeRequest, RequestsListed: true, Age: time.Hour}},
 		ResizeRequests: []ObservedResizeRequest{rr}}}}
-	acts = Reconcile(st, obs, t0.Add(time.Hour+5*time.Minute), Policy{})
-	if releases(acts, "flexvm-a3u-2", n2.VMName) {
-		t.Fatalf("the VM of the node job 7 was placed on is deleted: %v", kinds(acts))
+	acts := Reconcile(st, obs, t0.Add(time.Hour+5*time.Minute), Policy{})
+	if releases(acts, n2.Name, n2.VMName) {
+		t.Fatalf("the VM of %s is deleted: %v", kept, kinds(acts))
 	}
-	if !releases(acts, "flexvm-a3u-1", n1.VMName) {
-		t.Fatalf("the VM of the node Slurm gave up on, which no job uses, is kept: %v", kinds(acts))
+	if !releases(acts, n1.Name, n1.VMName) {
+		t.Fatalf("the VM of %s is kept: %v", left, kinds(acts))
 	}
 	for _, a := range acts {
 		if d, ok := a.(DeleteMIG); ok && d.MIG == n1.MIG {
-			t.Fatalf("the request's MIG is deleted while flexvm-a3u-2 serves from it")
+			t.Fatalf("the request's MIG is deleted while %s serves from it", n2.Name)
 		}
 		if cr, ok := a.(CreateResizeRequest); ok {
 			t.Fatalf("requested again: %s", cr.Name)
 		}
 	}
 	Apply(st, acts)
-	if got := st.Nodes["flexvm-a3u-2"]; got.Generation != 1 || !got.Phase.Serving() || got.JobID != "7" {
-		t.Fatalf("flexvm-a3u-2 %s g%d for job %q, want generation 1 serving job 7: %v", got.Phase, got.Generation, got.JobID, kinds(acts))
+	if got := st.Nodes[n2.Name]; got.Generation != 1 || !got.Phase.Serving() || got.JobID != "7" {
+		t.Fatalf("%s %s g%d for job %q, want generation 1 serving job 7: %v", n2.Name, got.Phase, got.Generation, got.JobID, kinds(acts))
 	}
 }
 
