@@ -11,6 +11,7 @@ import (
 
 	"github.com/flexslurm/flexslurm/shared/event"
 	"github.com/flexslurm/flexslurm/shared/model"
+	"github.com/flexslurm/flexslurm/shared/naming"
 )
 
 // minutes turns wait minutes into the seconds a pool record keeps.
@@ -676,6 +677,7 @@ func TestHedge(t *testing.T) {
 		lateRuns   bool
 		hedgeRuns  bool
 		lateEnds   bool
+		perRequest bool   // one MIG per request (else the earlier layout)
 		wantHolder string // the node that keeps the place: old's successor
 		wantGone   string // the node released
 	}{
@@ -684,6 +686,11 @@ func TestHedge(t *testing.T) {
 		{name: "the late node runs first: the hedge is cancelled", lateRuns: true, wantHolder: late, wantGone: hedge},
 		{name: "both run: the hedge is released", lateRuns: true, hedgeRuns: true, wantHolder: late, wantGone: hedge},
 		{name: "the late node's request ends: the hedge takes its place", lateEnds: true, wantHolder: hedge},
+		// In one MIG per request a released request is cancelled and its
+		// MIG left to the next pass (adopt.go): the node released is
+		// recorded as the rule left it, dynamic and unlinked.
+		{name: "one MIG per request, the late node runs first: the hedge is cancelled", perRequest: true, lateRuns: true, wantHolder: late, wantGone: hedge},
+		{name: "one MIG per request, the hedge runs first: the late request is cancelled", perRequest: true, hedgeRuns: true, wantHolder: hedge, wantGone: late},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -700,6 +707,9 @@ func TestHedge(t *testing.T) {
 			h := b.node(p, 2)
 			h.Kind, h.Phase, h.Generation, h.VMName, h.ResizeRequest = model.NodeStatic, model.PhaseRequested, 1, hedge+"-g1", "rr-"+hedge+"-g1"
 			h.RequestedAt, h.Predecessor, h.Hedge = t0.Add(-time.Hour), late, true
+			if tt.perRequest {
+				l.MIG, h.MIG = naming.RequestMIG("flexvm", "a3u", l.ResizeRequest), naming.RequestMIG("flexvm", "a3u", h.ResizeRequest)
+			}
 			if tt.lateRuns {
 				l.Phase, l.RunningAt, l.VMID = model.PhaseRunning, t0.Add(-5*time.Minute), "1"
 			}
@@ -733,8 +743,12 @@ func TestHedge(t *testing.T) {
 			}
 			if tt.wantGone != "" {
 				g := b.st.Nodes[tt.wantGone]
-				if g.Phase != model.PhaseDeleting || g.Kind != model.NodeDynamic || g.Predecessor != "" || g.Successor != "" || g.Hedge {
-					t.Errorf("%s: %+v, want dynamic, deleting, unlinked", g.Name, g)
+				phase := model.PhaseDeleting
+				if tt.perRequest && g.RunningAt.IsZero() {
+					phase = model.PhaseReleased
+				}
+				if g.Phase != phase || g.Kind != model.NodeDynamic || g.Predecessor != "" || g.Successor != "" || g.Hedge {
+					t.Errorf("%s: %+v, want dynamic, %s, unlinked", g.Name, g, phase)
 				}
 			}
 			if after := b.staticServing(p.ID); after != before {

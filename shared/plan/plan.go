@@ -682,9 +682,9 @@ func (b *builder) cancelKeepingArrivals(pool *model.Pool, n model.Node, reason s
 		if o.ResizeRequest != n.ResizeRequest || o.Phase != model.PhaseRequested {
 			continue
 		}
-		node := *o
-		why := reason
-		if node.Name != n.Name {
+		node, why := n, reason // n as the caller changed it (a hedge made dynamic)
+		if o.Name != n.Name {
+			node = *o
 			why = fmt.Sprintf("its resize request %s was cancelled with %s's: %s", n.ResizeRequest, n.Name, reason)
 		}
 		node.Phase = model.PhaseReleased
