@@ -60,7 +60,15 @@ func (b *builder) adoptArrived(pool *model.Pool, vms vmIndex) {
 			continue
 		}
 		who := "static node " + node.Name
-		if kindOf(node, pool) != model.NodeStatic {
+		switch started := b.startedOnArrived(node); {
+		case kindOf(node, pool) == model.NodeStatic:
+		case started != "":
+			// Slurm started a job there since the VM was asked for:
+			// the VM that came runs it (a newer report than any
+			// snapshot that shows the node idle).
+			node.JobID = started
+			who = "job " + started + ", which Slurm started there"
+		default:
 			j := b.arrivedFor(node)
 			if j == nil {
 				unwanted = append(unwanted, node)
@@ -114,6 +122,20 @@ func (b *builder) releaseArrived(pool *model.Pool, node model.Node) {
 	node.Phase = model.PhaseDeleting
 	node.RequestOpen, node.RequestMisses = false, 0
 	b.putNode(node, why)
+}
+
+// startedOnArrived returns the job a job.started report names on node
+// since its generation's VM was asked for, while flexslurm does not hold
+// that job ended ("" for none): only the VM that came for the generation
+// can run it.
+func (b *builder) startedOnArrived(node model.Node) string {
+	if !startedSince(node, node.RequestedAt) {
+		return ""
+	}
+	if j, ok := b.st.Jobs[node.StartedJob]; ok && !j.State.Active() {
+		return ""
+	}
+	return node.StartedJob
 }
 
 // arrivedFor returns the pending job that capacity arrived for node may

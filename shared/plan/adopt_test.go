@@ -48,6 +48,15 @@ func TestCapacityArrivedAsItsQueueTimeoutCancelRanServesTheJob(t *testing.T) {
 		{"job 7 ended: no job can use it", func(st *model.State) { st.Jobs["7"].State = model.JobCancelled }, "RUNNING", false},
 		{"job 7 now placed on another node: not kept for it", func(st *model.State) { st.Jobs["7"].Nodes = []string{"flexvm-a3u-2"} }, "RUNNING", false},
 		{"a static node's: kept", func(st *model.State) { st.Nodes["flexvm-a3u-1"].Kind = model.NodeStatic }, "RUNNING", true},
+		{"job 7 ended, and Slurm started job 9 on the node since: kept for the job it runs", func(st *model.State) {
+			st.Jobs["7"].State = model.JobCancelled
+			st.Nodes["flexvm-a3u-1"].StartedJob, st.Nodes["flexvm-a3u-1"].StartedAt = "9", t0.Add(7*time.Hour+2*time.Minute)
+		}, "RUNNING", true},
+		{"job 7 ended, and the job Slurm started there has ended too: not kept", func(st *model.State) {
+			st.Jobs["7"].State = model.JobCancelled
+			st.Nodes["flexvm-a3u-1"].StartedJob, st.Nodes["flexvm-a3u-1"].StartedAt = "9", t0.Add(7*time.Hour+2*time.Minute)
+			st.Jobs["9"] = &model.Job{ID: "9", Pool: "a3u", State: model.JobFinished, Nodes: []string{"flexvm-a3u-1"}}
+		}, "RUNNING", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st, rr := timedOutState(t)
