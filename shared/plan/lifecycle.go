@@ -205,6 +205,13 @@ func (b *builder) makeBeforeBreak(pool *model.Pool, slurm *model.SlurmView) {
 	}
 }
 
+// riskHorizon is the end of the half lead time within which a waiting
+// static node whose place nothing keeps is at risk (advanceHandOver), and
+// beyond which its running predecessor covers it (lateStatic).
+func (b *builder) riskHorizon(pool *model.Pool) time.Time {
+	return b.now.Add(b.leadTime(pool) / 2)
+}
+
 // advanceHandOver requests, ahead of its lead time, the successor of the
 // static node that ends first, when static nodes of the pool are at risk
 // of arriving after the node they replace and too few other hand-overs
@@ -224,7 +231,7 @@ func (b *builder) advanceHandOver(pool *model.Pool, slurm *model.SlurmView) {
 		return
 	}
 	lead := b.leadTime(pool)
-	horizon := b.now.Add(lead / 2)
+	horizon := b.riskHorizon(pool)
 	atRisk, cover := 0, 0
 	var first, hedgeFor *model.Node
 	for _, n := range b.poolNodes(pool.ID) {
@@ -582,7 +589,7 @@ const MetricOverlap = "make_before_break_overlap_seconds"
 // arrived.
 func (b *builder) lateStatic(pool *model.Pool, slurm *model.SlurmView, old model.Node) int {
 	late := 0
-	horizon := b.now.Add(b.leadTime(pool) / 2) // advanceHandOver's
+	horizon := b.riskHorizon(pool)
 	for _, n := range b.poolNodes(pool.ID) {
 		if n.Name == old.Successor || n.Name == old.Name || n.Kind != model.NodeStatic || !n.Phase.Serving() || b.isHedge(*n) {
 			continue // a hedge and the node it hedges count once
