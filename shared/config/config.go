@@ -32,6 +32,7 @@ const (
 	EnvSnapshotMaxAge           = "FLEXSLURM_SNAPSHOT_MAX_AGE"
 	EnvIdleTimeout              = "FLEXSLURM_IDLE_TIMEOUT"
 	EnvObserveGrace             = "FLEXSLURM_OBSERVE_GRACE"
+	EnvUnreportedDrainGrace     = "FLEXSLURM_UNREPORTED_DRAIN_GRACE"
 	EnvRecreateAfterTermination = "FLEXSLURM_RECREATE_AFTER_TERMINATION"
 	EnvControllerVM             = "FLEXSLURM_CONTROLLER_VM"
 	EnvIdentityCertsURL         = "FLEXSLURM_IDENTITY_CERTS_URL"
@@ -92,11 +93,12 @@ type Config struct {
 	// MaxEventAge drops events published longer ago (Go duration, e.g.
 	// "1h"); 0 takes the default (1 h).
 	MaxEventAge time.Duration
-	// SnapshotMaxAge, IdleTimeout and ObserveGrace override plan.Policy's
-	// (Go durations, 1s–2160h); 0 keeps plan.DefaultPolicy's. The
-	// local system sets them in simulated time, because Slurm there runs
-	// on the wall clock while flexslurm's clock runs faster.
-	SnapshotMaxAge, IdleTimeout, ObserveGrace time.Duration
+	// SnapshotMaxAge, IdleTimeout, ObserveGrace and UnreportedDrainGrace
+	// override plan.Policy's (Go durations, 1s–2160h); 0 keeps
+	// plan.DefaultPolicy's. The local system sets them in simulated time,
+	// because Slurm there runs on the wall clock while flexslurm's clock
+	// runs faster.
+	SnapshotMaxAge, IdleTimeout, ObserveGrace, UnreportedDrainGrace time.Duration
 	// RecreateAfterTermination ("true" or "false") turns plan.Policy's
 	// make-before-break off: static nodes are then recreated after their
 	// VM ends. The local system sets it, since a scaled clock inflates the
@@ -174,7 +176,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	for _, o := range []struct {
 		env string
 		dst *time.Duration
-	}{{EnvSnapshotMaxAge, &c.SnapshotMaxAge}, {EnvIdleTimeout, &c.IdleTimeout}, {EnvObserveGrace, &c.ObserveGrace}} {
+	}{{EnvSnapshotMaxAge, &c.SnapshotMaxAge}, {EnvIdleTimeout, &c.IdleTimeout}, {EnvObserveGrace, &c.ObserveGrace}, {EnvUnreportedDrainGrace, &c.UnreportedDrainGrace}} {
 		if v := getenv(o.env); v != "" {
 			d, err := time.ParseDuration(v)
 			if err != nil || d < time.Second || d > 90*24*time.Hour {

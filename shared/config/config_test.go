@@ -9,12 +9,12 @@ import (
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
 func TestPolicyOverrides(t *testing.T) {
-	c, err := FromEnv(env(map[string]string{EnvProject: "p", EnvSnapshotMaxAge: "24h", EnvIdleTimeout: "336h", EnvObserveGrace: "2h", EnvRecreateAfterTermination: "true"}))
+	c, err := FromEnv(env(map[string]string{EnvProject: "p", EnvSnapshotMaxAge: "24h", EnvIdleTimeout: "336h", EnvObserveGrace: "2h", EnvUnreportedDrainGrace: "3h", EnvRecreateAfterTermination: "true"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.SnapshotMaxAge != 24*time.Hour || c.IdleTimeout != 336*time.Hour || c.ObserveGrace != 2*time.Hour || !c.RecreateAfterTermination {
-		t.Errorf("SnapshotMaxAge %v IdleTimeout %v, want 24h and 336h", c.SnapshotMaxAge, c.IdleTimeout)
+	if c.SnapshotMaxAge != 24*time.Hour || c.IdleTimeout != 336*time.Hour || c.ObserveGrace != 2*time.Hour || c.UnreportedDrainGrace != 3*time.Hour || !c.RecreateAfterTermination {
+		t.Errorf("SnapshotMaxAge %v IdleTimeout %v ObserveGrace %v UnreportedDrainGrace %v, want 24h, 336h, 2h and 3h", c.SnapshotMaxAge, c.IdleTimeout, c.ObserveGrace, c.UnreportedDrainGrace)
 	}
 	c, err = FromEnv(env(map[string]string{EnvProject: "p"}))
 	if err != nil || c.SnapshotMaxAge != 0 || c.IdleTimeout != 0 || c.RecreateAfterTermination {
@@ -24,9 +24,11 @@ func TestPolicyOverrides(t *testing.T) {
 
 func TestPolicyOverridesRejected(t *testing.T) {
 	for _, v := range []string{"soon", "0s", "500ms", "2161h", "-1m"} {
-		_, err := FromEnv(env(map[string]string{EnvProject: "p", EnvIdleTimeout: v}))
-		if err == nil || !strings.Contains(err.Error(), EnvIdleTimeout) || !strings.Contains(err.Error(), v) {
-			t.Errorf("%s=%q: error %v, want one naming the variable and the value", EnvIdleTimeout, v, err)
+		for _, name := range []string{EnvIdleTimeout, EnvUnreportedDrainGrace} {
+			_, err := FromEnv(env(map[string]string{EnvProject: "p", name: v}))
+			if err == nil || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), v) {
+				t.Errorf("%s=%q: error %v, want one naming the variable and the value", name, v, err)
+			}
 		}
 	}
 	if _, err := FromEnv(env(map[string]string{EnvProject: "p", EnvRecreateAfterTermination: "sometimes"})); err == nil ||

@@ -108,6 +108,7 @@ func Build(ctx context.Context, cfg config.Config) (*apply.Runner, error) {
 func Policy(cfg config.Config) plan.Policy {
 	return plan.Policy{
 		SnapshotMaxAge: cfg.SnapshotMaxAge, IdleTimeout: cfg.IdleTimeout, ObserveGrace: cfg.ObserveGrace,
+		UnreportedDrainGrace:     cfg.UnreportedDrainGrace,
 		RecreateAfterTermination: cfg.RecreateAfterTermination, MaxEventAge: cfg.MaxEventAge,
 		OneNodePerRequest: cfg.ResizeRequestAPI == config.ResizeRequestAPICount,
 		EndWarning:        cfg.EndWarning, EndSignal: cfg.EndSignal,

@@ -27,6 +27,7 @@ func TestPolicyFromEnvironment(t *testing.T) {
 		config.EnvSnapshotMaxAge:           "3m",
 		config.EnvIdleTimeout:              "4m",
 		config.EnvObserveGrace:             "5m",
+		config.EnvUnreportedDrainGrace:     "6m",
 		config.EnvRecreateAfterTermination: "true",
 	}
 	cfg, err := config.FromEnv(func(k string) string { return env[k] })
@@ -35,7 +36,7 @@ func TestPolicyFromEnvironment(t *testing.T) {
 	}
 	want := plan.Policy{
 		MaxEventAge: 2 * time.Hour, SnapshotMaxAge: 3 * time.Minute, IdleTimeout: 4 * time.Minute,
-		ObserveGrace: 5 * time.Minute, RecreateAfterTermination: true,
+		ObserveGrace: 5 * time.Minute, UnreportedDrainGrace: 6 * time.Minute, RecreateAfterTermination: true,
 	}
 	if d := cmp.Diff(want, Policy(cfg)); d != "" {
 		t.Errorf("Policy (-want +got):\n%s", d)
