@@ -105,6 +105,10 @@ type Result struct {
 	BurstTook      time.Duration
 }
 
+// stateWatchEvery is the local system's timeline state watch period
+// during a run.
+const stateWatchEvery = 5 * time.Second
+
 // run is one run's state.
 type run struct {
 	o      Options
@@ -138,8 +142,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Opts: o, Started: time.Now(), Boot: localslurm.MinNodeStartDelay}
+	// The timeline's state watch reads every node and job from the
+	// Firestore emulator the functions use; the run reads its times from
+	// logs and the simulator, so the watch only prints, and at its demo
+	// period (150 ms) it would be the emulator's largest client.
 	sys, err := local.Start(ctx, local.Options{SpecPath: specPath, Speedup: 1, CapacityDelay: o.CapacityDelay,
-		RunDir: filepath.Join(o.RunDir, "local"), Exe: o.Exe, Out: o.Log, Slurm: o.Slurm})
+		RunDir: filepath.Join(o.RunDir, "local"), Exe: o.Exe, Out: o.Log, Slurm: o.Slurm,
+		StateWatchEvery: stateWatchEvery})
 	if sys != nil {
 		defer sys.Stop()
 	}
