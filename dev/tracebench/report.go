@@ -41,12 +41,14 @@ func WriteReport(w io.Writer, src Source, results []*Result) {
 		return
 	}
 	cfg := results[0].Config
-	fmt.Fprintf(w, "Trace replay: %s (%d tasks)\nSource: %s\n", src.File, src.Tasks, Citation)
-	fmt.Fprintf(w, "Window: tasks created from day %s for %s of the trace; %d GPU jobs submitted, %d CPU-only tasks and %d never-scheduled tasks skipped.\n",
+	// Each line is a paragraph of its own: in Markdown (BENCHMARKS.md)
+	// lines without a blank one between them run together.
+	fmt.Fprintf(w, "Trace replay: %s (%d tasks)\n\nSource: %s\n\n", src.File, src.Tasks, Citation)
+	fmt.Fprintf(w, "Window: tasks created from day %s for %s of the trace; %d GPU jobs submitted, %d CPU-only tasks and %d never-scheduled tasks skipped.\n\n",
 		fmtDays(cfg.From), fmtDays(cfg.Length), results[0].Jobs, src.Skipped.CPUOnly, src.Skipped.NeverRan)
 	fmt.Fprintf(w, "Derived (the trace lacks them): a job runs deletion_time − scheduled_time on one node with num_gpu whole GPUs (gres/gpu:N; a share of a GPU asks for 1), "+
 		"submitted at creation_time; its time limit is its runtime rounded up to the hour (at least 1 h); a node registers %s after its VM runs; "+
-		"each resize request's capacity wait is drawn from a %s (seed %d).\n", fmtDur(cfg.BootTime), cfg.Wait, cfg.Seed)
+		"each resize request's capacity wait is drawn from a %s (seed %d).\n\n", fmtDur(cfg.BootTime), cfg.Wait, cfg.Seed)
 	fmt.Fprintf(w, "Pool: %d × a3-ultragpu-8g (%d GPUs each), min 0, flex_start_max_duration %s; partition MaxTime = that duration (EnforcePartLimits=ALL); reconcile every %s with a Slurm snapshot before each tick.\n\n",
 		cfg.MaxNodes, GPUsPerNode, fmtDur(cfg.MaxRunDuration), fmtDur(cfg.Tick))
 	for _, r := range results {
