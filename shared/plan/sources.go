@@ -196,7 +196,7 @@ func (b *builder) orphanRunsJob(vm VM) bool {
 		return false
 	}
 	n, ok := b.st.Nodes[vm.Name[:i]]
-	if !ok || n.StartedJob == "" || !n.StartedAt.After(vm.Created) {
+	if !ok || !startedSince(*n, vm.Created) {
 		return false
 	}
 	if Newest(n.StartedAt, b.view) != SourceSlurm {
