@@ -400,23 +400,26 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 	s.TL.Say(fmt.Sprintf("controller %s: metadata server %s (identity tokens for its reports)", s.ControllerVM, s.Controller.Addr()))
 
 	// 4. The four functions, one process each, and push subscriptions to them.
+	// Slurm runs on the wall clock, flexslurm on the simulated one: its
+	// windows for what Slurm does are about 9 s of wall time (a simulated
+	// day in the demo), each at least plan.Policy's own floor below.
+	wall9s := simDuration(9*time.Second, opts.Speedup)
 	childEnv := append(os.Environ(),
 		config.EnvProject+"="+opts.Project,
 		config.EnvComputeEndpoint+"="+s.SimURL,
 		config.EnvClock+"="+s.Clock.String(),
-		// Slurm runs on the wall clock, flexslurm on the simulated one: a
-		// snapshot is taken every 2 s of wall time (~5.6 h of simulated
+		// A snapshot is taken every 2 s of wall time (~5.6 h of simulated
 		// time in the demo); one is fresh for about 9 s of wall time.
-		config.EnvSnapshotMaxAge+"="+max(simDuration(9*time.Second, opts.Speedup), 2*time.Minute).String(),
+		config.EnvSnapshotMaxAge+"="+max(wall9s, 2*time.Minute).String(),
 		config.EnvIdleTimeout+"="+opts.IdleTimeout.String(),
 		// An unexpected Slurm × VM combination (a slurmd restarting) is
-		// watched for about 9 s of wall time (a simulated day in the demo).
-		config.EnvObserveGrace+"="+max(simDuration(9*time.Second, opts.Speedup), time.Minute).String(),
+		// watched for about 9 s of wall time.
+		config.EnvObserveGrace+"="+max(wall9s, time.Minute).String(),
 		// A health report the node-side hook publishes after its drain is
 		// waited for as long (plan.Policy's 10 min is 0.06 s of wall time
 		// at the demo's speed-up: on a loaded machine the report came after
 		// the reconciler had taken the node for one whose report was lost).
-		config.EnvUnreportedDrainGrace+"="+max(simDuration(9*time.Second, opts.Speedup), 10*time.Minute).String(),
+		config.EnvUnreportedDrainGrace+"="+max(wall9s, 10*time.Minute).String(),
 		config.EnvRecreateAfterTermination+"="+strconv.FormatBool(!opts.MakeBeforeBreak),
 		// Reports are verified as deployed: the controller's against its
 		// VM, with the simulator's keys standing in for Google's.
